@@ -1,0 +1,42 @@
+"""Runners: where a stage executes. ``local`` (this Python) and ``docker`` (the variant's image).
+
+A stage is always ``python -m stages.<name> ARGS`` with an environment; the runner decides which Python,
+which filesystem and which devices. Stages never know which runner started them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from analysis.errors import UserError
+
+CODE_ROOT = Path(__file__).resolve().parents[2]
+
+
+class StageFailed(UserError):
+    """A stage exited non-zero; the message names the stage and its log file."""
+
+
+@dataclass
+class StageCommand:
+    module: str
+    args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    # Extra entries put before the code root on PYTHONPATH (e.g. a Python overlay's shadow package).
+    python_path: list[Path] = field(default_factory=list)
+    log_path: Path | None = None
+    timeout_s: float | None = None
+
+    @property
+    def label(self) -> str:
+        return self.module.rsplit(".", 1)[-1]
+
+
+class Runner(Protocol):
+    name: str
+
+    def run(self, command: StageCommand) -> None:
+        """Run the stage to completion; raise StageFailed on a non-zero exit or timeout."""
+        ...

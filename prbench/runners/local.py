@@ -1,0 +1,100 @@
+"""The local runner (the embedded default): a stage runs as a subprocess of a chosen Python."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from prbench.runners import CODE_ROOT, StageCommand, StageFailed
+
+# Variables from the calling shell that would silently change what a stage measures.
+_SCRUBBED = ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_FORCE_DISABLE_CACHES")
+
+
+class LocalRunner:
+    name = "local"
+
+    def __init__(self, python: str | None = None, stream_output: bool = True) -> None:
+        self.python = python or sys.executable
+        self.stream_output = stream_output
+
+    def environment(self, command: StageCommand) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+        env.update(command.env)
+        env["PYTHONPATH"] = os.pathsep.join([*map(str, command.python_path), str(CODE_ROOT)])
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def run(self, command: StageCommand) -> None:
+        argv = [self.python, "-m", command.module, *command.args]
+        log = _open_log(command.log_path)
+        try:
+            proc = subprocess.Popen(
+                argv,
+                env=self.environment(command),
+                cwd=CODE_ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                start_new_session=True,  # so an interrupt or timeout can stop the whole process group
+            )
+        except OSError as exc:
+            raise StageFailed(f"stage {command.label}: cannot start {self.python} ({exc.strerror})") from None
+        # A reader thread copies output so the main thread can enforce the timeout while output flows.
+        reader = threading.Thread(target=self._copy_output, args=(proc, log), daemon=True)
+        reader.start()
+        try:
+            code = proc.wait(timeout=command.timeout_s)
+            reader.join()
+        except subprocess.TimeoutExpired:
+            _stop(proc)
+            raise StageFailed(f"stage {command.label}: timed out after {command.timeout_s:.0f}s") from None
+        except KeyboardInterrupt:
+            _stop(proc)
+            raise
+        finally:
+            if log:
+                log.close()
+        if code != 0:
+            where = f"; log: {command.log_path}" if command.log_path else ""
+            raise StageFailed(f"stage {command.label} failed with exit code {code}{where}")
+
+
+    def _copy_output(self, proc: subprocess.Popen, log) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if log:
+                log.write(line)
+                log.flush()
+            if self.stream_output:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+
+
+def _open_log(path: Path | None):
+    if path is None:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "a", encoding="utf-8")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGINT first so the stage can finish its current atomic write; SIGKILL if it does not stop."""
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=10)
+        return
+    except ProcessLookupError:
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()

@@ -1,0 +1,192 @@
+"""The run store: ``runs/<run-id>/`` with a manifest that records every stage's status, inputs and outputs.
+
+A stage is skipped when the manifest says it finished with the same input hash and its outputs still exist;
+``force`` redoes it. The manifest is rewritten atomically after every change, so an interrupt (Ctrl-C,
+a killed process) always leaves a manifest that describes what really finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis import atomic_io
+from analysis.errors import UserError
+
+MANIFEST = "manifest.json"
+_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class StageStatus:
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass
+class StageRecord:
+    status: str
+    input_hash: str
+    outputs: list[str] = field(default_factory=list)
+    started: str = ""
+    finished: str = ""
+    duration_s: float = 0.0
+    error: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunManifest:
+    run_id: str
+    created: str
+    prbench_version: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    stages: dict[str, StageRecord] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunManifest:
+        stages = {k: StageRecord(**v) for k, v in data.get("stages", {}).items()}
+        return cls(
+            run_id=data["run_id"],
+            created=data["created"],
+            prbench_version=data.get("prbench_version", ""),
+            settings=data.get("settings", {}),
+            stages=stages,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def input_hash(inputs: dict[str, Any]) -> str:
+    """Stable hash of a stage's inputs (settings, upstream hashes, recipe hash...)."""
+    blob = json.dumps(inputs, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+class Run:
+    """One run directory and its manifest."""
+
+    def __init__(self, root: Path, manifest: RunManifest) -> None:
+        self.root = root
+        self.manifest = manifest
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest.run_id
+
+    def path(self, *parts: str) -> Path:
+        return self.root.joinpath(*parts)
+
+    def relative(self, path: Path) -> str:
+        return os.path.relpath(path, self.root)
+
+    def save(self) -> None:
+        atomic_io.write_json(self.root / MANIFEST, self.manifest.to_dict())
+
+    def record(self, key: str) -> StageRecord | None:
+        return self.manifest.stages.get(key)
+
+    def is_done(self, key: str, inputs_hash: str) -> bool:
+        rec = self.record(key)
+        if rec is None or rec.status != StageStatus.DONE or rec.input_hash != inputs_hash:
+            return False
+        return all((self.root / out).exists() for out in rec.outputs)
+
+    @contextlib.contextmanager
+    def stage(self, key: str, inputs: dict[str, Any]) -> Iterator[StageRecord]:
+        """Record a stage around the block: running → done / failed / interrupted, with timings.
+
+        The block fills ``record.outputs`` (paths relative to the run directory) and ``record.summary``.
+        """
+        rec = StageRecord(status=StageStatus.RUNNING, input_hash=input_hash(inputs), started=_now())
+        self.manifest.stages[key] = rec
+        self.save()
+        t0 = time.monotonic()
+        try:
+            yield rec
+        except KeyboardInterrupt:
+            self._finish(rec, StageStatus.INTERRUPTED, t0, "interrupted by the user")
+            raise
+        except BaseException as exc:
+            self._finish(rec, StageStatus.FAILED, t0, _one_line(exc))
+            raise
+        self._finish(rec, StageStatus.DONE, t0, "")
+
+    def _finish(self, rec: StageRecord, status: str, t0: float, error: str) -> None:
+        rec.status = status
+        rec.error = error
+        rec.finished = _now()
+        rec.duration_s = round(time.monotonic() - t0, 3)
+        self.save()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+class RunStore:
+    """The directory that holds runs (``runs/`` by default)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def _ensure_writable(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"--runs-dir {self.root}: cannot create the runs directory ({exc.strerror})") from None
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise UserError(f"--runs-dir {self.root}: the runs directory is not writable")
+
+    def create_or_open(self, run_id: str | None, settings: dict[str, Any], version: str) -> Run:
+        """Open ``run_id`` if it exists (resume), else create it. A new id is made from the time when omitted."""
+        if run_id is None:
+            run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        if not _RUN_ID_RE.match(run_id):
+            raise UserError(f"--run {run_id!r}: a run id may hold letters, digits, '.', '_' and '-' only")
+        self._ensure_writable()
+        root = self.root / run_id
+        if (root / MANIFEST).exists():
+            run = self.open(run_id)
+            run.manifest.settings.update(settings)
+            run.save()
+            return run
+        root.mkdir(parents=True, exist_ok=True)
+        run = Run(root, RunManifest(run_id=run_id, created=_now(), prbench_version=version, settings=settings))
+        run.save()
+        return run
+
+    def open(self, run_id: str) -> Run:
+        root = self.root / run_id
+        path = root / MANIFEST
+        if not path.exists():
+            raise UserError(f"run '{run_id}': no {MANIFEST} under {root}")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return Run(root, RunManifest.from_dict(data))
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise UserError(f"{path}: not a valid run manifest ({exc})") from None
+
+    def latest(self) -> Run:
+        runs = sorted(
+            (p for p in self.root.glob(f"*/{MANIFEST}")), key=lambda p: p.stat().st_mtime
+        ) if self.root.exists() else []
+        if not runs:
+            raise UserError(f"--runs-dir {self.root}: no runs yet")
+        return self.open(runs[-1].parent.name)

@@ -1,0 +1,98 @@
+"""Variants: one side of a comparison = recipe + PyTorch ref + optional Python overlay + env + Inductor config.
+
+The variant decides the environment every stage of that side runs with: the per-variant Inductor and
+Triton caches, the knobs the seed workflow sets, and the recipe's and user's overrides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis.errors import UserError
+from prbench.recipes import Recipe
+from stages.environment import INDUCTOR_CONFIG_ENV
+
+VARIANT_NAMES = ("base", "pr")
+
+# Environment every stage gets (the seed's run_hf.sh knobs that do not depend on the platform).
+_STAGE_ENV = {
+    "TORCHINDUCTOR_BENCHMARK_KERNEL": "1",
+    "TORCHINDUCTOR_UNIQUE_KERNEL_NAMES": "1",
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    recipe: Recipe
+    pytorch_ref: str = "installed"  # resolved full SHA, or "installed"
+    overlay_patch: Path | None = None  # a Python-only diff against the PyTorch tree
+    env: dict[str, str] = field(default_factory=dict)
+    inductor_config: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "recipe": self.recipe.name,
+            "recipe_hash": self.recipe.content_hash(),
+            "pytorch_ref": self.pytorch_ref,
+            "overlay_sha256": _file_sha256(self.overlay_patch) if self.overlay_patch else None,
+            "env": dict(sorted(self.env.items())),
+            "inductor_config": self.merged_inductor_config(),
+        }
+
+    def identity_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def merged_inductor_config(self) -> dict[str, Any]:
+        return {**self.recipe.inductor_config, **self.inductor_config}
+
+    def stage_environment(self, variant_dir: Path) -> dict[str, str]:
+        """The environment for a stage of this variant; caches live in the variant's work directory."""
+        work = variant_dir / "work"
+        env = dict(_STAGE_ENV)
+        env.update(
+            TORCHINDUCTOR_CACHE_DIR=str(work / "inductor-cache"),
+            TRITON_CACHE_DIR=str(work / "triton-cache"),
+            # Inductor writes its precompiled header and -p traces under TMPDIR whatever the cache dir says.
+            TMPDIR=str(work / "tmp"),
+        )
+        if self.recipe.platform == "cpu":
+            # The thread count is baked into C++ codegen and a shared 2-core box is noisy otherwise.
+            env["OMP_NUM_THREADS"] = "1"
+        env.update(self.recipe.env)
+        env.update(self.env)
+        config = self.merged_inductor_config()
+        if config:
+            env[INDUCTOR_CONFIG_ENV] = json.dumps(config, sort_keys=True)
+        return env
+
+
+def parse_assignments(items: list[str] | tuple[str, ...], flag: str) -> dict[str, str]:
+    """``KEY=VALUE`` flags (``--env``, ``--inductor-config``) into a dict, with a clear error otherwise."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"{flag} {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def parse_config_values(items: dict[str, str]) -> dict[str, Any]:
+    """Inductor config values given on the command line: JSON literals where they parse, else strings."""
+    out: dict[str, Any] = {}
+    for key, raw in items.items():
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

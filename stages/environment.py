@@ -1,0 +1,30 @@
+"""What every stage does first inside its environment: apply the variant's Inductor config overrides."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+INDUCTOR_CONFIG_ENV = "PRBENCH_INDUCTOR_CONFIG"
+
+
+def inductor_overrides() -> dict[str, Any]:
+    raw = os.environ.get(INDUCTOR_CONFIG_ENV, "")
+    return json.loads(raw) if raw else {}
+
+
+def apply_inductor_config(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Set ``torch._inductor.config`` entries (dotted names such as ``cpp.simdlen``); return what was set."""
+    import torch._inductor.config as inductor_config
+
+    overrides = inductor_overrides() if overrides is None else overrides
+    for dotted, value in overrides.items():
+        owner = inductor_config
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            owner = getattr(owner, part)
+        if not hasattr(owner, leaf):
+            raise SystemExit(f"inductor config: unknown key '{dotted}'")
+        setattr(owner, leaf, value)
+    return overrides
