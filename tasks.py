@@ -22,8 +22,8 @@ def _runs_dir(ctx, runs_dir: str | None):
 @user_facing
 def status(ctx, run=None, runs_dir=None):
     """Show each stage of a run: status, duration, outputs and errors."""
-    from prbench.status_view import print_status
     from prbench.runstore import RunStore
+    from prbench.status_view import print_status
 
     store = RunStore(_runs_dir(ctx, runs_dir))
     print_status(store.open(run) if run else store.latest())

@@ -1,0 +1,286 @@
+"""Reader for PyTorch profiler (Kineto) Chrome traces, ``.json`` or gzip-compressed, streamed.
+
+A Kineto trace is one JSON object whose ``traceEvents`` array dominates the file. Loading it whole with
+``json.load`` needs several times the file size in Python objects, so this reader decodes one event at a time
+from a bounded text buffer (the C-accelerated ``raw_decode``), keeps only what the analyses use (device
+activities, launch/memcpy/sync runtime calls, ``ProfilerStep`` windows, and on CPU-only traces the Inductor
+C++ kernel cpu_ops) in compact columns, and drops every other event at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from array import array
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from analysis.errors import UserError
+from analysis.traces.fileio import open_text, reading
+from analysis.traces.model import CPU_KERNEL, KERNEL, MEMCPY, MEMSET, StepWindow, TraceBuilder, TraceData
+
+_CHUNK_CHARS = 4 * 1024 * 1024
+# A syntax error this far before the end of the buffer cannot be explained by the buffer being cut short.
+_CUT_MARGIN = 1024 * 1024
+_WS = re.compile(r"[ \t\n\r]*")
+_WS_COMMA = re.compile(r"[ \t\n\r,]*")
+_DECODE = json.JSONDecoder().raw_decode
+
+_DEVICE_CATS = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
+_RUNTIME_CATS = {"cuda_runtime", "cuda_driver"}
+_ANNOTATION_CATS = {"user_annotation": False, "gpu_user_annotation": True}
+# Runtime calls worth keeping: launches (for launch delay and step attribution), copies, and synchronizations.
+_RUNTIME_KEEP = re.compile(r"Launch|Memcpy|Memset|Synchronize|GraphLaunch|cuLaunch")
+# ROCm 7.1 reports copies as kernels; TraceLens reroutes them to memcpy, and so do we.
+_ROCM_LEGACY_COPY = re.compile(r"^(MEMORY_COPY_(HOST_TO_DEVICE|DEVICE_TO_HOST|DEVICE_TO_DEVICE)"
+                               r"|__amd_rocclr_copyBuffer(Rect)?(Aligned)?)")
+# On a CPU-only profile the "device" work is Inductor's C++ kernels (visible with
+# cpp.enable_kernel_profile) and the extern GEMM / attention calls the compiled graph makes.
+CPU_KERNEL_NAME = re.compile(
+    r"(^|_)cpp_fused_|^aten::(mm|addmm|bmm|baddbmm|_scaled_dot_product_flash_attention_for_cpu|convolution)$"
+    r"|^mkldnn::|^onednn::"
+)
+
+
+class _Stream:
+    """A forward-only JSON tokenizer over a text file, holding at most a few MB of text at a time."""
+
+    def __init__(self, fh: TextIO, path: Path) -> None:
+        self.fh = fh
+        self.path = path
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+
+    def fill(self) -> bool:
+        chunk = self.fh.read(_CHUNK_CHARS)
+        if not chunk:
+            self.eof = True
+            return False
+        self.buf = self.buf[self.pos:] + chunk
+        self.pos = 0
+        return True
+
+    def peek(self, skip: re.Pattern[str] = _WS) -> str:
+        """Skip separators and return the next character ('' at end of file)."""
+        while True:
+            self.pos = skip.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.fill():
+                return ""
+
+    def value(self) -> Any:
+        self.peek()
+        while True:
+            try:
+                obj, end = _DECODE(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                self._refill_or_raise(exc)
+                continue
+            # A number at the very end of the buffer may continue in the next chunk.
+            if end >= len(self.buf) and not self.eof and self.fill():
+                continue
+            self.pos = end
+            return obj
+
+    def _refill_or_raise(self, exc: json.JSONDecodeError) -> None:
+        if exc.pos < len(self.buf) - _CUT_MARGIN or (self.eof or not self.fill()):
+            if self.eof:
+                raise UserError(f"{self.path}: truncated JSON (the file ends in the middle of a value)") from None
+            raise UserError(f"{self.path}: invalid JSON ({exc.msg})") from None
+
+    def expect(self, char: str) -> None:
+        found = self.peek()
+        if found != char:
+            if not found:
+                raise UserError(f"{self.path}: truncated JSON (the file ends before '{char}')")
+            raise UserError(f"{self.path}: not a Kineto trace (expected '{char}', found '{found}')")
+        self.pos += 1
+
+
+class _Collector:
+    """Keeps the few event kinds the analyses need, in columns, and forgets everything else."""
+
+    def __init__(self) -> None:
+        self.dev_ts = array("d")
+        self.dev_dur = array("d")
+        self.dev_name: list[str] = []
+        self.dev_kind = array("b")
+        self.dev_device = array("i")
+        self.dev_stream = array("q")
+        self.dev_corr = array("q")
+        self.rt_ts = array("d")
+        self.rt_dur = array("d")
+        self.rt_name: list[str] = []
+        self.rt_corr = array("q")
+        self.cpu_ts = array("d")
+        self.cpu_dur = array("d")
+        self.cpu_name: list[str] = []
+        self.cpu_tid = array("q")
+        self.steps: list[tuple[str, float, float, bool]] = []
+        self.runtime_names: set[str] = set()
+        self._keep_runtime: dict[str, bool] = {}
+        self._cpu_kernel: dict[str, bool] = {}
+
+    def add(self, ev: dict[str, Any]) -> None:
+        cat = ev.get("cat")
+        kind = _DEVICE_CATS.get(cat)  # type: ignore[arg-type]
+        if kind is not None:
+            self._device(ev, kind)
+        elif cat in _RUNTIME_CATS:
+            self._runtime(ev)
+        elif cat == "cpu_op":
+            self._cpu_op(ev)
+        elif cat in _ANNOTATION_CATS:
+            name = ev.get("name", "")
+            if name.startswith("ProfilerStep#") and "ts" in ev:
+                self.steps.append((name, ev["ts"], ev["ts"] + ev.get("dur", 0), _ANNOTATION_CATS[cat]))
+
+    def _device(self, ev: dict[str, Any], kind: int) -> None:
+        if ev.get("ph") != "X" or "ts" not in ev:
+            return
+        name = ev.get("name", "")
+        args = ev.get("args") or {}
+        if kind == KERNEL and _ROCM_LEGACY_COPY.match(name):
+            kind = MEMCPY
+        self.dev_ts.append(ev["ts"])
+        self.dev_dur.append(ev.get("dur", 0))
+        self.dev_name.append(name)
+        self.dev_kind.append(kind)
+        # pid is the device index for GPU events, but not necessarily deviceProperties.id (ROCm remaps).
+        self.dev_device.append(_as_int(args.get("device", ev.get("pid")), -1))
+        self.dev_stream.append(_as_int(args.get("stream", ev.get("tid")), -1))
+        self.dev_corr.append(_as_int(args.get("correlation"), -1))
+
+    def _runtime(self, ev: dict[str, Any]) -> None:
+        name = ev.get("name", "")
+        keep = self._keep_runtime.get(name)
+        if keep is None:
+            keep = self._keep_runtime[name] = bool(_RUNTIME_KEEP.search(name))
+            self.runtime_names.add(name)
+        if keep and "ts" in ev:
+            self.rt_ts.append(ev["ts"])
+            self.rt_dur.append(ev.get("dur", 0))
+            self.rt_name.append(name)
+            self.rt_corr.append(_as_int((ev.get("args") or {}).get("correlation"), -1))
+
+    def _cpu_op(self, ev: dict[str, Any]) -> None:
+        name = ev.get("name", "")
+        hit = self._cpu_kernel.get(name)
+        if hit is None:
+            hit = self._cpu_kernel[name] = bool(CPU_KERNEL_NAME.search(name))
+        if hit and "ts" in ev:
+            self.cpu_ts.append(ev["ts"])
+            self.cpu_dur.append(ev.get("dur", 0))
+            self.cpu_name.append(name)
+            self.cpu_tid.append(_as_int(ev.get("tid"), -1))
+
+
+def _as_int(value: Any, default: int) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value, 0)
+        except ValueError:
+            return default
+    if isinstance(value, float):
+        return int(value)
+    return default
+
+
+def _us_to_ns(values: array, base_us: int = 0) -> np.ndarray:
+    """µs floats → int ns. Subtracting an integer origin first keeps ns precision for absolute timestamps
+    (1.7e15 µs times 1000 would exceed the 53-bit float mantissa)."""
+    if not len(values):
+        return np.empty(0, dtype=np.int64)
+    rel = np.frombuffer(values, dtype=np.float64) - float(base_us)
+    return np.rint(rel * 1000.0).astype(np.int64) + np.int64(base_us) * 1000
+
+
+def read_kineto(path: Path) -> TraceData:
+    path = Path(path)
+    collector = _Collector()
+    meta: dict[str, Any] = {}
+    saw_events = False
+    with reading(path), open_text(path) as fh:
+        stream = _Stream(fh, path)
+        stream.expect("{")
+        while True:
+            c = stream.peek(_WS_COMMA)
+            if c == "}":
+                break
+            if not c:
+                raise UserError(f"{path}: truncated JSON (the file ends before the closing '}}')")
+            key = stream.value()
+            stream.expect(":")
+            if key == "traceEvents":
+                _read_events(stream, collector)
+                saw_events = True
+            else:
+                meta[key] = stream.value()
+    if not saw_events:
+        raise UserError(f"{path}: no 'traceEvents' array; not a PyTorch profiler (Kineto) trace")
+    return _build(path, collector, meta)
+
+
+def _read_events(stream: _Stream, collector: _Collector) -> None:
+    stream.expect("[")
+    add = collector.add
+    while True:
+        c = stream.peek(_WS_COMMA)
+        if c == "]":
+            stream.pos += 1
+            return
+        if not c:
+            raise UserError(f"{stream.path}: truncated JSON (the file ends inside 'traceEvents')")
+        ev = stream.value()
+        if isinstance(ev, dict):
+            add(ev)
+
+
+def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
+    b = TraceBuilder(path, "kineto")
+    firsts = [min(a) for a in (col.dev_ts, col.rt_ts, col.cpu_ts) if len(a)]
+    base = int(min(firsts)) if firsts else 0
+    if len(col.dev_ts):
+        starts, durs = _us_to_ns(col.dev_ts, base), _us_to_ns(col.dev_dur)
+        for i, name in enumerate(col.dev_name):
+            b.add_event(name, int(starts[i]), int(durs[i]), col.dev_kind[i], col.dev_device[i],
+                        col.dev_stream[i], col.dev_corr[i])
+    elif len(col.cpu_ts):
+        starts, durs = _us_to_ns(col.cpu_ts, base), _us_to_ns(col.cpu_dur)
+        for i, name in enumerate(col.cpu_name):
+            b.add_event(name, int(starts[i]), int(durs[i]), CPU_KERNEL, -1, col.cpu_tid[i], -1)
+    if len(col.rt_ts):
+        starts, durs = _us_to_ns(col.rt_ts, base), _us_to_ns(col.rt_dur)
+        for i, name in enumerate(col.rt_name):
+            b.add_runtime(name, int(starts[i]), int(durs[i]), col.rt_corr[i])
+    for name, ts, end, on_device in col.steps:
+        b.steps.append(StepWindow(name, base * 1000 + round((ts - base) * 1000),
+                                  base * 1000 + round((end - base) * 1000), on_device))
+    dist = meta.get("distributedInfo") or {}
+    if isinstance(dist, dict):
+        b.rank = _as_int(dist.get("rank"), -1) if "rank" in dist else None
+        b.world_size = _as_int(dist.get("world_size"), -1) if "world_size" in dist else None
+    props = meta.get("deviceProperties") or []
+    b.device_names = [str(p.get("name", "")) for p in props if isinstance(p, dict)]
+    b.platform = _platform(meta, col)
+    b.metadata = {k: meta[k] for k in ("baseTimeNanoseconds", "displayTimeUnit", "schemaVersion",
+                                        "distributedInfo", "trace_id") if k in meta}
+    return b.build()
+
+
+def _platform(meta: dict[str, Any], col: _Collector) -> str:
+    if any(k in meta for k in ("roctracer_version", "hip_runtime_version", "hip_driver_version")):
+        return "rocm"
+    if any(k in meta for k in ("cuda_runtime_version", "cupti_version", "cuda_driver_version")):
+        return "cuda"
+    if any(n.startswith("hip") for n in col.runtime_names):
+        return "rocm"
+    if any(n.startswith(("cuda", "cu")) for n in col.runtime_names):
+        return "cuda"
+    return "cpu" if not len(col.dev_ts) else "unknown"

@@ -1,0 +1,171 @@
+"""Python overlays: run a Python-only PyTorch PR on the installed binary without a rebuild.
+
+The overlay is a shadow ``torch`` package: a directory tree that mirrors the installed package with
+symlinks, except along the paths the PR changes, where directories are real and the changed ``.py`` files
+are real files with the PR applied. Putting its parent first on ``PYTHONPATH`` makes ``import torch`` load
+the PR's Python on top of the installed compiled libraries. A diff that touches anything but Python
+files is refused: that needs a rebuild (a Docker recipe).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from analysis.errors import UserError
+
+PACKAGE = "torch"
+_DIFF_GIT = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
+_PLUS_MINUS = re.compile(r"^(---|\+\+\+) (?:[ab]/)?(\S+)")
+
+
+@dataclass(frozen=True)
+class ChangedFile:
+    path: str  # relative to the PyTorch source root, e.g. torch/_inductor/config.py
+    deleted: bool = False
+
+
+@dataclass(frozen=True)
+class PythonOverlay:
+    """A validated Python-only diff against the PyTorch source tree."""
+
+    patch_text: str
+    files: tuple[ChangedFile, ...]  # the files inside the torch package that the overlay changes
+    ignored: tuple[str, ...]  # Python files outside the package (tests, benchmarks): no effect at run time
+    origin: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.patch_text.encode()).hexdigest()
+
+    @classmethod
+    def from_patch_file(cls, path: Path, flag: str = "--overlay") -> PythonOverlay:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UserError(f"{flag} {path}: no such patch file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"{flag} {path}: cannot read the patch ({exc})") from None
+        return cls.from_text(text, origin=str(path), flag=f"{flag} {path}")
+
+    @classmethod
+    def from_text(cls, text: str, origin: str, flag: str) -> PythonOverlay:
+        changed = _changed_paths(text)
+        if not changed:
+            raise UserError(f"{flag}: no file changes found (expected a unified diff against the PyTorch tree)")
+        if "GIT binary patch" in text or "\nBinary files " in text:
+            raise UserError(f"{flag}: the diff has binary changes; a Python overlay takes .py files only")
+        not_python = sorted(p for p, _ in changed if not p.endswith(".py"))
+        if not_python:
+            shown = ", ".join(not_python[:3]) + (f" and {len(not_python) - 3} more" if len(not_python) > 3 else "")
+            raise UserError(
+                f"{flag}: touches non-Python files ({shown}); a Python overlay cannot change compiled code, "
+                "use a Docker recipe to rebuild PyTorch"
+            )
+        in_package = tuple(ChangedFile(p, deleted) for p, deleted in changed if p.startswith(f"{PACKAGE}/"))
+        ignored = tuple(p for p, _ in changed if not p.startswith(f"{PACKAGE}/"))
+        if not in_package:
+            raise UserError(f"{flag}: changes no file inside the {PACKAGE}/ package, so it cannot change what runs")
+        return cls(patch_text=text, files=in_package, ignored=ignored, origin=origin)
+
+    def materialize(self, dest: Path, installed_package: Path) -> Path:
+        """Build the shadow package under ``dest`` (replacing any previous one); return the PYTHONPATH entry."""
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        relative = [Path(f.path).relative_to(PACKAGE) for f in self.files]
+        _mirror(installed_package, dest / PACKAGE, _prefixes(relative))
+        for rel in relative:
+            target = dest / PACKAGE / rel
+            if target.is_symlink():
+                real = target.resolve()
+                target.unlink()
+                shutil.copyfile(real, target)
+        self._apply(dest)
+        (dest / "overlay.patch").write_text(self.patch_text, encoding="utf-8")
+        return dest
+
+    def _apply(self, dest: Path) -> None:
+        # Only the package's files are applied: tests and benchmarks in the diff are not in the shadow tree.
+        # The ceiling stops git from treating an enclosing repository (the runs dir may sit in one) as ours.
+        env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(dest.parent.resolve())}
+        base = ["git", "apply", f"--include={PACKAGE}/*", "--whitespace=nowarn"]
+        for check in (["--check"], []):
+            proc = subprocess.run(
+                [*base, *check, "-"], input=self.patch_text, text=True, cwd=dest, env=env, capture_output=True
+            )
+            if proc.returncode != 0:
+                first = (proc.stderr.strip().splitlines() or ["git apply failed"])[0]
+                raise UserError(
+                    f"overlay {self.origin}: does not apply to the installed torch ({first}); "
+                    "is --base the installed torch's commit?"
+                )
+
+
+def installed_package_dir(python: str) -> Path:
+    """Where ``python`` imports torch from (the installed package the overlay shadows)."""
+    code = "import importlib.util as u; print(u.find_spec('torch').submodule_search_locations[0])"
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, env=_clean_env())
+    if proc.returncode != 0:
+        raise UserError(f"--python {python}: cannot import torch there")
+    return Path(proc.stdout.strip())
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def _changed_paths(text: str) -> list[tuple[str, bool]]:
+    """(path, deleted) for every file in a git or plain unified diff."""
+    files: dict[str, bool] = {}
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = _DIFF_GIT.match(line)
+        if m:
+            deleted = any(lines[j].startswith("deleted file mode") for j in range(i + 1, min(i + 4, len(lines))))
+            files[m.group(2)] = deleted
+    if files:
+        return list(files.items())
+    minus = None
+    for line in lines:
+        m = _PLUS_MINUS.match(line)
+        if not m:
+            continue
+        if m.group(1) == "---":
+            minus = m.group(2)
+        else:
+            path = m.group(2)
+            if path == "/dev/null" or line.startswith("+++ /dev/null"):
+                files[minus or path] = True
+            else:
+                files[path] = False
+    return list(files.items())
+
+
+def _prefixes(paths: list[Path]) -> set[Path]:
+    """Every directory on the way to a changed file, plus the files themselves."""
+    out: set[Path] = set()
+    for p in paths:
+        out.add(p)
+        out.update(p.parents)
+    out.discard(Path("."))
+    return out
+
+
+def _mirror(src: Path, dst: Path, real: set[Path], rel: Path = Path(".")) -> None:
+    """Mirror ``src`` into ``dst``: real directories along ``real`` paths, symlinks everywhere else."""
+    dst.mkdir(exist_ok=True)
+    for entry in os.scandir(src):
+        child = rel / entry.name
+        if entry.name == "__pycache__":
+            # Bytecode of the changed modules must not land in (or be read from) the installed package.
+            continue
+        if child in real and entry.is_dir(follow_symlinks=False):
+            _mirror(Path(entry.path), dst / entry.name, real, child)
+        else:
+            (dst / entry.name).symlink_to(entry.path)

@@ -1,0 +1,93 @@
+"""The pipeline: run a variant's stages through a runner, recording each in the run manifest.
+
+A stage is skipped when the manifest says it finished with the same inputs and its outputs exist; ``force``
+names stages to redo. Every stage's inputs include the variant's identity and the inputs of the stage
+before it, so a change upstream (another overlay, another setting) redoes everything downstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from analysis import atomic_io
+from analysis.errors import UserError
+from prbench.overlay import PythonOverlay, installed_package_dir
+from prbench.runners import Runner, StageCommand
+from prbench.runstore import Run, input_hash
+from prbench.variants import Variant
+
+
+@dataclass
+class StageSpec:
+    """What a stage needs from the pipeline: its inputs, its outputs and how to build its command."""
+
+    name: str
+    inputs: dict[str, Any]
+    outputs: list[Path]
+    command: Callable[[], StageCommand]
+    summarize: Callable[[], dict[str, Any]] = field(default=lambda: {})
+
+
+@dataclass
+class PreparedVariant:
+    variant: Variant
+    directory: Path
+    env: dict[str, str]
+    python_path: list[Path]
+
+
+class Pipeline:
+    def __init__(self, run: Run, runner: Runner, console: Console | None = None, force: Iterable[str] = ()) -> None:
+        self.run = run
+        self.runner = runner
+        self.console = console or Console()
+        self.force = set(force)
+
+    def prepare(self, variant: Variant, overlay: PythonOverlay | None, python: str) -> PreparedVariant:
+        """Write the variant's env.json and (re)build its overlay; return what its stages run with."""
+        directory = self.run.path(variant.name)
+        directory.mkdir(parents=True, exist_ok=True)
+        env = variant.stage_environment(directory)
+        for key in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR"):
+            Path(env[key]).mkdir(parents=True, exist_ok=True)
+        python_path: list[Path] = []
+        if overlay is not None:
+            atomic_io.write_text(directory / "overlay.patch", overlay.patch_text)
+            shadow = overlay.materialize(directory / "work" / "overlay", installed_package_dir(python))
+            python_path.append(shadow)
+        description = {
+            **variant.describe(),
+            "runner": self.runner.name,
+            "overlay_files": [f.path for f in overlay.files] if overlay else [],
+            "stage_env": env,
+        }
+        atomic_io.write_json(directory / "env.json", description)
+        return PreparedVariant(variant=variant, directory=directory, env=env, python_path=python_path)
+
+    def run_stage(self, prepared: PreparedVariant, spec: StageSpec) -> str:
+        """Run one stage unless it is already done with the same inputs; return its input hash."""
+        key = f"{prepared.variant.name}/{spec.name}"
+        inputs = {"variant": prepared.variant.identity_hash(), **spec.inputs}
+        digest = input_hash(inputs)
+        if spec.name not in self.force and self.run.is_done(key, digest):
+            self.console.print(f"[dim]{key}: done earlier with the same inputs, skipped[/]")
+            return digest
+        self.console.rule(f"{key}")
+        with self.run.stage(key, inputs) as record:
+            command = spec.command()
+            command.env = {**prepared.env, **command.env}
+            command.python_path = [*prepared.python_path, *command.python_path]
+            if command.log_path is None:
+                command.log_path = prepared.directory / "logs" / f"{spec.name}.log"
+            self.runner.run(command)
+            missing = [p for p in spec.outputs if not p.exists()]
+            if missing:
+                raise UserError(f"stage {key} finished but did not write {self.run.relative(missing[0])}")
+            record.outputs = [self.run.relative(p) for p in spec.outputs]
+            record.summary = spec.summarize()
+        return digest

@@ -1,0 +1,98 @@
+"""Choose the cheapest faithful environment for each side of a comparison.
+
+``--base``/``--pr`` accept ``installed`` (the installed torch as is), a patch file (applied on top of the
+base), or a git ref in ``--pytorch-src``. On the local runner a ref becomes the installed torch plus a Python
+overlay of the diff from the installed torch's commit to that ref — refused, with the reason, when the diff
+touches compiled code (that side then needs a Docker recipe, which rebuilds PyTorch at the ref).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from analysis.errors import UserError
+from prbench import gitrefs
+from prbench.overlay import PythonOverlay
+
+INSTALLED = "installed"
+
+
+@dataclass(frozen=True)
+class VariantPlan:
+    name: str
+    pytorch_ref: str  # full SHA, or "installed"
+    overlay: PythonOverlay | None
+    how: str  # one line for the report: how this side's environment was made
+
+
+@dataclass(frozen=True)
+class ComparePlan:
+    base: VariantPlan
+    pr: VariantPlan
+    installed_commit: str | None
+    merge_base: str | None
+
+
+def installed_torch(python: str) -> tuple[str, str | None]:
+    """(version, git commit) of the torch that ``python`` imports."""
+    code = "import torch; print(torch.__version__); print(getattr(torch.version, 'git_version', '') or '')"
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise UserError(f"--python {python}: cannot import torch")
+    version, _, commit = proc.stdout.strip().partition("\n")
+    return version, (commit.strip() or None)
+
+
+def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str) -> ComparePlan:
+    """Plan both sides for the local runner (installed torch + overlays)."""
+    version, installed_commit = installed_torch(python)
+    repo = gitrefs.open_repo(pytorch_src) if pytorch_src else None
+    base_plan = _plan_side("base", base, None, repo, installed_commit, version)
+    pr_plan = _plan_side("pr", pr, base_plan, repo, installed_commit, version)
+    merge_base = None
+    if repo is not None and _is_sha(base_plan.pytorch_ref) and _is_sha(pr_plan.pytorch_ref):
+        merge_base = gitrefs.merge_base(repo, base_plan.pytorch_ref, pr_plan.pytorch_ref)
+    return ComparePlan(base=base_plan, pr=pr_plan, installed_commit=installed_commit, merge_base=merge_base)
+
+
+def _plan_side(name, spec, base_plan, repo, installed_commit, version) -> VariantPlan:
+    flag = f"--{name}"
+    if spec == INSTALLED:
+        return VariantPlan(name, INSTALLED, None, f"installed torch {version} as is")
+    path = Path(spec)
+    if path.is_file():
+        if base_plan is None:
+            raise UserError(f"{flag}={spec}: a patch file describes a PR; give it as --pr and a ref as --base")
+        patch = PythonOverlay.from_patch_file(path, flag=flag)
+        combined = patch if base_plan.overlay is None else PythonOverlay.from_text(
+            base_plan.overlay.patch_text + patch.patch_text, origin=f"{base_plan.overlay.origin} + {path}", flag=flag
+        )
+        how = f"{base_plan.how} + Python overlay {path.name} ({len(patch.files)} files)"
+        return VariantPlan(name, base_plan.pytorch_ref, combined, how)
+    if repo is None:
+        raise UserError(f"{flag}={spec}: not 'installed' nor an existing patch file; a git ref needs --pytorch-src")
+    sha = gitrefs.resolve(repo, spec, flag)
+    if installed_commit is None:
+        raise UserError(f"{flag}={spec}: the installed torch records no git commit, so no overlay can be made")
+    if sha == installed_commit:
+        return VariantPlan(name, sha, None, f"installed torch {version} (it is {sha[:12]})")
+    try:
+        repo.commit(installed_commit)
+    except ValueError:
+        raise UserError(
+            f"--pytorch-src: the installed torch's commit {installed_commit[:12]} is not in "
+            f"{repo.working_dir}; fetch it"
+        ) from None
+    diff = gitrefs.diff(repo, installed_commit, sha)
+    try:
+        overlay = PythonOverlay.from_text(diff, origin=f"{installed_commit[:12]}..{sha[:12]}", flag=flag)
+    except UserError as exc:
+        raise UserError(f"{exc} (no Docker recipe given: the local runner can only overlay Python)") from None
+    how = f"installed torch {version} + Python overlay {installed_commit[:12]}..{sha[:12]} ({len(overlay.files)} files)"
+    return VariantPlan(name, sha, overlay, how)
+
+
+def _is_sha(ref: str) -> bool:
+    return len(ref) == 40 and all(c in "0123456789abcdef" for c in ref)
