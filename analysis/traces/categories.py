@@ -20,6 +20,9 @@ CATEGORIES = (
     "triton_other", "cpp", "elementwise", "reduction", "normalization", COPY, COMMUNICATION, "other",
 )
 
+# ROCm 7.1 reports copies as kernels; TraceLens reroutes them to memcpy, and so do the readers.
+ROCM_LEGACY_COPY = re.compile(r"^(MEMORY_COPY_(HOST_TO_DEVICE|DEVICE_TO_HOST|DEVICE_TO_DEVICE)"
+                              r"|__amd_rocclr_copyBuffer(Rect)?(Aligned)?)")
 # TraceLens' communication test (case-insensitive rccl|nccl plus its custom all-reduce kernel pattern).
 _COMM = re.compile(r"rccl|nccl|cross_device_reduce", re.IGNORECASE)
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -32,7 +35,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cpp", re.compile(r"(^|_)cpp_fused_")),
     ("conv", re.compile(r"conv(?!ert)|_fprop|_dgrad|_wgrad|miopen|implicit_gemm|igemm", re.IGNORECASE)),
     ("attention", re.compile(r"flash|fmha|sdpa|attn|attention|scaled_dot_product", re.IGNORECASE)),
-    ("GEMM", re.compile(r"^Cijk_|cutlass|hipblaslt|nvjet|cublas|gemm|matmul|wvSplitK|xmma"
+    ("GEMM", re.compile(r"^Cijk_|cutlass|hipblaslt|nvjet|cublas|(?<!fb)gemm|matmul|wvSplitK|xmma"
                         r"|^aten::(mm|addmm|bmm|baddbmm)$|^void (at::native::)?\w*bmm", re.IGNORECASE)),
     ("normalization", re.compile(r"(layer|batch|group|instance|rms)_?norm|norm_kernel|RowwiseMoments"
                                  r"|ComputeFusedParams|welford", re.IGNORECASE)),

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from analysis.errors import UserError
+from analysis.traces.categories import ROCM_LEGACY_COPY
 from analysis.traces.fileio import open_text, reading
 from analysis.traces.model import CPU_KERNEL, KERNEL, MEMCPY, MEMSET, StepWindow, TraceBuilder, TraceData
 
@@ -33,9 +34,6 @@ _RUNTIME_CATS = {"cuda_runtime", "cuda_driver"}
 _ANNOTATION_CATS = {"user_annotation": False, "gpu_user_annotation": True}
 # Runtime calls worth keeping: launches (for launch delay and step attribution), copies, and synchronizations.
 _RUNTIME_KEEP = re.compile(r"Launch|Memcpy|Memset|Synchronize|GraphLaunch|cuLaunch")
-# ROCm 7.1 reports copies as kernels; TraceLens reroutes them to memcpy, and so do we.
-_ROCM_LEGACY_COPY = re.compile(r"^(MEMORY_COPY_(HOST_TO_DEVICE|DEVICE_TO_HOST|DEVICE_TO_DEVICE)"
-                               r"|__amd_rocclr_copyBuffer(Rect)?(Aligned)?)")
 # On a CPU-only profile the "device" work is Inductor's C++ kernels (visible with
 # cpp.enable_kernel_profile) and the extern GEMM / attention calls the compiled graph makes.
 CPU_KERNEL_NAME = re.compile(
@@ -144,7 +142,7 @@ class _Collector:
             return
         name = ev.get("name", "")
         args = ev.get("args") or {}
-        if kind == KERNEL and _ROCM_LEGACY_COPY.match(name):
+        if kind == KERNEL and ROCM_LEGACY_COPY.match(name):
             kind = MEMCPY
         self.dev_ts.append(ev["ts"])
         self.dev_dur.append(ev.get("dur", 0))

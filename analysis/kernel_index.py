@@ -1,0 +1,140 @@
+"""The organized-kernels index: graph-wrapper parsing, index rows and ``index.csv`` read/write.
+
+A compiled graph module (Inductor's "wrapper") embeds the full source of every kernel it uses
+(``name = async_compile.triton('name', '''...''')`` or ``async_compile.cpp_pybinding([types], r'''...''')``)
+and launches them from ``call()`` (a ``def call(args)`` function up to torch 2.12, ``class Runner: def call(self,
+args)`` in 2.13). From the wrapper we get the kernels (needed in codegen-only mode, where only the first kernel
+file reaches the cache) and how many times each is launched per call (= per model step for that graph).
+Pure text processing: no torch import.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from analysis.atomic_io import atomic_path
+
+INDEX_COLUMNS = ("category", "kernel_name", "body_hash", "shape_key", "legacy_key", "path", "calls", "graphs",
+                 "backend", "source")
+
+_TRITON_EMBED = re.compile(
+    r"^(?P<var>\w+)\s*=\s*async_compile\.triton\(\s*(?P<q>['\"])(?P<name>\w+)(?P=q)\s*,\s*[rR]?'''(?P<src>.*?)'''",
+    re.M | re.S,
+)
+# ``cpp_pybinding([arg types], r'''...''')`` (≥2.2) or the older ctypes form ``cpp('''...''')``.
+_CPP_EMBED = re.compile(
+    r"^(?P<var>\w+)\s*=\s*async_compile\.(?:cpp_pybinding\(\s*(?P<types>\[[^\]]*\])\s*,|cpp\()\s*[rR]?'''(?P<src>.*?)'''",
+    re.M | re.S,
+)
+_CALL_DEF = re.compile(r"^(?P<indent>[ \t]*)def call\((?:self,\s*)?args\)\s*:\s*$", re.M)
+_AOT_ID = re.compile(r"^# AOT ID: \[['\"]?(?P<id>[^'\"\]]+)['\"]?\]", re.M)
+_BENCH_NAME = re.compile(r"compiled_module_main\(\s*['\"](?P<name>[^'\"]*)['\"]")
+
+
+@dataclass(frozen=True)
+class EmbeddedKernel:
+    variable: str  # the name call() uses to launch it
+    source: str
+    backend: str  # "triton" or "cpp"
+    arg_types: tuple[str, ...] = ()
+
+
+@dataclass
+class IndexRow:
+    category: str
+    kernel_name: str
+    body_hash: str
+    shape_key: str
+    legacy_key: str
+    path: str  # relative to the organized directory
+    calls: int
+    graphs: str  # ";"-separated graph labels (model/graph when the model is known)
+    backend: str
+    source: str  # where the text came from: cache-relative kernel file, or graphs/<wrapper>.py
+
+
+def is_graph_wrapper(source: str) -> bool:
+    return "async_compile = AsyncCompile()" in source and (
+        "def call(args)" in source or "def call(self, args)" in source
+    )
+
+
+def embedded_kernels(wrapper_source: str) -> list[EmbeddedKernel]:
+    # Taken as written: Inductor splices the kernel text into the string unescaped and stripped, the same text
+    # its kernel file holds.
+    kernels = [EmbeddedKernel(m.group("var"), m.group("src").strip() + "\n", "triton")
+               for m in _TRITON_EMBED.finditer(wrapper_source)]
+    for match in _CPP_EMBED.finditer(wrapper_source):
+        try:
+            types = tuple(ast.literal_eval(match.group("types") or "[]"))
+        except (ValueError, SyntaxError):
+            types = ()
+        kernels.append(EmbeddedKernel(match.group("var"), match.group("src"), "cpp", types))
+    return kernels
+
+
+
+def call_body(wrapper_source: str) -> str:
+    """The text of ``call()`` (module-level or ``Runner.call``), up to the first line indented no deeper."""
+    match = _CALL_DEF.search(wrapper_source)
+    if not match:
+        return ""
+    indent = len(match.group("indent").expandtabs())
+    lines = []
+    for line in wrapper_source[match.end():].splitlines():
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def launch_counts(wrapper_source: str, variables: list[str]) -> Counter[str]:
+    """Launches per ``call()``: Triton ``<var>.run(`` lines and C++ ``<var>(`` calls."""
+    body = call_body(wrapper_source)
+    counts: Counter[str] = Counter()
+    for var in variables:
+        pattern = re.compile(rf"^[ \t]+{re.escape(var)}(?:\.run)?\(", re.M)
+        counts[var] = len(pattern.findall(body))
+    return counts
+
+
+def graph_label(wrapper_source: str, fallback: str) -> str:
+    """``<aot id>`` (e.g. ``0_inference``), falling back to the wrapper's file stem."""
+    match = _AOT_ID.search(wrapper_source)
+    return match.group("id").strip() if match else fallback
+
+
+def benchmark_model_name(wrapper_source: str) -> str | None:
+    """The model named at compile time (``--only``), or None when Inductor wrote ``'None'``."""
+    match = _BENCH_NAME.search(wrapper_source)
+    if not match or match.group("name") in ("", "None"):
+        return None
+    return match.group("name")
+
+
+def write_index(path: Path, rows: list[IndexRow]) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(INDEX_COLUMNS))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(asdict(row))
+
+
+def read_index(path: Path) -> list[IndexRow]:
+    names = {f.name for f in fields(IndexRow)}
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in INDEX_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}: missing columns {', '.join(missing)}")
+        rows = []
+        for raw in reader:
+            values = {k: v for k, v in raw.items() if k in names}
+            values["calls"] = int(values["calls"] or 0)
+            rows.append(IndexRow(**values))
+        return rows

@@ -1,0 +1,133 @@
+"""Parser for the stdout of ``python <compiled graph module>.py -p`` (Inductor's ``compiled_module_main``).
+
+The output holds the torch.profiler ``key_averages`` table (10 rows), then on GPU one tabulate table per
+kernel category (``== triton_pointwise category kernels ==``: kernel, self device ms per run, count per run,
+percent of wall time), ``Percent of time when <DEVICE> is busy``, ``Total wall time`` and the one-line
+``Output for tabulate:`` summary. On CPU there are no category tables ("No device detected"); the per-kernel
+information is then the ``cpp_fused_*`` rows of the key_averages table (present with
+``cpp.enable_kernel_profile``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.errors import UserError
+from analysis.traces.fileio import open_text, reading
+from analysis.traces.kineto import CPU_KERNEL_NAME
+from analysis.traces.model import KernelAggregate, TraceBuilder, TraceData
+
+MARKER = "Profiling result for a compiled module of benchmark"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CATEGORY = re.compile(r"^\s*== (?P<cat>\S+) category kernels ==")
+_BUSY = re.compile(r"Percent of time when (?P<dev>\S+) is busy: (?P<pct>[\d.]+)%")
+_WALL = re.compile(r"^Total wall time (?P<ms>[\d.]+) ms")
+_TABULATE = re.compile(r"^Output for tabulate: (?P<name>[^,]*), (?P<poi>[\d.]+)%, (?P<red>[\d.]+)%, "
+                       r"(?P<per>[\d.]+)%, (?P<tunk>[\d.]+)%, (?P<unk>[\d.]+)%, (?P<busy>[\d.]+)%, "
+                       r"(?P<wall>[\d.]+)ms$")
+_TIME = re.compile(r"^(?P<v>-?[\d.]+)(?P<u>ns|us|ms|s)$")
+_TIME_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+@dataclass
+class CompiledModuleProfile:
+    path: Path
+    benchmark: str
+    wall_ms: float | None
+    busy_percent: float | None
+    # Columns: category, kernel, ms (self device time per run), count (per run), percent (of wall time).
+    category_kernels: pd.DataFrame
+    # Columns: name, self cpu us, self device us, calls (totals over all profiled runs).
+    ops: pd.DataFrame
+    tabulate: dict[str, str] = field(default_factory=dict)
+
+    def to_trace_data(self) -> TraceData:
+        """Per-kernel aggregates: the device category tables when present, else the CPU kernel rows."""
+        b = TraceBuilder(self.path, "compiled-module-profile")
+        if not self.category_kernels.empty:
+            b.platform = "gpu"
+            for row in self.category_kernels.itertuples(index=False):
+                b.aggregates.append(KernelAggregate(name=row.kernel, calls=max(round(row.count), 1),
+                                                    total_ns=round(row.ms * 1e6)))
+        else:
+            b.platform = "cpu"
+            for row in self.ops.itertuples(index=False):
+                if CPU_KERNEL_NAME.search(row.name):
+                    b.aggregates.append(KernelAggregate(name=row.name, calls=int(row.calls),
+                                                        total_ns=round(row.self_cpu_us * 1e3), kind="cpu_kernel"))
+        b.metadata = {"benchmark": self.benchmark, "wall_ms": self.wall_ms, "busy_percent": self.busy_percent}
+        return b.build()
+
+
+def _time_us(text: str) -> float | None:
+    m = _TIME.match(text.strip())
+    return float(m.group("v")) * _TIME_US[m.group("u")] if m else None
+
+
+def _split(line: str) -> list[str]:
+    return [c for c in re.split(r"\s{2,}", line.strip()) if c]
+
+
+def _op_table(lines: list[str]) -> pd.DataFrame:
+    """The key_averages table: columns are delimited by the dash runs of its separator line."""
+    columns = ["name", "self cpu us", "self device us", "calls"]
+    for i, line in enumerate(lines):
+        above = lines[i - 1].strip() if i > 0 else ""
+        if line.lstrip().startswith("Name") and "Self CPU" in line and above and set(above) <= {"-", " "}:
+            spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[i - 1])]
+            header = [line[a:b + 2].strip() for a, b in spans]
+            rows = []
+            for row in lines[i + 2:]:
+                if not row.strip() or set(row.strip()) <= {"-", " "}:
+                    break
+                cells = dict(zip(header, (row[a:b + 2].strip() for a, b in spans), strict=False))
+                device = next((cells[h] for h in header if h.startswith("Self ") and h not in ("Self CPU", "Self CPU %")
+                               and not h.endswith("%")), "")
+                rows.append({"name": cells.get("Name", ""), "self cpu us": _time_us(cells.get("Self CPU", "")) or 0.0,
+                             "self device us": _time_us(device) or 0.0,
+                             "calls": int(cells.get("# of Calls", "0") or 0)})
+            return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(columns=columns)
+
+
+def parse_compiled_module_profile(text: str, path: Path = Path("<stdout>")) -> CompiledModuleProfile:
+    if MARKER not in text:
+        raise UserError(f"{path}: no '{MARKER}' line; not the output of a compiled module run with -p")
+    lines = [_ANSI.sub("", line.rstrip("\n")) for line in text.splitlines()]
+    benchmark = ""
+    wall = busy = None
+    tab: dict[str, str] = {}
+    kernels: list[dict[str, object]] = []
+    category = None
+    for line in lines:
+        if line.startswith(MARKER):
+            benchmark = line[len(MARKER):].strip().rstrip(":")
+        elif m := _CATEGORY.match(line):
+            category = m.group("cat")
+        elif category and line.strip() and not line.lstrip().startswith(("Kernel", "---")):
+            cells = _split(line)
+            if cells[0] == "Total":
+                category = None
+            elif len(cells) >= 4:
+                kernels.append({"category": category, "kernel": cells[0], "ms": float(cells[1]),
+                                "count": float(cells[2]), "percent": float(cells[3].rstrip("%"))})
+        if m := _BUSY.search(line):
+            busy = float(m.group("pct"))
+        elif m := _WALL.match(line):
+            wall = float(m.group("ms"))
+        elif m := _TABULATE.match(line):
+            tab = m.groupdict()
+    return CompiledModuleProfile(
+        path=path, benchmark=benchmark, wall_ms=wall, busy_percent=busy,
+        category_kernels=pd.DataFrame(kernels, columns=["category", "kernel", "ms", "count", "percent"]),
+        ops=_op_table(lines), tabulate=tab)
+
+
+def read_compiled_module_profile(path: Path) -> CompiledModuleProfile:
+    with reading(path, "profile output"), open_text(path) as fh:
+        text = fh.read()
+    return parse_compiled_module_profile(text, path)

@@ -1,0 +1,76 @@
+"""``read_trace(path)``: pick the reader for a profile file by its content, not only its name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from analysis.errors import UserError
+from analysis.traces.compiled_module_profile import MARKER, read_compiled_module_profile
+from analysis.traces.fileio import read_head
+from analysis.traces.kineto import read_kineto
+from analysis.traces.model import TraceData
+from analysis.traces.nsys import read_nsys_gpu_trace, read_nsys_kern_sum
+from analysis.traces.rocprof import (
+    read_rocpd,
+    read_rocprof_stats,
+    read_rocprof_v1_results,
+    read_rocprofv3_json,
+    read_rocprofv3_kernel_trace,
+)
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def detect_format(path: Path) -> str:
+    """One of kineto, rocprofv3-json, rocprofv3-csv, rocprof-stats, rocprof-v1, rocpd, nsys-gpu-trace,
+    nsys-kern-sum, compiled-module-profile."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path}: no such file")
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory, expected a trace file")
+    with open(path, "rb") as fh:
+        if fh.read(16) == SQLITE_MAGIC:
+            return "rocpd"
+    head = read_head(path, 8192)
+    if not head.strip():
+        raise UserError(f"{path}: empty file")
+    first = head.lstrip()
+    if first.startswith("{"):
+        return "rocprofv3-json" if '"rocprofiler-sdk-tool"' in head else "kineto"
+    if MARKER in read_head(path, 1 << 20):
+        return "compiled-module-profile"
+    header = first.splitlines()[0]
+    if "Kernel_Name" in header and "Start_Timestamp" in header:
+        return "rocprofv3-csv"
+    if "KernelName" in header and "BeginNs" in header:
+        return "rocprof-v1"
+    if "TotalDurationNs" in header and "Calls" in header:
+        return "rocprof-stats"
+    if "Start (" in head and "Duration (" in head:
+        return "nsys-gpu-trace"
+    if "Total Time (" in head and "Instances" in head:
+        return "nsys-kern-sum"
+    raise UserError(f"{path}: unrecognized profile format (expected a Kineto/rocprof/nsys trace or -p output)")
+
+
+def read_trace(path: str | Path) -> TraceData:
+    path = Path(path)
+    fmt = detect_format(path)
+    if fmt == "kineto":
+        return read_kineto(path)
+    if fmt == "rocprofv3-json":
+        return read_rocprofv3_json(path)
+    if fmt == "rocprofv3-csv":
+        return read_rocprofv3_kernel_trace(path)
+    if fmt == "rocprof-v1":
+        return read_rocprof_v1_results(path)
+    if fmt == "rocprof-stats":
+        return read_rocprof_stats(path)
+    if fmt == "rocpd":
+        return read_rocpd(path)
+    if fmt == "nsys-gpu-trace":
+        return read_nsys_gpu_trace(path)
+    if fmt == "nsys-kern-sum":
+        return read_nsys_kern_sum(path)
+    return read_compiled_module_profile(path).to_trace_data()

@@ -1,0 +1,87 @@
+"""Base-vs-PR comparison of two traces: GPU timeline, kernel categories and individual kernels.
+
+Kernels are matched by exact name. Names that exist on one side only are reported as ``only base`` /
+``only pr`` rather than dropped, because a PR that changes fusion typically renames kernels (and category
+totals still compare like with like). ``diff`` is PR − base; ``diff %`` is relative to base.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.traces.breakdown import category_table, kernel_table
+from analysis.traces.model import TraceData
+from analysis.traces.render import render_template
+from analysis.traces.timeline import gpu_timeline
+
+
+@dataclass
+class TraceDiff:
+    base_label: str
+    pr_label: str
+    timeline: pd.DataFrame  # type, base ms, pr ms, diff ms, diff %
+    categories: pd.DataFrame  # category, base count, pr count, base ms, pr ms, diff ms, diff %
+    kernels: pd.DataFrame  # name, category, status, base count, pr count, base ms, pr ms, diff ms, diff %
+
+    @property
+    def total_kernel_ms(self) -> tuple[float, float]:
+        return float(self.categories["base ms"].sum()), float(self.categories["pr ms"].sum())
+
+
+def _diff_columns(df: pd.DataFrame) -> pd.DataFrame:
+    df["diff ms"] = df["pr ms"] - df["base ms"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df["diff %"] = np.where(df["base ms"] > 0, 100.0 * df["diff ms"] / df["base ms"], np.nan)
+    return df
+
+
+def _timeline(base: TraceData, pr: TraceData) -> pd.DataFrame:
+    b = gpu_timeline(base).to_frame().set_index("type")["time ms"]
+    p = gpu_timeline(pr).to_frame().set_index("type")["time ms"]
+    df = pd.DataFrame({"type": b.index, "base ms": b.to_numpy(), "pr ms": p.reindex(b.index).to_numpy()})
+    return _diff_columns(df)
+
+
+def trace_diff(base: TraceData, pr: TraceData) -> TraceDiff:
+    bk, pk = kernel_table(base), kernel_table(pr)
+    kernels = bk[["name", "category", "count", "total ms"]].merge(
+        pk[["name", "category", "count", "total ms"]], on="name", how="outer", suffixes=(" base", " pr"))
+    kernels["status"] = np.select(
+        [kernels["count base"].isna(), kernels["count pr"].isna()], ["only pr", "only base"], "both")
+    kernels["category"] = kernels["category base"].fillna(kernels["category pr"])
+    kernels = kernels.rename(columns={"count base": "base count", "count pr": "pr count",
+                                      "total ms base": "base ms", "total ms pr": "pr ms"})
+    kernels[["base count", "pr count", "base ms", "pr ms"]] = kernels[
+        ["base count", "pr count", "base ms", "pr ms"]].fillna(0)
+    kernels[["base count", "pr count"]] = kernels[["base count", "pr count"]].astype("int64")
+    kernels = _diff_columns(kernels)
+    kernels = kernels.reindex(kernels["diff ms"].abs().sort_values(ascending=False, kind="stable").index)
+    kernels = kernels[["name", "category", "status", "base count", "pr count", "base ms", "pr ms", "diff ms",
+                       "diff %"]].reset_index(drop=True)
+
+    bc, pc = category_table(base, bk), category_table(pr, pk)
+    cats = bc[["category", "count", "time ms"]].merge(pc[["category", "count", "time ms"]], on="category",
+                                                      how="outer", suffixes=(" base", " pr")).fillna(0)
+    cats = cats.rename(columns={"count base": "base count", "count pr": "pr count", "time ms base": "base ms",
+                                "time ms pr": "pr ms"})
+    cats[["base count", "pr count"]] = cats[["base count", "pr count"]].astype("int64")
+    cats = _diff_columns(cats).sort_values("base ms", ascending=False, kind="stable").reset_index(drop=True)
+    cats = cats[["category", "base count", "pr count", "base ms", "pr ms", "diff ms", "diff %"]]
+    return TraceDiff(base_label=base.path.name, pr_label=pr.path.name, timeline=_timeline(base, pr),
+                     categories=cats, kernels=kernels)
+
+
+def render_trace_diff_markdown(diff: TraceDiff, top: int = 25, heading_level: int = 1) -> str:
+    """Markdown section; ``heading_level`` lets a larger report embed it under its own headings."""
+    base_ms, pr_ms = diff.total_kernel_ms
+    return render_template("trace_diff.md.j2", diff=diff, top=top, h="#" * heading_level,
+                           base_ms=base_ms, pr_ms=pr_ms,
+                           only_base=int((diff.kernels["status"] == "only base").sum()),
+                           only_pr=int((diff.kernels["status"] == "only pr").sum()))
+
+
+def trace_diff_sheets(diff: TraceDiff) -> dict[str, pd.DataFrame]:
+    return {"timeline": diff.timeline, "categories": diff.categories, "kernels": diff.kernels}

@@ -1,0 +1,518 @@
+"""Images: render a recipe's Dockerfile, hash every input into the tag, and build it with docker-py.
+
+The tag is ``prbench/<recipe>:<hash12>`` where the hash covers the templates, the rendered Dockerfile,
+the build args, the recipe, the patches, the source commits, the overlay and our own code. An image with
+that tag is therefore exactly what these inputs produce, and a present tag means there is nothing to build.
+
+Pitfalls of docker-py this module works around (research note §2): the classic builder only (no BuildKit
+syntax in the templates), ``rm=False`` by default (we pass ``rm=True, forcerm=True``), proxy build args
+injected from ``~/.docker/config.json`` (``use_config_proxy=False``) and silent pulls (the base must be
+present locally by digest; only ``--pull`` fetches it, by digest). Sources never come from the network:
+each tree is a ``git archive`` of the exact commit from a local clone, submodules included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import shutil
+import sys
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import git
+import jinja2
+
+import prbench
+from analysis.errors import UserError
+from prbench.pins import TritonPin, open_repo, resolve_commit, triton_pin
+from prbench.recipes import BaseImage, Recipe
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+TEMPLATES_DIR = PROJECT_ROOT / "docker"
+PATCHES_DIR = PROJECT_ROOT / "patches"
+CHECK_SCRIPT = TEMPLATES_DIR / "check_environment.py"
+IMAGE_REPO = "prbench"
+ROOT_IN_IMAGE = "/opt/prbench"
+TOOL_PACKAGES = ("stages", "analysis")
+# Every name a bundled Triton has shipped under, plus the packages ABI-tied to the bundled torch.
+REMOVED_PACKAGES = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "pytorch-triton-rocm",
+                    "triton-rocm")
+
+LABEL_PREFIX = "dev.prbench"
+LABEL_INPUTS = f"{LABEL_PREFIX}.inputs"
+
+Emit = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SourceTree:
+    """One source tree to build: a local clone, the exact commit, and the layout facts the template needs."""
+
+    name: str  # "pytorch" or "triton"
+    clone: Path
+    commit: str
+    install_dir: str = "."  # where `pip install -e` runs ("python" for Triton <= 3.3)
+    requirements: tuple[str, ...] = ()  # requirement files copied into their own layer, first is installed
+
+
+@dataclass(frozen=True)
+class PatchFile:
+    name: str  # path relative to patches/, e.g. "pytorch/fix-benchmark-line.patch"
+    path: Path
+    target: str  # the tree it applies to: "pytorch" or "triton"
+    sha256: str
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """Everything a build needs, resolved: the Dockerfile text, the context inputs and the tag."""
+
+    recipe: Recipe
+    recipe_text: str
+    base: BaseImage
+    pytorch: SourceTree
+    triton: SourceTree
+    triton_pin: TritonPin
+    patches: tuple[PatchFile, ...]
+    overlay: Path | None
+    merge_base: str | None
+    build_args: dict[str, str]
+    dockerfile: str
+    network_mode: str
+    code_sha256: str
+    templates_sha256: str
+
+    def inputs(self) -> dict[str, Any]:
+        """The record hashed into the tag, stored as a label and copied into the lock."""
+        return {
+            "recipe": {"name": self.recipe.name, "hash": self.recipe.content_hash()},
+            "base": {"name": self.base.name, "digest": self.base.digest},
+            "sources": {
+                "pytorch": {"source": self.recipe.pytorch.source if self.recipe.pytorch else "",
+                            "commit": self.pytorch.commit, "merge_base": self.merge_base},
+                "triton": {"source": self.recipe.triton.source if self.recipe.triton else "",
+                           "commit": self.triton.commit, "pin_source": self.triton_pin.source,
+                           "install_dir": self.triton.install_dir},
+            },
+            "patches": {p.name: p.sha256 for p in self.patches},
+            "overlay_sha256": _sha256_file(self.overlay) if self.overlay else None,
+            "build": {
+                "args": dict(sorted(self.build_args.items())),
+                "dockerfile_sha256": hashlib.sha256(self.dockerfile.encode()).hexdigest(),
+                "templates_sha256": self.templates_sha256,
+                "code_sha256": self.code_sha256,
+                "network_mode": self.network_mode,
+                "builder": "docker-py classic builder",
+            },
+            "env": dict(sorted(self.recipe.env.items())),
+        }
+
+    @property
+    def inputs_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.inputs(), sort_keys=True).encode()).hexdigest()
+
+    @property
+    def tag(self) -> str:
+        return f"{IMAGE_REPO}/{self.recipe.name}:{self.inputs_hash[:12]}"
+
+    def labels(self) -> dict[str, str]:
+        return {
+            "org.opencontainers.image.base.name": self.base.name,
+            "org.opencontainers.image.base.digest": self.base.digest,
+            "org.opencontainers.image.revision": self.pytorch.commit,
+            "org.opencontainers.image.version": prbench.__version__,
+            "org.opencontainers.image.title": f"prbench {self.recipe.name}",
+            f"{LABEL_PREFIX}.recipe": self.recipe.name,
+            f"{LABEL_PREFIX}.recipe-hash": self.recipe.content_hash(),
+            f"{LABEL_PREFIX}.inputs-hash": self.inputs_hash,
+            f"{LABEL_PREFIX}.pytorch.commit": self.pytorch.commit,
+            f"{LABEL_PREFIX}.triton.commit": self.triton.commit,
+            f"{LABEL_PREFIX}.triton.pin-source": self.triton_pin.source,
+            f"{LABEL_PREFIX}.prbench-version": prbench.__version__,
+            LABEL_INPUTS: json.dumps(self.inputs(), sort_keys=True),
+        }
+
+
+@dataclass
+class BuildResult:
+    tag: str
+    image_id: str
+    built: bool
+    log_path: Path | None = None
+    steps: list[str] = field(default_factory=list)
+
+
+class BuildFailed(UserError):
+    """The Docker build stopped; the message names the step and the log file."""
+
+
+# --- planning --------------------------------------------------------------------------------------------
+
+
+def plan_build(
+    recipe: Recipe,
+    *,
+    pytorch_src: Path | None = None,
+    triton_src: Path | None = None,
+    pytorch_ref: str | None = None,
+    pin: TritonPin | None = None,
+    overlay: Path | None = None,
+    merge_base: str | None = None,
+    max_jobs: int | None = None,
+    recipe_text: str | None = None,
+) -> BuildPlan:
+    """Resolve a recipe (plus a variant's ref and overlay) into a BuildPlan; reads git, never Docker."""
+    if not recipe.is_docker or recipe.base_image is None or recipe.pytorch is None or recipe.triton is None:
+        raise UserError(f"--recipe {recipe.name}: not a docker recipe (runner = '{recipe.runner}'); nothing to build")
+    pt_repo = open_repo(_clone_path(recipe, "pytorch", pytorch_src), "--pytorch-src")
+    pt_commit = resolve_commit(pt_repo, pytorch_ref or recipe.pytorch.commit, "--pytorch-ref")
+    tp = pin or triton_pin(recipe.triton.commit, pt_repo, pt_commit, recipe.platform)
+    tr_repo = open_repo(_clone_path(recipe, "triton", triton_src), "--triton-src")
+    tr_commit = resolve_commit(tr_repo, tp.commit, f"triton commit (from {tp.source})")
+    pytorch = SourceTree("pytorch", Path(pt_repo.working_dir), pt_commit,
+                         requirements=_present(pt_repo, pt_commit, ["requirements.txt", "requirements-build.txt"]))
+    triton = _triton_tree(tr_repo, tr_commit)
+    if overlay is not None and not overlay.is_file():
+        raise UserError(f"--overlay: {overlay} does not exist")
+    if merge_base is not None:
+        merge_base = resolve_commit(pt_repo, merge_base, "--merge-base")
+    jobs = max_jobs or recipe.max_jobs
+    build_args = {"MAX_JOBS": str(jobs) if jobs else ""}
+    patches = tuple(_patch_file(name) for name in recipe.patches)
+    dockerfile = render_dockerfile(recipe, pytorch, triton, overlay=overlay is not None)
+    needs_registry = bool(recipe.pip_extra or pytorch.requirements or triton.requirements)
+    return BuildPlan(
+        recipe=recipe,
+        recipe_text=recipe_text if recipe_text is not None else recipe.path.read_text(encoding="utf-8"),
+        base=recipe.base_image,
+        pytorch=pytorch,
+        triton=triton,
+        triton_pin=tp,
+        patches=patches,
+        overlay=overlay,
+        merge_base=merge_base,
+        build_args=build_args,
+        dockerfile=dockerfile,
+        network_mode="host" if needs_registry else "none",
+        code_sha256=_tree_sha256([PROJECT_ROOT / p for p in TOOL_PACKAGES]),
+        templates_sha256=_tree_sha256([TEMPLATES_DIR]),
+    )
+
+
+def render_dockerfile(recipe: Recipe, pytorch: SourceTree, triton: SourceTree, overlay: bool = False,
+                      from_ref: str | None = None) -> str:
+    """The Dockerfile for a recipe. ``from_ref`` replaces ``repo@digest`` for a base known only by image id."""
+    assert recipe.base_image is not None
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        undefined=jinja2.StrictUndefined,  # a typo in a template is an error, not an empty string
+        keep_trailing_newline=True,
+        autoescape=False,  # Dockerfiles are not HTML  # noqa: S701
+    )
+    env.filters["shell_quote"] = shlex.quote
+    env.filters["env_quote"] = lambda v: json.dumps(str(v))
+    return env.get_template("Dockerfile.j2").render(
+        recipe_name=recipe.name,
+        platform=recipe.platform,
+        arch=list(recipe.arch),
+        base_name=recipe.base_image.name,
+        from_ref=from_ref or recipe.base_image.reference,
+        root=ROOT_IN_IMAGE,
+        removed_packages=REMOVED_PACKAGES,
+        triton=triton,
+        pytorch=pytorch,
+        pip_extra=list(recipe.pip_extra),
+        overlay=overlay,
+        env=sorted(recipe.env.items()),
+    )
+
+
+def _clone_path(recipe: Recipe, key: str, explicit: Path | None) -> Path:
+    if explicit is not None:
+        return explicit
+    source = getattr(recipe, key).source
+    candidate = Path(source) if Path(source).is_absolute() else recipe.path.parent / source
+    if "://" not in source and candidate.is_dir():
+        return candidate
+    raise UserError(
+        f"--{key}-src: recipe {recipe.name} names {source} for {key}; give a local clone that has the commit "
+        f"with --{key}-src (builds never fetch sources)"
+    )
+
+
+def _present(repo: git.Repo, commit: str, paths: list[str]) -> tuple[str, ...]:
+    tree = repo.commit(commit).tree
+    found = []
+    for path in paths:
+        try:
+            tree / path
+            found.append(path)
+        except KeyError:
+            continue
+    return tuple(found)
+
+
+def _triton_tree(repo: git.Repo, commit: str) -> SourceTree:
+    # Old trees build from python/ (python/setup.py), new ones from the root (setup.py or pyproject.toml).
+    if _present(repo, commit, ["python/setup.py"]) and not _present(repo, commit, ["setup.py"]):
+        install_dir = "python"
+    elif _present(repo, commit, ["setup.py", "pyproject.toml"]):
+        install_dir = "."
+    else:
+        raise UserError(f"triton source: commit {commit[:12]} has neither setup.py/pyproject.toml nor python/setup.py")
+    requirements = _present(repo, commit, ["python/requirements.txt"])
+    return SourceTree("triton", Path(repo.working_dir), commit, install_dir=install_dir, requirements=requirements)
+
+
+def _patch_file(name: str) -> PatchFile:
+    path = PATCHES_DIR / name
+    if not path.is_file():
+        raise UserError(f"recipe patches: {name} not found under {PATCHES_DIR}")
+    target = Path(name).parts[0]
+    if target not in ("pytorch", "triton"):
+        raise UserError(f"recipe patches: {name}: put it under patches/pytorch/ or patches/triton/ to say which tree")
+    return PatchFile(name=name, path=path, target=target, sha256=_sha256_file(path))
+
+
+def _sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _tree_sha256(roots: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for root in roots:
+        for path in sorted(_tool_files(root)):
+            digest.update(str(path.relative_to(root.parent)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _tool_files(root: Path) -> Iterator[Path]:
+    for path in root.rglob("*"):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            yield path
+
+
+# --- Docker ----------------------------------------------------------------------------------------------
+
+
+def docker_client():
+    """A docker-py client, or a one-line error when no engine answers."""
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+        return client
+    except docker.errors.DockerException as exc:
+        reason = " ".join(str(exc).split())
+        raise UserError(f"docker: cannot reach the Docker engine ({reason}); start dockerd or set DOCKER_HOST") from None
+
+
+def image_present(client, ref: str):
+    """The image for ``ref`` if the local store has it; never pulls."""
+    import docker
+
+    try:
+        return client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        return None
+    except docker.errors.APIError:
+        # An unparsable reference (e.g. a digest for another repo name) is "not present" as well.
+        return None
+
+
+@dataclass(frozen=True)
+class ResolvedBase:
+    from_ref: str  # what the Dockerfile builds FROM
+    image_id: str
+    repo_digests: tuple[str, ...]
+
+
+def resolve_base(client, base: BaseImage, pull: bool, emit: Emit) -> ResolvedBase:
+    """Find the base locally by digest; pull it by digest only when asked. Never builds FROM a tag.
+
+    A registry image is found by its repo digest. An image made locally (``docker import``) has no repo
+    digest; it is pinned by its image id, and the Dockerfile then builds FROM that id.
+    """
+    image = image_present(client, base.reference)
+    from_ref = base.reference
+    if image is None:
+        image = image_present(client, base.digest)
+        from_ref = base.digest
+        if image is not None and image.id != base.digest:
+            image = None
+    if image is None and pull:
+        emit(f"pulling {base.reference} (by digest)")
+        _pull_by_digest(client, base)
+        image, from_ref = image_present(client, base.reference), base.reference
+    if image is None:
+        raise UserError(
+            f"base image {base.reference} ({base.name}) is not present locally; "
+            f"run 'docker pull {base.reference}' or pass --pull"
+        )
+    return ResolvedBase(from_ref=from_ref, image_id=image.id, repo_digests=tuple(image.attrs.get("RepoDigests") or ()))
+
+
+def _pull_by_digest(client, base: BaseImage) -> None:
+    import docker
+
+    repo = base.reference.split("@", 1)[0]
+    try:
+        client.images.pull(repo, tag=base.digest)
+    except docker.errors.APIError as exc:
+        raise UserError(f"--pull: cannot pull {base.reference}: {' '.join(str(exc).split())}") from None
+
+
+def build_image(
+    plan: BuildPlan,
+    client,
+    *,
+    log_path: Path | None = None,
+    pull: bool = False,
+    nocache: bool = False,
+    force: bool = False,
+    emit: Emit = print,
+    stream: IO[str] | None = None,
+) -> BuildResult:
+    """Build the plan's image unless its tag is present (then say so and return it)."""
+    existing = image_present(client, plan.tag)
+    if existing is not None and not force:
+        emit(f"image {plan.tag} is present ({existing.short_id}); nothing to build")
+        return BuildResult(tag=plan.tag, image_id=existing.id, built=False)
+    base = resolve_base(client, plan.base, pull, emit)
+    dockerfile = plan.dockerfile
+    if base.from_ref != plan.base.reference:
+        dockerfile = render_dockerfile(plan.recipe, plan.pytorch, plan.triton, overlay=plan.overlay is not None,
+                                       from_ref=base.from_ref)
+    emit(f"building {plan.tag} from {plan.base.name} ({plan.base.digest[:19]}…)")
+    with tempfile.TemporaryDirectory(prefix="prbench-build-") as tmp:
+        context = Path(tmp)
+        prepare_context(plan, context, dockerfile, emit)
+        image_id, steps = _stream_build(plan, client, context, log_path, nocache, stream or sys.stdout)
+    emit(f"built {plan.tag} ({image_id[:19]})" + (f"; log: {log_path}" if log_path else ""))
+    return BuildResult(tag=plan.tag, image_id=image_id, built=True, log_path=log_path, steps=steps)
+
+
+def prepare_context(plan: BuildPlan, context: Path, dockerfile: str, emit: Emit = print) -> None:
+    """The build context: Dockerfile, both source trees (patched), the overlay and our code."""
+    (context / "Dockerfile").write_text(dockerfile, encoding="utf-8")
+    shutil.copy2(CHECK_SCRIPT, context / CHECK_SCRIPT.name)
+    for tree in (plan.triton, plan.pytorch):
+        emit(f"exporting {tree.name} {tree.commit[:12]} from {tree.clone}")
+        export_tree(git.Repo(tree.clone), tree.commit, context / "src" / tree.name, tree.name)
+    _apply_patches(plan, context)
+    if plan.overlay is not None:
+        shutil.copy2(plan.overlay, context / "overlay.patch")
+        _check_overlay(context)
+    code = context / "code"
+    for package in TOOL_PACKAGES:
+        shutil.copytree(PROJECT_ROOT / package, code / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+
+def export_tree(repo: git.Repo, commit: str, dest: Path, what: str) -> None:
+    """``git archive`` of ``commit`` into ``dest``, then each submodule at the commit the tree records."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile() as archive:
+        repo.archive(archive, treeish=commit, format="tar")
+        archive.seek(0)
+        with tarfile.open(fileobj=archive) as tar:
+            tar.extractall(dest, filter="tar")
+    for item in repo.commit(commit).tree.traverse():
+        if getattr(item, "type", "") != "submodule":
+            continue
+        sub_path = Path(repo.working_dir) / item.path
+        try:
+            sub_repo = git.Repo(sub_path)
+            sub_repo.commit(item.hexsha)
+        except (git.NoSuchPathError, git.InvalidGitRepositoryError, ValueError, git.BadName, git.BadObject):
+            raise UserError(
+                f"{what} source: submodule {item.path} at {item.hexsha[:12]} is not in the clone {repo.working_dir}; "
+                "run 'git submodule update --init --recursive' there"
+            ) from None
+        export_tree(sub_repo, item.hexsha, dest / item.path, f"{what}/{item.path}")
+
+
+def _apply_patches(plan: BuildPlan, context: Path) -> None:
+    if not plan.patches:
+        return
+    from prbench import patches as patch_tool
+
+    for patch in plan.patches:
+        patch_tool.apply_patch(patch.path, context / "src" / patch.target)
+
+
+def _check_overlay(context: Path) -> None:
+    """Fail on the host, in one line, before Docker spends minutes reaching the overlay layer."""
+    import subprocess
+
+    result = subprocess.run(
+        ["git", "apply", "--check", str(context / "overlay.patch")],
+        cwd=context / "src" / "pytorch", capture_output=True, text=True,
+    )
+    if result.returncode != 0:
+        first = (result.stderr.strip().splitlines() or ["does not apply"])[0]
+        raise UserError(f"--overlay: the overlay does not apply to the PyTorch tree: {first}")
+
+
+def _stream_build(plan: BuildPlan, client, context: Path, log_path: Path | None, nocache: bool,
+                  stream: IO[str]) -> tuple[str, list[str]]:
+    """Low-level streaming build: live logs to the console and the log file; the id from ``aux``."""
+    import docker
+
+    log = _open_log(log_path)
+    image_id = ""
+    steps: list[str] = []
+    last_step = "before the first step"
+    try:
+        chunks = client.api.build(
+            path=str(context), tag=plan.tag, decode=True, rm=True, forcerm=True, pull=False, nocache=nocache,
+            buildargs=plan.build_args, labels=plan.labels(), network_mode=plan.network_mode,
+            use_config_proxy=False,
+        )
+        for chunk in chunks:
+            text = chunk.get("stream", "")
+            if text:
+                _write(stream, log, text)
+                if text.startswith("Step "):
+                    last_step = text.strip()
+                    steps.append(last_step)
+            if "aux" in chunk and "ID" in chunk["aux"]:
+                image_id = chunk["aux"]["ID"]
+            if "error" in chunk:
+                error = " ".join(str(chunk["error"]).split())
+                _write(stream, log, f"ERROR: {error}\n")
+                where = f"; log: {log_path}" if log_path else ""
+                raise BuildFailed(f"build of {plan.tag} failed at {last_step}: {error}{where}")
+    except docker.errors.APIError as exc:
+        raise BuildFailed(f"build of {plan.tag}: {' '.join(str(exc).split())}") from None
+    finally:
+        if log:
+            log.close()
+    if not image_id:
+        image = image_present(client, plan.tag)
+        if image is None:
+            raise BuildFailed(f"build of {plan.tag} ended without an image")
+        image_id = image.id
+    return image_id, steps
+
+
+def _open_log(path: Path | None) -> IO[str] | None:
+    if path is None:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "a", encoding="utf-8")
+
+
+def _write(stream: IO[str], log: IO[str] | None, text: str) -> None:
+    stream.write(text)
+    stream.flush()
+    if log:
+        log.write(text)
+        log.flush()

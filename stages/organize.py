@@ -1,0 +1,256 @@
+"""Stage ``organize``: turn an Inductor cache (directory or .tar/.tar.gz) into standalone kernels plus an index.
+
+    python -m stages.organize --cache DIR|ARCHIVE --out DIR [--rep 100] [--warmup 10] [--extract-to DIR]
+
+Writes ``<out>/<category>/<kernel_name>.py`` (Triton; ``cpp/<name>.cpp`` for the default CPU backend's C++
+kernels), ``<out>/graphs/<graph>.py`` (the compiled graph modules) and ``<out>/index.csv``. Kernels come from
+the cache's kernel files *and* from the source every graph module embeds (codegen-only runs write just the
+first kernel file). Identical kernels (category + body hash + shape key) are stored once; ``calls`` sums their
+launches in all graphs' ``call()``, ``graphs`` names those graphs. Each Triton file's benchmark line is
+rewritten (rep/warmup, no rejected ``return_mode``) and its device indices set to 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import os
+import sys
+import tarfile
+import tempfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from analysis.atomic_io import write_text
+from analysis.benchmark_line import normalize_device_indices, prepare_kernel_source
+from analysis.errors import UserError
+from analysis.kernel_identity import (
+    KernelIdentity,
+    KernelParseError,
+    identify_cpp,
+    identify_triton,
+    is_triton_kernel_source,
+    triton_category,
+)
+from analysis.kernel_index import (
+    IndexRow,
+    benchmark_model_name,
+    embedded_kernels,
+    graph_label,
+    is_graph_wrapper,
+    launch_counts,
+    write_index,
+)
+
+GRAPHS_DIR = "graphs"
+
+
+@dataclass
+class OrganizedKernel:
+    identity: KernelIdentity
+    text: str
+    source: str
+    calls: int = 0
+    graphs: list[str] = field(default_factory=list)
+    path: str = ""
+
+
+@dataclass
+class CacheScan:
+    root: Path
+    kernel_files: list[Path]
+    wrappers: list[Path]
+
+
+# --- input ---------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def open_cache(cache: Path, extract_to: Path | None = None) -> Iterator[Path]:
+    """Yield a directory holding the cache: the directory itself, or an archive extracted (to a temp dir)."""
+    if cache.is_dir():
+        yield cache
+        return
+    if not cache.exists():
+        raise UserError(f"--cache {cache}: no such directory or archive")
+    if extract_to is not None:
+        extract_archive(cache, extract_to)
+        yield extract_to
+        return
+    with tempfile.TemporaryDirectory(prefix="prbench-cache-") as tmp:
+        extract_archive(cache, Path(tmp))
+        yield Path(tmp)
+
+
+def extract_archive(archive: Path, destination: Path) -> None:
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            destination.mkdir(parents=True, exist_ok=True)
+            # "data" refuses absolute paths, links out of the tree and device files from an untrusted archive.
+            tar.extractall(destination, filter="data")
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"--cache {archive}: cannot read archive ({reason}); expected a .tar or .tar.gz of an "
+                        "Inductor cache") from None
+
+
+def scan_cache(root: Path) -> CacheScan:
+    kernels, wrappers = [], []
+    for path in sorted(root.rglob("*.py")):
+        text = _read(path)
+        if is_graph_wrapper(text):
+            wrappers.append(path)
+        elif is_triton_kernel_source(text):
+            kernels.append(path)
+    if not kernels and not wrappers:
+        raise UserError(f"--cache {root}: no Inductor kernels or compiled graphs found (expected <xx>/c<hash>.py "
+                        "files from TORCHINDUCTOR_CACHE_DIR)")
+    return CacheScan(root, kernels, wrappers)
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+# --- collection ------------------------------------------------------------------------------------------------
+
+
+class KernelCollection:
+    """Distinct kernels keyed by (backend, category, body hash, shape key), in first-seen order."""
+
+    def __init__(self) -> None:
+        self.kernels: dict[tuple[str, str, str, str], OrganizedKernel] = {}
+
+    def add(self, identity: KernelIdentity, text: str, source: str) -> OrganizedKernel:
+        key = (identity.backend, *identity.match_key)
+        if key not in self.kernels:
+            self.kernels[key] = OrganizedKernel(identity, text, source)
+        return self.kernels[key]
+
+
+def identify_kernel_file(text: str, label: str) -> KernelIdentity:
+    """Identity of a Triton kernel file; a file that cannot be parsed is kept whole (the runner reports it)."""
+    try:
+        return identify_triton(text)
+    except KernelParseError as exc:
+        print(f"warning: {label}: {exc}; kept unparsed", flush=True)
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        name = f"unparsed_{Path(label).stem}"
+        return KernelIdentity(triton_category(text), name, digest, "", "", "triton")
+
+
+def collect(scan: CacheScan) -> tuple[KernelCollection, dict[str, str]]:
+    """All kernels of the cache plus {graph file name: graph module text}."""
+    collection = KernelCollection()
+    for path in scan.kernel_files:
+        text = _read(path)
+        label = path.relative_to(scan.root).as_posix()
+        collection.add(identify_kernel_file(text, label), text, label)
+    graphs: dict[str, str] = {}
+    for path in scan.wrappers:
+        text = _read(path)
+        graph_file = f"{graph_label(text, path.stem)}_{path.stem[1:9]}.py"
+        graphs[graph_file] = text
+        model = benchmark_model_name(text)
+        graph_name = f"{model}/{graph_file[:-3]}" if model else graph_file[:-3]
+        embedded = embedded_kernels(text)
+        counts = launch_counts(text, [k.variable for k in embedded])
+        for kernel in embedded:
+            origin = f"{GRAPHS_DIR}/{graph_file}"
+            if kernel.backend == "cpp":
+                identity = identify_cpp(kernel.variable, kernel.source, kernel.arg_types)
+            else:
+                identity = identify_kernel_file(kernel.source, origin)
+            entry = collection.add(identity, kernel.source, origin)
+            entry.calls += counts[kernel.variable]
+            if graph_name not in entry.graphs:
+                entry.graphs.append(graph_name)
+    return collection, graphs
+
+
+# --- output ----------------------------------------------------------------------------------------------------
+
+
+def assign_paths(collection: KernelCollection) -> None:
+    """``<category>/<name>.py``; a second, different kernel with the same name gets ``.<hash8>`` (paas style)."""
+    taken: set[str] = set()
+    for kernel in collection.kernels.values():
+        ident = kernel.identity
+        suffix = ".cpp" if ident.backend == "cpp" else ".py"
+        path = f"{ident.category}/{ident.kernel_name}{suffix}"
+        if path in taken:
+            key = hashlib.sha256(f"{ident.body_hash}|{ident.shape_key}".encode()).hexdigest()[:8]
+            path = f"{ident.category}/{ident.kernel_name}.{key}{suffix}"
+        taken.add(path)
+        kernel.path = path
+
+
+def kernel_file_text(kernel: OrganizedKernel, rep: int, warmup: int) -> str:
+    if kernel.identity.backend == "cpp":
+        return f"// KERNEL CALLS: {kernel.calls}\n{kernel.text.strip()}\n"
+    body = prepare_kernel_source(kernel.text, rep=rep, warmup=warmup, env=os.environ)
+    return f"# KERNEL CALLS: {kernel.calls}\n{body.strip()}\n"
+
+
+def index_rows(collection: KernelCollection) -> list[IndexRow]:
+    rows = [
+        IndexRow(
+            category=k.identity.category, kernel_name=k.identity.kernel_name, body_hash=k.identity.body_hash,
+            shape_key=k.identity.shape_key, legacy_key=k.identity.legacy_key, path=k.path, calls=k.calls,
+            graphs=";".join(k.graphs), backend=k.identity.backend, source=k.source,
+        )
+        for k in collection.kernels.values()
+    ]
+    return sorted(rows, key=lambda r: (r.category, r.kernel_name, r.path))
+
+
+def organize(cache: Path, out: Path, rep: int = 100, warmup: int = 10,
+             extract_to: Path | None = None) -> list[IndexRow]:
+    with open_cache(cache, extract_to) as root:
+        scan = scan_cache(root)
+        print(f"organize: {len(scan.kernel_files)} kernel files, {len(scan.wrappers)} compiled graphs in {cache}",
+              flush=True)
+        collection, graphs = collect(scan)
+    assign_paths(collection)
+    for kernel in collection.kernels.values():
+        write_text(out / kernel.path, kernel_file_text(kernel, rep, warmup))
+    for name, text in graphs.items():
+        write_text(out / GRAPHS_DIR / name, normalize_device_indices(text))
+    rows = index_rows(collection)
+    write_index(out / "index.csv", rows)
+    return rows
+
+
+def summary(rows: list[IndexRow]) -> str:
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.category] = counts.get(row.category, 0) + 1
+    return ", ".join(f"{n} {category}" for category, n in sorted(counts.items()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stages.organize", description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", required=True, type=Path, help="Inductor cache directory or .tar/.tar.gz of one")
+    parser.add_argument("--out", required=True, type=Path, help="output directory (organized kernels)")
+    parser.add_argument("--rep", type=int, default=100, help="rep= written into each kernel's benchmark line")
+    parser.add_argument("--warmup", type=int, default=10, help="warmup= written into each kernel's benchmark line")
+    parser.add_argument("--extract-to", type=Path, default=None,
+                        help="keep an extracted archive here (the kernel runner needs it as --cache-dir)")
+    args = parser.parse_args(argv)
+    from stages.environment import apply_inductor_config
+
+    apply_inductor_config()  # the stage convention; organize itself reads no Inductor setting
+    try:
+        rows = organize(args.cache, args.out, rep=args.rep, warmup=args.warmup, extract_to=args.extract_to)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    print(f"organize: {len(rows)} kernels ({summary(rows)}) → {args.out / 'index.csv'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

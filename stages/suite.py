@@ -1,0 +1,414 @@
+"""Stage ``suite``: time the builtin HF suite eager vs ``torch.compile`` and write ``suite.csv``.
+
+    python -m stages.suite --out DIR [--models A,B|all|tiny-default] [--size tiny|full]
+        [--mode inference|training] [--dtype float32|bfloat16|float16|amp] [--warmup 10] [--iterations 30]
+        [--device cpu|cuda] [--cpu-backend cpp|triton] [--cache-archive PATH]
+
+Per model, as the dynamo harness does: a warm-up of each side (the first eager and first compiled calls are
+timed: ``compilation_latency`` = first compiled − first eager, ``first_run_s`` = first compiled call), then
+``--iterations`` timed calls with eager and compiled interleaved (so load changes hit both sides alike).
+Outputs in ``--out``: ``suite.csv`` (docs/architecture.md columns) and ``samples.json`` (raw ms per
+iteration). Both are rewritten atomically after every model, so the stage is resumable: models that already
+have an ``ok`` row with the same settings are skipped, everything else is (re)measured. A fresh run (no rows
+yet) starts from an empty Inductor cache; at the end the cache is archived to ``--cache-archive``.
+A model that fails gets a ``fail`` row and the others go on; the stage exits non-zero only when none ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tarfile
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from analysis import atomic_io
+from analysis.dynamo_csv import STATUS_FAIL, STATUS_OK, Row, fmt_float, read_suite_csv, write_suite_csv
+
+DTYPES = ("float32", "bfloat16", "float16", "amp")
+DEVICES = ("cpu", "cuda")
+CPU_BACKENDS = ("cpp", "triton")
+PREFIX = "[suite]"
+# Settings a kept row must match to count as done (a different setting means a different measurement).
+_MATCH_COLUMNS = ("dev", "mode", "dtype", "size", "n", "warmup")
+
+
+class SuiteInputError(Exception):
+    """A bad command-line value; printed as one ``error:`` line."""
+
+
+@dataclass(frozen=True)
+class SuiteSettings:
+    out: Path
+    models: tuple[str, ...]
+    size: str
+    mode: str
+    dtype: str
+    warmup: int
+    iterations: int
+    device: str
+    cpu_backend: str
+    backend: str
+    cache_archive: Path | None
+
+    def matches(self, row: Row) -> bool:
+        wanted = {"dev": self.device, "mode": self.mode, "dtype": self.dtype, "size": self.size,
+                  "n": str(self.iterations), "warmup": str(self.warmup)}
+        return row.get("status") == STATUS_OK and all(row.get(c) == wanted[c] for c in _MATCH_COLUMNS)
+
+
+@dataclass
+class ModelResult:
+    row: Row
+    samples: dict[str, list[float]]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m stages.suite", description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True, type=Path, help="directory for suite.csv and samples.json")
+    p.add_argument("--models", default="tiny-default", help="A,B,... | all | tiny-default")
+    p.add_argument("--size", default="tiny", choices=("tiny", "full"))
+    p.add_argument("--mode", default="inference", choices=("inference", "training"))
+    p.add_argument("--dtype", default="float32", choices=DTYPES)
+    p.add_argument("--warmup", type=int, default=10, help="warm-up calls per side (at least 3)")
+    p.add_argument("--iterations", type=int, default=30, help="timed calls per side (at least 10)")
+    p.add_argument("--device", default="cpu", choices=DEVICES)
+    p.add_argument("--cpu-backend", default="cpp", choices=CPU_BACKENDS,
+                   help="Inductor CPU codegen: C++ (default) or Triton through the interpreter (correctness only)")
+    p.add_argument("--backend", default="inductor", help="torch.compile backend (aot_eager for quick debugging)")
+    p.add_argument("--cache-archive", type=Path, default=None, help="tar.gz to write the Inductor cache to")
+    return p
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    from stages.timing import MIN_ITERATIONS, MIN_WARMUP
+
+    if args.warmup < MIN_WARMUP:
+        raise SuiteInputError(f"--warmup {args.warmup}: at least {MIN_WARMUP} warm-up calls are required")
+    if args.iterations < MIN_ITERATIONS:
+        raise SuiteInputError(f"--iterations {args.iterations}: at least {MIN_ITERATIONS} timed calls are required")
+    if args.cpu_backend == "triton" and args.device != "cpu":
+        raise SuiteInputError("--cpu-backend triton: only meaningful with --device cpu")
+
+
+def prepare_environment(args: argparse.Namespace) -> Path:
+    """Environment that must be in place before torch / triton / transformers are imported."""
+    os.environ["HF_HUB_OFFLINE"] = "1"  # never the Hub: models are built from config classes
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    if args.cpu_backend == "triton":
+        os.environ["TRITON_INTERPRET"] = "1"  # read when triton is imported
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not cache:
+        # Never fall back to the shared /tmp/torchinductor_$USER: a fresh run empties the cache directory.
+        cache = str(args.out.resolve().parent / "work" / "inductor-cache")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+    tmp = os.environ.get("TMPDIR")
+    if tmp:
+        Path(tmp).mkdir(parents=True, exist_ok=True)
+    return Path(cache)
+
+
+def resolve_settings(args: argparse.Namespace) -> SuiteSettings:
+    from stages.hf_models import UnknownModelError, resolve_models
+
+    try:
+        models = tuple(resolve_models(args.models))
+    except UnknownModelError as exc:
+        raise SuiteInputError(f"--models: {exc}") from None
+    return SuiteSettings(
+        out=args.out, models=models, size=args.size, mode=args.mode, dtype=args.dtype, warmup=args.warmup,
+        iterations=args.iterations, device=args.device, cpu_backend=args.cpu_backend, backend=args.backend,
+        cache_archive=args.cache_archive,
+    )
+
+
+def empty_directory(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True, exist_ok=True)
+
+
+# --- measuring one model ---------------------------------------------------------------------------------
+
+
+def _dtype_and_autocast(settings: SuiteSettings) -> tuple[Any, Callable[[], Any]]:
+    """Weights dtype and the autocast context for each call (amp = fp32 weights under autocast)."""
+    import contextlib
+
+    import torch
+
+    if settings.dtype == "amp":
+        amp_dtype = torch.bfloat16 if settings.device == "cpu" else torch.float16
+        return torch.float32, lambda: torch.autocast(settings.device, dtype=amp_dtype)
+    return getattr(torch, settings.dtype), contextlib.nullcontext
+
+
+def make_step(mode: str, autocast: Callable[[], Any]) -> Callable[[Any, dict[str, Any]], Any]:
+    """Inference = a no-grad forward; training = forward + the model's own loss + backward."""
+    import torch
+
+    from stages.hf_models import loss_of
+
+    if mode == "inference":
+        def infer(module: Any, inputs: dict[str, Any]) -> Any:
+            with torch.no_grad(), autocast():
+                return module(**inputs)
+        return infer
+
+    def train(module: Any, inputs: dict[str, Any]) -> Any:
+        module.zero_grad(set_to_none=True)
+        with autocast():
+            loss = loss_of(module(**inputs))
+        loss.backward()
+        return loss
+    return train
+
+
+def dynamo_stats() -> dict[str, int]:
+    from torch._dynamo.utils import counters
+
+    breaks = counters["graph_break"]
+    return {
+        "calls_captured": int(counters["stats"]["calls_captured"]),
+        "unique_graphs": int(counters["stats"]["unique_graphs"]),
+        "graph_breaks": int(sum(breaks.values())),
+        "unique_graph_breaks": len(breaks),
+    }
+
+
+def measure_model(name: str, settings: SuiteSettings) -> ModelResult:
+    import torch
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from stages import timing
+    from stages.hf_models import build
+
+    torch._dynamo.reset()  # no guards or graphs carried over from the previous model
+    counters.clear()
+    weights_dtype, autocast = _dtype_and_autocast(settings)
+    built = build(name, size=settings.size, mode=settings.mode, dtype=weights_dtype, device=settings.device)
+    step = make_step(settings.mode, autocast)
+    compiled = torch.compile(built.model, backend=settings.backend)
+    dev = settings.device
+
+    def run_eager() -> Any:
+        return step(built.model, built.inputs)
+
+    def run_compiled() -> Any:
+        return step(compiled, built.inputs)
+
+    first_eager_s = timing.time_call_s(run_eager, dev)
+    timing.gpu_peak_reset(dev)
+    for _ in range(settings.warmup - 1):
+        run_eager()
+    eager_peak = timing.gpu_peak_gb(dev) if timing.is_gpu(dev) else 0.0
+    first_compiled_s = timing.time_call_s(run_compiled, dev)  # compiles
+    timing.gpu_peak_reset(dev)
+    for _ in range(settings.warmup - 1):
+        run_compiled()
+    dynamo_peak = timing.gpu_peak_gb(dev) if timing.is_gpu(dev) else 0.0
+    stats = dynamo_stats()
+    if not timing.is_gpu(dev):
+        start_bytes = timing.resident_bytes(built.model, built.inputs)
+        eager_peak = timing.cpu_peak_gb(run_eager, start_bytes)
+        dynamo_peak = timing.cpu_peak_gb(run_compiled, start_bytes)
+
+    eager_ms: list[float] = []
+    compiled_ms: list[float] = []
+    for _ in range(settings.iterations):  # interleaved, as the dynamo harness does
+        eager_ms.append(timing.time_call_ms(run_eager, dev))
+        compiled_ms.append(timing.time_call_ms(run_compiled, dev))
+    eager = timing.summarize(eager_ms)
+    comp = timing.summarize(compiled_ms)
+    flags = [f for f, noisy in (("noisy_eager", eager.noisy), ("noisy_compiled", comp.noisy)) if noisy]
+    row: Row = {
+        "dev": dev, "name": name, "batch_size": str(built.batch_size),
+        "speedup": fmt_float(eager.median_ms / comp.median_ms),
+        "abs_latency": fmt_float(comp.median_ms),
+        "compilation_latency": fmt_float(first_compiled_s - first_eager_s),
+        "compression_ratio": fmt_float(eager_peak / dynamo_peak if dynamo_peak else 0.0),
+        "eager_peak_mem": fmt_float(eager_peak), "dynamo_peak_mem": fmt_float(dynamo_peak),
+        **{k: str(v) for k, v in stats.items()},
+        **_setting_cells(settings),
+        "eager_median_ms": fmt_float(eager.median_ms), "eager_mean_ms": fmt_float(eager.mean_ms),
+        "eager_std_ms": fmt_float(eager.std_ms),
+        "compiled_median_ms": fmt_float(comp.median_ms), "compiled_mean_ms": fmt_float(comp.mean_ms),
+        "compiled_std_ms": fmt_float(comp.std_ms),
+        "first_run_s": fmt_float(first_compiled_s),
+        "flags": ";".join(flags), "status": STATUS_OK, "error": "",
+    }
+    return ModelResult(row=row, samples={"eager": eager_ms, "compiled": compiled_ms})
+
+
+def _setting_cells(settings: SuiteSettings) -> Row:
+    return {"mode": settings.mode, "dtype": settings.dtype, "size": settings.size,
+            "n": str(settings.iterations), "warmup": str(settings.warmup)}
+
+
+def failure_row(name: str, settings: SuiteSettings, exc: BaseException) -> Row:
+    """As the dynamo harness: ``dev,name,0,0.0,0.0`` and zero-padded stats, plus our status and error."""
+    text = str(exc).strip().splitlines()
+    zeros = {c: "0" for c in ("calls_captured", "unique_graphs", "graph_breaks", "unique_graph_breaks")}
+    return {
+        "dev": settings.device, "name": name, "batch_size": "0", "speedup": fmt_float(0.0),
+        "abs_latency": fmt_float(0.0), "compilation_latency": fmt_float(0.0),
+        "compression_ratio": fmt_float(0.0), "eager_peak_mem": fmt_float(0.0), "dynamo_peak_mem": fmt_float(0.0),
+        **zeros, **_setting_cells(settings), "status": STATUS_FAIL,
+        "error": f"{type(exc).__name__}: {text[0] if text else ''}"[:300],
+    }
+
+
+# --- the cache archive -----------------------------------------------------------------------------------
+
+
+def is_graph_module(path: Path) -> bool:
+    """An Inductor compiled graph module (the wrapper with ``call``), as opposed to a kernel file."""
+    if path.suffix != ".py":
+        return False
+    try:
+        head = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "# AOT ID:" in head and ("def call(" in head or "class Runner" in head)
+
+
+def archive_cache(cache_dir: Path, target: Path) -> tuple[int, int]:
+    """Write ``cache_dir`` as ``inductor-cache/...`` into the tar.gz ``target`` (atomically).
+
+    Returns (files archived, compiled graph modules among them).
+    """
+    files = sorted(p for p in cache_dir.rglob("*") if p.is_file() and not p.is_symlink())
+    with atomic_io.atomic_path(target) as tmp:
+        with tarfile.open(tmp, "w:gz") as tar:
+            for path in files:
+                tar.add(path, arcname=str(Path("inductor-cache") / path.relative_to(cache_dir)))
+    return len(files), sum(1 for p in files if is_graph_module(p))
+
+
+def archived_graph_modules(archive: Path) -> list[str]:
+    """Names of the compiled graph modules inside an archive written by ``archive_cache``."""
+    found: list[str] = []
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar.getmembers():
+            if not member.isfile() or not member.name.endswith(".py"):
+                continue
+            handle = tar.extractfile(member)
+            text = handle.read().decode("utf-8", errors="replace") if handle else ""
+            if "# AOT ID:" in text and ("def call(" in text or "class Runner" in text):
+                found.append(member.name)
+    return found
+
+
+# --- the loop --------------------------------------------------------------------------------------------
+
+
+def say(text: str) -> None:
+    print(f"{PREFIX} {text}", flush=True)
+
+
+def _describe(row: Row) -> str:
+    if row["status"] != STATUS_OK:
+        return f"fail {row['error']}"
+    noisy = f" [{row['flags']}]" if row["flags"] else ""
+    return (f"ok eager {float(row['eager_median_ms']):.3f} ms, compiled {float(row['compiled_median_ms']):.3f} ms, "
+            f"speedup {float(row['speedup']):.2f}x, compile {float(row['compilation_latency']):.1f} s{noisy}")
+
+
+def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:
+    csv_path = settings.out / "suite.csv"
+    samples_path = settings.out / "samples.json"
+    rows: dict[str, Row] = {row["name"]: row for row in read_suite_csv(csv_path)}
+    samples: dict[str, Any] = json.loads(samples_path.read_text()) if samples_path.exists() else {}
+    if not rows:
+        # A fresh run measures cold compiles: no kernels or graphs left from an earlier run.
+        empty_directory(cache_dir)
+        triton_cache = os.environ.get("TRITON_CACHE_DIR")
+        if triton_cache:
+            empty_directory(Path(triton_cache))
+    total = len(settings.models)
+    for index, name in enumerate(settings.models, 1):
+        tag = f"{index}/{total} {name}:"
+        if name in rows and settings.matches(rows[name]):
+            say(f"{tag} done earlier, kept")
+            continue
+        say(f"{tag} start")
+        try:
+            result = measure_model(name, settings)
+        except Exception as exc:  # one model's failure must not stop the suite
+            traceback.print_exc(file=sys.stdout)
+            result = ModelResult(row=failure_row(name, settings, exc), samples={})
+        rows[name] = result.row
+        samples[name] = result.samples
+        # samples first: an interrupt between the two writes then only causes a re-measure, never a lost sample.
+        atomic_io.write_json(samples_path, samples)
+        write_suite_csv(csv_path, rows.values())
+        say(f"{tag} {_describe(result.row)}")
+    return [rows[name] for name in settings.models]
+
+
+def print_summary(rows: list[Row]) -> None:
+    header = f"{'model':34} {'status':6} {'eager ms':>10} {'compiled ms':>12} {'speedup':>8} {'compile s':>10}  flags"
+    say("summary")
+    print(header)
+    for row in rows:
+        if row["status"] == STATUS_OK:
+            print(f"{row['name']:34} {'ok':6} {float(row['eager_median_ms']):10.3f} "
+                  f"{float(row['compiled_median_ms']):12.3f} {float(row['speedup']):7.2f}x "
+                  f"{float(row['compilation_latency']):10.1f}  {row['flags']}")
+        else:
+            print(f"{row['name']:34} {'fail':6} {row['error']}")
+    ok = sum(1 for r in rows if r["status"] == STATUS_OK)
+    say(f"{ok} ok, {len(rows) - ok} failed")
+
+
+def finish_archive(settings: SuiteSettings, cache_dir: Path, rows: list[Row]) -> None:
+    if settings.cache_archive is None:
+        return
+    files, modules = archive_cache(cache_dir, settings.cache_archive)
+    say(f"inductor cache: {files} files, {modules} compiled graph modules -> {settings.cache_archive}")
+    if modules == 0 and settings.backend == "inductor" and any(r["status"] == STATUS_OK for r in rows):
+        say("warning: no compiled graph modules in the Inductor cache (was TORCHINDUCTOR_CACHE_DIR overridden?)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        check_numbers(args)
+        cache_dir = prepare_environment(args)
+        settings = resolve_settings(args)  # imports torch (after the environment is set)
+    except SuiteInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from stages.environment import apply_inductor_config
+
+    apply_inductor_config()
+    if settings.cpu_backend == "triton":
+        from stages import triton_cpu
+
+        triton_cpu.install()
+    import transformers
+
+    transformers.logging.set_verbosity_error()  # per-model config notices would drown the progress lines
+    say(f"{len(settings.models)} models, size {settings.size}, mode {settings.mode}, dtype {settings.dtype}, "
+        f"device {settings.device}, backend {settings.backend} ({settings.cpu_backend} on cpu), "
+        f"warmup {settings.warmup}, iterations {settings.iterations}, "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, cache {cache_dir}")
+    try:
+        rows = run_suite(settings, cache_dir)
+    except KeyboardInterrupt:
+        say("interrupted: finished models are kept in suite.csv; run again to resume")
+        return 130
+    print_summary(rows)
+    finish_archive(settings, cache_dir, rows)
+    return 0 if any(r["status"] == STATUS_OK for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
