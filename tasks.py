@@ -14,6 +14,48 @@ def _runs_dir(ctx, runs_dir: str | None):
     return resolve_path(runs_dir or config_value(ctx, "runs_dir", "runs"))
 
 
+def _recipe(ctx, recipe: str | None):
+    from prbench.recipes import load_recipe
+
+    recipes_dir = resolve_path(config_value(ctx, "recipes_dir", "recipes"))
+    return load_recipe(recipe or config_value(ctx, "recipe", "cpu-local"), recipes_dir)
+
+
+def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, cpu_backend="cpp"):
+    """Suite flags, with invoke.yaml's ``prbench.suite`` defaults for those not given."""
+    from prbench.suite_stage import SuiteSettings, device_for, int_flag
+
+    def pick(value, key, default):
+        return value if value is not None else config_value(ctx, f"suite.{key}", default)
+
+    return SuiteSettings(
+        models=pick(models, "models", "tiny-default"),
+        size=pick(size, "size", "tiny"),
+        mode=pick(mode, "mode", "inference"),
+        dtype=pick(dtype, "dtype", "float32"),
+        warmup=int_flag("--warmup", pick(warmup, "warmup", 10)),
+        iterations=int_flag("--iterations", pick(iterations, "iterations", 30)),
+        device=device_for(recipe.platform),
+        cpu_backend=cpu_backend,
+    )
+
+
+_SUITE_HELP = {
+    "models": "Models: A,B,... (class-style names, e.g. BertForMaskedLM,T5Small), all, or tiny-default "
+              "(default from invoke.yaml)",
+    "size": "Model size: tiny (CPU/CI scale) or full (the HF suite's default configs)",
+    "mode": "inference or training (training = forward + the model's loss + backward)",
+    "dtype": "float32, bfloat16, float16 or amp",
+    "warmup": "Warm-up calls per side before timing (at least 3; default 10)",
+    "iterations": "Timed calls per side, eager and compiled interleaved (at least 10; default 30)",
+    "recipe": "Recipe name under recipes/ or a path to a .toml file (default from invoke.yaml)",
+    "run": "Run id to create or resume (default: a new id from the time)",
+    "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)",
+    "env": "KEY=VALUE environment variable for the stages (repeatable)",
+    "inductor_config": "KEY=VALUE torch._inductor.config override, e.g. cpp.simdlen=256 (repeatable)",
+}
+
+
 # --- run store -------------------------------------------------------------------------------------------
 
 
@@ -142,3 +184,306 @@ def profile(ctx, suite_csv, out, models=None, graphs=None, inductor_cache=None, 
     LocalRunner().run(StageCommand(module="stages.profile", args=args, log_path=out_dir / "profile.log",
                                    timeout_s=float(timeout)))
     print(f"profiles in {out_dir}")
+
+
+# --- containers and locks ---------------------------------------------------------------------------------
+
+_BUILD_HELP = {
+    "pytorch_src": "Local PyTorch clone that has the commit (default: the recipe's source if it is a local path)",
+    "triton_src": "Local Triton clone that has the commit (default: the recipe's source if it is a local path)",
+    "pull": "Pull the base image by digest when it is not present (never by tag; default: never pull)",
+    "no_cache": "Rebuild every layer instead of reusing Docker's layer cache",
+    "runs_dir": "Directory that holds runs; build logs and locks go to <runs_dir>/images/ (default: runs)",
+}
+
+
+def _images_dir(ctx, runs_dir):
+    return _runs_dir(ctx, runs_dir) / "images"
+
+
+def _optional_path(value):
+    return resolve_path(value) if value else None
+
+
+@task(help={
+    "recipe": "Recipe name under recipes/ or a path to a .toml file (default from invoke.yaml)",
+    "pytorch_ref": "PyTorch commit or ref to build instead of the recipe's commit",
+    "overlay": "Python-only diff applied on top of the built torch, in its own layer",
+    "merge_base": "PyTorch merge-base commit to record in the lock (a PR's base)",
+    "max_jobs": "Parallel compile jobs (default: the recipe's build.max_jobs, else the build's default)",
+    "lock": "Where to write lock.json (default: <runs_dir>/images/<recipe>-<hash>/lock.json)",
+    "force": "Build even when an image with the same inputs is present",
+    **_BUILD_HELP,
+})
+@user_facing
+def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None, overlay=None, merge_base=None,
+          max_jobs=0, pull=False, no_cache=False, lock=None, force=False, runs_dir=None):
+    """Build the Docker image of a recipe (nothing to do when present) and write its lock."""
+    from prbench.images import docker_client, plan_build
+    from prbench.lock import build_and_lock
+    from prbench.recipes import load_recipe
+
+    recipes_dir = resolve_path(config_value(ctx, "recipes_dir", "recipes"))
+    loaded = load_recipe(recipe or config_value(ctx, "recipe", "cpu-local"), recipes_dir)
+    plan = plan_build(loaded, pytorch_src=_optional_path(pytorch_src), triton_src=_optional_path(triton_src),
+                      pytorch_ref=pytorch_ref, overlay=_optional_path(overlay), merge_base=merge_base,
+                      max_jobs=int(max_jobs) or None)
+    outcome = build_and_lock(plan, docker_client(), _images_dir(ctx, runs_dir), lock_path=_optional_path(lock),
+                             pull=pull, nocache=no_cache, force=force)
+    print(f"image {outcome.result.tag} ({outcome.result.image_id[:19]}); lock {outcome.lock_path}")
+
+
+@task(help={
+    "lock": "lock.json to rebuild from (its base digest, commits, Triton pin and patches are used as recorded)",
+    "lock_out": "Where to write the rebuilt image's lock (default: <runs_dir>/images/<recipe>-<hash>/lock.json)",
+    **_BUILD_HELP,
+})
+@user_facing
+def rebuild(ctx, lock, pytorch_src=None, triton_src=None, pull=False, no_cache=False, lock_out=None,
+            runs_dir=None):
+    """Rebuild an image exactly from a lock file, without reading any moving tag or pin."""
+    import tempfile
+    from pathlib import Path
+
+    from prbench.images import docker_client
+    from prbench.lock import build_and_lock, plan_from_lock, read_lock
+
+    locked = read_lock(resolve_path(lock))
+    with tempfile.TemporaryDirectory(prefix="prbench-rebuild-") as tmp:
+        plan, drift = plan_from_lock(locked, pytorch_src=_optional_path(pytorch_src),
+                                     triton_src=_optional_path(triton_src), overlay_dir=Path(tmp))
+        for field in drift:
+            print(f"warning: {field} differs from the lock (prbench itself changed since); the rebuild may differ")
+        outcome = build_and_lock(plan, docker_client(), _images_dir(ctx, runs_dir),
+                                 lock_path=_optional_path(lock_out), pull=pull, nocache=no_cache)
+    print(f"image {outcome.result.tag} ({outcome.result.image_id[:19]}); lock {outcome.lock_path}")
+
+
+@task(help={
+    "lock": "lock.json to check against",
+    "image": "Image to check (default: the tag recorded in the lock)",
+})
+@user_facing
+def verify(ctx, lock, image=None):
+    """Compare a built image with a lock field by field; exit 1 when anything differs."""
+    from invoke import Exit
+
+    from prbench.images import docker_client
+    from prbench.lock import read_lock
+    from prbench.lock import verify as verify_image
+
+    differences, notes = verify_image(docker_client(), read_lock(resolve_path(lock)), image)
+    for note in notes:
+        print(f"note: {note}")
+    for difference in differences:
+        print(f"differs: {difference.line()}")
+    if differences:
+        raise Exit(f"verify: {len(differences)} field(s) differ from {lock}", code=1)
+    print(f"verify: the image matches {lock}")
+
+
+# --- compare (the main job) -------------------------------------------------------------------------------
+
+
+@task(
+    help={
+        "base": "Base side: 'installed' (the installed torch as is) or a git ref in --pytorch-src",
+        "pr": "PR side: a git ref in --pytorch-src, a Python-only patch file, or 'installed'",
+        "pytorch_src": "PyTorch git clone where --base/--pr refs are resolved (GitPython)",
+        **_SUITE_HELP,
+        "kernel_warmup": "Warm-up calls per kernel before timing (default 10)",
+        "kernel_iterations": "Timed calls per kernel (default 30)",
+        "kernel_timeout": "Seconds one kernel may take before it is recorded as failed (default 300)",
+        "threshold": "Relative change below which a kernel counts as unchanged (default 0.05)",
+        "alpha": "Significance level of the Mann-Whitney U test (default 0.05)",
+        "min_ms": "Leave kernels faster than this (base median, ms) out of the summary (default 0)",
+        "force": "Stage to redo even if done: suite, organize, kernels or report (repeatable)",
+        "python": "Python interpreter whose torch the local runner uses (default: this one)",
+    },
+    iterable=["env", "inductor_config", "force"],
+)
+@user_facing
+def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=None, mode=None, dtype=None,
+            warmup=None, iterations=None, recipe=None, run=None, runs_dir=None, env=None, inductor_config=None,
+            kernel_warmup=10, kernel_iterations=30, kernel_timeout=300.0, threshold=0.05, alpha=0.05, min_ms=0.0,
+            force=None, python=None):
+    """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
+    import sys
+
+    from rich.console import Console
+
+    from analysis.errors import UserError
+    from prbench.compare import CompareRequest, CompareSettings, KernelSettings, run_compare, validate_force
+    from prbench.suite_stage import int_flag
+    from prbench.variants import parse_assignments, parse_config_values
+
+    if not pr:
+        raise UserError("--pr: required (a git ref in --pytorch-src, a Python-only patch file, or 'installed')")
+    loaded = _recipe(ctx, recipe)
+    request = CompareRequest(
+        base=base, pr=pr, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir), run_id=run,
+        pytorch_src=resolve_path(pytorch_src) if pytorch_src else None,
+        suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations),
+        kernels=KernelSettings(warmup=int_flag("--kernel-warmup", kernel_warmup),
+                               iterations=int_flag("--kernel-iterations", kernel_iterations),
+                               timeout_s=float(kernel_timeout)),
+        compare=CompareSettings(threshold=float(threshold), alpha=float(alpha), min_ms=float(min_ms)),
+        env=parse_assignments(env or [], "--env"),
+        inductor_config=parse_config_values(parse_assignments(inductor_config or [], "--inductor-config")),
+        force=validate_force(force or []),
+        python=python or sys.executable,
+    )
+    console = Console()
+    the_run, paths = run_compare(request, console)
+    console.print(f"\n[bold]{paths.verdict}[/]")
+    console.print(f"report: {paths.report_md}")
+    console.print(f"        {paths.characters} characters; CSVs, report.xlsx and plots in {paths.out_dir}")
+    console.print(f"status: invoke status --run {the_run.run_id}")
+
+
+# --- compare and report ----------------------------------------------------------------------------------
+
+
+@task(
+    help={
+        "base": "kernels.csv of the base variant (with --semantics seed: a seed-format CSV or kernels_seed.csv)",
+        "pr": "kernels.csv of the PR variant (same format as BASE)",
+        "samples_base": "kernel_samples.json of the base variant: raw samples for the Mann-Whitney test",
+        "samples_pr": "kernel_samples.json of the PR variant",
+        "semantics": "prbench (pair by body hash, test, bootstrap CI) or seed (kernel_perf_simple.py exactly)",
+        "threshold": "Relative change below which a kernel counts as unchanged (default: 0.05)",
+        "alpha": "Significance level of the Mann-Whitney test (default: 0.05)",
+        "min_ms": "Leave pairs faster than this many ms on both sides out of the summary (default: 0)",
+        "out": "Directory for kernels_compare.csv, report.md, report.xlsx, plots (seed: seed_compare.csv)",
+    }
+)
+@user_facing
+def compare_kernels(ctx, base, pr, samples_base=None, samples_pr=None, semantics="prbench", threshold=0.05,
+                    alpha=0.05, min_ms=0.0, out=None):
+    """Compare two kernel CSVs; the last line printed is `geomean: <value>`."""
+    from analysis.report import ReportSettings, compare_kernel_files
+
+    settings = ReportSettings(threshold=float(threshold), alpha=float(alpha), min_ms=float(min_ms))
+    lines = compare_kernel_files(
+        resolve_path(base), resolve_path(pr),
+        samples_base=resolve_path(samples_base) if samples_base else None,
+        samples_pr=resolve_path(samples_pr) if samples_pr else None,
+        semantics=semantics, settings=settings, out_dir=resolve_path(out) if out else None,
+    )
+    print("\n".join(lines))
+
+
+@task(
+    help={
+        "run": "Run id under the runs directory (its base/ and pr/ are compared)",
+        "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)",
+    }
+)
+@user_facing
+def report(ctx, run, runs_dir=None):
+    """Re-render <run>/report/ (report.md, CSVs, report.xlsx, plots) from the run's files; nothing is re-run."""
+    from analysis.report import load_report_inputs, render_report
+    from prbench.runstore import RunStore
+
+    target = RunStore(_runs_dir(ctx, runs_dir)).open(run)
+    inputs = load_report_inputs(target.root)
+    with target.stage("report", {"rerendered_from": "files"}) as record:
+        paths = render_report(inputs, target.path("report"))
+        record.outputs = [target.relative(p) for p in [paths.report_md, paths.xlsx, *paths.csvs, *paths.plots]]
+        record.summary = {"verdict": paths.verdict, "characters": paths.characters}
+    print(paths.verdict)
+    print(f"report: {paths.report_md} ({paths.characters} characters; CSVs, report.xlsx and plots beside it)")
+
+
+# --- suite -----------------------------------------------------------------------------------------------
+
+
+@task(
+    help={
+        **_SUITE_HELP,
+        "overlay": "Python-only PyTorch diff to run on top of the installed torch (a shadow package)",
+        "force": "Redo the suite even when it finished with the same inputs",
+        "cpu_backend": "Inductor CPU codegen: cpp (default) or triton (Triton interpreter; correctness only)",
+    },
+    iterable=["env", "inductor_config"],
+)
+@user_facing
+def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, iterations=None, recipe=None, run=None,
+          runs_dir=None, overlay=None, env=None, inductor_config=None, force=False, cpu_backend="cpp"):
+    """Time the builtin HF suite eager vs torch.compile into <run>/base/suite/suite.csv (resumable)."""
+    from rich.console import Console
+
+    from prbench.suite_stage import print_summary, run_suite
+    from prbench.variants import parse_assignments, parse_config_values
+
+    loaded = _recipe(ctx, recipe)
+    settings = _suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, cpu_backend)
+    console = Console()
+    outcome = run_suite(
+        settings=settings, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir), run_id=run,
+        overlay_path=resolve_path(overlay) if overlay else None,
+        env=parse_assignments(env or [], "--env"),
+        inductor_config=parse_config_values(parse_assignments(inductor_config or [], "--inductor-config")),
+        force=force, console=console,
+    )
+    print_summary(outcome, console)
+
+
+# --- kernels ---------------------------------------------------------------------------------------------
+
+
+@task(
+    help={
+        "cache": "Inductor cache directory, or a .tar/.tar.gz of one (e.g. <variant>/inductor-cache.tar.gz)",
+        "out": "Output directory: <category>/<kernel>.py, graphs/, index.csv",
+        "rep": "rep= written into each Triton kernel's benchmark line (default: 100)",
+        "warmup": "warmup= written into each Triton kernel's benchmark line (default: 10)",
+        "extract_to": "Keep an extracted archive in this directory (pass it to `invoke kernels --cache-dir`)",
+    }
+)
+@user_facing
+def organize(ctx, cache, out, rep=100, warmup=10, extract_to=None):
+    """Extract every kernel of an Inductor cache into <out>/<category>/ and write <out>/index.csv."""
+    from prbench.kernel_stages import check_cache_input, organize_command, run_stage
+
+    cache_path, out_path = resolve_path(cache), resolve_path(out)
+    check_cache_input(cache_path)
+    run_stage(organize_command(cache_path, out_path, rep=int(rep), warmup=int(warmup),
+                               extract_to=resolve_path(extract_to) if extract_to else None,
+                               log_path=out_path / "organize.log"), stream=False)
+    print(f"organize: {out_path / 'index.csv'}")
+
+
+@task(
+    help={
+        "dir": "Organized kernels directory (the output of `invoke organize`, with index.csv)",
+        "out": "Where kernels.csv, kernel_samples.json and kernels_seed.csv go (default: the parent of --dir)",
+        "devices": "'cpu' or GPU indices '0,1,...', one worker each (default: *_VISIBLE_DEVICES, else cpu)",
+        "warmup": "Untimed calls per kernel (default from invoke.yaml suite.warmup)",
+        "iterations": "Timed calls per kernel (default from invoke.yaml suite.iterations)",
+        "timeout": "Seconds per kernel before its worker is killed and restarted (default: 300)",
+        "cache_dir": "TORCHINDUCTOR_CACHE_DIR of the compile, so C++ graphs are not recompiled",
+        "filter": "Only kernels whose organized path matches this regular expression",
+    }
+)
+@user_facing
+def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, timeout=300, cache_dir=None,
+            filter=None):
+    """Time every organized kernel in crash-isolated workers (kernels.csv, kernel_samples.json, kernels_seed.csv)."""
+    from analysis.errors import UserError
+    from prbench.kernel_stages import default_devices, kernel_stage_env, kernels_command, run_stage
+
+    organized = resolve_path(dir)
+    if not (organized / "index.csv").is_file():
+        raise UserError(f"--dir {organized}: no index.csv (run `invoke organize` first)")
+    out_path = resolve_path(out) if out else organized.parent
+    cache_path = resolve_path(cache_dir) if cache_dir else None
+    command = kernels_command(
+        organized, out_path, devices=default_devices(devices),
+        warmup=int(warmup if warmup is not None else config_value(ctx, "suite.warmup", 10)),
+        iterations=int(iterations if iterations is not None else config_value(ctx, "suite.iterations", 30)),
+        timeout_s=float(timeout), cache_dir=cache_path, filter_regex=filter,
+        env=kernel_stage_env(cache_path), log_path=out_path / "kernels.log",
+    )
+    run_stage(command)
+    print(f"kernels: {out_path / 'kernels.csv'}")

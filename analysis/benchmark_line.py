@@ -28,7 +28,8 @@ ACCEPTED_RETURN_MODES = {
 }
 
 _LINE = re.compile(
-    r"^(?P<indent>[ \t]*)ms\s*=\s*(?P<func>do_bench|benchmarker\.benchmark_gpu|benchmarker\.benchmark)\((?P<args>.*)\)\s*$",
+    r"^(?P<indent>[ \t]*)ms\s*=\s*(?P<func>do_bench|benchmarker\.benchmark_gpu|benchmarker\.benchmark)"
+    r"\((?P<args>.*)\)\s*$",
     re.M,
 )
 _DEVICE_PATTERNS = (

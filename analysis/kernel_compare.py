@@ -152,10 +152,11 @@ def _stage_keys(frame: pd.DataFrame, method: str) -> pd.Series:
 
 def _grouped(frame: pd.DataFrame, rows: list[int], keys: pd.Series) -> dict[str, list[int]]:
     """Rows per key in a fixed order (path, kernel_name, row) so duplicate keys pair deterministically."""
-    order = sorted(rows, key=lambda r: (frame.at[r, "path"], frame.at[r, "kernel_name"], r))
+    paths, names, key_list = frame["path"].tolist(), frame["kernel_name"].tolist(), keys.tolist()
+    order = sorted(rows, key=lambda r: (paths[r], names[r], r))
     groups: dict[str, list[int]] = {}
     for r in order:
-        key = keys.iat[r]
+        key = key_list[r]
         if key:
             groups.setdefault(key, []).append(r)
     return groups
@@ -267,20 +268,21 @@ class GeomeanCI:
         return self.low <= value <= self.high
 
 
-def geomean_ci(speedups: np.ndarray, settings: CompareSettings) -> GeomeanCI:
-    """Geomean of speedups with a bootstrap CI: BCa on log speedups (resampling kernels), then exp."""
+def geomean_ci(speedups: np.ndarray, settings: CompareSettings, unit: str = "kernels") -> GeomeanCI:
+    """Geomean of speedups with a bootstrap CI: BCa on log speedups (resampling ``unit``), then exp."""
     from scipy.stats import bootstrap
 
     logs = np.log(np.asarray(speedups, dtype=float))
     n = len(logs)
     if n == 0:
-        return GeomeanCI(math.nan, math.nan, math.nan, 0, "no kernels to summarise")
+        return GeomeanCI(math.nan, math.nan, math.nan, 0, f"no {unit} to summarise")
     g = float(np.exp(logs.mean()))
     if n < 3:
-        return GeomeanCI(g, math.nan, math.nan, n, f"no CI: {n} kernel(s), a bootstrap needs at least 3")
+        return GeomeanCI(g, math.nan, math.nan, n, f"no CI: {n} of {unit}, a bootstrap needs at least 3")
     if np.ptp(logs) == 0:
         return GeomeanCI(g, g, g, n, "all speedups are equal: the interval is a point")
-    label = f"{settings.confidence:.0%} BCa bootstrap over kernels, {settings.n_resamples} resamples, seed {settings.seed}"
+    label = (f"{settings.confidence:.0%} BCa bootstrap over {unit}, {settings.n_resamples} resamples, "
+             f"seed {settings.seed}")
     for method in ("BCa", "percentile"):  # BCa can degenerate on tiny or lumpy data; percentile then
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")

@@ -32,6 +32,7 @@ _CPP_EMBED = re.compile(
     re.M | re.S,
 )
 _CALL_DEF = re.compile(r"^(?P<indent>[ \t]*)def call\((?:self,\s*)?args\)\s*:\s*$", re.M)
+_EMBEDDED_STRING = re.compile(r"'''.*?'''", re.S)
 _AOT_ID = re.compile(r"^# AOT ID: \[['\"]?(?P<id>[^'\"\]]+)['\"]?\]", re.M)
 _BENCH_NAME = re.compile(r"compiled_module_main\(\s*['\"](?P<name>[^'\"]*)['\"]")
 
@@ -81,6 +82,8 @@ def embedded_kernels(wrapper_source: str) -> list[EmbeddedKernel]:
 
 def call_body(wrapper_source: str) -> str:
     """The text of ``call()`` (module-level or ``Runner.call``), up to the first line indented no deeper."""
+    # Embedded kernel modules have their own ``def call(args)`` harness: blank the strings out first.
+    wrapper_source = _EMBEDDED_STRING.sub("", wrapper_source)
     match = _CALL_DEF.search(wrapper_source)
     if not match:
         return ""

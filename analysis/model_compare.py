@@ -24,8 +24,16 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import UserError
-from analysis.kernel_compare import CompareSettings, GeomeanCI, classify, geomean, geomean_ci, mann_whitney, \
-    min_two_sided_p, read_table
+from analysis.kernel_compare import (
+    CompareSettings,
+    GeomeanCI,
+    classify,
+    geomean,
+    geomean_ci,
+    mann_whitney,
+    min_two_sided_p,
+    read_table,
+)
 
 DYNAMO_COLUMNS = ("dev", "name", "batch_size", "speedup", "abs_latency", "compilation_latency", "compression_ratio",
                   "eager_peak_mem", "dynamo_peak_mem", "calls_captured", "unique_graphs", "graph_breaks",
@@ -164,7 +172,7 @@ def compare_models(base: pd.DataFrame, pr: pd.DataFrame, samples_base: dict[str,
     table = _model_rows(both, samples_base, samples_pr, settings)
     ok = table[table["verdict"] != "failed"]
     summary = ModelSummary(
-        n_compared=len(ok), ci=geomean_ci(ok["speedup"].to_numpy(), settings),
+        n_compared=len(ok), ci=geomean_ci(ok["speedup"].to_numpy(), settings, unit="models"),
         total_latency_speedup=(float(ok["base_latency_ms"].sum() / ok["pr_latency_ms"].sum())
                                if len(ok) else math.nan),
         verdicts={v: int((table["verdict"] == v).sum())

@@ -20,12 +20,20 @@ import pandas as pd
 
 from analysis import atomic_io
 from analysis.errors import UserError
-from analysis.kernel_compare import CompareSettings, KernelComparison, compare_kernels, read_kernels_csv, \
-    read_samples_json
+from analysis.kernel_compare import (
+    CompareSettings,
+    KernelComparison,
+    compare_kernels,
+    read_kernels_csv,
+    read_samples_json,
+)
 from analysis.model_compare import ModelComparison, compare_models, read_suite_csv, read_suite_samples
 from analysis.projection import Projection, project
 
 MAX_MARKDOWN_CHARS = 65_000
+XLSX_KERNEL_COLUMNS = ("verdict", "speedup", "change_pct", "p_value", "base_median_ms", "pr_median_ms", "base_cv",
+                       "pr_cv", "base_calls", "category", "base_name", "pr_name", "matched_by", "body_hash",
+                       "shape_key", "in_summary")
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 _NAME_WIDTH = 64  # kernel names can run to hundreds of characters; the CSV keeps them whole
 
@@ -73,6 +81,9 @@ class ReportPaths:
     plots: list[Path]
     characters: int  # length of report.md
     verdict: str
+    kernel_comparison: KernelComparison | None = None  # the analyses behind the files, for callers to print
+    model_comparison: ModelComparison | None = None
+    projection: Projection | None = None
 
 
 # --- loading a run directory -----------------------------------------------------------------------------
@@ -257,6 +268,12 @@ def environment_table(base_env: dict[str, Any], pr_env: dict[str, Any]) -> pd.Da
     return pd.DataFrame(rows, columns=["setting", "base", "pr", "same"])
 
 
+def lock_identity(lock: dict[str, Any]) -> pd.DataFrame:
+    """The lock entries that identify an environment (commits, digests, versions), most telling first."""
+    rows = [(k, v) for k, v in flatten(lock).items() if any(word in k.lower() for word in _ENV_PRIORITY)]
+    return pd.DataFrame(rows, columns=["key", "value"])
+
+
 # --- the verdict -----------------------------------------------------------------------------------------
 
 
@@ -323,6 +340,7 @@ PROJECTION_COLUMNS_MD = [
     Column("measured_speedup", "measured", fmt_x), Column("kernels_base", "kernels", fmt_num),
     Column("note", "note"),
 ]
+LOCK_COLUMNS_MD = [Column("key", "lock entry", width=64), Column("value", "value", width=96)]
 ENV_COLUMNS_MD = [Column("setting", "setting", width=48), Column("base", "base", width=72),
                   Column("pr", "PR", width=72), Column("same", "")]
 
@@ -359,14 +377,26 @@ def _truncate_markdown(text: str, limit: int) -> str:
     return text[: cut if cut > 0 else limit] + "\n\n_Trace diff truncated: the full text is in trace_diff.md_\n"
 
 
-def _sections(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparison | None,
-              proj: Projection | None, env: pd.DataFrame, caps: Caps) -> dict[str, Any]:
-    ctx: dict[str, Any] = {"env_table": md_table(env, ENV_COLUMNS_MD, caps.env, "report.xlsx (Environment)")}
-    if kc is not None:
+def _kernel_views(kc: KernelComparison) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """All pairs for display, and the regressions / improvements worst / best first (cached per comparison,
+    because the Markdown is rendered several times while it is fitted under the size limit)."""
+    cached = getattr(kc, "_views", None)
+    if cached is None:
         shown = _kernel_display(kc.table)
         used = shown[shown["in_summary"]]
-        regressed = used[used["verdict"] == "regressed"].sort_values("speedup", kind="stable")
-        improved = used[used["verdict"] == "improved"].sort_values("speedup", ascending=False, kind="stable")
+        cached = (shown, used[used["verdict"] == "regressed"].sort_values("speedup", kind="stable"),
+                  used[used["verdict"] == "improved"].sort_values("speedup", ascending=False, kind="stable"))
+        kc._views = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _sections(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparison | None,
+              proj: Projection | None, env: pd.DataFrame, caps: Caps) -> dict[str, Any]:
+    ctx: dict[str, Any] = {"env_table": md_table(env, ENV_COLUMNS_MD, caps.env, "report.xlsx (Environment)"),
+                           "lock_table": md_table(lock_identity(inputs.lock), LOCK_COLUMNS_MD, caps.env,
+                                                  "report.xlsx (Lock)") if inputs.lock else None}
+    if kc is not None:
+        shown, regressed, improved = _kernel_views(kc)
         ctx.update(
             top_regressions=md_table(regressed, KERNEL_COLUMNS_MD, caps.top, "kernels_compare.csv"),
             top_improvements=md_table(improved, KERNEL_COLUMNS_MD, caps.top, "kernels_compare.csv"),
@@ -397,7 +427,8 @@ def _method(inputs: ReportInputs, kc: KernelComparison | None) -> dict[str, Any]
     kernel_n = "not recorded"
     if kc is not None:
         ns = pd.concat([kc.table["base_n"], kc.table["pr_n"]]).dropna()
-        kernel_n = f"median {fmt_num(ns.median())} (range {fmt_num(ns.min())}–{fmt_num(ns.max())})" if len(ns) else kernel_n
+        if len(ns):
+            kernel_n = f"median {fmt_num(ns.median())} (range {fmt_num(ns.min())}–{fmt_num(ns.max())})"
     return {"warmup": fmt_num(s.warmup) if s.warmup is not None else from_suite("warmup"),
             "iterations": fmt_num(s.iterations) if s.iterations is not None else from_suite("n"),
             "kernel_n": kernel_n, "threshold": s.threshold, "alpha": s.alpha, "noise_cv": s.noise_cv,
@@ -590,7 +621,10 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
                                    ("kernels_only_base.csv", kc.only_base, "Only in base"),
                                    ("kernels_only_pr.csv", kc.only_pr, "Only in PR")):
             csvs.append(_write_csv(frame, out_dir / name))
-            sheets.append((sheet, frame))
+            # openpyxl writes ~50k cells/s without lxml: the Kernels sheet keeps the columns a reader sorts by;
+            # kernels_compare.csv has them all.
+            sheets.append((sheet, frame[[c for c in XLSX_KERNEL_COLUMNS if c in frame.columns]]
+                           if sheet == "Kernels" else frame))
         if kc.summary.n_summarised:
             plots["distribution"] = plot_distribution(kc, out_dir / "speedup_distribution.png").name
             if len(kc.categories):
@@ -615,4 +649,55 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
                        kernels_csv=out_dir / "kernels_compare.csv" if kc is not None else None,
                        models_csv=out_dir / "models_compare.csv" if mc is not None else None,
                        csvs=csvs, plots=[out_dir / p for p in plots.values()], characters=len(text),
-                       verdict=verdict_line(kc, mc))
+                       verdict=verdict_line(kc, mc), kernel_comparison=kc, model_comparison=mc, projection=proj)
+
+
+# --- the compare-kernels command -------------------------------------------------------------------------
+
+
+def compare_kernel_files(base_csv: Path, pr_csv: Path, samples_base: Path | None = None,
+                         samples_pr: Path | None = None, semantics: str = "prbench",
+                         settings: ReportSettings | None = None, out_dir: Path | None = None) -> list[str]:
+    """What ``invoke compare-kernels`` does; returns the lines to print, ``geomean: <value>`` last."""
+    from analysis.kernel_compare import read_seed_csv, seed_compare
+
+    settings = settings or ReportSettings()
+    if semantics == "seed":
+        result = seed_compare(read_seed_csv(base_csv), read_seed_csv(pr_csv))
+        lines = [f"seed semantics (kernel_perf_simple.py): {result.n_ref} ref and {result.n_opt} opt pointwise rows "
+                 f"after filters, {len(result.merged)} merged rows"]
+        if samples_base or samples_pr:
+            lines.append("note: --samples-* are ignored with --semantics seed (the seed compares single numbers)")
+        if out_dir is not None:
+            target = Path(out_dir) / "seed_compare.csv"
+            _write_csv(result.merged, target)
+            lines.append(f"Saved output to {target}")
+        return [*lines, f"geomean: {result.geomean!r}"]
+    if semantics != "prbench":
+        raise UserError(f"--semantics {semantics!r}: expected 'prbench' or 'seed'")
+    inputs = ReportInputs(base_kernels=read_kernels_csv(base_csv), pr_kernels=read_kernels_csv(pr_csv),
+                          base_kernel_samples=read_samples_json(samples_base) if samples_base else {},
+                          pr_kernel_samples=read_samples_json(samples_pr) if samples_pr else {},
+                          settings=settings, title="prbench: kernel comparison")
+    if out_dir is not None:
+        paths = render_report(inputs, Path(out_dir))
+        kc = paths.kernel_comparison
+        extra = [f"report: {paths.report_md} ({paths.characters} characters); all pairs in {paths.kernels_csv}"]
+    else:
+        kc = compare_kernels(inputs.base_kernels, inputs.pr_kernels, inputs.base_kernel_samples,
+                             inputs.pr_kernel_samples, settings.compare_settings())
+        extra = []
+    return [*kernel_summary_lines(kc), *extra, f"geomean: {kc.summary.ci.geomean!r}"]
+
+
+def kernel_summary_lines(kc: KernelComparison) -> list[str]:
+    s, p = kc.summary, kc.pairing
+    by = ", ".join(f"{k} {v}" for k, v in p.by_method.items())
+    return [
+        f"paired {p.paired} kernels ({by}); only in base {p.only_base}, only in PR {p.only_pr}",
+        f"improved {s.verdicts['improved']}, regressed {s.verdicts['regressed']}, unchanged "
+        f"{s.verdicts['unchanged']}, noisy {s.verdicts['noisy']}, failed {s.n_failed}",
+        f"geomean speedup {fmt_x(s.ci.geomean)} (CI {fmt_x(s.ci.low)}–{fmt_x(s.ci.high)}: {s.ci.method})",
+        f"time-weighted speedup Σbase/Σpr {fmt_x(s.time_weighted)} (weighted by {s.weighted_by})",
+        *(f"note: {n}" for n in kc.notes),
+    ]

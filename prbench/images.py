@@ -46,6 +46,11 @@ REMOVED_PACKAGES = ("torch", "torchvision", "torchaudio", "triton", "pytorch-tri
 
 LABEL_PREFIX = "dev.prbench"
 LABEL_INPUTS = f"{LABEL_PREFIX}.inputs"
+# Not hashed (formatting or the machine's paths must not change the tag), but needed to rebuild from a lock.
+LABEL_RECIPE_TOML = f"{LABEL_PREFIX}.recipe-toml"
+LABEL_RECIPE_PATH = f"{LABEL_PREFIX}.recipe-path"
+LABEL_CLONES = f"{LABEL_PREFIX}.clones"
+LABEL_OVERLAY = f"{LABEL_PREFIX}.overlay-patch"
 
 Emit = Callable[[str], None]
 
@@ -63,7 +68,7 @@ class SourceTree:
 
 @dataclass(frozen=True)
 class PatchFile:
-    name: str  # path relative to patches/, e.g. "pytorch/fix-benchmark-line.patch"
+    name: str  # the recipe entry, e.g. "pytorch:fix-benchmark-line.patch"
     path: Path
     target: str  # the tree it applies to: "pytorch" or "triton"
     sha256: str
@@ -136,6 +141,10 @@ class BuildPlan:
             f"{LABEL_PREFIX}.triton.pin-source": self.triton_pin.source,
             f"{LABEL_PREFIX}.prbench-version": prbench.__version__,
             LABEL_INPUTS: json.dumps(self.inputs(), sort_keys=True),
+            LABEL_RECIPE_TOML: self.recipe_text,
+            LABEL_RECIPE_PATH: str(self.recipe.path.resolve()),
+            LABEL_CLONES: json.dumps({"pytorch": str(self.pytorch.clone), "triton": str(self.triton.clone)}),
+            **({LABEL_OVERLAY: self.overlay.read_text(encoding="utf-8")} if self.overlay else {}),
         }
 
 
@@ -183,10 +192,10 @@ def plan_build(
     if merge_base is not None:
         merge_base = resolve_commit(pt_repo, merge_base, "--merge-base")
     jobs = max_jobs or recipe.max_jobs
-    build_args = {"MAX_JOBS": str(jobs) if jobs else ""}
-    patches = tuple(_patch_file(name) for name in recipe.patches)
+    build_args = {"MAX_JOBS": str(jobs)} if jobs else {}
+    patches = tuple(_patch_file(entry, recipe.path.parent) for entry in recipe.patches)
     dockerfile = render_dockerfile(recipe, pytorch, triton, overlay=overlay is not None)
-    needs_registry = bool(recipe.pip_extra or pytorch.requirements or triton.requirements)
+    needs_registry = bool(recipe.pip_extra or recipe.apt_packages or pytorch.requirements or triton.requirements)
     return BuildPlan(
         recipe=recipe,
         recipe_text=recipe_text if recipe_text is not None else recipe.path.read_text(encoding="utf-8"),
@@ -230,6 +239,7 @@ def render_dockerfile(recipe: Recipe, pytorch: SourceTree, triton: SourceTree, o
         pip_extra=list(recipe.pip_extra),
         overlay=overlay,
         env=sorted(recipe.env.items()),
+        apt_packages=list(recipe.apt_packages),
     )
 
 
@@ -270,14 +280,17 @@ def _triton_tree(repo: git.Repo, commit: str) -> SourceTree:
     return SourceTree("triton", Path(repo.working_dir), commit, install_dir=install_dir, requirements=requirements)
 
 
-def _patch_file(name: str) -> PatchFile:
-    path = PATCHES_DIR / name
-    if not path.is_file():
-        raise UserError(f"recipe patches: {name} not found under {PATCHES_DIR}")
-    target = Path(name).parts[0]
-    if target not in ("pytorch", "triton"):
-        raise UserError(f"recipe patches: {name}: put it under patches/pytorch/ or patches/triton/ to say which tree")
-    return PatchFile(name=name, path=path, target=target, sha256=_sha256_file(path))
+def _patch_file(entry: str, recipe_dir: Path) -> PatchFile:
+    """A recipe ``patches`` entry ``"<tree>:<patch>"``: the tree it applies to (pytorch or triton) and the
+    patch, a name in patches/ or a path (relative to the recipe's folder)."""
+    from prbench import patches as patch_tool
+
+    target, sep, name = entry.partition(":")
+    if not sep or target not in ("pytorch", "triton") or not name:
+        raise UserError(f"recipe patches: {entry!r}: expected 'pytorch:<patch>' or 'triton:<patch>'")
+    local = Path(name) if Path(name).is_absolute() else recipe_dir / name
+    path = local if local.is_file() else patch_tool.find_patch(name)
+    return PatchFile(name=entry, path=path.resolve(), target=target, sha256=_sha256_file(path))
 
 
 def _sha256_file(path: Path) -> str:
@@ -311,7 +324,9 @@ def docker_client():
         return client
     except docker.errors.DockerException as exc:
         reason = " ".join(str(exc).split())
-        raise UserError(f"docker: cannot reach the Docker engine ({reason}); start dockerd or set DOCKER_HOST") from None
+        raise UserError(
+            f"docker: cannot reach the Docker engine ({reason}); start dockerd or set DOCKER_HOST"
+        ) from None
 
 
 def image_present(client, ref: str):
@@ -445,7 +460,13 @@ def _apply_patches(plan: BuildPlan, context: Path) -> None:
     from prbench import patches as patch_tool
 
     for patch in plan.patches:
-        patch_tool.apply_patch(patch.path, context / "src" / patch.target)
+        tree = context / "src" / patch.target
+        commit = (plan.pytorch if patch.target == "pytorch" else plan.triton).commit
+        try:
+            patch_tool.apply_patch(patch.path, tree)
+        except UserError as exc:
+            # The build context is a temp dir that is gone by the time the user reads the message.
+            raise UserError(str(exc).replace(str(tree), f"{patch.target} {commit[:12]}")) from None
 
 
 def _check_overlay(context: Path) -> None:

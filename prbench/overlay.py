@@ -9,6 +9,7 @@ files is refused: that needs a rebuild (a Docker recipe).
 
 from __future__ import annotations
 
+import filecmp
 import hashlib
 import os
 import re
@@ -87,6 +88,15 @@ class PythonOverlay:
                 target.unlink()
                 shutil.copyfile(real, target)
         self._apply(dest)
+        for f, rel in zip(self.files, relative, strict=True):
+            # git apply skips, without a word, files that --include does not match after -p stripping.
+            target, original = dest / PACKAGE / rel, installed_package / rel
+            if f.deleted:
+                unchanged = target.exists()
+            else:
+                unchanged = original.is_file() and filecmp.cmp(target, original, shallow=False)
+            if unchanged:
+                raise UserError(f"overlay {self.origin}: git apply left {f.path} unchanged; check the diff's paths")
         (dest / "overlay.patch").write_text(self.patch_text, encoding="utf-8")
         return dest
 
@@ -94,7 +104,7 @@ class PythonOverlay:
         # Only the package's files are applied: tests and benchmarks in the diff are not in the shadow tree.
         # The ceiling stops git from treating an enclosing repository (the runs dir may sit in one) as ours.
         env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(dest.parent.resolve())}
-        base = ["git", "apply", f"--include={PACKAGE}/*", "--whitespace=nowarn"]
+        base = ["git", "apply", f"-p{_strip_level(self.patch_text)}", f"--include={PACKAGE}/*", "--whitespace=nowarn"]
         for check in (["--check"], []):
             proc = subprocess.run(
                 [*base, *check, "-"], input=self.patch_text, text=True, cwd=dest, env=env, capture_output=True
@@ -145,6 +155,17 @@ def _changed_paths(text: str) -> list[tuple[str, bool]]:
             else:
                 files[path] = False
     return list(files.items())
+
+
+def _strip_level(text: str) -> int:
+    """``-p`` for git apply: 1 for ``a/...`` ``b/...`` paths, 0 for paths from the source root (``--no-prefix``)."""
+    for line in text.splitlines():
+        if _DIFF_GIT.match(line):
+            return 1
+        m = _PLUS_MINUS.match(line)
+        if m and m.group(2) != "/dev/null":
+            return 1 if line[4:].startswith(("a/", "b/")) else 0
+    return 1
 
 
 def _prefixes(paths: list[Path]) -> set[Path]:

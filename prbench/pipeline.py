@@ -31,6 +31,9 @@ class StageSpec:
     outputs: list[Path]
     command: Callable[[], StageCommand]
     summarize: Callable[[], dict[str, Any]] = field(default=lambda: {})
+    # Removes what an earlier attempt wrote. Called before a forced run or when the inputs changed, but not
+    # when resuming an interrupted attempt with the same inputs (stages such as the suite resume from it).
+    reset: Callable[[], None] = field(default=lambda: None)
 
 
 @dataclass
@@ -74,9 +77,13 @@ class Pipeline:
         key = f"{prepared.variant.name}/{spec.name}"
         inputs = {"variant": prepared.variant.identity_hash(), **spec.inputs}
         digest = input_hash(inputs)
-        if spec.name not in self.force and self.run.is_done(key, digest):
+        forced = spec.name in self.force
+        if not forced and self.run.is_done(key, digest):
             self.console.print(f"[dim]{key}: done earlier with the same inputs, skipped[/]")
             return digest
+        previous = self.run.record(key)
+        if forced or previous is None or previous.input_hash != digest:
+            spec.reset()
         self.console.rule(f"{key}")
         with self.run.stage(key, inputs) as record:
             command = spec.command()

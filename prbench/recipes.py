@@ -35,7 +35,7 @@ _SECTION_KEYS = {
     "triton": {"source", "commit"},
     "pytorch": {"source", "commit"},
     "pip": {"extra"},
-    "build": {"max_jobs"},
+    "build": {"max_jobs", "apt"},
 }
 
 
@@ -77,6 +77,8 @@ class Recipe:
     inductor_config: dict[str, Any] = field(default_factory=dict)
     patches: tuple[str, ...] = ()
     max_jobs: int | None = None
+    # Debian/Ubuntu packages the base lacks (e.g. python3 in nvidia/cuda images), installed in the base layer.
+    apt_packages: tuple[str, ...] = ()
 
     @property
     def is_docker(self) -> bool:
@@ -136,7 +138,7 @@ def parse_recipe(raw: dict[str, Any], path: Path) -> Recipe:
     if runner == "docker" and platform != "cpu" and not arch:
         raise UserError(f"{path}: key 'arch': a {platform} recipe needs at least one GPU architecture")
     max_jobs = check.table(raw, "build").get("max_jobs")
-    if max_jobs is not None and (not isinstance(max_jobs, int) or max_jobs < 1):
+    if max_jobs is not None and (isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1):
         raise UserError(f"{path}: key 'build.max_jobs': expected a positive integer, got {max_jobs!r}")
     return Recipe(
         name=path.stem,
@@ -153,6 +155,7 @@ def parse_recipe(raw: dict[str, Any], path: Path) -> Recipe:
         inductor_config=dict(check.table(raw, "inductor_config")),
         patches=tuple(check.str_list(raw, "patches")),
         max_jobs=max_jobs,
+        apt_packages=tuple(check.str_list(check.table(raw, "build"), "apt", prefix="build.")),
     )
 
 

@@ -140,6 +140,11 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
+def _check_run_id(run_id: str) -> None:
+    if not _RUN_ID_RE.match(run_id):
+        raise UserError(f"--run {run_id!r}: a run id may hold letters, digits, '.', '_' and '-' only")
+
+
 class RunStore:
     """The directory that holds runs (``runs/`` by default)."""
 
@@ -158,8 +163,7 @@ class RunStore:
         """Open ``run_id`` if it exists (resume), else create it. A new id is made from the time when omitted."""
         if run_id is None:
             run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        if not _RUN_ID_RE.match(run_id):
-            raise UserError(f"--run {run_id!r}: a run id may hold letters, digits, '.', '_' and '-' only")
+        _check_run_id(run_id)
         self._ensure_writable()
         root = self.root / run_id
         if (root / MANIFEST).exists():
@@ -173,6 +177,7 @@ class RunStore:
         return run
 
     def open(self, run_id: str) -> Run:
+        _check_run_id(run_id)  # `invoke status --run ../x` must not read outside the runs directory
         root = self.root / run_id
         path = root / MANIFEST
         if not path.exists():

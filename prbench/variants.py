@@ -30,7 +30,7 @@ class Variant:
     name: str
     recipe: Recipe
     pytorch_ref: str = "installed"  # resolved full SHA, or "installed"
-    overlay_patch: Path | None = None  # a Python-only diff against the PyTorch tree
+    overlay_sha256: str | None = None  # the Python-only diff applied on top of pytorch_ref, if any
     env: dict[str, str] = field(default_factory=dict)
     inductor_config: dict[str, Any] = field(default_factory=dict)
 
@@ -40,7 +40,7 @@ class Variant:
             "recipe": self.recipe.name,
             "recipe_hash": self.recipe.content_hash(),
             "pytorch_ref": self.pytorch_ref,
-            "overlay_sha256": _file_sha256(self.overlay_patch) if self.overlay_patch else None,
+            "overlay_sha256": self.overlay_sha256,
             "env": dict(sorted(self.env.items())),
             "inductor_config": self.merged_inductor_config(),
         }
@@ -92,7 +92,3 @@ def parse_config_values(items: dict[str, str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             out[key] = raw
     return out
-
-
-def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -174,9 +174,7 @@ def build(
         raise ValueError(f"size '{size}': expected one of {', '.join(SIZES)}")
     if mode not in MODES:
         raise ValueError(f"mode '{mode}': expected one of {', '.join(MODES)}")
-    import transformers
-
-    model_cls = getattr(transformers, entry.model_class)
+    model_cls = _model_class(entry)
     config = _make_config(model_cls, entry, size)
     seed_everything(seed)
     model = model_cls(config)
@@ -186,6 +184,18 @@ def build(
     seq = TINY_SEQ if size == "tiny" else entry.seq_len
     inputs = _make_inputs(entry, config, bs, seq, device)
     return BuiltModel(model=model, inputs=inputs, batch_size=bs, name=name, seq_len=seq)
+
+
+def config_for(name: str, size: str = "tiny") -> Any:
+    """The config ``build`` uses for ``name`` at ``size`` (no model is constructed)."""
+    entry = spec(name)
+    return _make_config(_model_class(entry), entry, size)
+
+
+def _model_class(entry: ModelSpec) -> Any:
+    import transformers
+
+    return getattr(transformers, entry.model_class)
 
 
 def _make_config(model_cls: Any, entry: ModelSpec, size: str) -> Any:

@@ -9,8 +9,9 @@ timed: ``compilation_latency`` = first compiled − first eager, ``first_run_s``
 ``--iterations`` timed calls with eager and compiled interleaved (so load changes hit both sides alike).
 Outputs in ``--out``: ``suite.csv`` (docs/architecture.md columns) and ``samples.json`` (raw ms per
 iteration). Both are rewritten atomically after every model, so the stage is resumable: models that already
-have an ``ok`` row with the same settings are skipped, everything else is (re)measured. A fresh run (no rows
-yet) starts from an empty Inductor cache; at the end the cache is archived to ``--cache-archive``.
+have an ``ok`` row with the same settings are skipped, everything else is (re)measured. A fresh run (no row
+to keep yet) starts from empty Inductor and Triton caches; at the end the Inductor cache is archived to
+``--cache-archive``.
 A model that fails gets a ``fail`` row and the others go on; the stage exits non-zero only when none ran.
 """
 
@@ -326,8 +327,8 @@ def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:
     samples_path = settings.out / "samples.json"
     rows: dict[str, Row] = {row["name"]: row for row in read_suite_csv(csv_path)}
     samples: dict[str, Any] = json.loads(samples_path.read_text()) if samples_path.exists() else {}
-    if not rows:
-        # A fresh run measures cold compiles: no kernels or graphs left from an earlier run.
+    if not any(settings.matches(row) for row in rows.values()):
+        # A fresh run (nothing to keep) measures cold compiles: no kernels or graphs from an earlier run.
         empty_directory(cache_dir)
         triton_cache = os.environ.get("TRITON_CACHE_DIR")
         if triton_cache:

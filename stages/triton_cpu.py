@@ -44,6 +44,7 @@ def install() -> None:
     stub_backend_hash()
     patch_libdevice()
     patch_cpu_benchmark_harness()
+    vectorize_inductor_min_max()
     import torch._inductor.config as inductor_config
 
     inductor_config.cpu_backend = "triton"
@@ -70,6 +71,32 @@ def patch_cpu_benchmark_harness() -> None:
         return f"{name} = lambda _=None: 0"
 
     CpuDeviceOpOverrides.import_get_raw_stream_as = import_get_raw_stream_as  # type: ignore[method-assign]
+
+
+def vectorize_inductor_min_max() -> None:
+    """Reduce with numpy for Inductor's NaN-propagating ``triton_helpers.max2``/``min2``.
+
+    The interpreter has numpy fast paths only for Triton's own combine functions; Inductor's ``maximum`` /
+    ``minimum`` fall back to an element-by-element Python reduction (seconds per softmax launch). np.max/np.min
+    propagate NaN exactly like those combine functions, so results are unchanged.
+    """
+    import numpy as np
+    from torch._inductor.runtime import triton_helpers
+    from triton.runtime.interpreter import ReduceOps
+
+    original = ReduceOps.apply_impl
+    if getattr(original, "_prbench_vectorized", False):
+        return
+
+    def apply_impl(self: Any, input: Any) -> Any:
+        if self.combine_fn is triton_helpers.maximum:
+            return self.min_max(input[0], val_reduce_op=np.max)
+        if self.combine_fn is triton_helpers.minimum:
+            return self.min_max(input[0], val_reduce_op=np.min)
+        return original(self, input)
+
+    apply_impl._prbench_vectorized = True  # type: ignore[attr-defined]
+    ReduceOps.apply_impl = apply_impl  # type: ignore[method-assign]
 
 
 # --- libdevice ---------------------------------------------------------------------------------------------

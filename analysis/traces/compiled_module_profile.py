@@ -41,7 +41,7 @@ class CompiledModuleProfile:
     busy_percent: float | None
     # Columns: category, kernel, ms (self device time per run), count (per run), percent (of wall time).
     category_kernels: pd.DataFrame
-    # Columns: name, self cpu us, self device us, calls (totals over all profiled runs).
+    # Columns: name, self_cpu_us, self_device_us, calls (totals over all profiled runs).
     ops: pd.DataFrame
     tabulate: dict[str, str] = field(default_factory=dict)
 
@@ -74,7 +74,7 @@ def _split(line: str) -> list[str]:
 
 def _op_table(lines: list[str]) -> pd.DataFrame:
     """The key_averages table: columns are delimited by the dash runs of its separator line."""
-    columns = ["name", "self cpu us", "self device us", "calls"]
+    columns = ["name", "self_cpu_us", "self_device_us", "calls"]
     for i, line in enumerate(lines):
         above = lines[i - 1].strip() if i > 0 else ""
         if line.lstrip().startswith("Name") and "Self CPU" in line and above and set(above) <= {"-", " "}:
@@ -87,8 +87,8 @@ def _op_table(lines: list[str]) -> pd.DataFrame:
                 cells = dict(zip(header, (row[a:b + 2].strip() for a, b in spans), strict=False))
                 device = next((cells[h] for h in header if h.startswith("Self ") and h not in ("Self CPU", "Self CPU %")
                                and not h.endswith("%")), "")
-                rows.append({"name": cells.get("Name", ""), "self cpu us": _time_us(cells.get("Self CPU", "")) or 0.0,
-                             "self device us": _time_us(device) or 0.0,
+                rows.append({"name": cells.get("Name", ""), "self_cpu_us": _time_us(cells.get("Self CPU", "")) or 0.0,
+                             "self_device_us": _time_us(device) or 0.0,
                              "calls": int(cells.get("# of Calls", "0") or 0)})
             return pd.DataFrame(rows, columns=columns)
     return pd.DataFrame(columns=columns)

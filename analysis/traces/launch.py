@@ -78,7 +78,9 @@ def stream_gaps(trace: TraceData) -> tuple[np.ndarray, np.ndarray]:
     gap = start[1:] - prev_end[:-1]
     keep = same & (gap > 0)
     launch = launch_index(trace)[order][1:]
-    launched_at = np.where(launch >= 0, trace.rt_start_ns[np.clip(launch, 0, None)], np.iinfo(np.int64).min)
+    launched_at = np.full(launch.size, np.iinfo(np.int64).min, dtype=np.int64)
+    linked = launch >= 0
+    launched_at[linked] = trace.rt_start_ns[launch[linked]]
     host_wait = launched_at > prev_end[:-1]
     return gap[keep], host_wait[keep]
 

@@ -145,14 +145,16 @@ class DockerRunner:
         }
 
     def run(self, command: StageCommand) -> None:
-        import docker
         import requests
+
+        import docker
 
         image_id = self._image_id()
         try:
             container = self.client.containers.create(image_id, **self.container_options(command))
         except docker.errors.APIError as exc:
-            raise StageFailed(f"stage {command.label}: cannot create a container: {' '.join(str(exc).split())}") from None
+            reason = " ".join(str(exc).split())
+            raise StageFailed(f"stage {command.label}: cannot create a container: {reason}") from None
         log = _open_log(command.log_path)
         try:
             container.start()
@@ -206,8 +208,9 @@ def _open_log(path: Path | None) -> IO[str] | None:
 def _stop(container: Any) -> None:
     """SIGINT first (the stage is PID 1, which ignores SIGTERM, but Python handles SIGINT) so it can finish
     its current atomic write; SIGKILL if it has not stopped after a grace period."""
-    import docker
     import requests
+
+    import docker
 
     try:
         container.kill(signal="SIGINT")

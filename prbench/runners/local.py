@@ -50,20 +50,24 @@ class LocalRunner:
         reader.start()
         try:
             code = proc.wait(timeout=command.timeout_s)
-            reader.join()
         except subprocess.TimeoutExpired:
             _stop(proc)
-            raise StageFailed(f"stage {command.label}: timed out after {command.timeout_s:.0f}s") from None
+            where = f"; log: {command.log_path}" if command.log_path else ""
+            raise StageFailed(f"stage {command.label}: timed out after {command.timeout_s:g}s{where}") from None
         except KeyboardInterrupt:
             _stop(proc)
             raise
         finally:
+            # The stage has exited: whatever is left of its group (a helper that ignores SIGINT, a worker
+            # pool) is killed, so nothing outlives the stage or keeps the output pipe open.
+            _kill_group(proc)
+            # Let the reader drain the pipe before the log is closed under it.
+            reader.join(timeout=10)
             if log:
                 log.close()
         if code != 0:
             where = f"; log: {command.log_path}" if command.log_path else ""
             raise StageFailed(f"stage {command.label} failed with exit code {code}{where}")
-
 
     def _copy_output(self, proc: subprocess.Popen, log) -> None:
         assert proc.stdout is not None
@@ -98,3 +102,10 @@ def _stop(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

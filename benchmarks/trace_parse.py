@@ -1,0 +1,169 @@
+"""Benchmark: our Kineto reader + GPU timeline + kernel breakdown against HTA on the same large trace.
+
+    python benchmarks/trace_parse.py [--size-mb 500] [--fixture PATH] [--workdir DIR] [--hta-venv DIR]
+                                     [--skip-hta] [--keep]
+
+Builds a trace of at least ``--size-mb`` MB by replicating a real fixture's events with shifted timestamps
+(and shifted correlation / External ids so launch links stay one-to-one), then runs each side in its own
+subprocess and reports wall time and peak RSS (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` read by a wrapper
+process that runs nothing else). HTA (HolisticTraceAnalysis, from PyPI) is installed into a separate venv on
+first use. Goals: ≥ 3× faster than HTA; peak memory ≤ 2× the file size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_FIXTURE = ROOT / "tests" / "fixtures" / "traces" / "multirank" / "sampled_rank-0.json.gz"
+
+OURS = """
+import json, sys, time
+t0 = time.perf_counter()
+from analysis.traces import read_trace
+from analysis.traces.breakdown import category_table, kernel_table
+from analysis.traces.timeline import gpu_timeline
+trace = read_trace(sys.argv[1])
+timeline = gpu_timeline(trace)
+categories = category_table(trace, kernel_table(trace))
+print(json.dumps({"seconds": time.perf_counter() - t0, "events": trace.n_events,
+                  "idle_pct": timeline.percent("idle_time"), "categories": len(categories)}))
+"""
+
+HTA = """
+import json, os, sys, time
+t0 = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+analysis = TraceAnalysis(trace_dir=os.path.dirname(sys.argv[1]))
+temporal = analysis.get_temporal_breakdown(visualize=False)
+kernel_types, kernels = analysis.get_gpu_kernel_breakdown(visualize=False)
+print(json.dumps({"seconds": time.perf_counter() - t0, "idle_pct": float(temporal["idle_time_pctg"].iloc[0]),
+                  "kernel_types": len(kernel_types)}))
+"""
+
+
+def build_trace(fixture: Path, target: Path, size_mb: float) -> int:
+    """Write ``target`` (uncompressed JSON) by repeating the fixture's events; returns its size in bytes."""
+    doc = json.load(gzip.open(fixture) if fixture.name.endswith(".gz") else open(fixture))
+    events = doc["traceEvents"]
+    timed = [e for e in events if "ts" in e]
+    start = min(e["ts"] for e in timed)
+    span = max(e["ts"] + e.get("dur", 0) for e in timed) - start + 1000
+    ids = [e.get("args", {}).get(k, 0) for e in events for k in ("correlation", "External id")
+           if isinstance(e.get("args", {}).get(k, 0), int)]
+    id_step = max(ids, default=0) + 1
+    header = {k: v for k, v in doc.items() if k != "traceEvents"}
+    limit = int(size_mb * 1024 * 1024)
+    with open(target, "w", encoding="utf-8") as out:
+        out.write("{\n" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in header.items()))
+        out.write(',\n"traceEvents": [\n')
+        written, replica, first = 0, 0, True
+        while written < limit:
+            for ev in events:
+                if replica and "ts" not in ev:
+                    continue  # metadata events once
+                e = dict(ev)
+                if "ts" in e:
+                    e["ts"] = e["ts"] + replica * span
+                if "id" in e and isinstance(e["id"], int):
+                    e["id"] = e["id"] + replica * id_step
+                args = e.get("args")
+                if isinstance(args, dict):
+                    args = dict(args)
+                    for key in ("correlation", "External id"):
+                        if isinstance(args.get(key), int):
+                            args[key] += replica * id_step
+                    e["args"] = args
+                text = ("" if first else ",\n") + json.dumps(e)
+                first = False
+                out.write(text)
+                written += len(text)
+            replica += 1
+        out.write("\n]\n}\n")
+    return target.stat().st_size
+
+
+def measure(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
+    """Run ``cmd`` under a wrapper process whose only child it is, so RUSAGE_CHILDREN is this command's."""
+    wrapper = [sys.executable, __file__, "--measure", "--", *cmd]
+    proc = subprocess.run(wrapper, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd[:3])} ...\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _measure_main(cmd: list[str]) -> int:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        return proc.returncode
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result.update(wall_s=wall, peak_mb=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+    print(json.dumps(result))
+    return 0
+
+
+def hta_python(venv: Path) -> Path:
+    python = venv / "bin" / "python"
+    if not python.exists():
+        print(f"installing HolisticTraceAnalysis into {venv} ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "HolisticTraceAnalysis"], check=True)
+    return python
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:2] == ["--measure", "--"]:
+        return _measure_main(argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=float, default=500, help="size of the generated trace (default 500)")
+    parser.add_argument("--fixture", type=Path, default=DEFAULT_FIXTURE, help="real Kineto trace to replicate")
+    parser.add_argument("--workdir", type=Path, default=None, help="where the trace goes (default: a temp dir)")
+    parser.add_argument("--hta-venv", type=Path, default=Path(tempfile.gettempdir()) / "prbench-hta-venv",
+                        help="venv holding HolisticTraceAnalysis (created on first use)")
+    parser.add_argument("--skip-hta", action="store_true", help="measure only our reader")
+    parser.add_argument("--keep", action="store_true", help="keep the generated trace")
+    args = parser.parse_args(argv)
+
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="trace-parse-"))
+    trace_dir = workdir / "trace"
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    target = trace_dir / "rank-0.json"
+    try:
+        t0 = time.perf_counter()
+        size = build_trace(args.fixture, target, args.size_mb)
+        print(f"built {target} ({size / 2**20:.0f} MiB) in {time.perf_counter() - t0:.1f}s", flush=True)
+        env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+        ours = measure([sys.executable, "-c", OURS, str(target)], env)
+        print(f"prbench: {ours['wall_s']:.1f}s wall, peak {ours['peak_mb']:.0f} MiB, "
+              f"{ours['events']} device events, idle {ours['idle_pct']:.2f}%", flush=True)
+        print(f"  peak memory / file size = {ours['peak_mb'] * 2**20 / size:.2f} (goal <= 2)")
+        if args.skip_hta:
+            return 0
+        python = hta_python(args.hta_venv)
+        hta_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        hta = measure([str(python), "-c", HTA, str(target)], hta_env)
+        print(f"HTA:     {hta['wall_s']:.1f}s wall, peak {hta['peak_mb']:.0f} MiB, idle {hta['idle_pct']:.2f}%")
+        print(f"speed-up (HTA wall / ours) = {hta['wall_s'] / ours['wall_s']:.2f}x (goal >= 3)")
+        print(f"memory ratio (HTA peak / ours) = {hta['peak_mb'] / ours['peak_mb']:.2f}x")
+    finally:
+        if not args.keep:
+            shutil.rmtree(trace_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""``invoke compare``: plan both variants, run their stages (resumable), then compare and report.
+
+Stages per variant: suite → organize → kernels. The report stage reads only the run directory, so
+``invoke report RUN`` re-renders it later without re-running anything.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from analysis.errors import UserError
+from prbench import __version__
+from prbench.kernel_stages import kernels_command, organize_command
+from prbench.pipeline import Pipeline, PreparedVariant, StageSpec
+from prbench.recipes import Recipe
+from prbench.runners.local import LocalRunner
+from prbench.runstore import Run, RunStore
+from prbench.suite_stage import SuiteSettings, cache_archive, clear_outputs, suite_command, suite_outputs
+from prbench.suite_stage import summarize as summarize_suite
+from prbench.variant_plan import ComparePlan, VariantPlan, plan_local
+from prbench.variants import Variant
+
+STAGES = ("suite", "organize", "kernels", "report")
+
+
+@dataclass(frozen=True)
+class KernelSettings:
+    warmup: int = 10
+    iterations: int = 30
+    timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class CompareSettings:
+    threshold: float = 0.05
+    alpha: float = 0.05
+    min_ms: float = 0.0
+
+
+@dataclass
+class CompareRequest:
+    base: str
+    pr: str
+    recipe: Recipe
+    runs_dir: Path
+    run_id: str | None = None
+    pytorch_src: Path | None = None
+    suite: SuiteSettings = field(default_factory=SuiteSettings)
+    kernels: KernelSettings = field(default_factory=KernelSettings)
+    compare: CompareSettings = field(default_factory=CompareSettings)
+    env: dict[str, str] = field(default_factory=dict)
+    inductor_config: dict[str, Any] = field(default_factory=dict)
+    force: tuple[str, ...] = ()
+    python: str = sys.executable
+
+
+def validate_force(force: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    unknown = [s for s in force if s not in STAGES]
+    if unknown:
+        raise UserError(f"--force {unknown[0]}: unknown stage (stages: {', '.join(STAGES)})")
+    return tuple(force)
+
+
+def plan(request: CompareRequest) -> ComparePlan:
+    if request.recipe.is_docker:
+        raise UserError(
+            f"--recipe {request.recipe.name}: compare runs docker recipes after `invoke build` of both sides; "
+            "use `invoke build --recipe ... --pytorch-ref ...` per side, then run stages with --runner docker"
+        )
+    return plan_local(request.base, request.pr, request.pytorch_src, request.python)
+
+
+def run_compare(request: CompareRequest, console: Console | None = None) -> tuple[Run, Any]:
+    """Run (or resume) a comparison; return the run and the report's paths."""
+    console = console or Console()
+    request.suite.validate()
+    compare_plan = plan(request)  # every ref and patch is checked before anything is written
+    run = RunStore(request.runs_dir).create_or_open(request.run_id, _settings(request, compare_plan), __version__)
+    console.print(f"run [bold]{run.run_id}[/] in {run.root}")
+    pipeline = Pipeline(run, LocalRunner(python=request.python), console=console, force=request.force)
+    for side in (compare_plan.base, compare_plan.pr):
+        console.print(f"[bold]{side.name}[/]: {side.how}")
+        prepared = pipeline.prepare(_variant(side, request), side.overlay, request.python)
+        _run_variant(pipeline, prepared, request)
+    paths = _report(run, request.force)
+    return run, paths
+
+
+def _variant(side: VariantPlan, request: CompareRequest) -> Variant:
+    return Variant(
+        name=side.name,
+        recipe=request.recipe,
+        pytorch_ref=side.pytorch_ref,
+        overlay_sha256=side.overlay.sha256 if side.overlay else None,
+        env=dict(request.env),
+        inductor_config=dict(request.inductor_config),
+    )
+
+
+def _run_variant(pipeline: Pipeline, prepared: PreparedVariant, request: CompareRequest) -> None:
+    directory = prepared.directory
+    organized = directory / "organized"
+    suite_hash = pipeline.run_stage(prepared, StageSpec(
+        name="suite",
+        inputs=request.suite.inputs(),
+        outputs=suite_outputs(directory),
+        command=lambda: suite_command(directory, request.suite),
+        summarize=lambda: summarize_suite(directory),
+        reset=lambda: clear_outputs(directory),
+    ))
+    organize_hash = pipeline.run_stage(prepared, StageSpec(
+        name="organize",
+        inputs={"suite": suite_hash},
+        outputs=[organized / "index.csv"],
+        command=lambda: organize_command(cache_archive(directory), organized,
+                                         extract_to=directory / "work" / "extracted-cache"),
+        summarize=lambda: {"kernels": _count_rows(organized / "index.csv")},
+        reset=lambda: shutil.rmtree(organized, ignore_errors=True),
+    ))
+    pipeline.run_stage(prepared, StageSpec(
+        name="kernels",
+        inputs={"organize": organize_hash, **asdict(request.kernels)},
+        outputs=[directory / "kernels.csv", directory / "kernel_samples.json", directory / "kernels_seed.csv"],
+        command=lambda: kernels_command(
+            organized, directory, devices="cpu" if request.recipe.platform == "cpu" else "0",
+            warmup=request.kernels.warmup, iterations=request.kernels.iterations,
+            timeout_s=request.kernels.timeout_s, cache_dir=Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"]),
+            work_dir=directory / "work" / "kernels", platform=request.recipe.platform,
+        ),
+        summarize=lambda: {"rows": _count_rows(directory / "kernels.csv")},
+    ))
+
+
+def _report(run: Run, force: tuple[str, ...]) -> Any:
+    from analysis.report import load_report_inputs, render_report
+
+    inputs = {key: rec.input_hash for key, rec in run.manifest.stages.items() if key != "report"}
+    out_dir = run.path("report")
+    with run.stage("report", inputs) as record:
+        paths = render_report(load_report_inputs(run.root), out_dir)
+        record.outputs = [run.relative(paths.report_md), run.relative(paths.kernels_csv), run.relative(paths.xlsx)]
+        record.summary = {"verdict": paths.verdict}
+    return paths
+
+
+def _settings(request: CompareRequest, compare_plan: ComparePlan) -> dict[str, Any]:
+    return {
+        "recipe": request.recipe.name,
+        "base": request.base,
+        "pr": request.pr,
+        "installed_commit": compare_plan.installed_commit,
+        "merge_base": compare_plan.merge_base,
+        "suite": request.suite.inputs(),
+        "kernels": asdict(request.kernels),
+        "compare": asdict(request.compare),
+    }
+
+
+def _count_rows(csv_path: Path) -> int:
+    with open(csv_path, encoding="utf-8") as fh:
+        return max(sum(1 for _ in fh) - 1, 0)

@@ -1,0 +1,102 @@
+"""Host-side helpers for the kernels capability: build the ``organize`` / ``kernels`` StageCommands and run them.
+
+The pipeline calls ``organize_command`` and ``kernels_command`` for a run's variant directories; the invoke
+tasks use them too, through ``run_stage``, which turns a failed stage's own ``error:`` line into a one-line
+UserError (never a traceback, never two messages).
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from analysis.errors import UserError
+from prbench.runners import StageCommand, StageFailed
+
+
+def kernel_stage_env(cache_dir: Path | None = None, tmp_dir: Path | None = None,
+                     omp_threads: int | None = 1) -> dict[str, str]:
+    """TMPDIR and TORCHINDUCTOR_CACHE_DIR go together (Inductor's C++ headers live under TMPDIR); one thread."""
+    env: dict[str, str] = {}
+    if cache_dir is not None:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
+    if tmp_dir is not None:
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        env["TMPDIR"] = str(tmp_dir)
+    if omp_threads is not None:
+        env["OMP_NUM_THREADS"] = str(omp_threads)
+    return env
+
+
+def organize_command(cache: Path, out: Path, *, rep: int = 100, warmup: int = 10, extract_to: Path | None = None,
+                     env: dict[str, str] | None = None, log_path: Path | None = None) -> StageCommand:
+    args = ["--cache", str(cache), "--out", str(out), "--rep", str(rep), "--warmup", str(warmup)]
+    if extract_to is not None:
+        args += ["--extract-to", str(extract_to)]
+    return StageCommand(module="stages.organize", args=args, env=dict(env or {}), log_path=log_path)
+
+
+def kernels_command(organized: Path, out: Path | None = None, *, devices: str = "cpu", warmup: int = 10,
+                    iterations: int = 30, timeout_s: float = 300.0, cache_dir: Path | None = None,
+                    work_dir: Path | None = None, filter_regex: str | None = None, platform: str = "auto",
+                    env: dict[str, str] | None = None, log_path: Path | None = None) -> StageCommand:
+    args = ["--dir", str(organized), "--devices", devices, "--warmup", str(warmup), "--iterations", str(iterations),
+            "--timeout", str(timeout_s), "--platform", platform]
+    for flag, value in (("--out", out), ("--cache-dir", cache_dir), ("--work-dir", work_dir),
+                        ("--filter", filter_regex)):
+        if value is not None:
+            args += [flag, str(value)]
+    return StageCommand(module="stages.kernels", args=args, env=dict(env or {}), log_path=log_path)
+
+
+def check_cache_input(cache: Path) -> None:
+    """Cheap host-side checks so a bad --cache fails before a stage (and its torch import) starts."""
+    if cache.is_dir():
+        if not any(cache.rglob("*.py")):
+            raise UserError(f"--cache {cache}: no Inductor kernels or compiled graphs found (empty cache)")
+        return
+    if not cache.exists():
+        raise UserError(f"--cache {cache}: no such directory or archive")
+    try:
+        with tarfile.open(cache, "r:*") as tar:
+            tar.next()
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(f"--cache {cache}: cannot read archive ({reason}); expected a .tar or .tar.gz of an "
+                        "Inductor cache") from None
+
+
+def stage_error_line(log_path: Path | None) -> str | None:
+    """The last ``error: ...`` line a stage printed (stages print user errors that way and exit 2)."""
+    if log_path is None or not log_path.is_file():
+        return None
+    lines = [line for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+             if line.startswith("error: ")]
+    return lines[-1][len("error: "):] if lines else None
+
+
+def run_stage(command: StageCommand, runner: object | None = None, stream: bool = True) -> None:
+    """Run a stage locally; a failure becomes one UserError carrying the stage's own message when it has one."""
+    from prbench.runners.local import LocalRunner
+
+    runner = runner or LocalRunner(stream_output=stream)
+    if command.log_path is not None and command.log_path.exists():
+        command.log_path.unlink()  # the error line must come from this run
+    try:
+        runner.run(command)  # type: ignore[attr-defined]
+    except StageFailed as exc:
+        message = stage_error_line(command.log_path)
+        raise UserError(message or str(exc)) from None
+
+
+def default_devices(requested: str | None, env: Sequence[str] | None = None) -> str:
+    """``--devices`` default: what CUDA/HIP_VISIBLE_DEVICES names, else the CPU."""
+    if requested:
+        return requested
+    for var in env or ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        value = os.environ.get(var, "").strip()
+        if value and value != "-1":
+            return value
+    return "cpu"

@@ -1,0 +1,358 @@
+"""Locks (``lock.json``): everything needed to rebuild an image months later and to prove it equal.
+
+A lock has two kinds of fields:
+
+* **compared** — the inputs (recipe hash, base digest, every commit and where the Triton pin came from,
+  patches' sha256, build args, templates and code hashes, env) and the contents read from inside the image
+  (``pip list``, the dpkg list, Python, the ROCm/CUDA version files). ``verify`` reports each difference.
+* **provenance** — facts that legitimately differ after a faithful rebuild and are shown, not compared:
+  the image id (layer timestamps change it; its meaning also depends on the image store), the host that
+  built it (driver, GPU, kernel), the clone paths, the recipe's text and the time.
+
+The inputs come from the image's own labels, so any prbench image can be locked, and a rebuild never
+consults a moving tag: the base is pinned by digest and every source by full commit SHA.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform as host_platform
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import prbench
+from analysis import atomic_io
+from analysis.errors import UserError
+from prbench.images import (
+    LABEL_CLONES,
+    LABEL_INPUTS,
+    LABEL_OVERLAY,
+    LABEL_RECIPE_PATH,
+    LABEL_RECIPE_TOML,
+    BuildPlan,
+    BuildResult,
+    build_image,
+    image_present,
+    plan_build,
+)
+from prbench.pins import TritonPin
+from prbench.recipes import parse_recipe
+
+LOCK_VERSION = 1
+COMPARED = ("recipe", "base", "sources", "patches", "overlay_sha256", "build", "env", "contents")
+
+# Image environment variables worth recording. An allow-list, so a token baked into a base image by
+# someone else can never end up in a lock file that gets attached to a public PR.
+_ENV_ALLOWED_PREFIXES = ("PYTORCH_", "TORCH", "TRITON_", "ROCM", "HIP_", "HSA_", "AMD", "CUDA", "NVIDIA_",
+                         "NV_", "USE_", "PYTHON", "CONDA_", "MAX_JOBS", "PATH", "LD_LIBRARY_PATH", "LANG",
+                         "OMP_", "MIOPEN_", "CMAKE_", "PIP_")
+_ENV_DENIED_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "_KEY", "API_KEY")
+
+# Run inside the image (stdlib only): Python, installed distributions, dpkg list, ROCm/CUDA versions.
+_FACTS_SCRIPT = r"""
+import json, subprocess, sys, importlib.metadata as md
+from pathlib import Path
+def pip_list():
+    try:
+        out = subprocess.run([sys.executable, "-m", "pip", "list", "--format=json"], capture_output=True,
+                             text=True, check=True).stdout
+        return {"via": "pip", "packages": {d["name"].lower(): d["version"] for d in json.loads(out)}}
+    except Exception:
+        pkgs = {(d.metadata["Name"] or "").lower(): d.version for d in md.distributions() if d.metadata["Name"]}
+        return {"via": "importlib.metadata", "packages": pkgs}
+def dpkg():
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Package}\t${Version}\n"], capture_output=True,
+                             text=True, check=True).stdout
+    except Exception:
+        return {}
+    return dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+def read(path):
+    p = Path(path)
+    return p.read_text(errors="replace").strip() if p.is_file() else None
+facts = {
+    "python": {"version": sys.version.split()[0], "executable": sys.executable, "prefix": sys.prefix},
+    "pip": pip_list(),
+    "dpkg": dpkg(),
+    "versions": {"rocm": read("/opt/rocm/.info/version"), "cuda": read("/usr/local/cuda/version.json")},
+}
+print(json.dumps(facts, sort_keys=True))
+"""
+
+
+@dataclass(frozen=True)
+class Difference:
+    field: str
+    locked: Any
+    actual: Any
+
+    def line(self) -> str:
+        return f"{self.field}: lock has {_short(self.locked)}, image has {_short(self.actual)}"
+
+
+# --- making a lock ---------------------------------------------------------------------------------------
+
+
+def lock_for_image(client: Any, image_ref: str) -> dict[str, Any]:
+    """Read a built prbench image (labels + contents) into a lock dict."""
+    image = image_present(client, image_ref)
+    if image is None:
+        raise UserError(f"lock: image {image_ref} is not present locally")
+    labels = image.labels or {}
+    if LABEL_INPUTS not in labels:
+        raise UserError(f"lock: image {image_ref} has no {LABEL_INPUTS} label; was it built by 'invoke build'?")
+    inputs = json.loads(labels[LABEL_INPUTS])
+    info = client.info()
+    return {
+        "lock_version": LOCK_VERSION,
+        **inputs,
+        "contents": {**image_contents(client, image.id), "image_env": allowed_env(image.attrs["Config"].get("Env"))},
+        "provenance": {
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "prbench_version": prbench.__version__,
+            "image": {
+                "tag": next((t for t in image.tags if t.startswith("prbench/")), image_ref),
+                "id": image.id,
+                # Image.id is the config digest in the classic store but the manifest digest in the
+                # containerd store: an id is only comparable with one from the same kind of store.
+                "store": image_store(info),
+                "docker_version": client.version().get("Version", ""),
+            },
+            "base_repo_digests": _base_repo_digests(client, inputs["base"]),
+            "recipe_toml": labels.get(LABEL_RECIPE_TOML, ""),
+            "recipe_path": labels.get(LABEL_RECIPE_PATH, ""),
+            "clones": json.loads(labels.get(LABEL_CLONES, "{}")),
+            "overlay_patch": labels.get(LABEL_OVERLAY),
+            "host": host_facts(info),
+        },
+    }
+
+
+def write_lock(lock: dict[str, Any], path: Path) -> None:
+    atomic_io.write_json(path, lock)
+
+
+def read_lock(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"--lock: {path} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--lock: {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    missing = [k for k in (*COMPARED, "provenance") if k not in data]
+    if missing or data.get("lock_version") != LOCK_VERSION:
+        raise UserError(f"--lock: {path} is not a prbench lock (version {LOCK_VERSION}; missing {', '.join(missing)})")
+    return data
+
+
+def image_contents(client: Any, image_id: str) -> dict[str, Any]:
+    """pip list, dpkg list, Python and ROCm/CUDA versions, read by a throwaway container (no network)."""
+    import docker
+
+    try:
+        out = client.containers.run(image_id, ["python3", "-c", _FACTS_SCRIPT], remove=True, network_mode="none",
+                                    stdout=True, stderr=True, entrypoint=[])
+    except docker.errors.ContainerError as exc:
+        raise UserError(f"lock: cannot read the contents of {image_id[:19]}: {exc.stderr!r}"[:400]) from None
+    facts = json.loads(out.decode().strip().splitlines()[-1])
+    return {"python": facts["python"], "pip": facts["pip"]["packages"], "pip_via": facts["pip"]["via"],
+            "dpkg": facts["dpkg"], "versions": facts["versions"]}
+
+
+def allowed_env(env: list[str] | None) -> dict[str, str]:
+    out = {}
+    for item in env or []:
+        name, _, value = item.partition("=")
+        upper = name.upper()
+        if upper.startswith(_ENV_ALLOWED_PREFIXES) and not any(w in upper for w in _ENV_DENIED_WORDS):
+            out[name] = value
+    return dict(sorted(out.items()))
+
+
+def image_store(info: dict[str, Any]) -> str:
+    status = dict(info.get("DriverStatus") or [])
+    if "io.containerd.snapshotter" in str(status.get("driver-type", "")):
+        return f"containerd ({info.get('Driver', '')})"
+    return f"classic ({info.get('Driver', '')})"
+
+
+def host_facts(info: dict[str, Any]) -> dict[str, Any]:
+    """Facts about the machine that no rebuild can reproduce: recorded so runs from different hosts or
+    drivers are never silently compared."""
+    return {
+        "kernel": host_platform.release(),
+        "machine": host_platform.machine(),
+        "cpu": _cpu_model(),
+        "amdgpu_driver": _read_first_line("/sys/module/amdgpu/version"),
+        "nvidia_driver": _read_first_line("/proc/driver/nvidia/version"),
+        "gpus": _gpu_names(),
+        "docker_os": info.get("OperatingSystem", ""),
+        "docker_runtimes": sorted((info.get("Runtimes") or {}).keys()),
+    }
+
+
+def _base_repo_digests(client: Any, base: dict[str, str]) -> list[str]:
+    image = image_present(client, f"{base['name'].rsplit(':', 1)[0]}@{base['digest']}") or image_present(
+        client, base["digest"])
+    return list(image.attrs.get("RepoDigests") or []) if image else []
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return host_platform.processor()
+
+
+def _read_first_line(path: str) -> str | None:
+    try:
+        return Path(path).read_text().splitlines()[0].strip()
+    except (OSError, IndexError):
+        return None
+
+
+def _gpu_names() -> list[str]:
+    commands = [["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                ["rocm-smi", "--showproductname", "--csv"]]
+    for argv in commands:
+        if shutil.which(argv[0]):
+            try:
+                out = subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            return [line.strip() for line in out.splitlines() if line.strip()]
+    return []
+
+
+# --- verifying -------------------------------------------------------------------------------------------
+
+
+def compare(locked: dict[str, Any], actual: dict[str, Any]) -> list[Difference]:
+    """Every compared field that differs, as dotted paths (``sources.triton.commit``, ``contents.pip.torch``)."""
+    left = _flatten({k: locked.get(k) for k in COMPARED})
+    right = _flatten({k: actual.get(k) for k in COMPARED})
+    return [Difference(key, left.get(key), right.get(key))
+            for key in sorted(left.keys() | right.keys()) if left.get(key) != right.get(key)]
+
+
+def provenance_notes(locked: dict[str, Any], actual: dict[str, Any]) -> list[str]:
+    """What differs but is expected to after a rebuild or on another host (shown, never a failure)."""
+    notes = []
+    old, new = locked["provenance"], actual["provenance"]
+    if old["image"]["id"] != new["image"]["id"]:
+        notes.append(f"image id {old['image']['id'][:19]} → {new['image']['id'][:19]} "
+                     "(expected after a rebuild: layer timestamps differ)")
+    if old["image"]["store"] != new["image"]["store"]:
+        notes.append(f"image store {old['image']['store']} → {new['image']['store']} (ids not comparable)")
+    for key in sorted(old["host"].keys() | new["host"].keys()):
+        if old["host"].get(key) != new["host"].get(key):
+            notes.append(f"host {key}: {_short(old['host'].get(key))} → {_short(new['host'].get(key))}")
+    return notes
+
+
+def verify(client: Any, lock: dict[str, Any], image_ref: str | None = None) -> tuple[list[Difference], list[str]]:
+    ref = image_ref or lock["provenance"]["image"]["tag"]
+    actual = lock_for_image(client, ref)
+    return compare(lock, actual), provenance_notes(lock, actual)
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        if not value and prefix:
+            out[prefix] = {}
+        return out
+    return {prefix: value}
+
+
+def _short(value: Any) -> str:
+    text = "(absent)" if value is None else json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# --- rebuilding ------------------------------------------------------------------------------------------
+
+
+def plan_from_lock(lock: dict[str, Any], *, pytorch_src: Path | None = None, triton_src: Path | None = None,
+                   overlay_dir: Path | None = None) -> tuple[BuildPlan, list[str]]:
+    """A BuildPlan with every commit, the pin and the base taken from the lock; also the input fields
+    that differ from the lock's (e.g. the templates changed since), which the caller should show."""
+    prov = lock["provenance"]
+    recipe_path = Path(prov["recipe_path"] or f"{lock['recipe']['name']}.toml")
+    recipe = parse_recipe(tomllib.loads(prov["recipe_toml"]), recipe_path)
+    if recipe.base_image is None or recipe.base_image.digest != lock["base"]["digest"]:
+        raise UserError(f"--lock: the recipe text in the lock does not pin the locked base {lock['base']['digest']}")
+    clones = prov.get("clones", {})
+    overlay = None
+    if prov.get("overlay_patch"):
+        overlay_dir = overlay_dir or Path.cwd()
+        overlay = overlay_dir / "overlay.patch"
+        atomic_io.write_text(overlay, prov["overlay_patch"])
+    triton = lock["sources"]["triton"]
+    plan = plan_build(
+        recipe,
+        pytorch_src=pytorch_src or _existing(clones.get("pytorch")),
+        triton_src=triton_src or _existing(clones.get("triton")),
+        pytorch_ref=lock["sources"]["pytorch"]["commit"],
+        pin=TritonPin(commit=triton["commit"], source=triton["pin_source"]),
+        overlay=overlay,
+        merge_base=lock["sources"]["pytorch"].get("merge_base"),
+        max_jobs=int(lock["build"]["args"]["MAX_JOBS"]) if "MAX_JOBS" in lock["build"]["args"] else None,
+        recipe_text=prov["recipe_toml"],
+    )
+    for name, sha in lock["patches"].items():
+        current = next((p.sha256 for p in plan.patches if p.name == name), None)
+        if current != sha:
+            raise UserError(f"--lock: patch {name} changed since the lock (sha256 {sha[:12]} locked, "
+                            f"{(current or 'missing')[:12]} now); restore it to rebuild exactly")
+    drift = [d.field for d in compare({k: lock.get(k) for k in COMPARED if k != "contents"},
+                                      {k: plan.inputs().get(k) for k in COMPARED if k != "contents"})]
+    return plan, drift
+
+
+def _existing(path: str | None) -> Path | None:
+    return Path(path) if path and os.path.isdir(path) else None
+
+
+# --- build + lock, as the tasks use them -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    result: BuildResult
+    lock_path: Path
+
+
+def build_and_lock(plan: BuildPlan, client: Any, images_dir: Path, *, lock_path: Path | None = None,
+                   pull: bool = False, nocache: bool = False, force: bool = False,
+                   emit: Callable[[str], None] = print) -> BuildOutcome:
+    """Build (or find) the plan's image, then write its lock next to the build log unless told where."""
+    out_dir = images_dir / f"{plan.recipe.name}-{plan.inputs_hash[:12]}"
+    result = build_image(plan, client, log_path=out_dir / "build.log", pull=pull, nocache=nocache, force=force,
+                         emit=emit)
+    lock_path = lock_path or out_dir / "lock.json"
+    if not result.built and lock_path.exists() and _locked_id(lock_path) == result.image_id:
+        emit(f"lock {lock_path} is up to date")
+    else:
+        write_lock(lock_for_image(client, result.image_id), lock_path)
+        emit(f"wrote {lock_path}")
+    return BuildOutcome(result=result, lock_path=lock_path)
+
+
+def _locked_id(path: Path) -> str | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["provenance"]["image"]["id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -1,0 +1,215 @@
+"""Host side of the ``suite`` stage: validate the settings, build its StageCommand, run it for one variant.
+
+``invoke suite`` = one ``base`` variant (recipe + optional Python overlay + env / Inductor config) in a run
+directory; the stage runs through the pipeline (skipped when done with the same inputs, resumable when
+interrupted), then a summary table is printed from ``<variant>/suite/suite.csv``.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from analysis.dynamo_csv import STATUS_OK, Row, read_suite_csv
+from analysis.errors import UserError
+from prbench.runners import StageCommand
+from prbench.variants import Variant
+
+SIZES = ("tiny", "full")
+MODES = ("inference", "training")
+DTYPES = ("float32", "bfloat16", "float16", "amp")
+CPU_BACKENDS = ("cpp", "triton")
+MIN_WARMUP = 3
+MIN_ITERATIONS = 10
+STAGE = "suite"
+
+
+@dataclass(frozen=True)
+class SuiteSettings:
+    models: str = "tiny-default"
+    size: str = "tiny"
+    mode: str = "inference"
+    dtype: str = "float32"
+    warmup: int = 10
+    iterations: int = 30
+    device: str = "cpu"
+    cpu_backend: str = "cpp"
+
+    def validate(self) -> list[str]:
+        """Check every flag (one-line UserError naming it); return the resolved model names."""
+        for flag, value, options in (("--size", self.size, SIZES), ("--mode", self.mode, MODES),
+                                     ("--dtype", self.dtype, DTYPES), ("--cpu-backend", self.cpu_backend,
+                                                                       CPU_BACKENDS)):
+            if value not in options:
+                raise UserError(f"{flag} {value!r}: expected one of {', '.join(options)}")
+        if self.warmup < MIN_WARMUP:
+            raise UserError(f"--warmup {self.warmup}: at least {MIN_WARMUP} warm-up calls are required")
+        if self.iterations < MIN_ITERATIONS:
+            raise UserError(f"--iterations {self.iterations}: at least {MIN_ITERATIONS} timed calls are required")
+        if self.cpu_backend == "triton" and self.device != "cpu":
+            raise UserError("--cpu-backend triton: only for a cpu recipe")
+        from stages.hf_models import UnknownModelError, resolve_models
+
+        try:
+            return resolve_models(self.models)
+        except UnknownModelError as exc:
+            raise UserError(f"--models: {exc}") from None
+
+    def inputs(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def int_flag(flag: str, value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{flag} {value!r}: expected a whole number") from None
+
+
+def device_for(platform: str) -> str:
+    """ROCm builds of torch expose their GPUs as ``cuda`` too."""
+    return "cpu" if platform == "cpu" else "cuda"
+
+
+def suite_dir(variant_dir: Path) -> Path:
+    return variant_dir / "suite"
+
+
+def cache_archive(variant_dir: Path) -> Path:
+    return variant_dir / "inductor-cache.tar.gz"
+
+
+def suite_outputs(variant_dir: Path) -> list[Path]:
+    out = suite_dir(variant_dir)
+    return [out / "suite.csv", out / "samples.json", cache_archive(variant_dir)]
+
+
+def suite_command(variant_dir: Path, settings: SuiteSettings, variant: Variant | None = None) -> StageCommand:
+    """``python -m stages.suite`` for one variant directory, with the variant's stage environment."""
+    args = [
+        "--out", str(suite_dir(variant_dir)),
+        "--models", settings.models,
+        "--size", settings.size,
+        "--mode", settings.mode,
+        "--dtype", settings.dtype,
+        "--warmup", str(settings.warmup),
+        "--iterations", str(settings.iterations),
+        "--device", settings.device,
+        "--cpu-backend", settings.cpu_backend,
+        "--cache-archive", str(cache_archive(variant_dir)),
+    ]
+    env = variant.stage_environment(variant_dir) if variant is not None else {}
+    return StageCommand(module="stages.suite", args=args, env=env)
+
+
+def clear_outputs(variant_dir: Path) -> None:
+    """For ``--force``: the stage resumes from suite.csv, so redoing it means removing what it wrote."""
+    shutil.rmtree(suite_dir(variant_dir), ignore_errors=True)
+    cache_archive(variant_dir).unlink(missing_ok=True)
+
+
+def summarize(variant_dir: Path) -> dict[str, Any]:
+    """What the manifest records about a finished suite: counts and the geomean speedup of ok models."""
+    rows = read_suite_csv(suite_dir(variant_dir) / "suite.csv")
+    ok = [r for r in rows if r["status"] == STATUS_OK]
+    speedups = [float(r["speedup"]) for r in ok if float(r["speedup"]) > 0]
+    summary: dict[str, Any] = {"models": len(rows), "ok": len(ok), "failed": len(rows) - len(ok)}
+    if speedups:
+        summary["geomean_speedup"] = round(math.exp(sum(map(math.log, speedups)) / len(speedups)), 3)
+    return summary
+
+
+@dataclass
+class SuiteOutcome:
+    run_root: Path
+    variant_dir: Path
+    skipped: bool
+
+
+def run_suite(
+    *,
+    settings: SuiteSettings,
+    recipe: Any,
+    runs_dir: Path,
+    run_id: str | None,
+    overlay_path: Path | None = None,
+    env: dict[str, str] | None = None,
+    inductor_config: dict[str, Any] | None = None,
+    force: bool = False,
+    console: Console | None = None,
+    python: str | None = None,
+) -> SuiteOutcome:
+    """Create or open the run, prepare the ``base`` variant and run the suite stage (resumable)."""
+    from prbench import __version__
+    from prbench.overlay import PythonOverlay
+    from prbench.pipeline import Pipeline, StageSpec
+    from prbench.runners.local import LocalRunner
+    from prbench.runstore import RunStore
+
+    console = console or Console()
+    settings.validate()  # before anything is written: a bad flag leaves no run directory behind
+    if recipe.is_docker:
+        raise UserError(f"--recipe {recipe.name}: the suite task runs local recipes; "
+                        "docker recipes run through the build/compare pipeline")
+    overlay = PythonOverlay.from_patch_file(overlay_path) if overlay_path else None
+    variant = Variant(name="base", recipe=recipe, overlay_sha256=overlay.sha256 if overlay else None, env=dict(env or {}),
+                      inductor_config=dict(inductor_config or {}))
+    run = RunStore(runs_dir).create_or_open(run_id, settings={"suite": settings.inputs(), "recipe": recipe.name},
+                                            version=__version__)
+    pipeline = Pipeline(run, LocalRunner(), console=console, force={STAGE} if force else ())
+    prepared = pipeline.prepare(variant, overlay, python or sys.executable)
+    directory = prepared.directory
+    ran = {"value": False}
+
+    def command() -> StageCommand:
+        ran["value"] = True
+        return suite_command(directory, settings)
+
+    spec = StageSpec(name=STAGE, inputs=settings.inputs(), outputs=suite_outputs(directory), command=command,
+                     summarize=lambda: summarize(directory), reset=lambda: clear_outputs(directory))
+    pipeline.run_stage(prepared, spec)
+    return SuiteOutcome(run_root=run.root, variant_dir=directory, skipped=not ran["value"])
+
+
+def summary_table(rows: list[Row], title: str) -> Table:
+    table = Table(title=title)
+    for column, justify in (("model", "left"), ("status", "left"), ("eager ms", "right"),
+                            ("compiled ms", "right"), ("speedup", "right"), ("compile s", "right"),
+                            ("peak GB e/c", "right"), ("flags / error", "left")):
+        table.add_column(column, justify=justify, no_wrap=column == "model")  # type: ignore[arg-type]
+    for row in rows:
+        if row["status"] == STATUS_OK:
+            table.add_row(row["name"], "[green]ok[/]", f"{float(row['eager_median_ms']):.3f}",
+                          f"{float(row['compiled_median_ms']):.3f}", f"{float(row['speedup']):.2f}x",
+                          f"{float(row['compilation_latency']):.1f}",
+                          f"{float(row['eager_peak_mem']):.4f}/{float(row['dynamo_peak_mem']):.4f}",
+                          row["flags"])
+        else:
+            table.add_row(row["name"], "[red]fail[/]", "", "", "", "", "", row["error"])
+    return table
+
+
+def print_summary(outcome: SuiteOutcome, console: Console) -> None:
+    csv_path = suite_dir(outcome.variant_dir) / "suite.csv"
+    rows = read_suite_csv(csv_path)
+    summary = summarize(outcome.variant_dir)
+    title = f"suite: {summary['ok']} ok, {summary['failed']} failed"
+    if "geomean_speedup" in summary:
+        title += f", geomean speedup {summary['geomean_speedup']:.2f}x"
+    if not console.is_terminal:
+        console.width = max(console.width, 150)  # logs and CI: a full-width table rather than 80 columns
+    console.print(summary_table(rows, title))
+    if outcome.skipped:
+        console.print("[dim]suite was already done with the same inputs (use --force to redo it)[/]")
+    for label, path in (("suite.csv", csv_path), ("samples", suite_dir(outcome.variant_dir) / "samples.json"),
+                        ("inductor cache", cache_archive(outcome.variant_dir)),
+                        ("stage log", outcome.variant_dir / "logs" / f"{STAGE}.log"),
+                        ("manifest", outcome.run_root / "manifest.json")):
+        console.print(f"{label:15} {path}")

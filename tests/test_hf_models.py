@@ -1,0 +1,84 @@
+"""The builtin HF suite: every model builds from its config class (no Hub) and runs in eager, seeded."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from stages import hf_models
+from stages.hf_models import MODEL_NAMES, TINY_DEFAULT, UnknownModelError, build, loss_of, resolve_models
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A test that reached for the Hub would fail here instead of hanging on the network.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_every_model_runs_a_forward_and_a_training_step_in_eager(name: str) -> None:
+    built = build(name, size="tiny", mode="training")
+    assert built.batch_size == 2 and built.seq_len == 32
+    assert built.inputs["input_ids"].shape == (2, 32)
+    assert built.model.training
+
+    loss = loss_of(built.model(**built.inputs))
+    loss.backward()
+    assert loss.ndim == 0 and math.isfinite(loss.item())
+    grads = [p.grad for p in built.model.parameters() if p.requires_grad]
+    assert any(g is not None and g.abs().sum() > 0 for g in grads)
+
+    inference = build(name, size="tiny", mode="inference")
+    assert not inference.model.training
+    with torch.no_grad():
+        out = inference.model(**inference.inputs)
+    assert math.isfinite(loss_of(out).item())
+
+
+def test_the_default_tiny_suite_covers_eight_families() -> None:
+    classes = {hf_models.spec(n).family for n in TINY_DEFAULT}
+    assert {"bert", "gpt2", "t5", "distilbert", "roberta", "albert", "bart", "electra"} <= classes
+    assert resolve_models("tiny-default") == list(TINY_DEFAULT)
+    assert resolve_models("all") == list(MODEL_NAMES)
+    assert resolve_models("T5Small, BertForMaskedLM,T5Small") == ["T5Small", "BertForMaskedLM"]
+
+
+def test_building_twice_gives_the_same_weights_and_inputs() -> None:
+    first = build("BertForMaskedLM")
+    second = build("BertForMaskedLM")
+    for a, b in zip(first.model.state_dict().values(), second.model.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    for key in first.inputs:
+        assert torch.equal(first.inputs[key], second.inputs[key])
+
+
+def test_an_unknown_model_is_a_clear_error_listing_the_known_ones() -> None:
+    with pytest.raises(UnknownModelError, match="unknown model 'Bert' .*BertForMaskedLM"):
+        build("Bert")
+    with pytest.raises(UnknownModelError, match="NoSuchModel"):
+        resolve_models("BertForMaskedLM,NoSuchModel")
+
+
+def test_full_size_uses_the_default_configs_and_the_suites_shapes() -> None:
+    import transformers
+
+    t5 = hf_models.config_for("T5Small", "full")
+    assert (t5.d_model, t5.num_layers, t5.num_heads, t5.vocab_size) == (512, 6, 8, 32128)  # = t5-small
+    bert = hf_models.config_for("BertForMaskedLM", "full")
+    assert bert.hidden_size == transformers.BertConfig().hidden_size == 768
+    assert hf_models.config_for("DistillGPT2", "full").n_layer == 6  # distilgpt2
+    # Batch sizes are the suite list divided by its divisors; sequence lengths from get_sequence_length.
+    assert (hf_models.spec("BertForMaskedLM").batch_size, hf_models.spec("BertForMaskedLM").seq_len) == (16, 512)
+    assert (hf_models.spec("T5Small").batch_size, hf_models.spec("T5Small").seq_len) == (4, 1024)
+    tiny = hf_models.config_for("GPT2ForSequenceClassification", "tiny")
+    assert (tiny.n_embd, tiny.n_layer, tiny.n_head, tiny.vocab_size, tiny.pad_token_id) == (64, 2, 2, 1000, 0)
+
+
+def test_dtype_and_batch_size_are_honoured() -> None:
+    built = build("DistilBertForMaskedLM", dtype=torch.bfloat16, batch_size=3)
+    assert {p.dtype for p in built.model.parameters()} == {torch.bfloat16}
+    assert built.inputs["input_ids"].shape == (3, 32)
+    assert built.inputs["input_ids"].dtype == torch.int64

@@ -1,0 +1,149 @@
+"""The local runner: a stage runs as `python -m <module>` with the variant's environment, logged, and stoppable."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from analysis.errors import UserError
+from prbench.runners import CODE_ROOT, StageCommand, StageFailed
+from prbench.runners.local import LocalRunner
+
+STAGE = "prbench_test_tiny_stage"
+
+STAGE_SOURCE = textwrap.dedent('''
+    """A throwaway stage: `python -m prbench_test_tiny_stage MODE OUT_DIR`."""
+    import json, os, signal, subprocess, sys, time
+
+    mode, out = sys.argv[1], sys.argv[2]
+    if mode == "report":
+        print("hello from the stage", flush=True)
+        print("a warning on stderr", file=sys.stderr, flush=True)
+        with open(os.path.join(out, "seen.json"), "w") as f:
+            json.dump({"env": dict(os.environ), "sys_path": sys.path, "cwd": os.getcwd()}, f)
+    elif mode == "fail":
+        print("loading kernels...", flush=True)
+        print("Traceback: something broke", file=sys.stderr, flush=True)
+        sys.exit(3)
+    elif mode == "hang":
+        # A helper that ignores Ctrl-C, like a compile worker pool, in the stage's process group.
+        helper = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        with open(os.path.join(out, "pids.json"), "w") as f:
+            json.dump({"pgid": os.getpgrp(), "stage": os.getpid(), "helper": helper.pid}, f)
+        print("started", flush=True)
+        time.sleep(60)
+    elif mode == "chatty":
+        with open(os.path.join(out, "pids.json"), "w") as f:
+            json.dump({"pgid": os.getpgrp()}, f)
+        i = 0
+        while True:
+            print("progress line", i, flush=True)
+            i += 1
+''')
+
+
+@pytest.fixture
+def stage_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "stage_code"
+    directory.mkdir()
+    (directory / f"{STAGE}.py").write_text(STAGE_SOURCE)
+    return directory
+
+
+def command(stage_dir: Path, mode: str, out: Path, **kwargs) -> StageCommand:
+    return StageCommand(module=STAGE, args=[mode, str(out)], python_path=[stage_dir], **kwargs)
+
+
+def live_members(pgid: int) -> list[int]:
+    """Processes of a process group that are still alive (zombies are dead, only not yet reaped)."""
+    alive = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        state, group = fields[0], int(fields[2])
+        if group == pgid and state not in ("Z", "X"):
+            alive.append(int(stat.parent.name))
+    return alive
+
+
+def test_a_stage_runs_with_its_env_and_python_path_first(tmp_path: Path, stage_dir: Path, monkeypatch) -> None:
+    # Variables in the user's shell that would silently change what a stage measures are dropped.
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/shared-cache")
+    shadow = tmp_path / "overlay"
+    shadow.mkdir()
+    cmd = command(stage_dir, "report", tmp_path, env={"OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)})
+    cmd.python_path.append(shadow)
+
+    LocalRunner(stream_output=False).run(cmd)
+
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["env"]["OMP_NUM_THREADS"] == "1"
+    assert seen["env"]["TMPDIR"] == str(tmp_path)
+    assert seen["env"]["PYTHONPATH"] == os.pathsep.join([str(stage_dir), str(shadow), str(CODE_ROOT)])
+    assert "TORCHINDUCTOR_CACHE_DIR" not in seen["env"]
+    assert "/somewhere/else" not in seen["sys_path"]
+    # The overlay entries shadow the code root and the installed site-packages.
+    sys_path = seen["sys_path"]
+    site = next(i for i, p in enumerate(sys_path) if p.endswith("site-packages"))
+    assert sys_path.index(str(shadow)) < sys_path.index(str(CODE_ROOT), 1) < site
+    assert seen["cwd"] == str(CODE_ROOT)
+
+
+def test_output_goes_to_the_log_and_the_console(tmp_path: Path, stage_dir: Path, capsys) -> None:
+    log = tmp_path / "base" / "logs" / "suite.log"
+
+    LocalRunner().run(command(stage_dir, "report", tmp_path, log_path=log))
+
+    logged = log.read_text()
+    assert "hello from the stage\n" in logged
+    assert "a warning on stderr\n" in logged  # stderr is merged into the log
+    assert "hello from the stage" in capsys.readouterr().out
+
+
+def test_a_failing_stage_raises_stage_failed_naming_the_log(tmp_path: Path, stage_dir: Path) -> None:
+    log = tmp_path / "logs" / "kernels.log"
+
+    with pytest.raises(StageFailed) as info:
+        LocalRunner(stream_output=False).run(command(stage_dir, "fail", tmp_path, log_path=log))
+
+    assert isinstance(info.value, UserError)  # the CLI turns it into one line, not a traceback
+    assert str(info.value) == f"stage {STAGE} failed with exit code 3; log: {log}"
+    assert "Traceback: something broke" in log.read_text()
+
+
+def test_a_python_that_does_not_exist_is_stage_failed(tmp_path: Path, stage_dir: Path) -> None:
+    with pytest.raises(StageFailed, match="cannot start /no/such/python"):
+        LocalRunner(python="/no/such/python", stream_output=False).run(command(stage_dir, "report", tmp_path))
+
+
+def test_a_timeout_stops_the_whole_process_group(tmp_path: Path, stage_dir: Path) -> None:
+    log = tmp_path / "logs" / "suite.log"
+    started = time.monotonic()
+
+    with pytest.raises(StageFailed, match=f"stage {STAGE}: timed out after"):
+        LocalRunner(stream_output=False).run(command(stage_dir, "hang", tmp_path, log_path=log, timeout_s=1.0))
+
+    assert time.monotonic() - started < 5
+    pids = json.loads((tmp_path / "pids.json").read_text())
+    assert pids["pgid"] == pids["stage"]  # the stage leads its own group...
+    assert live_members(pids["pgid"]) == []  # ...and nothing of it survives, not even the helper ignoring SIGINT
+    assert "started" in log.read_text()
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_timeout_while_output_flows_logs_cleanly(tmp_path: Path, stage_dir: Path) -> None:
+    log = tmp_path / "chatty.log"
+
+    with pytest.raises(StageFailed, match="timed out"):
+        LocalRunner(stream_output=False).run(command(stage_dir, "chatty", tmp_path, log_path=log, timeout_s=0.5))
+
+    assert log.read_text().startswith("progress line 0\nprogress line 1\n")
+    assert live_members(json.loads((tmp_path / "pids.json").read_text())["pgid"]) == []

@@ -1,0 +1,164 @@
+"""A user points organize at an Inductor cache (directory or archive) and gets standalone kernels + index.csv."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from analysis.errors import UserError
+from analysis.kernel_index import INDEX_COLUMNS, read_index
+from stages.organize import organize
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures" / "kernels"
+
+
+def make_cache(root: Path) -> Path:
+    """A cache laid out like TORCHINDUCTOR_CACHE_DIR: <2 chars>/c<hash>.py, with the fixture files."""
+    files = {
+        "za/cza3bux56.py": "triton213/triton_poi_fused_add_relu_sin_0.py",
+        "4o/c4o7lqz4j.py": "triton213/triton_poi_fused_add_t_0.py",
+        "cj/ccjmegdfx.py": "triton213/triton_per_fused__softmax_0.py",
+        "q7/cq7pq34hl.py": "triton213/triton_red_fused_sum_0.py",
+        "b7/cb75tw57a.py": "triton213/graph_softmax_wrapper.py",
+        "ef/cefjjqgg2.py": "cpp213/graph_cpp_wrapper.py",
+        "h4/ch4old24.py": "handwritten/torch24_red_def_triton.py",
+    }
+    for target, fixture in files.items():
+        (root / target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(FIXTURES / fixture, root / target)
+    (root / "fxgraph" / "ab").mkdir(parents=True)
+    (root / "fxgraph" / "ab" / "entry").write_bytes(b"\x00pickled")
+    return root
+
+
+def test_every_kernel_lands_in_its_category_with_an_index_row(tmp_path: Path) -> None:
+    cache, out = make_cache(tmp_path / "cache"), tmp_path / "organized"
+    rows = organize(cache, out)
+    by_name = {r.kernel_name: r for r in rows}
+    assert set(by_name) == {
+        "triton_poi_fused_add_relu_sin_0", "triton_poi_fused_add_t_0", "triton_per_fused__softmax_0",
+        "triton_red_fused_sum_0", "triton_red_fused_sum_3", "cpp_fused__softmax_gelu_mul_native_layer_norm_sin_sum_0",
+    }
+    for row in rows:
+        assert (out / row.path).is_file()
+        assert row.path.startswith(f"{row.category}/")
+    assert by_name["triton_red_fused_sum_3"].path == "reduction/triton_red_fused_sum_3.py"
+    assert by_name["cpp_fused__softmax_gelu_mul_native_layer_norm_sin_sum_0"].path.startswith("cpp/")
+    with open(out / "index.csv", newline="") as handle:
+        assert tuple(csv.DictReader(handle).fieldnames or ()) == INDEX_COLUMNS
+    assert read_index(out / "index.csv") == sorted(rows, key=lambda r: (r.category, r.kernel_name, r.path))
+
+
+def test_calls_and_graphs_come_from_the_graph_modules(tmp_path: Path) -> None:
+    out = tmp_path / "organized"
+    rows = {r.kernel_name: r for r in organize(make_cache(tmp_path / "cache"), out)}
+    softmax = rows["triton_per_fused__softmax_0"]
+    assert (softmax.calls, softmax.graphs) == (1, "1_inference_b75tw57a")
+    assert softmax.source == "cj/ccjmegdfx.py"  # the kernel file, not the copy embedded in the graph
+    cpp = rows["cpp_fused__softmax_gelu_mul_native_layer_norm_sin_sum_0"]
+    assert (cpp.calls, cpp.backend, cpp.source) == (1, "cpp", "graphs/0_inference_efjjqgg2.py")
+    assert rows["triton_red_fused_sum_3"].calls == 0  # no graph of this cache launches it
+    assert sorted(p.name for p in (out / "graphs").iterdir()) == ["0_inference_efjjqgg2.py", "1_inference_b75tw57a.py"]
+
+
+def test_organized_files_are_rewritten_for_running(tmp_path: Path) -> None:
+    out = tmp_path / "organized"
+    organize(make_cache(tmp_path / "cache"), out, rep=100, warmup=10)
+    old = (out / "reduction" / "triton_red_fused_sum_3.py").read_text()
+    assert old.startswith("# KERNEL CALLS: 0\n")
+    assert "ms = do_bench(lambda: call(args), rep=100, warmup=10)" in old
+    assert "cuda:3" not in old and "cuda:0" in old
+    new = (out / "pointwise" / "triton_poi_fused_add_relu_sin_0.py").read_text()
+    assert "ms = benchmarker.benchmark(lambda: call(args), device='cpu', rep=100, warmup=10)" in new
+
+
+def test_identical_bodies_are_stored_once_and_same_names_kept_apart(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path / "cache")
+    # The same kernel in a second cache file, and a different kernel that reuses a name.
+    (cache / "zz").mkdir()
+    shutil.copy(FIXTURES / "triton213/triton_per_fused__softmax_0.py", cache / "zz" / "czzcopy.py")
+    other = (FIXTURES / "triton213/triton_poi_fused_add_relu_sin_0.py").read_text().replace("tl_math.sin", "tl_math.cos")
+    (cache / "yy").mkdir()
+    (cache / "yy" / "cyyother.py").write_text(other)
+    rows = organize(cache, tmp_path / "organized")
+    assert sum(r.kernel_name == "triton_per_fused__softmax_0" for r in rows) == 1
+    same_name = sorted(r.path for r in rows if r.kernel_name == "triton_poi_fused_add_relu_sin_0")
+    assert len(same_name) == 2 and same_name[0] != same_name[1]
+
+
+def test_archive_input_is_extracted(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path / "cache")
+    archive = tmp_path / "inductor-cache.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(cache, arcname="tmp/torchinductor_root")
+    rows = organize(archive, tmp_path / "organized")
+    assert len(rows) == 6
+
+
+def test_malformed_kernel_file_is_kept_for_a_failure_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cache = make_cache(tmp_path / "cache")
+    (cache / "mm").mkdir()
+    (cache / "mm" / "cbroken.py").write_text("@triton_heuristics.pointwise(\n@triton.jit\ndef (:\n")
+    rows = organize(cache, tmp_path / "organized")
+    broken = [r for r in rows if r.kernel_name.startswith("unparsed_")]
+    assert len(broken) == 1 and broken[0].category == "pointwise"
+    assert "kept unparsed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty", "not-an-archive", "truncated"])
+def test_bad_cache_is_one_line_user_error(tmp_path: Path, kind: str) -> None:
+    if kind == "missing":
+        cache = tmp_path / "nope"
+    elif kind == "empty":
+        cache = tmp_path / "empty"
+        cache.mkdir()
+    elif kind == "not-an-archive":
+        cache = tmp_path / "cache.tar.gz"
+        cache.write_text("this is not gzip")
+    else:
+        good = tmp_path / "good.tar.gz"
+        with tarfile.open(good, "w:gz") as tar:
+            tar.add(make_cache(tmp_path / "c"), arcname="c")
+        cache = tmp_path / "cut.tar.gz"
+        cache.write_bytes(good.read_bytes()[:200])
+    with pytest.raises(UserError) as info:
+        organize(cache, tmp_path / "out")
+    assert "\n" not in str(info.value) and str(cache) in str(info.value)
+    assert not (tmp_path / "out" / "index.csv").exists()
+
+
+@pytest.mark.parametrize("kind", ["empty", "not-an-archive"])
+def test_invoke_organize_reports_bad_input_in_one_line(tmp_path: Path, kind: str) -> None:
+    if kind == "empty":
+        cache = tmp_path / "empty"
+        cache.mkdir()
+    else:
+        cache = tmp_path / "cache.tar.gz"
+        cache.write_text("garbage")
+    result = subprocess.run(
+        [sys.executable, "-m", "invoke", "organize", "--cache", str(cache), "--out", str(tmp_path / "out")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    output = (result.stdout + result.stderr).strip()
+    assert result.returncode != 0
+    assert len(output.splitlines()) == 1, output
+    assert "Traceback" not in output and str(cache) in output
+
+
+def test_stage_cli_exits_non_zero_with_one_error_line(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "not_a_kernel.py").write_text("x = 1\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "stages.organize", "--cache", str(empty), "--out", str(tmp_path / "out")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("error: --cache") and len(result.stderr.strip().splitlines()) == 1

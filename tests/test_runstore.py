@@ -1,0 +1,226 @@
+"""The run store: the manifest says what finished, so a re-run resumes and an interrupt never lies."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.errors import UserError
+from prbench.runstore import MANIFEST, Run, RunStore, StageStatus, input_hash
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def manifest_on_disk(run: Run) -> dict:
+    return json.loads((run.root / MANIFEST).read_text())
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Run:
+    return RunStore(tmp_path / "runs").create_or_open("r1", {"suite": "tiny"}, "0.1.0")
+
+
+def finish_suite(run: Run, inputs: dict) -> None:
+    with run.stage("base/suite", inputs) as rec:
+        out = run.path("base", "suite", "suite.csv")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("name,speedup\n")
+        rec.outputs = [run.relative(out)]
+        rec.summary = {"models": 1}
+
+
+def test_a_new_run_has_a_manifest_with_its_settings(tmp_path: Path) -> None:
+    run = RunStore(tmp_path / "runs").create_or_open("r1", {"suite": "tiny"}, "0.1.0")
+
+    data = manifest_on_disk(run)
+    assert run.root == tmp_path / "runs" / "r1"
+    assert (data["run_id"], data["prbench_version"], data["settings"], data["stages"]) == (
+        "r1", "0.1.0", {"suite": "tiny"}, {})
+
+
+def test_a_run_id_is_made_from_the_time_when_omitted(tmp_path: Path) -> None:
+    run = RunStore(tmp_path / "runs").create_or_open(None, {}, "0.1.0")
+
+    assert run.run_id[:8].isdigit() and (run.root / MANIFEST).exists()
+
+
+def test_a_finished_stage_records_status_inputs_outputs_and_timings(run: Run) -> None:
+    finish_suite(run, {"models": ["bert"]})
+
+    rec = manifest_on_disk(run)["stages"]["base/suite"]
+    assert rec["status"] == StageStatus.DONE
+    assert rec["input_hash"] == input_hash({"models": ["bert"]})
+    assert rec["outputs"] == ["base/suite/suite.csv"]  # relative: the run directory can be moved
+    assert rec["summary"] == {"models": 1}
+    assert rec["started"] and rec["finished"] and rec["duration_s"] >= 0
+    assert rec["error"] == ""
+
+
+def test_the_manifest_says_running_while_the_stage_runs(run: Run) -> None:
+    with run.stage("base/suite", {}):
+        assert manifest_on_disk(run)["stages"]["base/suite"]["status"] == StageStatus.RUNNING
+
+
+def test_input_hash_ignores_key_order_and_follows_values() -> None:
+    assert input_hash({"a": 1, "b": [1, 2]}) == input_hash({"b": [1, 2], "a": 1})
+    assert input_hash({"a": 1}) != input_hash({"a": 2})
+
+
+def test_is_done_only_with_the_same_inputs_and_outputs_still_there(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs")
+    finish_suite(store.create_or_open("r1", {}, "0.1.0"), {"models": ["bert"]})
+
+    # A later invocation resumes the same run from its manifest.
+    run = store.create_or_open("r1", {}, "0.1.0")
+    same, other = input_hash({"models": ["bert"]}), input_hash({"models": ["gpt2"]})
+    assert run.is_done("base/suite", same)
+    assert not run.is_done("base/suite", other)
+    assert not run.is_done("pr/suite", same)
+
+    run.path("base", "suite", "suite.csv").unlink()
+    assert not run.is_done("base/suite", same)
+
+
+def test_reopening_a_run_keeps_its_stages_and_updates_settings(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs")
+    finish_suite(store.create_or_open("r1", {"suite": "tiny"}, "0.1.0"), {})
+
+    run = store.create_or_open("r1", {"iterations": 50}, "0.1.0")
+
+    assert list(run.manifest.stages) == ["base/suite"]
+    assert manifest_on_disk(run)["settings"] == {"suite": "tiny", "iterations": 50}
+
+
+def test_ctrl_c_inside_a_stage_leaves_a_consistent_manifest_marked_interrupted(run: Run) -> None:
+    finish_suite(run, {})
+
+    with pytest.raises(KeyboardInterrupt):
+        with run.stage("base/kernels", {"reps": 10}) as rec:
+            rec.outputs = ["base/kernels.csv"]  # declared, but the stage never wrote it
+            raise KeyboardInterrupt
+
+    data = manifest_on_disk(run)  # valid JSON: the manifest was rewritten whole
+    assert data["stages"]["base/suite"]["status"] == StageStatus.DONE
+    kernels = data["stages"]["base/kernels"]
+    assert kernels["status"] == StageStatus.INTERRUPTED
+    assert kernels["error"] == "interrupted by the user"
+    assert kernels["finished"]
+    assert not run.is_done("base/kernels", input_hash({"reps": 10}))
+    assert sorted(p.name for p in run.root.iterdir()) == ["base", MANIFEST]  # no temp files left
+
+
+def test_a_failing_stage_is_recorded_with_a_one_line_error(run: Run) -> None:
+    with pytest.raises(ValueError):
+        with run.stage("base/organize", {}):
+            raise ValueError("bad kernel file c5ify.py\n  line 10: unexpected indent")
+
+    rec = RunStore(run.root.parent).open("r1").record("base/organize")
+    assert rec is not None
+    assert rec.status == StageStatus.FAILED
+    assert rec.error == "ValueError: bad kernel file c5ify.py"
+    assert not run.is_done("base/organize", input_hash({}))
+
+
+def test_a_runs_dir_that_cannot_be_created_is_a_user_error(tmp_path: Path) -> None:
+    # Root ignores permission bits, so make the directory impossible: its parent is a regular file.
+    (tmp_path / "afile").write_text("not a directory")
+    store = RunStore(tmp_path / "afile" / "runs")
+
+    with pytest.raises(UserError) as info:
+        store.create_or_open("r1", {}, "0.1.0")
+
+    message = str(info.value)
+    assert message.startswith(f"--runs-dir {tmp_path / 'afile' / 'runs'}: cannot create the runs directory")
+    assert "\n" not in message
+
+
+def test_a_runs_dir_that_is_a_file_is_a_user_error(tmp_path: Path) -> None:
+    (tmp_path / "runs").write_text("oops")
+
+    with pytest.raises(UserError, match="--runs-dir .*runs: cannot create the runs directory"):
+        RunStore(tmp_path / "runs").create_or_open("r1", {}, "0.1.0")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores permission bits")
+def test_a_read_only_runs_dir_is_a_user_error(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir(mode=0o500)
+    with pytest.raises(UserError, match="not writable"):
+        RunStore(tmp_path / "runs").create_or_open("r1", {}, "0.1.0")
+
+
+@pytest.mark.parametrize("bad", ["../escape", "a/b", ".hidden", "with space", ""])
+def test_an_invalid_run_id_is_a_user_error_and_creates_nothing(tmp_path: Path, bad: str) -> None:
+    store = RunStore(tmp_path / "runs")
+
+    with pytest.raises(UserError, match="^--run .*: a run id may hold letters, digits"):
+        store.create_or_open(bad, {}, "0.1.0")
+    with pytest.raises(UserError, match="^--run "):
+        store.open(bad)
+
+    assert not (tmp_path / "runs").exists()
+    assert not (tmp_path / "escape").exists()
+
+
+def test_opening_a_missing_or_corrupt_run_is_a_user_error(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(UserError, match="run 'nope': no manifest.json"):
+        store.open("nope")
+
+    (tmp_path / "runs" / "broken").mkdir(parents=True)
+    (tmp_path / "runs" / "broken" / MANIFEST).write_text("{not json")
+    with pytest.raises(UserError, match="manifest.json: not a valid run manifest"):
+        store.open("broken")
+
+
+def test_latest_is_the_most_recently_written_run(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs")
+    older = store.create_or_open("older", {}, "0.1.0")
+    store.create_or_open("newer", {}, "0.1.0")
+    os.utime(older.root / MANIFEST, (1, 1))
+
+    assert store.latest().run_id == "newer"
+
+
+def test_latest_without_runs_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no runs yet"):
+        RunStore(tmp_path / "runs").latest()
+
+
+# --- invoke status (the user's view of the manifest) -----------------------------------------------------
+
+
+def invoke_status(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", "--search-root", str(PROJECT), "status", *args],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def test_invoke_status_shows_every_stage_of_the_latest_run(tmp_path: Path) -> None:
+    run = RunStore(tmp_path / "runs").create_or_open("r1", {}, "0.1.0")
+    finish_suite(run, {})
+    with pytest.raises(RuntimeError):
+        with run.stage("base/organize", {}):
+            raise RuntimeError("no kernels in the cache")
+
+    proc = invoke_status("--runs-dir", str(tmp_path / "runs"))
+
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    suite = next(line for line in lines if "base/suite" in line)
+    organize = next(line for line in lines if "base/organize" in line)
+    assert "done" in suite and "base/suite/suite.csv" in suite and "models=1" in suite
+    assert "failed" in organize and "RuntimeError: no kernels in the cache" in organize
+
+
+def test_invoke_status_without_runs_is_one_error_line(tmp_path: Path) -> None:
+    proc = invoke_status("--runs-dir", str(tmp_path / "runs"))
+
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [f"error: --runs-dir {tmp_path / 'runs'}: no runs yet"]

@@ -1,0 +1,233 @@
+"""The suite stage and ``invoke suite``: rows per model, resumable after an interrupt, clean user errors.
+
+Most tests use the ``aot_eager`` backend (Dynamo + AOTAutograd without Inductor codegen) so that they run in
+seconds on a shared 2-core box; the ``integration`` test does real Inductor compiles through ``invoke suite``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from analysis.dynamo_csv import SUITE_COLUMNS, read_suite_csv
+from prbench.recipes import load_recipe
+from prbench.runners import CODE_ROOT
+from prbench.suite_stage import SuiteSettings, suite_command, summarize
+from prbench.variants import Variant
+
+TWO = "BertForMaskedLM,DistilBertForMaskedLM"
+
+
+def stage_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR")}
+    env.update(
+        PYTHONPATH=str(CODE_ROOT),
+        PYTHONUNBUFFERED="1",
+        OMP_NUM_THREADS="1",
+        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "work" / "inductor-cache"),
+        TMPDIR=str(tmp_path / "work" / "tmp"),
+        HF_HUB_OFFLINE="1",
+    )
+    return env
+
+
+def stage_argv(out: Path, *extra: str, models: str = TWO) -> list[str]:
+    return [sys.executable, "-m", "stages.suite", "--out", str(out), "--models", models, "--warmup", "3",
+            "--iterations", "10", *extra]
+
+
+def run_stage(tmp_path: Path, out: Path, *extra: str, models: str = TWO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(stage_argv(out, *extra, models=models), env=stage_env(tmp_path), cwd=CODE_ROOT,
+                          capture_output=True, text=True, timeout=600)
+
+
+def leftovers(directory: Path) -> list[Path]:
+    return [p for p in directory.rglob("*.tmp")] if directory.exists() else []
+
+
+def test_the_stage_writes_one_row_per_model_with_the_contract_columns(tmp_path: Path) -> None:
+    out = tmp_path / "suite"
+    proc = run_stage(tmp_path, out, "--backend", "aot_eager")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    with (out / "suite.csv").open() as fh:
+        header = next(csv.reader(fh))
+    assert tuple(header) == SUITE_COLUMNS
+    rows = read_suite_csv(out / "suite.csv")
+    assert [r["name"] for r in rows] == TWO.split(",")
+    for row in rows:
+        assert row["status"] == "ok" and row["error"] == ""
+        assert (row["dev"], row["mode"], row["dtype"], row["size"]) == ("cpu", "inference", "float32", "tiny")
+        assert (row["n"], row["warmup"], row["batch_size"]) == ("10", "3", "2")
+        # speedup = eager median / compiled median, abs_latency = compiled median, floats as %.6f
+        assert float(row["speedup"]) == pytest.approx(
+            float(row["eager_median_ms"]) / float(row["compiled_median_ms"]), rel=1e-4)
+        assert row["abs_latency"] == row["compiled_median_ms"]
+        assert all(len(row[c].split(".")[1]) == 6 for c in ("speedup", "eager_std_ms", "first_run_s"))
+        assert float(row["first_run_s"]) > 0 and float(row["eager_peak_mem"]) > 0
+        assert int(row["unique_graphs"]) >= 1 and int(row["calls_captured"]) > 0
+        assert set(filter(None, row["flags"].split(";"))) <= {"noisy_eager", "noisy_compiled"}
+    samples = json.loads((out / "samples.json").read_text())
+    assert set(samples) == set(TWO.split(","))
+    assert all(len(samples[m]["eager"]) == len(samples[m]["compiled"]) == 10 for m in samples)
+    assert "[suite] 2 ok, 0 failed" in proc.stdout
+
+
+def test_an_interrupted_run_resumes_without_redoing_finished_models(tmp_path: Path) -> None:
+    out = tmp_path / "suite"
+    # Enough iterations that the second model is still running when the first row appears.
+    argv = stage_argv(out, "--backend", "aot_eager", "--iterations", "400")
+    proc = subprocess.Popen(argv, env=stage_env(tmp_path), cwd=CODE_ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not (out / "suite.csv").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the stage ended before writing a row"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C (or the local runner's stop) sends
+    first_log, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    first_bytes = (out / "suite.csv").read_bytes()
+    assert [r["name"] for r in read_suite_csv(out / "suite.csv")] == ["BertForMaskedLM"]
+    assert leftovers(out) == []
+    assert "interrupted" in first_log
+
+    second = subprocess.run(argv, env=stage_env(tmp_path), cwd=CODE_ROOT, capture_output=True, text=True,
+                            timeout=600)
+    assert second.returncode == 0, second.stdout[-3000:]
+    assert "1/2 BertForMaskedLM: done earlier, kept" in second.stdout
+    assert "1/2 BertForMaskedLM: start" not in second.stdout
+    assert "2/2 DistilBertForMaskedLM: start" in second.stdout
+    text = (out / "suite.csv").read_bytes()
+    assert text.startswith(first_bytes)  # the first model's row is byte-identical
+    assert [r["name"] for r in read_suite_csv(out / "suite.csv")] == TWO.split(",")
+
+
+def test_a_failing_model_gets_a_fail_row_and_the_others_go_on(tmp_path: Path, monkeypatch) -> None:
+    from stages import hf_models, suite
+
+    real_build = hf_models.build
+
+    def build_that_breaks_distilbert(name: str, **kwargs):  # fault injection: a model whose build raises
+        if name == "DistilBertForMaskedLM":
+            raise RuntimeError("weights exploded\nsecond line is dropped")
+        return real_build(name, **kwargs)
+
+    monkeypatch.setattr(hf_models, "build", build_that_breaks_distilbert)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    settings = suite.SuiteSettings(
+        out=tmp_path / "suite", models=("DistilBertForMaskedLM", "BertForMaskedLM"), size="tiny", mode="training",
+        dtype="float32", warmup=3, iterations=10, device="cpu", cpu_backend="cpp", backend="aot_eager",
+        cache_archive=None)
+    rows = suite.run_suite(settings, tmp_path / "cache")
+    assert [(r["name"], r["status"]) for r in rows] == [("DistilBertForMaskedLM", "fail"), ("BertForMaskedLM", "ok")]
+    failed = rows[0]
+    assert failed["error"] == "RuntimeError: weights exploded"
+    assert (failed["speedup"], failed["abs_latency"], failed["batch_size"]) == ("0.000000", "0.000000", "0")
+    assert rows[1]["mode"] == "training" and float(rows[1]["speedup"]) > 0
+    # The failed model is measured again on the next run; the ok one is kept.
+    monkeypatch.setattr(hf_models, "build", real_build)
+    again = suite.run_suite(settings, tmp_path / "cache")
+    assert [r["status"] for r in again] == ["ok", "ok"]
+    assert again[1] == rows[1]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--warmup", "2"], "error: --warmup 2: at least 3 warm-up calls are required"),
+        (["--iterations", "5"], "error: --iterations 5: at least 10 timed calls are required"),
+        (["--models", "GPT3"], "error: --models: unknown model 'GPT3'"),
+    ],
+)
+def test_the_stage_rejects_bad_values_in_one_line(tmp_path: Path, extra: list[str], message: str) -> None:
+    out = tmp_path / "suite"
+    proc = subprocess.run([*stage_argv(out), *extra], env=stage_env(tmp_path), cwd=CODE_ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith(message) and len(proc.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not out.exists()
+
+
+def invoke(tmp_path: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    env = stage_env(tmp_path)
+    env.pop("PYTHONPATH")
+    return subprocess.run([sys.executable, "-m", "invoke", "suite", *args], env=env, cwd=CODE_ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--models", "NoSuchModel"], "error: --models: unknown model 'NoSuchModel'"),
+        (["--warmup", "2"], "error: --warmup 2: at least 3 warm-up calls are required"),
+        (["--runs-dir", "{file}/runs"], "cannot create the runs directory"),
+    ],
+)
+def test_invoke_suite_user_errors_are_one_line_and_leave_nothing_behind(tmp_path: Path, args: list[str],
+                                                                        message: str) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory\n")
+    runs = tmp_path / "runs"
+    args = [a.replace("{file}", str(a_file)) for a in args]
+    if "--runs-dir" not in args:
+        args += ["--runs-dir", str(runs)]
+    proc = invoke(tmp_path, *args, "--run", "r1", timeout=300)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not runs.exists()
+    assert a_file.read_text() == "not a directory\n"
+
+
+def test_suite_command_runs_the_stage_with_the_variants_environment(tmp_path: Path) -> None:
+    recipe = load_recipe("cpu-local", CODE_ROOT / "recipes")
+    variant = Variant(name="base", recipe=recipe, env={"EXTRA": "1"})
+    settings = SuiteSettings(models="T5Small", warmup=5, iterations=20)
+    command = suite_command(tmp_path / "base", settings, variant)
+    assert command.module == "stages.suite"
+    args = command.args
+    assert args[args.index("--out") + 1] == str(tmp_path / "base" / "suite")
+    assert args[args.index("--cache-archive") + 1] == str(tmp_path / "base" / "inductor-cache.tar.gz")
+    assert (args[args.index("--warmup") + 1], args[args.index("--iterations") + 1]) == ("5", "20")
+    assert command.env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "base" / "work" / "inductor-cache")
+    assert command.env["OMP_NUM_THREADS"] == "1" and command.env["EXTRA"] == "1"
+
+
+@pytest.mark.integration
+def test_invoke_suite_compiles_two_tiny_models_and_archives_the_inductor_cache(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    common = ["--models", "BertForMaskedLM,GPT2ForSequenceClassification", "--warmup", "3", "--iterations", "10",
+              "--runs-dir", str(runs), "--run", "it"]
+    proc = invoke(tmp_path, *common)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    variant = runs / "it" / "base"
+    rows = read_suite_csv(variant / "suite" / "suite.csv")
+    assert [(r["name"], r["status"]) for r in rows] == [
+        ("BertForMaskedLM", "ok"), ("GPT2ForSequenceClassification", "ok")]
+    assert all(float(r["compilation_latency"]) > 0 and float(r["speedup"]) > 0 for r in rows)
+
+    from stages.suite import archived_graph_modules
+
+    modules = archived_graph_modules(variant / "inductor-cache.tar.gz")
+    assert len(modules) >= 2, modules  # one compiled graph per model at least
+    manifest = json.loads((runs / "it" / "manifest.json").read_text())
+    record = manifest["stages"]["base/suite"]
+    assert record["status"] == "done" and record["summary"]["ok"] == 2
+    assert summarize(variant)["failed"] == 0
+    env_json = json.loads((variant / "env.json").read_text())
+    assert env_json["stage_env"]["OMP_NUM_THREADS"] == "1"
+    assert "suite.csv" in proc.stdout and "geomean speedup" in proc.stdout
+
+    again = invoke(tmp_path, *common)
+    assert again.returncode == 0
+    assert "already done with the same inputs" in again.stdout

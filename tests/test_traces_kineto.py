@@ -1,0 +1,178 @@
+"""Reading real Kineto traces: the GPU timeline agrees with TraceLens' interval-union definitions, ROCm
+specifics are handled, and broken files give one-line errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from analysis.errors import UserError
+from analysis.traces import kineto, read_trace
+from analysis.traces.breakdown import category_table, kernels_per_step, top_kernels
+from analysis.traces.launch import analyze_launches, launch_delays, sync_table
+from analysis.traces.timeline import gpu_timeline
+
+FIXTURES = Path(__file__).parent / "fixtures" / "traces"
+H100 = FIXTURES / "h100_bert-small-uncased.json.gz"
+MI300 = FIXTURES / "mi300_bert-small-uncased.json.gz"
+CPU = FIXTURES / "cpu_tiny_bert_inductor.json.gz"
+
+
+def _expected_timeline(path: Path) -> dict[str, float]:
+    """Straight from the raw JSON, in µs: the TraceLens definitions with a plain interval-merge loop."""
+    events = json.load(gzip.open(path))["traceEvents"]
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X"]
+
+    def union(intervals: list[tuple[float, float]]) -> float:
+        total, cur_s, cur_e = 0.0, None, None
+        for s, e in sorted(intervals):
+            if cur_e is None or s > cur_e:
+                if cur_e is not None:
+                    total += cur_e - cur_s
+                cur_s, cur_e = s, e
+            else:
+                cur_e = max(cur_e, e)
+        return total + ((cur_e - cur_s) if cur_e is not None else 0.0)
+
+    every = [(e["ts"], e["ts"] + e["dur"]) for e in gpu]
+    comp = [(e["ts"], e["ts"] + e["dur"]) for e in gpu
+            if e["cat"] != "gpu_memcpy" and "nccl" not in e["name"].lower() and "rccl" not in e["name"].lower()]
+    total = max(e for _, e in every) - min(s for s, _ in every)
+    busy = union(every)
+    return {"busy": 100 * busy / total, "idle": 100 * (total - busy) / total,
+            "computation": 100 * union(comp) / total, "total_ms": total / 1e3}
+
+
+@pytest.mark.parametrize("path", [H100, MI300], ids=["h100", "mi300x"])
+def test_busy_idle_and_computation_agree_with_the_tracelens_definitions(path: Path) -> None:
+    expected = _expected_timeline(path)
+
+    timeline = gpu_timeline(read_trace(path))
+
+    assert timeline.percent("busy_time") == pytest.approx(expected["busy"], abs=1e-4)
+    assert timeline.percent("idle_time") == pytest.approx(expected["idle"], abs=1e-4)
+    assert timeline.percent("computation_time") == pytest.approx(expected["computation"], abs=1e-4)
+    assert timeline.total_time / 1e6 == pytest.approx(expected["total_ms"], abs=1e-6)
+    # The TraceLens identity: computation + exposed comm + exposed memcpy + idle = total.
+    parts = (timeline.computation_time + timeline.exposed_comm_time + timeline.exposed_memcpy_time
+             + timeline.idle_time)
+    assert parts == timeline.total_time
+
+
+def test_the_mi300x_trace_is_read_as_rocm_with_stream_0_kernels_linked_to_their_launches() -> None:
+    trace = read_trace(MI300)
+
+    assert trace.platform == "rocm"
+    assert trace.device_names == ["AMD Instinct MI300X VF"]
+    assert set(trace.stream.tolist()) == {0}
+    assert set(trace.device.tolist()) == {2}  # the GPU pid, not deviceProperties.id (0)
+    # hipLaunchKernel and hipExtModuleLaunchKernel both link by correlation: every activity has a launch.
+    assert launch_delays(trace).size == trace.n_events == 61
+    steps = kernels_per_step(trace)
+    assert steps["step"].tolist() == ["ProfilerStep#6"]
+    assert steps["kernels"].tolist() == [60]
+    assert sync_table(trace)["name"].tolist() == ["hipDeviceSynchronize"]
+
+
+def test_gemm_and_attention_categories_cover_both_vendors_naming() -> None:
+    h100 = category_table(read_trace(H100)).set_index("category")
+    mi300 = category_table(read_trace(MI300)).set_index("category")
+
+    # cutlass / sm90_xmma / Cijk_ GEMMs: 26 launches on both; flash_fwd_kernel and Triton attn_fwd: 4.
+    assert h100.loc["GEMM", "count"] == mi300.loc["GEMM", "count"] == 26
+    assert h100.loc["attention", "count"] == mi300.loc["attention", "count"] == 4
+    assert h100.loc["normalization", "count"] == 10
+    assert h100["percent"].sum() == pytest.approx(100.0)
+
+
+def test_top_kernels_have_a_monotone_cumulative_percent_ending_at_100() -> None:
+    table = top_kernels(read_trace(H100), n=None)
+
+    cumulative = table["cumulative percent"].tolist()
+    assert cumulative == sorted(cumulative)
+    assert cumulative[-1] == pytest.approx(100.0)
+    assert table["total ms"].is_monotonic_decreasing
+
+
+def test_small_read_buffers_give_the_same_trace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.open(MI300).read())
+    reference = read_trace(plain)
+
+    monkeypatch.setattr(kineto, "_CHUNK_CHARS", 997)  # every event and number straddles a refill
+    again = read_trace(plain)
+
+    assert again.start_ns.tolist() == reference.start_ns.tolist()
+    assert again.dur_ns.tolist() == reference.dur_ns.tolist()
+    assert again.rt_correlation.tolist() == reference.rt_correlation.tolist()
+    assert again.steps == reference.steps
+
+
+def test_a_cpu_profile_of_a_compiled_model_gives_a_per_kernel_table_of_cpp_kernels() -> None:
+    trace = read_trace(CPU)
+
+    kernels = top_kernels(trace, n=None)
+    cpp = kernels[kernels["category"] == "cpp"]
+    assert trace.platform == "cpu"
+    assert len(cpp) >= 3 and all("cpp_fused_" in name for name in cpp["name"])
+    assert "GEMM" in set(kernels["category"])  # the extern aten::addmm calls of the compiled graph
+    assert analyze_launches(trace).verdict.label == "CPU profile"
+    assert kernels_per_step(trace)["kernels"].tolist() == [25, 25, 25]
+
+
+def test_a_corrupt_gzip_is_a_one_line_error_naming_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.json.gz"
+    data = H100.read_bytes()
+    bad.write_bytes(data[:20] + bytes(b ^ 0x5A for b in data[20:400]) + data[400:])
+
+    with pytest.raises(UserError) as err:
+        read_trace(bad)
+
+    assert str(bad) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_truncated_json_is_a_one_line_error(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(gzip.open(H100).read()[:300_000])
+
+    with pytest.raises(UserError, match="truncated JSON") as err:
+        read_trace(cut)
+
+    assert str(cut) in str(err.value)
+
+
+def test_a_truncated_gzip_is_a_one_line_error(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(H100.read_bytes()[:30_000])
+
+    with pytest.raises(UserError, match="truncated"):
+        read_trace(cut)
+
+
+def test_non_utf8_bytes_are_a_one_line_error(tmp_path: Path) -> None:
+    latin = tmp_path / "latin1.json"
+    latin.write_bytes(b'{"traceEvents": [{"name": "caf\xe9", "cat": "kernel"}]}')
+
+    with pytest.raises(UserError, match="not UTF-8") as err:
+        read_trace(latin)
+
+    assert str(latin) in str(err.value)
+
+
+def test_a_json_without_trace_events_is_refused(tmp_path: Path) -> None:
+    other = tmp_path / "other.json"
+    other.write_text('{"schemaVersion": 1}')
+
+    with pytest.raises(UserError, match="traceEvents"):
+        read_trace(other)
+
+
+def test_a_json_gz_name_on_plain_text_is_read_by_content(tmp_path: Path) -> None:
+    misnamed = tmp_path / "trace.json.gz"
+    shutil.copyfileobj(gzip.open(H100), misnamed.open("wb"))
+
+    assert read_trace(misnamed).n_events == read_trace(H100).n_events == 61
