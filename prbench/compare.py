@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
+from analysis import atomic_io
 from analysis.errors import UserError
 from prbench import __version__
 from prbench.kernel_stages import kernels_command, organize_command
@@ -23,7 +24,7 @@ from prbench.runners.local import LocalRunner
 from prbench.runstore import Run, RunStore
 from prbench.suite_stage import SuiteSettings, cache_archive, clear_outputs, suite_command, suite_outputs
 from prbench.suite_stage import summarize as summarize_suite
-from prbench.variant_plan import ComparePlan, VariantPlan, plan_local
+from prbench.variant_plan import ComparePlan, VariantPlan, local_lock, plan_docker, plan_local
 from prbench.variants import Variant
 
 STAGES = ("suite", "organize", "kernels", "report")
@@ -69,10 +70,7 @@ def validate_force(force: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 def plan(request: CompareRequest) -> ComparePlan:
     if request.recipe.is_docker:
-        raise UserError(
-            f"--recipe {request.recipe.name}: compare runs docker recipes after `invoke build` of both sides; "
-            "use `invoke build --recipe ... --pytorch-ref ...` per side, then run stages with --runner docker"
-        )
+        return plan_docker(request.base, request.pr, request.recipe, request.pytorch_src)
     return plan_local(request.base, request.pr, request.pytorch_src, request.python)
 
 
@@ -83,13 +81,38 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
     compare_plan = plan(request)  # every ref and patch is checked before anything is written
     run = RunStore(request.runs_dir).create_or_open(request.run_id, _settings(request, compare_plan), __version__)
     console.print(f"run [bold]{run.run_id}[/] in {run.root}")
-    pipeline = Pipeline(run, LocalRunner(python=request.python), console=console, force=request.force)
+    locks: dict[str, Any] = {}
     for side in (compare_plan.base, compare_plan.pr):
         console.print(f"[bold]{side.name}[/]: {side.how}")
-        prepared = pipeline.prepare(_variant(side, request), side.overlay, request.python)
+        runner, locks[side.name] = _environment(side, request, compare_plan, run)
+        pipeline = Pipeline(run, runner, console=console, force=request.force)
+        local_overlay = side.overlay if not request.recipe.is_docker else None
+        prepared = pipeline.prepare(_variant(side, request), local_overlay, request.python)
         _run_variant(pipeline, prepared, request)
-    paths = _report(run, request.force)
+    atomic_io.write_json(run.path("lock.json"), locks)
+    paths = _report(run)
     return run, paths
+
+
+def _environment(side: VariantPlan, request: CompareRequest, compare_plan: ComparePlan, run: Run) -> tuple[Any, Any]:
+    """The runner for one side and its lock: the local Python, or the image built for the side."""
+    if not request.recipe.is_docker:
+        return LocalRunner(python=request.python), local_lock(request.python, side)
+    from prbench.images import docker_client, plan_build
+    from prbench.lock import build_and_lock, read_lock
+    from prbench.runners.docker import DockerRunner
+
+    overlay_path = None
+    if side.overlay is not None:
+        overlay_path = run.path(side.name, "overlay.patch")
+        atomic_io.write_text(overlay_path, side.overlay.patch_text)
+    build_plan = plan_build(request.recipe, pytorch_src=request.pytorch_src, pytorch_ref=side.pytorch_ref,
+                            overlay=overlay_path, merge_base=compare_plan.merge_base)
+    client = docker_client()
+    outcome = build_and_lock(build_plan, client, request.runs_dir / "images",
+                             lock_path=run.path(side.name, "lock.json"))
+    runner = DockerRunner(outcome.result.image_id, request.recipe.platform, writable=[run.root], client=client)
+    return runner, read_lock(outcome.lock_path)
 
 
 def _variant(side: VariantPlan, request: CompareRequest) -> Variant:
@@ -137,7 +160,7 @@ def _run_variant(pipeline: Pipeline, prepared: PreparedVariant, request: Compare
     ))
 
 
-def _report(run: Run, force: tuple[str, ...]) -> Any:
+def _report(run: Run) -> Any:
     from analysis.report import load_report_inputs, render_report
 
     inputs = {key: rec.input_hash for key, rec in run.manifest.stages.items() if key != "report"}

@@ -159,8 +159,8 @@ def run_suite(
         raise UserError(f"--recipe {recipe.name}: the suite task runs local recipes; "
                         "docker recipes run through the build/compare pipeline")
     overlay = PythonOverlay.from_patch_file(overlay_path) if overlay_path else None
-    variant = Variant(name="base", recipe=recipe, overlay_sha256=overlay.sha256 if overlay else None, env=dict(env or {}),
-                      inductor_config=dict(inductor_config or {}))
+    variant = Variant(name="base", recipe=recipe, overlay_sha256=overlay.sha256 if overlay else None,
+                      env=dict(env or {}), inductor_config=dict(inductor_config or {}))
     run = RunStore(runs_dir).create_or_open(run_id, settings={"suite": settings.inputs(), "recipe": recipe.name},
                                             version=__version__)
     pipeline = Pipeline(run, LocalRunner(), console=console, force={STAGE} if force else ())

@@ -8,6 +8,7 @@ touches compiled code (that side then needs a Docker recipe, which rebuilds PyTo
 
 from __future__ import annotations
 
+import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 from analysis.errors import UserError
 from prbench import gitrefs
 from prbench.overlay import PythonOverlay
+from prbench.recipes import Recipe
 
 INSTALLED = "installed"
 
@@ -55,6 +57,46 @@ def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str) -> Com
     if repo is not None and _is_sha(base_plan.pytorch_ref) and _is_sha(pr_plan.pytorch_ref):
         merge_base = gitrefs.merge_base(repo, base_plan.pytorch_ref, pr_plan.pytorch_ref)
     return ComparePlan(base=base_plan, pr=pr_plan, installed_commit=installed_commit, merge_base=merge_base)
+
+
+def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None) -> ComparePlan:
+    """Plan both sides for a Docker recipe: PyTorch is built at each side's commit (a patch PR: base + overlay)."""
+    source = pytorch_src or (Path(recipe.pytorch.source) if recipe.pytorch else None)
+    if source is None or not source.is_dir():
+        raise UserError(f"--pytorch-src: a docker recipe builds PyTorch from a local clone; none at {source}")
+    repo = gitrefs.open_repo(source)
+    base_ref = recipe.pytorch.commit if base == INSTALLED and recipe.pytorch else base
+    base_sha = gitrefs.resolve(repo, base_ref, "--base")
+    base_plan = VariantPlan("base", base_sha, None, f"image of {recipe.name} at PyTorch {base_sha[:12]}")
+    if Path(pr).is_file():
+        overlay = PythonOverlay.from_patch_file(Path(pr), flag="--pr")
+        how = f"{base_plan.how} + overlay layer {Path(pr).name} ({len(overlay.files)} files)"
+        return ComparePlan(base_plan, VariantPlan("pr", base_sha, overlay, how), None, None)
+    pr_sha = gitrefs.resolve(repo, pr, "--pr")
+    pr_plan = VariantPlan("pr", pr_sha, None, f"image of {recipe.name} at PyTorch {pr_sha[:12]}")
+    return ComparePlan(base_plan, pr_plan, None, gitrefs.merge_base(repo, base_sha, pr_sha))
+
+
+def local_lock(python: str, side: VariantPlan) -> dict[str, object]:
+    """What identifies a local environment: the interpreter, torch, Triton, the overlay and the host."""
+    code = (
+        "import json, platform, sys, torch\n"
+        "try:\n    import triton; tv = triton.__version__\nexcept ImportError:\n    tv = None\n"
+        "print(json.dumps({'python': sys.version.split()[0], 'executable': sys.executable,"
+        " 'torch': torch.__version__, 'torch_git': torch.version.git_version, 'triton': tv,"
+        " 'cuda': torch.version.cuda, 'hip': torch.version.hip, 'machine': platform.machine(),"
+        " 'kernel': platform.release()}))"
+    )
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise UserError(f"--python {python}: cannot describe its torch environment")
+    facts = json.loads(proc.stdout)
+    return {
+        "runner": "local",
+        "pytorch_ref": side.pytorch_ref,
+        "overlay_sha256": side.overlay.sha256 if side.overlay else None,
+        "environment": facts,
+    }
 
 
 def _plan_side(name, spec, base_plan, repo, installed_commit, version) -> VariantPlan:

@@ -16,9 +16,11 @@ def inductor_overrides() -> dict[str, Any]:
 
 def apply_inductor_config(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Set ``torch._inductor.config`` entries (dotted names such as ``cpp.simdlen``); return what was set."""
+    overrides = inductor_overrides() if overrides is None else overrides
+    if not overrides:
+        return overrides  # stages that never compile (organize) must run where torch is absent
     import torch._inductor.config as inductor_config
 
-    overrides = inductor_overrides() if overrides is None else overrides
     for dotted, value in overrides.items():
         owner = inductor_config
         *parents, leaf = dotted.split(".")

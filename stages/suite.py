@@ -229,6 +229,8 @@ def measure_model(name: str, settings: SuiteSettings) -> ModelResult:
     eager = timing.summarize(eager_ms)
     comp = timing.summarize(compiled_ms)
     flags = [f for f, noisy in (("noisy_eager", eager.noisy), ("noisy_compiled", comp.noisy)) if noisy]
+    if settings.cpu_backend == "triton" and dev == "cpu":
+        flags.append("triton_interpreter")  # kernels ran in the Triton interpreter: compiled timings are meaningless
     row: Row = {
         "dev": dev, "name": name, "batch_size": str(built.batch_size),
         "speedup": fmt_float(eager.median_ms / comp.median_ms),

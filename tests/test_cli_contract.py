@@ -1,0 +1,53 @@
+"""The command line a user meets: every task listed, every flag explained, and the README kept true."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from invoke import Collection
+
+import tasks
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _collection() -> Collection:
+    return Collection.from_module(tasks)
+
+
+def test_invoke_list_shows_the_main_tasks():
+    out = subprocess.run([sys.executable, "-m", "invoke", "--list"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    for name in ("compare", "suite", "organize", "kernels", "report", "status", "build", "perf-report"):
+        assert re.search(rf"^\s+{name}\s", out.stdout, re.M), f"{name} missing from invoke --list"
+
+
+@pytest.mark.parametrize("name", sorted(_collection().task_names))
+def test_every_flag_of_every_task_has_help(name):
+    task = _collection()[name]
+    missing = [a.name for a in task.get_arguments() if not (a.help or "").strip()]
+    assert not missing, f"invoke {name}: flags without help: {missing}"
+    assert task.__doc__ and task.__doc__.strip(), f"invoke {name} has no docstring"
+
+
+def _readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.+?)\n```", quick, re.S)
+
+
+def test_readme_quick_start_is_exactly_two_commands():
+    commands = _readme_commands()
+    assert len(commands) == 2 and all("\n" not in c for c in commands), commands
+    main, tests_command = commands
+    assert "invoke compare" in main and "pip install" in main
+    assert "pytest" in tests_command and "pip install" in tests_command
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert _readme_commands()[1] in ci.splitlines()

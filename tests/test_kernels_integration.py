@@ -1,0 +1,106 @@
+"""End to end on real caches compiled here from builtin-suite models (torch 2.13 on CPU)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.kernel_identity import identify_triton, is_triton_kernel_source
+from analysis.kernel_index import IndexRow, embedded_kernels, is_graph_wrapper
+from stages.organize import organize
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[1]
+MAKER = Path(__file__).parent / "make_kernel_cache.py"
+THREE_MODELS = "BertForMaskedLM,DistilBertForMaskedLM,GPT2ForSequenceClassification"
+
+
+def compile_cache(root: Path, backend: str, models: str, shifted: bool = False) -> Path:
+    cache, tmp = root / "cache", root / "tmp"
+    tmp.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "TRITON_"))}
+    env.update(TMPDIR=str(tmp), OMP_NUM_THREADS="1")
+    argv = [sys.executable, str(MAKER), "--cache", str(cache), "--backend", backend, "--models", models]
+    result = subprocess.run(argv + (["--shifted"] if shifted else []), cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return cache
+
+
+@pytest.fixture(scope="session")
+def triton_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_cache(tmp_path_factory.mktemp("triton3"), "triton", THREE_MODELS)
+
+
+@pytest.fixture(scope="session")
+def cpp_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compile_cache(tmp_path_factory.mktemp("cpp"), "cpp", "BertForMaskedLM")
+
+
+def test_index_accounts_for_every_triton_kernel_in_the_cache(triton_cache: Path, tmp_path: Path) -> None:
+    rows = organize(triton_cache, tmp_path / "organized")
+    by_key = {(r.category, r.body_hash, r.shape_key): r for r in rows}
+    kernel_files = wrappers = 0
+    for path in triton_cache.rglob("*.py"):
+        text = path.read_text()
+        sources = [k.source for k in embedded_kernels(text)] if is_graph_wrapper(text) else (
+            [text] if is_triton_kernel_source(text) else [])
+        wrappers += is_graph_wrapper(text)
+        kernel_files += is_triton_kernel_source(text) and not is_graph_wrapper(text)
+        for source in sources:
+            identity = identify_triton(source)
+            row = by_key[identity.match_key]
+            prefix = {"pointwise": "triton_poi_", "persistent_reduction": "triton_per_", "reduction": "triton_red_"}
+            assert row.kernel_name.startswith(prefix[row.category]), row
+            assert f"@triton_heuristics.{row.category}(" in (tmp_path / "organized" / row.path).read_text()
+    assert wrappers == 3 and kernel_files >= 10
+    assert all(r.calls >= 1 and r.graphs for r in rows)  # every kernel is launched by some graph
+    assert {r.category for r in rows} >= {"pointwise", "persistent_reduction"}
+
+
+def test_body_hash_pairs_kernels_that_renumbering_renamed(triton_cache: Path, tmp_path: Path) -> None:
+    shifted_cache = compile_cache(tmp_path / "shifted", "triton", "BertForMaskedLM", shifted=True)
+    base = [r for r in organize(triton_cache, tmp_path / "base") if _in_first_graph(r)]
+    shifted = organize(shifted_cache, tmp_path / "pr")
+    by_identity = {(r.category, r.body_hash, r.shape_key) for r in shifted}
+    by_name = {r.kernel_name for r in shifted}
+    identity_share = sum((r.category, r.body_hash, r.shape_key) in by_identity for r in base) / len(base)
+    name_share = sum(r.kernel_name in by_name for r in base) / len(base)
+    print(f"pairing: body_hash+shape_key {identity_share:.0%}, names {name_share:.0%} of {len(base)} kernels")
+    assert len(shifted) == len(base) + 1  # the extra kernel
+    assert identity_share >= 0.95
+    assert name_share < identity_share
+
+
+def _in_first_graph(row: IndexRow) -> bool:
+    """BertForMaskedLM was compiled first, so its graph is 0_inference."""
+    return any(graph.startswith("0_inference") for graph in row.graphs.split(";"))
+
+
+def test_cpu_default_gives_one_timed_row_per_cpp_kernel(cpp_cache: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "inductor-cache.tar.gz"
+    subprocess.run(["tar", "-czf", str(archive), "-C", str(cpp_cache), "."], check=True)
+    organized = tmp_path / "organized"
+    invoke = [sys.executable, "-m", "invoke"]
+    env = {**os.environ, "TMPDIR": str(cpp_cache.parent / "tmp")}
+    done = subprocess.run([*invoke, "organize", "--cache", str(archive), "--out", str(organized)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = subprocess.run([*invoke, "kernels", "--dir", str(organized), "--cache-dir", str(cpp_cache),
+                           "--warmup", "3", "--iterations", "10"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with open(tmp_path / "kernels.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    with open(organized / "index.csv", newline="") as handle:
+        index = list(csv.DictReader(handle))
+    assert len(rows) == len(index) >= 3
+    for row in rows:
+        assert (row["category"], row["status"], row["n"]) == ("cpp", "ok", str(10 * int(row["calls"])))
+        assert 0 < float(row["min_ms"]) <= float(row["median_ms"])
