@@ -114,7 +114,8 @@ def main() -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     seed_overhead, ours_overhead = seed_wall - seed_calls, ours_wall - ours_calls
-    print(f"kernels: {args.kernels} real Inductor Triton files (CPU, Triton interpreter, {CALLS_PER_KERNEL} calls each)")
+    print(f"kernels: {args.kernels} real Inductor Triton files "
+          f"(CPU, Triton interpreter, {CALLS_PER_KERNEL} calls each)")
     print(f"seed (python kernel.py per file): {seed_wall * 1e3:9.1f} ms/kernel wall, "
           f"{seed_calls * 1e3:7.1f} ms in kernel calls, overhead {seed_overhead * 1e3:9.1f} ms/kernel")
     print(f"prbench (worker runner)         : {ours_wall * 1e3:9.1f} ms/kernel wall, "

@@ -16,7 +16,8 @@ from analysis.errors import UserError
 PATCHES_DIR = Path(__file__).resolve().parents[1] / "patches"
 
 _TARGET = re.compile(r"^\+\+\+ (?:b/)?(?P<path>\S+)", re.M)
-_FAILED_FILE = re.compile(r"(?:patch failed: |error: )(?P<path>[^:\s]+)(?::\d+)?")
+# "error: patch failed: FILE:LINE" must win over the generic "error: FILE: ..." form, which would name "patch".
+_FAILED_FILE = re.compile(r"patch failed: (?P<path>[^:\s]+)|^error: (?P<other>[^:\s]+):", re.M)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def check_patch(patch: str | Path, tree: Path) -> Path:
     if result.returncode != 0:
         files = patched_files(path)
         failed = _FAILED_FILE.search(result.stderr)
-        target = failed.group("path") if failed else (files[0] if files else "?")
+        target = (failed.group("path") or failed.group("other")) if failed else (files[0] if files else "?")
         first = next((line for line in result.stderr.splitlines() if line.strip()), "git apply failed")
         raise UserError(f"patch {path.name} does not apply to {target} in {tree} (upstream drifted?): {first}")
     return path

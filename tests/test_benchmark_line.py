@@ -32,7 +32,8 @@ FIXTURES = Path(__file__).parent / "fixtures" / "kernels"
 )
 def test_every_form_gets_rep_and_warmup_and_loses_fast_flush(line: str, expected: str) -> None:
     source = f"if __name__ == '__main__':\n{line}\n    print(ms)\n"
-    assert rewrite_benchmark_line(source, rep=100, warmup=10) == f"if __name__ == '__main__':\n{expected}\n    print(ms)\n"
+    expected_source = f"if __name__ == '__main__':\n{expected}\n    print(ms)\n"
+    assert rewrite_benchmark_line(source, rep=100, warmup=10) == expected_source
 
 
 def test_median_is_only_written_where_the_benchmarker_accepts_it() -> None:

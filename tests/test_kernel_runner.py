@@ -53,8 +53,8 @@ def read_rows(path: Path) -> dict[str, dict[str, str]]:
 
 
 def test_segfault_hang_and_syntax_error_each_cost_one_row(tmp_path: Path) -> None:
-    organized = organized_dir(tmp_path / "organized",
-                              {"triton_poi_segfault_1": SEGFAULT, "triton_poi_hang_2": HANG, "triton_poi_syntax_3": SYNTAX})
+    broken = {"triton_poi_segfault_1": SEGFAULT, "triton_poi_hang_2": HANG, "triton_poi_syntax_3": SYNTAX}
+    organized = organized_dir(tmp_path / "organized", broken)
     result = run_stage("--dir", str(organized), "--timeout", "20", "--devices", "cpu")
     assert result.returncode == 0, result.stdout + result.stderr
     rows = read_rows(tmp_path / "kernels.csv")

@@ -84,7 +84,8 @@ def test_identical_bodies_are_stored_once_and_same_names_kept_apart(tmp_path: Pa
     # The same kernel in a second cache file, and a different kernel that reuses a name.
     (cache / "zz").mkdir()
     shutil.copy(FIXTURES / "triton213/triton_per_fused__softmax_0.py", cache / "zz" / "czzcopy.py")
-    other = (FIXTURES / "triton213/triton_poi_fused_add_relu_sin_0.py").read_text().replace("tl_math.sin", "tl_math.cos")
+    other = (FIXTURES / "triton213/triton_poi_fused_add_relu_sin_0.py").read_text()
+    other = other.replace("tl_math.sin", "tl_math.cos")
     (cache / "yy").mkdir()
     (cache / "yy" / "cyyother.py").write_text(other)
     rows = organize(cache, tmp_path / "organized")
@@ -162,3 +163,12 @@ def test_stage_cli_exits_non_zero_with_one_error_line(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr.strip().startswith("error: --cache") and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_calls_count_the_graph_launches_not_the_embedded_harness() -> None:
+    from analysis.kernel_index import launch_counts
+
+    wrapper = (FIXTURES / "triton213/graph_softmax_wrapper.py").read_text()
+    launch = "        triton_per_fused__softmax_0.run(buf3, arg0_1, 8, 64, stream=raw_streamNone)\n"
+    twice = wrapper.replace(launch, launch + launch)
+    assert launch_counts(twice, ["triton_per_fused__softmax_0"])["triton_per_fused__softmax_0"] == 2

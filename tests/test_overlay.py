@@ -296,8 +296,9 @@ def test_an_overlay_changing_an_inductor_default_changes_the_generated_code(tmp_
         for done in [pool.submit(runner.run, command("base", [])), pool.submit(runner.run, command("pr", [shadow]))]:
             done.result()
 
-    assert f"max_fusion_size 64 from {INSTALLED / '_inductor' / 'config.py'}" in (tmp_path / "base" / "compile.log").read_text()
-    assert f"max_fusion_size 1 from {shadow / CONFIG}" in (tmp_path / "pr" / "compile.log").read_text()
+    base_log, pr_log = (tmp_path / "base" / "compile.log").read_text(), (tmp_path / "pr" / "compile.log").read_text()
+    assert f"max_fusion_size 64 from {INSTALLED / '_inductor' / 'config.py'}" in base_log
+    assert f"max_fusion_size 1 from {shadow / CONFIG}" in pr_log
     base = compiled_kernels(tmp_path / "base" / "inductor-cache")
     pr = compiled_kernels(tmp_path / "pr" / "inductor-cache")
     # The C++ backend emits the whole graph as one kernel either way, under the same name...

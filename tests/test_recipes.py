@@ -169,6 +169,7 @@ BAD = {
     "env name invalid": (lambda d: _set(d, "env.BAD-NAME", "1"), ["'env.BAD-NAME'", "environment variable"]),
     "max_jobs zero": (lambda d: _set(d, "build.max_jobs", 0), ["'build.max_jobs'", "positive integer"]),
     "max_jobs a string": (lambda d: _set(d, "build.max_jobs", "8"), ["'build.max_jobs'", "positive integer"]),
+    "apt packages not a list": (lambda d: _set(d, "build.apt", "python3"), ["'build.apt'", "list of strings"]),
     "max_jobs a boolean": (lambda d: _set(d, "build.max_jobs", True), ["'build.max_jobs'", "positive integer"]),
 }
 
