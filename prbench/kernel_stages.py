@@ -1,8 +1,7 @@
 """Host-side helpers for the kernels capability: build the ``organize`` / ``kernels`` StageCommands and run them.
 
 The pipeline calls ``organize_command`` and ``kernels_command`` for a run's variant directories; the invoke
-tasks use them too, through ``run_stage``, which turns a failed stage's own ``error:`` line into a one-line
-UserError (never a traceback, never two messages).
+tasks use them too, through ``run_stage``; a failed stage's own ``error:`` line becomes the one-line message.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.errors import UserError
-from prbench.runners import StageCommand, StageFailed
+from prbench.runners import StageCommand
 
 
 def kernel_stage_env(cache_dir: Path | None = None, tmp_dir: Path | None = None,
@@ -68,27 +67,12 @@ def check_cache_input(cache: Path) -> None:
                         "Inductor cache") from None
 
 
-def stage_error_line(log_path: Path | None) -> str | None:
-    """The last ``error: ...`` line a stage printed (stages print user errors that way and exit 2)."""
-    if log_path is None or not log_path.is_file():
-        return None
-    lines = [line for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines()
-             if line.startswith("error: ")]
-    return lines[-1][len("error: "):] if lines else None
-
-
 def run_stage(command: StageCommand, runner: object | None = None, stream: bool = True) -> None:
-    """Run a stage locally; a failure becomes one UserError carrying the stage's own message when it has one."""
+    """Run a stage locally (a failure is a StageFailed carrying the stage's own one-line message)."""
     from prbench.runners.local import LocalRunner
 
     runner = runner or LocalRunner(stream_output=stream)
-    if command.log_path is not None and command.log_path.exists():
-        command.log_path.unlink()  # the error line must come from this run
-    try:
-        runner.run(command)  # type: ignore[attr-defined]
-    except StageFailed as exc:
-        message = stage_error_line(command.log_path)
-        raise UserError(message or str(exc)) from None
+    runner.run(command)  # type: ignore[attr-defined]
 
 
 def default_devices(requested: str | None, env: Sequence[str] | None = None) -> str:

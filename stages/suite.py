@@ -10,8 +10,7 @@ timed: ``compilation_latency`` = first compiled − first eager, ``first_run_s``
 Outputs in ``--out``: ``suite.csv`` (docs/architecture.md columns) and ``samples.json`` (raw ms per
 iteration). Both are rewritten atomically after every model, so the stage is resumable: models that already
 have an ``ok`` row with the same settings are skipped, everything else is (re)measured. A fresh run (no row
-to keep yet) starts from empty Inductor and Triton caches; at the end the Inductor cache is archived to
-``--cache-archive``.
+to keep yet) starts from an empty Inductor cache; at the end that cache is archived to ``--cache-archive``.
 A model that fails gets a ``fail`` row and the others go on; the stage exits non-zero only when none ran.
 """
 
@@ -332,9 +331,6 @@ def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:
     if not any(settings.matches(row) for row in rows.values()):
         # A fresh run (nothing to keep) measures cold compiles: no kernels or graphs from an earlier run.
         empty_directory(cache_dir)
-        triton_cache = os.environ.get("TRITON_CACHE_DIR")
-        if triton_cache:
-            empty_directory(Path(triton_cache))
     total = len(settings.models)
     for index, name in enumerate(settings.models, 1):
         tag = f"{index}/{total} {name}:"

@@ -33,6 +33,7 @@ def stage_env(tmp_path: Path) -> dict[str, str]:
         PYTHONUNBUFFERED="1",
         OMP_NUM_THREADS="1",
         TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "work" / "inductor-cache"),
+        TRITON_CACHE_DIR=str(tmp_path / "work" / "triton-cache"),
         TMPDIR=str(tmp_path / "work" / "tmp"),
         HF_HUB_OFFLINE="1",
     )
@@ -121,12 +122,14 @@ def test_a_failing_model_gets_a_fail_row_and_the_others_go_on(tmp_path: Path, mo
         return real_build(name, **kwargs)
 
     monkeypatch.setattr(hf_models, "build", build_that_breaks_distilbert)
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    for key, value in stage_env(tmp_path).items():
+        if key.startswith(("TORCHINDUCTOR_", "TRITON_", "TMPDIR")):
+            monkeypatch.setenv(key, value)
     settings = suite.SuiteSettings(
         out=tmp_path / "suite", models=("DistilBertForMaskedLM", "BertForMaskedLM"), size="tiny", mode="training",
         dtype="float32", warmup=3, iterations=10, device="cpu", cpu_backend="cpp", backend="aot_eager",
         cache_archive=None)
-    rows = suite.run_suite(settings, tmp_path / "cache")
+    rows = suite.run_suite(settings, tmp_path / "work" / "inductor-cache")
     assert [(r["name"], r["status"]) for r in rows] == [("DistilBertForMaskedLM", "fail"), ("BertForMaskedLM", "ok")]
     failed = rows[0]
     assert failed["error"] == "RuntimeError: weights exploded"
@@ -134,7 +137,7 @@ def test_a_failing_model_gets_a_fail_row_and_the_others_go_on(tmp_path: Path, mo
     assert rows[1]["mode"] == "training" and float(rows[1]["speedup"]) > 0
     # The failed model is measured again on the next run; the ok one is kept.
     monkeypatch.setattr(hf_models, "build", real_build)
-    again = suite.run_suite(settings, tmp_path / "cache")
+    again = suite.run_suite(settings, tmp_path / "work" / "inductor-cache")
     assert [r["status"] for r in again] == ["ok", "ok"]
     assert again[1] == rows[1]
 

@@ -16,7 +16,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from analysis.errors import UserError
@@ -313,7 +312,3 @@ def generate_perf_reports(base: Path, rank_pattern: str = "rank_", ext: str | No
         report = build_report(results, title or group.directory.name, None if all_kernels else top, base)
         done.append((group, write_report(report, group.output_base, formats)))
     return done
-
-
-def mean_or_nan(values: list[float]) -> float:
-    return float(np.mean(values)) if values else float("nan")

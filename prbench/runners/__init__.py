@@ -19,6 +19,28 @@ class StageFailed(UserError):
     """A stage exited non-zero; the message names the stage and its log file."""
 
 
+# Stages report a user mistake as one line "error: <what, naming the file or flag>" and exit non-zero.
+STAGE_ERROR_PREFIX = "error: "
+
+
+class ErrorLineTracker:
+    """Remembers the last ``error:`` line a stage printed, so its failure reads as the stage's own message."""
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+
+    def feed(self, text: str) -> None:
+        for line in text.splitlines():
+            if line.startswith(STAGE_ERROR_PREFIX):
+                self.last = line[len(STAGE_ERROR_PREFIX):].strip()
+
+    def failure(self, command: StageCommand, detail: str) -> StageFailed:
+        if self.last:
+            return StageFailed(self.last)
+        where = f"; log: {command.log_path}" if command.log_path else ""
+        return StageFailed(f"stage {command.label} {detail}{where}")
+
+
 @dataclass
 class StageCommand:
     module: str

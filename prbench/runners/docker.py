@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from analysis.errors import UserError
-from prbench.runners import CODE_ROOT, StageCommand, StageFailed
+from prbench.runners import CODE_ROOT, ErrorLineTracker, StageCommand, StageFailed
 
 IMAGE_CODE = "/opt/prbench/code"  # our code baked into the image (tools layer): the fallback on PYTHONPATH
 VIDEO_GID = 44  # Debian/Ubuntu's fixed gid for "video"
@@ -158,7 +158,8 @@ class DockerRunner:
         log = _open_log(command.log_path)
         try:
             container.start()
-            reader = threading.Thread(target=self._copy_logs, args=(container, log), daemon=True)
+            errors = ErrorLineTracker()
+            reader = threading.Thread(target=self._copy_logs, args=(container, log, errors), daemon=True)
             reader.start()
             try:
                 result = container.wait(timeout=command.timeout_s)
@@ -175,8 +176,7 @@ class DockerRunner:
                 log.close()
         code = result.get("StatusCode", -1)
         if code != 0:
-            where = f"; log: {command.log_path}" if command.log_path else ""
-            raise StageFailed(f"stage {command.label} failed in {self.image[:19]} with exit code {code}{where}")
+            raise errors.failure(command, f"failed in {self.image[:19]} with exit code {code}")
 
     def _image_id(self) -> str:
         from prbench.images import image_present
@@ -186,10 +186,11 @@ class DockerRunner:
             raise UserError(f"docker runner: image {self.image} is not present locally; build it with 'invoke build'")
         return image.id
 
-    def _copy_logs(self, container: Any, log: IO[str] | None) -> None:
+    def _copy_logs(self, container: Any, log: IO[str] | None, errors: ErrorLineTracker) -> None:
         out = self.output or sys.stdout
         for chunk in container.logs(stream=True, follow=True):
             text = chunk.decode("utf-8", "replace")
+            errors.feed(text)
             if log:
                 log.write(text)
                 log.flush()

@@ -9,7 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from prbench.runners import CODE_ROOT, StageCommand, StageFailed
+from prbench.runners import CODE_ROOT, ErrorLineTracker, StageCommand, StageFailed
 
 # Variables from the calling shell that would silently change what a stage measures.
 _SCRUBBED = ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_FORCE_DISABLE_CACHES")
@@ -46,7 +46,8 @@ class LocalRunner:
         except OSError as exc:
             raise StageFailed(f"stage {command.label}: cannot start {self.python} ({exc.strerror})") from None
         # A reader thread copies output so the main thread can enforce the timeout while output flows.
-        reader = threading.Thread(target=self._copy_output, args=(proc, log), daemon=True)
+        errors = ErrorLineTracker()
+        reader = threading.Thread(target=self._copy_output, args=(proc, log, errors), daemon=True)
         reader.start()
         try:
             code = proc.wait(timeout=command.timeout_s)
@@ -66,12 +67,12 @@ class LocalRunner:
             if log:
                 log.close()
         if code != 0:
-            where = f"; log: {command.log_path}" if command.log_path else ""
-            raise StageFailed(f"stage {command.label} failed with exit code {code}{where}")
+            raise errors.failure(command, f"failed with exit code {code}")
 
-    def _copy_output(self, proc: subprocess.Popen, log) -> None:
+    def _copy_output(self, proc: subprocess.Popen, log, errors: ErrorLineTracker) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
+            errors.feed(line)
             if log:
                 log.write(line)
                 log.flush()
