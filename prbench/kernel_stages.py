@@ -30,10 +30,12 @@ def kernel_stage_env(cache_dir: Path | None = None, tmp_dir: Path | None = None,
 
 
 def organize_command(cache: Path, out: Path, *, rep: int = 100, warmup: int = 10, extract_to: Path | None = None,
-                     env: dict[str, str] | None = None, log_path: Path | None = None) -> StageCommand:
+                     graph_models: Path | None = None, env: dict[str, str] | None = None,
+                     log_path: Path | None = None) -> StageCommand:
     args = ["--cache", str(cache), "--out", str(out), "--rep", str(rep), "--warmup", str(warmup)]
-    if extract_to is not None:
-        args += ["--extract-to", str(extract_to)]
+    for flag, value in (("--extract-to", extract_to), ("--graph-models", graph_models)):
+        if value is not None:
+            args += [flag, str(value)]
     return StageCommand(module="stages.organize", args=args, env=dict(env or {}), log_path=log_path)
 
 

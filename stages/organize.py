@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import json
 import os
 import sys
 import tarfile
@@ -142,8 +143,14 @@ def identify_kernel_file(text: str, label: str) -> KernelIdentity:
         return KernelIdentity(triton_category(text), name, digest, "", "", "triton")
 
 
-def collect(scan: CacheScan) -> tuple[KernelCollection, dict[str, str]]:
-    """All kernels of the cache plus {graph file name: graph module text}."""
+def collect(scan: CacheScan, graph_models: dict[str, list[str]] | None = None
+            ) -> tuple[KernelCollection, dict[str, str]]:
+    """All kernels of the cache plus {graph file name: graph module text}.
+
+    ``graph_models`` maps a graph module's file stem to the models that compiled it (the suite records it);
+    without it the model comes from the module's benchmark name, which Inductor only sets under ``--only``.
+    """
+    graph_models = graph_models or {}
     collection = KernelCollection()
     for path in scan.kernel_files:
         text = _read(path)
@@ -154,8 +161,8 @@ def collect(scan: CacheScan) -> tuple[KernelCollection, dict[str, str]]:
         text = _read(path)
         graph_file = f"{graph_label(text, path.stem)}_{path.stem[1:9]}.py"
         graphs[graph_file] = text
-        model = benchmark_model_name(text)
-        graph_name = f"{model}/{graph_file[:-3]}" if model else graph_file[:-3]
+        models = graph_models.get(path.stem) or [m for m in [benchmark_model_name(text)] if m]
+        graph_names = [f"{model}/{graph_file[:-3]}" for model in models] or [graph_file[:-3]]
         embedded = embedded_kernels(text)
         counts = launch_counts(text, [k.variable for k in embedded])
         for kernel in embedded:
@@ -166,8 +173,7 @@ def collect(scan: CacheScan) -> tuple[KernelCollection, dict[str, str]]:
                 identity = identify_kernel_file(kernel.source, origin)
             entry = collection.add(identity, kernel.source, origin)
             entry.calls += counts[kernel.variable]
-            if graph_name not in entry.graphs:
-                entry.graphs.append(graph_name)
+            entry.graphs.extend(name for name in graph_names if name not in entry.graphs)
     return collection, graphs
 
 
@@ -208,12 +214,12 @@ def index_rows(collection: KernelCollection) -> list[IndexRow]:
 
 
 def organize(cache: Path, out: Path, rep: int = 100, warmup: int = 10,
-             extract_to: Path | None = None) -> list[IndexRow]:
+             extract_to: Path | None = None, graph_models: dict[str, list[str]] | None = None) -> list[IndexRow]:
     with open_cache(cache, extract_to) as root:
         scan = scan_cache(root)
         print(f"organize: {len(scan.kernel_files)} kernel files, {len(scan.wrappers)} compiled graphs in {cache}",
               flush=True)
-        collection, graphs = collect(scan)
+        collection, graphs = collect(scan, graph_models)
     assign_paths(collection)
     for kernel in collection.kernels.values():
         write_text(out / kernel.path, kernel_file_text(kernel, rep, warmup))
@@ -222,6 +228,16 @@ def organize(cache: Path, out: Path, rep: int = 100, warmup: int = 10,
     rows = index_rows(collection)
     write_index(out / "index.csv", rows)
     return rows
+
+
+def read_graph_models(path: Path) -> dict[str, list[str]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--graph-models {path}: cannot read it ({type(exc).__name__})") from None
+    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+        raise UserError(f"--graph-models {path}: expected a JSON object {{graph file stem: [model, ...]}}")
+    return {str(k): [str(m) for m in v] for k, v in data.items()}
 
 
 def summary(rows: list[IndexRow]) -> str:
@@ -239,12 +255,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=10, help="warmup= written into each kernel's benchmark line")
     parser.add_argument("--extract-to", type=Path, default=None,
                         help="keep an extracted archive here (the kernel runner needs it as --cache-dir)")
+    parser.add_argument("--graph-models", type=Path, default=None,
+                        help="JSON {graph module file stem: [models]} written by the suite stage")
     args = parser.parse_args(argv)
     from stages.environment import apply_inductor_config
 
     apply_inductor_config()  # the stage convention; organize itself reads no Inductor setting
     try:
-        rows = organize(args.cache, args.out, rep=args.rep, warmup=args.warmup, extract_to=args.extract_to)
+        graph_models = read_graph_models(args.graph_models) if args.graph_models else None
+        rows = organize(args.cache, args.out, rep=args.rep, warmup=args.warmup, extract_to=args.extract_to,
+                        graph_models=graph_models)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
