@@ -297,8 +297,9 @@ def verify(ctx, lock, image=None):
         "threshold": "Relative change below which a kernel counts as unchanged (default 0.05)",
         "alpha": "Significance level of the Mann-Whitney U test (default 0.05)",
         "min_ms": "Leave kernels faster than this (base median, ms) out of the summary (default 0)",
-        "force": "Stage to redo even if done: suite, organize, kernels or report (repeatable)",
+        "force": "Stage to redo even if done: suite, organize, kernels, profile or report (repeatable)",
         "python": "Python interpreter whose torch the local runner uses (default: this one)",
+        "profile": "Also profile each side's models (torch.profiler, compiled graphs with -p); diffed in the report",
     },
     iterable=["env", "inductor_config", "force"],
 )
@@ -306,7 +307,7 @@ def verify(ctx, lock, image=None):
 def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=None, mode=None, dtype=None,
             warmup=None, iterations=None, recipe=None, run=None, runs_dir=None, env=None, inductor_config=None,
             kernel_warmup=10, kernel_iterations=30, kernel_timeout=300.0, threshold=0.05, alpha=0.05, min_ms=0.0,
-            force=None, python=None):
+            force=None, python=None, profile=False):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     import sys
 
@@ -332,6 +333,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         inductor_config=parse_config_values(parse_assignments(inductor_config or [], "--inductor-config")),
         force=validate_force(force or []),
         python=python or sys.executable,
+        profile=bool(profile),
     )
     console = Console()
     the_run, paths = run_compare(request, console)

@@ -20,6 +20,7 @@ from prbench import __version__
 from prbench.kernel_stages import kernels_command, organize_command
 from prbench.pipeline import Pipeline, PreparedVariant, StageSpec
 from prbench.recipes import Recipe
+from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runstore import Run, RunStore
 from prbench.suite_stage import SuiteSettings, cache_archive, clear_outputs, suite_command, suite_outputs
@@ -27,7 +28,7 @@ from prbench.suite_stage import summarize as summarize_suite
 from prbench.variant_plan import ComparePlan, VariantPlan, local_lock, plan_docker, plan_local
 from prbench.variants import Variant
 
-STAGES = ("suite", "organize", "kernels", "report")
+STAGES = ("suite", "organize", "kernels", "profile", "report")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class CompareRequest:
     inductor_config: dict[str, Any] = field(default_factory=dict)
     force: tuple[str, ...] = ()
     python: str = sys.executable
+    profile: bool = False  # torch.profiler traces of the suite models, diffed in the report
 
 
 def validate_force(force: list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -158,15 +160,32 @@ def _run_variant(pipeline: Pipeline, prepared: PreparedVariant, request: Compare
         ),
         summarize=lambda: {"rows": _count_rows(directory / "kernels.csv")},
     ))
+    if request.profile:
+        profiles = directory / "profiles"
+        pipeline.run_stage(prepared, StageSpec(
+            name="profile",
+            inputs={"suite": suite_hash},
+            outputs=[profiles / "profile_index.csv"],
+            command=lambda: StageCommand(module="stages.profile", args=[
+                "--suite-csv", str(directory / "suite" / "suite.csv"), "--out", str(profiles),
+                "--graphs", str(organized / "graphs"), "--inductor-cache", prepared.env["TORCHINDUCTOR_CACHE_DIR"],
+                "--device", request.suite.device, "--times", "3", "--repeat", "3",
+            ]),
+            reset=lambda: shutil.rmtree(profiles, ignore_errors=True),
+        ))
 
 
 def _report(run: Run) -> Any:
     from analysis.report import load_report_inputs, render_report
+    from analysis.traces.trace_diff import profile_dirs_markdown
 
     inputs = {key: rec.input_hash for key, rec in run.manifest.stages.items() if key != "report"}
     out_dir = run.path("report")
     with run.stage("report", inputs) as record:
-        paths = render_report(load_report_inputs(run.root), out_dir)
+        report_inputs = load_report_inputs(run.root)
+        profiled = profile_dirs_markdown(run.path("base", "profiles"), run.path("pr", "profiles"))
+        report_inputs.trace_diff_md = profiled or report_inputs.trace_diff_md
+        paths = render_report(report_inputs, out_dir)
         record.outputs = [run.relative(paths.report_md), run.relative(paths.kernels_csv), run.relative(paths.xlsx)]
         record.summary = {"verdict": paths.verdict}
     return paths

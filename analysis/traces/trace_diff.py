@@ -8,6 +8,7 @@ totals still compare like with like). ``diff`` is PR − base; ``diff %`` is rel
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -85,3 +86,19 @@ def render_trace_diff_markdown(diff: TraceDiff, top: int = 25, heading_level: in
 
 def trace_diff_sheets(diff: TraceDiff) -> dict[str, pd.DataFrame]:
     return {"timeline": diff.timeline, "categories": diff.categories, "kernels": diff.kernels}
+
+
+def profile_dirs_markdown(base_dir: Path, pr_dir: Path, top: int = 15) -> str | None:
+    """Trace diffs for every model profiled on both sides (``<model>.json.gz`` in each profiles dir).
+
+    This is the section the compare report embeds; None when no model has a trace on both sides.
+    """
+    from analysis.traces.readers import read_trace
+
+    names = sorted({p.name for p in base_dir.glob("*.json.gz")} & {p.name for p in pr_dir.glob("*.json.gz")})
+    sections = []
+    for name in names:
+        diff = trace_diff(read_trace(base_dir / name), read_trace(pr_dir / name))
+        model = name.removesuffix(".json.gz")
+        sections.append(f"### Profile of {model}\n\n" + render_trace_diff_markdown(diff, top=top, heading_level=4))
+    return "\n\n".join(sections) if sections else None
