@@ -27,6 +27,7 @@ from prbench.suite_stage import SuiteSettings, cache_archive, clear_outputs, sui
 from prbench.suite_stage import summarize as summarize_suite
 from prbench.variant_plan import ComparePlan, VariantPlan, local_lock, plan_docker, plan_local
 from prbench.variants import Variant
+from stages.suite import GRAPH_MODELS
 
 STAGES = ("suite", "organize", "kernels", "profile", "report")
 
@@ -144,7 +145,8 @@ def _run_variant(pipeline: Pipeline, prepared: PreparedVariant, request: Compare
         inputs={"suite": suite_hash},
         outputs=[organized / "index.csv"],
         command=lambda: organize_command(cache_archive(directory), organized,
-                                         extract_to=directory / "work" / "extracted-cache"),
+                                         extract_to=directory / "work" / "extracted-cache",
+                                         graph_models=directory / "suite" / GRAPH_MODELS),
         summarize=lambda: {"kernels": _count_rows(organized / "index.csv")},
         reset=lambda: shutil.rmtree(organized, ignore_errors=True),
     ))

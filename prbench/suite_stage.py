@@ -21,6 +21,7 @@ from analysis.dynamo_csv import STATUS_OK, Row, read_suite_csv
 from analysis.errors import UserError
 from prbench.runners import StageCommand
 from prbench.variants import Variant
+from stages.suite import GRAPH_MODELS
 
 SIZES = ("tiny", "full")
 MODES = ("inference", "training")
@@ -88,7 +89,7 @@ def cache_archive(variant_dir: Path) -> Path:
 
 def suite_outputs(variant_dir: Path) -> list[Path]:
     out = suite_dir(variant_dir)
-    return [out / "suite.csv", out / "samples.json", cache_archive(variant_dir)]
+    return [out / "suite.csv", out / "samples.json", out / GRAPH_MODELS, cache_archive(variant_dir)]
 
 
 def suite_command(variant_dir: Path, settings: SuiteSettings, variant: Variant | None = None) -> StageCommand:

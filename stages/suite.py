@@ -35,6 +35,7 @@ DTYPES = ("float32", "bfloat16", "float16", "amp")
 DEVICES = ("cpu", "cuda")
 CPU_BACKENDS = ("cpp", "triton")
 PREFIX = "[suite]"
+GRAPH_MODELS = "graph_models.json"  # {compiled graph module file stem: [models that ran it]}
 # Settings a kept row must match to count as done (a different setting means a different measurement).
 _MATCH_COLUMNS = ("dev", "mode", "dtype", "size", "n", "warmup")
 
@@ -270,15 +271,40 @@ def failure_row(name: str, settings: SuiteSettings, exc: BaseException) -> Row:
 # --- the cache archive -----------------------------------------------------------------------------------
 
 
+def _is_graph_module_text(text: str) -> bool:
+    return "# AOT ID:" in text and ("def call(" in text or "class Runner" in text)
+
+
 def is_graph_module(path: Path) -> bool:
     """An Inductor compiled graph module (the wrapper with ``call``), as opposed to a kernel file."""
     if path.suffix != ".py":
         return False
     try:
-        head = path.read_text(encoding="utf-8", errors="replace")
+        return _is_graph_module_text(path.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return False
-    return "# AOT ID:" in head and ("def call(" in head or "class Runner" in head)
+
+
+def graph_modules_loaded_since(mark: int) -> list[str]:
+    """File stems of the compiled graph modules Inductor loaded after ``mark`` (a PyCodeCache.modules length).
+
+    Inductor appends every graph module it loads, cache hits included, so this names a model's graphs even
+    when an identical graph was compiled for an earlier model.
+    """
+    from torch._inductor.codecache import PyCodeCache
+
+    stems = []
+    for module in PyCodeCache.modules[mark:]:
+        path = Path(getattr(module, "__file__", "") or "")
+        if is_graph_module(path) and path.stem not in stems:
+            stems.append(path.stem)
+    return stems
+
+
+def loaded_module_count() -> int:
+    from torch._inductor.codecache import PyCodeCache
+
+    return len(PyCodeCache.modules)
 
 
 def archive_cache(cache_dir: Path, target: Path) -> tuple[int, int]:
@@ -303,7 +329,7 @@ def archived_graph_modules(archive: Path) -> list[str]:
                 continue
             handle = tar.extractfile(member)
             text = handle.read().decode("utf-8", errors="replace") if handle else ""
-            if "# AOT ID:" in text and ("def call(" in text or "class Runner" in text):
+            if _is_graph_module_text(text):
                 found.append(member.name)
     return found
 
@@ -328,9 +354,12 @@ def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:
     samples_path = settings.out / "samples.json"
     rows: dict[str, Row] = {row["name"]: row for row in read_suite_csv(csv_path)}
     samples: dict[str, Any] = json.loads(samples_path.read_text()) if samples_path.exists() else {}
+    graphs_path = settings.out / GRAPH_MODELS
+    graph_models: dict[str, list[str]] = json.loads(graphs_path.read_text()) if graphs_path.exists() else {}
     if not any(settings.matches(row) for row in rows.values()):
         # A fresh run (nothing to keep) measures cold compiles: no kernels or graphs from an earlier run.
         empty_directory(cache_dir)
+        graph_models = {}
     total = len(settings.models)
     for index, name in enumerate(settings.models, 1):
         tag = f"{index}/{total} {name}:"
@@ -338,6 +367,7 @@ def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:
             say(f"{tag} done earlier, kept")
             continue
         say(f"{tag} start")
+        mark = loaded_module_count()
         try:
             result = measure_model(name, settings)
         except Exception as exc:  # one model's failure must not stop the suite
@@ -345,8 +375,13 @@ def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:
             result = ModelResult(row=failure_row(name, settings, exc), samples={})
         rows[name] = result.row
         samples[name] = result.samples
-        # samples first: an interrupt between the two writes then only causes a re-measure, never a lost sample.
+        for stem in graph_modules_loaded_since(mark):
+            graph_models.setdefault(stem, [])
+            if name not in graph_models[stem]:
+                graph_models[stem].append(name)
+        # samples first: an interrupt between the writes then only causes a re-measure, never a lost sample.
         atomic_io.write_json(samples_path, samples)
+        atomic_io.write_json(graphs_path, graph_models)
         write_suite_csv(csv_path, rows.values())
         say(f"{tag} {_describe(result.row)}")
     return [rows[name] for name in settings.models]
