@@ -5,10 +5,11 @@ improved/regressed (false-positive rate of the test + threshold) or noisy. Run i
 its A/B reports; ``--max-flagged-share`` turns it into a gate (exit 1 when exceeded).
 
 Inputs, either:
+  python benchmarks/aa_noise.py --measure [--models A,B] [--recipe cpu-local]   # runs the variant twice now
+  python benchmarks/aa_noise.py --run RUN_ID [--runs-dir runs]     # a run whose base/ and pr/ are the same variant
   python benchmarks/aa_noise.py --base-csv A/kernels.csv --pr-csv B/kernels.csv \
       [--samples-base A/kernel_samples.json --samples-pr B/kernel_samples.json]
-  python benchmarks/aa_noise.py --run RUN_ID [--runs-dir runs]     # a run whose base/ and pr/ are the same variant
-(the run is made by ``invoke compare --base=installed --pr=installed``).
+(``--measure`` is ``invoke compare --base=installed --pr=installed`` through the same pipeline).
 """
 
 from __future__ import annotations
@@ -60,6 +61,22 @@ def aa_noise(comparison: KernelComparison) -> AANoise:
     )
 
 
+def measure(args: argparse.Namespace) -> str:
+    """Run the same variant on both sides of a comparison; return the run id."""
+    from prbench.compare import CompareRequest, run_compare
+    from prbench.recipes import load_recipe
+    from prbench.suite_stage import SuiteSettings, device_for
+
+    root = Path(__file__).resolve().parents[1]
+    recipe = load_recipe(args.recipe, root / "recipes")
+    request = CompareRequest(
+        base="installed", pr="installed", recipe=recipe, runs_dir=Path(args.runs_dir), run_id=args.run,
+        suite=SuiteSettings(models=args.models, device=device_for(recipe.platform)),
+    )
+    run, _ = run_compare(request)
+    return run.run_id
+
+
 def _inputs(args: argparse.Namespace) -> tuple[Path, Path, Path | None, Path | None]:
     if args.run:
         root = Path(args.runs_dir) / args.run
@@ -78,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples-base", type=Path, help="kernel_samples.json of the first run")
     parser.add_argument("--samples-pr", type=Path, help="kernel_samples.json of the second run")
     parser.add_argument("--run", help="run id of an A/A run (base/ and pr/ hold the same variant)")
+    parser.add_argument("--measure", action="store_true",
+                        help="run the comparison of the installed torch with itself now (into --run, or a new run)")
+    parser.add_argument("--models", default="tiny-default", help="suite models for --measure (default: tiny-default)")
+    parser.add_argument("--recipe", default="cpu-local", help="local recipe for --measure (default: cpu-local)")
     parser.add_argument("--runs-dir", default="runs", help="directory that holds runs (default: runs)")
     parser.add_argument("--threshold", type=float, default=0.05, help="effect threshold (default: 0.05)")
     parser.add_argument("--alpha", type=float, default=0.05, help="Mann-Whitney alpha (default: 0.05)")
@@ -86,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
     try:
+        if args.measure:
+            args.run = measure(args)
         base_csv, pr_csv, samples_base, samples_pr = _inputs(args)
         comparison = compare_kernels(
             read_kernels_csv(base_csv), read_kernels_csv(pr_csv),

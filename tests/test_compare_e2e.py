@@ -1,0 +1,100 @@
+"""The user's main job, end to end on the embedded default: ``invoke compare`` with the example PR."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "cpu-prefer-256bit-vectors.patch"
+
+
+def invoke(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=1500)
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    runs = tmp_path_factory.mktemp("runs")
+    proc = invoke("compare", "--base=installed", f"--pr={EXAMPLE}", "--models", "ElectraForCausalLM",
+                  "--runs-dir", str(runs), "--run", "e2e", "--iterations", "10", "--warmup", "3",
+                  "--kernel-iterations", "10")
+    return runs / "e2e", proc
+
+
+@pytest.mark.integration
+def test_compare_writes_a_pr_ready_report(compared):
+    run, proc = compared
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = (run / "report" / "report.md").read_text(encoding="utf-8")
+    assert report.startswith("# ") and "**Verdict:**" in report
+    assert len(report) < 65_000
+    for name in ("kernels_compare.csv", "report.xlsx", "speedup_distribution.png", "category_speedups.png"):
+        assert (run / "report" / name).stat().st_size > 0, name
+    pairs = pd.read_csv(run / "report" / "kernels_compare.csv")
+    assert len(pairs) > 0 and (pairs["category"] == "cpp").all()
+    manifest = json.loads((run / "manifest.json").read_text())
+    for key in ("base/suite", "base/organize", "base/kernels", "pr/suite", "pr/organize", "pr/kernels", "report"):
+        assert manifest["stages"][key]["status"] == "done", key
+
+
+@pytest.mark.integration
+def test_the_pr_side_really_ran_the_patched_inductor(compared):
+    run, _ = compared
+    env = json.loads((run / "pr" / "env.json").read_text())
+    assert env["overlay_files"] == ["torch/_inductor/cpu_vec_isa.py"]
+    base_index = pd.read_csv(run / "base" / "organized" / "index.csv")
+    pr_index = pd.read_csv(run / "pr" / "organized" / "index.csv")
+    # The patch changes the vector width, so kernel bodies differ while names stay (on an AVX-512 machine);
+    # without AVX-512 the code is identical. Either way every kernel keeps its name and shape.
+    assert sorted(base_index["legacy_key"]) == sorted(pr_index["legacy_key"])
+    if _has_avx512():
+        assert set(base_index["body_hash"]).isdisjoint(set(pr_index["body_hash"]))
+
+
+@pytest.mark.integration
+def test_running_again_redoes_nothing_and_report_rerenders(compared):
+    run, _ = compared
+    again = invoke("compare", "--base=installed", f"--pr={EXAMPLE}", "--models", "ElectraForCausalLM",
+                   "--runs-dir", str(run.parent), "--run", "e2e", "--iterations", "10", "--warmup", "3",
+                   "--kernel-iterations", "10")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.count("skipped") == 6  # suite, organize and kernels of both sides
+    rendered = invoke("report", "e2e", "--runs-dir", str(run.parent))
+    assert rendered.returncode == 0, rendered.stderr
+    assert (run / "report" / "report.md").exists()
+
+
+def test_a_pr_touching_compiled_code_is_refused_before_anything_is_written(tmp_path):
+    patch = tmp_path / "native.patch"
+    patch.write_text(
+        "diff --git a/aten/src/ATen/native/Foo.cpp b/aten/src/ATen/native/Foo.cpp\n"
+        "--- a/aten/src/ATen/native/Foo.cpp\n+++ b/aten/src/ATen/native/Foo.cpp\n@@ -1 +1 @@\n-a\n+b\n"
+    )
+    proc = invoke("compare", "--base=installed", f"--pr={patch}", "--runs-dir", str(tmp_path / "runs"))
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Foo.cpp" in lines[0] and "Docker recipe" in lines[0]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_git_ref_without_a_pytorch_clone_is_a_clear_error(tmp_path):
+    proc = invoke("compare", "--base=installed", "--pr=abc1234", "--runs-dir", str(tmp_path / "runs"))
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [
+        "error: --pr=abc1234: not 'installed' nor an existing patch file; a git ref needs --pytorch-src"
+    ]
+
+
+def _has_avx512() -> bool:
+    try:
+        return "avx512f" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
