@@ -21,7 +21,8 @@ def _recipe(ctx, recipe: str | None):
     return load_recipe(recipe or config_value(ctx, "recipe", "cpu-local"), recipes_dir)
 
 
-def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, cpu_backend="cpp"):
+def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, cpu_backend="cpp",
+                    source="builtin"):
     """Suite flags, with invoke.yaml's ``prbench.suite`` defaults for those not given."""
     from prbench.suite_stage import SuiteSettings, device_for, int_flag
 
@@ -37,7 +38,15 @@ def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, 
         iterations=int_flag("--iterations", pick(iterations, "iterations", 30)),
         device=device_for(recipe.platform),
         cpu_backend=cpu_backend,
+        source=source,
     )
+
+
+def _upstream_src(upstream_src):
+    """Taken as given: for a docker recipe it is a path inside the image, not on this machine."""
+    from pathlib import Path
+
+    return Path(upstream_src) if upstream_src else None
 
 
 _SUITE_HELP = {
@@ -53,6 +62,12 @@ _SUITE_HELP = {
     "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)",
     "env": "KEY=VALUE environment variable for the stages (repeatable)",
     "inductor_config": "KEY=VALUE torch._inductor.config override, e.g. cpp.simdlen=256 (repeatable)",
+    "suite_source": "builtin (our HF models, eager vs torch.compile; default) or upstream (PyTorch's own "
+                    "benchmarks/dynamo/huggingface.py --performance per model, its CSV ingested; --size, "
+                    "--warmup and --iterations do not apply)",
+    "upstream_src": "With --suite-source upstream: the PyTorch source tree as the environment sees it; "
+                    "required for a local recipe (a path here), default for docker recipes: the image's tree "
+                    "(/opt/prbench/src/pytorch)",
 }
 
 
@@ -307,7 +322,7 @@ def verify(ctx, lock, image=None):
 def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=None, mode=None, dtype=None,
             warmup=None, iterations=None, recipe=None, run=None, runs_dir=None, env=None, inductor_config=None,
             kernel_warmup=10, kernel_iterations=30, kernel_timeout=300.0, threshold=0.05, alpha=0.05, min_ms=0.0,
-            force=None, python=None, profile=False):
+            force=None, python=None, profile=False, suite_source="builtin", upstream_src=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     import sys
 
@@ -324,7 +339,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     request = CompareRequest(
         base=base, pr=pr, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir), run_id=run,
         pytorch_src=resolve_path(pytorch_src) if pytorch_src else None,
-        suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations),
+        upstream_src=_upstream_src(upstream_src),
+        suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, source=suite_source),
         kernels=KernelSettings(warmup=int_flag("--kernel-warmup", kernel_warmup),
                                iterations=int_flag("--kernel-iterations", kernel_iterations),
                                timeout_s=float(kernel_timeout)),
@@ -411,22 +427,24 @@ def report(ctx, run, runs_dir=None):
 )
 @user_facing
 def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, iterations=None, recipe=None, run=None,
-          runs_dir=None, overlay=None, env=None, inductor_config=None, force=False, cpu_backend="cpp"):
-    """Time the builtin HF suite eager vs torch.compile into <run>/base/suite/suite.csv (resumable)."""
+          runs_dir=None, overlay=None, env=None, inductor_config=None, force=False, cpu_backend="cpp",
+          suite_source="builtin", upstream_src=None):
+    """Time the HF suite (builtin: eager vs torch.compile; or upstream's harness) into <run>/base/suite/suite.csv."""
     from rich.console import Console
 
     from prbench.suite_stage import print_summary, run_suite
     from prbench.variants import parse_assignments, parse_config_values
 
     loaded = _recipe(ctx, recipe)
-    settings = _suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, cpu_backend)
+    settings = _suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, cpu_backend,
+                               source=suite_source)
     console = Console()
     outcome = run_suite(
         settings=settings, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir), run_id=run,
         overlay_path=resolve_path(overlay) if overlay else None,
         env=parse_assignments(env or [], "--env"),
         inductor_config=parse_config_values(parse_assignments(inductor_config or [], "--inductor-config")),
-        force=force, console=console,
+        force=force, console=console, upstream_src=_upstream_src(upstream_src),
     )
     print_summary(outcome, console)
 

@@ -23,7 +23,15 @@ from prbench.recipes import Recipe
 from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runstore import Run, RunStore
-from prbench.suite_stage import SuiteSettings, cache_archive, clear_outputs, suite_command, suite_outputs
+from prbench.suite_stage import (
+    SuiteSettings,
+    cache_archive,
+    clear_outputs,
+    stage_command,
+    stage_inputs,
+    suite_outputs,
+    upstream_tree,
+)
 from prbench.suite_stage import summarize as summarize_suite
 from prbench.variant_plan import ComparePlan, VariantPlan, local_lock, plan_docker, plan_local
 from prbench.variants import Variant
@@ -54,6 +62,9 @@ class CompareRequest:
     runs_dir: Path
     run_id: str | None = None
     pytorch_src: Path | None = None
+    # The PyTorch tree the upstream suite runs from, as the environment sees it (default for docker recipes:
+    # the image's tree); only with suite.source == "upstream".
+    upstream_src: Path | None = None
     suite: SuiteSettings = field(default_factory=SuiteSettings)
     kernels: KernelSettings = field(default_factory=KernelSettings)
     compare: CompareSettings = field(default_factory=CompareSettings)
@@ -81,8 +92,10 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
     """Run (or resume) a comparison; return the run and the report's paths."""
     console = console or Console()
     request.suite.validate()
+    tree = upstream_tree(request.suite, request.recipe, request.upstream_src)
     compare_plan = plan(request)  # every ref and patch is checked before anything is written
-    run = RunStore(request.runs_dir).create_or_open(request.run_id, _settings(request, compare_plan), __version__)
+    run = RunStore(request.runs_dir).create_or_open(request.run_id, _settings(request, compare_plan, tree),
+                                                    __version__)
     console.print(f"run [bold]{run.run_id}[/] in {run.root}")
     locks: dict[str, Any] = {}
     for side in (compare_plan.base, compare_plan.pr):
@@ -91,7 +104,7 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
         pipeline = Pipeline(run, runner, console=console, force=request.force)
         local_overlay = side.overlay if not request.recipe.is_docker else None
         prepared = pipeline.prepare(_variant(side, request), local_overlay, request.python)
-        _run_variant(pipeline, prepared, request)
+        _run_variant(pipeline, prepared, request, tree)
     atomic_io.write_json(run.path("lock.json"), locks)
     paths = _report(run)
     return run, paths
@@ -129,14 +142,16 @@ def _variant(side: VariantPlan, request: CompareRequest) -> Variant:
     )
 
 
-def _run_variant(pipeline: Pipeline, prepared: PreparedVariant, request: CompareRequest) -> None:
+def _run_variant(pipeline: Pipeline, prepared: PreparedVariant, request: CompareRequest,
+                 upstream_src: Path | None = None) -> None:
     directory = prepared.directory
     organized = directory / "organized"
     suite_hash = pipeline.run_stage(prepared, StageSpec(
         name="suite",
-        inputs=request.suite.inputs(),
+        inputs=stage_inputs(request.suite, upstream_src),
         outputs=suite_outputs(directory),
-        command=lambda: suite_command(directory, request.suite),
+        # stages.upstream_suite when request.suite.source == "upstream", else stages.suite
+        command=lambda: stage_command(directory, request.suite, upstream_src),
         summarize=lambda: summarize_suite(directory),
         reset=lambda: clear_outputs(directory),
     ))
@@ -193,14 +208,14 @@ def _report(run: Run) -> Any:
     return paths
 
 
-def _settings(request: CompareRequest, compare_plan: ComparePlan) -> dict[str, Any]:
+def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: Path | None) -> dict[str, Any]:
     return {
         "recipe": request.recipe.name,
         "base": request.base,
         "pr": request.pr,
         "installed_commit": compare_plan.installed_commit,
         "merge_base": compare_plan.merge_base,
-        "suite": request.suite.inputs(),
+        "suite": stage_inputs(request.suite, upstream_src),
         "kernels": asdict(request.kernels),
         "compare": asdict(request.compare),
     }

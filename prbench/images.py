@@ -39,6 +39,9 @@ PATCHES_DIR = PROJECT_ROOT / "patches"
 CHECK_SCRIPT = TEMPLATES_DIR / "check_environment.py"
 IMAGE_REPO = "prbench"
 ROOT_IN_IMAGE = "/opt/prbench"
+# Where docker/pytorch.j2 copies the PyTorch source tree (`COPY src/pytorch {{ root }}/src/pytorch`) and
+# installs it editable: the upstream suite runs benchmarks/dynamo from there.
+PYTORCH_SRC_IN_IMAGE = f"{ROOT_IN_IMAGE}/src/pytorch"
 TOOL_PACKAGES = ("stages", "analysis")
 # Every name a bundled Triton has shipped under, plus the packages ABI-tied to the bundled torch.
 REMOVED_PACKAGES = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "pytorch-triton-rocm",

@@ -7,12 +7,14 @@ before it, so a change upstream (another overlay, another setting) redoes everyt
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from analysis import atomic_io
 from analysis.errors import UserError
@@ -20,6 +22,33 @@ from prbench.overlay import PythonOverlay, installed_package_dir
 from prbench.runners import Runner, StageCommand
 from prbench.runstore import Run, input_hash
 from prbench.variants import Variant
+
+
+class StageProgress:
+    """A rich progress bar that follows a stage's ``[name] i/N ...`` or ``name: [i/N] ...`` lines."""
+
+    def __init__(self, console: Console, title: str, stage: str) -> None:
+        self._pattern = re.compile(rf"^(?:\[{re.escape(stage)}\]|{re.escape(stage)}:)\s+\[?(\d+)/(\d+)\]?\s*(.*)")
+        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                  MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
+        self._task = self._progress.add_task(title, total=None)
+        self._title = title
+
+    def __enter__(self) -> StageProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def feed(self, line: str) -> None:
+        match = self._pattern.match(line)
+        if match:
+            done, total, what = int(match.group(1)), int(match.group(2)), match.group(3)
+            # "i/N name: start" means item i is under way, so i-1 are finished.
+            finished = done - 1 if what.rstrip().endswith("start") else done
+            self._progress.update(self._task, completed=finished, total=total,
+                                  description=f"{self._title} {what[:60]}")
 
 
 @dataclass
@@ -91,7 +120,9 @@ class Pipeline:
             command.python_path = [*prepared.python_path, *command.python_path]
             if command.log_path is None:
                 command.log_path = prepared.directory / "logs" / f"{spec.name}.log"
-            self.runner.run(command)
+            with StageProgress(self.console, key, spec.name) as progress:
+                command.on_line = progress.feed
+                self.runner.run(command)
             missing = [p for p in spec.outputs if not p.exists()]
             if missing:
                 raise UserError(f"stage {key} finished but did not write {self.run.relative(missing[0])}")

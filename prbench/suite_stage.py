@@ -3,6 +3,10 @@
 ``invoke suite`` = one ``base`` variant (recipe + optional Python overlay + env / Inductor config) in a run
 directory; the stage runs through the pipeline (skipped when done with the same inputs, resumable when
 interrupted), then a summary table is printed from ``<variant>/suite/suite.csv``.
+
+The suite has two sources with the same outputs: ``builtin`` (``stages.suite``, our HF models) and
+``upstream`` (``stages.upstream_suite``: PyTorch's own ``benchmarks/dynamo`` harness, run from a PyTorch
+source tree inside the environment).
 """
 
 from __future__ import annotations
@@ -21,15 +25,12 @@ from analysis.dynamo_csv import STATUS_OK, Row, read_suite_csv
 from analysis.errors import UserError
 from prbench.runners import StageCommand
 from prbench.variants import Variant
-from stages.suite import GRAPH_MODELS
+from stages.hf_models import MODES, SIZES
+from stages.suite import CPU_BACKENDS, DTYPES, GRAPH_MODELS, SuiteInputError, check_numbers
+from stages.upstream_suite import HF_SCRIPT, split_models
 
-SIZES = ("tiny", "full")
-MODES = ("inference", "training")
-DTYPES = ("float32", "bfloat16", "float16", "amp")
-CPU_BACKENDS = ("cpp", "triton")
-MIN_WARMUP = 3
-MIN_ITERATIONS = 10
 STAGE = "suite"
+SOURCES = ("builtin", "upstream")
 
 
 @dataclass(frozen=True)
@@ -42,20 +43,26 @@ class SuiteSettings:
     iterations: int = 30
     device: str = "cpu"
     cpu_backend: str = "cpp"
+    source: str = "builtin"  # "builtin" (stages.suite) or "upstream" (stages.upstream_suite)
 
     def validate(self) -> list[str]:
-        """Check every flag (one-line UserError naming it); return the resolved model names."""
+        """Check every flag (one-line UserError naming it); return the resolved model names.
+
+        For the upstream source the names are checked by the stage, against the tree's own model list.
+        """
+        if self.source not in SOURCES:
+            raise UserError(f"--suite-source {self.source!r}: expected one of {', '.join(SOURCES)}")
         for flag, value, options in (("--size", self.size, SIZES), ("--mode", self.mode, MODES),
                                      ("--dtype", self.dtype, DTYPES), ("--cpu-backend", self.cpu_backend,
                                                                        CPU_BACKENDS)):
             if value not in options:
                 raise UserError(f"{flag} {value!r}: expected one of {', '.join(options)}")
-        if self.warmup < MIN_WARMUP:
-            raise UserError(f"--warmup {self.warmup}: at least {MIN_WARMUP} warm-up calls are required")
-        if self.iterations < MIN_ITERATIONS:
-            raise UserError(f"--iterations {self.iterations}: at least {MIN_ITERATIONS} timed calls are required")
-        if self.cpu_backend == "triton" and self.device != "cpu":
-            raise UserError("--cpu-backend triton: only for a cpu recipe")
+        try:
+            check_numbers(self.warmup, self.iterations, self.cpu_backend, self.device)
+        except SuiteInputError as exc:
+            raise UserError(str(exc)) from None
+        if self.source == "upstream":
+            return split_models(self.models)
         from stages.hf_models import UnknownModelError, resolve_models
 
         try:
@@ -64,7 +71,10 @@ class SuiteSettings:
             raise UserError(f"--models: {exc}") from None
 
     def inputs(self) -> dict[str, Any]:
-        return asdict(self)
+        inputs = asdict(self)
+        if self.source == "builtin":
+            del inputs["source"]  # runs recorded before there was a choice keep their input hashes
+        return inputs
 
 
 def int_flag(flag: str, value: Any) -> int:
@@ -110,6 +120,65 @@ def suite_command(variant_dir: Path, settings: SuiteSettings, variant: Variant |
     return StageCommand(module="stages.suite", args=args, env=env)
 
 
+def upstream_command(variant_dir: Path, settings: SuiteSettings, pytorch_src: Path) -> StageCommand:
+    """``python -m stages.upstream_suite`` for one variant; ``pytorch_src`` is the tree as the stage sees it.
+
+    The variant's stage environment (caches, knobs) is added by the pipeline, as for ``suite_command``.
+    """
+    args = [
+        "--pytorch-src", str(pytorch_src),
+        "--out", str(suite_dir(variant_dir)),
+        "--models", settings.models,
+        "--mode", settings.mode,
+        "--dtype", settings.dtype,
+        "--device", settings.device,
+        "--cache-archive", str(cache_archive(variant_dir)),
+    ]
+    return StageCommand(module="stages.upstream_suite", args=args)
+
+
+def upstream_tree(settings: SuiteSettings, recipe: Any, upstream_src: Path | None) -> Path | None:
+    """The PyTorch source tree the upstream harness runs from, as the environment sees it (None: builtin).
+
+    Docker images hold the tree at ``PYTORCH_SRC_IN_IMAGE`` (it cannot be checked from the host); a local
+    recipe needs a tree on this machine.
+    """
+    if settings.source != "upstream":
+        if upstream_src is not None:
+            raise UserError("--upstream-src: only used with --suite-source upstream")
+        return None
+    if recipe.is_docker:
+        from prbench.images import PYTORCH_SRC_IN_IMAGE
+
+        tree = upstream_src or Path(PYTORCH_SRC_IN_IMAGE)
+        if not tree.is_absolute():
+            raise UserError(f"--upstream-src {tree}: a docker recipe needs the absolute path inside the image")
+        return tree
+    if upstream_src is None:
+        raise UserError(f"--upstream-src: required with --suite-source upstream and the local recipe "
+                        f"{recipe.name} (a PyTorch source tree with {HF_SCRIPT})")
+    tree = upstream_src.resolve()
+    if not (tree / HF_SCRIPT).is_file():
+        raise UserError(f"--upstream-src {upstream_src}: no {HF_SCRIPT} there (a PyTorch source tree is needed)")
+    return tree
+
+
+def stage_inputs(settings: SuiteSettings, upstream_src: Path | None) -> dict[str, Any]:
+    """The suite stage's inputs: its settings, and the harness's tree when the source is upstream."""
+    inputs = settings.inputs()
+    if upstream_src is not None:
+        inputs["upstream_src"] = str(upstream_src)
+    return inputs
+
+
+def stage_command(variant_dir: Path, settings: SuiteSettings, upstream_src: Path | None) -> StageCommand:
+    """The suite stage's command for the settings' source."""
+    if settings.source == "upstream":
+        assert upstream_src is not None, "upstream_tree() resolves the tree before any stage runs"
+        return upstream_command(variant_dir, settings, upstream_src)
+    return suite_command(variant_dir, settings)
+
+
 def clear_outputs(variant_dir: Path) -> None:
     """For ``--force``: the stage resumes from suite.csv, so redoing it means removing what it wrote."""
     shutil.rmtree(suite_dir(variant_dir), ignore_errors=True)
@@ -146,6 +215,7 @@ def run_suite(
     force: bool = False,
     console: Console | None = None,
     python: str | None = None,
+    upstream_src: Path | None = None,
 ) -> SuiteOutcome:
     """Create or open the run, prepare the ``base`` variant and run the suite stage (resumable)."""
     from prbench import __version__
@@ -159,10 +229,12 @@ def run_suite(
     if recipe.is_docker:
         raise UserError(f"--recipe {recipe.name}: the suite task runs local recipes; "
                         "docker recipes run through the build/compare pipeline")
+    tree = upstream_tree(settings, recipe, upstream_src)
     overlay = PythonOverlay.from_patch_file(overlay_path) if overlay_path else None
     variant = Variant(name="base", recipe=recipe, overlay_sha256=overlay.sha256 if overlay else None,
                       env=dict(env or {}), inductor_config=dict(inductor_config or {}))
-    run = RunStore(runs_dir).create_or_open(run_id, settings={"suite": settings.inputs(), "recipe": recipe.name},
+    inputs = stage_inputs(settings, tree)
+    run = RunStore(runs_dir).create_or_open(run_id, settings={"suite": inputs, "recipe": recipe.name},
                                             version=__version__)
     pipeline = Pipeline(run, LocalRunner(), console=console, force={STAGE} if force else ())
     prepared = pipeline.prepare(variant, overlay, python or sys.executable)
@@ -171,12 +243,17 @@ def run_suite(
 
     def command() -> StageCommand:
         ran["value"] = True
-        return suite_command(directory, settings)
+        return stage_command(directory, settings, tree)
 
-    spec = StageSpec(name=STAGE, inputs=settings.inputs(), outputs=suite_outputs(directory), command=command,
+    spec = StageSpec(name=STAGE, inputs=inputs, outputs=suite_outputs(directory), command=command,
                      summarize=lambda: summarize(directory), reset=lambda: clear_outputs(directory))
     pipeline.run_stage(prepared, spec)
     return SuiteOutcome(run_root=run.root, variant_dir=directory, skipped=not ran["value"])
+
+
+def _cell(text: str, spec: str) -> str:
+    """A number cell, blank where the suite has none (the upstream harness keeps no eager median)."""
+    return spec.format(float(text)) if text else ""
 
 
 def summary_table(rows: list[Row], title: str) -> Table:
@@ -187,8 +264,9 @@ def summary_table(rows: list[Row], title: str) -> Table:
         table.add_column(column, justify=justify, no_wrap=column == "model")  # type: ignore[arg-type]
     for row in rows:
         if row["status"] == STATUS_OK:
-            table.add_row(row["name"], "[green]ok[/]", f"{float(row['eager_median_ms']):.3f}",
-                          f"{float(row['compiled_median_ms']):.3f}", f"{float(row['speedup']):.2f}x",
+            table.add_row(row["name"], "[green]ok[/]", _cell(row["eager_median_ms"], "{:.3f}"),
+                          _cell(row["compiled_median_ms"] or row["abs_latency"], "{:.3f}"),
+                          f"{float(row['speedup']):.2f}x",
                           f"{float(row['compilation_latency']):.1f}",
                           f"{float(row['eager_peak_mem']):.4f}/{float(row['dynamo_peak_mem']):.4f}",
                           row["flags"])

@@ -30,11 +30,14 @@ from typing import Any
 
 from analysis import atomic_io
 from analysis.dynamo_csv import STATUS_FAIL, STATUS_OK, Row, fmt_float, read_suite_csv, write_suite_csv
+from stages.hf_models import MODES, SIZES
 
 DTYPES = ("float32", "bfloat16", "float16", "amp")
 DEVICES = ("cpu", "cuda")
 CPU_BACKENDS = ("cpp", "triton")
 PREFIX = "[suite]"
+MIN_WARMUP = 3  # the seeds' rule: never time a cold call
+MIN_ITERATIONS = 10
 GRAPH_MODELS = "graph_models.json"  # {compiled graph module file stem: [models that ran it]}
 # Settings a kept row must match to count as done (a different setting means a different measurement).
 _MATCH_COLUMNS = ("dev", "mode", "dtype", "size", "n", "warmup")
@@ -74,8 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m stages.suite", description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, type=Path, help="directory for suite.csv and samples.json")
     p.add_argument("--models", default="tiny-default", help="A,B,... | all | tiny-default")
-    p.add_argument("--size", default="tiny", choices=("tiny", "full"))
-    p.add_argument("--mode", default="inference", choices=("inference", "training"))
+    p.add_argument("--size", default="tiny", choices=SIZES)
+    p.add_argument("--mode", default="inference", choices=MODES)
     p.add_argument("--dtype", default="float32", choices=DTYPES)
     p.add_argument("--warmup", type=int, default=10, help="warm-up calls per side (at least 3)")
     p.add_argument("--iterations", type=int, default=30, help="timed calls per side (at least 10)")
@@ -87,14 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def check_numbers(args: argparse.Namespace) -> None:
-    from stages.timing import MIN_ITERATIONS, MIN_WARMUP
-
-    if args.warmup < MIN_WARMUP:
-        raise SuiteInputError(f"--warmup {args.warmup}: at least {MIN_WARMUP} warm-up calls are required")
-    if args.iterations < MIN_ITERATIONS:
-        raise SuiteInputError(f"--iterations {args.iterations}: at least {MIN_ITERATIONS} timed calls are required")
-    if args.cpu_backend == "triton" and args.device != "cpu":
+def check_numbers(warmup: int, iterations: int, cpu_backend: str, device: str) -> None:
+    """The measurement rules; the host calls this too, so a bad flag fails before anything is written."""
+    if warmup < MIN_WARMUP:
+        raise SuiteInputError(f"--warmup {warmup}: at least {MIN_WARMUP} warm-up calls are required")
+    if iterations < MIN_ITERATIONS:
+        raise SuiteInputError(f"--iterations {iterations}: at least {MIN_ITERATIONS} timed calls are required")
+    if cpu_backend == "triton" and device != "cpu":
         raise SuiteInputError("--cpu-backend triton: only meaningful with --device cpu")
 
 
@@ -414,7 +416,7 @@ def finish_archive(settings: SuiteSettings, cache_dir: Path, rows: list[Row]) ->
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        check_numbers(args)
+        check_numbers(args.warmup, args.iterations, args.cpu_backend, args.device)
         cache_dir = prepare_environment(args)
         settings = resolve_settings(args)  # imports torch (after the environment is set)
     except SuiteInputError as exc:

@@ -23,8 +23,6 @@ from dataclasses import dataclass
 import torch
 
 NOISE_THRESHOLD = 0.10  # std above this fraction of the mean is flagged (seed rule)
-MIN_WARMUP = 3
-MIN_ITERATIONS = 10
 
 
 @dataclass(frozen=True)

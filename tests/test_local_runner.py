@@ -26,6 +26,10 @@ STAGE_SOURCE = textwrap.dedent('''
         print("a warning on stderr", file=sys.stderr, flush=True)
         with open(os.path.join(out, "seen.json"), "w") as f:
             json.dump({"env": dict(os.environ), "sys_path": sys.path, "cwd": os.getcwd()}, f)
+    elif mode == "usererror":
+        print("[tiny] 1/2 first: ok", flush=True)
+        print("error: --models Foo: unknown model", file=sys.stderr, flush=True)
+        sys.exit(2)
     elif mode == "fail":
         print("loading kernels...", flush=True)
         print("Traceback: something broke", file=sys.stderr, flush=True)
@@ -155,3 +159,12 @@ def test_a_timeout_while_output_flows_logs_cleanly(tmp_path: Path, stage_dir: Pa
 
     assert log.read_text().startswith("progress line 0\nprogress line 1\n")
     assert survivors(json.loads((tmp_path / "pids.json").read_text())["pgid"]) == []
+
+
+def test_a_stage_error_line_becomes_the_one_line_failure_and_lines_reach_the_host(tmp_path: Path,
+                                                                                   stage_dir: Path) -> None:
+    seen: list[str] = []
+    with pytest.raises(StageFailed) as failure:
+        LocalRunner(stream_output=False).run(command(stage_dir, "usererror", tmp_path, on_line=seen.append))
+    assert str(failure.value) == "--models Foo: unknown model"
+    assert seen == ["[tiny] 1/2 first: ok", "error: --models Foo: unknown model"]

@@ -6,6 +6,7 @@ which filesystem and which devices. Stages never know which runner started them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -24,13 +25,17 @@ STAGE_ERROR_PREFIX = "error: "
 
 
 class ErrorLineTracker:
-    """Remembers the last ``error:`` line a stage printed, so its failure reads as the stage's own message."""
+    """Follows a stage's output: remembers its last ``error:`` line, so a failure reads as the stage's own
+    message, and hands every line to the command's ``on_line``."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_line: Callable[[str], None] | None = None) -> None:
         self.last: str | None = None
+        self.on_line = on_line
 
     def feed(self, text: str) -> None:
         for line in text.splitlines():
+            if self.on_line is not None:
+                self.on_line(line)
             if line.startswith(STAGE_ERROR_PREFIX):
                 self.last = line[len(STAGE_ERROR_PREFIX):].strip()
 
@@ -50,6 +55,8 @@ class StageCommand:
     python_path: list[Path] = field(default_factory=list)
     log_path: Path | None = None
     timeout_s: float | None = None
+    # Called with every line the stage prints (the host's progress display follows the stage through it).
+    on_line: Callable[[str], None] | None = None
 
     @property
     def label(self) -> str:

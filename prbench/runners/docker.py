@@ -158,7 +158,7 @@ class DockerRunner:
         log = _open_log(command.log_path)
         try:
             container.start()
-            errors = ErrorLineTracker()
+            errors = ErrorLineTracker(command.on_line)
             reader = threading.Thread(target=self._copy_logs, args=(container, log, errors), daemon=True)
             reader.start()
             try:

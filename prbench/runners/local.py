@@ -46,7 +46,7 @@ class LocalRunner:
         except OSError as exc:
             raise StageFailed(f"stage {command.label}: cannot start {self.python} ({exc.strerror})") from None
         # A reader thread copies output so the main thread can enforce the timeout while output flows.
-        errors = ErrorLineTracker()
+        errors = ErrorLineTracker(command.on_line)
         reader = threading.Thread(target=self._copy_output, args=(proc, log, errors), daemon=True)
         reader.start()
         try:
