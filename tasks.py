@@ -140,12 +140,9 @@ def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=F
 @user_facing
 def trace_diff(ctx, base, pr, top=25, output=None, format="md"):
     """Per-category and per-kernel differences between two traces (PR − base)."""
-    from pathlib import Path
-
-    from analysis import atomic_io
     from analysis.traces import read_trace
-    from analysis.traces.render import parse_formats, write_csv_dir, write_xlsx
-    from analysis.traces.trace_diff import render_trace_diff_markdown, trace_diff_sheets
+    from analysis.traces.render import parse_formats
+    from analysis.traces.trace_diff import render_trace_diff_markdown, write_trace_diff
     from analysis.traces.trace_diff import trace_diff as diff_traces
 
     diff = diff_traces(read_trace(resolve_path(base)), read_trace(resolve_path(pr)))
@@ -153,15 +150,7 @@ def trace_diff(ctx, base, pr, top=25, output=None, format="md"):
     if not output:
         print(markdown, end="")
         return
-    out = Path(resolve_path(output))
-    for fmt in parse_formats(format, default="md"):
-        if fmt == "md":
-            target = out.with_name(out.name + ".md")
-            atomic_io.write_text(target, markdown)
-        elif fmt == "xlsx":
-            target = write_xlsx(out.with_name(out.name + ".xlsx"), trace_diff_sheets(diff))
-        else:
-            target = write_csv_dir(out.with_name(out.name + "_csvs"), trace_diff_sheets(diff))
+    for target in write_trace_diff(diff, markdown, resolve_path(output), parse_formats(format, default="md")):
         print(f"wrote {target}")
 
 

@@ -27,8 +27,9 @@ from prbench.variants import Variant
 class StageProgress:
     """A rich progress bar that follows a stage's ``[name] i/N ...`` or ``name: [i/N] ...`` lines."""
 
-    def __init__(self, console: Console, title: str, stage: str) -> None:
-        self._pattern = re.compile(rf"^(?:\[{re.escape(stage)}\]|{re.escape(stage)}:)\s+\[?(\d+)/(\d+)\]?\s*(.*)")
+    _pattern = re.compile(r"^(?:\[[\w-]+\]|[\w-]+:)\s+\[?(\d+)/(\d+)\]?\s*(.*)")
+
+    def __init__(self, console: Console, title: str) -> None:
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                   MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True)
         self._task = self._progress.add_task(title, total=None)
@@ -120,7 +121,7 @@ class Pipeline:
             command.python_path = [*prepared.python_path, *command.python_path]
             if command.log_path is None:
                 command.log_path = prepared.directory / "logs" / f"{spec.name}.log"
-            with StageProgress(self.console, key, spec.name) as progress:
+            with StageProgress(self.console, key) as progress:
                 command.on_line = progress.feed
                 self.runner.run(command)
             missing = [p for p in spec.outputs if not p.exists()]

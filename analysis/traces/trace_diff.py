@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis import atomic_io
 from analysis.traces.breakdown import category_table, kernel_table
 from analysis.traces.model import TraceData
-from analysis.traces.render import render_template
+from analysis.traces.render import render_template, write_csv_dir, write_xlsx
 from analysis.traces.timeline import gpu_timeline
 
 
@@ -102,3 +103,18 @@ def profile_dirs_markdown(base_dir: Path, pr_dir: Path, top: int = 15) -> str | 
         model = name.removesuffix(".json.gz")
         sections.append(f"### Profile of {model}\n\n" + render_trace_diff_markdown(diff, top=top, heading_level=4))
     return "\n\n".join(sections) if sections else None
+
+
+def write_trace_diff(diff: TraceDiff, markdown: str, out: Path, formats: list[str]) -> list[Path]:
+    """Write the diff as ``<out>.md``, ``<out>.xlsx`` and/or ``<out>_csvs/``; return what was written."""
+    written = []
+    for fmt in formats:
+        if fmt == "md":
+            target = out.with_name(out.name + ".md")
+            atomic_io.write_text(target, markdown)
+        elif fmt == "xlsx":
+            target = write_xlsx(out.with_name(out.name + ".xlsx"), trace_diff_sheets(diff))
+        else:
+            target = write_csv_dir(out.with_name(out.name + "_csvs"), trace_diff_sheets(diff))
+        written.append(target)
+    return written
