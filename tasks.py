@@ -49,6 +49,14 @@ def _upstream_src(upstream_src):
     return Path(upstream_src) if upstream_src else None
 
 
+def _at_least_one(flag: str, value: int) -> int:
+    from analysis.errors import UserError
+
+    if value < 1:
+        raise UserError(f"{flag} {value}: expected at least 1")
+    return value
+
+
 _SUITE_HELP = {
     "models": "Models: A,B,... (class-style names, e.g. BertForMaskedLM,T5Small), all, or tiny-default "
               "(default from invoke.yaml)",
@@ -298,6 +306,7 @@ def verify(ctx, lock, image=None):
         "kernel_warmup": "Warm-up calls per kernel before timing (default 10)",
         "kernel_iterations": "Timed calls per kernel (default 30)",
         "kernel_timeout": "Seconds one kernel may take before it is recorded as failed (default 300)",
+        "kernel_rounds": "Kernel timing rounds, alternating base and PR, pooled per side (default 4)",
         "threshold": "Relative change below which a kernel counts as unchanged (default 0.05)",
         "alpha": "Significance level of the Mann-Whitney U test (default 0.05)",
         "min_ms": "Leave kernels faster than this (base median, ms) out of the summary (default 0)",
@@ -310,7 +319,8 @@ def verify(ctx, lock, image=None):
 @user_facing
 def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=None, mode=None, dtype=None,
             warmup=None, iterations=None, recipe=None, run=None, runs_dir=None, env=None, inductor_config=None,
-            kernel_warmup=10, kernel_iterations=30, kernel_timeout=300.0, threshold=0.05, alpha=0.05, min_ms=0.0,
+            kernel_warmup=10, kernel_iterations=30, kernel_timeout=300.0, kernel_rounds=4, threshold=0.05,
+            alpha=0.05, min_ms=0.0,
             force=None, python=None, profile=False, suite_source="builtin", upstream_src=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     import sys
@@ -332,7 +342,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, source=suite_source),
         kernels=KernelSettings(warmup=int_flag("--kernel-warmup", kernel_warmup),
                                iterations=int_flag("--kernel-iterations", kernel_iterations),
-                               timeout_s=float(kernel_timeout)),
+                               timeout_s=float(kernel_timeout),
+                               rounds=_at_least_one("--kernel-rounds", int_flag("--kernel-rounds", kernel_rounds))),
         compare=CompareSettings(threshold=float(threshold), alpha=float(alpha), min_ms=float(min_ms)),
         env=parse_assignments(env or [], "--env"),
         inductor_config=parse_config_values(parse_assignments(inductor_config or [], "--inductor-config")),

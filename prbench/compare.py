@@ -16,6 +16,7 @@ from rich.console import Console
 
 from analysis import atomic_io
 from analysis.errors import UserError
+from analysis.kernel_results import merge_rounds
 from prbench import __version__
 from prbench.kernel_stages import kernels_command, organize_command
 from prbench.pipeline import Pipeline, PreparedVariant, StageSpec
@@ -45,6 +46,7 @@ class KernelSettings:
     warmup: int = 10
     iterations: int = 30
     timeout_s: float = 300.0
+    rounds: int = 4  # alternating base/PR timing rounds, pooled per side
 
 
 @dataclass(frozen=True)
@@ -98,13 +100,19 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
                                                     __version__)
     console.print(f"run [bold]{run.run_id}[/] in {run.root}")
     locks: dict[str, Any] = {}
-    for side in (compare_plan.base, compare_plan.pr):
-        console.print(f"[bold]{side.name}[/]: {side.how}")
-        runner, locks[side.name] = _environment(side, request, compare_plan, run)
+    sides: list[_Side] = []
+    for plan_side in (compare_plan.base, compare_plan.pr):
+        console.print(f"[bold]{plan_side.name}[/]: {plan_side.how}")
+        runner, locks[plan_side.name] = _environment(plan_side, request, compare_plan, run)
         pipeline = Pipeline(run, runner, console=console, force=request.force)
-        local_overlay = side.overlay if not request.recipe.is_docker else None
-        prepared = pipeline.prepare(_variant(side, request), local_overlay, request.python)
-        _run_variant(pipeline, prepared, request, tree)
+        local_overlay = plan_side.overlay if not request.recipe.is_docker else None
+        side = _Side(pipeline, pipeline.prepare(_variant(plan_side, request), local_overlay, request.python))
+        _prepare_kernels(side, request, tree)
+        sides.append(side)
+    _time_kernels(sides, request)
+    if request.profile:
+        for side in sides:
+            _profile(side, request)
     atomic_io.write_json(run.path("lock.json"), locks)
     paths = _report(run)
     return run, paths
@@ -142,11 +150,20 @@ def _variant(side: VariantPlan, request: CompareRequest) -> Variant:
     )
 
 
-def _run_variant(pipeline: Pipeline, prepared: PreparedVariant, request: CompareRequest,
-                 upstream_src: Path | None = None) -> None:
+@dataclass
+class _Side:
+    pipeline: Pipeline
+    prepared: PreparedVariant
+    suite_hash: str = ""
+    organize_hash: str = ""
+
+
+def _prepare_kernels(side: _Side, request: CompareRequest, upstream_src: Path | None) -> None:
+    """suite → organize for one side."""
+    pipeline, prepared = side.pipeline, side.prepared
     directory = prepared.directory
     organized = directory / "organized"
-    suite_hash = pipeline.run_stage(prepared, StageSpec(
+    side.suite_hash = pipeline.run_stage(prepared, StageSpec(
         name="suite",
         inputs=stage_inputs(request.suite, upstream_src),
         outputs=suite_outputs(directory),
@@ -155,9 +172,9 @@ def _run_variant(pipeline: Pipeline, prepared: PreparedVariant, request: Compare
         summarize=lambda: summarize_suite(directory),
         reset=lambda: clear_outputs(directory),
     ))
-    organize_hash = pipeline.run_stage(prepared, StageSpec(
+    side.organize_hash = pipeline.run_stage(prepared, StageSpec(
         name="organize",
-        inputs={"suite": suite_hash},
+        inputs={"suite": side.suite_hash},
         outputs=[organized / "index.csv"],
         command=lambda: organize_command(cache_archive(directory), organized,
                                          extract_to=directory / "work" / "extracted-cache",
@@ -165,31 +182,71 @@ def _run_variant(pipeline: Pipeline, prepared: PreparedVariant, request: Compare
         summarize=lambda: {"kernels": _count_rows(organized / "index.csv")},
         reset=lambda: shutil.rmtree(organized, ignore_errors=True),
     ))
-    pipeline.run_stage(prepared, StageSpec(
-        name="kernels",
-        inputs={"organize": organize_hash, **asdict(request.kernels)},
-        outputs=[directory / "kernels.csv", directory / "kernel_samples.json", directory / "kernels_seed.csv"],
+
+
+def _time_kernels(sides: list[_Side], request: CompareRequest) -> None:
+    """Kernel timing in rounds that alternate between the sides (AB, BA, AB, ...), then pooled per side.
+
+    Timing base and PR at different moments lets the machine's drift (clock, thermals, neighbours) pose as a
+    change; alternating the order cancels a linear drift, and fresh worker processes per round put the
+    between-process spread into the samples the statistical test sees.
+    """
+    round_hashes: dict[str, list[str]] = {s.prepared.variant.name: [] for s in sides}
+    for number in range(1, request.kernels.rounds + 1):
+        for side in sides if number % 2 else reversed(sides):
+            digest = side.pipeline.run_stage(side.prepared, _round_spec(side, number, request))
+            round_hashes[side.prepared.variant.name].append(digest)
+    for side in sides:
+        directory = side.prepared.directory
+        rounds = [_round_dir(side, n) for n in range(1, request.kernels.rounds + 1)]
+        side.pipeline.run_stage(side.prepared, StageSpec(
+            name="kernels",
+            inputs={"rounds": round_hashes[side.prepared.variant.name]},
+            outputs=[directory / "kernels.csv", directory / "kernel_samples.json", directory / "kernels_seed.csv"],
+            host=lambda rounds=rounds, directory=directory: merge_rounds(rounds, directory),
+            summarize=lambda directory=directory: {"rows": _count_rows(directory / "kernels.csv")},
+        ))
+
+
+def _round_dir(side: _Side, number: int) -> Path:
+    return side.prepared.directory / "kernel-rounds" / str(number)
+
+
+def _round_spec(side: _Side, number: int, request: CompareRequest) -> StageSpec:
+    prepared = side.prepared
+    out = _round_dir(side, number)
+    settings = {k: v for k, v in asdict(request.kernels).items() if k != "rounds"}
+    return StageSpec(
+        name=f"kernels-{number}",
+        inputs={"organize": side.organize_hash, "round": number, **settings},
+        outputs=[out / "kernels.csv", out / "kernel_samples.json"],
         command=lambda: kernels_command(
-            organized, directory, devices="cpu" if request.recipe.platform == "cpu" else "0",
+            prepared.directory / "organized", out,
+            devices="cpu" if request.recipe.platform == "cpu" else "0",
             warmup=request.kernels.warmup, iterations=request.kernels.iterations,
             timeout_s=request.kernels.timeout_s, cache_dir=Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"]),
-            work_dir=directory / "work" / "kernels", platform=request.recipe.platform,
+            work_dir=prepared.directory / "work" / "kernels", platform=request.recipe.platform,
         ),
-        summarize=lambda: {"rows": _count_rows(directory / "kernels.csv")},
+        reset=lambda: shutil.rmtree(out, ignore_errors=True),
+    )
+
+
+def _profile(side: _Side, request: CompareRequest) -> None:
+    prepared = side.prepared
+    directory = prepared.directory
+    profiles = directory / "profiles"
+    side.pipeline.run_stage(prepared, StageSpec(
+        name="profile",
+        inputs={"suite": side.suite_hash},
+        outputs=[profiles / "profile_index.csv"],
+        command=lambda: StageCommand(module="stages.profile", args=[
+            "--suite-csv", str(directory / "suite" / "suite.csv"), "--out", str(profiles),
+            "--graphs", str(directory / "organized" / "graphs"),
+            "--inductor-cache", prepared.env["TORCHINDUCTOR_CACHE_DIR"],
+            "--device", request.suite.device, "--times", "3", "--repeat", "3",
+        ]),
+        reset=lambda: shutil.rmtree(profiles, ignore_errors=True),
     ))
-    if request.profile:
-        profiles = directory / "profiles"
-        pipeline.run_stage(prepared, StageSpec(
-            name="profile",
-            inputs={"suite": suite_hash},
-            outputs=[profiles / "profile_index.csv"],
-            command=lambda: StageCommand(module="stages.profile", args=[
-                "--suite-csv", str(directory / "suite" / "suite.csv"), "--out", str(profiles),
-                "--graphs", str(organized / "graphs"), "--inductor-cache", prepared.env["TORCHINDUCTOR_CACHE_DIR"],
-                "--device", request.suite.device, "--times", "3", "--repeat", "3",
-            ]),
-            reset=lambda: shutil.rmtree(profiles, ignore_errors=True),
-        ))
 
 
 def _report(run: Run) -> Any:

@@ -54,16 +54,21 @@ class StageProgress:
 
 @dataclass
 class StageSpec:
-    """What a stage needs from the pipeline: its inputs, its outputs and how to build its command."""
+    """What a stage needs from the pipeline: its inputs, its outputs and how to build its command.
+
+    A step that only combines files already in the run directory gives ``host`` instead of ``command``: it
+    runs in this process, with the same skip / force / manifest rules.
+    """
 
     name: str
     inputs: dict[str, Any]
     outputs: list[Path]
-    command: Callable[[], StageCommand]
+    command: Callable[[], StageCommand] | None = None
     summarize: Callable[[], dict[str, Any]] = field(default=lambda: {})
     # Removes what an earlier attempt wrote. Called before a forced run or when the inputs changed, but not
     # when resuming an interrupted attempt with the same inputs (stages such as the suite resume from it).
     reset: Callable[[], None] = field(default=lambda: None)
+    host: Callable[[], None] | None = None
 
 
 @dataclass
@@ -107,7 +112,8 @@ class Pipeline:
         key = f"{prepared.variant.name}/{spec.name}"
         inputs = {"variant": prepared.variant.identity_hash(), **spec.inputs}
         digest = input_hash(inputs)
-        forced = spec.name in self.force
+        # "--force kernels" also redoes the timing rounds "kernels-1", "kernels-2", ...
+        forced = spec.name in self.force or spec.name.split("-")[0] in self.force
         if not forced and self.run.is_done(key, digest):
             self.console.print(f"[dim]{key}: done earlier with the same inputs, skipped[/]")
             return digest
@@ -116,17 +122,24 @@ class Pipeline:
             spec.reset()
         self.console.rule(f"{key}")
         with self.run.stage(key, inputs) as record:
-            command = spec.command()
-            command.env = {**prepared.env, **command.env}
-            command.python_path = [*prepared.python_path, *command.python_path]
-            if command.log_path is None:
-                command.log_path = prepared.directory / "logs" / f"{spec.name}.log"
-            with StageProgress(self.console, key) as progress:
-                command.on_line = progress.feed
-                self.runner.run(command)
+            if spec.host is not None:
+                spec.host()
+            else:
+                self._run_command(prepared, spec)
             missing = [p for p in spec.outputs if not p.exists()]
             if missing:
                 raise UserError(f"stage {key} finished but did not write {self.run.relative(missing[0])}")
             record.outputs = [self.run.relative(p) for p in spec.outputs]
             record.summary = spec.summarize()
         return digest
+
+    def _run_command(self, prepared: PreparedVariant, spec: StageSpec) -> None:
+        assert spec.command is not None, f"stage {spec.name} has neither a command nor a host step"
+        command = spec.command()
+        command.env = {**prepared.env, **command.env}
+        command.python_path = [*prepared.python_path, *command.python_path]
+        if command.log_path is None:
+            command.log_path = prepared.directory / "logs" / f"{spec.name}.log"
+        with StageProgress(self.console, f"{prepared.variant.name}/{spec.name}") as progress:
+            command.on_line = progress.feed
+            self.runner.run(command)

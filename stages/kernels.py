@@ -25,31 +25,27 @@ Writes ``kernels.csv`` (index columns + ``n,median_ms,mean_ms,std_ms,min_ms,gb,g
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import queue
 import re
 import select
 import signal
-import statistics
 import subprocess
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.atomic_io import atomic_path, write_json
 from analysis.errors import UserError
-from analysis.kernel_identity import kernel_num_gb, strip_paas_suffix
-from analysis.kernel_index import INDEX_COLUMNS, IndexRow, read_index
+from analysis.kernel_identity import kernel_num_gb
+from analysis.kernel_index import IndexRow, read_index
+from analysis.kernel_results import KernelRow, summarize_samples, write_results
 
-TIMING_COLUMNS = ("n", "median_ms", "mean_ms", "std_ms", "min_ms", "gb", "gb_per_s", "status", "error")
-SEED_COLUMNS = ("relative_dir", "filename", "kernel_name", "ms_per_call", "gb_per_s")
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # as Triton's do_bench and Inductor's benchmarker: larger than any L2
 STARTUP_TIMEOUT_S = 300.0
 _GRAPH_EVENT = re.compile(r"^graph_\d+_(?P<kernel>.+)$")
@@ -411,69 +407,12 @@ def time_graph_kernels(job: Job) -> dict[str, dict[str, Any]]:
 # --- results ----------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class KernelRow:
-    index: IndexRow
-    n: int
-    median_ms: float | None
-    mean_ms: float | None
-    std_ms: float | None
-    min_ms: float | None
-    gb: float | None
-    gb_per_s: float | None
-    status: str
-    error: str
-
-    def as_dict(self) -> dict[str, Any]:
-        values = asdict(self.index)
-        values.update({k: _fmt(getattr(self, k)) for k in TIMING_COLUMNS})
-        return values
-
-
-def _fmt(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return value
-
-
 def summarize(row: IndexRow, outcome: Outcome, gb: float | None) -> KernelRow:
-    samples = outcome.samples
-    if outcome.error or not samples:
-        return KernelRow(row, len(samples), None, None, None, None, gb, None, "fail",
-                         outcome.error or "no samples recorded")
-    median = statistics.median(samples)
-    std = statistics.stdev(samples) if len(samples) > 1 else 0.0
-    gb_per_s = gb / (median / 1e3) if gb and median > 0 else None
-    return KernelRow(row, len(samples), median, statistics.fmean(samples), std, min(samples), gb, gb_per_s, "ok", "")
-
-
-def seed_row(row: KernelRow) -> dict[str, Any]:
-    """The seed's row: its key is name (hash stripped, ordinal kept) + the ``_x<x>_r<r0>`` of legacy_key."""
-    tail = re.search(r"_x\d+_r\d+$", row.index.legacy_key)
-    key = strip_paas_suffix(row.index.kernel_name) + (tail.group(0) if tail else "_x0_r0")
-    return {
-        "relative_dir": str(Path(row.index.path).parent.as_posix()),
-        "filename": row.index.path,
-        "kernel_name": key,
-        "ms_per_call": _fmt(row.median_ms),
-        "gb_per_s": _fmt(row.gb_per_s),
-    }
+    return summarize_samples(row, outcome.samples, outcome.error, gb)
 
 
 def write_outputs(out: Path, rows: list[KernelRow], outcomes: dict[str, Outcome]) -> None:
-    _write_csv(out / "kernels.csv", [*INDEX_COLUMNS, *TIMING_COLUMNS], (r.as_dict() for r in rows))
-    _write_csv(out / "kernels_seed.csv", list(SEED_COLUMNS), (seed_row(r) for r in rows))
-    samples = {r.index.path: outcomes[r.index.path].samples for r in rows if r.status == "ok"}
-    write_json(out / "kernel_samples.json", samples)
-
-
-def _write_csv(path: Path, columns: list[str], rows: Iterable[dict[str, Any]]) -> None:
-    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_results(out, rows, {r.index.path: outcomes[r.index.path].samples for r in rows if r.status == "ok"})
 
 
 # --- stage ----------------------------------------------------------------------------------------------------

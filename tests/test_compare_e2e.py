@@ -24,7 +24,7 @@ def compared(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     runs = tmp_path_factory.mktemp("runs")
     proc = invoke("compare", "--base=installed", f"--pr={EXAMPLE}", "--models", "ElectraForCausalLM",
                   "--runs-dir", str(runs), "--run", "e2e", "--iterations", "10", "--warmup", "3",
-                  "--kernel-iterations", "10")
+                  "--kernel-iterations", "10", "--kernel-rounds", "2")
     return runs / "e2e", proc
 
 
@@ -40,8 +40,16 @@ def test_compare_writes_a_pr_ready_report(compared):
     pairs = pd.read_csv(run / "report" / "kernels_compare.csv")
     assert len(pairs) > 0 and (pairs["category"] == "cpp").all()
     manifest = json.loads((run / "manifest.json").read_text())
-    for key in ("base/suite", "base/organize", "base/kernels", "pr/suite", "pr/organize", "pr/kernels", "report"):
-        assert manifest["stages"][key]["status"] == "done", key
+    for side in ("base", "pr"):
+        for stage in ("suite", "organize", "kernels-1", "kernels-2", "kernels"):
+            assert manifest["stages"][f"{side}/{stage}"]["status"] == "done", (side, stage)
+    assert manifest["stages"]["report"]["status"] == "done"
+    # The timing rounds alternate between the sides (AB, then BA) so drift cannot pose as a change.
+    rounds = ["base/kernels-1", "pr/kernels-1", "pr/kernels-2", "base/kernels-2"]
+    assert sorted(rounds, key=proc.stdout.index) == rounds
+    pooled = json.loads((run / "base" / "kernel_samples.json").read_text())
+    one_round = json.loads((run / "base" / "kernel-rounds" / "1" / "kernel_samples.json").read_text())
+    assert all(len(pooled[k]) == 2 * len(one_round[k]) for k in one_round)
 
 
 @pytest.mark.integration
@@ -63,9 +71,12 @@ def test_running_again_redoes_nothing_and_report_rerenders(compared):
     run, _ = compared
     again = invoke("compare", "--base=installed", f"--pr={EXAMPLE}", "--models", "ElectraForCausalLM",
                    "--runs-dir", str(run.parent), "--run", "e2e", "--iterations", "10", "--warmup", "3",
-                   "--kernel-iterations", "10")
+                   "--kernel-iterations", "10", "--kernel-rounds", "2")
     assert again.returncode == 0, again.stderr[-2000:]
-    assert again.stdout.count("skipped") == 6  # suite, organize and kernels of both sides
+    stages = [k for k in json.loads((run / "manifest.json").read_text())["stages"] if k != "report"]
+    assert len(stages) == 10
+    for key in stages:
+        assert f"{key}: done earlier with the same inputs, skipped" in again.stdout, key
     rendered = invoke("report", "e2e", "--runs-dir", str(run.parent))
     assert rendered.returncode == 0, rendered.stderr
     assert (run / "report" / "report.md").exists()
