@@ -218,14 +218,18 @@ def classify(speedup: float, p_value: float, tested: bool, cv_base: float, cv_pr
     """improved / regressed / unchanged / noisy for one pair (failed pairs are decided by the caller).
 
     The effect is symmetric in log space: improved when speedup ≥ 1+t, regressed when speedup ≤ 1/(1+t).
-    Without a usable test (no or too few samples) the threshold alone decides.
+    Without a usable test (no or too few samples) the threshold alone decides. A side with CV ≥ noise_cv is
+    noisy: its pair is called changed only when the effect is also larger than that spread (a 35 % change
+    measured with 12 % spread is a change; a 7 % one is not), and never "unchanged" — noise cannot vouch
+    for the absence of a change.
     """
-    if max(_nan_to(cv_base, 0.0), _nan_to(cv_pr, 0.0)) >= settings.noise_cv:
+    spread = max(_nan_to(cv_base, 0.0), _nan_to(cv_pr, 0.0))
+    noisy = spread >= settings.noise_cv
+    effect = abs(math.log(speedup))
+    if effect < math.log1p(settings.threshold) or (tested and not p_value < settings.alpha):
+        return "noisy" if noisy else "unchanged"
+    if noisy and effect < math.log1p(spread):
         return "noisy"
-    if abs(math.log(speedup)) < math.log1p(settings.threshold):
-        return "unchanged"
-    if tested and not p_value < settings.alpha:
-        return "unchanged"
     return "improved" if speedup > 1 else "regressed"
 
 

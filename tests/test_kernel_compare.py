@@ -279,3 +279,21 @@ def test_aa_noise_script_reads_two_kernel_csvs(tmp_path: Path) -> None:
     assert code == 0
     assert numbers["ci_contains_one"] and numbers["deviation_pct"] < 1.0
     assert numbers["n_pairs"] == 200 and numbers["flagged_share"] <= 0.05
+
+
+@pytest.mark.parametrize(
+    ("speedup", "p_value", "cv", "verdict"),
+    [
+        (0.65, 1e-6, 0.12, "regressed"),  # a 35 % slowdown stands out of a 12 % spread
+        (1.40, 1e-6, 0.12, "improved"),
+        (0.93, 1e-6, 0.12, "noisy"),  # past the 5 % threshold but inside the spread
+        (1.00, 0.80, 0.30, "noisy"),  # noise cannot vouch for "unchanged"
+        (1.01, 0.80, 0.02, "unchanged"),
+        (0.90, 0.20, 0.02, "unchanged"),  # large but not significant
+        (0.90, 1e-6, 0.02, "regressed"),
+    ],
+)
+def test_a_reviewer_reads_a_change_only_where_it_stands_out_of_the_noise(speedup, p_value, cv, verdict):
+    from analysis.kernel_compare import CompareSettings, classify
+
+    assert classify(speedup, p_value, True, cv, cv / 2, CompareSettings()) == verdict
