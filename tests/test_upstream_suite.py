@@ -379,7 +379,7 @@ def test_compare_runs_the_upstream_stage_and_a_source_change_redoes_the_suite(tm
     from prbench.recipes import load_recipe
     from prbench.suite_stage import SuiteSettings
 
-    class RecordingPipeline:  # stands in for the pipeline: keeps the specs _run_variant hands it
+    class RecordingPipeline:  # stands in for the pipeline: keeps the specs compare hands it
         def __init__(self) -> None:
             self.specs: list = []
 
@@ -395,7 +395,7 @@ def test_compare_runs_the_upstream_stage_and_a_source_change_redoes_the_suite(tm
         request = compare.CompareRequest(base="installed", pr="installed", recipe=recipe, runs_dir=tmp_path,
                                          suite=SuiteSettings(source=source))
         pipeline = RecordingPipeline()
-        compare._run_variant(pipeline, prepared, request, tree)  # type: ignore[arg-type]
+        compare._prepare_kernels(compare._Side(pipeline, prepared), request, tree)  # type: ignore[arg-type]
         suites[source] = pipeline.specs[0]
     upstream = suites["upstream"].command()
     assert upstream.module == "stages.upstream_suite"
