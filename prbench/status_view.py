@@ -20,7 +20,8 @@ def print_status(run: Run, console: Console | None = None) -> None:
     table = Table(title=f"run {run.run_id} ({run.root})")
     for column in ("stage", "status", "duration", "outputs", "note"):
         table.add_column(column)
-    for key, rec in run.manifest.stages.items():
+    # The manifest is stored key-sorted; show stages in the order they ran.
+    for key, rec in sorted(run.manifest.stages.items(), key=lambda item: (item[1].started, item[0])):
         note = rec.error or ", ".join(f"{k}={v}" for k, v in rec.summary.items())
         table.add_row(
             key,
