@@ -233,7 +233,7 @@ def md_table(frame: pd.DataFrame, columns: list[Column], max_rows: int, csv_name
 
 # --- environment -----------------------------------------------------------------------------------------
 
-_ENV_PRIORITY = ("commit", "sha", "ref", "digest", "image", "device", "gpu", "rocm", "hip", "cuda", "torch",
+_ENV_PRIORITY = ("commit", "sha", "ref", "digest", "image", "device", "gpu", "cpu", "rocm", "hip", "cuda", "torch",
                  "triton", "driver", "python", "platform", "recipe", "overlay")
 
 
@@ -263,9 +263,18 @@ def environment_table(base_env: dict[str, Any], pr_env: dict[str, Any]) -> pd.Da
         hits = [i for i, word in enumerate(_ENV_PRIORITY) if word in low]
         return (min(hits) if hits else len(_ENV_PRIORITY), key)
 
-    rows = [{"setting": k, "base": base.get(k, "–"), "pr": pr.get(k, "–"),
-             "same": "✓" if base.get(k) == pr.get(k) else "**differs**"} for k in sorted(keys, key=rank)]
+    rows = [{"setting": k, "base": base.get(k, "–"), "pr": pr.get(k, "–"), "same": _sameness(base.get(k), pr.get(k))}
+            for k in sorted(keys, key=rank) if k != "name"]
     return pd.DataFrame(rows, columns=["setting", "base", "pr", "same"])
+
+
+def _sameness(base: str | None, pr: str | None) -> str:
+    if base == pr:
+        return "✓"
+    # Caches and temp dirs live in each side's own directory of the run: the same setting, not a difference.
+    if base and pr and base.replace("/base/", "/pr/") == pr:
+        return "✓ (own directory)"
+    return "**differs**"
 
 
 def lock_identity(lock: dict[str, Any]) -> pd.DataFrame:

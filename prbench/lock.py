@@ -189,7 +189,7 @@ def host_facts(info: dict[str, Any]) -> dict[str, Any]:
     return {
         "kernel": host_platform.release(),
         "machine": host_platform.machine(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "amdgpu_driver": _read_first_line("/sys/module/amdgpu/version"),
         "nvidia_driver": _read_first_line("/proc/driver/nvidia/version"),
         "gpus": _gpu_names(),
@@ -204,7 +204,7 @@ def _base_repo_digests(client: Any, base: dict[str, str]) -> list[str]:
     return list(image.attrs.get("RepoDigests") or []) if image else []
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from analysis.errors import UserError
 from prbench import gitrefs
+from prbench.lock import cpu_model
 from prbench.overlay import PythonOverlay
 from prbench.recipes import Recipe
 
@@ -85,12 +86,14 @@ def local_lock(python: str, side: VariantPlan) -> dict[str, object]:
         "print(json.dumps({'python': sys.version.split()[0], 'executable': sys.executable,"
         " 'torch': torch.__version__, 'torch_git': torch.version.git_version, 'triton': tv,"
         " 'cuda': torch.version.cuda, 'hip': torch.version.hip, 'machine': platform.machine(),"
+        " 'gpu': torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,"
         " 'kernel': platform.release()}))"
     )
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True)
     if proc.returncode != 0:
         raise UserError(f"--python {python}: cannot describe its torch environment")
     facts = json.loads(proc.stdout)
+    facts["cpu"] = cpu_model()
     return {
         "runner": "local",
         "pytorch_ref": side.pytorch_ref,
