@@ -49,12 +49,28 @@ def _upstream_src(upstream_src):
     return Path(upstream_src) if upstream_src else None
 
 
-def _at_least_one(flag: str, value: int) -> int:
-    from analysis.errors import UserError
+def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms):
+    """The statistical flags as one validated VerdictSettings (a bad value fails here, before any stage).
 
-    if value < 1:
-        raise UserError(f"{flag} {value}: expected at least 1")
-    return value
+    The flags arrive as text (None when not given) so that a typo is our one-line error, not a traceback.
+    """
+    from analysis.verdict_settings import VerdictSettings, parse_float
+
+    given = {"confidence": confidence, "alpha": alpha, "margin": margin, "threshold": threshold, "noise": noise,
+             "min_ms": min_ms}
+    values = {key: parse_float("--" + key.replace("_", "-"), value)
+              for key, value in given.items() if value is not None}
+    return VerdictSettings(**values).validate()
+
+
+_STATS_HELP = {
+    "confidence": "Level of every confidence interval in the report (default 0.95)",
+    "alpha": "False-discovery rate of the per-kernel and per-model tests, Benjamini-Hochberg (default 0.05)",
+    "margin": "Equivalence margin: 'equivalent' means the whole interval lies within ±margin (default 0.02)",
+    "threshold": "Smallest effect called improved/regressed (default: the margin)",
+    "noise": "Robust spread of a side's round medians at which it is flagged noisy (default 0.10)",
+    "min_ms": "Leave kernels faster than this many ms on both sides out of the summary (default 0)",
+}
 
 
 _SUITE_HELP = {
@@ -306,10 +322,13 @@ def verify(ctx, lock, image=None):
         "kernel_warmup": "Warm-up calls per kernel before timing (default 10)",
         "kernel_iterations": "Timed calls per kernel (default 30)",
         "kernel_timeout": "Seconds one kernel may take before it is recorded as failed (default 300)",
-        "kernel_rounds": "Kernel timing rounds, alternating base and PR, pooled per side (default 4)",
-        "threshold": "Relative change below which a kernel counts as unchanged (default 0.05)",
-        "alpha": "Significance level of the Mann-Whitney U test (default 0.05)",
-        "min_ms": "Leave kernels faster than this (base median, ms) out of the summary (default 0)",
+        "rounds": "Paired timing rounds for kernels and models: fresh base and PR workers side by side, "
+                  "alternating item by item; the round is the unit of the statistics (at least 3; default 5)",
+        "models_per_process": "Models kept compiled in one worker per side and round (0 = all; lower it when "
+                              "a GPU cannot hold every model twice)",
+        **_STATS_HELP,
+        "fail_on": "Exit 1 when the verdict is: regression (a regressed kernel/model summary or a failed "
+                   "dashboard check), inconclusive (that or anything not shown to be fine), never (default)",
         "force": "Stage to redo even if done: suite, organize, kernels, profile or report (repeatable)",
         "python": "Python interpreter whose torch the local runner uses (default: this one)",
         "profile": "Also profile each side's models (torch.profiler, compiled graphs with -p); diffed in the report",
@@ -319,21 +338,32 @@ def verify(ctx, lock, image=None):
 @user_facing
 def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=None, mode=None, dtype=None,
             warmup=None, iterations=None, recipe=None, run=None, runs_dir=None, env=None, inductor_config=None,
-            kernel_warmup=10, kernel_iterations=30, kernel_timeout=300.0, kernel_rounds=4, threshold=0.05,
-            alpha=0.05, min_ms=0.0,
+            kernel_warmup=10, kernel_iterations=30, kernel_timeout=300.0, rounds="5", models_per_process="0",
+            confidence=None, alpha=None, margin=None, threshold=None, noise=None, min_ms=None, fail_on="never",
             force=None, python=None, profile=False, suite_source="builtin", upstream_src=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     import sys
 
-    from rich.console import Console
-
     from analysis.errors import UserError
-    from prbench.compare import CompareRequest, CompareSettings, KernelSettings, run_compare, validate_force
-    from prbench.suite_stage import int_flag
-    from prbench.variants import parse_assignments, parse_config_values
+    from analysis.verdict_settings import check_fail_on, check_rounds
 
+    # Every statistical and measurement setting is checked before anything heavy is imported or run.
+    stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms)
+    checked_rounds = check_rounds(rounds)
+    fail_on = check_fail_on(fail_on)
     if not pr:
         raise UserError("--pr: required (a git ref in --pytorch-src, a Python-only patch file, or 'installed')")
+    from prbench.suite_stage import int_flag
+
+    per_process = int_flag("--models-per-process", models_per_process)
+    if per_process < 0:
+        raise UserError(f"--models-per-process {per_process}: expected 0 (all) or a positive number")
+
+    from rich.console import Console
+
+    from prbench.compare import CompareRequest, KernelSettings, run_compare, validate_force
+    from prbench.variants import parse_assignments, parse_config_values
+
     loaded = _recipe(ctx, recipe)
     request = CompareRequest(
         base=base, pr=pr, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir), run_id=run,
@@ -342,9 +372,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, source=suite_source),
         kernels=KernelSettings(warmup=int_flag("--kernel-warmup", kernel_warmup),
                                iterations=int_flag("--kernel-iterations", kernel_iterations),
-                               timeout_s=float(kernel_timeout),
-                               rounds=_at_least_one("--kernel-rounds", int_flag("--kernel-rounds", kernel_rounds))),
-        compare=CompareSettings(threshold=float(threshold), alpha=float(alpha), min_ms=float(min_ms)),
+                               timeout_s=float(kernel_timeout)),
+        rounds=checked_rounds, models_per_process=per_process, stats=stats,
         env=parse_assignments(env or [], "--env"),
         inductor_config=parse_config_values(parse_assignments(inductor_config or [], "--inductor-config")),
         force=validate_force(force or []),
@@ -356,7 +385,20 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     console.print(f"\n[bold]{paths.verdict}[/]")
     console.print(f"report: {paths.report_md}")
     console.print(f"        {paths.characters} characters; CSVs, report.xlsx and plots in {paths.out_dir}")
+    console.print(f"summary: {paths.summary_json}")
     console.print(f"status: invoke status --run {the_run.run_id}")
+    _exit_on(paths.summary, fail_on)
+
+
+def _exit_on(summary, fail_on: str) -> None:
+    """--fail-on: exit 1 with the reasons, read from the same summary.json CI users read."""
+    from invoke import Exit
+
+    from analysis.verdict_summary import fail_reasons
+
+    reasons = fail_reasons(summary, fail_on)
+    if reasons:
+        raise Exit(f"--fail-on {fail_on}: " + "; ".join(reasons), code=1)
 
 
 # --- compare and report ----------------------------------------------------------------------------------
@@ -366,22 +408,21 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     help={
         "base": "kernels.csv of the base variant (with --semantics seed: a seed-format CSV or kernels_seed.csv)",
         "pr": "kernels.csv of the PR variant (same format as BASE)",
-        "samples_base": "kernel_samples.json of the base variant: raw samples for the Mann-Whitney test",
+        "samples_base": "kernel_samples.json of the base variant: samples per timing round ({path: [[ms]...]})",
         "samples_pr": "kernel_samples.json of the PR variant",
-        "semantics": "prbench (pair by body hash, test, bootstrap CI) or seed (kernel_perf_simple.py exactly)",
-        "threshold": "Relative change below which a kernel counts as unchanged (default: 0.05)",
-        "alpha": "Significance level of the Mann-Whitney test (default: 0.05)",
-        "min_ms": "Leave pairs faster than this many ms on both sides out of the summary (default: 0)",
+        "semantics": "prbench (pair by body hash, intervals over timing rounds) or seed (kernel_perf_simple.py "
+                     "exactly)",
+        **_STATS_HELP,
         "out": "Directory for kernels_compare.csv, report.md, report.xlsx, plots (seed: seed_compare.csv)",
     }
 )
 @user_facing
-def compare_kernels(ctx, base, pr, samples_base=None, samples_pr=None, semantics="prbench", threshold=0.05,
-                    alpha=0.05, min_ms=0.0, out=None):
+def compare_kernels(ctx, base, pr, samples_base=None, samples_pr=None, semantics="prbench", confidence=None,
+                    alpha=None, margin=None, threshold=None, noise=None, min_ms=None, out=None):
     """Compare two kernel CSVs; the last line printed is `geomean: <value>`."""
     from analysis.report import ReportSettings, compare_kernel_files
 
-    settings = ReportSettings(threshold=float(threshold), alpha=float(alpha), min_ms=float(min_ms))
+    settings = ReportSettings(stats=_verdict_settings(confidence, alpha, margin, threshold, noise, min_ms))
     lines = compare_kernel_files(
         resolve_path(base), resolve_path(pr),
         samples_base=resolve_path(samples_base) if samples_base else None,
@@ -395,14 +436,17 @@ def compare_kernels(ctx, base, pr, samples_base=None, samples_pr=None, semantics
     help={
         "run": "Run id under the runs directory (its base/ and pr/ are compared)",
         "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)",
+        "fail_on": "Exit 1 when the verdict is: regression, inconclusive (or a regression), never (default)",
     }
 )
 @user_facing
-def report(ctx, run, runs_dir=None):
+def report(ctx, run, runs_dir=None, fail_on="never"):
     """Re-render <run>/report/ (report.md, CSVs, report.xlsx, plots) from the run's files; nothing is re-run."""
     from analysis.report import load_report_inputs, render_report
+    from analysis.verdict_settings import check_fail_on
     from prbench.runstore import RunStore
 
+    fail_on = check_fail_on(fail_on)
     target = RunStore(_runs_dir(ctx, runs_dir)).open(run)
     inputs = load_report_inputs(target.root)
     with target.stage("report", {"rerendered_from": "files"}) as record:
@@ -411,6 +455,8 @@ def report(ctx, run, runs_dir=None):
         record.summary = {"verdict": paths.verdict, "characters": paths.characters}
     print(paths.verdict)
     print(f"report: {paths.report_md} ({paths.characters} characters; CSVs, report.xlsx and plots beside it)")
+    print(f"summary: {paths.summary_json}")
+    _exit_on(paths.summary, fail_on)
 
 
 # --- suite -----------------------------------------------------------------------------------------------

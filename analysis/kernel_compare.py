@@ -5,21 +5,19 @@ Three parts:
 * **pairing** (`pair_kernels`): kernels are matched by ``body_hash``+``shape_key`` first (robust to renumbering),
   then by the seed's ``legacy_key``, then by ``kernel_name``. Each stage only sees rows the earlier stages left;
   rows that share a key on one side are paired in a fixed order (path, name) one to one, never as a cartesian
-  product, and leftovers fall through to the next stage or end up "only in base / only in PR".
-* **per-kernel statistics** (`compare_kernels`): speedup = base median / PR median, a two-sided Mann–Whitney U
-  test on the raw samples plus an effect threshold, and a noise flag (CV ≥ 10 % on either side, pyperf's rule).
-* **summary**: geometric mean of speedups with a BCa bootstrap CI on log speedups, the time-weighted speedup
-  Σbase/Σpr (weighted by launches per step), and per-category geomeans.
+  product, and leftovers fall through to the next stage or end up "only in base / only in PR". The paired
+  timing stage pairs with the same function, so it interleaves exactly the pairs compared here.
+* **per-pair statistics**: each side's per-round samples (``kernel_samples.json``) become round medians; the
+  speedup, its interval, its adjusted p-value and its verdict come from `analysis.verdict` (the round is the
+  unit of replication). Pairs with the same body and shapes on both sides are the in-run control.
+* **summary**: geomean and time-weighted speedups with intervals over rounds, per-category geomeans.
 
 `seed_compare` re-implements the seed's ``kernel_perf_simple.py`` exactly (its filters, its inner join with
 duplicates, its geomean), so a user can check that prbench reproduces the number they used to get.
 """
-
 from __future__ import annotations
 
-import json
 import math
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,18 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import UserError
+from analysis.paired_rounds import RoundSamples
+from analysis.verdict import (
+    ControlResult,
+    Estimate,
+    FamilyData,
+    FamilyJudgement,
+    family_matrix,
+    judge_family,
+    robust_spread,
+    round_medians,
+)
+from analysis.verdict_settings import VERDICTS, VerdictSettings
 
 # The data contract of kernels.csv (docs/architecture.md): index columns + timing columns.
 INDEX_COLUMNS = ("category", "kernel_name", "body_hash", "shape_key", "legacy_key", "path", "calls", "graphs",
@@ -44,7 +54,6 @@ SEED_MIN_MS = 0.008  # kernel_perf_simple.py: `threshold = 0.008`
 SEED_NAME_PATTERN = r"^triton_poi_"  # kernel_perf_simple.py keeps pointwise kernels only
 
 MATCH_METHODS = ("body_hash+shape_key", "legacy_key", "kernel_name")
-VERDICTS = ("improved", "regressed", "unchanged", "noisy", "failed")
 
 
 # --- reading ---------------------------------------------------------------------------------------------
@@ -94,27 +103,6 @@ def check_kernels_frame(frame: pd.DataFrame, label: str) -> pd.DataFrame:
     if missing:
         raise UserError(f"{label}: not a kernels table: missing column(s) {', '.join(missing)}")
     return normalize_kernels(frame)
-
-
-def read_samples_json(path: Path) -> dict[str, list[float]]:
-    """Read kernel_samples.json: ``{organized relative path: [ms, ...]}``."""
-    data = _read_json(path, "kernel_samples.json")
-    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
-        raise UserError(f"{path}: expected an object mapping kernel paths to lists of milliseconds")
-    try:
-        return {str(k): [float(x) for x in v] for k, v in data.items()}
-    except (TypeError, ValueError):
-        raise UserError(f"{path}: sample lists must hold numbers (milliseconds)") from None
-
-
-def _read_json(path: Path, what: str) -> Any:
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: file not found (expected {what})")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not valid JSON ({exc.__class__.__name__}: {str(exc).splitlines()[0]})") from None
 
 
 # --- pairing ---------------------------------------------------------------------------------------------
@@ -195,130 +183,18 @@ def pair_kernels(base: pd.DataFrame, pr: pd.DataFrame) -> Pairing:
 
 
 @dataclass(frozen=True)
-class CompareSettings:
-    threshold: float = 0.05  # relative effect below which a change is "unchanged"
-    alpha: float = 0.05  # Mann–Whitney significance level
-    noise_cv: float = 0.10  # CV (std/mean) at or above which a side is "noisy" (pyperf's warning level)
-    min_ms: float = 0.0  # pairs whose slower side is below this are left out of the summary
-    n_resamples: int = 9999
-    confidence: float = 0.95
-    seed: int = 0  # bootstrap RNG seed: the same inputs always give the same CI
-
-    def validate(self) -> None:
-        if not 0 <= self.threshold < 10:
-            raise UserError(f"--threshold {self.threshold}: expected a fraction such as 0.05")
-        if not 0 < self.alpha < 1:
-            raise UserError(f"--alpha {self.alpha}: expected a probability such as 0.05")
-        if self.min_ms < 0:
-            raise UserError(f"--min-ms {self.min_ms}: expected a non-negative number of milliseconds")
-
-
-def classify(speedup: float, p_value: float, tested: bool, cv_base: float, cv_pr: float,
-             settings: CompareSettings) -> str:
-    """improved / regressed / unchanged / noisy for one pair (failed pairs are decided by the caller).
-
-    The effect is symmetric in log space: improved when speedup ≥ 1+t, regressed when speedup ≤ 1/(1+t).
-    Without a usable test (no or too few samples) the threshold alone decides. A side with CV ≥ noise_cv is
-    noisy: its pair is called changed only when the effect is also larger than that spread (a 35 % change
-    measured with 12 % spread is a change; a 7 % one is not), and never "unchanged" — noise cannot vouch
-    for the absence of a change.
-    """
-    spread = max(_nan_to(cv_base, 0.0), _nan_to(cv_pr, 0.0))
-    noisy = spread >= settings.noise_cv
-    effect = abs(math.log(speedup))
-    if effect < math.log1p(settings.threshold) or (tested and not p_value < settings.alpha):
-        return "noisy" if noisy else "unchanged"
-    if noisy and effect < math.log1p(spread):
-        return "noisy"
-    return "improved" if speedup > 1 else "regressed"
-
-
-def _nan_to(x: float, default: float) -> float:
-    return default if x is None or not math.isfinite(x) else x
-
-
-def min_two_sided_p(n: int, m: int) -> float:
-    """Smallest p an exact two-sided Mann–Whitney test can give: 2 / C(n+m, n) (asv's reasoning)."""
-    return min(1.0, 2.0 / math.comb(n + m, n))
-
-
-def mann_whitney(pairs: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """Two-sided Mann–Whitney U p-values, vectorised over pairs with the same sample counts."""
-    from scipy.stats import mannwhitneyu
-
-    out = np.full(len(pairs), np.nan)
-    by_shape: dict[tuple[int, int], list[int]] = {}
-    for i, (x, y) in enumerate(pairs):
-        by_shape.setdefault((len(x), len(y)), []).append(i)
-    for idx in by_shape.values():
-        xs = np.vstack([pairs[i][0] for i in idx])
-        ys = np.vstack([pairs[i][1] for i in idx])
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            p = mannwhitneyu(xs, ys, axis=1, alternative="two-sided", method="auto").pvalue
-        out[idx] = np.where(np.isfinite(p), p, 1.0)  # all-tied samples give NaN: no evidence of a change
-    return out
-
-
-@dataclass(frozen=True)
-class GeomeanCI:
-    geomean: float
-    low: float
-    high: float
-    n: int
-    method: str  # how the interval was obtained (or why there is none)
-
-    def contains(self, value: float) -> bool:
-        return self.low <= value <= self.high
-
-
-def geomean_ci(speedups: np.ndarray, settings: CompareSettings, unit: str = "kernels") -> GeomeanCI:
-    """Geomean of speedups with a bootstrap CI: BCa on log speedups (resampling ``unit``), then exp."""
-    from scipy.stats import bootstrap
-
-    logs = np.log(np.asarray(speedups, dtype=float))
-    n = len(logs)
-    if n == 0:
-        return GeomeanCI(math.nan, math.nan, math.nan, 0, f"no {unit} to summarise")
-    g = float(np.exp(logs.mean()))
-    if n < 3:
-        return GeomeanCI(g, math.nan, math.nan, n, f"no CI: {n} of {unit}, a bootstrap needs at least 3")
-    if np.ptp(logs) == 0:
-        return GeomeanCI(g, g, g, n, "all speedups are equal: the interval is a point")
-    label = (f"{settings.confidence:.0%} BCa bootstrap over {unit}, {settings.n_resamples} resamples, "
-             f"seed {settings.seed}")
-    for method in ("BCa", "percentile"):  # BCa can degenerate on tiny or lumpy data; percentile then
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            res = bootstrap((logs,), np.mean, n_resamples=settings.n_resamples, batch=500, method=method,
-                            confidence_level=settings.confidence, rng=np.random.default_rng(settings.seed))
-        low, high = res.confidence_interval
-        if math.isfinite(low) and math.isfinite(high):
-            if method != "BCa":
-                label = label.replace("BCa", "percentile (BCa degenerate)")
-            return GeomeanCI(g, float(np.exp(low)), float(np.exp(high)), n, label)
-    return GeomeanCI(g, math.nan, math.nan, n, "no CI: the bootstrap did not converge")
-
-
-def geomean(values: pd.Series | np.ndarray) -> float:
-    arr = np.asarray(values, dtype=float)
-    return float(np.exp(np.log(arr).mean())) if len(arr) else math.nan
-
-
-# --- comparison ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
 class KernelSummary:
     n_pairs: int
-    n_summarised: int  # pairs in the geomean: both sides ok and above min_ms
+    n_summarised: int  # pairs in the summary: both sides ok and above min_ms
     n_failed: int
     n_below_min: int
-    ci: GeomeanCI
-    time_weighted: float  # Σ base ms per step / Σ PR ms per step
+    geomean: Estimate  # geomean speedup with its interval over rounds
+    time_weighted: Estimate  # Σ base ms per step / Σ PR ms per step, with its interval over rounds
+    method: str  # how the intervals were obtained
     weighted_by: str
-    verdicts: dict[str, int]
-    n_tested: int  # pairs decided with Mann–Whitney (the rest by threshold only)
+    verdicts: dict[str, int]  # improved / regressed / equivalent / inconclusive among the summarised pairs
+    verdict: str  # the family's verdict
+    rounds: int  # rounds per side (the unit of replication)
     base_ms_only: float  # per-step time of kernels that exist only in base / only in PR
     pr_ms_only: float
 
@@ -331,7 +207,9 @@ class KernelComparison:
     categories: pd.DataFrame
     pairing: PairingSummary
     summary: KernelSummary
-    settings: CompareSettings
+    settings: VerdictSettings
+    controls: list[ControlResult]
+    resolution: float  # relative effect below which a failed control made verdicts inconclusive
     notes: list[str] = field(default_factory=list)
 
 
@@ -342,88 +220,70 @@ def _weights(frame: pd.DataFrame) -> tuple[pd.Series, bool]:
     return calls.where(calls > 0, 1.0).fillna(1.0).astype(float), present
 
 
-def _sample_stats(rows: pd.DataFrame, samples: dict[str, list[float]] | None) -> tuple[list, pd.Series]:
-    """Per row: the raw samples (or None) and the CV (from samples, else std_ms/mean_ms from the CSV)."""
-    arrays: list[np.ndarray | None] = []
-    cvs: list[float] = []
-    for path, std, mean in zip(rows["path"], rows["std_ms"], rows["mean_ms"], strict=True):
-        arr = np.asarray(samples.get(path, []), dtype=float) if samples else np.empty(0)
-        arr = arr[np.isfinite(arr)]
-        if len(arr) >= 2 and arr.mean() > 0:
-            arrays.append(arr)
-            cvs.append(float(arr.std(ddof=1) / arr.mean()))
+def _round_medians(part: pd.DataFrame, samples: RoundSamples | None, ok: pd.Series) -> list[np.ndarray]:
+    """Per row: its round medians from the samples; without samples, the CSV median as a single round."""
+    rows = []
+    for path, median, good in zip(part["path"], part["median_ms"], ok, strict=True):
+        if not good:
+            rows.append(np.full(1, np.nan))
+        elif samples and path in samples:
+            rows.append(round_medians(samples[path]))
         else:
-            arrays.append(None)
-            cvs.append(float(std / mean) if mean and math.isfinite(mean) and mean > 0 else math.nan)
-    return arrays, pd.Series(cvs, index=rows.index, dtype=float)
+            rows.append(np.array([median], dtype=float))
+    return rows
 
 
-def _side(frame: pd.DataFrame, rows: list[int], samples: dict[str, list[float]] | None, prefix: str
-          ) -> tuple[pd.DataFrame, list]:
+def _side(frame: pd.DataFrame, rows: list[int], samples: RoundSamples | None, prefix: str
+          ) -> tuple[pd.DataFrame, list[np.ndarray]]:
     part = frame.iloc[rows].reset_index(drop=True)
-    arrays, cv = _sample_stats(part, samples)
     weights, _ = _weights(part)
     ok = (part["status"].str.lower().isin(["ok", ""])) & (part["median_ms"] > 0)
+    medians = _round_medians(part, samples, ok)
     out = pd.DataFrame({
         f"{prefix}_name": part["kernel_name"], f"{prefix}_path": part["path"],
-        f"{prefix}_median_ms": part["median_ms"], f"{prefix}_cv": cv, f"{prefix}_n": part["n"],
-        f"{prefix}_calls": weights, f"{prefix}_ms_per_step": part["median_ms"] * weights,
+        f"{prefix}_median_ms": part["median_ms"], f"{prefix}_spread": [robust_spread(m) for m in medians],
+        f"{prefix}_n": part["n"], f"{prefix}_calls": weights, f"{prefix}_ms_per_step": part["median_ms"] * weights,
         f"{prefix}_ok": ok, f"{prefix}_status": part["status"], f"{prefix}_error": part["error"],
     })
-    return out, arrays
+    return out, medians
 
 
-def _test_pairs(base_arrays: list, pr_arrays: list, alpha: float) -> tuple[np.ndarray, list[str]]:
-    """p-values where both sides have enough samples for the test to reach alpha; a label for every row."""
-    labels: list[str] = []
-    todo: list[int] = []
-    for i, (x, y) in enumerate(zip(base_arrays, pr_arrays, strict=True)):
-        if x is None or y is None:
-            labels.append("threshold only (no samples)")
-        elif min_two_sided_p(len(x), len(y)) >= alpha:
-            labels.append(f"threshold only ({len(x)}+{len(y)} samples cannot reach alpha)")
-        else:
-            labels.append("mann-whitney")
-            todo.append(i)
-    p = np.full(len(labels), np.nan)
-    if todo:
-        p[todo] = mann_whitney([(base_arrays[i], pr_arrays[i]) for i in todo])
-    return p, labels
-
-
-def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_base, samples_pr,
-                settings: CompareSettings) -> pd.DataFrame:
+def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_base: RoundSamples | None,
+                samples_pr: RoundSamples | None, settings: VerdictSettings
+                ) -> tuple[pd.DataFrame, FamilyJudgement, int]:
     b_rows = pairing.pairs["base_row"].tolist()
     p_rows = pairing.pairs["pr_row"].tolist()
-    b, b_arrays = _side(base, b_rows, samples_base, "base")
-    p, p_arrays = _side(pr, p_rows, samples_pr, "pr")
+    b, b_medians = _side(base, b_rows, samples_base, "base")
+    p, p_medians = _side(pr, p_rows, samples_pr, "pr")
     ident = base.iloc[b_rows].reset_index(drop=True)
     table = pd.concat([ident[["category", "body_hash", "shape_key", "legacy_key"]], b, p], axis=1)
     table.insert(0, "matched_by", pairing.pairs["matched_by"].to_numpy())
-    both_ok = table["base_ok"] & table["pr_ok"]
-    table["speedup"] = np.where(both_ok, table["base_median_ms"] / table["pr_median_ms"], np.nan)
-    table["change_pct"] = (1.0 / table["speedup"] - 1.0) * 100.0  # PR time vs base time; negative = faster
-    p_values, tests = _test_pairs(b_arrays, p_arrays, settings.alpha)
-    table["p_value"] = p_values
-    table["test"] = tests
-    verdicts = []
-    for row in table.itertuples(index=False):
-        if not (row.base_ok and row.pr_ok):
-            verdicts.append("failed")
-        else:
-            tested = row.test == "mann-whitney"
-            verdicts.append(classify(row.speedup, row.p_value, tested, row.base_cv, row.pr_cv, settings))
-    table["verdict"] = verdicts
+    both_ok = (table["base_ok"] & table["pr_ok"]).to_numpy(dtype=bool)
     slower = table[["base_median_ms", "pr_median_ms"]].max(axis=1)
-    table["in_summary"] = both_ok & (slower >= settings.min_ms)
-    return _priority_order(table)
+    in_summary = both_ok & (slower >= settings.min_ms).to_numpy(dtype=bool)
+    # Identical normalised body and shapes on both sides: the same code, so any "change" is the machine's.
+    control = in_summary & (table["matched_by"] == "body_hash+shape_key").to_numpy(dtype=bool)
+    data = FamilyData(family_matrix(b_medians), family_matrix(p_medians), table["base_calls"].to_numpy(float))
+    judged = judge_family(data, settings, in_summary, control)
+    table["speedup"] = [e.speedup if ok else np.nan for e, ok in zip(judged.estimates, both_ok, strict=True)]
+    table["ci_low"] = [e.ci_low for e in judged.estimates]
+    table["ci_high"] = [e.ci_high for e in judged.estimates]
+    table["change_pct"] = (1.0 / table["speedup"] - 1.0) * 100.0  # PR time vs base time; negative = faster
+    table["p_value"] = [e.p_value for e in judged.estimates]
+    table["q_value"] = judged.q_values
+    table["rounds"] = [e.rounds for e in judged.estimates]
+    table["noisy"] = (table[["base_spread", "pr_spread"]].max(axis=1) >= settings.noise).to_numpy()
+    table["verdict"] = np.where(both_ok, judged.verdicts, "failed")
+    table["control"] = control
+    table["in_summary"] = in_summary
+    return table, judged, int(data.base.shape[1])
 
 
-_VERDICT_RANK = {"regressed": 0, "improved": 1, "noisy": 2, "failed": 3, "unchanged": 4}
+_VERDICT_RANK = {"regressed": 0, "improved": 1, "inconclusive": 2, "failed": 3, "equivalent": 4}
 
 
 def _priority_order(table: pd.DataFrame) -> pd.DataFrame:
-    """Regressions first, then improvements, noisy, failed, unchanged; within each, the largest effect first.
+    """Regressions first, then improvements, inconclusive, failed, equivalent; the largest effect first.
 
     Truncated tables in the report keep the head of this order, so the rows a reviewer needs come first.
     """
@@ -451,6 +311,11 @@ def time_weighted(table: pd.DataFrame) -> float:
     return float(table["base_ms_per_step"].sum()) / pr_total if pr_total > 0 else math.nan
 
 
+def geomean(values: pd.Series | np.ndarray) -> float:
+    arr = np.asarray(values, dtype=float)
+    return float(np.exp(np.log(arr).mean())) if len(arr) else math.nan
+
+
 def category_table(table: pd.DataFrame) -> pd.DataFrame:
     """Per category: counts, geomean and time-weighted speedup of the summarised pairs."""
     used = table[table["in_summary"]]
@@ -461,50 +326,54 @@ def category_table(table: pd.DataFrame) -> pd.DataFrame:
             "category": cat or "(none)", "kernels": len(grp), "geomean": geomean(grp["speedup"]),
             "time_weighted": time_weighted(grp), "base_ms_per_step": float(grp["base_ms_per_step"].sum()),
             "pr_ms_per_step": float(grp["pr_ms_per_step"].sum()),
-            **{v: int(counts.get(v, 0)) for v in ("improved", "regressed", "unchanged", "noisy")},
+            **{v: int(counts.get(v, 0)) for v in VERDICTS},
         })
-    cols = ["category", "kernels", "geomean", "time_weighted", "base_ms_per_step", "pr_ms_per_step",
-            "improved", "regressed", "unchanged", "noisy"]
+    cols = ["category", "kernels", "geomean", "time_weighted", "base_ms_per_step", "pr_ms_per_step", *VERDICTS]
     out = pd.DataFrame(rows, columns=cols)
     return out.sort_values(["base_ms_per_step", "category"], ascending=[False, True]).reset_index(drop=True)
 
 
-def compare_kernels(base: pd.DataFrame, pr: pd.DataFrame, samples_base: dict[str, list[float]] | None = None,
-                    samples_pr: dict[str, list[float]] | None = None,
-                    settings: CompareSettings | None = None) -> KernelComparison:
-    """Pair, test and summarise two kernels tables (as read by `read_kernels_csv`)."""
-    settings = settings or CompareSettings()
-    settings.validate()
+def compare_kernels(base: pd.DataFrame, pr: pd.DataFrame, samples_base: RoundSamples | None = None,
+                    samples_pr: RoundSamples | None = None,
+                    settings: VerdictSettings | None = None) -> KernelComparison:
+    """Pair, estimate, judge and summarise two kernels tables (as read by `read_kernels_csv`).
+
+    ``samples_*`` are per-round samples (`analysis.paired_rounds`): round i of both sides ran together.
+    """
+    settings = (settings or VerdictSettings()).validate()
     base = check_kernels_frame(base, "base kernels")
     pr = check_kernels_frame(pr, "PR kernels")
     pairing = pair_kernels(base, pr)
-    table = _pair_table(base, pr, pairing, samples_base, samples_pr, settings)
+    table, judged, rounds = _pair_table(base, pr, pairing, samples_base, samples_pr, settings)
     only_base = _unpaired(base, pairing.only_base)
     only_pr = _unpaired(pr, pairing.only_pr)
-    used = table[table["in_summary"]]
+    in_summary = table["in_summary"].to_numpy(dtype=bool)
     _, calls_present = _weights(pd.concat([base, pr], ignore_index=True))
     summary = KernelSummary(
-        n_pairs=len(table), n_summarised=len(used), n_failed=int((table["verdict"] == "failed").sum()),
+        n_pairs=len(table), n_summarised=int(in_summary.sum()), n_failed=int((table["verdict"] == "failed").sum()),
         n_below_min=int(((table["verdict"] != "failed") & ~table["in_summary"]).sum()),
-        ci=geomean_ci(used["speedup"].to_numpy(), settings), time_weighted=time_weighted(used),
+        geomean=judged.summary.geomean, time_weighted=judged.summary.time_weighted, method=judged.summary.method,
         weighted_by="launches per step (`calls`)" if calls_present else "one launch per kernel (no `calls`)",
-        verdicts={v: int((used["verdict"] == v).sum()) for v in VERDICTS if v != "failed"},
-        n_tested=int((table["test"] == "mann-whitney").sum()),
+        verdicts=judged.counts(in_summary), verdict=judged.verdict, rounds=rounds,
         base_ms_only=float(only_base["ms_per_step"].sum()), pr_ms_only=float(only_pr["ms_per_step"].sum()),
     )
-    return KernelComparison(table, only_base, only_pr, category_table(table), pairing.summary, summary, settings,
-                            _notes(table, summary, samples_base, samples_pr, settings))
+    return KernelComparison(_priority_order(table), only_base, only_pr, category_table(table), pairing.summary,
+                            summary, settings, judged.controls, judged.resolution,
+                            _notes(summary, judged, samples_base, samples_pr, settings))
 
 
-def _notes(table: pd.DataFrame, summary: KernelSummary, samples_base, samples_pr,
-           settings: CompareSettings) -> list[str]:
+def _notes(summary: KernelSummary, judged: FamilyJudgement, samples_base: RoundSamples | None,
+           samples_pr: RoundSamples | None, settings: VerdictSettings) -> list[str]:
     notes = []
     if not samples_base or not samples_pr:
-        notes.append("raw samples missing on at least one side: kernels were classified by the "
-                     f"{settings.threshold:.0%} threshold only (no Mann–Whitney test)")
-    elif summary.n_tested < summary.n_pairs:
-        notes.append(f"{summary.n_pairs - summary.n_tested} pair(s) had too few samples for Mann–Whitney to "
-                     f"reach alpha={settings.alpha}: classified by the threshold only")
+        notes.append("per-round samples missing on at least one side: each side counts as one round (the CSV "
+                     "medians), so no interval can be given and no pair is called a change")
+    elif summary.rounds < 2:
+        notes.append("one timing round per side: without replication no interval is honest; run "
+                     "`invoke compare` (several paired rounds) for verdicts")
+    if summary.n_summarised > judged.summary.n:
+        notes.append(f"{summary.n_summarised - judged.summary.n} pair(s) lack a timing in some round: they have "
+                     "their own estimates but are left out of the per-round summary")
     if summary.n_below_min:
         notes.append(f"{summary.n_below_min} pair(s) faster than --min-ms {settings.min_ms} on both sides "
                      "are listed but left out of the summary")

@@ -1,15 +1,17 @@
 """The kernel timing table: one row per organized kernel with its sample statistics, and its files.
 
 ``kernels.csv`` (index columns + ``n,median_ms,mean_ms,std_ms,min_ms,gb,gb_per_s,status,error``),
-``kernel_samples.json`` ({organized path: [ms, ...]}) and the seed workflow's ``kernels_seed.csv``. The kernel
-runner writes one table per run; ``merge_rounds`` pools several runs of the same organized directory (the
-rounds that ``invoke compare`` interleaves between base and PR) into one.
+``kernel_samples.json`` in the round format ({organized path: [[ms of round 1], [ms of round 2], ...]}) and the
+seed workflow's ``kernels_seed.csv``. ``invoke kernels`` writes one round; `results_from_rounds` derives a side's
+table from the paired rounds of ``invoke compare`` (``analysis.paired_rounds``).
+
+A round is one replicate (fresh worker processes), so ``median_ms`` is the median of the round medians; ``n``,
+``mean_ms``, ``std_ms`` and ``min_ms`` are over all samples.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import re
 import statistics
 from collections.abc import Iterable
@@ -19,8 +21,9 @@ from typing import Any
 
 from analysis.atomic_io import atomic_path, write_json
 from analysis.errors import UserError
-from analysis.kernel_identity import strip_paas_suffix
+from analysis.kernel_identity import kernel_num_gb, strip_paas_suffix
 from analysis.kernel_index import INDEX_COLUMNS, IndexRow, read_index
+from analysis.paired_rounds import RoundRecord, RoundSamples, side_samples, visit_errors
 
 TIMING_COLUMNS = ("n", "median_ms", "mean_ms", "std_ms", "min_ms", "gb", "gb_per_s", "status", "error")
 SEED_COLUMNS = ("relative_dir", "filename", "kernel_name", "ms_per_call", "gb_per_s")
@@ -53,13 +56,24 @@ def _fmt(value: Any) -> Any:
     return value
 
 
-def summarize_samples(row: IndexRow, samples: list[float], error: str, gb: float | None) -> KernelRow:
-    if error or not samples:
-        return KernelRow(row, len(samples), None, None, None, None, gb, None, "fail", error or "no samples recorded")
-    median = statistics.median(samples)
+def summarize_rounds(row: IndexRow, rounds: list[list[float]], gb: float | None, error: str = "") -> KernelRow:
+    """A row from a kernel's samples per round; a kernel without a single sample is a failure row (``error``)."""
+    samples = [x for r in rounds for x in r]
+    if not samples:
+        return KernelRow(row, 0, None, None, None, None, gb, None, "fail", error or "no samples recorded")
+    median = statistics.median(statistics.median(r) for r in rounds if r)
     std = statistics.stdev(samples) if len(samples) > 1 else 0.0
     gb_per_s = gb / (median / 1e3) if gb and median > 0 else None
     return KernelRow(row, len(samples), median, statistics.fmean(samples), std, min(samples), gb, gb_per_s, "ok", "")
+
+
+def kernel_gb(path: Path) -> float | None:
+    """GB a kernel moves per call, from its organized file (None when the file or the numbers are missing)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return kernel_num_gb(text)
 
 
 def seed_row(row: KernelRow) -> dict[str, Any]:
@@ -75,7 +89,8 @@ def seed_row(row: KernelRow) -> dict[str, Any]:
     }
 
 
-def write_results(out: Path, rows: list[KernelRow], samples: dict[str, list[float]]) -> None:
+def write_results(out: Path, rows: list[KernelRow], samples: RoundSamples) -> None:
+    """The one writer of a side's kernel files (``samples``: only the kernels whose rows are ``ok``)."""
     _write_csv(out / "kernels.csv", [*INDEX_COLUMNS, *TIMING_COLUMNS], (r.as_dict() for r in rows))
     _write_csv(out / "kernels_seed.csv", list(SEED_COLUMNS), (seed_row(r) for r in rows))
     write_json(out / "kernel_samples.json", samples)
@@ -88,44 +103,19 @@ def _write_csv(path: Path, columns: list[str], rows: Iterable[dict[str, Any]]) -
         writer.writerows(rows)
 
 
-@dataclass
-class _Round:
-    rows: list[IndexRow]
-    timing: dict[str, dict[str, str]]  # path → the round's timing columns
-    samples: dict[str, list[float]]
+def results_from_rounds(records: list[RoundRecord], side: str, organized: Path, out: Path) -> list[KernelRow]:
+    """One side's kernel files under ``out`` from the paired rounds (every index row; failures with their errors).
 
-
-def _read_round(directory: Path) -> _Round:
-    table = directory / "kernels.csv"
-    try:
-        rows = read_index(table)
-        with open(table, newline="", encoding="utf-8") as handle:
-            timing = {raw["path"]: raw for raw in csv.DictReader(handle)}
-        samples = json.loads((directory / "kernel_samples.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{directory}: not a kernel-runner output ({exc})") from None
-    return _Round(rows, timing, samples)
-
-
-def merge_rounds(round_dirs: list[Path], out: Path) -> list[KernelRow]:
-    """Pool the samples of several runs over the same organized kernels into one table under ``out``.
-
-    Each round ran in fresh worker processes at another time, so the pooled spread includes the
-    between-process and between-moment variation that a single run's samples hide.
+    ``kernel_samples.json`` keeps one list per round, empty where the kernel failed that round, so round ``i``
+    of base and round ``i`` of PR stay aligned.
     """
-    if not round_dirs:
-        raise UserError("no kernel rounds to merge")
-    rounds = [_read_round(d) for d in round_dirs]
-    results: list[KernelRow] = []
-    pooled: dict[str, list[float]] = {}
-    for row in rounds[0].rows:
-        samples = [x for r in rounds for x in r.samples.get(row.path, [])]
-        errors = sorted({r.timing.get(row.path, {}).get("error", "") for r in rounds} - {""})
-        gb_text = rounds[0].timing.get(row.path, {}).get("gb", "")
-        gb = float(gb_text) if gb_text else None
-        result = summarize_samples(row, samples, "" if samples else "; ".join(errors), gb)
-        results.append(result)
-        if result.status == "ok":
-            pooled[row.path] = samples
-    write_results(out, results, pooled)
+    try:
+        rows = read_index(organized / "index.csv")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{organized / 'index.csv'}: not an organized index ({' '.join(str(exc).split())})") from None
+    per_round = side_samples(records, side, [r.path for r in rows])
+    errors = visit_errors(records, side)
+    results = [summarize_rounds(r, per_round[r.path], kernel_gb(organized / r.path),
+                                "; ".join(errors.get(r.path, [])) or "not timed in any round") for r in rows]
+    write_results(out, results, {r.index.path: per_round[r.index.path] for r in results if r.status == "ok"})
     return results

@@ -1,8 +1,9 @@
 """Model-level comparison of two suite.csv tables (base vs PR).
 
-Per model: the PR's speedup on compiled latency (base ``abs_latency`` / PR ``abs_latency``), the speedups vs eager
-of each side, compile-time and peak-memory changes, and a Mann–Whitney test on the compiled samples of
-``samples.json`` when both sides have them (else the effect threshold alone decides, as for kernels).
+Per model: the PR's speedup on compiled latency from the paired model rounds (base and PR processes alive
+side by side, alternating model by model; `analysis.verdict` for the estimate, interval and verdict), the
+speedups vs eager of each side, compile-time, compression and peak-memory changes. The dashboard's gates on
+these numbers are in `analysis.gates`.
 
 Suite summaries are given with two labelled semantics, because readers compare against both:
 
@@ -24,16 +25,20 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import UserError
-from analysis.kernel_compare import (
-    CompareSettings,
-    GeomeanCI,
-    classify,
-    geomean,
-    geomean_ci,
-    mann_whitney,
-    min_two_sided_p,
-    read_table,
+from analysis.kernel_compare import geomean, read_table
+from analysis.paired_rounds import RoundSamples
+from analysis.verdict import (
+    ControlResult,
+    Estimate,
+    FamilyData,
+    FamilyJudgement,
+    central_ms,
+    family_matrix,
+    judge_family,
+    robust_spread,
+    round_medians,
 )
+from analysis.verdict_settings import VerdictSettings
 
 DYNAMO_COLUMNS = ("dev", "name", "batch_size", "speedup", "abs_latency", "compilation_latency", "compression_ratio",
                   "eager_peak_mem", "dynamo_peak_mem", "calls_captured", "unique_graphs", "graph_breaks",
@@ -116,9 +121,14 @@ def variant_summary(suite: pd.DataFrame) -> VariantSummary:
 @dataclass(frozen=True)
 class ModelSummary:
     n_compared: int
-    ci: GeomeanCI  # geomean of the PR's latency speedups (base abs_latency / PR abs_latency)
-    total_latency_speedup: float  # Σ base latency / Σ PR latency (one step of each model)
-    verdicts: dict[str, int]
+    geomean: Estimate  # geomean of the PR's latency speedups, interval over rounds
+    total_latency: Estimate  # Σ base latency / Σ PR latency (one step of each model), interval over rounds
+    method: str
+    verdicts: dict[str, int]  # improved / regressed / equivalent / inconclusive among the compared models
+    failed: int
+    verdict: str
+    rounds: int
+    paired: bool  # latencies from the paired rounds (else the suite's own, one round per side)
     base: VariantSummary
     pr: VariantSummary
     only_base: list[str]
@@ -129,6 +139,8 @@ class ModelSummary:
 class ModelComparison:
     table: pd.DataFrame
     summary: ModelSummary
+    controls: list[ControlResult]
+    resolution: float
     notes: list[str] = field(default_factory=list)
 
 
@@ -139,16 +151,20 @@ def _dedupe(suite: pd.DataFrame, label: str, notes: list[str]) -> pd.DataFrame:
     return suite[~dup]
 
 
-def _samples_for(samples: dict[str, Any] | None, name: str) -> np.ndarray | None:
-    arr = np.asarray((samples or {}).get(name, {}).get("compiled", []), dtype=float)
-    arr = arr[np.isfinite(arr)]
-    return arr if len(arr) >= 2 and arr.mean() > 0 else None
-
-
-def _cv(arr: np.ndarray | None, std: float, mean: float) -> float:
-    if arr is not None:
-        return float(arr.std(ddof=1) / arr.mean())
-    return float(std / mean) if math.isfinite(mean) and mean > 0 else math.nan
+def _latency_rounds(names: pd.Series, latency: pd.Series, ok: np.ndarray, paired: RoundSamples | None,
+                    suite_samples: dict[str, Any] | None) -> list[np.ndarray]:
+    """Per model: compiled-latency round medians from the paired rounds, else the suite's samples as one round."""
+    rows = []
+    for name, value, good in zip(names, latency, ok, strict=True):
+        if not good:
+            rows.append(np.full(1, np.nan))
+        elif paired and name in paired:
+            rows.append(round_medians(paired[name]))
+        elif suite_samples and suite_samples.get(name, {}).get("compiled"):
+            rows.append(round_medians([suite_samples[name]["compiled"]]))
+        else:
+            rows.append(np.array([value], dtype=float))
+    return rows
 
 
 def _pct(new: pd.Series, old: pd.Series) -> pd.Series:
@@ -156,64 +172,65 @@ def _pct(new: pd.Series, old: pd.Series) -> pd.Series:
 
 
 def compare_models(base: pd.DataFrame, pr: pd.DataFrame, samples_base: dict[str, Any] | None = None,
-                   samples_pr: dict[str, Any] | None = None,
-                   settings: CompareSettings | None = None) -> ModelComparison:
-    """Join the two suites on (name, mode, dtype) and compare each model; see the module docstring."""
-    settings = settings or CompareSettings()
+                   samples_pr: dict[str, Any] | None = None, settings: VerdictSettings | None = None,
+                   paired_base: RoundSamples | None = None, paired_pr: RoundSamples | None = None
+                   ) -> ModelComparison:
+    """Join the two suites on (name, mode, dtype) and compare each model; see the module docstring.
+
+    ``paired_*`` are the compiled latencies of the paired model rounds (``suite/paired_samples.json``);
+    ``samples_*`` the suite's own samples (one round per side), used only without paired rounds.
+    """
+    settings = (settings or VerdictSettings()).validate()
     notes: list[str] = []
     base = _dedupe(check_suite_frame(base, "base suite"), "base suite.csv", notes)
     pr = _dedupe(check_suite_frame(pr, "PR suite"), "PR suite.csv", notes)
     keep = ["name", "mode", "dtype", "status", "error", "speedup", "abs_latency", "compilation_latency",
-            "dynamo_peak_mem", "compiled_mean_ms", "compiled_std_ms"]
+            "compression_ratio", "dynamo_peak_mem"]
     merged = pd.merge(base[keep], pr[keep], on=list(_KEY), how="outer", suffixes=("_base", "_pr"), indicator=True)
     only_base = sorted(merged.loc[merged["_merge"] == "left_only", "name"].tolist())
     only_pr = sorted(merged.loc[merged["_merge"] == "right_only", "name"].tolist())
-    both = merged[merged["_merge"] == "both"].drop(columns="_merge").reset_index(drop=True)
-    table = _model_rows(both, samples_base, samples_pr, settings)
-    ok = table[table["verdict"] != "failed"]
+    both = merged[merged["_merge"] == "both"].drop(columns="_merge").sort_values(list(_KEY), kind="stable")
+    both = both.reset_index(drop=True)
+    paired = bool(paired_base) and bool(paired_pr)
+    table, judged, rounds = _model_rows(both, paired_base if paired else None, paired_pr if paired else None,
+                                        None if paired else samples_base, None if paired else samples_pr, settings)
+    compared = (table["verdict"] != "failed").to_numpy(dtype=bool)
     summary = ModelSummary(
-        n_compared=len(ok), ci=geomean_ci(ok["speedup"].to_numpy(), settings, unit="models"),
-        total_latency_speedup=(float(ok["base_latency_ms"].sum() / ok["pr_latency_ms"].sum())
-                               if len(ok) else math.nan),
-        verdicts={v: int((table["verdict"] == v).sum())
-                  for v in ("improved", "regressed", "unchanged", "noisy", "failed")},
+        n_compared=int(compared.sum()), geomean=judged.summary.geomean, total_latency=judged.summary.time_weighted,
+        method=judged.summary.method, verdicts=judged.counts(compared), failed=int((~compared).sum()),
+        verdict=judged.verdict, rounds=rounds, paired=paired,
         base=variant_summary(base), pr=variant_summary(pr), only_base=only_base, only_pr=only_pr,
     )
-    if not samples_base or not samples_pr:
-        notes.append("suite samples.json missing on a side: models were classified by the threshold only")
-    return ModelComparison(table, summary, notes)
+    if not paired:
+        notes.append("models were not timed in paired rounds: each side's suite timing counts as one round, so "
+                     "no interval can be given and no model is called a change")
+    return ModelComparison(table, summary, judged.controls, judged.resolution, notes)
 
 
-def _model_rows(both: pd.DataFrame, samples_base, samples_pr, settings: CompareSettings) -> pd.DataFrame:
+def _model_rows(both: pd.DataFrame, paired_base: RoundSamples | None, paired_pr: RoundSamples | None,
+                samples_base: dict[str, Any] | None, samples_pr: dict[str, Any] | None, settings: VerdictSettings
+                ) -> tuple[pd.DataFrame, FamilyJudgement, int]:
     ok = ((both["status_base"].str.lower() == "ok") & (both["status_pr"].str.lower() == "ok")
-          & (both["abs_latency_base"] > 0) & (both["abs_latency_pr"] > 0))
+          & (both["abs_latency_base"] > 0) & (both["abs_latency_pr"] > 0)).to_numpy(dtype=bool)
+    b_rounds = _latency_rounds(both["name"], both["abs_latency_base"], ok, paired_base, samples_base)
+    p_rounds = _latency_rounds(both["name"], both["abs_latency_pr"], ok, paired_pr, samples_pr)
+    data = FamilyData(family_matrix(b_rounds), family_matrix(p_rounds), np.ones(len(both)))
+    judged = judge_family(data, settings, ok)
     table = pd.DataFrame({
         "model": both["name"], "mode": both["mode"], "dtype": both["dtype"],
         "base_status": both["status_base"], "pr_status": both["status_pr"],
-        "base_latency_ms": both["abs_latency_base"], "pr_latency_ms": both["abs_latency_pr"],
-        "speedup": np.where(ok, both["abs_latency_base"] / both["abs_latency_pr"], np.nan),
+        "base_latency_ms": [central_ms(r) for r in b_rounds], "pr_latency_ms": [central_ms(r) for r in p_rounds],
+        "speedup": [e.speedup if good else np.nan for e, good in zip(judged.estimates, ok, strict=True)],
+        "ci_low": [e.ci_low for e in judged.estimates], "ci_high": [e.ci_high for e in judged.estimates],
+        "p_value": [e.p_value for e in judged.estimates], "q_value": judged.q_values,
+        "rounds": [e.rounds for e in judged.estimates],
+        "base_spread": [robust_spread(r) for r in b_rounds], "pr_spread": [robust_spread(r) for r in p_rounds],
         "base_speedup_vs_eager": both["speedup_base"], "pr_speedup_vs_eager": both["speedup_pr"],
         "base_compile_s": both["compilation_latency_base"], "pr_compile_s": both["compilation_latency_pr"],
         "compile_change_pct": _pct(both["compilation_latency_pr"], both["compilation_latency_base"]),
+        "base_compression": both["compression_ratio_base"], "pr_compression": both["compression_ratio_pr"],
         "base_peak_gb": both["dynamo_peak_mem_base"], "pr_peak_gb": both["dynamo_peak_mem_pr"],
         "peak_change_pct": _pct(both["dynamo_peak_mem_pr"], both["dynamo_peak_mem_base"]),
+        "verdict": np.where(ok, judged.verdicts, "failed"),
     })
-    xs = [_samples_for(samples_base, n) for n in both["name"]]
-    ys = [_samples_for(samples_pr, n) for n in both["name"]]
-    table["base_cv"] = [_cv(x, s, m) for x, s, m in zip(xs, both["compiled_std_ms_base"],
-                                                           both["compiled_mean_ms_base"], strict=True)]
-    table["pr_cv"] = [_cv(y, s, m) for y, s, m in zip(ys, both["compiled_std_ms_pr"],
-                                                         both["compiled_mean_ms_pr"], strict=True)]
-    testable = [i for i, (x, y) in enumerate(zip(xs, ys, strict=True))
-                if x is not None and y is not None and min_two_sided_p(len(x), len(y)) < settings.alpha]
-    p = np.full(len(table), np.nan)
-    if testable:
-        p[testable] = mann_whitney([(xs[i], ys[i]) for i in testable])
-    table["p_value"] = p
-    table["test"] = ["mann-whitney" if i in set(testable) else "threshold only" for i in range(len(table))]
-    table["verdict"] = [
-        "failed" if not good else classify(s, pv, t == "mann-whitney", cb, cp, settings)
-        for good, s, pv, t, cb, cp in zip(ok, table["speedup"], table["p_value"], table["test"],
-                                          table["base_cv"], table["pr_cv"], strict=True)
-    ]
-    return table.sort_values(["model", "mode", "dtype"], kind="stable").reset_index(drop=True)
+    return table, judged, int(data.base.shape[1])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,20 +20,27 @@ import pandas as pd
 
 from analysis import atomic_io
 from analysis.errors import UserError
-from analysis.kernel_compare import (
-    CompareSettings,
-    KernelComparison,
-    compare_kernels,
-    read_kernels_csv,
-    read_samples_json,
-)
+from analysis.gates import Gate, model_gates
+from analysis.kernel_compare import KernelComparison, compare_kernels, read_kernels_csv
 from analysis.model_compare import ModelComparison, compare_models, read_suite_csv, read_suite_samples
+from analysis.paired_rounds import RoundSamples, read_round_samples
 from analysis.projection import Projection, project
+from analysis.verdict import ControlResult
+from analysis.verdict_settings import VerdictSettings, percent
+from analysis.verdict_summary import (
+    build_summary,
+    control_block,
+    family_block,
+    phrase,
+    resolution_pct,
+    verdict_line,
+    write_summary,
+)
 
 MAX_MARKDOWN_CHARS = 65_000
-XLSX_KERNEL_COLUMNS = ("verdict", "speedup", "change_pct", "p_value", "base_median_ms", "pr_median_ms", "base_cv",
-                       "pr_cv", "base_calls", "category", "base_name", "pr_name", "matched_by", "body_hash",
-                       "shape_key", "in_summary")
+XLSX_KERNEL_COLUMNS = ("verdict", "speedup", "ci_low", "ci_high", "change_pct", "q_value", "base_median_ms",
+                       "pr_median_ms", "base_spread", "pr_spread", "rounds", "control", "base_calls", "category",
+                       "base_name", "pr_name", "matched_by", "body_hash", "shape_key", "in_summary")
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 _NAME_WIDTH = 64  # kernel names can run to hundreds of characters; the CSV keeps them whole
 
@@ -42,26 +49,22 @@ _NAME_WIDTH = 64  # kernel names can run to hundreds of characters; the CSV keep
 class ReportSettings:
     warmup: int | None = None  # None: taken from suite.csv when it has the column
     iterations: int | None = None
-    threshold: float = 0.05
-    alpha: float = 0.05
-    noise_cv: float = 0.10
-    min_ms: float = 0.0
-
-    def compare_settings(self) -> CompareSettings:
-        return CompareSettings(threshold=self.threshold, alpha=self.alpha, noise_cv=self.noise_cv,
-                               min_ms=self.min_ms)
+    rounds: int | None = None  # paired timing rounds (None: not recorded)
+    stats: VerdictSettings = field(default_factory=VerdictSettings)
 
 
 @dataclass
 class ReportInputs:
     base_kernels: pd.DataFrame | None = None
     pr_kernels: pd.DataFrame | None = None
-    base_kernel_samples: dict[str, list[float]] = field(default_factory=dict)
-    pr_kernel_samples: dict[str, list[float]] = field(default_factory=dict)
+    base_kernel_samples: RoundSamples = field(default_factory=dict)
+    pr_kernel_samples: RoundSamples = field(default_factory=dict)
     base_suite: pd.DataFrame | None = None
     pr_suite: pd.DataFrame | None = None
     base_suite_samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     pr_suite_samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    base_model_rounds: RoundSamples = field(default_factory=dict)  # suite/paired_samples.json
+    pr_model_rounds: RoundSamples = field(default_factory=dict)
     base_env: dict[str, Any] = field(default_factory=dict)
     pr_env: dict[str, Any] = field(default_factory=dict)
     lock: dict[str, Any] = field(default_factory=dict)
@@ -81,6 +84,8 @@ class ReportPaths:
     plots: list[Path]
     characters: int  # length of report.md
     verdict: str
+    summary_json: Path
+    summary: dict[str, Any]
     kernel_comparison: KernelComparison | None = None  # the analyses behind the files, for callers to print
     model_comparison: ModelComparison | None = None
     projection: Projection | None = None
@@ -113,17 +118,18 @@ def _json_dict(path: Path) -> dict[str, Any]:
 def _manifest_settings(run_dir: Path) -> ReportSettings:
     settings = _json_dict(run_dir / "manifest.json").get("settings", {}) or {}
     suite = settings.get("suite", {}) if isinstance(settings.get("suite"), dict) else {}
-    compare = settings.get("compare", {}) if isinstance(settings.get("compare"), dict) else {}
 
     def pick(key: str, *sources: dict[str, Any]) -> Any:
         return next((s[key] for s in sources if s.get(key) is not None), None)
 
-    out = ReportSettings(warmup=pick("warmup", settings, suite), iterations=pick("iterations", settings, suite))
-    for key in ("threshold", "alpha", "min_ms"):
-        value = pick(key, compare, settings)
-        if value is not None:
-            out = replace(out, **{key: float(value)})
-    return out
+    stats = settings.get("stats", {}) if isinstance(settings.get("stats"), dict) else {}
+    known = {f for f in VerdictSettings.__dataclass_fields__}
+    try:
+        verdict_settings = VerdictSettings(**{k: v for k, v in stats.items() if k in known}).validate()
+    except (TypeError, UserError) as exc:
+        raise UserError(f"{run_dir / 'manifest.json'}: settings.stats: {exc}") from None
+    return ReportSettings(warmup=pick("warmup", settings, suite), iterations=pick("iterations", settings, suite),
+                          rounds=pick("rounds", settings), stats=verdict_settings)
 
 
 def load_report_inputs(run_dir: Path) -> ReportInputs:
@@ -140,13 +146,16 @@ def load_report_inputs(run_dir: Path) -> ReportInputs:
         inputs.base_kernels, inputs.pr_kernels = (read_kernels_csv(p) for p in kernels)
         samples = _pair_of(run_dir, "kernel_samples.json")
         if samples:
-            inputs.base_kernel_samples, inputs.pr_kernel_samples = (read_samples_json(p) for p in samples)
+            inputs.base_kernel_samples, inputs.pr_kernel_samples = (read_round_samples(p) for p in samples)
     suite = _pair_of(run_dir, "suite/suite.csv")
     if suite:
         inputs.base_suite, inputs.pr_suite = (read_suite_csv(p) for p in suite)
         samples = _pair_of(run_dir, "suite/samples.json")
         if samples:
             inputs.base_suite_samples, inputs.pr_suite_samples = (read_suite_samples(p) for p in samples)
+        paired = _pair_of(run_dir, "suite/paired_samples.json")
+        if paired:
+            inputs.base_model_rounds, inputs.pr_model_rounds = (read_round_samples(p) for p in paired)
     if not kernels and not suite:
         raise UserError(f"{run_dir}: nothing to compare (no kernels.csv or suite/suite.csv under base/ and pr/)")
     trace = run_dir / "report" / "trace_diff.md"
@@ -286,35 +295,53 @@ def lock_identity(lock: dict[str, Any]) -> pd.DataFrame:
 # --- the verdict -----------------------------------------------------------------------------------------
 
 
-def _direction(ci) -> str:
-    if not _finite(ci.geomean):
-        return "no data"
-    if _finite(ci.low) and ci.low > 1:
-        return f"{(ci.geomean - 1) * 100:.1f} % faster"
-    if _finite(ci.high) and ci.high < 1:
-        return f"{(1 - ci.geomean) * 100:.1f} % slower"
-    return "no significant change"
-
-
-def verdict_line(kernels: KernelComparison | None, models: ModelComparison | None) -> str:
+def report_verdict(kc: KernelComparison | None, mc: ModelComparison | None, settings: VerdictSettings) -> str:
     parts = []
-    if kernels is not None:
-        s = kernels.summary
-        parts.append(f"kernels {_direction(s.ci)} (geomean {fmt_x(s.ci.geomean)}, 95 % CI "
-                     f"{fmt_x(s.ci.low)}–{fmt_x(s.ci.high)}; {s.verdicts['regressed']} regressed, "
-                     f"{s.verdicts['improved']} improved of {s.n_summarised})")
-    if models is not None:
-        s = models.summary
-        parts.append(f"models {_direction(s.ci)} (geomean latency speedup {fmt_x(s.ci.geomean)}; "
-                     f"{s.verdicts['regressed']} regressed, {s.verdicts['improved']} improved of {s.n_compared})")
-    return "**Verdict:** " + "; ".join(parts) + "."
+    if kc is not None:
+        s = kc.summary
+        parts.append(phrase("kernels", s.verdict, s.geomean, s.verdicts, s.n_summarised, settings, kc.resolution))
+    if mc is not None:
+        ms = mc.summary
+        parts.append(phrase("models", ms.verdict, ms.geomean, ms.verdicts, ms.n_compared, settings, mc.resolution))
+    return verdict_line(parts, all(c.passed(settings) for c in _controls(kc, mc)))
+
+
+def _controls(kc: KernelComparison | None, mc: ModelComparison | None) -> list[ControlResult]:
+    return [*(kc.controls if kc else []), *(mc.controls if mc else [])]
+
+
+def control_rows(kc: KernelComparison | None, mc: ModelComparison | None, settings: VerdictSettings
+                 ) -> pd.DataFrame:
+    """The in-run A/A controls as a table: what this run's noise floor looked like."""
+    rows = []
+    for family, comparison in (("kernels", kc), ("models", mc)):
+        for c in comparison.controls if comparison else []:
+            est = c.summary
+            rows.append({
+                "family": family, "control": c.kind, "items": c.n if c.available else "–",
+                "geomean": est.speedup, "ci": _ci_text(est.ci_low, est.ci_high),
+                "flagged": f"{c.flagged} ({fmt_share(c.false_positive_share)})" if c.available else "–",
+                "result": ("passed" if c.passed(settings) else "**failed**") if c.available
+                else f"not available: {c.reason}",
+            })
+    return pd.DataFrame(rows, columns=["family", "control", "items", "geomean", "ci", "flagged", "result"])
+
+
+def _ci_text(low: Any, high: Any) -> str:
+    return f"{fmt_x(low)}–{fmt_x(high)}" if _finite(low) and _finite(high) else "–"
 
 
 # --- tables shown in the Markdown ------------------------------------------------------------------------
 
 
+def _with_ci(frame: pd.DataFrame) -> pd.DataFrame:
+    shown = frame.copy()
+    shown["ci"] = [_ci_text(lo, hi) for lo, hi in zip(shown["ci_low"], shown["ci_high"], strict=True)]
+    return shown
+
+
 def _kernel_display(table: pd.DataFrame) -> pd.DataFrame:
-    shown = table.copy()
+    shown = _with_ci(table)
     renamed = shown["base_name"] != shown["pr_name"]
     shown["kernel"] = shown["base_name"].where(~renamed, shown["base_name"] + " → " + shown["pr_name"])
     return shown
@@ -323,14 +350,15 @@ def _kernel_display(table: pd.DataFrame) -> pd.DataFrame:
 KERNEL_COLUMNS_MD = [
     Column("kernel", "kernel (base → PR)", width=_NAME_WIDTH), Column("category", "category"),
     Column("base_median_ms", "base ms", fmt_ms), Column("pr_median_ms", "PR ms", fmt_ms),
-    Column("speedup", "speedup", fmt_x), Column("p_value", "p", fmt_p), Column("base_calls", "calls", fmt_num),
-    Column("verdict", "verdict"), Column("matched_by", "matched by"),
+    Column("speedup", "speedup", fmt_x), Column("ci", "CI"), Column("q_value", "q", fmt_p),
+    Column("base_calls", "calls", fmt_num), Column("verdict", "verdict"), Column("matched_by", "matched by"),
 ]
 CATEGORY_COLUMNS_MD = [
     Column("category", "category"), Column("kernels", "kernels", fmt_num), Column("geomean", "geomean", fmt_x),
     Column("time_weighted", "time-weighted", fmt_x), Column("base_ms_per_step", "base ms/step", fmt_ms),
     Column("pr_ms_per_step", "PR ms/step", fmt_ms), Column("improved", "improved", fmt_num),
-    Column("regressed", "regressed", fmt_num), Column("noisy", "noisy", fmt_num),
+    Column("regressed", "regressed", fmt_num), Column("equivalent", "equivalent", fmt_num),
+    Column("inconclusive", "inconclusive", fmt_num),
 ]
 UNPAIRED_COLUMNS_MD = [
     Column("kernel_name", "kernel", width=_NAME_WIDTH), Column("category", "category"),
@@ -338,10 +366,19 @@ UNPAIRED_COLUMNS_MD = [
 ]
 MODEL_COLUMNS_MD = [
     Column("model", "model", width=40), Column("base_latency_ms", "base ms", fmt_ms),
-    Column("pr_latency_ms", "PR ms", fmt_ms), Column("speedup", "speedup", fmt_x),
+    Column("pr_latency_ms", "PR ms", fmt_ms), Column("speedup", "speedup", fmt_x), Column("ci", "CI"),
     Column("base_speedup_vs_eager", "base vs eager", fmt_x), Column("pr_speedup_vs_eager", "PR vs eager", fmt_x),
     Column("compile_change_pct", "compile time", fmt_pct), Column("peak_change_pct", "peak memory", fmt_pct),
-    Column("p_value", "p", fmt_p), Column("verdict", "verdict"),
+    Column("q_value", "q", fmt_p), Column("verdict", "verdict"),
+]
+CONTROL_COLUMNS_MD = [
+    Column("family", "family"), Column("control", "control"), Column("items", "items", fmt_num),
+    Column("geomean", "geomean", fmt_x), Column("ci", "CI"), Column("flagged", "flagged improved/regressed"),
+    Column("result", "result"),
+]
+GATE_COLUMNS_MD = [
+    Column("name", "check"), Column("value", "value", fmt_x), Column("ci", "CI"), Column("limit", "limit"),
+    Column("status", "result"), Column("detail", "detail", width=90),
 ]
 PROJECTION_COLUMNS_MD = [
     Column("model", "model", width=40), Column("share", "kernel share", fmt_share),
@@ -415,8 +452,9 @@ def _sections(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelCompar
             only_pr=md_table(kc.only_pr, UNPAIRED_COLUMNS_MD, caps.unpaired, "kernels_only_pr.csv"),
         )
     if mc is not None:
-        ctx["models_table"] = md_table(mc.table, MODEL_COLUMNS_MD, caps.models, "models_compare.csv")
-        ctx["all_models"] = md_table(mc.table, MODEL_COLUMNS_MD, caps.details_models, "models_compare.csv")
+        models = _with_ci(mc.table)
+        ctx["models_table"] = md_table(models, MODEL_COLUMNS_MD, caps.models, "models_compare.csv")
+        ctx["all_models"] = md_table(models, MODEL_COLUMNS_MD, caps.details_models, "models_compare.csv")
     if proj is not None:
         ctx["projection_table"] = md_table(proj.table, PROJECTION_COLUMNS_MD, caps.projection, "projection.csv")
     if inputs.trace_diff_md:
@@ -424,8 +462,8 @@ def _sections(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelCompar
     return ctx
 
 
-def _method(inputs: ReportInputs, kc: KernelComparison | None) -> dict[str, Any]:
-    """Warm-up and iteration counts: the settings if given, else what the suite and kernels tables recorded."""
+def _method(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparison | None) -> dict[str, Any]:
+    """The numbers the method section quotes: the settings if given, else what the tables recorded."""
     s = inputs.settings
 
     def from_suite(col: str) -> str:
@@ -438,14 +476,16 @@ def _method(inputs: ReportInputs, kc: KernelComparison | None) -> dict[str, Any]
         ns = pd.concat([kc.table["base_n"], kc.table["pr_n"]]).dropna()
         if len(ns):
             kernel_n = f"median {fmt_num(ns.median())} (range {fmt_num(ns.min())}–{fmt_num(ns.max())})"
+    rounds = s.rounds or max((c.summary.rounds for c in (kc, mc) if c is not None), default=0)
     return {"warmup": fmt_num(s.warmup) if s.warmup is not None else from_suite("warmup"),
             "iterations": fmt_num(s.iterations) if s.iterations is not None else from_suite("n"),
-            "kernel_n": kernel_n, "threshold": s.threshold, "alpha": s.alpha, "noise_cv": s.noise_cv,
-            "min_ms": s.min_ms}
+            "kernel_n": kernel_n, "rounds": rounds, "confidence": percent(s.stats.confidence),
+            "alpha": s.stats.alpha, "margin": percent(s.stats.margin), "threshold": percent(s.stats.effect_floor),
+            "noise": percent(s.stats.noise), "min_ms": s.stats.min_ms}
 
 
 def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparison | None,
-                    proj: Projection | None, plots: dict[str, str]) -> str:
+                    proj: Projection | None, plots: dict[str, str], gates: list[Gate]) -> str:
     """Render report.md, shrinking tables until it fits under MAX_MARKDOWN_CHARS."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
@@ -454,9 +494,15 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
     jenv.filters.update(x=fmt_x, ms=fmt_ms, pct=fmt_pct, share=fmt_share, num=fmt_num)
     template = jenv.get_template("report.md.j2")
     env = environment_table(inputs.base_env, inputs.pr_env)
-    base_ctx = {"title": inputs.title, "verdict": verdict_line(kc, mc), "kc": kc, "mc": mc, "proj": proj,
-                "plots": plots, "method": _method(inputs, kc), "lock": flatten(inputs.lock),
-                "max_chars": MAX_MARKDOWN_CHARS, **_renamed(kc)}
+    stats = inputs.settings.stats
+    gate_rows = pd.DataFrame([{**g.as_dict(), "ci": _ci_text(g.ci_low, g.ci_high),
+                               "limit": f"{'<' if g.bad_when == 'below' else '>'} {g.limit:g}×"} for g in gates])
+    base_ctx = {"title": inputs.title, "verdict": report_verdict(kc, mc, stats), "kc": kc, "mc": mc, "proj": proj,
+                "plots": plots, "method": _method(inputs, kc, mc), "lock": flatten(inputs.lock),
+                "max_chars": MAX_MARKDOWN_CHARS, "confidence": percent(stats.confidence),
+                "controls_table": md_table(control_rows(kc, mc, stats), CONTROL_COLUMNS_MD, 10, None),
+                "gates_table": md_table(gate_rows, GATE_COLUMNS_MD, 10, None) if gates else None,
+                **_renamed(kc)}
     caps = Caps()
     while True:
         text = template.render({**base_ctx, **_defaults(), **_sections(inputs, kc, mc, proj, env, caps)})
@@ -508,9 +554,9 @@ def plot_distribution(kc: KernelComparison, path: Path) -> Path:
     ax = fig.add_subplot()
     ax.hist(np.log2(speedups), bins=min(60, max(10, len(speedups) // 20)), color="#4c72b0")
     ax.axvline(0.0, color="black", linewidth=1)
-    if _finite(kc.summary.ci.geomean):
-        ax.axvline(math.log2(kc.summary.ci.geomean), color="#c44e52", linestyle="--",
-                   label=f"geomean {kc.summary.ci.geomean:.3f}×")
+    if _finite(kc.summary.geomean.speedup):
+        ax.axvline(math.log2(kc.summary.geomean.speedup), color="#c44e52", linestyle="--",
+                   label=f"geomean {kc.summary.geomean.speedup:.3f}×")
         ax.legend()
     ax.set_xlabel("log2(speedup) = log2(base ms / PR ms); > 0 means the PR is faster")
     ax.set_ylabel("kernels")
@@ -575,28 +621,55 @@ def write_xlsx(sheets: Iterable[tuple[str, pd.DataFrame]], path: Path) -> Path:
     return path
 
 
-def _summary_frame(kc: KernelComparison | None, mc: ModelComparison | None, proj: Projection | None
-                   ) -> pd.DataFrame:
+def _family_rows(label: str, geomean: Any, time_weighted: Any, method: str, verdict: str,
+                 counts: dict[str, int]) -> list[tuple[str, Any]]:
+    return [(f"{label} verdict", verdict), (f"{label} geomean speedup", geomean.speedup),
+            (f"{label} geomean CI low", geomean.ci_low), (f"{label} geomean CI high", geomean.ci_high),
+            (f"{label} time-weighted speedup", time_weighted.speedup), (f"{label} interval method", method),
+            *((f"{label} {k}", v) for k, v in counts.items())]
+
+
+def _summary_frame(kc: KernelComparison | None, mc: ModelComparison | None, proj: Projection | None,
+                   gates: list[Gate]) -> pd.DataFrame:
     rows: list[tuple[str, Any]] = []
     if kc is not None:
         s = kc.summary
         rows += [("kernel pairs", s.n_pairs), ("kernels in summary", s.n_summarised),
-                 ("kernel geomean speedup", s.ci.geomean), ("kernel geomean CI low", s.ci.low),
-                 ("kernel geomean CI high", s.ci.high), ("kernel CI method", s.ci.method),
-                 ("time-weighted speedup", s.time_weighted), ("weighted by", s.weighted_by),
+                 *_family_rows("kernels", s.geomean, s.time_weighted, s.method, s.verdict, s.verdicts),
+                 ("kernel time weighted by", s.weighted_by),
                  *((f"paired by {k}", v) for k, v in kc.pairing.by_method.items()),
                  ("only in base", kc.pairing.only_base), ("only in PR", kc.pairing.only_pr),
-                 *((f"kernels {k}", v) for k, v in s.verdicts.items()), ("kernels failed", s.n_failed)]
+                 ("kernels failed", s.n_failed)]
     if mc is not None:
-        s = mc.summary
-        rows += [("models compared", s.n_compared), ("model geomean latency speedup", s.ci.geomean),
-                 ("model geomean CI low", s.ci.low), ("model geomean CI high", s.ci.high),
-                 ("base geomean vs eager (HUD)", s.base.hud_geomean), ("PR geomean vs eager (HUD)", s.pr.hud_geomean),
-                 ("base geomean vs eager (runner.py, clipped at 1)", s.base.runner_geomean),
-                 ("PR geomean vs eager (runner.py, clipped at 1)", s.pr.runner_geomean)]
+        ms = mc.summary
+        rows += [("models compared", ms.n_compared),
+                 *_family_rows("models", ms.geomean, ms.total_latency, ms.method, ms.verdict, ms.verdicts),
+                 ("base geomean vs eager (HUD)", ms.base.hud_geomean), ("PR geomean vs eager (HUD)", ms.pr.hud_geomean),
+                 ("base geomean vs eager (runner.py, clipped at 1)", ms.base.runner_geomean),
+                 ("PR geomean vs eager (runner.py, clipped at 1)", ms.pr.runner_geomean)]
+    rows += [(f"gate {g.name}", f"{g.status} ({fmt_x(g.value)}, limit {g.limit:g})") for g in gates]
     if proj is not None:
         rows.append(("projection method", proj.method))
     return pd.DataFrame(rows, columns=["metric", "value"])
+
+
+def summarize_comparison(kc: KernelComparison | None, mc: ModelComparison | None, gates: list[Gate],
+                         settings: VerdictSettings) -> dict[str, Any]:
+    """The summary.json content (see analysis.verdict_summary)."""
+    kernels = models = None
+    if kc is not None:
+        s = kc.summary
+        kernels = family_block(s.verdict, s.geomean, s.time_weighted, s.verdicts, s.n_summarised, s.rounds, settings)
+    if mc is not None:
+        ms = mc.summary
+        models = family_block(ms.verdict, ms.geomean, ms.total_latency, ms.verdicts, ms.n_compared, ms.rounds,
+                              settings)
+    estimates = [c.summary.geomean for c in (kc, mc) if c is not None]
+    resolutions = [c.resolution for c in (kc, mc) if c is not None]
+    return build_summary(report_verdict(kc, mc, settings), kernels, models,
+                         control_block(kc.controls, settings) if kc else None,
+                         control_block(mc.controls, settings) if mc else None,
+                         resolution_pct(estimates, resolutions), gates, settings)
 
 
 def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
@@ -606,11 +679,12 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
     has_suite = inputs.base_suite is not None and inputs.pr_suite is not None
     if not has_kernels and not has_suite:
         raise UserError("report: nothing to compare (need kernels tables or suite tables for both base and PR)")
-    cs = inputs.settings.compare_settings()
+    stats = inputs.settings.stats.validate()
     kc = compare_kernels(inputs.base_kernels, inputs.pr_kernels, inputs.base_kernel_samples,
-                         inputs.pr_kernel_samples, cs) if has_kernels else None
+                         inputs.pr_kernel_samples, stats) if has_kernels else None
     mc = compare_models(inputs.base_suite, inputs.pr_suite, inputs.base_suite_samples, inputs.pr_suite_samples,
-                        cs) if has_suite else None
+                        stats, inputs.base_model_rounds, inputs.pr_model_rounds) if has_suite else None
+    gates = model_gates(mc, stats.confidence) if mc is not None else []
     proj = None
     if kc is not None and mc is not None:
         from analysis.kernel_compare import check_kernels_frame
@@ -622,7 +696,7 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
                        check_suite_frame(inputs.pr_suite, "PR suite"))
 
     csvs: list[Path] = []
-    sheets: list[tuple[str, pd.DataFrame]] = [("Summary", _summary_frame(kc, mc, proj))]
+    sheets: list[tuple[str, pd.DataFrame]] = [("Summary", _summary_frame(kc, mc, proj, gates))]
     plots: dict[str, str] = {}
     if kc is not None:
         for name, frame, sheet in (("kernels_compare.csv", kc.table, "Kernels"),
@@ -650,15 +724,18 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
     if inputs.trace_diff_md:
         atomic_io.write_text(out_dir / "trace_diff.md", inputs.trace_diff_md)
 
+    summary = summarize_comparison(kc, mc, gates, stats)
+    summary_json = write_summary(out_dir, summary)
     xlsx = write_xlsx(sheets, out_dir / "report.xlsx")
-    text = render_markdown(inputs, kc, mc, proj, plots)
+    text = render_markdown(inputs, kc, mc, proj, plots, gates)
     report_md = out_dir / "report.md"
     atomic_io.write_text(report_md, text)
     return ReportPaths(out_dir=out_dir, report_md=report_md, xlsx=xlsx,
                        kernels_csv=out_dir / "kernels_compare.csv" if kc is not None else None,
                        models_csv=out_dir / "models_compare.csv" if mc is not None else None,
                        csvs=csvs, plots=[out_dir / p for p in plots.values()], characters=len(text),
-                       verdict=verdict_line(kc, mc), kernel_comparison=kc, model_comparison=mc, projection=proj)
+                       verdict=summary["verdict"], summary_json=summary_json, summary=summary,
+                       kernel_comparison=kc, model_comparison=mc, projection=proj)
 
 
 # --- the compare-kernels command -------------------------------------------------------------------------
@@ -685,8 +762,8 @@ def compare_kernel_files(base_csv: Path, pr_csv: Path, samples_base: Path | None
     if semantics != "prbench":
         raise UserError(f"--semantics {semantics!r}: expected 'prbench' or 'seed'")
     inputs = ReportInputs(base_kernels=read_kernels_csv(base_csv), pr_kernels=read_kernels_csv(pr_csv),
-                          base_kernel_samples=read_samples_json(samples_base) if samples_base else {},
-                          pr_kernel_samples=read_samples_json(samples_pr) if samples_pr else {},
+                          base_kernel_samples=read_round_samples(samples_base) if samples_base else {},
+                          pr_kernel_samples=read_round_samples(samples_pr) if samples_pr else {},
                           settings=settings, title="prbench: kernel comparison")
     if out_dir is not None:
         paths = render_report(inputs, Path(out_dir))
@@ -694,9 +771,10 @@ def compare_kernel_files(base_csv: Path, pr_csv: Path, samples_base: Path | None
         extra = [f"report: {paths.report_md} ({paths.characters} characters); all pairs in {paths.kernels_csv}"]
     else:
         kc = compare_kernels(inputs.base_kernels, inputs.pr_kernels, inputs.base_kernel_samples,
-                             inputs.pr_kernel_samples, settings.compare_settings())
+                             inputs.pr_kernel_samples, settings.stats)
         extra = []
-    return [*kernel_summary_lines(kc), *extra, f"geomean: {kc.summary.ci.geomean!r}"]
+    assert kc is not None
+    return [*kernel_summary_lines(kc), *extra, f"geomean: {kc.summary.geomean.speedup!r}"]
 
 
 def kernel_summary_lines(kc: KernelComparison) -> list[str]:
@@ -704,9 +782,14 @@ def kernel_summary_lines(kc: KernelComparison) -> list[str]:
     by = ", ".join(f"{k} {v}" for k, v in p.by_method.items())
     return [
         f"paired {p.paired} kernels ({by}); only in base {p.only_base}, only in PR {p.only_pr}",
-        f"improved {s.verdicts['improved']}, regressed {s.verdicts['regressed']}, unchanged "
-        f"{s.verdicts['unchanged']}, noisy {s.verdicts['noisy']}, failed {s.n_failed}",
-        f"geomean speedup {fmt_x(s.ci.geomean)} (CI {fmt_x(s.ci.low)}–{fmt_x(s.ci.high)}: {s.ci.method})",
-        f"time-weighted speedup Σbase/Σpr {fmt_x(s.time_weighted)} (weighted by {s.weighted_by})",
+        ", ".join(f"{v} {n}" for v, n in s.verdicts.items()) + f", failed {s.n_failed}",
+        f"kernels {s.verdict}: geomean speedup {fmt_x(s.geomean.speedup)} "
+        f"(CI {_ci_text(s.geomean.ci_low, s.geomean.ci_high)}: {s.method})",
+        f"time-weighted speedup Σbase/Σpr {fmt_x(s.time_weighted.speedup)} "
+        f"(CI {_ci_text(s.time_weighted.ci_low, s.time_weighted.ci_high)}; weighted by {s.weighted_by})",
+        *(f"control ({c.kind}): " + (f"{c.flagged} of {c.n} flagged, geomean {fmt_x(c.summary.speedup)}, "
+                                     f"CI {_ci_text(c.summary.ci_low, c.summary.ci_high)}, "
+                                     + ("passed" if c.passed(kc.settings) else "FAILED")
+                                     if c.available else f"not available ({c.reason})") for c in kc.controls),
         *(f"note: {n}" for n in kc.notes),
     ]

@@ -1,14 +1,20 @@
 """``invoke compare``: plan both variants, run their stages (resumable), then compare and report.
 
-Stages per variant: suite → organize → kernels. The report stage reads only the run directory, so
-``invoke report RUN`` re-renders it later without re-running anything.
+Per variant: suite → organize. Then the paired timing rounds of the run (``pair/models-round-N``, then
+``pair/kernels-round-N``): base and PR timed item by item in fresh workers, the unit of replication being the
+round; each side then derives its files from the rounds (``<side>/models`` → ``suite/paired_samples.json``,
+``<side>/kernels`` → ``kernels.csv``, ``kernel_samples.json``, ``kernels_seed.csv``). The report stage reads
+only the run directory, so ``invoke report RUN`` re-renders it later without re-running anything.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +22,15 @@ from rich.console import Console
 
 from analysis import atomic_io
 from analysis.errors import UserError
-from analysis.kernel_results import merge_rounds
+from analysis.kernel_results import results_from_rounds
+from analysis.paired_rounds import read_rounds, round_file, side_samples
+from analysis.verdict_settings import VerdictSettings, check_rounds
 from prbench import __version__
-from prbench.kernel_stages import kernels_command, organize_command
-from prbench.pipeline import Pipeline, PreparedVariant, StageSpec
+from prbench.kernel_stages import organize_command
+from prbench.paired_plan import PlanSide, kernel_plan, model_plan, ok_models, paired_command
+from prbench.pipeline import JOINT, Pipeline, PreparedVariant, StageSpec
 from prbench.recipes import Recipe
-from prbench.runners import StageCommand
+from prbench.runners import Runner, StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runstore import Run, RunStore
 from prbench.suite_stage import (
@@ -36,9 +45,10 @@ from prbench.suite_stage import (
 from prbench.suite_stage import summarize as summarize_suite
 from prbench.variant_plan import ComparePlan, VariantPlan, local_lock, plan_docker, plan_local
 from prbench.variants import Variant
+from stages.paired import Plan, write_plan
 from stages.suite import GRAPH_MODELS
 
-STAGES = ("suite", "organize", "kernels", "profile", "report")
+STAGES = ("suite", "organize", "models", "kernels", "profile", "report")
 
 
 @dataclass(frozen=True)
@@ -46,14 +56,6 @@ class KernelSettings:
     warmup: int = 10
     iterations: int = 30
     timeout_s: float = 300.0
-    rounds: int = 4  # alternating base/PR timing rounds, pooled per side
-
-
-@dataclass(frozen=True)
-class CompareSettings:
-    threshold: float = 0.05
-    alpha: float = 0.05
-    min_ms: float = 0.0
 
 
 @dataclass
@@ -69,7 +71,11 @@ class CompareRequest:
     upstream_src: Path | None = None
     suite: SuiteSettings = field(default_factory=SuiteSettings)
     kernels: KernelSettings = field(default_factory=KernelSettings)
-    compare: CompareSettings = field(default_factory=CompareSettings)
+    stats: VerdictSettings = field(default_factory=VerdictSettings)
+    rounds: int = 5  # paired timing rounds (fresh workers each) of the models and of the kernels
+    # 0: every model alive in one worker per side per round; N: groups of N models, fresh workers per group
+    # (a GPU without memory for all models of both sides at once).
+    models_per_process: int = 0
     env: dict[str, str] = field(default_factory=dict)
     inductor_config: dict[str, Any] = field(default_factory=dict)
     force: tuple[str, ...] = ()
@@ -94,6 +100,11 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
     """Run (or resume) a comparison; return the run and the report's paths."""
     console = console or Console()
     request.suite.validate()
+    check_rounds(request.rounds)
+    request.stats.validate()
+    if not isinstance(request.models_per_process, int) or request.models_per_process < 0:
+        raise UserError(f"--models-per-process {request.models_per_process!r}: expected 0 (all models in one "
+                        "worker) or a positive number of models per worker")
     tree = upstream_tree(request.suite, request.recipe, request.upstream_src)
     compare_plan = plan(request)  # every ref and patch is checked before anything is written
     run = RunStore(request.runs_dir).create_or_open(request.run_id, _settings(request, compare_plan, tree),
@@ -109,7 +120,8 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
         side = _Side(pipeline, pipeline.prepare(_variant(plan_side, request), local_overlay, request.python))
         _prepare_kernels(side, request, tree)
         sides.append(side)
-    _time_kernels(sides, request)
+    _time_models(sides, request, run, console)
+    _time_kernels(sides, request, run)
     if request.profile:
         for side in sides:
             _profile(side, request)
@@ -184,51 +196,130 @@ def _prepare_kernels(side: _Side, request: CompareRequest, upstream_src: Path | 
     ))
 
 
-def _time_kernels(sides: list[_Side], request: CompareRequest) -> None:
-    """Kernel timing in rounds that alternate between the sides (AB, BA, AB, ...), then pooled per side.
+def _plan_sides(sides: list[_Side]) -> list[PlanSide]:
+    return [PlanSide(s.prepared.variant.name, s.prepared.directory, s.prepared.env, s.prepared.python_path,
+                     s.pipeline.runner) for s in sides]
 
-    Timing base and PR at different moments lets the machine's drift (clock, thermals, neighbours) pose as a
-    change; alternating the order cancels a linear drift, and fresh worker processes per round put the
-    between-process spread into the samples the statistical test sees.
-    """
-    round_hashes: dict[str, list[str]] = {s.prepared.variant.name: [] for s in sides}
-    for number in range(1, request.kernels.rounds + 1):
-        for side in sides if number % 2 else reversed(sides):
-            digest = side.pipeline.run_stage(side.prepared, _round_spec(side, number, request))
-            round_hashes[side.prepared.variant.name].append(digest)
+
+def _device(request: CompareRequest) -> str:
+    return "cpu" if request.recipe.platform == "cpu" else "0"
+
+
+def _round_files(run: Run, kind: str, number: int, side: str, request: CompareRequest) -> Path:
+    """Local recipes time both sides in one process (one file); docker recipes one side per image."""
+    return round_file(run.path(JOINT, kind), number, side if request.recipe.is_docker else None)
+
+
+def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run, upstream: dict[str, str],
+                settings: dict[str, Any], build_plan: Callable[[], Plan]) -> list[str]:
+    """The paired rounds of one kind, each a joint stage (a finished round is kept); their input hashes."""
+    plan_path = run.path(JOINT, kind, "plan.json")
+    names = [s.prepared.variant.name for s in sides]
+    hashes = []
+    for number in range(1, request.rounds + 1):
+        outputs = sorted({_round_files(run, kind, number, name, request) for name in names})
+
+        def commands(number: int = number, outputs: list[Path] = outputs) -> list[tuple[Runner, StageCommand]]:
+            write_plan(plan_path, build_plan())
+            if not request.recipe.is_docker:
+                return [(sides[0].pipeline.runner, paired_command(plan_path, number, outputs[0], ",".join(names)))]
+            # One side per image; odd rounds base first, even rounds PR first.
+            order = sides if number % 2 else sides[::-1]
+            return [(s.pipeline.runner, paired_command(plan_path, number, _round_files(
+                run, kind, number, s.prepared.variant.name, request), s.prepared.variant.name)) for s in order]
+
+        hashes.append(sides[0].pipeline.run_joint_stage(StageSpec(
+            name=f"{kind}-round-{number}",
+            inputs={"kind": kind, "upstream": upstream, "settings": settings, "round": number,
+                    "docker": request.recipe.is_docker},
+            outputs=outputs,
+            commands=commands,
+            summarize=partial(_round_summary, outputs),
+            reset=partial(_remove, outputs),
+        )))
+    return hashes
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
+def _round_summary(paths: list[Path]) -> dict[str, Any]:
+    visits = [v for record in read_rounds(paths) for v in record.visits]
+    return {"visits": len(visits), "failed": sum(1 for v in visits if v.error)}
+
+
+def _side_rounds(run: Run, kind: str, side: str, request: CompareRequest) -> list[Path]:
+    return [_round_files(run, kind, n, side, request) for n in range(1, request.rounds + 1)]
+
+
+def _time_models(sides: list[_Side], request: CompareRequest, run: Run, console: Console) -> None:
+    """Model rounds: the compiled step of every model that ran on both sides, interleaved base/PR."""
+    if request.suite.source == "upstream":
+        console.print("[yellow]models: the upstream harness's models cannot be rebuilt by the paired model worker; "
+                      "the report compares the suite's own timings[/]")
+        return
+    plan_sides = _plan_sides(sides)
+    if not set(ok_models(plan_sides[0])) & set(ok_models(plan_sides[1])):
+        console.print("[yellow]models: no model ran on both sides; no model rounds[/]")
+        return
+    settings = {"suite": request.suite.inputs(), "models_per_process": request.models_per_process}
+    hashes = _run_rounds("models", sides, request, run, {s.prepared.variant.name: s.suite_hash for s in sides},
+                         settings, lambda: model_plan(
+                             plan_sides, suite=request.suite, device=_device(request),
+                             platform=request.recipe.platform, per_process=request.models_per_process,
+                             logs=run.path(JOINT, "logs")))
     for side in sides:
-        directory = side.prepared.directory
-        rounds = [_round_dir(side, n) for n in range(1, request.kernels.rounds + 1)]
+        name = side.prepared.variant.name
+        out = side.prepared.directory / "suite" / "paired_samples.json"
         side.pipeline.run_stage(side.prepared, StageSpec(
-            name="kernels",
-            inputs={"rounds": round_hashes[side.prepared.variant.name]},
-            outputs=[directory / "kernels.csv", directory / "kernel_samples.json", directory / "kernels_seed.csv"],
-            host=lambda rounds=rounds, directory=directory: merge_rounds(rounds, directory),
-            summarize=lambda directory=directory: {"rows": _count_rows(directory / "kernels.csv")},
+            name="models",
+            inputs={"rounds": hashes},
+            outputs=[out],
+            host=partial(_derive_model_samples, run, request, name, out),
+            summarize=partial(_model_count, out),
         ))
 
 
-def _round_dir(side: _Side, number: int) -> Path:
-    return side.prepared.directory / "kernel-rounds" / str(number)
+def _time_kernels(sides: list[_Side], request: CompareRequest, run: Run) -> None:
+    """Kernel rounds: every organized kernel, each paired kernel timed back to back with its partner.
+
+    Timing base and PR at different moments lets the machine's drift (clock, thermals, neighbours) pose as a
+    change; interleaving them item by item in ABBA order cancels it between the sides, and fresh workers per
+    round put the between-process spread into the rounds the report's intervals are built from.
+    """
+    hashes = _run_rounds("kernels", sides, request, run, {s.prepared.variant.name: s.organize_hash for s in sides},
+                         asdict(request.kernels), lambda: kernel_plan(
+                             _plan_sides(sides), device=_device(request), platform=request.recipe.platform,
+                             warmup=request.kernels.warmup, iterations=request.kernels.iterations,
+                             timeout_s=request.kernels.timeout_s, logs=run.path(JOINT, "logs")))
+    for side in sides:
+        name, directory = side.prepared.variant.name, side.prepared.directory
+        side.pipeline.run_stage(side.prepared, StageSpec(
+            name="kernels",
+            inputs={"rounds": hashes},
+            outputs=[directory / "kernels.csv", directory / "kernel_samples.json", directory / "kernels_seed.csv"],
+            host=partial(_derive_kernels, run, request, name, directory),
+            summarize=partial(_kernel_count, directory),
+        ))
 
 
-def _round_spec(side: _Side, number: int, request: CompareRequest) -> StageSpec:
-    prepared = side.prepared
-    out = _round_dir(side, number)
-    settings = {k: v for k, v in asdict(request.kernels).items() if k != "rounds"}
-    return StageSpec(
-        name=f"kernels-{number}",
-        inputs={"organize": side.organize_hash, "round": number, **settings},
-        outputs=[out / "kernels.csv", out / "kernel_samples.json"],
-        command=lambda: kernels_command(
-            prepared.directory / "organized", out,
-            devices="cpu" if request.recipe.platform == "cpu" else "0",
-            warmup=request.kernels.warmup, iterations=request.kernels.iterations,
-            timeout_s=request.kernels.timeout_s, cache_dir=Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"]),
-            work_dir=prepared.directory / "work" / "kernels", platform=request.recipe.platform,
-        ),
-        reset=lambda: shutil.rmtree(out, ignore_errors=True),
-    )
+def _derive_model_samples(run: Run, request: CompareRequest, side: str, out: Path) -> None:
+    atomic_io.write_json(out, side_samples(read_rounds(_side_rounds(run, "models", side, request)), side))
+
+
+def _model_count(out: Path) -> dict[str, Any]:
+    return {"models": _count_keys(out)}
+
+
+def _derive_kernels(run: Run, request: CompareRequest, side: str, directory: Path) -> None:
+    results_from_rounds(read_rounds(_side_rounds(run, "kernels", side, request)), side, directory / "organized",
+                        directory)
+
+
+def _kernel_count(directory: Path) -> dict[str, Any]:
+    return {"rows": _count_rows(directory / "kernels.csv")}
 
 
 def _profile(side: _Side, request: CompareRequest) -> None:
@@ -260,7 +351,8 @@ def _report(run: Run) -> Any:
         profiled = profile_dirs_markdown(run.path("base", "profiles"), run.path("pr", "profiles"))
         report_inputs.trace_diff_md = profiled or report_inputs.trace_diff_md
         paths = render_report(report_inputs, out_dir)
-        record.outputs = [run.relative(paths.report_md), run.relative(paths.kernels_csv), run.relative(paths.xlsx)]
+        record.outputs = [run.relative(p) for p in (paths.report_md, paths.summary_json, paths.kernels_csv, paths.xlsx)
+                          if p is not None]
         record.summary = {"verdict": paths.verdict}
     return paths
 
@@ -274,8 +366,14 @@ def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: 
         "merge_base": compare_plan.merge_base,
         "suite": stage_inputs(request.suite, upstream_src),
         "kernels": asdict(request.kernels),
-        "compare": asdict(request.compare),
+        "rounds": request.rounds,
+        "models_per_process": request.models_per_process,
+        "stats": request.stats.describe(),
     }
+
+
+def _count_keys(json_path: Path) -> int:
+    return len(json.loads(json_path.read_text(encoding="utf-8")))
 
 
 def _count_rows(csv_path: Path) -> int:

@@ -1,7 +1,8 @@
 """Host-side helpers for the kernels capability: build the ``organize`` / ``kernels`` StageCommands and run them.
 
-The pipeline calls ``organize_command`` and ``kernels_command`` for a run's variant directories; the invoke
-tasks use them too, through ``run_stage``; a failed stage's own ``error:`` line becomes the one-line message.
+The pipeline calls ``organize_command`` for a run's variant directories (a comparison times its kernels in paired
+rounds, ``prbench.paired_plan``); the invoke tasks use both, through ``run_stage``; a failed stage's own
+``error:`` line becomes the one-line message.
 """
 
 from __future__ import annotations

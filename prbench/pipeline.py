@@ -3,6 +3,10 @@
 A stage is skipped when the manifest says it finished with the same inputs and its outputs exist; ``force``
 names stages to redo. Every stage's inputs include the variant's identity and the inputs of the stage
 before it, so a change upstream (another overlay, another setting) redoes everything downstream.
+
+A run-level ("joint") stage belongs to the comparison rather than to one variant (the paired timing rounds):
+its key is ``pair/<name>``, its log ``<run>/pair/logs/<name>.log``, its inputs whatever it names (both sides'
+upstream hashes), and its commands carry the runner of the environment each needs.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from prbench.overlay import PythonOverlay, installed_package_dir
 from prbench.runners import Runner, StageCommand
 from prbench.runstore import Run, input_hash
 from prbench.variants import Variant
+
+JOINT = "pair"  # key prefix and directory of the stages that belong to the run, not to one variant
 
 
 class StageProgress:
@@ -69,6 +75,8 @@ class StageSpec:
     # when resuming an interrupted attempt with the same inputs (stages such as the suite resume from it).
     reset: Callable[[], None] = field(default=lambda: None)
     host: Callable[[], None] | None = None
+    # A joint stage's commands in order, each with the runner it runs in (docker: one per side, in its image).
+    commands: Callable[[], list[tuple[Runner, StageCommand]]] | None = None
 
 
 @dataclass
@@ -109,10 +117,23 @@ class Pipeline:
 
     def run_stage(self, prepared: PreparedVariant, spec: StageSpec) -> str:
         """Run one stage unless it is already done with the same inputs; return its input hash."""
-        key = f"{prepared.variant.name}/{spec.name}"
         inputs = {"variant": prepared.variant.identity_hash(), **spec.inputs}
+
+        def execute() -> None:
+            if spec.host is not None:
+                spec.host()
+            else:
+                self._run_command(prepared, spec)
+
+        return self._run_recorded(f"{prepared.variant.name}/{spec.name}", inputs, spec, execute)
+
+    def run_joint_stage(self, spec: StageSpec) -> str:
+        """Run a stage of the whole run (``pair/<name>``) unless it is already done with the same inputs."""
+        return self._run_recorded(f"{JOINT}/{spec.name}", dict(spec.inputs), spec, lambda: self._run_joint(spec))
+
+    def _run_recorded(self, key: str, inputs: dict[str, Any], spec: StageSpec, execute: Callable[[], None]) -> str:
         digest = input_hash(inputs)
-        # "--force kernels" also redoes the timing rounds "kernels-1", "kernels-2", ...
+        # "--force kernels" also redoes the timing rounds "kernels-round-1", "kernels-round-2", ...
         forced = spec.name in self.force or spec.name.split("-")[0] in self.force
         if not forced and self.run.is_done(key, digest):
             self.console.print(f"[dim]{key}: done earlier with the same inputs, skipped[/]")
@@ -122,16 +143,22 @@ class Pipeline:
             spec.reset()
         self.console.rule(f"{key}")
         with self.run.stage(key, inputs) as record:
-            if spec.host is not None:
-                spec.host()
-            else:
-                self._run_command(prepared, spec)
+            execute()
             missing = [p for p in spec.outputs if not p.exists()]
             if missing:
                 raise UserError(f"stage {key} finished but did not write {self.run.relative(missing[0])}")
             record.outputs = [self.run.relative(p) for p in spec.outputs]
             record.summary = spec.summarize()
         return digest
+
+    def _run_joint(self, spec: StageSpec) -> None:
+        assert spec.commands is not None, f"joint stage {spec.name} has no commands"
+        for runner, command in spec.commands():
+            if command.log_path is None:
+                command.log_path = self.run.path(JOINT, "logs", f"{spec.name}.log")
+            with StageProgress(self.console, f"{JOINT}/{spec.name}") as progress:
+                command.on_line = progress.feed
+                runner.run(command)
 
     def _run_command(self, prepared: PreparedVariant, spec: StageSpec) -> None:
         assert spec.command is not None, f"stage {spec.name} has neither a command nor a host step"

@@ -18,20 +18,18 @@ killed and restarted: the kernel gets a failure row with the reason, the run goe
   compile's ``TORCHINDUCTOR_CACHE_DIR`` (``--cache-dir``), or it recompiles every kernel.
 
 Writes ``kernels.csv`` (index columns + ``n,median_ms,mean_ms,std_ms,min_ms,gb,gb_per_s,status,error``),
-``kernel_samples.json`` ({organized relative path: [ms, ...]}) and ``kernels_seed.csv`` (the seed's
-``relative_dir,filename,kernel_name,ms_per_call,gb_per_s``).
+``kernel_samples.json`` in the round format with this run as its one round ({organized relative path:
+[[ms, ...]]}) and ``kernels_seed.csv`` (the seed's ``relative_dir,filename,kernel_name,ms_per_call,gb_per_s``).
+The worker protocol is ``stages.worker_process``; ``invoke compare`` drives the same workers through the paired
+orchestrator ``stages.paired`` (jobs from `plan_jobs`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import queue
 import re
-import select
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -42,12 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
-from analysis.kernel_identity import kernel_num_gb
 from analysis.kernel_index import IndexRow, read_index
-from analysis.kernel_results import KernelRow, summarize_samples, write_results
+from analysis.kernel_results import KernelRow, kernel_gb, summarize_rounds, write_results
+from stages.worker_process import Worker, WorkerFailure, device_env, serve
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # as Triton's do_bench and Inductor's benchmarker: larger than any L2
-STARTUP_TIMEOUT_S = 300.0
+INTERPRETER_ITERATIONS = 1  # timed calls of a Triton kernel in the CPU interpreter (~1 s each; no warm-up)
+WORKER_MODULE = "stages.kernels"
 _GRAPH_EVENT = re.compile(r"^graph_\d+_(?P<kernel>.+)$")
 
 
@@ -58,7 +57,7 @@ class DeviceEventTimer:
     """Device-event timing: flush L2, record start, call, record end; read all events after one synchronize."""
 
     def __init__(self, event_factory: Callable[[], Any], synchronize: Callable[[], None],
-                 flush_l2: Callable[[], None]) -> None:
+                 flush_l2: Callable[[], object]) -> None:
         self.event_factory = event_factory
         self.synchronize = synchronize
         self.flush_l2 = flush_l2
@@ -146,24 +145,10 @@ def plan_jobs(rows: list[IndexRow], organized: Path, warmup: int, iterations: in
 # --- worker process (host side) ----------------------------------------------------------------------------------
 
 
-class WorkerFailure(Exception):
-    """The worker died or hung; the message is the reason recorded for the kernel."""
-
-
 def worker_env(device: str, platform: str, base: dict[str, str], work_dir: Path,
                cache_dir: Path | None) -> dict[str, str]:
     """Environment of one worker: pinned to its device, private Triton cache, one OpenMP thread on CPU."""
-    env = dict(base)
-    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
-        env.pop(var, None)
-    if device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU worker must not touch a GPU that happens to be there
-        env.setdefault("OMP_NUM_THREADS", "1")
-    elif platform == "rocm":
-        env["HIP_VISIBLE_DEVICES"] = device  # ROCm also honours CUDA_VISIBLE_DEVICES; set only one
-    else:
-        env["CUDA_VISIBLE_DEVICES"] = device
-    env["PRBENCH_WORKER_DEVICE"] = "cpu" if device == "cpu" else "gpu"
+    env = device_env(device, platform, base)
     env["TRITON_CACHE_DIR"] = str(work_dir / "triton")
     inductor_cache = cache_dir or (Path(base["TORCHINDUCTOR_CACHE_DIR"]) if base.get("TORCHINDUCTOR_CACHE_DIR")
                                    else work_dir / "inductor")
@@ -172,100 +157,6 @@ def worker_env(device: str, platform: str, base: dict[str, str], work_dir: Path,
     env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # no compile pool: a killed worker leaves no orphans
     env["PYTHONUNBUFFERED"] = "1"
     return env
-
-
-class Worker:
-    """A ``python -m stages.kernels --worker`` process: jobs as JSON lines on stdin, results on a pipe."""
-
-    def __init__(self, name: str, env: dict[str, str], log_path: Path) -> None:
-        self.name = name
-        self.env = env
-        self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.result_fd = -1
-        self.buffer = b""
-        self.starts = 0
-
-    def start(self) -> None:
-        for key in ("TRITON_CACHE_DIR", "TMPDIR"):
-            Path(self.env[key]).mkdir(parents=True, exist_ok=True)
-        read_fd, write_fd = os.pipe()
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "stages.kernels", "--worker", "--result-fd", str(write_fd)],
-                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                pass_fds=(write_fd,), start_new_session=True,  # so a kill takes the worker's children too
-            )
-        finally:
-            os.close(write_fd)
-            log.close()
-        self.result_fd, self.buffer = read_fd, b""
-        self.starts += 1
-        self._receive(STARTUP_TIMEOUT_S, "starting")
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def run(self, job: Job) -> dict[str, Any]:
-        if not self.alive:
-            self.start()
-        assert self.proc is not None and self.proc.stdin is not None
-        try:
-            self.proc.stdin.write((json.dumps(asdict(job)) + "\n").encode())
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            raise WorkerFailure(self._death_reason("receiving the job")) from None
-        return self._receive(job.timeout_s, "running it")
-
-    def _receive(self, timeout_s: float, doing: str) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self.buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.stop()
-                raise WorkerFailure(f"timeout: no result after {timeout_s:.0f} s {doing}; worker restarted")
-            ready, _, _ = select.select([self.result_fd], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(self.result_fd, 1 << 16)
-            if not chunk:
-                reason = self._death_reason(doing)
-                self.stop()
-                raise WorkerFailure(reason)
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def _death_reason(self, doing: str) -> str:
-        assert self.proc is not None
-        code = self.proc.wait()
-        if code < 0:
-            try:
-                what = signal.Signals(-code).name
-            except ValueError:
-                what = f"signal {-code}"
-            return f"worker crashed ({what}) while {doing}; worker restarted"
-        return f"worker exited with code {code} while {doing}; worker restarted (log: {self.log_path})"
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-        if self.proc is not None and self.proc.stdin is not None:
-            try:
-                self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
-        if self.result_fd >= 0:
-            os.close(self.result_fd)
-            self.result_fd = -1
-        self.proc = None
 
 
 def run_jobs(jobs: list[Job], workers: list[Worker], progress: Callable[[str], None] = print) -> dict[str, Outcome]:
@@ -303,7 +194,7 @@ def run_jobs(jobs: list[Job], workers: list[Worker], progress: Callable[[str], N
 
 def _run_one(worker: Worker, job: Job) -> dict[str, Outcome]:
     try:
-        reply = worker.run(job)
+        reply = worker.run(asdict(job), job.timeout_s)
     except WorkerFailure as exc:
         return {path: Outcome(error=str(exc)) for path in job.kernels.values()}
     results: dict[str, Outcome] = {}
@@ -326,18 +217,7 @@ def worker_main(result_fd: int) -> int:
 
         triton_cpu.install()
     timer = _make_timer()
-    results = os.fdopen(result_fd, "w", buffering=1)
-    results.write(json.dumps({"ready": True}) + "\n")
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        job = Job(**json.loads(line))
-        try:
-            reply = execute(job, timer)
-        except BaseException as exc:  # noqa: BLE001 - any kernel failure is this kernel's row, not the worker's end
-            reply = {"error": one_line_error(exc)}
-        results.write(json.dumps(reply) + "\n")
-    return 0
+    return serve(result_fd, lambda job: execute(Job(**job), timer))
 
 
 def _make_timer() -> DeviceEventTimer | WallTimer:
@@ -346,15 +226,6 @@ def _make_timer() -> DeviceEventTimer | WallTimer:
     if os.environ.get("PRBENCH_WORKER_DEVICE") == "gpu" and torch.cuda.is_available():
         return cuda_event_timer()
     return WallTimer()
-
-
-def one_line_error(exc: BaseException) -> str:
-    """``Type: message`` on one line, with the kernel file's line number when the error points into it."""
-    message = " ".join(str(exc).split()) or type(exc).__name__
-    where = ""
-    if isinstance(exc, SyntaxError) and exc.lineno:
-        where = f" (line {exc.lineno})"
-    return f"{type(exc).__name__}: {message}{where}"[:500]
 
 
 def load_module(path: str, name: str) -> Any:
@@ -408,11 +279,12 @@ def time_graph_kernels(job: Job) -> dict[str, dict[str, Any]]:
 
 
 def summarize(row: IndexRow, outcome: Outcome, gb: float | None) -> KernelRow:
-    return summarize_samples(row, outcome.samples, outcome.error, gb)
+    """This run is one round: the kernel's samples, or its failure."""
+    return summarize_rounds(row, [] if outcome.error else [outcome.samples], gb, outcome.error)
 
 
 def write_outputs(out: Path, rows: list[KernelRow], outcomes: dict[str, Outcome]) -> None:
-    write_results(out, rows, {r.index.path: outcomes[r.index.path].samples for r in rows if r.status == "ok"})
+    write_results(out, rows, {r.index.path: [outcomes[r.index.path].samples] for r in rows if r.status == "ok"})
 
 
 # --- stage ----------------------------------------------------------------------------------------------------
@@ -482,25 +354,17 @@ def run(settings: RunSettings) -> list[KernelRow]:
         print("kernels: Triton kernels on CPU run in the Triton interpreter: correctness only, timings are "
               "not performance", flush=True)
     workers = [
-        Worker(f"worker{i}[{device}]",
+        Worker(f"worker{i}[{device}]", WORKER_MODULE,
                worker_env(device, settings.platform, base_env, settings.work_dir / f"worker{i}", settings.cache_dir),
                settings.work_dir / f"worker{i}.log")
         for i, device in enumerate(settings.devices)
     ]
     print(f"kernels: {len(rows)} kernels in {len(jobs)} jobs on {len(workers)} worker(s)", flush=True)
     outcomes = run_jobs(jobs, workers, progress=lambda line: print(line, flush=True))
-    texts = {r.path: _read_text(settings.organized / r.path) for r in rows}
-    results = [summarize(r, outcomes.get(r.path, Outcome(error="not run")), kernel_num_gb(texts[r.path]))
+    results = [summarize(r, outcomes.get(r.path, Outcome(error="not run")), kernel_gb(settings.organized / r.path))
                for r in rows]
     write_outputs(settings.out, results, outcomes)
     return results
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -520,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", type=Path, default=None,
                         help="worker caches and logs (default: <out>/work/kernels)")
     parser.add_argument("--filter", default=None, help="only kernels whose organized path matches this regex")
-    parser.add_argument("--interpreter-iterations", type=int, default=1,
+    parser.add_argument("--interpreter-iterations", type=int, default=INTERPRETER_ITERATIONS,
                         help="timed calls for Triton kernels in the CPU interpreter (~1 s each; no warm-up)")
     args = parser.parse_args(argv)
     if args.worker:

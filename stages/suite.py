@@ -100,10 +100,15 @@ def check_numbers(warmup: int, iterations: int, cpu_backend: str, device: str) -
         raise SuiteInputError("--cpu-backend triton: only meaningful with --device cpu")
 
 
+def hub_offline() -> None:
+    """Never the Hub: models are built from config classes (set before transformers is imported)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
 def prepare_environment(args: argparse.Namespace) -> Path:
     """Environment that must be in place before torch / triton / transformers are imported."""
-    os.environ["HF_HUB_OFFLINE"] = "1"  # never the Hub: models are built from config classes
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    hub_offline()
     if args.cpu_backend == "triton":
         os.environ["TRITON_INTERPRET"] = "1"  # read when triton is imported
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
@@ -140,16 +145,16 @@ def empty_directory(path: Path) -> None:
 # --- measuring one model ---------------------------------------------------------------------------------
 
 
-def _dtype_and_autocast(settings: SuiteSettings) -> tuple[Any, Callable[[], Any]]:
+def dtype_and_autocast(dtype: str, device: str) -> tuple[Any, Callable[[], Any]]:
     """Weights dtype and the autocast context for each call (amp = fp32 weights under autocast)."""
     import contextlib
 
     import torch
 
-    if settings.dtype == "amp":
-        amp_dtype = torch.bfloat16 if settings.device == "cpu" else torch.float16
-        return torch.float32, lambda: torch.autocast(settings.device, dtype=amp_dtype)
-    return getattr(torch, settings.dtype), contextlib.nullcontext
+    if dtype == "amp":
+        amp_dtype = torch.bfloat16 if device == "cpu" else torch.float16
+        return torch.float32, lambda: torch.autocast(device, dtype=amp_dtype)
+    return getattr(torch, dtype), contextlib.nullcontext
 
 
 def make_step(mode: str, autocast: Callable[[], Any]) -> Callable[[Any, dict[str, Any]], Any]:
@@ -195,7 +200,7 @@ def measure_model(name: str, settings: SuiteSettings) -> ModelResult:
 
     torch._dynamo.reset()  # no guards or graphs carried over from the previous model
     counters.clear()
-    weights_dtype, autocast = _dtype_and_autocast(settings)
+    weights_dtype, autocast = dtype_and_autocast(settings.dtype, settings.device)
     built = build(name, size=settings.size, mode=settings.mode, dtype=weights_dtype, device=settings.device)
     step = make_step(settings.mode, autocast)
     compiled = torch.compile(built.model, backend=settings.backend)

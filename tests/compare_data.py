@@ -1,7 +1,9 @@
 """Synthetic base/PR data for the comparison tests: kernels.csv rows + kernel_samples.json, and suite tables.
 
-Kernels follow the kernels.csv contract. Each kernel has a "true" median time; samples are drawn around it with
-a log-normal noise of a chosen CV, so the tests know the truth the comparison should recover.
+Kernels follow the kernels.csv contract. Each kernel has a "true" median time; samples come in rounds (the
+paired timing stage's unit): each round of each kernel gets a process-level log-normal offset (``round_cv``),
+every kernel of a round can share a further offset (``round_shift``, a busy minute), and the samples within a
+round scatter with ``cv``. The tests know the truth the comparison should recover.
 """
 
 from __future__ import annotations
@@ -50,24 +52,37 @@ def kernel_specs(n: int, seed: int, models: tuple[str, ...] = ("BertForMaskedLM"
     ]
 
 
+def round_draws(rng: np.random.Generator, true_ms: float, rounds: int, n_samples: int, cv: float, round_cv: float,
+                round_shift: list[float] | None) -> np.ndarray:
+    """rounds × n_samples draws: a per-round offset (process-level, plus the shift shared by the round)."""
+    shift = np.asarray(round_shift if round_shift is not None else [1.0] * rounds, dtype=float)
+    offsets = rng.lognormal(0.0, round_cv, rounds) * shift
+    return true_ms * offsets[:, None] * rng.lognormal(0.0, cv, (rounds, n_samples))
+
+
 def kernels_frame(specs: list[KernelSpec], seed: int, *, factor: dict[int, float] | None = None,
-                  cv: float = 0.02, n_samples: int = 20, index_shift: int = 0
-                  ) -> tuple[pd.DataFrame, dict[str, list[float]]]:
-    """One variant's kernels.csv frame and samples. ``factor[i]`` multiplies kernel i's time (PR effects);
-    ``index_shift`` renumbers every kernel (what a PR adding one kernel early in a graph does to names)."""
+                  cv: float = 0.02, n_samples: int = 20, index_shift: int = 0, rounds: int = 5,
+                  round_cv: float = 0.01, round_shift: list[float] | None = None
+                  ) -> tuple[pd.DataFrame, dict[str, list[list[float]]]]:
+    """One variant's kernels.csv frame and per-round samples. ``factor[i]`` multiplies kernel i's time (PR
+    effects); ``index_shift`` renumbers every kernel (what a PR adding one kernel early in a graph does to names)."""
     rng = np.random.default_rng(seed)
     factor = factor or {}
     rows, samples = [], {}
     for i, s in enumerate(specs):
         name = f"triton_{_PREFIX[s.category]}_{s.stem}_{s.index + index_shift}"
         path = f"{s.category}/{name}.py"
-        draws = s.true_ms * factor.get(i, 1.0) * rng.lognormal(0.0, cv, n_samples)
-        samples[path] = draws.tolist()
+        grid = round_draws(rng, s.true_ms * factor.get(i, 1.0), rounds, n_samples, cv, round_cv, round_shift)
+        samples[path] = grid.tolist()
+        draws = grid.ravel()
+        # A kernel whose time the PR changes has a different body (that is how a PR changes it).
+        body = s.body_hash if factor.get(i, 1.0) == 1.0 else f"{s.body_hash[:12]}chgd"
         rows.append({
-            "category": s.category, "kernel_name": name, "body_hash": s.body_hash,
+            "category": s.category, "kernel_name": name, "body_hash": body,
             "shape_key": f"x{s.xnumel}_r{s.r0_numel}", "legacy_key": f"triton_{_PREFIX[s.category]}_{s.stem}"
             f"_x{s.xnumel}_r{s.r0_numel}", "path": path, "calls": s.calls, "graphs": f"{s.model}/graph_0",
-            "backend": "triton", "source": f"cache/{name}.py", "n": n_samples, "median_ms": float(np.median(draws)),
+            "backend": "triton", "source": f"cache/{name}.py", "n": draws.size,
+            "median_ms": float(np.median(np.median(grid, axis=1))),
             "mean_ms": float(draws.mean()), "std_ms": float(draws.std(ddof=1)), "min_ms": float(draws.min()),
             "gb": 0.1, "gb_per_s": 100.0, "status": "ok", "error": "",
         })
@@ -98,8 +113,18 @@ def suite_frame(models: dict[str, float], seed: int, *, factor: dict[str, float]
     return pd.DataFrame(rows, columns=list(SUITE_COLUMNS)), samples
 
 
+def model_rounds(models: dict[str, float], seed: int, *, factor: dict[str, float] | None = None, rounds: int = 5,
+                 n: int = 10, cv: float = 0.01, round_cv: float = 0.01, round_shift: list[float] | None = None
+                 ) -> dict[str, list[list[float]]]:
+    """suite/paired_samples.json of one side: compiled ms per round and model."""
+    rng = np.random.default_rng(seed)
+    factor = factor or {}
+    return {name: round_draws(rng, ms * factor.get(name, 1.0), rounds, n, cv, round_cv, round_shift).tolist()
+            for name, ms in models.items()}
+
+
 def write_variant(root: Path, kernels: pd.DataFrame | None, ksamples: dict | None, suite: pd.DataFrame | None,
-                  ssamples: dict | None, env: dict | None = None) -> Path:
+                  ssamples: dict | None, env: dict | None = None, model_samples: dict | None = None) -> Path:
     """Lay one variant out as in docs/architecture.md (kernels.csv, kernel_samples.json, suite/, env.json)."""
     import json
 
@@ -114,6 +139,9 @@ def write_variant(root: Path, kernels: pd.DataFrame | None, ksamples: dict | Non
     if ssamples is not None:
         (root / "suite").mkdir(exist_ok=True)
         (root / "suite" / "samples.json").write_text(json.dumps(ssamples))
+    if model_samples is not None:
+        (root / "suite").mkdir(exist_ok=True)
+        (root / "suite" / "paired_samples.json").write_text(json.dumps(model_samples))
     if env is not None:
         (root / "env.json").write_text(json.dumps(env))
     return root

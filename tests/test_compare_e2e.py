@@ -24,7 +24,7 @@ def compared(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     runs = tmp_path_factory.mktemp("runs")
     proc = invoke("compare", "--base=installed", f"--pr={EXAMPLE}", "--models", "ElectraForCausalLM",
                   "--runs-dir", str(runs), "--run", "e2e", "--iterations", "10", "--warmup", "3",
-                  "--kernel-iterations", "10", "--kernel-rounds", "2")
+                  "--kernel-iterations", "10", "--rounds", "3")
     return runs / "e2e", proc
 
 
@@ -40,16 +40,23 @@ def test_compare_writes_a_pr_ready_report(compared):
     pairs = pd.read_csv(run / "report" / "kernels_compare.csv")
     assert len(pairs) > 0 and (pairs["category"] == "cpp").all()
     manifest = json.loads((run / "manifest.json").read_text())
-    for side in ("base", "pr"):
-        for stage in ("suite", "organize", "kernels-1", "kernels-2", "kernels"):
-            assert manifest["stages"][f"{side}/{stage}"]["status"] == "done", (side, stage)
-    assert manifest["stages"]["report"]["status"] == "done"
-    # The timing rounds alternate between the sides (AB, then BA) so drift cannot pose as a change.
-    rounds = ["base/kernels-1", "pr/kernels-1", "pr/kernels-2", "base/kernels-2"]
-    assert sorted(rounds, key=proc.stdout.index) == rounds
-    pooled = json.loads((run / "base" / "kernel_samples.json").read_text())
-    one_round = json.loads((run / "base" / "kernel-rounds" / "1" / "kernel_samples.json").read_text())
-    assert all(len(pooled[k]) == 2 * len(one_round[k]) for k in one_round)
+    for key in [f"{side}/{stage}" for side in ("base", "pr") for stage in ("suite", "organize", "models", "kernels")
+                ] + [f"pair/{kind}-round-{n}" for kind in ("models", "kernels") for n in (1, 2, 3)] + ["report"]:
+        assert manifest["stages"][key]["status"] == "done", key
+    # Base and PR are timed item by item in each round, ABBA, the first side alternating between rounds.
+    for kind in ("models", "kernels"):
+        rounds = [json.loads((run / "pair" / kind / f"round-00{n}.json").read_text()) for n in (1, 2, 3)]
+        for record in rounds:
+            assert record["sides"] == ["base", "pr"] and not [v for v in record["visits"] if v["error"]], kind
+            paired = {v["block"] for v in record["visits"] if v["position"] == 1}
+            first = {v["block"]: v["side"] for v in record["visits"] if v["position"] == 0 and v["block"] in paired}
+            assert first and all(side == ("base" if (block + record["round"]) % 2 == 0 else "pr")
+                                 for block, side in first.items())
+            assert record["workers"]["base"]["cpus"] == record["workers"]["pr"]["cpus"]
+    samples = json.loads((run / "base" / "kernel_samples.json").read_text())
+    assert samples and all(len(rounds) == 3 for rounds in samples.values())
+    paired = json.loads((run / "pr" / "suite" / "paired_samples.json").read_text())
+    assert [len(r) for r in paired["ElectraForCausalLM"]] == [10, 10, 10]
 
 
 @pytest.mark.integration
@@ -71,10 +78,10 @@ def test_running_again_redoes_nothing_and_report_rerenders(compared):
     run, _ = compared
     again = invoke("compare", "--base=installed", f"--pr={EXAMPLE}", "--models", "ElectraForCausalLM",
                    "--runs-dir", str(run.parent), "--run", "e2e", "--iterations", "10", "--warmup", "3",
-                   "--kernel-iterations", "10", "--kernel-rounds", "2")
+                   "--kernel-iterations", "10", "--rounds", "3")
     assert again.returncode == 0, again.stderr[-2000:]
     stages = [k for k in json.loads((run / "manifest.json").read_text())["stages"] if k != "report"]
-    assert len(stages) == 10
+    assert len(stages) == 14
     for key in stages:
         assert f"{key}: done earlier with the same inputs, skipped" in again.stdout, key
     rendered = invoke("report", "e2e", "--runs-dir", str(run.parent))

@@ -1,4 +1,4 @@
-"""Pooling kernel timing rounds: what `invoke compare` does with the rounds it alternates between base and PR."""
+"""A side's kernel table from its timing rounds: the round is the replicate, and a failed round keeps its place."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
-from analysis.kernel_index import IndexRow
-from analysis.kernel_results import merge_rounds, summarize_samples, write_results
+from analysis.kernel_index import IndexRow, write_index
+from analysis.kernel_results import results_from_rounds, summarize_rounds
+from analysis.paired_rounds import RoundRecord, Visit
 
 
 def _row(path: str, name: str) -> IndexRow:
@@ -18,52 +19,53 @@ def _row(path: str, name: str) -> IndexRow:
                     path=path, calls=2, graphs="M/g", backend="cpp", source="graphs/g.py")
 
 
-def _round(directory: Path, samples: dict[str, list[float]], errors: dict[str, str]) -> Path:
-    rows = [_row("cpp/a.cpp", "cpp_fused_a_0"), _row("cpp/b.cpp", "cpp_fused_b_1")]
-    results = [summarize_samples(r, samples.get(r.path, []), errors.get(r.path, ""), 0.001) for r in rows]
-    write_results(directory, results, {r.path: samples[r.path] for r in rows if r.path in samples})
-    return directory
+def _record(number: int, visits: list[tuple[str, str, list[float], str]]) -> RoundRecord:
+    return RoundRecord("kernels", number, ["base", "pr"], "2025-01-01T00:00:00", 1.0,
+                       visits=[Visit(s, item, 0, 0, 0.0, samples, error) for s, item, samples, error in visits])
 
 
-def _table(path: Path) -> dict[str, dict[str, str]]:
+def _table(path: Path, key: str = "path") -> dict[str, dict[str, str]]:
     with open(path, newline="", encoding="utf-8") as handle:
-        return {row["path"]: row for row in csv.DictReader(handle)}
+        return {row[key]: row for row in csv.DictReader(handle)}
 
 
-def test_rounds_are_pooled_into_one_table_with_statistics_over_all_samples(tmp_path):
-    first = _round(tmp_path / "1", {"cpp/a.cpp": [1.0, 1.0, 1.0], "cpp/b.cpp": [2.0]}, {})
-    second = _round(tmp_path / "2", {"cpp/a.cpp": [3.0, 3.0, 3.0]}, {"cpp/b.cpp": "worker crashed (SIGSEGV)"})
+def test_the_median_is_over_round_medians_and_the_rest_over_all_samples() -> None:
+    result = summarize_rounds(_row("cpp/a.cpp", "a"), [[1.0, 1.0, 1.0, 1.0, 100.0], [], [3.0]], gb=0.002)
+    assert (result.n, result.median_ms, result.min_ms, result.status) == (6, 2.0, 1.0, "ok")
+    assert result.mean_ms == pytest.approx(107 / 6) and result.gb_per_s == pytest.approx(1.0)
+    failed = summarize_rounds(_row("cpp/a.cpp", "a"), [[], []], gb=None, error="worker crashed (SIGSEGV)")
+    assert (failed.status, failed.n, failed.median_ms, failed.error) == ("fail", 0, None, "worker crashed (SIGSEGV)")
 
-    rows = merge_rounds([first, second], tmp_path / "out")
+
+def test_a_sides_kernel_files_keep_one_list_per_round_and_failures_name_their_rounds(tmp_path: Path) -> None:
+    organized = tmp_path / "organized"
+    write_index(organized / "index.csv", [_row("cpp/a.cpp", "cpp_fused_a_0"), _row("cpp/b.cpp", "cpp_fused_b_1")])
+    crashed = "worker crashed (SIGSEGV)"
+    rounds = [_record(1, [("base", "cpp/a.cpp", [1.0, 1.0, 5.0], ""), ("base", "cpp/b.cpp", [], crashed),
+                          ("pr", "cpp/a.cpp", [9.0], "")]),
+              _record(2, [("base", "cpp/a.cpp", [], "timeout"), ("base", "cpp/b.cpp", [], crashed)]),
+              _record(3, [("base", "cpp/a.cpp", [3.0, 3.0, 3.0], ""), ("base", "cpp/b.cpp", [], crashed)])]
+
+    rows = results_from_rounds(rounds, "base", organized, tmp_path / "out")
 
     table = _table(tmp_path / "out" / "kernels.csv")
-    assert table["cpp/a.cpp"]["n"] == "6" and float(table["cpp/a.cpp"]["median_ms"]) == 2.0
-    assert float(table["cpp/a.cpp"]["min_ms"]) == 1.0
-    # A kernel that failed in one round still counts with the samples of the rounds where it ran.
-    assert table["cpp/b.cpp"]["status"] == "ok" and table["cpp/b.cpp"]["n"] == "1"
+    assert table["cpp/a.cpp"]["status"] == "ok" and table["cpp/a.cpp"]["n"] == "6"
+    assert float(table["cpp/a.cpp"]["median_ms"]) == 2.0  # the median of the round medians 1 and 3
+    assert table["cpp/b.cpp"]["status"] == "fail"
+    assert table["cpp/b.cpp"]["error"] == f"round 1: {crashed}; round 2: {crashed}; round 3: {crashed}"
     samples = json.loads((tmp_path / "out" / "kernel_samples.json").read_text())
-    assert samples["cpp/a.cpp"] == [1.0, 1.0, 1.0, 3.0, 3.0, 3.0]
-    assert [r.status for r in rows] == ["ok", "ok"]
-    seed = _table_by_name(tmp_path / "out" / "kernels_seed.csv")
+    assert samples == {"cpp/a.cpp": [[1.0, 1.0, 5.0], [], [3.0, 3.0, 3.0]]}  # round 2 failed: in place, empty
+    assert [r.status for r in rows] == ["ok", "fail"]
+    seed = _table(tmp_path / "out" / "kernels_seed.csv", key="kernel_name")
     assert seed["cpp_fused_a_0_x0_r0"]["ms_per_call"] == "2"
 
 
-def test_a_kernel_that_failed_in_every_round_is_a_failure_row_naming_why(tmp_path):
-    first = _round(tmp_path / "1", {"cpp/a.cpp": [1.0]}, {"cpp/b.cpp": "timed out after 300s"})
-    second = _round(tmp_path / "2", {"cpp/a.cpp": [1.0]}, {"cpp/b.cpp": "worker crashed (SIGSEGV)"})
-
-    merge_rounds([first, second], tmp_path / "out")
-
-    failed = _table(tmp_path / "out" / "kernels.csv")["cpp/b.cpp"]
-    assert failed["status"] == "fail"
-    assert failed["error"] == "timed out after 300s; worker crashed (SIGSEGV)"
+def test_a_kernel_no_round_timed_is_a_failure_row(tmp_path: Path) -> None:
+    write_index(tmp_path / "index.csv", [_row("cpp/a.cpp", "cpp_fused_a_0")])
+    results_from_rounds([_record(1, [])], "base", tmp_path, tmp_path)
+    assert _table(tmp_path / "kernels.csv")["cpp/a.cpp"]["error"] == "not timed in any round"
 
 
-def test_a_missing_round_is_a_one_line_error(tmp_path):
-    with pytest.raises(UserError, match="not a kernel-runner output"):
-        merge_rounds([tmp_path / "nothing"], tmp_path / "out")
-
-
-def _table_by_name(path: Path) -> dict[str, dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as handle:
-        return {row["kernel_name"]: row for row in csv.DictReader(handle)}
+def test_a_missing_index_is_a_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="index.csv: not an organized index"):
+        results_from_rounds([], "base", tmp_path / "nothing", tmp_path / "out")

@@ -66,6 +66,8 @@ def test_segfault_hang_and_syntax_error_each_cost_one_row(tmp_path: Path) -> Non
     assert rows["triton_poi_syntax_3"]["error"].startswith("SyntaxError")
     samples = json.loads((tmp_path / "kernel_samples.json").read_text())
     assert list(samples) == ["pointwise/triton_poi_fused_add_relu_sin_0.py"]
+    (one_round,) = samples["pointwise/triton_poi_fused_add_relu_sin_0.py"]  # the round format: this run is round 1
+    assert len(one_round) == 1  # the interpreter's single call
     with open(tmp_path / "kernels_seed.csv", newline="") as handle:
         seed = list(csv.DictReader(handle))
     assert list(seed[0]) == ["relative_dir", "filename", "kernel_name", "ms_per_call", "gb_per_s"]

@@ -1,12 +1,14 @@
-"""Model-level comparison: per-model deltas, both dashboards' geomeans, and the Amdahl projection from kernels."""
+"""Model-level comparison: per-model verdicts from paired rounds, both dashboards' geomeans and gates, and the
+Amdahl projection from kernels."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
-from compare_data import kernel_specs, kernels_frame, suite_frame
+from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame
 
+from analysis.gates import GEOMEAN_LIMIT, model_gates
 from analysis.model_compare import compare_models, hud_geomean, runner_geomean
 from analysis.projection import ALL_MODELS, project
 
@@ -22,35 +24,99 @@ def test_hud_and_runner_geomeans_follow_their_own_rules() -> None:
     assert runner_geomean(suite) == pytest.approx(math.sqrt(1.0 * 2.0))
 
 
-def test_a_faster_model_is_flagged_with_its_deltas() -> None:
-    models = {"BertForMaskedLM": 40.0, "GPT2": 30.0, "T5Small": 60.0}
-    base, base_samples = suite_frame(models, seed=2)
-    pr, pr_samples = suite_frame(models, seed=3, factor={"GPT2": 0.8})
+MODELS = {"BertForMaskedLM": 40.0, "GPT2": 30.0, "T5Small": 60.0, "Albert": 20.0}
+
+
+def test_models_timed_in_paired_rounds_get_intervals_and_a_model_10_percent_slower_is_regressed() -> None:
+    base, base_samples = suite_frame(MODELS, seed=2)
+    pr, pr_samples = suite_frame(MODELS, seed=3, factor={"GPT2": 1.1})
+    # The suite's own single timing of GPT2 happens to show nothing; the paired rounds decide.
+    pr.loc[pr["name"] == "GPT2", "abs_latency"] = float(base.loc[base["name"] == "GPT2", "abs_latency"].iloc[0])
+    paired_base = model_rounds(MODELS, seed=4, round_cv=0.003)
+    paired_pr = model_rounds(MODELS, seed=5, round_cv=0.003, factor={"GPT2": 1.1})
+
+    result = compare_models(base, pr, base_samples, pr_samples, paired_base=paired_base, paired_pr=paired_pr)
+
+    rows = result.table.set_index("model")
+    gpt2 = rows.loc["GPT2"]
+    assert gpt2["verdict"] == "regressed" and gpt2["rounds"] == 5
+    assert gpt2["speedup"] == pytest.approx(1 / 1.1, rel=0.01)
+    assert gpt2["ci_low"] <= 1 / 1.1 <= gpt2["ci_high"] < 1.0 and gpt2["q_value"] < 0.05
+    assert gpt2["pr_latency_ms"] == pytest.approx(33.0, rel=0.02)  # from the rounds, not suite.csv
+    assert gpt2["compile_change_pct"] == pytest.approx(10.0)
+    assert (rows.drop(index="GPT2")["verdict"] == "equivalent").all()
+    assert rows.loc["T5Small", "peak_change_pct"] == pytest.approx(0.0)
+    s = result.summary
+    assert s.paired and s.rounds == 5 and s.n_compared == 4
+    assert s.verdicts == {"improved": 0, "regressed": 1, "equivalent": 3, "inconclusive": 0}
+    assert s.geomean.has_interval and s.geomean.speedup == pytest.approx(1.1 ** -0.25, rel=0.005)
+    assert s.pr.hud_geomean < s.base.hud_geomean  # the suites' own speedups vs eager, for the dashboards
+    assert result.notes == []
+
+
+def test_the_same_suites_without_paired_rounds_give_points_and_a_note() -> None:
+    base, base_samples = suite_frame(MODELS, seed=2)
+    pr, pr_samples = suite_frame(MODELS, seed=3, factor={"GPT2": 1.1})
 
     result = compare_models(base, pr, base_samples, pr_samples)
 
     rows = result.table.set_index("model")
-    assert rows.loc["GPT2", "verdict"] == "improved"
-    assert rows.loc["GPT2", "speedup"] == pytest.approx(1 / 0.8, rel=0.02)
-    assert rows.loc["GPT2", "p_value"] < 0.001
-    assert rows.loc["GPT2", "compile_change_pct"] == pytest.approx(-20.0)
-    assert rows.loc["BertForMaskedLM", "verdict"] == "unchanged"
-    assert rows.loc["T5Small", "peak_change_pct"] == pytest.approx(0.0)
-    assert result.summary.pr.hud_geomean > result.summary.base.hud_geomean
-    assert result.summary.n_compared == 3
+    assert set(rows["verdict"]) == {"inconclusive"}
+    assert rows.loc["GPT2", "speedup"] == pytest.approx(1 / 1.1, rel=0.02)  # the point estimate stays
+    assert rows["ci_low"].isna().all() and rows["q_value"].isna().all()
+    assert not result.summary.paired and not result.summary.geomean.has_interval
+    assert result.summary.verdict == "inconclusive"
+    assert any("not timed in paired rounds" in note for note in result.notes)
+
+
+def test_a_busy_round_on_one_side_makes_the_models_inconclusive_not_regressed() -> None:
+    base, _ = suite_frame(MODELS, seed=2)
+    paired_base = model_rounds(MODELS, seed=4, round_cv=0.003)
+    paired_pr = model_rounds(MODELS, seed=5, round_cv=0.003, round_shift=[1.0, 1.12, 1.0, 1.06, 1.0])
+
+    s = compare_models(base, base, paired_base=paired_base, paired_pr=paired_pr).summary
+
+    assert s.geomean.speedup == pytest.approx(1 / 1.035, abs=0.01)
+    assert s.geomean.contains(1.0) and s.verdict == "inconclusive"
 
 
 def test_failures_and_models_on_one_side_are_kept_apart() -> None:
     base, _ = suite_frame({"A": 10.0, "B": 20.0, "OnlyBase": 5.0}, seed=4)
     pr, _ = suite_frame({"A": 10.0, "B": 20.0, "OnlyPR": 5.0}, seed=5)
     pr.loc[pr["name"] == "B", ["status", "abs_latency", "speedup"]] = ["fail", 0.0, 0.0]
+    timed = {"A": 10.0, "B": 20.0}
 
-    result = compare_models(base, pr)
+    result = compare_models(base, pr, paired_base=model_rounds(timed, seed=6, round_cv=0.003),
+                            paired_pr=model_rounds(timed, seed=7, round_cv=0.003))
 
     assert result.summary.only_base == ["OnlyBase"] and result.summary.only_pr == ["OnlyPR"]
-    assert result.table.set_index("model").loc["B", "verdict"] == "failed"
-    assert result.summary.n_compared == 1
-    assert any("threshold only" in note for note in result.notes)
+    rows = result.table.set_index("model")
+    assert rows.loc["B", "verdict"] == "failed" and math.isnan(rows.loc["B", "speedup"])
+    assert rows.loc["A", "verdict"] == "equivalent"
+    assert result.summary.n_compared == 1 and result.summary.failed == 1
+    assert sum(result.summary.verdicts.values()) == 1  # the failed model is in no verdict count
+
+
+def test_dashboard_gates_read_their_intervals() -> None:
+    base, _ = suite_frame(MODELS, seed=7)
+    pr, _ = suite_frame(MODELS, seed=8)
+    pr["compilation_latency"] = base["compilation_latency"] * [1.30, 1.32, 1.28, 1.31]  # every model compiles slower
+    pr.loc[pr["name"] == "Albert", "status"] = "fail"  # passes on base, fails on the PR
+    slower = dict.fromkeys(MODELS, 1.10)
+
+    result = compare_models(base, pr, paired_base=model_rounds(MODELS, seed=9, round_cv=0.003),
+                            paired_pr=model_rounds(MODELS, seed=10, round_cv=0.003, factor=slower))
+    gates = {g.name: g for g in model_gates(result, 0.95)}
+
+    latency = gates["geomean latency speedup"]
+    assert latency.status == "fail" and latency.ci_high < GEOMEAN_LIMIT  # the whole interval is past 0.95
+    assert gates["compile time ratio"].status == "fail" and gates["compile time ratio"].ci_low > 1.15
+    assert gates["pass rate"].status == "fail" and "newly failing: Albert" in gates["pass rate"].detail
+    assert gates["peak-memory compression ratio"].status == "pass"
+    # Compile times that scatter around the limit: the interval straddles it, so the gate cannot say.
+    pr["compilation_latency"] = base["compilation_latency"] * [1.0, 1.4, 1.05, 1.3]
+    straddling = model_gates(compare_models(base, pr), 0.95)[1]
+    assert straddling.ci_low < 1.15 < straddling.ci_high and straddling.status == "inconclusive"
 
 
 def test_projection_is_amdahl_on_the_kernel_share() -> None:

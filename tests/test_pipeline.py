@@ -245,3 +245,24 @@ def test_reset_clears_stale_work_only_when_the_old_attempt_cannot_be_resumed(run
     forced, _ = pipeline(run, force=("suite",))
     forced.run_stage(prepared, suite_spec(prepared, code, inputs={"models": ["gpt2"]}, resets=resets))
     assert resets == ["reset", "reset", "reset"]
+
+
+def test_a_joint_stage_belongs_to_the_run_logs_there_and_is_forced_by_its_kind(run: Run, code: Path) -> None:
+    pipe, console = pipeline(run)
+    out = run.path("pair", "kernels", "round-001.json")
+    runner = LocalRunner(stream_output=False)
+    spec = StageSpec(name="kernels-round-1", inputs={"upstream": {"base": "a", "pr": "b"}, "round": 1},
+                     outputs=[out], commands=lambda: [(runner, StageCommand(
+                         module=STAGE, args=["--out", str(out)], python_path=[code]))])
+
+    first = pipe.run_joint_stage(spec)
+    pipe.run_joint_stage(spec)
+
+    record = run.record("pair/kernels-round-1")
+    assert record is not None and record.status == StageStatus.DONE and record.outputs == [
+        "pair/kernels/round-001.json"]
+    assert "running the fake suite" in run.path("pair", "logs", "kernels-round-1.log").read_text()
+    assert "pair/kernels-round-1: done earlier with the same inputs, skipped" in console.getvalue()
+    forced, _ = pipeline(run, force=("kernels",))
+    assert forced.run_joint_stage(spec) == first
+    assert len((run.path("pair", "times_run")).read_text()) == 2

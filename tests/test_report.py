@@ -1,5 +1,6 @@
-"""The report a reviewer pastes into a PR: fits GitHub's limit, says how kernels were paired, re-renders from a
-run directory, and turns bad inputs into one-line errors."""
+"""The report a reviewer pastes into a PR: fits GitHub's limit, says how kernels were paired, shows the in-run
+control and the dashboard gates, prints the confidence level actually used, writes summary.json for CI,
+re-renders from a run directory, and turns bad inputs into one-line errors."""
 
 from __future__ import annotations
 
@@ -11,10 +12,18 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from compare_data import kernel_specs, kernels_frame, suite_frame, write_variant
+from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
 
 from analysis.errors import UserError
-from analysis.report import MAX_MARKDOWN_CHARS, ReportInputs, load_report_inputs, render_report, sheet_name
+from analysis.report import (
+    MAX_MARKDOWN_CHARS,
+    ReportInputs,
+    ReportSettings,
+    load_report_inputs,
+    render_report,
+    sheet_name,
+)
+from analysis.verdict_settings import VerdictSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"BertForMaskedLM": 40.0, "GPT2": 30.0, "T5Small": 60.0}
@@ -67,7 +76,11 @@ def test_renumbered_kernels_are_paired_and_the_report_says_how(tmp_path: Path) -
     assert "30 paired kernel(s) have a different name in the PR (renumbered or renamed); matched by " \
            "`body_hash+shape_key` 30" in text
     assert "| only in base | 0 |" in text
-    assert "threshold only" in text  # no samples were given, and the method notes say what that means
+    # No samples were given: the verdict says there is no replication, and the method notes say why.
+    assert "kernels inconclusive (geomean" in paths.verdict and "no interval" in paths.verdict
+    assert "no replication (one round per side)" in paths.verdict
+    assert "- Note: per-round samples missing on at least one side" in text
+    assert paths.summary["kernels"]["ci_low"] is None and paths.summary["control"]["resolution_pct"] is None
 
 
 def test_workbook_has_one_sheet_per_table_with_excel_safe_names(tmp_path: Path) -> None:
@@ -87,24 +100,30 @@ def test_workbook_has_one_sheet_per_table_with_excel_safe_names(tmp_path: Path) 
     assert len(sheet_name("x" * 40, {"x" * 31})) <= 31
 
 
-def _run_dir(root: Path, pr_kernels: bool = True) -> Path:
+def _run_dir(root: Path, pr_kernels: bool = True, stats: dict | None = None) -> Path:
+    """A finished comparison: kernels (kernel 0 twice as fast in the PR), suites, and models timed in paired
+    rounds with GPT2 10 % slower in the PR."""
     specs = kernel_specs(50, seed=13, models=tuple(MODELS))
     base, bs = kernels_frame(specs, seed=14)
     pr, ps = kernels_frame(specs, seed=15, factor={0: 0.5})
     suite_b, ssb = suite_frame(MODELS, seed=16)
-    suite_p, ssp = suite_frame(MODELS, seed=17)
+    suite_p, ssp = suite_frame(MODELS, seed=17, factor={"GPT2": 1.1})
+    rounds_b = model_rounds(MODELS, seed=18, round_cv=0.003)
+    rounds_p = model_rounds(MODELS, seed=19, round_cv=0.003, factor={"GPT2": 1.1})
     run = root / "runs" / "r1"
-    write_variant(run / "base", base, bs, suite_b, ssb, env={"torch": {"commit": "1" * 40}})
-    write_variant(run / "pr", pr if pr_kernels else None, ps, suite_p, ssp, env={"torch": {"commit": "2" * 40}})
+    write_variant(run / "base", base, bs, suite_b, ssb, env={"torch": {"commit": "1" * 40}}, model_samples=rounds_b)
+    write_variant(run / "pr", pr if pr_kernels else None, ps, suite_p, ssp, env={"torch": {"commit": "2" * 40}},
+                  model_samples=rounds_p)
     (run / "lock.json").write_text(json.dumps({"base": {"image": {"digest": "sha256:" + "d" * 64}},
                                                "pr": {"image": {"digest": "sha256:" + "e" * 64}}}))
-    (run / "manifest.json").write_text(json.dumps({"run_id": "r1", "created": "now", "settings": {
-        "suite": {"warmup": 7, "iterations": 25}}, "stages": {}}))
+    settings = {"suite": {"warmup": 7, "iterations": 25}, "rounds": 5, **({"stats": stats} if stats else {})}
+    (run / "manifest.json").write_text(json.dumps({"run_id": "r1", "created": "now", "settings": settings,
+                                                   "stages": {}}))
     return run
 
 
 def test_invoke_report_rerenders_a_run_directory(tmp_path: Path) -> None:
-    run = _run_dir(tmp_path)
+    run = _run_dir(tmp_path, stats={"confidence": 0.9})
 
     result = invoke("report", "r1", "--runs-dir", str(tmp_path / "runs"))
 
@@ -114,9 +133,87 @@ def test_invoke_report_rerenders_a_run_directory(tmp_path: Path) -> None:
     assert "| base.image.digest | sha256:dddd" in text  # the lock's identity entries are shown
     assert "## Projected end-to-end effect" in text and "How the share was computed" in text
     assert len(pd.read_csv(run / "report" / "kernels_compare.csv")) == 50
-    assert (run / "report" / "models_compare.csv").exists()
+    # The models were timed in paired rounds: they get intervals, GPT2 is regressed, and the gates are shown.
+    models = pd.read_csv(run / "report" / "models_compare.csv").set_index("model")
+    assert models.loc["GPT2", "verdict"] == "regressed" and models.loc["GPT2", "ci_high"] < 1.0
+    assert models["ci_low"].notna().all() and (models["rounds"] == 5).all()
+    assert re.search(r"\| GPT2 \|.*\| regressed \|", text)
+    assert "Dashboard checks" in text and "| compile time ratio |" in text
+    # The run's own settings (confidence 0.9 in the manifest) are the ones used and printed.
+    summary = json.loads((run / "report" / "summary.json").read_text())
+    assert summary["settings"]["confidence"] == summary["models"]["confidence"] == 0.9
+    assert "90 % CI" in result.stdout.splitlines()[0] and "summary.json" in result.stdout
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["stages"]["report"]["status"] == "done"
+
+
+def test_the_report_prints_the_confidence_level_actually_used(tmp_path: Path) -> None:
+    run = _run_dir(tmp_path)
+    inputs = load_report_inputs(run)
+    at_95 = render_report(inputs, tmp_path / "at95")
+
+    inputs.settings = ReportSettings(stats=VerdictSettings(confidence=0.9))
+    at_90 = render_report(inputs, tmp_path / "at90")
+
+    text = at_90.report_md.read_text(encoding="utf-8")
+    assert re.findall(r"\b95(?:\.0)? ?%", text) == []  # nothing still claims 95 %
+    assert at_90.verdict.count("90 % CI") == 2 and "  " not in at_90.verdict  # kernels and models alike
+    assert "90 % CI of the geomean" in text
+    assert "Student-t\n90 % interval" in text  # the method section
+    for family in ("kernels", "models"):
+        wide, narrow = at_95.summary[family], at_90.summary[family]
+        assert (wide["confidence"], narrow["confidence"]) == (0.95, 0.9)
+        assert wide["geomean"] == pytest.approx(narrow["geomean"])  # same estimate, narrower interval
+        assert wide["ci_low"] < narrow["ci_low"] and narrow["ci_high"] < wide["ci_high"]
+    assert "95 % CI" in at_95.verdict and "95 % CI of the geomean" in at_95.report_md.read_text()
+
+
+def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
+    paths = render_report(load_report_inputs(_run_dir(tmp_path)), tmp_path / "report")
+
+    summary = json.loads(paths.summary_json.read_text())
+    assert summary == paths.summary and paths.summary_json == tmp_path / "report" / "summary.json"
+    assert set(summary) == {"verdict", "kernels", "models", "control", "gates", "settings"}
+    family_keys = {"verdict", "geomean", "ci_low", "ci_high", "confidence", "n", "improved", "regressed",
+                   "equivalent", "inconclusive", "time_weighted", "rounds"}
+    for family, n in (("kernels", 50), ("models", 3)):
+        block = summary[family]
+        assert set(block) == family_keys
+        assert block["n"] == n and block["rounds"] == 5
+        assert sum(block[v] for v in ("improved", "regressed", "equivalent", "inconclusive")) == n
+        assert block["ci_low"] <= block["geomean"] <= block["ci_high"]
+    assert summary["kernels"]["improved"] >= 1 and summary["models"]["regressed"] == 1
+    assert summary["verdict"] == paths.verdict and summary["verdict"].startswith("**Verdict:** kernels ")
+    control = summary["control"]
+    assert set(control) == {"kernels", "models", "passed", "resolution_pct"}
+    assert control["kernels"]["kind"] == "identical kernels" and control["models"]["kind"] == "split-half"
+    assert {"kind", "geomean", "ci_low", "ci_high", "n", "false_positive_share", "passed", "available",
+            "reason"} <= set(control["kernels"])
+    assert control["passed"] is True and control["resolution_pct"] > 0
+    assert [g["name"] for g in summary["gates"]] == ["geomean latency speedup", "compile time ratio", "pass rate",
+                                                      "peak-memory compression ratio"]
+    assert all(set(g) == {"name", "value", "ci_low", "ci_high", "limit", "bad_when", "status", "detail"}
+               for g in summary["gates"])
+    assert set(summary["settings"]) == {"confidence", "alpha", "margin", "threshold", "noise", "min_ms"}
+    assert summary["settings"]["threshold"] == 0.02  # the effective value (the margin), not null
+
+
+def test_a_failed_control_is_shown_at_the_top_and_qualifies_the_verdict(tmp_path: Path) -> None:
+    specs = kernel_specs(60, seed=20)
+    base, bs = kernels_frame(specs, seed=21, cv=0.01, round_cv=0.003)
+    # The PR side ran 4 % slower in every round: identical code looks 4 % slower.
+    pr, ps = kernels_frame(specs, seed=22, cv=0.01, round_cv=0.003, round_shift=[1.04] * 5)
+
+    paths = render_report(ReportInputs(base, pr, bs, ps), tmp_path)
+
+    text = paths.report_md.read_text(encoding="utf-8")
+    top = text.split("## Environment", 1)[0]
+    assert "**In-run control**" in top
+    assert re.search(r"\| kernels \| identical kernels \| 60 \|.*\| \*\*failed\*\* \|", top)
+    assert re.search(r"\| kernels \| split-half \| 60 \|.*\| passed \|", top)
+    assert "the in-run control failed" in paths.verdict and "kernels inconclusive" in paths.verdict
+    assert paths.summary["kernels"]["regressed"] == 0 and paths.summary["control"]["passed"] is False
+    assert paths.summary["control"]["resolution_pct"] == pytest.approx(4.0, abs=1.0)
 
 
 def test_a_run_missing_one_sides_kernels_names_the_file(tmp_path: Path) -> None:

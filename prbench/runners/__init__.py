@@ -66,6 +66,10 @@ class StageCommand:
 class Runner(Protocol):
     name: str
 
+    def environment(self, command: StageCommand) -> dict[str, str]:
+        """The variables the stage's process gets (its own environment variables, PYTHONPATH included)."""
+        ...
+
     def run(self, command: StageCommand) -> None:
         """Run the stage to completion; raise StageFailed on a non-zero exit or timeout."""
         ...

@@ -1,0 +1,130 @@
+"""Round records: what the paired timing stage measured, visit by visit, and the per-side views derived from them.
+
+The unit of replication of a comparison is the *round*: fresh worker processes (one per side) that time every
+item once, the two sides alternating item by item in ABBA order (block i puts base first when ``i + round`` is
+even). A round file ``round-<NNN>[-<side>].json`` holds one `RoundRecord`; every sample carries its round, its
+block and its position in the block, so the analysis can pair base and PR within a round.
+
+The per-side view (`side_samples`) is ``{item: [[ms of round 1], [ms of round 2], ...]}``, the format of
+``kernel_samples.json`` and ``suite/paired_samples.json``. Round ``i`` of base and round ``i`` of PR were
+measured together; a failed visit is an empty list, so the indices stay aligned. Older files that hold one flat
+list per item are read as a single round.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis.atomic_io import write_json
+from analysis.errors import UserError
+
+SIDES = ("base", "pr")
+ROUND_KINDS = ("kernels", "models")
+RoundSamples = dict[str, list[list[float]]]  # item → one list of ms per round
+
+
+@dataclass
+class Visit:
+    """One side timing one item once within a round."""
+
+    side: str
+    item: str  # organized relative kernel path, or model name
+    block: int  # index of the item's block in the round's schedule
+    position: int  # 0 = went first in its block, 1 = second
+    started_s: float  # seconds since the round started
+    samples: list[float] = field(default_factory=list)  # ms
+    error: str = ""
+
+
+@dataclass
+class RoundRecord:
+    kind: str  # "kernels" or "models"
+    round: int  # 1-based
+    sides: list[str]  # the sides this record holds: both (interleaved) or one (alternating rounds)
+    started_at: str  # ISO time
+    wall_s: float
+    workers: dict[str, dict[str, Any]] = field(default_factory=dict)  # side → pid, device, cpu affinity, starts
+    visits: list[Visit] = field(default_factory=list)
+
+
+def round_file(directory: Path, number: int, side: str | None = None) -> Path:
+    suffix = f"-{side}" if side else ""
+    return Path(directory) / f"round-{number:03d}{suffix}.json"
+
+
+def write_round(path: Path, record: RoundRecord) -> None:
+    write_json(path, asdict(record))
+
+
+def read_round(path: Path) -> RoundRecord:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        visits = [Visit(**v) for v in data.pop("visits")]
+        record = RoundRecord(**data, visits=visits)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise UserError(f"{path}: not a round record ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+                        ) from None
+    if record.kind not in ROUND_KINDS or any(s not in SIDES for s in record.sides):
+        raise UserError(f"{path}: round record with unknown kind {record.kind!r} or sides {record.sides}")
+    return record
+
+
+def read_rounds(paths: list[Path]) -> list[RoundRecord]:
+    return sorted((read_round(p) for p in paths), key=lambda r: r.round)
+
+
+def side_samples(records: list[RoundRecord], side: str, items: list[str] | None = None) -> RoundSamples:
+    """``{item: [[ms] per round]}`` for one side, rounds in order; a round without a good visit gives []."""
+    numbers = sorted({r.round for r in records if side in r.sides})
+    position = {n: i for i, n in enumerate(numbers)}
+    wanted = items if items is not None else sorted({v.item for r in records for v in r.visits if v.side == side})
+    out: RoundSamples = {item: [[] for _ in numbers] for item in wanted}
+    for record in records:
+        if side not in record.sides:
+            continue
+        for visit in record.visits:
+            if visit.side == side and visit.item in out and not visit.error:
+                out[visit.item][position[record.round]] = list(visit.samples)
+    return out
+
+
+def visit_errors(records: list[RoundRecord], side: str) -> dict[str, list[str]]:
+    """Every error a side's visits recorded, per item (for the failure rows of kernels.csv)."""
+    errors: dict[str, list[str]] = {}
+    for record in records:
+        for visit in record.visits:
+            if visit.side == side and visit.error:
+                errors.setdefault(visit.item, []).append(f"round {record.round}: {visit.error}")
+    return errors
+
+
+def parse_round_samples(data: Any, where: str) -> RoundSamples:
+    """Validate ``{item: [[ms], ...]}``; a flat ``{item: [ms, ...]}`` (one round, older runs) is accepted."""
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: expected an object mapping items to lists of rounds of milliseconds")
+    out: RoundSamples = {}
+    try:
+        for item, value in data.items():
+            if not isinstance(value, list):
+                raise TypeError(item)
+            if value and all(isinstance(x, list) for x in value):
+                out[str(item)] = [[float(x) for x in rnd] for rnd in value]
+            else:
+                out[str(item)] = [[float(x) for x in value]]
+    except (TypeError, ValueError):
+        raise UserError(f"{where}: sample lists must hold numbers (milliseconds), one list per round") from None
+    return out
+
+
+def read_round_samples(path: Path) -> RoundSamples:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: file not found (expected per-round samples)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not valid JSON ({exc.__class__.__name__})") from None
+    return parse_round_samples(data, str(path))

@@ -1,0 +1,186 @@
+"""Host side of paired timing: the plans ``stages.paired`` runs, and the command that runs one round of a plan.
+
+Kernels: both sides' ``organized/index.csv`` are paired with ``analysis.kernel_compare.pair_kernels`` (the very
+pairs the report compares); each side's jobs come from ``stages.kernels.plan_jobs``. A job and the job of its
+kernels' partners share a block, so they are timed back to back: a Triton job pairs with its partner's job, C++
+graph jobs pair greedily by the number of paired kernels they share. Jobs left over get one-sided blocks at the
+end (their kernels are timed; the report lists them as only in base / only in PR).
+
+Models: one block per model whose suite row is ``ok`` on both sides; each side's worker prepares (compiles) the
+models of its group first.
+
+A side's worker environment is what its runner gives a stage of that side (``runner.environment``: the
+variant's environment, its overlay and the code on PYTHONPATH), pinned to the device; the plan holds how it differs
+from the paired stage's own environment.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis.dynamo_csv import STATUS_OK, DynamoCsvError, read_suite_csv
+from analysis.errors import UserError
+from analysis.kernel_compare import normalize_kernels, pair_kernels
+from analysis.kernel_index import IndexRow, read_index
+from prbench.runners import Runner, StageCommand
+from prbench.suite_stage import SuiteSettings
+from stages.kernels import INTERPRETER_ITERATIONS, Job, plan_jobs, worker_env
+from stages.kernels import WORKER_MODULE as KERNEL_WORKER
+from stages.paired import Block, Plan, SidePlan
+from stages.worker_process import device_env
+
+MODEL_WORKER = "stages.model_worker"
+PREPARE_TIMEOUT_S = 1800.0  # build + compile (from the warm cache) + warm-up of one model
+VISIT_TIMEOUT_S = 900.0  # warm-up + timed steps of one model
+
+
+@dataclass
+class PlanSide:
+    """What a plan needs from one side of the comparison."""
+
+    name: str
+    directory: Path  # runs/<id>/<side>
+    stage_env: dict[str, str]  # the variant's stage environment (PreparedVariant.env)
+    python_path: list[Path]  # the variant's overlay, if any
+    runner: Runner
+
+    def worker_base_env(self, module: str) -> dict[str, str]:
+        """The environment the side's runner gives a stage: the same for its workers."""
+        command = StageCommand(module=module, args=[], env=dict(self.stage_env), python_path=list(self.python_path))
+        return self.runner.environment(command)
+
+    def plan_env(self, worker_env: dict[str, str]) -> dict[str, str | None]:
+        """How a worker's environment differs from the paired stage's own (None: unset), for the plan.
+
+        The stage lays this over its environment, which gives the worker exactly ``worker_env`` (inside a
+        container, plus the image's variables). Only the difference is written, so the user's shell environment
+        (tokens and all) is not copied into the run directory.
+        """
+        ambient = self.runner.environment(StageCommand(module="stages.paired", args=[]))
+        changed: dict[str, str | None] = {k: v for k, v in worker_env.items() if ambient.get(k) != v}
+        changed.update({k: None for k in ambient if k not in worker_env})
+        return changed
+
+
+# --- kernels ---------------------------------------------------------------------------------------------------
+
+
+def _read_side_index(side: PlanSide) -> tuple[list[IndexRow], pd.DataFrame]:
+    path = side.directory / "organized" / "index.csv"
+    try:
+        rows = read_index(path)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path}: not an organized index ({' '.join(str(exc).split())})") from None
+    columns = [f.name for f in fields(IndexRow)]
+    frame = normalize_kernels(pd.DataFrame([asdict(r) for r in rows], columns=columns, dtype=str))
+    return rows, frame
+
+
+def partners(base: pd.DataFrame, pr: pd.DataFrame) -> dict[str, str]:
+    """{base organized path: PR organized path} for every kernel pair the report will compare."""
+    pairing = pair_kernels(base, pr)
+    base_paths, pr_paths = base["path"].tolist(), pr["path"].tolist()
+    return {base_paths[b]: pr_paths[p] for b, p in zip(pairing.pairs["base_row"], pairing.pairs["pr_row"],
+                                                        strict=True)}
+
+
+def pair_jobs(base: list[Job], pr: list[Job], partner: dict[str, str]) -> list[Block]:
+    """Blocks of (base job, PR job) that time paired kernels back to back; leftovers one-sided at the end.
+
+    Jobs of one kind pair by the number of paired kernels they share, most first (a Triton job shares its one
+    kernel with its partner's job only); ties go to the earlier jobs, so the plan is deterministic.
+    """
+    pr_job_of = {path: job for job in pr for path in job.kernels.values()}
+    shared: Counter[tuple[int, int]] = Counter()
+    for job in base:
+        for path in job.kernels.values():
+            other = pr_job_of.get(partner.get(path, ""))
+            if other is not None and other.kind == job.kind:
+                shared[(job.id, other.id)] += 1
+    used_base: dict[int, int] = {}
+    used_pr: set[int] = set()
+    for (b, p), _ in sorted(shared.items(), key=lambda kv: (-kv[1], kv[0])):
+        if b not in used_base and p not in used_pr:
+            used_base[b] = p
+            used_pr.add(p)
+    pr_by_id = {job.id: job for job in pr}
+    blocks: list[Block] = [{"base": asdict(job), "pr": asdict(pr_by_id[used_base[job.id]])}
+                           for job in base if job.id in used_base]
+    blocks += [{"base": asdict(job), "pr": None} for job in base if job.id not in used_base]
+    blocks += [{"base": None, "pr": asdict(job)} for job in pr if job.id not in used_pr]
+    return blocks
+
+
+def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: int, iterations: int,
+                timeout_s: float, logs: Path) -> Plan:
+    """The kernel timing plan of both sides (``sides`` = base, PR)."""
+    indexes = {side.name: _read_side_index(side) for side in sides}
+    jobs: dict[str, list[Job]] = {}
+    plan_sides: dict[str, SidePlan] = {}
+    for side in sides:
+        rows = indexes[side.name][0]
+        organized = side.directory / "organized"
+        interpreted = device == "cpu" and any(r.backend == "triton" for r in rows)
+        jobs[side.name] = plan_jobs(rows, organized, warmup, iterations, timeout_s,
+                                    INTERPRETER_ITERATIONS if interpreted else None)
+        base_env = side.worker_base_env(KERNEL_WORKER)
+        if interpreted:
+            base_env["TRITON_INTERPRET"] = "1"
+        env = worker_env(device, platform, base_env, side.directory / "work" / "kernels" / "paired",
+                         Path(side.stage_env["TORCHINDUCTOR_CACHE_DIR"]))
+        plan_sides[side.name] = SidePlan(env=side.plan_env(env), log=str(logs / f"kernels-{side.name}-workers.log"),
+                                         organized=str(organized))
+    base, pr = (side.name for side in sides)
+    partner = partners(indexes[base][1], indexes[pr][1])
+    return Plan(kind="kernels", worker=KERNEL_WORKER, device=device, sides=plan_sides,
+                blocks=pair_jobs(jobs[base], jobs[pr], partner))
+
+
+# --- models ----------------------------------------------------------------------------------------------------
+
+
+def ok_models(side: PlanSide) -> list[str]:
+    path = side.directory / "suite" / "suite.csv"
+    try:
+        return [row["name"] for row in read_suite_csv(path) if row["status"] == STATUS_OK]
+    except DynamoCsvError as exc:
+        raise UserError(str(exc)) from None
+
+
+def model_jobs(model: str, suite: SuiteSettings) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(prepare job, time job) of one model, measured as the suite measured it."""
+    prepare = {"kind": "prepare", "model": model, "size": suite.size, "mode": suite.mode, "dtype": suite.dtype,
+               "device": suite.device, "backend": "inductor", "warmup": suite.warmup, "timeout_s": PREPARE_TIMEOUT_S}
+    time = {"kind": "time", "model": model, "warmup": suite.warmup, "iterations": suite.iterations,
+            "timeout_s": VISIT_TIMEOUT_S}
+    return prepare, time
+
+
+def model_plan(sides: list[PlanSide], *, suite: SuiteSettings, device: str, platform: str, per_process: int,
+               logs: Path) -> Plan:
+    """The model timing plan: models ok on both sides, in groups of ``per_process`` (0: all in one worker)."""
+    base, pr = sides
+    on_pr = set(ok_models(pr))
+    models = [m for m in ok_models(base) if m in on_pr]
+    jobs = {m: model_jobs(m, suite) for m in models}
+    plan_sides = {}
+    for side in sides:
+        env = device_env(device, platform, side.worker_base_env(MODEL_WORKER))
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # warm cache: no compile pool to start (or to orphan)
+        if suite.cpu_backend == "triton" and device == "cpu":
+            env["TRITON_INTERPRET"] = "1"  # as the suite compiled them
+        plan_sides[side.name] = SidePlan(env=side.plan_env(env), log=str(logs / f"models-{side.name}-workers.log"),
+                                         prepare=[jobs[m][0] for m in models])
+    groups = [models[i:i + per_process] for i in range(0, len(models), per_process)] if per_process else []
+    return Plan(kind="models", worker=MODEL_WORKER, device=device, sides=plan_sides,
+                blocks=[{"base": jobs[m][1], "pr": jobs[m][1]} for m in models], groups=groups)
+
+
+def paired_command(plan: Path, number: int, out: Path, sides: str) -> StageCommand:
+    return StageCommand(module="stages.paired", args=["--plan", str(plan), "--round", str(number),
+                                                       "--out", str(out), "--sides", sides])

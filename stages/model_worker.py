@@ -1,0 +1,113 @@
+"""Model worker: keeps compiled suite models alive and times their compiled step on request.
+
+    python -m stages.model_worker --worker --result-fd N        (started by ``stages.paired``)
+
+Jobs, one JSON line each (``stages.worker_process`` protocol); every reply is ``{"results": {model: ...}}``:
+
+* ``{"kind": "prepare", "model": M, "size", "mode", "dtype", "device", "backend", "warmup", "timeout_s"}``:
+  build M as the suite does (``stages.hf_models.build``, seeded), ``torch.compile`` it with ``backend`` and
+  warm it up with ``warmup`` calls. The worker runs with its side's ``TORCHINDUCTOR_CACHE_DIR``, which the suite
+  left warm, so compiling loads that side's kernels instead of generating new ones. Reply
+  ``{M: {"compile_s": first call in s}}``.
+* ``{"kind": "time", "model": M, "warmup": w, "iterations": n, "timeout_s"}``: ``w`` untimed then ``n`` timed
+  compiled steps of a prepared M; reply ``{M: {"samples": [ms, ...]}}``.
+
+Several models stay alive side by side, so dynamo's per-code-object recompile limit is raised: models of one
+class (or sharing a frame after a graph break) must not fall back to eager because another model came first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from stages.worker_process import serve
+
+RECOMPILE_LIMIT = 64
+
+
+@dataclass
+class Prepared:
+    step: Callable[[], Any]  # one compiled step on the model's inputs
+    device: str
+
+
+class ModelWorker:
+    def __init__(self) -> None:
+        self.models: dict[str, Prepared] = {}
+
+    def handle(self, job: dict[str, Any]) -> dict[str, Any]:
+        if job["kind"] == "prepare":
+            return {"results": {job["model"]: self.prepare(job)}}
+        if job["kind"] == "time":
+            return {"results": {job["model"]: self.time(job)}}
+        raise ValueError(f"unknown job kind {job['kind']!r}")
+
+    def prepare(self, job: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        from stages import timing
+        from stages.hf_models import build
+        from stages.suite import dtype_and_autocast, make_step
+
+        device = job["device"]
+        weights_dtype, autocast = dtype_and_autocast(job["dtype"], device)
+        built = build(job["model"], size=job["size"], mode=job["mode"], dtype=weights_dtype, device=device)
+        step = make_step(job["mode"], autocast)
+        compiled = torch.compile(built.model, backend=job["backend"])
+
+        def run() -> Any:
+            return step(compiled, built.inputs)
+
+        compile_s = timing.time_call_s(run, device)
+        for _ in range(job["warmup"] - 1):
+            run()
+        self.models[job["model"]] = Prepared(run, device)
+        return {"compile_s": compile_s}
+
+    def time(self, job: dict[str, Any]) -> dict[str, Any]:
+        from stages import timing
+
+        prepared = self.models.get(job["model"])
+        if prepared is None:
+            raise KeyError(f"{job['model']} was not prepared in this worker")
+        for _ in range(job["warmup"]):
+            prepared.step()
+        return {"samples": [timing.time_call_ms(prepared.step, prepared.device) for _ in range(job["iterations"])]}
+
+
+def worker_main(result_fd: int) -> int:
+    from stages.suite import hub_offline
+
+    hub_offline()  # before transformers is imported
+    import torch._dynamo
+    import transformers
+
+    from stages.environment import apply_inductor_config
+
+    apply_inductor_config()
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        from stages import triton_cpu
+
+        triton_cpu.install()
+    transformers.logging.set_verbosity_error()
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # older torch
+    setattr(config, name, max(getattr(config, name), RECOMPILE_LIMIT))
+    return serve(result_fd, ModelWorker().handle)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stages.model_worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", action="store_true", help="run as a worker (the only mode)")
+    parser.add_argument("--result-fd", type=int, required=True, help="pipe the replies are written to")
+    args = parser.parse_args(argv)
+    return worker_main(args.result_fd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

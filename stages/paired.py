@@ -1,0 +1,322 @@
+"""Stage ``paired``: one timing round of base and PR, interleaved item by item in fresh worker processes.
+
+    python -m stages.paired --plan PLAN.json --round N --out FILE [--sides base,pr|base|pr]
+
+The host writes the plan (``prbench.paired_plan``); this stage runs round ``N`` of it and writes one
+``analysis.paired_rounds.RoundRecord`` to ``--out`` (atomically, at the end: an interrupted round leaves
+nothing behind and is redone).
+
+Per round, every side gets a FRESH worker (``python -m <plan.worker> --worker``) on the plan's device; on the
+CPU both are pinned to the same single CPU (the last one this stage may use), so neither side gets a better
+core. Models are prepared first (built, compiled from the side's warm Inductor cache, warmed up); with
+``groups`` each group of models gets its own fresh workers. Then the blocks are walked in order: block ``i``
+times base first when ``(i + N) % 2 == 0``, else PR first, so consecutive blocks alternate (ABBA) and so does
+the starting side of consecutive rounds. Each side's job in a block is one visit per item (a C++ graph job
+times all its kernels, one visit each). A worker that crashes or hangs past the job's ``timeout_s`` costs
+error visits for that job's items; it is restarted (models re-prepared) for the next block.
+
+With ``--sides base`` (or ``pr``) only that side's jobs are timed: docker recipes run the two sides in their
+own images, one stage per side, alternating which side goes first from round to round.
+
+Plan (JSON)::
+
+    {"kind": "kernels" | "models", "worker": "stages.kernels" | "stages.model_worker",
+     "device": "cpu" | "<GPU index>",
+     "sides": {"base": {"env": {...}, "log": PATH, "prepare": [job, ...], "organized": DIR | null}, "pr": ...},
+     "groups": [[model, ...], ...],            (models, optional; [] = one group of everything)
+     "blocks": [{"base": job | null, "pr": job | null}, ...]}
+
+``env`` is how the side's worker environment (PYTHONPATH included) differs from this stage's own: laid over it,
+``null`` unsetting a variable (inside a container this stage's environment also holds the image's variables).
+A job is what the worker takes, plus ``timeout_s``; its items are ``job["kernels"]`` ({kernel name: organized
+path}) or ``job["model"]``. ``organized`` (kernels): its ``*.best_config`` files are deleted before the round, so
+every round autotunes afresh.
+
+Stdlib only: the workers import torch, this process does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis.atomic_io import write_json
+from analysis.errors import UserError
+from analysis.paired_rounds import ROUND_KINDS, SIDES, RoundRecord, Visit, write_round
+from stages.worker_process import Worker, WorkerFailure, last_cpu
+
+Job = dict[str, Any]
+Block = dict[str, Job | None]
+
+
+@dataclass
+class SidePlan:
+    env: dict[str, str | None]  # laid over this stage's environment; None unsets a variable
+    log: str
+    prepare: list[Job] = field(default_factory=list)  # models: sent to every fresh worker before any visit
+    organized: str | None = None  # kernels: where stale *.best_config files are deleted before a round
+
+
+@dataclass
+class Plan:
+    kind: str
+    worker: str
+    device: str
+    sides: dict[str, SidePlan]
+    blocks: list[Block]
+    groups: list[list[str]] = field(default_factory=list)
+
+
+def job_items(job: Job) -> dict[str, str]:
+    """{key in the worker's reply: item}: the kernels a job times, or its model."""
+    if "kernels" in job:
+        return dict(job["kernels"])
+    return {job["model"]: job["model"]}
+
+
+def write_plan(path: Path, plan: Plan) -> None:
+    write_json(path, asdict(plan))
+
+
+def read_plan(path: Path) -> Plan:
+    """Load and check a plan; any problem is a UserError naming the file."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--plan {path}: cannot read the plan ({type(exc).__name__}: {exc})") from None
+    try:
+        plan = _parse_plan(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UserError(f"--plan {path}: not a paired timing plan ({type(exc).__name__}: {exc})") from None
+    return plan
+
+
+def _parse_plan(data: dict[str, Any]) -> Plan:
+    sides = {name: SidePlan(**side) for name, side in data["sides"].items()}
+    plan = Plan(kind=data["kind"], worker=data["worker"], device=str(data["device"]), sides=sides,
+                blocks=list(data["blocks"]), groups=[list(g) for g in data.get("groups") or []])
+    if plan.kind not in ROUND_KINDS:
+        raise ValueError(f"kind {plan.kind!r} is not one of {', '.join(ROUND_KINDS)}")
+    if not plan.sides or any(s not in SIDES for s in plan.sides):
+        raise ValueError(f"sides {sorted(plan.sides)}: expected base and/or pr")
+    if plan.device != "cpu" and not plan.device.isdigit():
+        raise ValueError(f"device {plan.device!r} is neither 'cpu' nor a GPU index")
+    for i, block in enumerate(plan.blocks):
+        jobs = {side: job for side, job in block.items() if job is not None}
+        if set(block) - set(plan.sides) or not jobs:
+            raise ValueError(f"block {i} has no job, or one for a side the plan does not describe")
+        for job in jobs.values():
+            float(job["timeout_s"])
+            job_items(job)
+    grouped = {item for group in plan.groups for item in group}
+    if plan.groups and any(set(job_items(j).values()) - grouped for b in plan.blocks for j in b.values() if j):
+        raise ValueError("a block's item is in none of the groups")
+    return plan
+
+
+# --- one side within a round ---------------------------------------------------------------------------------
+
+
+class Side:
+    """One side's worker in a round: fresh at the start of each group, restarted (and re-prepared) after a crash."""
+
+    def __init__(self, name: str, plan: Plan, cpus: set[int] | None, say: Callable[[str], None]) -> None:
+        side = plan.sides[name]
+        self.name = name
+        self.say = say
+        env = {k: v for k, v in {**os.environ, **side.env}.items() if v is not None}
+        self.worker = Worker(name, plan.worker, env, Path(side.log), cpus)
+        self.all_prepares = side.prepare
+        self.prepares: list[Job] = []
+        self.failed: dict[str, str] = {}  # item → why this worker cannot time it (its prepare failed)
+        self.start_error = ""
+
+    def start_group(self, items: set[str] | None) -> None:
+        """A fresh worker for the group's items (None: everything)."""
+        self.worker.stop()
+        self.prepares = [j for j in self.all_prepares if items is None or j["model"] in items]
+        self.failed = {}
+        self._start()
+
+    def _start(self) -> None:
+        """Start the worker and prepare its models; a prepare that kills the worker fails that model only."""
+        self.start_error = ""
+        while True:
+            try:
+                self.worker.start()
+            except WorkerFailure as exc:
+                self.start_error = f"worker did not start: {exc}"
+                return
+            current = ""
+            try:
+                for job in self.prepares:
+                    current = job["model"]
+                    if current not in self.failed:
+                        self._prepare(job)
+                return
+            except WorkerFailure as exc:
+                self.failed[current] = f"prepare: {exc}"
+
+    def _prepare(self, job: Job) -> None:
+        reply = self.worker.run(job, float(job["timeout_s"]))
+        entry = reply.get("results", {}).get(job["model"], {})
+        error = reply.get("error") or entry.get("error")
+        if error:
+            self.failed[job["model"]] = f"prepare: {error}"
+        # The first call's time shows whether the compile loaded the side's warm cache (seconds, not minutes).
+        done = f"failed: {error}" if error else f"ok, first call {float(entry.get('compile_s', 0.0)):.1f} s"
+        self.say(f"pair: prepared {self.name} {job['model']}: {done}")
+
+    def visit(self, job: Job) -> dict[str, tuple[list[float], str]]:
+        """Time one job: {item: (samples, error)}."""
+        items = job_items(job)
+        if not self.worker.alive:
+            self._start()
+        if self.start_error:
+            return {item: ([], self.start_error) for item in items.values()}
+        skipped: dict[str, tuple[list[float], str]] = {item: ([], self.failed[item]) for item in items.values()
+                                                       if item in self.failed}
+        if len(skipped) == len(items):
+            return skipped
+        try:
+            reply = self.worker.run(job, float(job["timeout_s"]))
+        except WorkerFailure as exc:
+            return {item: ([], str(exc)) for item in items.values()}
+        return {**outcomes(job, reply), **skipped}
+
+    def describe(self, device: str) -> dict[str, Any]:
+        cpus = sorted(self.worker.cpus) if self.worker.cpus is not None else []
+        return {"device": device, "cpus": cpus, "pids": self.worker.pids, "starts": self.worker.starts}
+
+
+def outcomes(job: Job, reply: dict[str, Any]) -> dict[str, tuple[list[float], str]]:
+    """A worker's reply split per item; an item without samples is an error."""
+    results = reply.get("results", {})
+    out: dict[str, tuple[list[float], str]] = {}
+    for key, item in job_items(job).items():
+        entry = results.get(key, {})
+        samples = [float(x) for x in entry.get("samples", [])]
+        error = entry.get("error") or reply.get("error") or ("" if samples else "no samples in the worker's reply")
+        out[item] = ([] if error else samples, error)
+    return out
+
+
+# --- the round ------------------------------------------------------------------------------------------------
+
+
+def side_order(block: int, number: int) -> tuple[str, str]:
+    """ABBA: base first when ``block + round`` is even, so neither side is always first."""
+    return ("base", "pr") if (block + number) % 2 == 0 else ("pr", "base")
+
+
+def _label(block: Block) -> str:
+    job = next(j for j in block.values() if j is not None)
+    if "model" in job:
+        return job["model"]
+    name = Path(job.get("path", "?")).name
+    return name if len(job["kernels"]) == 1 else f"{name} ({len(job['kernels'])} kernels)"
+
+
+def _groups(plan: Plan, blocks: list[tuple[int, Block]]) -> list[tuple[set[str] | None, list[tuple[int, Block]]]]:
+    """The blocks of each group, in plan order (one group of everything without groups)."""
+    if not plan.groups:
+        return [(None, blocks)]
+    out: list[tuple[set[str] | None, list[tuple[int, Block]]]] = []
+    for group in plan.groups:
+        members = set(group)
+        out.append((members, [(i, b) for i, b in blocks
+                              if any(set(job_items(j).values()) & members for j in b.values() if j)]))
+    return out
+
+
+def _remove_best_configs(plan: Plan, sides: list[str]) -> None:
+    for side in sides:
+        organized = plan.sides[side].organized
+        if organized:
+            for stale in Path(organized).rglob("*.best_config"):
+                stale.unlink()  # a previous round's autotune choice must not spare this round the autotuning
+
+
+def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], None] = print) -> RoundRecord:
+    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    cpus = {last_cpu()} if plan.device == "cpu" else None
+    blocks = [(i, b) for i, b in enumerate(plan.blocks) if any(b.get(s) is not None for s in sides)]
+    _remove_best_configs(plan, sides)
+    where = f"pinned to CPU {min(cpus)}" if cpus else f"GPU {plan.device}"
+    say(f"pair: round {number}, {plan.kind}, sides {','.join(sides)}, {len(blocks)} blocks, {where}")
+    workers = {side: Side(side, plan, cpus, say) for side in sides}
+    visits: list[Visit] = []
+    done = 0
+    try:
+        for items, group in _groups(plan, blocks):
+            for side in sides:
+                workers[side].start_group(items)
+            for index, block in group:
+                present = [s for s in side_order(index, number) if s in workers and block.get(s) is not None]
+                failed = []
+                for position, side in enumerate(present):
+                    started = round(time.monotonic() - t0, 3)
+                    job = block[side]
+                    assert job is not None
+                    for item, (samples, error) in workers[side].visit(job).items():
+                        visits.append(Visit(side, item, index, position, started, samples, error))
+                        if error:
+                            failed.append(f"{side} {item}: {error}")
+                done += 1
+                say(f"pair: [{done}/{len(blocks)}] {_label(block)}: " + ("; ".join(failed)[:300] or "ok"))
+    finally:
+        for worker in workers.values():
+            worker.worker.stop()
+    return RoundRecord(kind=plan.kind, round=number, sides=sides, started_at=started_at,
+                       wall_s=round(time.monotonic() - t0, 3),
+                       workers={s: w.describe(plan.device) for s, w in workers.items()}, visits=visits)
+
+
+def parse_sides(spec: str, plan: Plan, plan_path: Path) -> list[str]:
+    sides = [s.strip() for s in spec.split(",") if s.strip()]
+    if not sides or len(set(sides)) != len(sides) or any(s not in SIDES for s in sides):
+        raise UserError(f"--sides {spec!r}: expected base,pr or base or pr")
+    missing = [s for s in sides if s not in plan.sides]
+    if missing:
+        raise UserError(f"--plan {plan_path}: no worker environment for side {missing[0]} (--sides {spec})")
+    return [s for s in SIDES if s in sides]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stages.paired", description=__doc__.splitlines()[0])
+    parser.add_argument("--plan", type=Path, required=True, help="the plan JSON written by the host")
+    parser.add_argument("--round", type=int, required=True, help="round number, 1-based (decides who goes first)")
+    parser.add_argument("--out", type=Path, required=True, help="round file to write")
+    parser.add_argument("--sides", default="base,pr", help="base,pr (interleaved), or one side only")
+    args = parser.parse_args(argv)
+    try:
+        if args.round < 1:
+            raise UserError(f"--round {args.round}: rounds are numbered from 1")
+        plan = read_plan(args.plan)
+        sides = parse_sides(args.sides, plan, args.plan)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    try:
+        record = run_round(plan, args.round, sides, say=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print("pair: interrupted; the round is redone next time", flush=True)
+        return 130
+    write_round(args.out, record)
+    bad = sum(1 for v in record.visits if v.error)
+    print(f"pair: round {args.round} done in {record.wall_s:.1f} s: {len(record.visits)} visits, {bad} failed "
+          f"→ {args.out}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

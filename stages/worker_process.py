@@ -1,0 +1,198 @@
+"""Crash-isolated worker processes: ``python -m <module> --worker --result-fd N``, one job per JSON line.
+
+Host side (`Worker`): jobs go to the worker's stdin as JSON lines; replies come back as JSON lines on a private
+pipe (``--result-fd``), so whatever the worker or a kernel prints (its log) cannot corrupt a reply. A worker
+that crashes (segfault) or hangs past the job's timeout is killed with its whole process group and raises
+`WorkerFailure` with the reason; the caller records it and starts a fresh worker.
+
+Worker side (`serve`): announce ``{"ready": true}``, then answer every job with the handler's reply; an
+exception in the handler is the job's ``{"error": ...}``, never the worker's end.
+
+Stdlib only: the paired orchestrator (``stages.paired``) drives workers without importing torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+STARTUP_TIMEOUT_S = 300.0
+_VISIBLE_DEVICES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+
+
+class WorkerFailure(Exception):
+    """The worker died or hung; the message is the reason recorded for the job's items."""
+
+
+def device_env(device: str, platform: str, base: dict[str, str]) -> dict[str, str]:
+    """``base`` pinned to one device: a GPU index through the platform's visible-devices variable, or the CPU."""
+    env = dict(base)
+    for var in _VISIBLE_DEVICES:
+        env.pop(var, None)
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU worker must not touch a GPU that happens to be there
+        env.setdefault("OMP_NUM_THREADS", "1")
+    elif platform == "rocm":
+        env["HIP_VISIBLE_DEVICES"] = device  # ROCm also honours CUDA_VISIBLE_DEVICES; set only one
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = device
+    env["PRBENCH_WORKER_DEVICE"] = "cpu" if device == "cpu" else "gpu"
+    return env
+
+
+def last_cpu() -> int:
+    """The last CPU this process may run on: where paired workers are pinned (away from CPU 0's interrupts)."""
+    return max(os.sched_getaffinity(0))
+
+
+class Worker:
+    """One worker process of ``module``; ``cpus`` pins it (every thread) right after it starts."""
+
+    def __init__(self, name: str, module: str, env: dict[str, str], log_path: Path,
+                 cpus: set[int] | None = None) -> None:
+        self.name = name
+        self.module = module
+        self.env = env
+        self.log_path = log_path
+        self.cpus = cpus
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.result_fd = -1
+        self.buffer = b""
+        self.starts = 0
+        self.pids: list[int] = []
+
+    def start(self) -> None:
+        for key in ("TRITON_CACHE_DIR", "TMPDIR"):
+            if self.env.get(key):
+                Path(self.env[key]).mkdir(parents=True, exist_ok=True)
+        read_fd, write_fd = os.pipe()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", self.module, "--worker", "--result-fd", str(write_fd)],
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                pass_fds=(write_fd,), start_new_session=True,  # so a kill takes the worker's children too
+            )
+        finally:
+            os.close(write_fd)
+            log.close()
+        self.result_fd, self.buffer = read_fd, b""
+        self.starts += 1
+        self.pids.append(self.proc.pid)
+        if self.cpus is not None:
+            pin(self.proc.pid, self.cpus)
+        self._receive(STARTUP_TIMEOUT_S, "starting")
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def run(self, job: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one job and wait for its reply (a worker that is not running is started first)."""
+        if not self.alive:
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((json.dumps(job) + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            reason = self._death_reason("receiving the job")
+            self.stop()
+            raise WorkerFailure(reason) from None
+        return self._receive(timeout_s, "running it")
+
+    def _receive(self, timeout_s: float, doing: str) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.stop()
+                raise WorkerFailure(f"timeout: no result after {timeout_s:.0f} s {doing}; worker restarted")
+            ready, _, _ = select.select([self.result_fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(self.result_fd, 1 << 16)
+            if not chunk:
+                reason = self._death_reason(doing)
+                self.stop()
+                raise WorkerFailure(reason)
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def _death_reason(self, doing: str) -> str:
+        assert self.proc is not None
+        code = self.proc.wait()
+        if code < 0:
+            try:
+                what = signal.Signals(-code).name
+            except ValueError:
+                what = f"signal {-code}"
+            return f"worker crashed ({what}) while {doing}; worker restarted"
+        return f"worker exited with code {code} while {doing}; worker restarted (log: {self.log_path})"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        if self.proc is not None and self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        if self.result_fd >= 0:
+            os.close(self.result_fd)
+            self.result_fd = -1
+        self.proc = None
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Pin every thread of ``pid``: sched_setaffinity(pid) alone moves only the thread whose id is ``pid``."""
+    try:
+        threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        threads = [pid]
+    for thread in threads:
+        try:
+            os.sched_setaffinity(thread, cpus)
+        except ProcessLookupError:
+            pass  # a thread that already ended
+
+
+# --- worker side --------------------------------------------------------------------------------------------
+
+
+def one_line_error(exc: BaseException) -> str:
+    """``Type: message`` on one line, with the module's line number when the error points into it."""
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    where = ""
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        where = f" (line {exc.lineno})"
+    return f"{type(exc).__name__}: {message}{where}"[:500]
+
+
+def serve(result_fd: int, handle: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+    """The worker loop: ready, then one reply line per job line until stdin closes."""
+    results = os.fdopen(result_fd, "w", buffering=1)
+    results.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            reply = handle(json.loads(line))
+        except BaseException as exc:  # noqa: BLE001 - any job failure is this job's reply, not the worker's end
+            reply = {"error": one_line_error(exc)}
+        results.write(json.dumps(reply) + "\n")
+    return 0

@@ -1,0 +1,53 @@
+"""A stand-in worker for the paired orchestrator's tests: deterministic samples, and jobs that crash or hang.
+
+    python -m tests.fake_paired_worker --worker --result-fd N
+
+A job's ``behave`` decides: ``ok`` (default), ``crash`` (SIGSEGV), ``hang`` (never replies), ``error`` (raises).
+Samples are ``[ms] * iterations`` (``ms`` default 1.0). Models must be prepared before they are timed. Every job
+prints one line (pid, CPU affinity, what it did) to the worker's log, for the tests to read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from stages.worker_process import serve
+
+prepared: set[str] = set()
+
+
+def behave(job: dict[str, Any]) -> None:
+    what = job.get("behave", "ok")
+    if what == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if what == "hang":
+        time.sleep(3600)
+    if what == "error":
+        raise RuntimeError("the kernel raised")
+
+
+def handle(job: dict[str, Any]) -> dict[str, Any]:
+    label = job.get("model") or ",".join(job.get("kernels", {}))
+    print(f"{job.get('kind', 'kernel')} {label} pid {os.getpid()} cpus {sorted(os.sched_getaffinity(0))}", flush=True)
+    behave(job)
+    samples = [float(job.get("ms", 1.0))] * int(job.get("iterations", 3))
+    if job.get("kind") == "prepare":
+        prepared.add(job["model"])
+        return {"results": {job["model"]: {"compile_s": 0.0}}}
+    if job.get("kind") == "time":
+        if job["model"] not in prepared:
+            raise KeyError(f"{job['model']} was not prepared in this worker")
+        return {"results": {job["model"]: {"samples": samples}}}
+    return {"results": {name: {"samples": samples} for name in job["kernels"]}}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--worker", action="store_true")
+    parser.add_argument("--result-fd", type=int, required=True)
+    sys.exit(serve(parser.parse_args().result_fd, handle))

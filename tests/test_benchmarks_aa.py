@@ -1,0 +1,433 @@
+"""benchmarks/aa_noise.py over synthetic report summaries, and benchmarks/background_load.py's bounds.
+
+No torch compile: the A/A runs are summary.json files written here (the report's contract), and the measuring
+path runs against a stand-in for `run_compare`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import aa_noise  # noqa: E402
+from background_load import BackgroundLoad, DutySchedule, LoadSettings  # noqa: E402
+
+# --- synthetic summaries ----------------------------------------------------------------------------------
+
+
+def side_block(verdict: str = "equivalent", geomean: float = 1.0, low: float | None = 0.99,
+               high: float | None = 1.01, n: int = 100, improved: int = 0, regressed: int = 0,
+               equivalent: int = 90) -> dict[str, Any]:
+    return {"verdict": verdict, "geomean": geomean, "ci_low": low, "ci_high": high, "confidence": 0.95, "n": n,
+            "improved": improved, "regressed": regressed, "equivalent": equivalent,
+            "inconclusive": n - improved - regressed - equivalent}
+
+
+def control_block(passed: bool = True, kind: str = "identical kernels") -> dict[str, Any]:
+    return {"kind": kind, "geomean": 1.0, "ci_low": 0.99, "ci_high": 1.01, "n": 50, "false_positive_share": 0.0,
+            "passed": passed}
+
+
+def summary(kernels: dict | None = None, models: dict | None = None, verdict: str | None = None,
+            control_passed: bool = True) -> dict[str, Any]:
+    kernels = side_block() if kernels is None else kernels
+    models = side_block(n=4, equivalent=3, low=0.97, high=1.03) if models is None else models
+    return {
+        "verdict": verdict or "**Verdict:** kernels neutral within ±2 % (geomean 1.000×); models neutral within ±2 %.",
+        "kernels": kernels, "models": models,
+        "control": {"kernels": control_block(control_passed), "models": control_block(True, "split-half"),
+                    "passed": control_passed, "resolution_pct": 1.5},
+        "gates": [], "settings": {"confidence": 0.95, "margin": 0.02},
+    }
+
+
+def regressed_summary(verdict: str = "regressed") -> dict[str, Any]:
+    kernels = side_block(verdict, 0.78, 0.76, 0.80, improved=0, regressed=80, equivalent=0)
+    return summary(kernels=kernels, verdict="**Verdict:** kernels 22.0 % slower (geomean 0.780×).")
+
+
+def write_run(runs: Path, run_id: str, data: dict[str, Any]) -> str:
+    path = runs / run_id / "report" / "summary.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return run_id
+
+
+def run_args(runs: Path, ids: list[str], positives: list[str] = (), *extra: str) -> list[str]:
+    argv = ["--runs-dir", str(runs)]
+    for run_id in ids:
+        argv += ["--run", run_id]
+    for run_id in positives:
+        argv += ["--positive-run", run_id]
+    return [*argv, *extra]
+
+
+# --- aggregation and the gate -----------------------------------------------------------------------------
+
+
+def test_clean_repeats_pass_the_gate_and_the_totals_say_why(tmp_path: Path, capsys) -> None:
+    ids = [write_run(tmp_path, f"aa{i}", summary(kernels=side_block(improved=i, regressed=1))) for i in range(3)]
+    pcs = [write_run(tmp_path, f"pc{i}", regressed_summary()) for i in range(3)]
+
+    code = aa_noise.main(run_args(tmp_path, ids, pcs, "--max-flagged-share", "0.05", "--json",
+                                  str(tmp_path / "aa.json")))
+
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert sum(line.startswith("#") for line in out.splitlines()) == 3  # one line per repeat
+    assert "kernels: CI contains 1.0 in 3/3 runs; max flagged 3.0%; mean equivalent 90.0%" in out
+    assert "models: CI contains 1.0 in 3/3 runs" in out
+    assert "verdict lines saying faster/slower: 0/3" in out
+    assert "stable 'regressed': yes" in out and "A/A gate passed" in out
+    numbers = json.loads((tmp_path / "aa.json").read_text())
+    assert numbers["gate"]["passed"] and numbers["totals"]["problems"] == []
+    assert numbers["totals"]["kernels"]["ci_contains_one"] == 3
+    assert numbers["totals"]["positive_control"] == {"kernel_verdicts": ["regressed"] * 3, "stable": True}
+    assert numbers["repeats"][2]["aa"]["kernels"]["flagged_share"] == pytest.approx(0.03)
+
+
+def test_one_run_whose_interval_excludes_one_fails_the_gate(tmp_path: Path, capsys) -> None:
+    ids = [write_run(tmp_path, "aa1", summary()),
+           write_run(tmp_path, "aa2", summary(kernels=side_block(geomean=1.02, low=1.005, high=1.035)))]
+
+    code = aa_noise.main(run_args(tmp_path, ids, [], "--max-flagged-share", "0.05"))
+
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "kernels: CI contains 1.0 in 1/2 runs" in out
+    assert "repeat 2 (aa2): kernels CI 1.0050-1.0350 excludes 1.0" in out and "A/A gate FAILED" in out
+
+
+def test_a_verdict_line_that_says_faster_fails_the_gate(tmp_path: Path, capsys) -> None:
+    line = "**Verdict:** kernels 2.1 % faster (geomean 1.021×); models neutral within ±2 %."
+    ids = [write_run(tmp_path, "aa1", summary()), write_run(tmp_path, "aa2", summary(verdict=line))]
+
+    code = aa_noise.main(run_args(tmp_path, ids, [], "--max-flagged-share", "0.5"))
+
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "verdict lines saying faster/slower: 1/2" in out and "repeat 2 (aa2): verdict line says" in out
+
+
+def test_flagged_share_above_the_limit_fails_the_gate(tmp_path: Path) -> None:
+    ids = [write_run(tmp_path, "aa1", summary(kernels=side_block(improved=4, regressed=3)))]
+
+    assert aa_noise.main(run_args(tmp_path, ids, [], "--max-flagged-share", "0.05")) == 1
+    assert aa_noise.main(run_args(tmp_path, ids, [], "--max-flagged-share", "0.10")) == 0
+
+
+@pytest.mark.parametrize("verdicts", [
+    ["regressed", "inconclusive", "regressed"],  # one repeat missed it
+    ["equivalent", "equivalent", "equivalent"],  # stable, but not a regression (e.g. no AVX-512)
+])
+def test_an_unstable_positive_control_fails_the_gate(tmp_path: Path, capsys, verdicts: list[str]) -> None:
+    ids = [write_run(tmp_path, f"aa{i}", summary()) for i in range(3)]
+    pcs = [write_run(tmp_path, f"pc{i}", regressed_summary(v) if v == "regressed" else summary(
+        kernels=side_block(v))) for i, v in enumerate(verdicts)]
+
+    code = aa_noise.main(run_args(tmp_path, ids, pcs, "--max-flagged-share", "0.05"))
+
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"positive control kernel verdicts: {', '.join(verdicts)} -> stable 'regressed': NO" in out
+
+
+def test_without_the_gate_problems_are_shown_but_do_not_fail(tmp_path: Path, capsys) -> None:
+    regressed = side_block("regressed", 0.9, 0.88, 0.92, regressed=50, equivalent=10)
+    ids = [write_run(tmp_path, "aa1", summary(kernels=regressed))]
+
+    assert aa_noise.main(run_args(tmp_path, ids)) == 0
+    assert "problem: repeat 1 (aa1): kernels verdict 'regressed' in an A/A comparison" in capsys.readouterr().out
+
+
+def test_a_side_without_data_or_interval_is_reported_not_mistaken(tmp_path: Path) -> None:
+    data = summary(kernels=side_block(low=None, high=None))
+    data["models"] = None
+    repeat = aa_noise.Repeat(1, aa_noise.parse_summary(data, "aa1"))
+
+    totals = aa_noise.aggregate([repeat], max_flagged_share=0.05)
+
+    assert totals.sides["models"] is None
+    assert totals.sides["kernels"].no_interval == 1 and totals.sides["kernels"].ci_contains_one == 0
+    assert totals.problems == ["repeat 1 (aa1): kernels has no interval"]
+
+
+def test_the_controls_of_each_run_are_counted(tmp_path: Path) -> None:
+    repeats = [aa_noise.Repeat(i, aa_noise.parse_summary(summary(control_passed=i != 2), f"aa{i}"))
+               for i in range(1, 4)]
+
+    totals = aa_noise.aggregate(repeats)
+
+    assert (totals.sides["kernels"].controls_passed, totals.sides["kernels"].controls_known) == (2, 3)
+    assert "control FAIL" in aa_noise.repeat_line(repeats[1])
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    ([], "give exactly one input"),
+    (["--run", "x", "--load"], "--load: only with --measure"),
+    (["--run", "x", "--positive-control"], "--positive-control: only with --measure"),
+    (["--run", "x", "--rounds", "5"], "--rounds: only with --measure"),
+    (["--measure", "--rounds", "2"], "--rounds 2: at least 3 rounds"),
+    (["--measure", "--repeat", "0"], "--repeat 0: expected at least 1"),
+    (["--measure", "--margin", "2"], "--margin 2.0"),
+    (["--run", "a", "--positive-run", "b", "--positive-run", "c"], "--positive-run: with --run only, one per"),
+    (["--run", "missing"], "runs/missing/report/summary.json: not found"),
+    (["--run", "x", "--max-flagged-share", "1.5"], "--max-flagged-share 1.5"),
+    (["--run", "x", "--repeat", "many"], "argument --repeat: invalid int value"),
+])
+def test_user_mistakes_are_one_line_and_exit_2(tmp_path: Path, capsys, monkeypatch, argv, message) -> None:
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = aa_noise.main(argv)
+    except SystemExit as exc:  # argparse's own checks
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_a_malformed_summary_is_a_user_error(tmp_path: Path, capsys) -> None:
+    write_run(tmp_path, "bad", {"verdict": "x", "kernels": {"verdict": "equivalent", "n": "many"}})
+
+    assert aa_noise.main(run_args(tmp_path, ["bad"])) == 2
+    assert "not a report summary (n: expected a count" in capsys.readouterr().err
+
+
+# --- the measuring path, against a stand-in for run_compare ----------------------------------------------
+
+
+@dataclass
+class FakeRequest:
+    base: str
+    pr: str
+    recipe: Any
+    runs_dir: Path
+    run_id: str | None = None
+    suite: Any = None
+    rounds: int = 5
+    stats: Any = None
+
+
+def stand_in(monkeypatch: pytest.MonkeyPatch, run_compare: Any) -> None:
+    """prbench.compare replaced by the contract it offers (CompareRequest with rounds and stats, run_compare)."""
+    import prbench.suite_stage
+
+    module = types.ModuleType("prbench.compare")
+    module.CompareRequest, module.run_compare = FakeRequest, run_compare
+    monkeypatch.setitem(sys.modules, "prbench.compare", module)
+    monkeypatch.setattr(prbench.suite_stage.SuiteSettings, "validate", lambda self: ["BertForMaskedLM"])
+
+
+def test_measure_runs_fresh_aa_and_positive_comparisons_under_load(tmp_path: Path, capsys, monkeypatch) -> None:
+    seen: list[tuple[FakeRequest, list[int]]] = []
+
+    def fake_run_compare(request: FakeRequest, console: Any = None) -> tuple[Any, Any]:
+        print("stage output that belongs in the log")
+        load_pids = [pid for pid in _children() if _is_load_worker(pid)]
+        seen.append((request, load_pids))
+        data = summary() if request.pr == "installed" else regressed_summary()
+        write_run(request.runs_dir, request.run_id, data)
+        return None, None
+
+    stand_in(monkeypatch, fake_run_compare)
+
+    code = aa_noise.main(["--measure", "--repeat", "2", "--rounds", "4", "--load", "--positive-control",
+                          "--run", "t", "--runs-dir", str(tmp_path), "--max-flagged-share", "0.05"])
+
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert [(r.run_id, r.pr == "installed") for r, _ in seen] == [("t-aa1", True), ("t-pc1", False),
+                                                                 ("t-aa2", True), ("t-pc2", False)]
+    assert all(r.rounds == 4 and r.base == "installed" and r.stats.margin == 0.02 for r, _ in seen)
+    assert seen[1][0].pr == str(aa_noise.EXAMPLE_PATCH)
+    assert seen[0][0].suite.models == aa_noise.DEFAULT_MODELS
+    assert all(len(pids) == 2 for _, pids in seen)  # the default load: two workers during every comparison
+    assert not any(_alive(pid) for _, pids in seen for pid in pids)  # and none after
+    assert "stage output" not in out and "stage output" in (tmp_path / "t.log").read_text()
+    assert "stable 'regressed': yes" in out
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == me:
+                    found.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def _is_load_worker(pid: int) -> bool:
+    try:
+        return b"background_load.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+# --- background load --------------------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie that nobody reaped yet does not count)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _wait_gone(pids: list[int], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(_alive(pid) for pid in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_background_load_starts_and_stops_within_a_second_or_two(capsys) -> None:
+    begin = time.monotonic()
+    with BackgroundLoad(workers=2, min_duty=0.05, max_duty=0.3, period_s=2, max_seconds=60) as load:
+        pids = load.pids
+        time.sleep(0.3)
+        assert len(pids) == 2 and all(_alive(pid) for pid in pids)
+        assert time.monotonic() - begin < 2
+    assert _wait_gone(pids, 2.0)
+    assert time.monotonic() - begin < 3
+    assert "background load: 2 worker(s), duty 5%-30%" in capsys.readouterr().out
+
+
+def test_background_load_stops_by_itself_after_max_seconds() -> None:
+    load = BackgroundLoad(workers=1, min_duty=0.05, max_duty=0.2, max_seconds=0.5, quiet=True).start()
+    try:
+        (process,) = load.processes
+        assert process.wait(timeout=2.5) == 0  # nobody stopped it: it ended at its own deadline
+    finally:
+        load.stop()
+
+
+def test_background_load_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
+    code = ("import sys, time; sys.path.insert(0, sys.argv[1]); from background_load import BackgroundLoad; "
+            "load = BackgroundLoad(workers=1, min_duty=0.05, max_duty=0.2, max_seconds=60, quiet=True).start(); "
+            "print(load.pids[0], flush=True); time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c", code, str(ROOT / "benchmarks")], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        worker = int(parent.stdout.readline())
+        assert _alive(worker)
+        parent.kill()  # no `with` exit runs: the worker must notice on its own
+        parent.wait()
+        assert _wait_gone([worker], 2.0)
+    finally:
+        parent.kill()
+        parent.wait()
+        parent.stdout.close()
+
+
+def test_background_load_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="--min-duty"):
+        BackgroundLoad(min_duty=0.8, max_duty=0.5).start()
+    with pytest.raises(ValueError, match="--workers"):
+        BackgroundLoad(workers=0).start()
+    with pytest.raises(ValueError, match="--max-seconds"):
+        BackgroundLoad(max_seconds=0).start()
+
+
+def test_the_duty_cycle_moves_within_its_bounds() -> None:
+    import random
+
+    schedule = DutySchedule(LoadSettings(min_duty=0.2, max_duty=0.9, period_s=10), random.Random(1))
+    duties = [schedule.duty(t * 0.05, 0.05) for t in range(2000)]  # 100 s of slices
+
+    assert all(0.2 - 1e-9 <= d <= 0.9 + 1e-9 for d in duties)
+    assert max(duties) - min(duties) > 0.5  # it changes within a comparison, not one steady level
+
+
+def test_background_load_script_flags_are_checked(capsys) -> None:
+    import background_load
+
+    assert background_load.main(["--max-duty", "1.5"]) == 2
+    assert capsys.readouterr().err.startswith("error: --min-duty 0.2 / --max-duty 1.5")
+
+
+def test_a_failed_comparison_keeps_the_repeats_that_finished(tmp_path: Path, capsys, monkeypatch) -> None:
+    from analysis.errors import UserError
+
+    def fake_run_compare(request: FakeRequest, console: Any = None) -> tuple[Any, Any]:
+        if request.run_id == "t-aa2":
+            raise UserError("stage suite failed with exit code 1")
+        write_run(request.runs_dir, request.run_id, summary())
+        return None, None
+
+    stand_in(monkeypatch, fake_run_compare)
+
+    code = aa_noise.main(["--measure", "--repeat", "3", "--run", "t", "--runs-dir", str(tmp_path), "--json",
+                          str(tmp_path / "aa.json")])
+
+    captured = capsys.readouterr()
+    assert code == 2 and captured.err == "error: stage suite failed with exit code 1\n"
+    assert "A/A over 1 run(s)" in captured.out
+    numbers = json.loads((tmp_path / "aa.json").read_text())
+    assert numbers["input"]["stopped"].startswith("after 1 repeat(s)") and len(numbers["repeats"]) == 1
+
+
+# --- the CSV mode: the report's own summary of two kernel tables -----------------------------------------
+
+
+def test_csv_mode_reads_the_summary_the_report_would_write(tmp_path: Path, capsys) -> None:
+    from compare_data import kernel_specs, kernels_frame
+
+    specs = kernel_specs(60, seed=24)
+    for side, seed, factor in (("a", 25, None), ("b", 26, None), ("c", 27, dict.fromkeys(range(60), 1.3))):
+        frame, samples = kernels_frame(specs, seed=seed, cv=0.03, factor=factor)
+        frame.to_csv(tmp_path / f"{side}.csv", index=False)
+        (tmp_path / f"{side}.json").write_text(json.dumps(samples))
+
+    def check(pr: str) -> int:
+        return aa_noise.main(["--base-csv", str(tmp_path / "a.csv"), "--pr-csv", str(tmp_path / f"{pr}.csv"),
+                              "--samples-base", str(tmp_path / "a.json"), "--samples-pr", str(tmp_path / f"{pr}.json"),
+                              "--max-flagged-share", "0.05", "--json", str(tmp_path / f"{pr}.out.json")])
+
+    assert check("b") == 0, capsys.readouterr().out
+    same = json.loads((tmp_path / "b.out.json").read_text())["repeats"][0]["aa"]
+    assert same["kernels"]["ci_contains_one"] and same["kernels"]["n"] == 60 and not same["says_change"]
+    assert check("c") == 1  # 30 % slower kernels are no A/A
+    slower = json.loads((tmp_path / "c.out.json").read_text())["repeats"][0]["aa"]
+    assert slower["kernels"]["verdict"] == "regressed" and slower["says_change"]
+
+
+# --- runner_overhead: each method subtracts the calls it made ---------------------------------------------
+
+
+def test_runner_overhead_counts_the_calls_prbench_recorded_in_either_samples_format() -> None:
+    import runner_overhead
+
+    flat = runner_overhead.recorded_calls({"a.py": [2.0], "b.py": [1.0, 3.0]})
+    rounds = runner_overhead.recorded_calls({"a.py": [[2.0], [4.0]], "b.py": [[1.0, 3.0]], "c.py": []})
+
+    assert flat == {"a.py": [2.0], "b.py": [1.0, 3.0]}
+    assert rounds == {"a.py": [2.0, 4.0], "b.py": [1.0, 3.0], "c.py": []}
+
+
+def test_runner_overhead_probe_wraps_the_seed_harness_call() -> None:
+    import runner_overhead
+
+    source = (runner_overhead.FIXTURES / f"{runner_overhead.SOURCES[0]}.py").read_text()
+    probed = runner_overhead.add_probe(source)
+
+    assert probed.index("def call(args):\n    begin") < probed.index("if __name__ == '__main__':")
+    assert probed.replace(runner_overhead.CALL_PROBE, "") == source

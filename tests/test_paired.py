@@ -1,0 +1,169 @@
+"""The paired orchestrator: base and PR interleaved in ABBA order, fresh pinned workers, failures as error visits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analysis.paired_rounds import read_round
+from stages.paired import Plan, SidePlan, read_plan, run_round, side_order, write_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+FAKE = "tests.fake_paired_worker"
+
+
+def kernel_job(name: str, behave: str = "ok", ms: float = 1.0, timeout_s: float = 30.0) -> dict[str, Any]:
+    return {"path": f"/organized/{name}.py", "kernels": {name: f"pointwise/{name}.py"}, "behave": behave, "ms": ms,
+            "iterations": 3, "timeout_s": timeout_s}
+
+
+def plan(tmp_path: Path, blocks: list[dict[str, Any]], kind: str = "kernels", device: str = "cpu",
+         prepare: list[dict[str, Any]] | None = None, groups: list[list[str]] | None = None) -> Plan:
+    sides = {side: SidePlan(env={"PYTHONPATH": str(ROOT)}, log=str(tmp_path / f"{side}.log"),
+                            prepare=list(prepare or [])) for side in ("base", "pr")}
+    return Plan(kind=kind, worker=FAKE, device=device, sides=sides, blocks=blocks, groups=groups or [])
+
+
+def both(name: str, base_ms: float = 1.0, pr_ms: float = 2.0, **kwargs: Any) -> dict[str, Any]:
+    return {"base": kernel_job(name, ms=base_ms, **kwargs), "pr": kernel_job(name, ms=pr_ms, **kwargs)}
+
+
+def test_blocks_alternate_abba_and_the_first_side_alternates_between_rounds(tmp_path: Path) -> None:
+    blocks = [both(f"k{i}") for i in range(4)]
+    lines: list[str] = []
+    first = run_round(plan(tmp_path, blocks), 1, ["base", "pr"], say=lines.append)
+    second = run_round(plan(tmp_path, blocks), 2, ["base", "pr"], say=lines.append)
+
+    order = [(v.block, v.side, v.position) for v in first.visits]
+    assert order == [(0, "pr", 0), (0, "base", 1), (1, "base", 0), (1, "pr", 1),
+                     (2, "pr", 0), (2, "base", 1), (3, "base", 0), (3, "pr", 1)]
+    assert [v.side for v in second.visits][:2] == ["base", "pr"]  # round 2 starts with the other side
+    assert side_order(0, 2) == ("base", "pr") and side_order(1, 2) == ("pr", "base")
+    started = [v.started_s for v in first.visits]
+    assert started == sorted(started)
+    assert (first.round, first.kind, first.sides) == (1, "kernels", ["base", "pr"])
+    assert [v.samples for v in first.visits if v.side == "pr"][0] == [2.0, 2.0, 2.0]
+    assert {v.item for v in first.visits} == {f"pointwise/k{i}.py" for i in range(4)}
+    assert any(line.startswith("pair: [4/4] k3.py: ok") for line in lines)
+
+
+def test_both_sides_are_fresh_workers_pinned_to_the_same_last_cpu(tmp_path: Path) -> None:
+    record = run_round(plan(tmp_path, [both("k0")]), 1, ["base", "pr"], say=lambda _: None)
+
+    cpu = max(os.sched_getaffinity(0))
+    assert record.workers["base"]["cpus"] == record.workers["pr"]["cpus"] == [cpu]
+    assert record.workers["base"]["pids"] != record.workers["pr"]["pids"]
+    assert f"cpus [{cpu}]" in (tmp_path / "base.log").read_text()
+    again = run_round(plan(tmp_path, [both("k0")]), 2, ["base", "pr"], say=lambda _: None)
+    assert again.workers["base"]["pids"] != record.workers["base"]["pids"]  # a round never reuses a worker
+
+
+def test_a_crash_or_a_hang_is_an_error_visit_and_the_worker_is_restarted(tmp_path: Path) -> None:
+    blocks = [
+        {"base": kernel_job("crasher", behave="crash"), "pr": kernel_job("crasher")},
+        both("after_crash"),
+        {"base": kernel_job("hanger"), "pr": kernel_job("hanger", behave="hang", timeout_s=2)},
+        both("after_hang"),
+        {"base": kernel_job("raiser", behave="error"), "pr": None},
+    ]
+    record = run_round(plan(tmp_path, blocks), 1, ["base", "pr"], say=lambda _: None)
+
+    visits = {(v.side, v.item.split("/")[1][:-3]): v for v in record.visits}
+    assert "SIGSEGV" in visits["base", "crasher"].error and visits["base", "crasher"].samples == []
+    assert visits["pr", "crasher"].error == ""
+    assert "timeout" in visits["pr", "hanger"].error
+    assert visits["base", "after_crash"].samples == [1.0] * 3 and visits["pr", "after_hang"].samples == [2.0] * 3
+    assert visits["base", "raiser"].error == "RuntimeError: the kernel raised"
+    assert record.workers["base"]["starts"] == 2 and record.workers["pr"]["starts"] == 2
+    assert [v.position for v in record.visits if v.block == 4] == [0]  # a one-sided block
+
+
+def test_models_are_prepared_first_and_re_prepared_after_a_crash(tmp_path: Path) -> None:
+    prepare = [{"kind": "prepare", "model": m, "timeout_s": 30} for m in ("A", "B", "C")]
+    time_job = {"kind": "time", "iterations": 2, "timeout_s": 30}
+    blocks = [{"base": {**time_job, "model": "A", "behave": "crash"}, "pr": {**time_job, "model": "A"}},
+              {"base": {**time_job, "model": "B"}, "pr": {**time_job, "model": "B"}},
+              {"base": {**time_job, "model": "C"}, "pr": {**time_job, "model": "C"}}]
+    record = run_round(plan(tmp_path, blocks, kind="models", prepare=prepare), 1, ["base", "pr"],
+                       say=lambda _: None)
+
+    errors = {(v.side, v.item): v.error for v in record.visits}
+    assert "SIGSEGV" in errors["base", "A"]
+    assert all(not e for key, e in errors.items() if key != ("base", "A"))
+    log = (tmp_path / "base.log").read_text()
+    assert log.count("prepare B") == 2  # the restarted worker prepared its models again before timing B
+    assert (tmp_path / "pr.log").read_text().count("prepare B") == 1
+
+
+def test_model_groups_get_fresh_workers_and_a_failed_prepare_fails_only_its_model(tmp_path: Path) -> None:
+    prepare = [{"kind": "prepare", "model": "A", "timeout_s": 30},
+               {"kind": "prepare", "model": "B", "timeout_s": 30, "behave": "error"},
+               {"kind": "prepare", "model": "C", "timeout_s": 30}]
+    blocks = [{side: {"kind": "time", "model": m, "timeout_s": 30} for side in ("base", "pr")} for m in "ABC"]
+    record = run_round(plan(tmp_path, blocks, kind="models", prepare=prepare, groups=[["A", "B"], ["C"]]), 1,
+                       ["base", "pr"], say=lambda _: None)
+
+    errors = {(v.side, v.item): v.error for v in record.visits}
+    assert errors["base", "B"] == "prepare: RuntimeError: the kernel raised"
+    assert errors["base", "A"] == errors["base", "C"] == ""
+    assert record.workers["base"]["starts"] == 2  # one fresh worker per group
+    assert "prepare C" not in (tmp_path / "base.log").read_text().split("prepare B")[0]
+
+
+def test_one_side_only_times_that_sides_jobs(tmp_path: Path) -> None:
+    blocks = [both("k0"), {"base": None, "pr": kernel_job("only_pr")}]
+    record = run_round(plan(tmp_path, blocks), 2, ["pr"], say=lambda _: None)
+
+    assert record.sides == ["pr"] and set(record.workers) == {"pr"}
+    assert [(v.side, v.block, v.position) for v in record.visits] == [("pr", 0, 0), ("pr", 1, 0)]
+
+
+def run_stage(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stages.paired", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_the_stage_writes_the_round_file(tmp_path: Path) -> None:
+    write_plan(tmp_path / "plan.json", plan(tmp_path, [both("k0")]))
+    result = run_stage("--plan", str(tmp_path / "plan.json"), "--round", "3", "--out", str(tmp_path / "r.json"))
+
+    assert result.returncode == 0, result.stderr
+    assert "pair: [1/1] k0.py: ok" in result.stdout
+    record = read_round(tmp_path / "r.json")
+    assert record.round == 3 and len(record.visits) == 2
+    assert read_plan(tmp_path / "plan.json").blocks[0]["base"]["kernels"] == {"k0": "pointwise/k0.py"}
+
+
+@pytest.mark.parametrize("content, expected", [
+    ("not json", "cannot read the plan"),
+    (json.dumps({"kind": "kernels"}), "not a paired timing plan"),
+    (json.dumps({"kind": "laps", "worker": FAKE, "device": "cpu", "sides": {}, "blocks": []}), "kind 'laps'"),
+    (json.dumps({"kind": "kernels", "worker": FAKE, "device": "cpu", "sides": {"base": {"env": {}, "log": "l"}},
+                 "blocks": [{"base": None}]}), "block 0 has no job"),
+])
+def test_a_bad_plan_is_one_line_naming_the_file(tmp_path: Path, content: str, expected: str) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(content)
+    result = run_stage("--plan", str(path), "--round", "1", "--out", str(tmp_path / "r.json"))
+
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: --plan {path}: ") and expected in lines[0]
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_side_the_plan_lacks_is_one_line(tmp_path: Path) -> None:
+    one_side = plan(tmp_path, [{"base": kernel_job("k0")}])
+    del one_side.sides["pr"]
+    write_plan(tmp_path / "plan.json", one_side)
+    result = run_stage("--plan", str(tmp_path / "plan.json"), "--round", "1", "--out", str(tmp_path / "r.json"))
+
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"error: --plan {tmp_path / 'plan.json'}: no worker environment for side pr "
+                                     "(--sides base,pr)")

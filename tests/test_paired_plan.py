@@ -1,0 +1,239 @@
+"""Paired timing on the host: the plans (which jobs share a block), the rounds as resumable run-level stages and
+the per-side files derived from them."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from analysis.kernel_index import IndexRow, write_index
+from analysis.paired_rounds import read_round, write_round
+from prbench.compare import CompareRequest, _Side, _time_kernels, _time_models
+from prbench.paired_plan import PlanSide, kernel_plan, model_plan, pair_jobs
+from prbench.pipeline import Pipeline
+from prbench.recipes import load_recipe
+from prbench.runners import StageCommand
+from prbench.runners.local import LocalRunner
+from prbench.runstore import RunStore, StageStatus
+from prbench.suite_stage import SuiteSettings
+from prbench.variants import Variant
+from stages.kernels import Job
+from stages.paired import Side, read_plan, run_round
+
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def job(job_id: int, kind: str, kernels: dict[str, str]) -> Job:
+    return Job(job_id, kind, f"/o/{job_id}.py", kernels, 10, 30, 60.0)
+
+
+def test_triton_jobs_pair_with_their_partners_and_graphs_greedily_by_shared_kernels() -> None:
+    base = [job(0, "triton", {"t": "p/t.py"}), job(1, "triton", {"only": "p/only.py"}),
+            job(2, "graph", {"a": "c/a", "b": "c/b", "c": "c/c"}), job(3, "graph", {"d": "c/d"})]
+    pr = [job(0, "graph", {"a": "c/a2", "d": "c/d2"}), job(1, "graph", {"b": "c/b2", "c": "c/c2"}),
+          job(2, "triton", {"t": "p/t2.py"}), job(3, "graph", {"x": "c/x"})]
+    partner = {"p/t.py": "p/t2.py", "c/a": "c/a2", "c/b": "c/b2", "c/c": "c/c2", "c/d": "c/d2"}
+
+    blocks = pair_jobs(base, pr, partner)
+
+    pairs = [((b or {}).get("id"), (p or {}).get("id")) for b, p in ((x["base"], x["pr"]) for x in blocks)]
+    # base graph 2 shares two kernels with PR graph 1 (and one with PR graph 0, which goes to base graph 3).
+    assert pairs == [(0, 2), (2, 1), (3, 0), (1, None), (None, 3)]
+    assert blocks[0]["base"]["kernels"] == {"t": "p/t.py"} and blocks[0]["pr"]["timeout_s"] == 60.0
+
+
+def row(path: str, name: str, body: str, backend: str = "cpp", graphs: str = "M/g0") -> IndexRow:
+    category = "cpp" if backend == "cpp" else "pointwise"
+    return IndexRow(category, name, body, "s1", f"{name}_x0_r0", path, 1, graphs, backend, "graphs/g0.py")
+
+
+def side(tmp_path: Path, name: str, rows: list[IndexRow], suite: str = "") -> PlanSide:
+    directory = tmp_path / name
+    write_index(directory / "organized" / "index.csv", rows)
+    if suite:
+        (directory / "suite").mkdir(parents=True)
+        (directory / "suite" / "suite.csv").write_text(suite)
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(directory / "cache"), "OMP_NUM_THREADS": "1"}
+    return PlanSide(name, directory, env, [tmp_path / f"{name}-overlay"], LocalRunner())
+
+
+def test_the_kernel_plan_pairs_what_the_report_pairs_in_per_side_environments(tmp_path: Path) -> None:
+    base = side(tmp_path, "base", [row("cpp/a.cpp", "cpp_fused_a_0", "ha"), row("cpp/b.cpp", "cpp_fused_b_1", "hb"),
+                                   row("cpp/gone.cpp", "cpp_fused_gone_2", "hg", graphs="M/g1")])
+    pr = side(tmp_path, "pr", [row("cpp/a.cpp", "cpp_fused_a_0", "ha"), row("cpp/b.cpp", "cpp_fused_b_1", "hb"),
+                               row("cpp/new.cpp", "cpp_fused_new_2", "hn", graphs="M/g2")])
+
+    plan = kernel_plan([base, pr], device="cpu", platform="cpu", warmup=5, iterations=7, timeout_s=30,
+                       logs=tmp_path / "logs")
+
+    assert plan.kind == "kernels" and plan.worker == "stages.kernels"
+    kernels = [((b or {}).get("kernels"), (p or {}).get("kernels")) for b, p in
+               ((x["base"], x["pr"]) for x in plan.blocks)]
+    assert kernels == [({"cpp_fused_a_0": "cpp/a.cpp", "cpp_fused_b_1": "cpp/b.cpp"},) * 2,
+                       ({"cpp_fused_gone_2": "cpp/gone.cpp"}, None), (None, {"cpp_fused_new_2": "cpp/new.cpp"})]
+    assert plan.blocks[0]["base"]["path"] == str(tmp_path / "base" / "organized" / "graphs" / "g0.py")
+    env = plan.sides["pr"].env
+    assert env["PYTHONPATH"].split(":")[0] == str(tmp_path / "pr-overlay")  # the side's overlay comes first
+    assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "pr" / "cache")  # the compile's warm cache
+    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "pr" / "work" / "kernels" / "paired" / "triton")
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and plan.sides["pr"].organized == str(tmp_path / "pr" / "organized")
+
+
+def test_the_plan_holds_only_how_a_workers_environment_differs(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PRBENCH_TEST_TOKEN", "s3cret")
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1")  # a ROCm pin left in the shell must not reach a CUDA worker
+    base = side(tmp_path, "base", [row("cpp/a.cpp", "cpp_fused_a_0", "ha")])
+    pr = side(tmp_path, "pr", [row("cpp/a.cpp", "cpp_fused_a_0", "ha")])
+
+    plan = kernel_plan([base, pr], device="0", platform="cuda", warmup=5, iterations=7, timeout_s=30,
+                       logs=tmp_path / "logs")
+
+    env = plan.sides["base"].env
+    assert "PRBENCH_TEST_TOKEN" not in env and "PATH" not in env  # the shell's own stays out of the run
+    assert env["HIP_VISIBLE_DEVICES"] is None and env["CUDA_VISIBLE_DEVICES"] == "0"
+    worker = Side("base", plan, None, say=lambda _: None).worker.env
+    assert worker["PRBENCH_TEST_TOKEN"] == "s3cret" and "HIP_VISIBLE_DEVICES" not in worker
+    assert worker["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "base" / "cache")
+
+
+SUITE = "name,status\nBertForMaskedLM,ok\nT5Small,ok\nGPT2ForSequenceClassification,fail\nDistilGPT2,ok\n"
+
+
+def test_the_model_plan_times_models_ok_on_both_sides_in_groups(tmp_path: Path) -> None:
+    base = side(tmp_path, "base", [], suite=SUITE)
+    pr = side(tmp_path, "pr", [], suite=SUITE.replace("T5Small,ok", "T5Small,fail"))
+    suite = SuiteSettings(models="BertForMaskedLM,T5Small", warmup=4, iterations=12)
+
+    plan = model_plan([base, pr], suite=suite, device="cpu", platform="cpu", per_process=1, logs=tmp_path)
+
+    assert [b["base"]["model"] for b in plan.blocks] == ["BertForMaskedLM", "DistilGPT2"]
+    assert plan.blocks[0]["pr"] == {"kind": "time", "model": "BertForMaskedLM", "warmup": 4, "iterations": 12,
+                                    "timeout_s": plan.blocks[0]["pr"]["timeout_s"]}
+    assert plan.groups == [["BertForMaskedLM"], ["DistilGPT2"]]
+    prepare = plan.sides["base"].prepare[0]
+    assert (prepare["kind"], prepare["dtype"], prepare["device"], prepare["backend"]) == (
+        "prepare", "float32", "cpu", "inductor")
+    assert plan.sides["base"].env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "base" / "cache")
+    assert model_plan([base, pr], suite=suite, device="cpu", platform="cpu", per_process=0, logs=tmp_path).groups == []
+
+
+# --- the rounds as run-level stages ----------------------------------------------------------------------------
+
+
+class FakeRunner:
+    """Runs ``stages.paired`` in this process with the fake worker module; can interrupt a chosen round."""
+
+    name = "fake"
+
+    def __init__(self, calls: list[tuple[int, str]], interrupt: int | None = None,
+                 crash: set[tuple[int, str]] | None = None) -> None:
+        self.calls, self.interrupt, self.crash = calls, interrupt, crash or set()
+        self.local = LocalRunner()
+
+    def environment(self, command: StageCommand) -> dict[str, str]:
+        return self.local.environment(command)
+
+    def run(self, command: StageCommand) -> None:
+        assert command.module == "stages.paired", command.module
+        args = dict(zip(command.args[::2], command.args[1::2], strict=True))
+        number = int(args["--round"])
+        self.calls.append((number, args["--sides"]))
+        if number == self.interrupt:
+            raise KeyboardInterrupt
+        plan = replace(read_plan(Path(args["--plan"])), worker="tests.fake_paired_worker")
+        for side in plan.sides.values():
+            side.env["PYTHONPATH"] = str(ROOT)
+        for block in plan.blocks:
+            for name, job in block.items():
+                if job and (number, name) in self.crash:
+                    job["behave"] = "crash"
+        write_round(Path(args["--out"]), run_round(plan, number, args["--sides"].split(","), say=lambda _: None))
+
+
+def sides_of(tmp_path: Path, runner: FakeRunner, recipe: str = "cpu-local", force: tuple[str, ...] = ()
+             ) -> tuple[list[_Side], Any, io.StringIO]:
+    run = RunStore(tmp_path / "runs").create_or_open("r", {}, "0")
+    out = io.StringIO()
+    sides = []
+    for name in ("base", "pr"):
+        pipeline = Pipeline(run, runner, Console(file=out, width=200), force=force)  # type: ignore[arg-type]
+        prepared = pipeline.prepare(Variant(name, load_recipe(recipe, RECIPES)), None, sys.executable)
+        rows = [row("cpp/a.cpp", "cpp_fused_a_0", "ha"), row("cpp/b.cpp", "cpp_fused_b_1", "hb")]
+        write_index(prepared.directory / "organized" / "index.csv", rows)
+        (prepared.directory / "suite").mkdir(exist_ok=True)
+        (prepared.directory / "suite" / "suite.csv").write_text(SUITE)
+        sides.append(_Side(pipeline, prepared, suite_hash=f"s-{name}", organize_hash=f"o-{name}"))
+    return sides, run, out
+
+
+def request(tmp_path: Path, recipe: str = "cpu-local", rounds: int = 3) -> CompareRequest:
+    return CompareRequest(base="installed", pr="installed", recipe=load_recipe(recipe, RECIPES),
+                          runs_dir=tmp_path / "runs", rounds=rounds,
+                          suite=SuiteSettings(models="BertForMaskedLM,T5Small", warmup=3, iterations=10))
+
+
+def test_an_interrupted_round_is_redone_and_finished_rounds_are_kept(tmp_path: Path) -> None:
+    calls: list[tuple[int, str]] = []
+    sides, run, _ = sides_of(tmp_path, FakeRunner(calls, interrupt=3))
+    with pytest.raises(KeyboardInterrupt):
+        _time_kernels(sides, request(tmp_path), run)
+    assert run.record("pair/kernels-round-2").status == StageStatus.DONE
+    assert run.record("pair/kernels-round-3").status == StageStatus.INTERRUPTED
+
+    calls.clear()
+    sides, run, console = sides_of(tmp_path, FakeRunner(calls))
+    _time_kernels(sides, request(tmp_path), run)
+
+    assert calls == [(3, "base,pr")]
+    assert "pair/kernels-round-1: done earlier with the same inputs, skipped" in console.getvalue()
+    samples = json.loads((run.path("base", "kernel_samples.json")).read_text())
+    assert len(samples["cpp/a.cpp"]) == 3 and all(len(r) == 30 for r in samples["cpp/a.cpp"])
+    assert read_round(run.path("pair", "kernels", "round-001.json")).sides == ["base", "pr"]
+    assert (run.path("pair", "kernels", "plan.json")).is_file()
+    assert run.record("base/kernels").status == StageStatus.DONE
+    log = run.path("pair", "logs", "kernels-base-workers.log")
+    assert log.read_text().count("graph cpp_fused_a_0,cpp_fused_b_1") == 3  # one fresh worker per round
+
+    calls.clear()
+    sides, run, _ = sides_of(tmp_path, FakeRunner(calls), force=("kernels",))
+    _time_kernels(sides, request(tmp_path), run)
+    assert calls == [(1, "base,pr"), (2, "base,pr"), (3, "base,pr")]  # --force kernels redoes every round
+
+
+def test_docker_rounds_run_one_side_per_image_alternating_which_goes_first(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    calls: list[tuple[int, str]] = []
+    sides, run, _ = sides_of(tmp_path, FakeRunner(calls, crash={(2, "base")}), recipe="cuda-h100")
+    _time_kernels(sides, request(tmp_path, recipe="cuda-h100"), run)
+
+    assert calls == [(1, "base"), (1, "pr"), (2, "pr"), (2, "base"), (3, "base"), (3, "pr")]
+    assert read_round(run.path("pair", "kernels", "round-002-pr.json")).sides == ["pr"]
+    assert run.record("pair/kernels-round-2").outputs == ["pair/kernels/round-002-base.json",
+                                                          "pair/kernels/round-002-pr.json"]
+    base = json.loads(run.path("base", "kernel_samples.json").read_text())
+    assert [len(r) for r in base["cpp/a.cpp"]] == [30, 0, 30]  # the crashed round stays in place, empty
+    pr = json.loads(run.path("pr", "kernel_samples.json").read_text())
+    assert [len(r) for r in pr["cpp/b.cpp"]] == [30, 30, 30]
+    plan = read_plan(run.path("pair", "kernels", "plan.json"))
+    assert plan.device == "0" and plan.sides["base"].env["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_model_rounds_give_each_side_its_paired_samples(tmp_path: Path) -> None:
+    calls: list[tuple[int, str]] = []
+    sides, run, _ = sides_of(tmp_path, FakeRunner(calls))
+    _time_models(sides, request(tmp_path), run, Console(file=io.StringIO()))
+
+    assert calls == [(1, "base,pr"), (2, "base,pr"), (3, "base,pr")]
+    paired = json.loads(run.path("pr", "suite", "paired_samples.json").read_text())
+    assert sorted(paired) == ["BertForMaskedLM", "DistilGPT2", "T5Small"]
+    assert [len(r) for r in paired["T5Small"]] == [10, 10, 10]
+    assert run.record("pair/models-round-1").status == StageStatus.DONE
+    assert run.record("base/models").outputs == ["base/suite/paired_samples.json"]

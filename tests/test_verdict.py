@@ -1,0 +1,216 @@
+"""The statistics behind every verdict, pinned so that a plausible bug breaks a test.
+
+Each test states the mistake it guards against: a geomean that became a median, an interval whose level
+ignores ``confidence``, a summary that treats kernels rather than rounds as the replicated unit, an
+"unchanged" that only means "not significant", a control that cannot fail.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import t as student_t
+
+from analysis.errors import UserError
+from analysis.verdict import (
+    PAIRED,
+    SINGLE,
+    UNPAIRED,
+    Estimate,
+    FamilyData,
+    adjust_p,
+    classify,
+    estimate,
+    judge_family,
+    robust_spread,
+    round_medians,
+    split_half_control,
+    summarize_family,
+)
+from analysis.verdict_settings import VerdictSettings, check_rounds
+from analysis.verdict_summary import fail_reasons
+
+SETTINGS = VerdictSettings()
+
+
+def family(base: list[list[float]], pr: list[list[float]]) -> FamilyData:
+    b, p = np.array(base, dtype=float), np.array(pr, dtype=float)
+    return FamilyData(b, p, np.ones(len(b)))
+
+
+def test_the_geomean_is_the_mean_of_log_ratios_not_their_median() -> None:
+    # Three kernels, two rounds; per-kernel speedups 1, 1, 8 in both rounds: geomean 2, median 1.
+    base = [[1.0, 1.0], [1.0, 1.0], [8.0, 8.0]]
+    pr = [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]
+    summary = summarize_family(family(base, pr), 0.95)
+    assert summary.geomean.speedup == pytest.approx(2.0)
+    assert summary.time_weighted.speedup == pytest.approx(10.0 / 3.0)  # Σ base / Σ PR
+
+
+def test_the_interval_has_the_level_the_settings_ask_for() -> None:
+    ratios = np.log([1.10, 0.95, 1.02, 1.04, 0.99])
+    base = np.exp(ratios)
+    pr = np.ones(5)
+    wide, narrow = estimate(base, pr, 0.95), estimate(base, pr, 0.50)
+    se = ratios.std(ddof=1) / math.sqrt(5)
+    for est, level in ((wide, 0.95), (narrow, 0.50)):
+        half = (math.log(est.ci_high) - math.log(est.ci_low)) / 2
+        assert half == pytest.approx(student_t.ppf(0.5 + level / 2, 4) * se)
+    assert wide.design == PAIRED and wide.rounds == 5
+    assert wide.speedup == pytest.approx(math.exp(ratios.mean()))
+
+
+def test_a_busy_round_shared_by_every_kernel_widens_the_summary_instead_of_posing_as_a_change() -> None:
+    # A/A: 200 identical kernels, tight within each round, but each round of base had its own machine state
+    # (+10 %, -10 %, +5 %, -5 %, 0 % for every kernel at once). Resampling kernels alone would see 200 kernels
+    # that all agree on ~1.0 and give a hair-thin interval; the round is what was replicated.
+    rng = np.random.default_rng(0)
+    shifts = np.array([1.10, 0.90, 1.05, 0.95, 1.00])
+    true = rng.uniform(0.01, 1.0, 200)
+    base = true[:, None] * shifts[None, :] * rng.lognormal(0, 0.001, (200, 5))
+    pr = true[:, None] * rng.lognormal(0, 0.001, (200, 5))
+    summary = summarize_family(FamilyData(base, pr, np.ones(200)), 0.95).geomean
+    assert summary.contains(1.0)
+    assert summary.half_width_pct > 5.0  # the round-to-round swing, not the 0.1 % within-round noise
+    kernel_only = np.exp(np.std(np.log(base / pr).mean(axis=1)) / math.sqrt(200) * 2)
+    assert kernel_only - 1 < 0.001  # what treating kernels as the unit would have claimed
+
+
+def test_a_real_shift_in_every_round_is_found_with_few_rounds() -> None:
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0.01, 1.0, (50, 1)) * rng.lognormal(0, 0.01, (50, 5))
+    pr = base / 1.2 * rng.lognormal(0, 0.01, (50, 5))
+    judged = judge_family(FamilyData(base, pr, np.ones(50)), SETTINGS, np.ones(50, dtype=bool))
+    assert judged.verdict == "improved"
+    assert judged.summary.geomean.ci_low > 1.15
+    assert judged.counts()["improved"] == 50
+
+
+@pytest.mark.parametrize(
+    ("speedup", "low", "high", "q", "verdict"),
+    [
+        (1.003, 0.991, 1.012, 0.6, "equivalent"),  # the whole interval inside ±2 %
+        (1.015, 1.011, 1.019, 1e-4, "equivalent"),  # significant but inside the margin: no practical change
+        (1.010, 0.970, 1.050, 0.6, "inconclusive"),  # not significant, yet could be 5 %: NOT "unchanged"
+        (0.800, 0.780, 0.820, 1e-4, "regressed"),
+        (1.250, 1.200, 1.300, 1e-4, "improved"),
+        (1.250, 1.200, 1.300, 0.2, "inconclusive"),  # the adjusted p decides, not the raw interval
+        (1.015, 1.005, 1.030, 1e-4, "inconclusive"),  # significant, below the 2 % threshold, not inside the margin
+    ],
+)
+def test_verdicts_are_three_way_with_equivalence(speedup: float, low: float, high: float, q: float,
+                                                 verdict: str) -> None:
+    est = Estimate(speedup, low, high, q, 5, PAIRED)
+    assert classify(est, q, SETTINGS) == verdict
+
+
+def test_a_wider_margin_makes_more_things_equivalent_and_a_failed_control_refuses_small_effects() -> None:
+    est = Estimate(1.03, 1.01, 1.05, 1e-4, 5, PAIRED)
+    assert classify(est, 1e-4, SETTINGS) == "improved"
+    assert classify(est, 1e-4, VerdictSettings(margin=0.06)) == "equivalent"
+    assert classify(est, 1e-4, SETTINGS, resolution=0.05) == "inconclusive"
+
+
+def test_benjamini_hochberg_adjusts_across_the_family_and_keeps_untested_items_untested() -> None:
+    p = np.array([0.01, 0.04, 0.03, 0.5, np.nan])
+    q = adjust_p(p)
+    assert q[:4] == pytest.approx([0.04, 0.16 / 3, 0.16 / 3, 0.5])  # sorted 0.01 0.03 0.04 0.5, step-up
+    assert math.isnan(q[4])
+
+
+def test_a_hundred_kernels_with_no_change_do_not_yield_five_false_regressions() -> None:
+    rng = np.random.default_rng(7)
+    true = rng.uniform(0.01, 1.0, (100, 1))
+    base, pr = true * rng.lognormal(0, 0.03, (100, 5)), true * rng.lognormal(0, 0.03, (100, 5))
+    raw = [estimate(b, p, 0.95).p_value for b, p in zip(base, pr, strict=True)]
+    judged = judge_family(FamilyData(base, pr, np.ones(100)), SETTINGS, np.ones(100, dtype=bool))
+    assert sum(x < 0.05 for x in raw) >= 3  # unadjusted tests do produce false positives here
+    assert judged.counts()["improved"] + judged.counts()["regressed"] == 0
+
+
+def test_one_round_per_side_gives_a_point_and_no_verdict() -> None:
+    est = estimate(np.array([1.0]), np.array([0.5]), 0.95)
+    assert est.design == SINGLE and est.speedup == pytest.approx(2.0) and not est.has_interval
+    assert classify(est, math.nan, SETTINGS) == "inconclusive"
+
+
+def test_sides_with_different_round_counts_are_compared_unpaired() -> None:
+    est = estimate(np.array([1.0, 1.02, 0.98]), np.array([0.5, 0.51, 0.49, 0.5]), 0.95)
+    assert est.design == UNPAIRED and est.ci_low > 1.8
+
+
+def test_a_failed_visit_leaves_its_round_out_of_the_pair() -> None:
+    medians = round_medians([[1.0, 1.1, 0.9], [], [float("nan")], [2.0, 2.0]])
+    assert medians[0] == pytest.approx(1.0) and np.isnan(medians[1]) and np.isnan(medians[2])
+    est = estimate(np.array([1.0, np.nan, 1.1, 1.0]), np.array([1.0, 1.0, 1.0, 1.05]), 0.95)
+    assert est.rounds == 3
+
+
+def test_the_noise_flag_is_robust_to_one_preempted_round() -> None:
+    steady = np.array([1.00, 1.01, 0.99, 1.00, 1.02])
+    preempted = np.array([1.00, 1.01, 0.99, 1.00, 3.00])
+    assert robust_spread(preempted) == pytest.approx(robust_spread(steady), rel=0.5)
+    assert robust_spread(preempted) < 0.05
+    assert np.std(preempted) / np.mean(preempted) > 0.3  # what std/mean would have said
+
+
+def test_the_identical_kernel_control_fails_when_identical_code_is_flagged() -> None:
+    # 20 identical kernels, 3 of which the machine made look 10 % slower in every round.
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.1, 1.0, (20, 1)) * rng.lognormal(0, 0.002, (20, 5))
+    pr = base * rng.lognormal(0, 0.002, (20, 5))
+    pr[:3] *= 1.10
+    changed = np.ones(20, dtype=bool)
+    judged = judge_family(FamilyData(base, pr, np.ones(20)), SETTINGS, changed, control_rows=changed)
+    control = judged.controls[0]
+    assert control.kind == "identical kernels" and control.flagged == 3
+    assert not control.passed(SETTINGS)
+    assert judged.resolution == pytest.approx(0.10, abs=0.01)
+    assert judged.counts()["regressed"] == 0  # refused: the control produced effects this large itself
+
+
+def test_a_control_that_sees_nothing_passes_and_does_not_refuse() -> None:
+    rng = np.random.default_rng(4)
+    base = rng.uniform(0.1, 1.0, (20, 1)) * rng.lognormal(0, 0.002, (20, 5))
+    pr = base * rng.lognormal(0, 0.002, (20, 5))
+    pr[5:10] *= 1.3  # changed kernels, not in the control
+    control_rows = np.arange(20) < 5
+    judged = judge_family(FamilyData(base, pr, np.ones(20)), SETTINGS, np.ones(20, dtype=bool), control_rows)
+    assert all(c.passed(SETTINGS) for c in judged.controls)
+    assert judged.resolution == 0.0 and judged.counts()["regressed"] == 5
+
+
+def test_split_half_compares_even_with_odd_rounds_and_needs_four() -> None:
+    drifting = np.array([[1.0, 1.3, 1.0, 1.3, 1.0, 1.3]] * 10) * np.linspace(1, 1.001, 10)[:, None]
+    control = split_half_control(drifting, SETTINGS)
+    assert control.available and not control.passed(SETTINGS)
+    assert control.summary.speedup == pytest.approx(1 / 1.3, rel=1e-3)
+    assert not split_half_control(drifting[:, :3], SETTINGS).available
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "flag"),
+    [("alpha", 5.0, "--alpha"), ("confidence", 95.0, "--confidence"), ("margin", -0.1, "--margin"),
+     ("threshold", 2.0, "--threshold"), ("noise", 0.0, "--noise"), ("min_ms", -1.0, "--min-ms")],
+)
+def test_bad_settings_are_one_line_errors_naming_the_flag(field: str, value: float, flag: str) -> None:
+    with pytest.raises(UserError, match=f"^{flag} "):
+        VerdictSettings(**{field: value}).validate()
+
+
+def test_rounds_below_three_are_refused() -> None:
+    assert check_rounds("5") == 5
+    with pytest.raises(UserError, match="^--rounds 2: at least 3"):
+        check_rounds(2)
+
+
+def test_fail_on_reads_the_summary() -> None:
+    summary = {"kernels": {"verdict": "inconclusive"}, "models": {"verdict": "equivalent"},
+               "gates": [{"name": "compile time ratio", "status": "pass"}], "control": {"passed": True}}
+    assert fail_reasons(summary, "regression") == []
+    assert fail_reasons(summary, "inconclusive") == ["kernels: inconclusive"]
+    summary["gates"][0]["status"] = "fail"
+    assert fail_reasons(summary, "regression") == ["gate compile time ratio: fail"]
+    assert fail_reasons(summary, "never") == []
