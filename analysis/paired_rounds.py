@@ -1,9 +1,10 @@
 """Round records: what the paired timing stage measured, visit by visit, and the per-side views derived from them.
 
 The unit of replication of a comparison is the *round*: fresh worker processes (one per side) that time every
-item once, the two sides alternating item by item in ABBA order (block i puts base first when ``i + round`` is
-even). A round file ``round-<NNN>[-<side>].json`` holds one `RoundRecord`; every sample carries its round, its
-block and its position in the block, so the analysis can pair base and PR within a round.
+item in an ABBA block — A, B, B, A, base first when ``block + round`` is even — so each side is first once and
+last once per item and round. A round file ``round-<NNN>[-<side>].json`` holds one `RoundRecord`; every visit
+carries its round, its block and its position in the block (0–3), so the analysis can pair base and PR within a
+round; a side's visits to an item in one round are pooled.
 
 The per-side view (`side_samples`) is ``{item: [[ms of round 1], [ms of round 2], ...]}``, the format of
 ``kernel_samples.json`` and ``suite/paired_samples.json``. Round ``i`` of base and round ``i`` of PR were
@@ -33,7 +34,7 @@ class Visit:
     side: str
     item: str  # organized relative kernel path, or model name
     block: int  # index of the item's block in the round's schedule
-    position: int  # 0 = went first in its block, 1 = second
+    position: int  # 0–3: the visit's place in its A B B A block
     started_s: float  # seconds since the round started
     samples: list[float] = field(default_factory=list)  # ms
     error: str = ""
@@ -77,7 +78,8 @@ def read_rounds(paths: list[Path]) -> list[RoundRecord]:
 
 
 def side_samples(records: list[RoundRecord], side: str, items: list[str] | None = None) -> RoundSamples:
-    """``{item: [[ms] per round]}`` for one side, rounds in order; a round without a good visit gives []."""
+    """``{item: [[ms] per round]}`` for one side, rounds in order: the samples of the side's visits to the item in
+    that round together (a round without a good visit gives [])."""
     numbers = sorted({r.round for r in records if side in r.sides})
     position = {n: i for i, n in enumerate(numbers)}
     wanted = items if items is not None else sorted({v.item for r in records for v in r.visits if v.side == side})
@@ -87,7 +89,7 @@ def side_samples(records: list[RoundRecord], side: str, items: list[str] | None 
             continue
         for visit in record.visits:
             if visit.side == side and visit.item in out and not visit.error:
-                out[visit.item][position[record.round]] = list(visit.samples)
+                out[visit.item][position[record.round]].extend(visit.samples)
     return out
 
 

@@ -29,13 +29,14 @@ import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from background_load import BackgroundLoad
 
 from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.verdict_settings import VerdictSettings, check_rounds
+from prbench.cli import OneLineParser
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_PATCH = ROOT / "examples" / "cpu-prefer-256bit-vectors.patch"
@@ -44,14 +45,6 @@ SIDES = ("kernels", "models")
 CHANGE_WORDS = re.compile(r"\b(faster|slower)\b", re.IGNORECASE)
 DEFAULT_ROUNDS = 5
 LOAD_MAX_SECONDS = 6 * 3600  # the load's own bound; the `with` block ends it long before
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """A user mistake is one line ``error: ...`` and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 # --- one run's summary.json -------------------------------------------------------------------------------

@@ -24,7 +24,6 @@ orchestration structure. Goal: ours <= 1/10 of the seed's.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -36,7 +35,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -44,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 from analysis.benchmark_line import rewrite_benchmark_line  # noqa: E402
 from analysis.kernel_identity import identify_triton  # noqa: E402
 from analysis.kernel_index import IndexRow, write_index  # noqa: E402
+from prbench.cli import OneLineParser  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "kernels" / "triton213"
 SOURCES = ("triton_poi_fused_add_relu_sin_0", "triton_poi_fused_add_t_0")  # no libdevice: runnable without a shim
@@ -72,14 +72,6 @@ _probe_atexit.register(lambda: print(f"prbench-probe: {len(_probe_ms)} calls {su
 
 
 """
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """A user mistake is one line ``error: ...`` and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 @dataclass(frozen=True)

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import argparse
 import functools
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from invoke import Exit
 
 from analysis.errors import UserError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """For the scripts under benchmarks/: a user mistake is one line ``error: ...`` and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
 
 
 def user_facing(fn: Callable[..., Any]) -> Callable[..., Any]:

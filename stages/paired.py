@@ -10,10 +10,12 @@ Per round, every side gets a FRESH worker (``python -m <plan.worker> --worker``)
 CPU both are pinned to the same single CPU (the last one this stage may use), so neither side gets a better
 core. Models are prepared first (built, compiled from the side's warm Inductor cache, warmed up); with
 ``groups`` each group of models gets its own fresh workers. Then the blocks are walked in order: block ``i``
-times base first when ``(i + N) % 2 == 0``, else PR first, so consecutive blocks alternate (ABBA) and so does
-the starting side of consecutive rounds. Each side's job in a block is one visit per item (a C++ graph job
-times all its kernels, one visit each). A worker that crashes or hangs past the job's ``timeout_s`` costs
-error visits for that job's items; it is restarted (models re-prepared) for the next block.
+is timed A, B, B, A with A = base when ``(i + N) % 2 == 0``, else PR, so each side goes first once and last once
+per item and round (a drift, or an advantage of running right after the other process, cancels), and the
+starting side alternates between blocks and rounds. Each visit of a side's job gives one visit record per item
+(a C++ graph job times all its kernels). A worker that crashes or hangs past the job's ``timeout_s`` costs
+error visits for that job's items, the job is skipped for the rest of the round on that side, and the worker
+is restarted (models re-prepared) for the next block.
 
 With ``--sides base`` (or ``pr``) only that side's jobs are timed: docker recipes run the two sides in their
 own images, one stage per side, alternating which side goes first from round to round.
@@ -42,6 +44,7 @@ import datetime as dt
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -136,7 +139,8 @@ class Side:
         self.worker = Worker(name, plan.worker, env, Path(side.log), cpus)
         self.all_prepares = side.prepare
         self.prepares: list[Job] = []
-        self.failed: dict[str, str] = {}  # item → why this worker cannot time it (its prepare failed)
+        # item → why this side cannot time it in this round (its prepare failed, or it killed the worker)
+        self.failed: dict[str, str] = {}
         self.start_error = ""
 
     def start_group(self, items: set[str] | None) -> None:
@@ -161,6 +165,7 @@ class Side:
                     current = job["model"]
                     if current not in self.failed:
                         self._prepare(job)
+                self.worker.pin_now()  # after start-up and compiles: only the timed visits share one CPU
                 return
             except WorkerFailure as exc:
                 self.failed[current] = f"prepare: {exc}"
@@ -189,6 +194,9 @@ class Side:
         try:
             reply = self.worker.run(job, float(job["timeout_s"]))
         except WorkerFailure as exc:
+            # A job that killed its worker would only kill (or hang) the next one too: skip it for the round.
+            for item in items.values():
+                self.failed[item] = str(exc)
             return {item: ([], str(exc)) for item in items.values()}
         return {**outcomes(job, reply), **skipped}
 
@@ -212,9 +220,14 @@ def outcomes(job: Job, reply: dict[str, Any]) -> dict[str, tuple[list[float], st
 # --- the round ------------------------------------------------------------------------------------------------
 
 
-def side_order(block: int, number: int) -> tuple[str, str]:
-    """ABBA: base first when ``block + round`` is even, so neither side is always first."""
-    return ("base", "pr") if (block + number) % 2 == 0 else ("pr", "base")
+def side_order(block: int, number: int) -> tuple[str, str, str, str]:
+    """The visits of one block: A B B A, base first when ``block + round`` is even.
+
+    Each side is timed first once and last once in every block, so a position effect (the visit after the
+    other process ran is slower, or faster) and a linear drift cancel within the round, per item.
+    """
+    first, second = ("base", "pr") if (block + number) % 2 == 0 else ("pr", "base")
+    return first, second, second, first
 
 
 def _label(block: Block) -> str:
@@ -258,8 +271,7 @@ def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], No
     done = 0
     try:
         for items, group in _groups(plan, blocks):
-            for side in sides:
-                workers[side].start_group(items)
+            _start_together([workers[side] for side in sides], items)
             for index, block in group:
                 present = [s for s in side_order(index, number) if s in workers and block.get(s) is not None]
                 failed = []
@@ -279,6 +291,15 @@ def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], No
     return RoundRecord(kind=plan.kind, round=number, sides=sides, started_at=started_at,
                        wall_s=round(time.monotonic() - t0, 3),
                        workers={s: w.describe(plan.device) for s, w in workers.items()}, visits=visits)
+
+
+def _start_together(sides: list[Side], items: set[str] | None) -> None:
+    """Start (and prepare) every side's worker at once: start-up is half a round when done one after the other."""
+    threads = [threading.Thread(target=side.start_group, args=(items,), daemon=True) for side in sides]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def parse_sides(spec: str, plan: Plan, plan_path: Path) -> list[str]:

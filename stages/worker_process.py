@@ -54,7 +54,11 @@ def last_cpu() -> int:
 
 
 class Worker:
-    """One worker process of ``module``; ``cpus`` pins it (every thread) right after it starts."""
+    """One worker process of ``module``; ``cpus`` is where `pin_now` pins it (every thread).
+
+    Pinning is left to the caller so that start-up and compilation can use every CPU and only the timed
+    work shares the one chosen for it.
+    """
 
     def __init__(self, name: str, module: str, env: dict[str, str], log_path: Path,
                  cpus: set[int] | None = None) -> None:
@@ -88,9 +92,11 @@ class Worker:
         self.result_fd, self.buffer = read_fd, b""
         self.starts += 1
         self.pids.append(self.proc.pid)
-        if self.cpus is not None:
-            pin(self.proc.pid, self.cpus)
         self._receive(STARTUP_TIMEOUT_S, "starting")
+
+    def pin_now(self) -> None:
+        if self.cpus is not None and self.proc is not None:
+            pin(self.proc.pid, self.cpus)
 
     @property
     def alive(self) -> bool:

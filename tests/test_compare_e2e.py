@@ -56,7 +56,7 @@ def test_compare_writes_a_pr_ready_report(compared):
     samples = json.loads((run / "base" / "kernel_samples.json").read_text())
     assert samples and all(len(rounds) == 3 for rounds in samples.values())
     paired = json.loads((run / "pr" / "suite" / "paired_samples.json").read_text())
-    assert [len(r) for r in paired["ElectraForCausalLM"]] == [10, 10, 10]
+    assert [len(r) for r in paired["ElectraForCausalLM"]] == [20, 20, 20]  # two visits (A B B A) of 10 each
 
 
 @pytest.mark.integration

@@ -41,10 +41,10 @@ def test_blocks_alternate_abba_and_the_first_side_alternates_between_rounds(tmp_
     second = run_round(plan(tmp_path, blocks), 2, ["base", "pr"], say=lines.append)
 
     order = [(v.block, v.side, v.position) for v in first.visits]
-    assert order == [(0, "pr", 0), (0, "base", 1), (1, "base", 0), (1, "pr", 1),
-                     (2, "pr", 0), (2, "base", 1), (3, "base", 0), (3, "pr", 1)]
-    assert [v.side for v in second.visits][:2] == ["base", "pr"]  # round 2 starts with the other side
-    assert side_order(0, 2) == ("base", "pr") and side_order(1, 2) == ("pr", "base")
+    abba, baab = ("pr", "base", "base", "pr"), ("base", "pr", "pr", "base")
+    assert order == [(b, side, p) for b in range(4) for p, side in enumerate(abba if b % 2 == 0 else baab)]
+    assert [v.side for v in second.visits][:4] == list(baab)  # round 2 starts with the other side
+    assert side_order(0, 2) == baab and side_order(1, 2) == abba
     started = [v.started_s for v in first.visits]
     assert started == sorted(started)
     assert (first.round, first.kind, first.sides) == (1, "kernels", ["base", "pr"])
@@ -80,8 +80,11 @@ def test_a_crash_or_a_hang_is_an_error_visit_and_the_worker_is_restarted(tmp_pat
     assert "timeout" in visits["pr", "hanger"].error
     assert visits["base", "after_crash"].samples == [1.0] * 3 and visits["pr", "after_hang"].samples == [2.0] * 3
     assert visits["base", "raiser"].error == "RuntimeError: the kernel raised"
+    # The second visit of a job that killed its worker is skipped: one restart, not two (nor two timeouts).
     assert record.workers["base"]["starts"] == 2 and record.workers["pr"]["starts"] == 2
-    assert [v.position for v in record.visits if v.block == 4] == [0]  # a one-sided block
+    assert [v.error for v in record.visits if v.item.endswith("crasher.py") and v.side == "base"] == \
+        [visits["base", "crasher"].error] * 2
+    assert [v.position for v in record.visits if v.block == 4] == [0, 1]  # a one-sided block: its side twice
 
 
 def test_models_are_prepared_first_and_re_prepared_after_a_crash(tmp_path: Path) -> None:
@@ -121,7 +124,8 @@ def test_one_side_only_times_that_sides_jobs(tmp_path: Path) -> None:
     record = run_round(plan(tmp_path, blocks), 2, ["pr"], say=lambda _: None)
 
     assert record.sides == ["pr"] and set(record.workers) == {"pr"}
-    assert [(v.side, v.block, v.position) for v in record.visits] == [("pr", 0, 0), ("pr", 1, 0)]
+    assert [(v.side, v.block, v.position) for v in record.visits] == [("pr", 0, 0), ("pr", 0, 1), ("pr", 1, 0),
+                                                                     ("pr", 1, 1)]
 
 
 def run_stage(*args: str) -> subprocess.CompletedProcess[str]:
@@ -136,7 +140,7 @@ def test_the_stage_writes_the_round_file(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "pair: [1/1] k0.py: ok" in result.stdout
     record = read_round(tmp_path / "r.json")
-    assert record.round == 3 and len(record.visits) == 2
+    assert record.round == 3 and len(record.visits) == 4  # A B B A
     assert read_plan(tmp_path / "plan.json").blocks[0]["base"]["kernels"] == {"k0": "pointwise/k0.py"}
 
 
