@@ -176,3 +176,18 @@ def test_summary_statistics_and_bandwidth() -> None:
     assert result.mean_ms == pytest.approx(4.0) and result.gb_per_s == pytest.approx(0.8)
     failed = summarize(row("p/k.py", "k"), Outcome(error="worker crashed (SIGSEGV)"), gb=None)
     assert (failed.status, failed.median_ms, failed.error) == ("fail", None, "worker crashed (SIGSEGV)")
+
+
+def test_every_visit_times_the_same_input_values(tmp_path: Path) -> None:
+    """Kernel time can depend on the values: base and PR, and every visit of each, get the same seeded draw."""
+    import torch
+
+    from stages.kernels import load_module, seeded_args
+
+    module_file = tmp_path / "graph.py"
+    module_file.write_text("import torch\n\ndef get_args():\n    return [torch.randn(8), torch.randn(3, 3)]\n")
+    module = load_module(str(module_file), "seeded_args_probe")
+    first = seeded_args(module)
+    torch.randn(100)  # whatever ran in between does not change the next draw
+    second = seeded_args(module)
+    assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
