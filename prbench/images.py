@@ -30,6 +30,7 @@ import jinja2
 
 import prbench
 from analysis.errors import UserError
+from prbench.dockerfile_quote import UnsafeValue, dockerfile_value
 from prbench.pins import TritonPin, open_repo, resolve_commit, triton_pin
 from prbench.recipes import BaseImage, Recipe, is_pinned_reference, resolve_patch_entry
 
@@ -218,7 +219,12 @@ def plan_build(
 
 def render_dockerfile(recipe: Recipe, pytorch: SourceTree, triton: SourceTree, overlay: bool = False,
                       from_ref: str | None = None) -> str:
-    """The Dockerfile for a recipe. ``from_ref`` replaces ``repo@digest`` for a base known only by image id."""
+    """The Dockerfile for a recipe. ``from_ref`` replaces ``repo@digest`` for a base known only by image id.
+
+    Every value reaches the text through the ``dockerfile(kind)`` filter (``prbench.dockerfile_quote``), so a
+    recipe that slipped past validation still cannot add an instruction or a shell command; a value no
+    quoting can carry (a newline in a package name) is a one-line error naming the recipe.
+    """
     assert recipe.base_image is not None
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
@@ -226,23 +232,26 @@ def render_dockerfile(recipe: Recipe, pytorch: SourceTree, triton: SourceTree, o
         keep_trailing_newline=True,
         autoescape=False,  # Dockerfiles are not HTML  # noqa: S701
     )
-    env.filters["shell_quote"] = shlex.quote
-    env.filters["env_quote"] = lambda v: json.dumps(str(v))
-    return env.get_template("Dockerfile.j2").render(
-        recipe_name=recipe.name,
-        platform=recipe.platform,
-        arch=list(recipe.arch),
-        base_name=recipe.base_image.name,
-        from_ref=from_ref or recipe.base_image.reference,
-        root=ROOT_IN_IMAGE,
-        removed_packages=REMOVED_PACKAGES,
-        triton=triton,
-        pytorch=pytorch,
-        pip_extra=list(recipe.pip_extra),
-        overlay=overlay,
-        env=sorted(recipe.env.items()),
-        apt_packages=list(recipe.apt_packages),
-    )
+    env.filters["dockerfile"] = dockerfile_value
+    template = env.get_template("Dockerfile.j2")
+    try:
+        return template.render(
+            recipe_name=recipe.name,
+            platform=recipe.platform,
+            arch=list(recipe.arch),
+            base_name=recipe.base_image.name,
+            from_ref=from_ref or recipe.base_image.reference,
+            root=ROOT_IN_IMAGE,
+            removed_packages=REMOVED_PACKAGES,
+            triton=triton,
+            pytorch=pytorch,
+            pip_extra=list(recipe.pip_extra),
+            overlay=overlay,
+            env=sorted(recipe.env.items()),
+            apt_packages=list(recipe.apt_packages),
+        )
+    except UnsafeValue as exc:
+        raise UserError(f"{recipe.path}: cannot render the Dockerfile: {exc}") from None
 
 
 def _clone_path(recipe: Recipe, key: str, explicit: Path | None) -> Path:
