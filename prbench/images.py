@@ -30,12 +30,12 @@ import jinja2
 
 import prbench
 from analysis.errors import UserError
+from prbench.dockerfile_quote import UnsafeValue, dockerfile_value
 from prbench.pins import TritonPin, open_repo, resolve_commit, triton_pin
-from prbench.recipes import BaseImage, Recipe
+from prbench.recipes import BaseImage, Recipe, is_pinned_reference, resolve_patch_entry
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES_DIR = PROJECT_ROOT / "docker"
-PATCHES_DIR = PROJECT_ROOT / "patches"
 CHECK_SCRIPT = TEMPLATES_DIR / "check_environment.py"
 IMAGE_REPO = "prbench"
 ROOT_IN_IMAGE = "/opt/prbench"
@@ -196,7 +196,7 @@ def plan_build(
         merge_base = resolve_commit(pt_repo, merge_base, "--merge-base")
     jobs = max_jobs or recipe.max_jobs
     build_args = {"MAX_JOBS": str(jobs)} if jobs else {}
-    patches = tuple(_patch_file(entry, recipe.path.parent) for entry in recipe.patches)
+    patches = tuple(_patch_file(entry, f"{recipe.path}: key 'patches'") for entry in recipe.patches)
     dockerfile = render_dockerfile(recipe, pytorch, triton, overlay=overlay is not None)
     needs_registry = bool(recipe.pip_extra or recipe.apt_packages or pytorch.requirements or triton.requirements)
     return BuildPlan(
@@ -219,7 +219,12 @@ def plan_build(
 
 def render_dockerfile(recipe: Recipe, pytorch: SourceTree, triton: SourceTree, overlay: bool = False,
                       from_ref: str | None = None) -> str:
-    """The Dockerfile for a recipe. ``from_ref`` replaces ``repo@digest`` for a base known only by image id."""
+    """The Dockerfile for a recipe. ``from_ref`` replaces ``repo@digest`` for a base known only by image id.
+
+    Every value reaches the text through the ``dockerfile(kind)`` filter (``prbench.dockerfile_quote``), so a
+    recipe that slipped past validation still cannot add an instruction or a shell command; a value no
+    quoting can carry (a newline in a package name) is a one-line error naming the recipe.
+    """
     assert recipe.base_image is not None
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
@@ -227,23 +232,26 @@ def render_dockerfile(recipe: Recipe, pytorch: SourceTree, triton: SourceTree, o
         keep_trailing_newline=True,
         autoescape=False,  # Dockerfiles are not HTML  # noqa: S701
     )
-    env.filters["shell_quote"] = shlex.quote
-    env.filters["env_quote"] = lambda v: json.dumps(str(v))
-    return env.get_template("Dockerfile.j2").render(
-        recipe_name=recipe.name,
-        platform=recipe.platform,
-        arch=list(recipe.arch),
-        base_name=recipe.base_image.name,
-        from_ref=from_ref or recipe.base_image.reference,
-        root=ROOT_IN_IMAGE,
-        removed_packages=REMOVED_PACKAGES,
-        triton=triton,
-        pytorch=pytorch,
-        pip_extra=list(recipe.pip_extra),
-        overlay=overlay,
-        env=sorted(recipe.env.items()),
-        apt_packages=list(recipe.apt_packages),
-    )
+    env.filters["dockerfile"] = dockerfile_value
+    template = env.get_template("Dockerfile.j2")
+    try:
+        return template.render(
+            recipe_name=recipe.name,
+            platform=recipe.platform,
+            arch=list(recipe.arch),
+            base_name=recipe.base_image.name,
+            from_ref=from_ref or recipe.base_image.reference,
+            root=ROOT_IN_IMAGE,
+            removed_packages=REMOVED_PACKAGES,
+            triton=triton,
+            pytorch=pytorch,
+            pip_extra=list(recipe.pip_extra),
+            overlay=overlay,
+            env=sorted(recipe.env.items()),
+            apt_packages=list(recipe.apt_packages),
+        )
+    except UnsafeValue as exc:
+        raise UserError(f"{recipe.path}: cannot render the Dockerfile: {exc}") from None
 
 
 def _clone_path(recipe: Recipe, key: str, explicit: Path | None) -> Path:
@@ -283,17 +291,11 @@ def _triton_tree(repo: git.Repo, commit: str) -> SourceTree:
     return SourceTree("triton", Path(repo.working_dir), commit, install_dir=install_dir, requirements=requirements)
 
 
-def _patch_file(entry: str, recipe_dir: Path) -> PatchFile:
-    """A recipe ``patches`` entry ``"<tree>:<patch>"``: the tree it applies to (pytorch or triton) and the
-    patch, a name in patches/ or a path (relative to the recipe's folder)."""
-    from prbench import patches as patch_tool
-
-    target, sep, name = entry.partition(":")
-    if not sep or target not in ("pytorch", "triton") or not name:
-        raise UserError(f"recipe patches: {entry!r}: expected 'pytorch:<patch>' or 'triton:<patch>'")
-    local = Path(name) if Path(name).is_absolute() else recipe_dir / name
-    path = local if local.is_file() else patch_tool.find_patch(name)
-    return PatchFile(name=entry, path=path.resolve(), target=target, sha256=_sha256_file(path))
+def _patch_file(entry: str, where: str) -> PatchFile:
+    """A recipe ``patches`` entry ``"<tree>:<path in patches/>"``: the tree it applies to (pytorch or triton)
+    and the patch file, resolved by the same rule the recipe was validated with (inside patches/ only)."""
+    target, path = resolve_patch_entry(entry, where)
+    return PatchFile(name=entry, path=path, target=target, sha256=_sha256_file(path))
 
 
 def _sha256_file(path: Path) -> str:
@@ -358,6 +360,7 @@ def resolve_base(client, base: BaseImage, pull: bool, emit: Emit) -> ResolvedBas
     A registry image is found by its repo digest. An image made locally (``docker import``) has no repo
     digest; it is pinned by its image id, and the Dockerfile then builds FROM that id.
     """
+    _check_base(base)
     image = image_present(client, base.reference)
     from_ref = base.reference
     if image is None:
@@ -370,16 +373,25 @@ def resolve_base(client, base: BaseImage, pull: bool, emit: Emit) -> ResolvedBas
         _pull_by_digest(client, base)
         image, from_ref = image_present(client, base.reference), base.reference
     if image is None:
+        # The reference was validated above, and is shell-quoted anyway: the user may paste this line.
         raise UserError(
             f"base image {base.reference} ({base.name}) is not present locally; "
-            f"run 'docker pull {base.reference}' or pass --pull"
+            f"pass --pull, or run: docker pull {shlex.quote(base.reference)}"
         )
     return ResolvedBase(from_ref=from_ref, image_id=image.id, repo_digests=tuple(image.attrs.get("RepoDigests") or ()))
+
+
+def _check_base(base: BaseImage) -> None:
+    """Recipes are validated on load; a BaseImage built any other way is checked before it reaches Docker."""
+    if not is_pinned_reference(base.reference):
+        raise UserError(f"base image {base.reference!r}: not an image name pinned by digest "
+                        "(repository@sha256:<64 hex>)")
 
 
 def _pull_by_digest(client, base: BaseImage) -> None:
     import docker
 
+    _check_base(base)
     repo = base.reference.split("@", 1)[0]
     try:
         client.images.pull(repo, tag=base.digest)
@@ -443,7 +455,7 @@ def export_tree(repo: git.Repo, commit: str, dest: Path, what: str) -> None:
         with tarfile.open(fileobj=archive) as tar:
             tar.extractall(dest, filter="tar")
     for item in repo.commit(commit).tree.traverse():
-        if getattr(item, "type", "") != "submodule":
+        if not isinstance(item, git.Submodule):
             continue
         sub_path = Path(repo.working_dir) / item.path
         try:

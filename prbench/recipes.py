@@ -3,6 +3,11 @@
 A recipe names the platform, the base image (by digest for Docker recipes), the GPU architectures, the
 Triton and PyTorch sources and commits, extra pip pins, environment variables, Inductor config and patches.
 Every validation failure is a one-line ``UserError`` naming the file and the key.
+
+Recipes are shared files, so they are untrusted input: their values reach ``FROM``/``RUN``/``ENV`` lines of a
+Dockerfile built with host networking, a shell, pip and apt. Each value is therefore checked against the
+grammar of what it names (an image reference, a Debian package, a pip requirement, a file in ``patches/``),
+not merely its type. Rendering quotes every value again (``prbench.dockerfile_quote``): either wall holds alone.
 """
 
 from __future__ import annotations
@@ -11,9 +16,12 @@ import hashlib
 import json
 import re
 import tomllib
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 from analysis.errors import UserError
 
@@ -21,10 +29,90 @@ PLATFORMS = ("cpu", "cuda", "rocm")
 RUNNERS = ("local", "docker")
 FROM_PYTORCH_PIN = "from-pytorch-pin"
 INSTALLED = "installed"
+PATCH_TARGETS = ("pytorch", "triton")
 
-_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# fullmatch everywhere below: ``re.match(r"^...$")`` accepts a trailing newline, which is exactly the injection.
+_SHA_RE = re.compile(r"[0-9a-f]{40}")
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# Image references, written from the grammar in the distribution/reference package (docker/distribution):
+#   name            := [domain '/'] remote-name
+#   domain          := host [':' port-number]
+#   host            := domain-name | IPv4address | '[' IPv6address ']'
+#   domain-name     := domain-component ['.' domain-component]*
+#   domain-component:= /([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])/
+#   remote-name     := path-component ['/' path-component]*
+#   path-component  := alpha-numeric [separator alpha-numeric]*
+#   alpha-numeric   := /[a-z0-9]+/
+#   separator       := /[_.]|__|[-]+/
+#   tag             := /[\w][\w.-]{0,127}/
+# Docker reads the first component as a registry only when it has a '.' or a ':' port or is 'localhost'
+# ("rocm/pytorch" is Docker Hub's rocm/pytorch), so the domain alternative requires one of those; anything
+# else must be a lower-case path component. The digest is not part of base_image.name: it has its own key.
+_ALPHA_NUMERIC = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[_.]|__|-+)"
+_PATH_COMPONENT = rf"{_ALPHA_NUMERIC}(?:{_SEPARATOR}{_ALPHA_NUMERIC})*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_PORT = r":[0-9]+"
+_DOMAIN = (
+    rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})+(?:{_PORT})?"  # registry.example.com[:5000]
+    rf"|{_DOMAIN_COMPONENT}{_PORT}"  # myregistry:5000, localhost:5000
+    r"|localhost"
+    rf"|\[[0-9a-fA-F:]+\](?:{_PORT})?)"  # [::1]:5000
+)
+_REPOSITORY = rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"  # \w in Go's RE2 is ASCII-only
+IMAGE_NAME_RE = re.compile(rf"{_REPOSITORY}(?::{_TAG})?")
+# What the builder pulls and builds FROM: repository@digest (the tag dropped), or a local image id.
+PINNED_REFERENCE_RE = re.compile(rf"{_REPOSITORY}@{DIGEST_RE.pattern}|{DIGEST_RE.pattern}")
+_NAME_MAX = 255  # distribution/reference's NameTotalLengthMax
+# A docker recipe's name becomes the image repository prbench/<name>, so it must be one path component.
+RECIPE_IMAGE_NAME_RE = re.compile(_PATH_COMPONENT)
+
+# GPU architectures as the build reads them. CUDA: TORCH_CUDA_ARCH_LIST entries (compute capability with an
+# optional arch-specific 'a' or family 'f' suffix and '+PTX'); it does not take sm_90. ROCm: the LLVM AMDGPU
+# processor names PYTORCH_ROCM_ARCH takes (gfx90a, gfx942, gfx950, gfx1100).
+_CUDA_ARCH_RE = re.compile(r"[0-9]{1,2}\.[0-9][af]?(?:\+PTX)?")
+_ROCM_ARCH_RE = re.compile(r"gfx[0-9][0-9a-f]{1,3}")
+_SM_ARCH_RE = re.compile(r"sm_(?P<major>[0-9]{1,2})(?P<minor>[0-9])(?P<suffix>[af]?)")
+_ARCH_RULES: dict[str, tuple[tuple[re.Pattern[str], ...], str]] = {
+    "cuda": ((_CUDA_ARCH_RE,), "a CUDA compute capability as TORCH_CUDA_ARCH_LIST takes it (like 9.0 or 9.0a)"),
+    "rocm": ((_ROCM_ARCH_RE,), "an AMD GPU architecture (like gfx942 or gfx90a)"),
+    "cpu": ((_CUDA_ARCH_RE, _ROCM_ARCH_RE), "a GPU architecture (like 9.0 or gfx942)"),
+}
+
+# Debian policy: a package name is [a-z0-9][a-z0-9+.-]+; a version is [epoch:]upstream[-revision] where the
+# upstream part starts with a digit and uses alphanumerics and . + ~ - only.
+_APT_RE = re.compile(r"[a-z0-9][a-z0-9+.-]+(?:=(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*)?")
+
+
+def control_characters(text: str) -> list[str]:
+    """The characters of ``text`` that would break a line or a terminal: C0/C1 controls (newline, NUL, ESC)
+    and the Unicode line and paragraph separators."""
+    return [ch for ch in text if unicodedata.category(ch) in ("Cc", "Zl", "Zp")]
+
+
+def _repository(name: str) -> str:
+    """The image name without its tag; a ':' before the last '/' is a registry port, not a tag."""
+    return name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+
+
+def is_image_name(name: str) -> bool:
+    """Whether ``name`` is an image reference without a digest (``[registry/]path[:tag]``)."""
+    # The length check first bounds the regex's work; the repository alone is limited to 255 characters.
+    return len(name) <= _NAME_MAX + 129 and bool(IMAGE_NAME_RE.fullmatch(name)) and len(_repository(name)) <= _NAME_MAX
+
+
+def is_pinned_reference(reference: str) -> bool:
+    """Whether ``reference`` is what a build may pull or build FROM: ``repository@sha256:<hex>`` or an image id."""
+    return len(reference) <= _NAME_MAX + 72 and bool(PINNED_REFERENCE_RE.fullmatch(reference))
+
+
+def _show(key: str) -> str:
+    """A key as it appears in a message: quoted, with any newline escaped so the message stays one line."""
+    return repr(key)
+
 
 _TOP_KEYS = {
     "description", "platform", "runner", "base_image", "arch", "triton", "pytorch", "pip", "env",
@@ -47,8 +135,7 @@ class BaseImage:
     @property
     def reference(self) -> str:
         """``repo@sha256:...``: the only form we ever pull or build FROM, so a moving tag cannot change it."""
-        repo = self.name.rsplit(":", 1)[0] if ":" in self.name.rsplit("/", 1)[-1] else self.name
-        return f"{repo}@{self.digest}"
+        return f"{_repository(self.name)}@{self.digest}"
 
 
 @dataclass(frozen=True)
@@ -122,6 +209,8 @@ def list_recipes(recipes_dir: Path) -> list[Recipe]:
 
 
 def parse_recipe(raw: dict[str, Any], path: Path) -> Recipe:
+    if control_characters(path.name):  # before any message prints the path
+        raise UserError(f"{str(path)!r}: the recipe's file name has control characters")
     check = _Checker(path)
     check.known_keys(raw, _TOP_KEYS, "")
     for section, keys in _SECTION_KEYS.items():
@@ -130,16 +219,23 @@ def parse_recipe(raw: dict[str, Any], path: Path) -> Recipe:
 
     platform = check.choice(raw, "platform", PLATFORMS)
     runner = check.choice(raw, "runner", RUNNERS, default="local" if platform == "cpu" else "docker")
+    if runner == "docker":
+        _check_image_name(path)
     base_image = _parse_base_image(raw, check, docker=runner == "docker")
     triton = _parse_source(raw, check, "triton", allow_pin=True, docker=runner == "docker")
     pytorch = _parse_source(raw, check, "pytorch", allow_pin=False, docker=runner == "docker")
     env = {k: check.env_value(k, v) for k, v in check.table(raw, "env").items()}
-    arch = tuple(check.str_list(raw, "arch"))
+    arch = _parse_arch(raw, check, platform)
     if runner == "docker" and platform != "cpu" and not arch:
         raise UserError(f"{path}: key 'arch': a {platform} recipe needs at least one GPU architecture")
     max_jobs = check.table(raw, "build").get("max_jobs")
     if max_jobs is not None and (isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1):
         raise UserError(f"{path}: key 'build.max_jobs': expected a positive integer, got {max_jobs!r}")
+    inductor_config = dict(check.table(raw, "inductor_config"))
+    if inductor_config:  # only then: checking names and types imports torch's Inductor config (1-2 s)
+        from prbench.inductor_options import check_inductor_config
+
+        check_inductor_config(inductor_config, f"{path}: key 'inductor_config'")
     return Recipe(
         name=path.stem,
         path=path,
@@ -150,13 +246,23 @@ def parse_recipe(raw: dict[str, Any], path: Path) -> Recipe:
         arch=arch,
         triton=triton,
         pytorch=pytorch,
-        pip_extra=tuple(check.str_list(check.table(raw, "pip"), "extra", prefix="pip.")),
+        pip_extra=_parse_pip_extra(raw, check),
         env=env,
-        inductor_config=dict(check.table(raw, "inductor_config")),
-        patches=tuple(check.str_list(raw, "patches")),
+        inductor_config=inductor_config,
+        patches=_parse_patches(raw, check),
         max_jobs=max_jobs,
-        apt_packages=tuple(check.str_list(check.table(raw, "build"), "apt", prefix="build.")),
+        apt_packages=_parse_apt(raw, check),
     )
+
+
+def _check_image_name(path: Path) -> None:
+    """A docker recipe's file name names its image, prbench/<name>:<hash>."""
+    name = path.stem
+    if not RECIPE_IMAGE_NAME_RE.fullmatch(name):
+        raise UserError(
+            f"{path}: the recipe name {name!r} (its file name) names the image prbench/<name>; use lower-case "
+            "letters and digits separated by '.', '_' or '-' (like rocm7-mi300)"
+        )
 
 
 def _parse_base_image(raw: dict[str, Any], check: _Checker, docker: bool) -> BaseImage | None:
@@ -166,6 +272,13 @@ def _parse_base_image(raw: dict[str, Any], check: _Checker, docker: bool) -> Bas
         return None
     table = check.table(raw, "base_image")
     name = check.string(table, "name", prefix="base_image.")
+    if "@" in name:
+        raise UserError(f"{check.path}: key 'base_image.name': give the tag here and the digest in 'digest'")
+    if not is_image_name(name):
+        raise UserError(
+            f"{check.path}: key 'base_image.name': expected an image name like rocm/pytorch:tag or "
+            f"registry.example.com:5000/team/image:tag (lower-case path, optional tag, no digest), got {name!r}"
+        )
     digest = table.get("digest")
     if digest is None:
         if docker:
@@ -174,10 +287,8 @@ def _parse_base_image(raw: dict[str, Any], check: _Checker, docker: bool) -> Bas
                 "pin it as sha256:<64 hex> so a moving tag cannot change the environment"
             )
         return None
-    if not isinstance(digest, str) or not _DIGEST_RE.match(digest):
+    if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
         raise UserError(f"{check.path}: key 'base_image.digest': expected sha256:<64 hex>, got {digest!r}")
-    if "@" in name:
-        raise UserError(f"{check.path}: key 'base_image.name': give the tag here and the digest in 'digest'")
     return BaseImage(name=name, digest=digest)
 
 
@@ -190,7 +301,7 @@ def _parse_source(raw: dict[str, Any], check: _Checker, key: str, allow_pin: boo
     source = check.string(table, "source", prefix=f"{key}.")
     commit = check.string(table, "commit", prefix=f"{key}.")
     allowed = {INSTALLED} | ({FROM_PYTORCH_PIN} if allow_pin else set())
-    if commit not in allowed and not _SHA_RE.match(commit):
+    if commit not in allowed and not _SHA_RE.fullmatch(commit):
         extra = f" or '{FROM_PYTORCH_PIN}'" if allow_pin else ""
         raise UserError(f"{check.path}: key '{key}.commit': expected a full 40-hex commit SHA{extra}, got {commit!r}")
     if docker and commit == INSTALLED:
@@ -198,8 +309,94 @@ def _parse_source(raw: dict[str, Any], check: _Checker, key: str, allow_pin: boo
     return SourcePin(source=source, commit=commit)
 
 
+def _parse_arch(raw: dict[str, Any], check: _Checker, platform: str) -> tuple[str, ...]:
+    patterns, expected = _ARCH_RULES[platform]
+    arch = check.str_list(raw, "arch")
+    for i, name in enumerate(arch):
+        if not any(p.fullmatch(name) for p in patterns):
+            raise UserError(f"{check.path}: key 'arch[{i}]': expected {expected}, got {name!r}{_arch_hint(name)}")
+    return tuple(arch)
+
+
+def _arch_hint(name: str) -> str:
+    """sm_90 is how nvcc spells 9.0, and the most likely slip in a CUDA recipe."""
+    sm = _SM_ARCH_RE.fullmatch(name)
+    return f" (write it as {sm['major']}.{sm['minor']}{sm['suffix']})" if sm else ""
+
+
+def _parse_apt(raw: dict[str, Any], check: _Checker) -> tuple[str, ...]:
+    packages = check.str_list(check.table(raw, "build"), "apt", prefix="build.")
+    for i, package in enumerate(packages):
+        if not _APT_RE.fullmatch(package):
+            raise UserError(
+                f"{check.path}: key 'build.apt[{i}]': expected a Debian package name "
+                f"(like curl or python3-dev=3.11.2-1), got {package!r}"
+            )
+    return tuple(packages)
+
+
+def _parse_pip_extra(raw: dict[str, Any], check: _Checker) -> tuple[str, ...]:
+    entries = check.str_list(check.table(raw, "pip"), "extra", prefix="pip.")
+    for i, entry in enumerate(entries):
+        problem = _requirement_problem(entry)
+        if problem:
+            raise UserError(f"{check.path}: key 'pip.extra[{i}]': {problem}, got {entry!r}")
+    return tuple(entries)
+
+
+def _requirement_problem(entry: str) -> str | None:
+    """Why ``entry`` is not a plain requirement specifier, or None. Options (``--index-url=...``) would turn
+    pip against another index, and a direct URL would fetch code no lock can pin."""
+    expected = "expected a requirement like transformers==4.57.1 or numpy[extra]>=2; python_version>='3.10'"
+    if entry.lstrip().startswith("-"):
+        return f"{expected} (a pip option is not allowed)"
+    try:
+        requirement = Requirement(entry)
+    except InvalidRequirement:
+        return expected
+    if requirement.url:
+        return f"{expected} (a direct URL reference 'name @ url' is not allowed)"
+    return None
+
+
+def resolve_patch_entry(entry: str, where: str, patches_dir: Path | None = None) -> tuple[str, Path]:
+    """A ``patches`` entry ``"<target>:<path inside patches/>"``: its target tree and the resolved patch file.
+
+    The path must stay inside the repository's ``patches/`` after resolving symlinks: a recipe is a shared file,
+    and its patches are applied to the source tree that is built and run.
+    """
+    from prbench import patches as patch_tool  # the module attribute, looked up now, so tests can move it
+
+    root = (patches_dir or patch_tool.PATCHES_DIR).resolve()
+    target, sep, name = entry.partition(":")
+    if not sep or target not in PATCH_TARGETS or not name:
+        raise UserError(f"{where}: expected 'pytorch:<file in patches/>' or 'triton:<file in patches/>', got {entry!r}")
+    relative = Path(name)
+    if relative.is_absolute():
+        raise UserError(f"{where}: {entry!r} is an absolute path; give a path relative to {root}")
+    if ".." in relative.parts:
+        raise UserError(f"{where}: {entry!r} climbs out with '..'; give a path inside {root}")
+    path = (root / relative).resolve()
+    if not path.is_relative_to(root):
+        raise UserError(f"{where}: {entry!r} resolves outside {root} (through a symlink)")
+    if not path.is_file():
+        raise UserError(f"{where}: {entry!r}: no such file in {root}")
+    return target, path
+
+
+def _parse_patches(raw: dict[str, Any], check: _Checker) -> tuple[str, ...]:
+    entries = check.str_list(raw, "patches")
+    for i, entry in enumerate(entries):
+        resolve_patch_entry(entry, f"{check.path}: key 'patches[{i}]'")
+    return tuple(entries)
+
+
 class _Checker:
-    """Small typed accessors that turn a wrong type into a one-line error naming file and key."""
+    """Small typed accessors that turn a wrong type into a one-line error naming file and key.
+
+    Every string they hand out is free of control characters: none of them has a reason to hold a newline,
+    NUL or escape sequence, and each such character is a way to break a Dockerfile line or a one-line message.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -208,7 +405,7 @@ class _Checker:
         for key in table:
             if key not in allowed:
                 where = f"{section}.{key}" if section else key
-                raise UserError(f"{self.path}: unknown key '{where}' (allowed: {', '.join(sorted(allowed))})")
+                raise UserError(f"{self.path}: unknown key {_show(where)} (allowed: {', '.join(sorted(allowed))})")
 
     def table(self, raw: dict[str, Any], key: str) -> dict[str, Any]:
         value = raw.get(key, {})
@@ -224,6 +421,7 @@ class _Checker:
         value = raw[key]
         if not isinstance(value, str) or not value.strip():
             raise UserError(f"{self.path}: key '{prefix}{key}': expected a non-empty string, got {value!r}")
+        self.no_control_characters(f"{prefix}{key}", value)
         return value
 
     def choice(self, raw: dict[str, Any], key: str, options: tuple[str, ...], default: str | None = None) -> str:
@@ -236,11 +434,22 @@ class _Checker:
         value = raw.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise UserError(f"{self.path}: key '{prefix}{key}': expected a list of strings, got {value!r}")
+        for i, item in enumerate(value):
+            self.no_control_characters(f"{prefix}{key}[{i}]", item)
         return value
 
     def env_value(self, name: str, value: Any) -> str:
-        if not _ENV_NAME_RE.match(name):
-            raise UserError(f"{self.path}: key 'env.{name}': not a valid environment variable name")
+        if not ENV_NAME_RE.fullmatch(name):
+            raise UserError(f"{self.path}: key {_show('env.' + name)}: not a valid environment variable name")
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise UserError(f"{self.path}: key 'env.{name}': expected a string or number, got {value!r}")
+        self.no_control_characters(f"env.{name}", str(value))
         return str(value)
+
+    def no_control_characters(self, key: str, value: str) -> None:
+        found = control_characters(value)
+        if found:
+            raise UserError(
+                f"{self.path}: key {_show(key)}: control characters ({', '.join(map(repr, sorted(set(found))))}) "
+                f"are not allowed, got {value!r}"
+            )

@@ -118,14 +118,14 @@ def test_mi350_dockerfile_builds_triton_then_hipified_pytorch_for_gfx950() -> No
     assert text.index("build_amd.py") < text.rindex("--no-build-isolation -v -e .")
     assert runs[-1].startswith("RUN python3 /opt/prbench/build/check_environment.py --one-triton")
     assert 'ENV AMDGCN_USE_BUFFER_OPS="1"' in text
-    assert "pip install transformers==4.57.1" in text
+    assert "pip install -- transformers==4.57.1" in text  # "--": a pin can never be read as a pip option
 
 
 def test_cuda_dockerfile_sets_arch_list_and_installs_python_first() -> None:
     text = _render("cuda-h100")
     assert 'TORCH_CUDA_ARCH_LIST="9.0"' in text
     assert "build_amd.py" not in text and "PYTORCH_ROCM_ARCH" not in text
-    assert text.index("apt-get install -y --no-install-recommends python3 ") < text.index("pip uninstall")
+    assert text.index("apt-get install -y --no-install-recommends -- python3 ") < text.index("pip uninstall")
     assert "RUN python3 -m pip install --no-build-isolation -v -e ." in text
 
 

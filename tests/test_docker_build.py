@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from docker_support import (
 )
 
 from prbench.images import build_image, plan_build
+from prbench.patches import PATCHES_DIR
 from prbench.recipes import load_recipe
 
 pytestmark = pytest.mark.docker
@@ -160,13 +162,17 @@ def test_build_failing_half_way_keeps_the_log_and_earlier_images(workspace: Work
     assert client.images.get(good_tag)  # nothing lost
 
 
-def test_patch_that_no_longer_applies_names_patch_and_file(workspace: Workspace, client, tmp_path: Path) -> None:
-    patch = tmp_path / "drifted.patch"
+def test_patch_that_no_longer_applies_names_patch_and_file(workspace: Workspace, client) -> None:
+    # A recipe's patches come from patches/ only, so the drifted patch is put there for the test.
+    patch = PATCHES_DIR / f"drifted-{uuid.uuid4().hex[:8]}.patch"
     patch.write_text("--- a/setup.py\n+++ b/setup.py\n@@ -1,2 +1,2 @@\n-a line upstream removed long ago\n"
                      "+its replacement\n context that is not there either\n")
-    recipe = write_recipe("bookworm-cpu.toml", workspace.root, digest=base_image_id(client), name="drift.toml",
-                          pytorch_commit=workspace.standins.pytorch_commit)
-    recipe.write_text(f'patches = ["pytorch:{patch}"]\n' + recipe.read_text())
-    result = invoke("build", "--recipe", str(recipe), "--runs-dir", str(workspace.runs))
+    try:
+        recipe = write_recipe("bookworm-cpu.toml", workspace.root, digest=base_image_id(client), name="drift.toml",
+                              pytorch_commit=workspace.standins.pytorch_commit)
+        recipe.write_text(f'patches = ["pytorch:{patch.name}"]\n' + recipe.read_text())
+        result = invoke("build", "--recipe", str(recipe), "--runs-dir", str(workspace.runs))
+    finally:
+        patch.unlink()
     line = _one_line_error(result)
-    assert "patch drifted.patch does not apply to setup.py" in line
+    assert f"patch {patch.name} does not apply to setup.py" in line

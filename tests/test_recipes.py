@@ -2,59 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
+from recipe_support import DIGEST, RECIPES_DIR, docker_recipe, drop_key, load_error, set_key, to_toml, write
 
 from analysis.errors import UserError
 from prbench.recipes import FROM_PYTORCH_PIN, INSTALLED, list_recipes, load_recipe
 
-RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 SHIPPED = sorted(RECIPES_DIR.glob("*.toml"))
-
-SHA = "0123456789abcdef0123456789abcdef01234567"
-DIGEST = "sha256:" + "ab" * 32
-
-
-def docker_recipe() -> dict[str, Any]:
-    """A valid ROCm Docker recipe, as the user would write it."""
-    return {
-        "description": "ROCm 7 on MI300",
-        "platform": "rocm",
-        "arch": ["gfx942"],
-        "base_image": {"name": "rocm/pytorch:rocm7.0_ubuntu22.04_py3.10_pytorch_release_2.8.0", "digest": DIGEST},
-        "triton": {"source": "https://github.com/triton-lang/triton.git", "commit": FROM_PYTORCH_PIN},
-        "pytorch": {"source": "https://github.com/pytorch/pytorch.git", "commit": SHA},
-        "env": {"AMDGCN_USE_BUFFER_OPS": "1"},
-        "build": {"max_jobs": 8},
-    }
-
-
-def to_toml(data: dict[str, Any]) -> str:
-    """Enough TOML for these tests: scalars and lists (JSON syntax is valid TOML for them), then tables."""
-    lines = [f"{k} = {json.dumps(v)}" for k, v in data.items() if not isinstance(v, dict)]
-    for key, table in data.items():
-        if isinstance(table, dict):
-            lines.append(f"[{key}]")
-            lines += [f"{json.dumps(k)} = {json.dumps(v)}" for k, v in table.items()]
-    return "\n".join(lines) + "\n"
-
-
-def write(tmp_path: Path, data: dict[str, Any] | str, name: str = "mine") -> Path:
-    path = tmp_path / f"{name}.toml"
-    path.write_text(data if isinstance(data, str) else to_toml(data), encoding="utf-8")
-    return path
-
-
-def load_error(path: Path) -> str:
-    with pytest.raises(UserError) as info:
-        load_recipe(str(path), path.parent)
-    message = str(info.value)
-    assert "\n" not in message, f"error is not one line: {message!r}"
-    assert str(path) in message, f"error does not name the file: {message!r}"
-    return message
 
 
 # --- the recipes we ship ---------------------------------------------------------------------------------
@@ -126,51 +82,33 @@ def test_content_hash_follows_meaning_not_formatting(tmp_path: Path) -> None:
 # --- one-line errors naming the file and the key ---------------------------------------------------------
 
 
-def _set(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
-    *tables, leaf = dotted.split(".")
-    node = data
-    for t in tables:
-        node = node.setdefault(t, {})
-    node[leaf] = value
-    return data
-
-
-def _drop(data: dict[str, Any], dotted: str) -> dict[str, Any]:
-    *tables, leaf = dotted.split(".")
-    node = data
-    for t in tables:
-        node = node[t]
-    del node[leaf]
-    return data
-
-
 BAD = {
     # name: (edit of a valid docker recipe, fragments the message must hold)
-    "unknown top-level key": (lambda d: _set(d, "colour", "red"), ["unknown key 'colour'"]),
-    "unknown key in a table": (lambda d: _set(d, "pytorch.branch", "main"), ["unknown key 'pytorch.branch'"]),
-    "short SHA": (lambda d: _set(d, "pytorch.commit", "0123abc"), ["'pytorch.commit'", "40-hex", "'0123abc'"]),
-    "branch name as commit": (lambda d: _set(d, "triton.commit", "main"), ["'triton.commit'", FROM_PYTORCH_PIN]),
-    "tag without digest": (lambda d: _drop(d, "base_image.digest"), ["'base_image.digest'", "tag without a digest"]),
-    "malformed digest": (lambda d: _set(d, "base_image.digest", "sha256:abc"), ["'base_image.digest'", "64 hex"]),
+    "unknown top-level key": (lambda d: set_key(d, "colour", "red"), ["unknown key 'colour'"]),
+    "unknown key in a table": (lambda d: set_key(d, "pytorch.branch", "main"), ["unknown key 'pytorch.branch'"]),
+    "short SHA": (lambda d: set_key(d, "pytorch.commit", "0123abc"), ["'pytorch.commit'", "40-hex", "'0123abc'"]),
+    "branch name as commit": (lambda d: set_key(d, "triton.commit", "main"), ["'triton.commit'", FROM_PYTORCH_PIN]),
+    "tag without digest": (lambda d: drop_key(d, "base_image.digest"), ["'base_image.digest'", "tag without a digest"]),
+    "malformed digest": (lambda d: set_key(d, "base_image.digest", "sha256:abc"), ["'base_image.digest'", "64 hex"]),
     "digest in the name": (
-        lambda d: _set(d, "base_image.name", f"rocm/pytorch@{DIGEST}"), ["'base_image.name'", "digest"]),
-    "no base image": (lambda d: _drop(d, "base_image"), ["'base_image'", "docker recipe needs a base image"]),
-    "installed torch in docker": (lambda d: _set(d, "pytorch.commit", INSTALLED), ["'pytorch.commit'", "local"]),
-    "GPU recipe without arch": (lambda d: _drop(d, "arch"), ["'arch'", "GPU architecture"]),
-    "missing platform": (lambda d: _drop(d, "platform"), ["missing key 'platform'"]),
-    "unknown platform": (lambda d: _set(d, "platform", "tpu"), ["'platform'", "cpu, cuda, rocm", "'tpu'"]),
-    "unknown runner": (lambda d: _set(d, "runner", "k8s"), ["'runner'", "local, docker"]),
-    "platform not a string": (lambda d: _set(d, "platform", 3), ["'platform'", "non-empty string"]),
-    "arch not a list": (lambda d: _set(d, "arch", "gfx942"), ["'arch'", "list of strings"]),
-    "pip extra not strings": (lambda d: _set(d, "pip", {"extra": [1, 2]}), ["'pip.extra'", "list of strings"]),
-    "section not a table": (lambda d: _set(d, "pytorch", "main"), ["'pytorch'", "expected a table"]),
-    "env value a list": (lambda d: _set(d, "env.HIP_VISIBLE_DEVICES", [0, 1]), ["'env.HIP_VISIBLE_DEVICES'"]),
-    "env value a boolean": (lambda d: _set(d, "env.FLAG", True), ["'env.FLAG'", "string or number"]),
-    "env name invalid": (lambda d: _set(d, "env.BAD-NAME", "1"), ["'env.BAD-NAME'", "environment variable"]),
-    "max_jobs zero": (lambda d: _set(d, "build.max_jobs", 0), ["'build.max_jobs'", "positive integer"]),
-    "max_jobs a string": (lambda d: _set(d, "build.max_jobs", "8"), ["'build.max_jobs'", "positive integer"]),
-    "apt packages not a list": (lambda d: _set(d, "build.apt", "python3"), ["'build.apt'", "list of strings"]),
-    "max_jobs a boolean": (lambda d: _set(d, "build.max_jobs", True), ["'build.max_jobs'", "positive integer"]),
+        lambda d: set_key(d, "base_image.name", f"rocm/pytorch@{DIGEST}"), ["'base_image.name'", "digest"]),
+    "no base image": (lambda d: drop_key(d, "base_image"), ["'base_image'", "docker recipe needs a base image"]),
+    "installed torch in docker": (lambda d: set_key(d, "pytorch.commit", INSTALLED), ["'pytorch.commit'", "local"]),
+    "GPU recipe without arch": (lambda d: drop_key(d, "arch"), ["'arch'", "GPU architecture"]),
+    "missing platform": (lambda d: drop_key(d, "platform"), ["missing key 'platform'"]),
+    "unknown platform": (lambda d: set_key(d, "platform", "tpu"), ["'platform'", "cpu, cuda, rocm", "'tpu'"]),
+    "unknown runner": (lambda d: set_key(d, "runner", "k8s"), ["'runner'", "local, docker"]),
+    "platform not a string": (lambda d: set_key(d, "platform", 3), ["'platform'", "non-empty string"]),
+    "arch not a list": (lambda d: set_key(d, "arch", "gfx942"), ["'arch'", "list of strings"]),
+    "pip extra not strings": (lambda d: set_key(d, "pip", {"extra": [1, 2]}), ["'pip.extra'", "list of strings"]),
+    "section not a table": (lambda d: set_key(d, "pytorch", "main"), ["'pytorch'", "expected a table"]),
+    "env value a list": (lambda d: set_key(d, "env.HIP_VISIBLE_DEVICES", [0, 1]), ["'env.HIP_VISIBLE_DEVICES'"]),
+    "env value a boolean": (lambda d: set_key(d, "env.FLAG", True), ["'env.FLAG'", "string or number"]),
+    "env name invalid": (lambda d: set_key(d, "env.BAD-NAME", "1"), ["'env.BAD-NAME'", "environment variable"]),
+    "max_jobs zero": (lambda d: set_key(d, "build.max_jobs", 0), ["'build.max_jobs'", "positive integer"]),
+    "max_jobs a string": (lambda d: set_key(d, "build.max_jobs", "8"), ["'build.max_jobs'", "positive integer"]),
+    "apt packages not a list": (lambda d: set_key(d, "build.apt", "python3"), ["'build.apt'", "list of strings"]),
+    "max_jobs a boolean": (lambda d: set_key(d, "build.max_jobs", True), ["'build.max_jobs'", "positive integer"]),
 }
 
 

@@ -1,0 +1,112 @@
+"""A user sets Inductor options in a recipe or with --inductor-config: a typo or a value of the wrong type is
+one line on the host, naming the setting, before any build or run; without torch on the host only the shape is
+checked. The tests that read the real torch._inductor.config import it (no compile): fast enough for the unit
+tier, skipped where torch is absent."""
+
+from __future__ import annotations
+
+import datetime
+import math
+from typing import Any
+
+import pytest
+
+from analysis.errors import UserError
+from prbench import inductor_options
+from prbench.inductor_options import check_inductor_config
+
+WHERE = "recipes/x.toml: key 'inductor_config'"
+
+
+@pytest.fixture
+def inductor() -> Any:
+    return pytest.importorskip("torch._inductor.config")
+
+
+@pytest.fixture
+def no_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inductor_options, "_inductor_config", lambda: None)
+
+
+def error(overrides: dict[str, Any]) -> str:
+    with pytest.raises(UserError) as info:
+        check_inductor_config(overrides, WHERE)
+    message = str(info.value)
+    assert "\n" not in message, message
+    return message
+
+
+# --- with the host's torch ------------------------------------------------------------------------------------
+
+
+def test_settings_of_the_right_type_pass(inductor: Any) -> None:
+    check_inductor_config({
+        "cpp.simdlen": 8,  # int | None
+        "triton.cudagraphs": False,  # bool
+        "max_autotune": True,
+        "cpp.threads": 4,  # int
+        "cpu_gpu_bw": 100,  # a float setting takes an int
+        "cpp.descriptive_names": "torch",  # a Literal
+    }, WHERE)
+
+
+def test_an_unknown_setting_suggests_the_closest_names(inductor: Any) -> None:
+    message = error({"cpp.simdlenn": 8})
+
+    assert message.startswith(f"{WHERE}: inductor config 'cpp.simdlenn': not a setting of torch._inductor.config")
+    assert "did you mean 'cpp.simdlen'" in message
+
+
+def test_a_group_name_alone_asks_for_one_of_its_settings(inductor: Any) -> None:
+    assert "'cpp' is a group of settings" in error({"cpp": 8})
+
+
+def test_a_string_for_an_integer_setting_names_the_expected_type(inductor: Any) -> None:
+    if not hasattr(inductor._config["cpp.simdlen"], "value_type"):
+        pytest.skip("this torch records no setting types; the None default takes any value")
+
+    message = error({"cpp.simdlen": "abc"})
+
+    assert message == f"{WHERE}: inductor config 'cpp.simdlen': expected int or None (the default is None), got 'abc'"
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({"triton.cudagraphs": 1}, "expected bool"),  # 1 is not True to a bool setting
+    ({"cpp.threads": True}, "expected int"),  # nor True an int
+    ({"cpu_gpu_bw": "fast"}, "expected float"),
+    ({"cpp.descriptive_names": "bogus"}, "expected one of 'torch', 'original_aten', 'inductor_node'"),
+], ids=["int for bool", "bool for int", "str for float", "outside a Literal"])
+def test_a_value_of_the_wrong_type_fails(inductor: Any, overrides: dict[str, Any], expected: str) -> None:
+    for key in overrides:
+        if key not in inductor.get_config_copy():
+            pytest.skip(f"this torch has no {key}")
+
+    assert expected in error(overrides)
+
+
+# --- without torch: the shape only ----------------------------------------------------------------------------
+
+
+def test_without_torch_any_dotted_name_with_a_scalar_passes(no_torch: None) -> None:
+    check_inductor_config({"cpp.simdlen": "abc", "not_a_setting": 1.5, "x.y.z": True}, WHERE)
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ({"cpp simdlen": 8}, "dotted setting name"),
+    ({"cpp..simdlen": 8}, "dotted setting name"),
+    ({"cpp.simdlen\nRUN x": 8}, "dotted setting name"),
+    ({"cpp.simdlen": [8]}, "boolean, number or string"),
+    ({"cpp.simdlen": math.nan}, "JSON value"),
+    ({"cpp.simdlen": datetime.date(2024, 1, 1)}, "JSON value"),
+], ids=["space", "empty part", "newline", "list", "nan", "date"])
+def test_without_torch_a_malformed_override_fails(no_torch: None, overrides: dict[str, Any], expected: str) -> None:
+    assert expected in error(overrides)
+
+
+def test_no_overrides_import_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_import() -> None:
+        raise AssertionError("imported torch._inductor.config for nothing")
+
+    monkeypatch.setattr(inductor_options, "_inductor_config", no_import)
+
+    check_inductor_config({}, WHERE)
