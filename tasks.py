@@ -24,7 +24,8 @@ def _recipe(ctx, recipe: str | None):
 def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, cpu_backend="cpp",
                     source="builtin"):
     """Suite flags, with invoke.yaml's ``prbench.suite`` defaults for those not given."""
-    from prbench.suite_stage import SuiteSettings, device_for, int_flag
+    from analysis.flag_values import whole_number
+    from prbench.suite_stage import SuiteSettings, device_for
 
     def pick(value, key, default):
         return value if value is not None else config_value(ctx, f"suite.{key}", default)
@@ -34,8 +35,8 @@ def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, 
         size=pick(size, "size", "tiny"),
         mode=pick(mode, "mode", "inference"),
         dtype=pick(dtype, "dtype", "float32"),
-        warmup=int_flag("--warmup", pick(warmup, "warmup", 10)),
-        iterations=int_flag("--iterations", pick(iterations, "iterations", 30)),
+        warmup=whole_number("--warmup", pick(warmup, "warmup", 10)),
+        iterations=whole_number("--iterations", pick(iterations, "iterations", 30)),
         device=device_for(recipe.platform),
         cpu_backend=cpu_backend,
         source=source,
@@ -49,16 +50,45 @@ def _upstream_src(upstream_src):
     return Path(upstream_src) if upstream_src else None
 
 
+def _python_flag(python: str | None) -> str:
+    """--python: an interpreter that exists and may be run (whether its torch imports is checked when planning)."""
+    import os
+    import shutil
+    import sys
+
+    from analysis.errors import UserError
+
+    if not python:
+        return sys.executable
+    found = shutil.which(python) or (python if os.path.isfile(python) else None)
+    if found is None:
+        raise UserError(f"--python {python}: no such interpreter")
+    if not os.access(found, os.X_OK):
+        raise UserError(f"--python {python}: not executable")
+    return found
+
+
+def _inductor_config_flag(items):
+    """--inductor-config KEY=VALUE: known torch._inductor.config settings with values of their type."""
+    from prbench.inductor_options import check_inductor_config
+    from prbench.variants import parse_assignments, parse_config_values
+
+    values = parse_config_values(parse_assignments(items or [], "--inductor-config"))
+    check_inductor_config(values, "--inductor-config")
+    return values
+
+
 def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms):
     """The statistical flags as one validated VerdictSettings (a bad value fails here, before any stage).
 
     The flags arrive as text (None when not given) so that a typo is our one-line error, not a traceback.
     """
-    from analysis.verdict_settings import VerdictSettings, parse_float
+    from analysis.flag_values import real_number
+    from analysis.verdict_settings import VerdictSettings
 
     given = {"confidence": confidence, "alpha": alpha, "margin": margin, "threshold": threshold, "noise": noise,
              "min_ms": min_ms}
-    values = {key: parse_float("--" + key.replace("_", "-"), value)
+    values = {key: real_number("--" + key.replace("_", "-"), value)
               for key, value in given.items() if value is not None}
     return VerdictSettings(**values).validate()
 
@@ -130,15 +160,17 @@ def status(ctx, run=None, runs_dir=None):
 )
 @user_facing
 def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=False, all_kernels=False,
-                output=None, format="xlsx", top=50):
+                output=None, format="xlsx", top=None):
     """Performance report (GPU timeline, categories, top kernels, launch/sync) over a directory of traces."""
+    from analysis.flag_values import whole_number
     from analysis.traces.perf_report import generate_perf_reports
     from analysis.traces.render import parse_formats
 
+    top_rows = whole_number("--top", 50 if top is None else top, minimum=1)
     formats = parse_formats(format)
     done = generate_perf_reports(resolve_path(base_dir), rank_pattern=pattern, ext=ext, filters=filter or [],
                                  output=resolve_path(output) if output else None, formats=formats,
-                                 all_kernels=all_kernels, top=int(top), dry_run=dry_run)
+                                 all_kernels=all_kernels, top=top_rows, dry_run=dry_run)
     for group, outputs in done:
         if dry_run:
             print(f"{group.directory}: {len(group.files)} trace(s)")
@@ -162,15 +194,17 @@ def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=F
     }
 )
 @user_facing
-def trace_diff(ctx, base, pr, top=25, output=None, format="md"):
+def trace_diff(ctx, base, pr, top=None, output=None, format="md"):
     """Per-category and per-kernel differences between two traces (PR − base)."""
+    from analysis.flag_values import whole_number
     from analysis.traces import read_trace
     from analysis.traces.render import parse_formats
     from analysis.traces.trace_diff import render_trace_diff_markdown, write_trace_diff
     from analysis.traces.trace_diff import trace_diff as diff_traces
 
+    top_rows = whole_number("--top", 25 if top is None else top, minimum=1)
     diff = diff_traces(read_trace(resolve_path(base)), read_trace(resolve_path(pr)))
-    markdown = render_trace_diff_markdown(diff, top=int(top))
+    markdown = render_trace_diff_markdown(diff, top=top_rows)
     if not output:
         print(markdown, end="")
         return
@@ -192,15 +226,22 @@ def trace_diff(ctx, base, pr, top=25, output=None, format="md"):
     }
 )
 @user_facing
-def profile(ctx, suite_csv, out, models=None, graphs=None, inductor_cache=None, steps=3, warmup=3, device=None,
-            timeout=3600):
+def profile(ctx, suite_csv, out, models=None, graphs=None, inductor_cache=None, steps=None, warmup=None,
+            device=None, timeout=None):
     """Profile the suite models with torch.profiler and run compiled graphs with -p (local runner)."""
+    from analysis.errors import UserError
+    from analysis.flag_values import real_number, whole_number
     from prbench.runners import StageCommand
     from prbench.runners.local import LocalRunner
 
+    step_count = whole_number("--steps", 3 if steps is None else steps, minimum=1)
+    warmup_calls = whole_number("--warmup", 3 if warmup is None else warmup, minimum=0)
+    timeout_s = real_number("--timeout", 3600 if timeout is None else timeout, above=0)
+    if device not in (None, "cpu", "cuda"):
+        raise UserError(f"--device {device!r}: expected cpu or cuda")
     out_dir = resolve_path(out)
-    args = ["--suite-csv", str(resolve_path(suite_csv)), "--out", str(out_dir), "--steps", str(int(steps)),
-            "--warmup", str(int(warmup))]
+    args = ["--suite-csv", str(resolve_path(suite_csv)), "--out", str(out_dir), "--steps", str(step_count),
+            "--warmup", str(warmup_calls)]
     if models:
         args += ["--models", models]
     if graphs:
@@ -210,7 +251,7 @@ def profile(ctx, suite_csv, out, models=None, graphs=None, inductor_cache=None, 
     if device:
         args += ["--device", device]
     LocalRunner().run(StageCommand(module="stages.profile", args=args, log_path=out_dir / "profile.log",
-                                   timeout_s=float(timeout)))
+                                   timeout_s=timeout_s))
     print(f"profiles in {out_dir}")
 
 
@@ -245,17 +286,20 @@ def _optional_path(value):
 })
 @user_facing
 def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None, overlay=None, merge_base=None,
-          max_jobs=0, pull=False, no_cache=False, lock=None, force=False, runs_dir=None):
+          max_jobs=None, pull=False, no_cache=False, lock=None, force=False, runs_dir=None):
     """Build the Docker image of a recipe (nothing to do when present) and write its lock."""
+    from analysis.flag_values import whole_number
     from prbench.images import docker_client, plan_build
     from prbench.lock import build_and_lock
     from prbench.recipes import load_recipe
+
+    jobs = whole_number("--max-jobs", max_jobs, minimum=1) if max_jobs is not None else None
 
     recipes_dir = resolve_path(config_value(ctx, "recipes_dir", "recipes"))
     loaded = load_recipe(recipe or config_value(ctx, "recipe", "cpu-local"), recipes_dir)
     plan = plan_build(loaded, pytorch_src=_optional_path(pytorch_src), triton_src=_optional_path(triton_src),
                       pytorch_ref=pytorch_ref, overlay=_optional_path(overlay), merge_base=merge_base,
-                      max_jobs=int(max_jobs) or None)
+                      max_jobs=jobs)
     outcome = build_and_lock(plan, docker_client(), _images_dir(ctx, runs_dir), lock_path=_optional_path(lock),
                              pull=pull, nocache=no_cache, force=force)
     print(f"image {outcome.result.tag} ({outcome.result.image_id[:19]}); lock {outcome.lock_path}")
@@ -338,13 +382,12 @@ def verify(ctx, lock, image=None):
 @user_facing
 def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=None, mode=None, dtype=None,
             warmup=None, iterations=None, recipe=None, run=None, runs_dir=None, env=None, inductor_config=None,
-            kernel_warmup=10, kernel_iterations=30, kernel_timeout=300.0, rounds="5", models_per_process="0",
+            kernel_warmup="10", kernel_iterations="30", kernel_timeout="300", rounds="5", models_per_process="0",
             confidence=None, alpha=None, margin=None, threshold=None, noise=None, min_ms=None, fail_on="never",
             force=None, python=None, profile=False, suite_source="builtin", upstream_src=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
-    import sys
-
     from analysis.errors import UserError
+    from analysis.flag_values import real_number, whole_number
     from analysis.verdict_settings import check_fail_on, check_rounds
 
     # Every statistical and measurement setting is checked before anything heavy is imported or run.
@@ -353,16 +396,17 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     fail_on = check_fail_on(fail_on)
     if not pr:
         raise UserError("--pr: required (a git ref in --pytorch-src, a Python-only patch file, or 'installed')")
-    from prbench.suite_stage import int_flag
-
-    per_process = int_flag("--models-per-process", models_per_process)
-    if per_process < 0:
-        raise UserError(f"--models-per-process {per_process}: expected 0 (all) or a positive number")
+    per_process = whole_number("--models-per-process", models_per_process, minimum=0)
+    kernel_flags = {"warmup": whole_number("--kernel-warmup", kernel_warmup, minimum=0),
+                    "iterations": whole_number("--kernel-iterations", kernel_iterations, minimum=1),
+                    "timeout_s": real_number("--kernel-timeout", kernel_timeout, above=0)}
+    python = _python_flag(python)
+    inductor_values = _inductor_config_flag(inductor_config)
 
     from rich.console import Console
 
     from prbench.compare import CompareRequest, KernelSettings, run_compare, validate_force
-    from prbench.variants import parse_assignments, parse_config_values
+    from prbench.variants import parse_assignments
 
     loaded = _recipe(ctx, recipe)
     request = CompareRequest(
@@ -370,14 +414,12 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         pytorch_src=resolve_path(pytorch_src) if pytorch_src else None,
         upstream_src=_upstream_src(upstream_src),
         suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, source=suite_source),
-        kernels=KernelSettings(warmup=int_flag("--kernel-warmup", kernel_warmup),
-                               iterations=int_flag("--kernel-iterations", kernel_iterations),
-                               timeout_s=float(kernel_timeout)),
+        kernels=KernelSettings(**kernel_flags),
         rounds=checked_rounds, models_per_process=per_process, stats=stats,
         env=parse_assignments(env or [], "--env"),
-        inductor_config=parse_config_values(parse_assignments(inductor_config or [], "--inductor-config")),
+        inductor_config=inductor_values,
         force=validate_force(force or []),
-        python=python or sys.executable,
+        python=python,
         profile=bool(profile),
     )
     console = Console()
@@ -479,8 +521,9 @@ def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, itera
     from rich.console import Console
 
     from prbench.suite_stage import print_summary, run_suite
-    from prbench.variants import parse_assignments, parse_config_values
+    from prbench.variants import parse_assignments
 
+    inductor_values = _inductor_config_flag(inductor_config)
     loaded = _recipe(ctx, recipe)
     settings = _suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, cpu_backend,
                                source=suite_source)
@@ -489,7 +532,7 @@ def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, itera
         settings=settings, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir), run_id=run,
         overlay_path=resolve_path(overlay) if overlay else None,
         env=parse_assignments(env or [], "--env"),
-        inductor_config=parse_config_values(parse_assignments(inductor_config or [], "--inductor-config")),
+        inductor_config=inductor_values,
         force=force, console=console, upstream_src=_upstream_src(upstream_src),
     )
     print_summary(outcome, console)
@@ -508,13 +551,15 @@ def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, itera
     }
 )
 @user_facing
-def organize(ctx, cache, out, rep=100, warmup=10, extract_to=None):
+def organize(ctx, cache, out, rep="100", warmup="10", extract_to=None):
     """Extract every kernel of an Inductor cache into <out>/<category>/ and write <out>/index.csv."""
+    from analysis.flag_values import whole_number
     from prbench.kernel_stages import check_cache_input, organize_command, run_stage
 
+    reps, warmup_calls = whole_number("--rep", rep, minimum=1), whole_number("--warmup", warmup, minimum=0)
     cache_path, out_path = resolve_path(cache), resolve_path(out)
     check_cache_input(cache_path)
-    run_stage(organize_command(cache_path, out_path, rep=int(rep), warmup=int(warmup),
+    run_stage(organize_command(cache_path, out_path, rep=reps, warmup=warmup_calls,
                                extract_to=resolve_path(extract_to) if extract_to else None,
                                log_path=out_path / "organize.log"), stream=False)
     print(f"organize: {out_path / 'index.csv'}")
@@ -533,22 +578,30 @@ def organize(ctx, cache, out, rep=100, warmup=10, extract_to=None):
     }
 )
 @user_facing
-def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, timeout=300, cache_dir=None,
+def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, timeout="300", cache_dir=None,
             filter=None):
     """Time every organized kernel in crash-isolated workers (kernels.csv, kernel_samples.json, kernels_seed.csv)."""
     from analysis.errors import UserError
-    from prbench.kernel_stages import default_devices, kernel_stage_env, kernels_command, run_stage
+    from analysis.flag_values import real_number, regular_expression, whole_number
+    from prbench.kernel_stages import check_devices, default_devices, kernel_stage_env, kernels_command, run_stage
 
+    warmup_calls = whole_number("--warmup", warmup if warmup is not None else config_value(ctx, "suite.warmup", 10),
+                                minimum=0)
+    timed_calls = whole_number("--iterations",
+                               iterations if iterations is not None else config_value(ctx, "suite.iterations", 30),
+                               minimum=1)
+    timeout_s = real_number("--timeout", timeout, above=0)
+    if filter is not None:
+        regular_expression("--filter", filter)
+    device_spec = check_devices(default_devices(devices))
     organized = resolve_path(dir)
     if not (organized / "index.csv").is_file():
         raise UserError(f"--dir {organized}: no index.csv (run `invoke organize` first)")
     out_path = resolve_path(out) if out else organized.parent
     cache_path = resolve_path(cache_dir) if cache_dir else None
     command = kernels_command(
-        organized, out_path, devices=default_devices(devices),
-        warmup=int(warmup if warmup is not None else config_value(ctx, "suite.warmup", 10)),
-        iterations=int(iterations if iterations is not None else config_value(ctx, "suite.iterations", 30)),
-        timeout_s=float(timeout), cache_dir=cache_path, filter_regex=filter,
+        organized, out_path, devices=device_spec, warmup=warmup_calls, iterations=timed_calls,
+        timeout_s=timeout_s, cache_dir=cache_path, filter_regex=filter,
         env=kernel_stage_env(cache_path), log_path=out_path / "kernels.log",
     )
     run_stage(command)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from analysis.errors import UserError
+from analysis.flag_values import whole_number
 
 VERDICTS = ("improved", "regressed", "equivalent", "inconclusive")
 FAIL_ON = ("never", "regression", "inconclusive")
@@ -60,10 +61,7 @@ def _fraction(flag: str, value: Any, expected: str, low: float = 0.0) -> None:
 
 def check_rounds(value: Any, flag: str = "--rounds") -> int:
     """Timing rounds (fresh worker processes each): at least MIN_ROUNDS."""
-    try:
-        rounds = int(value)
-    except (TypeError, ValueError):
-        raise UserError(f"{flag} {value!r}: expected a whole number") from None
+    rounds = whole_number(flag, value)
     if rounds < MIN_ROUNDS:
         raise UserError(f"{flag} {rounds}: at least {MIN_ROUNDS} rounds are needed for an interval over rounds")
     return rounds
@@ -73,14 +71,6 @@ def check_fail_on(value: str) -> str:
     if value not in FAIL_ON:
         raise UserError(f"--fail-on {value!r}: expected one of {', '.join(FAIL_ON)}")
     return value
-
-
-def parse_float(flag: str, value: Any) -> float:
-    """A float flag as typed on the command line (invoke hands strings through)."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise UserError(f"{flag} {value!r}: expected a number") from None
 
 
 def percent(fraction: float) -> str:

@@ -87,3 +87,20 @@ def default_devices(requested: str | None, env: Sequence[str] | None = None) -> 
         if value and value != "-1":
             return value
     return "cpu"
+
+
+def check_devices(spec: str, dev: Path = Path("/dev")) -> str:
+    """``--devices``: GPU indices only where this machine has GPUs (their device nodes), else a one-line error."""
+    from stages.kernels import parse_devices
+
+    gpus = [d for d in parse_devices(spec) if d != "cpu"]
+    if not gpus:
+        return spec
+    nvidia = sorted(p.name for p in dev.glob("nvidia[0-9]*"))
+    if not nvidia and not (dev / "kfd").exists():
+        raise UserError(f"--devices {spec}: this machine has no GPU (no {dev}/nvidia* or {dev}/kfd); "
+                        "use --devices cpu")
+    missing = [d for d in gpus if nvidia and f"nvidia{d}" not in nvidia]
+    if missing:
+        raise UserError(f"--devices {spec}: no GPU {missing[0]} here (found {', '.join(nvidia)})")
+    return spec

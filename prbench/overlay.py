@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,6 +100,25 @@ class PythonOverlay:
                 raise UserError(f"overlay {self.origin}: git apply left {f.path} unchanged; check the diff's paths")
         (dest / "overlay.patch").write_text(self.patch_text, encoding="utf-8")
         return dest
+
+    def check_applies(self, installed_package: Path) -> None:
+        """Build the shadow package in a throw-away directory: a PR that does not apply fails before any work."""
+        with tempfile.TemporaryDirectory(prefix="prbench-overlay-check-") as scratch:
+            self.materialize(Path(scratch) / "shadow", installed_package)
+
+    def check_applies_to_commit(self, repo_dir: Path, commit: str) -> None:
+        """``git apply --check`` against ``commit``'s tree, read into a scratch index (no checkout is touched)."""
+        with tempfile.TemporaryDirectory(prefix="prbench-overlay-check-") as scratch:
+            env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+            read = subprocess.run(["git", "read-tree", commit], cwd=repo_dir, env=env, capture_output=True, text=True)
+            if read.returncode != 0:
+                raise UserError(f"--pytorch-src {repo_dir}: cannot read the tree of {commit[:12]}")
+            proc = subprocess.run(
+                ["git", "apply", "--cached", "--check", f"-p{_strip_level(self.patch_text)}", "--whitespace=nowarn",
+                 "-"], input=self.patch_text, text=True, cwd=repo_dir, env=env, capture_output=True)
+            if proc.returncode != 0:
+                first = (proc.stderr.strip().splitlines() or ["git apply failed"])[0]
+                raise UserError(f"overlay {self.origin}: does not apply to PyTorch {commit[:12]} ({first})")
 
     def _apply(self, dest: Path) -> None:
         # Only the package's files are applied: tests and benchmarks in the diff are not in the shadow tree.

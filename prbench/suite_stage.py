@@ -77,13 +77,6 @@ class SuiteSettings:
         return inputs
 
 
-def int_flag(flag: str, value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise UserError(f"{flag} {value!r}: expected a whole number") from None
-
-
 def device_for(platform: str) -> str:
     """ROCm builds of torch expose their GPUs as ``cuda`` too."""
     return "cpu" if platform == "cpu" else "cuda"

@@ -16,7 +16,7 @@ from pathlib import Path
 from analysis.errors import UserError
 from prbench import gitrefs
 from prbench.lock import cpu_model
-from prbench.overlay import PythonOverlay
+from prbench.overlay import PythonOverlay, installed_package_dir
 from prbench.recipes import Recipe
 
 INSTALLED = "installed"
@@ -54,6 +54,11 @@ def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str) -> Com
     repo = gitrefs.open_repo(pytorch_src) if pytorch_src else None
     base_plan = _plan_side("base", base, None, repo, installed_commit, version)
     pr_plan = _plan_side("pr", pr, base_plan, repo, installed_commit, version)
+    package = None
+    for side in (base_plan, pr_plan):
+        if side.overlay is not None:  # a PR that does not apply is found now, not after the base side's work
+            package = package or installed_package_dir(python)
+            side.overlay.check_applies(package)
     merge_base = None
     if repo is not None and _is_sha(base_plan.pytorch_ref) and _is_sha(pr_plan.pytorch_ref):
         merge_base = gitrefs.merge_base(repo, base_plan.pytorch_ref, pr_plan.pytorch_ref)
@@ -71,6 +76,7 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None) ->
     base_plan = VariantPlan("base", base_sha, None, f"image of {recipe.name} at PyTorch {base_sha[:12]}")
     if Path(pr).is_file():
         overlay = PythonOverlay.from_patch_file(Path(pr), flag="--pr")
+        overlay.check_applies_to_commit(Path(repo.working_dir), base_sha)
         how = f"{base_plan.how} + overlay layer {Path(pr).name} ({len(overlay.files)} files)"
         return ComparePlan(base_plan, VariantPlan("pr", base_sha, overlay, how), None, None)
     pr_sha = gitrefs.resolve(repo, pr, "--pr")
