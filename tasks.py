@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from invoke import task
 
-from prbench.cli import config_value, resolve_path, user_facing
+from prbench.cli import config_value, holds_run, holds_runs_under, resolve_path, user_facing
 
 
 def _runs_dir(ctx, runs_dir: str | None):
@@ -192,6 +192,7 @@ def trace_diff(ctx, base, pr, top=25, output=None, format="md"):
     }
 )
 @user_facing
+@holds_runs_under("out")
 def profile(ctx, suite_csv, out, models=None, graphs=None, inductor_cache=None, steps=3, warmup=3, device=None,
             timeout=3600):
     """Profile the suite models with torch.profiler and run compiled graphs with -p (local runner)."""
@@ -336,6 +337,7 @@ def verify(ctx, lock, image=None):
     iterable=["env", "inductor_config", "force"],
 )
 @user_facing
+@holds_run(_runs_dir)
 def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=None, mode=None, dtype=None,
             warmup=None, iterations=None, recipe=None, run=None, runs_dir=None, env=None, inductor_config=None,
             kernel_warmup=10, kernel_iterations=30, kernel_timeout=300.0, rounds="5", models_per_process="0",
@@ -440,19 +442,17 @@ def compare_kernels(ctx, base, pr, samples_base=None, samples_pr=None, semantics
     }
 )
 @user_facing
+@holds_run(_runs_dir)
 def report(ctx, run, runs_dir=None, fail_on="never"):
     """Re-render <run>/report/ (report.md, CSVs, report.xlsx, plots) from the run's files; nothing is re-run."""
-    from analysis.report import load_report_inputs, render_report
+    from analysis.report import load_report_inputs
     from analysis.verdict_settings import check_fail_on
+    from prbench.run_report import render_run_report
     from prbench.runstore import RunStore
 
     fail_on = check_fail_on(fail_on)
-    target = RunStore(_runs_dir(ctx, runs_dir)).open(run)
-    inputs = load_report_inputs(target.root)
-    with target.stage("report", {"rerendered_from": "files"}) as record:
-        paths = render_report(inputs, target.path("report"))
-        record.outputs = [target.relative(p) for p in [paths.report_md, paths.xlsx, *paths.csvs, *paths.plots]]
-        record.summary = {"verdict": paths.verdict, "characters": paths.characters}
+    with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as target:
+        paths = render_run_report(target, {"rerendered_from": "files"}, lambda: load_report_inputs(target.root))
     print(paths.verdict)
     print(f"report: {paths.report_md} ({paths.characters} characters; CSVs, report.xlsx and plots beside it)")
     print(f"summary: {paths.summary_json}")
@@ -472,6 +472,7 @@ def report(ctx, run, runs_dir=None, fail_on="never"):
     iterable=["env", "inductor_config"],
 )
 @user_facing
+@holds_run(_runs_dir)
 def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, iterations=None, recipe=None, run=None,
           runs_dir=None, overlay=None, env=None, inductor_config=None, force=False, cpu_backend="cpp",
           suite_source="builtin", upstream_src=None):
@@ -508,6 +509,7 @@ def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, itera
     }
 )
 @user_facing
+@holds_runs_under("out", "extract_to")
 def organize(ctx, cache, out, rep=100, warmup=10, extract_to=None):
     """Extract every kernel of an Inductor cache into <out>/<category>/ and write <out>/index.csv."""
     from prbench.kernel_stages import check_cache_input, organize_command, run_stage
@@ -533,6 +535,7 @@ def organize(ctx, cache, out, rep=100, warmup=10, extract_to=None):
     }
 )
 @user_facing
+@holds_runs_under("out", "dir")
 def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, timeout=300, cache_dir=None,
             filter=None):
     """Time every organized kernel in crash-isolated workers (kernels.csv, kernel_samples.json, kernels_seed.csv)."""
