@@ -129,6 +129,7 @@ def status(ctx, run=None, runs_dir=None):
     iterable=["filter"],
 )
 @user_facing
+@holds_runs_under("output", "base_dir", unless="dry_run")
 def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=False, all_kernels=False,
                 output=None, format="xlsx", top=50):
     """Performance report (GPU timeline, categories, top kernels, launch/sync) over a directory of traces."""
@@ -162,6 +163,7 @@ def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=F
     }
 )
 @user_facing
+@holds_runs_under("output")
 def trace_diff(ctx, base, pr, top=25, output=None, format="md"):
     """Per-category and per-kernel differences between two traces (PR − base)."""
     from analysis.traces import read_trace

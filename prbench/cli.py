@@ -75,16 +75,19 @@ def holds_run(runs_dir_of: Callable[[Any, str | None], Path]) -> Callable[[Calla
     return decorate
 
 
-def holds_runs_under(*flags: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def holds_runs_under(*flags: str, unless: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """For a task that writes where path flags point (``--out``): lock any run directory those paths lie in.
 
     ``invoke kernels --dir runs/x/base/organized`` writes into run ``x`` as surely as ``invoke compare --run x``.
+    ``unless`` names a flag with which the task only reads (``--dry-run``).
     """
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def wrapper(ctx: Any, *args: Any, **kwargs: Any) -> Any:
             given = _arguments(fn, ctx, args, kwargs)
+            if unless and given.get(unless):
+                return fn(ctx, *args, **kwargs)
             runs = [run for flag in flags if given.get(flag) for run in [enclosing_run(resolve_path(given[flag]))]
                     if run is not None]
             with locked_runs(runs, flag="--" + flags[0].replace("_", "-")):

@@ -54,7 +54,7 @@ class Holder:
     host: str
 
     def describe(self) -> str:
-        where = "" if self.host == socket.gethostname() else f" on {self.host}"
+        where = f" on {self.host}" if self.host and self.host != socket.gethostname() else ""  # a shared file system
         return f"pid {self.pid}{where} ({self.command}, since {_clock(self.started)})"
 
     @classmethod
@@ -108,6 +108,7 @@ class RunLock:
         self.path = self.run_dir / LOCK_FILE
         self.flag = flag
         self._held = False
+        self._key = ""  # the lock file's resolved path while held (the run directory may be moved meanwhile)
 
     @property
     def held(self) -> bool:
@@ -123,20 +124,19 @@ class RunLock:
                 held.count += 1
             else:
                 _HELD[key] = _Held(fd=self._take(), count=1)
-        self._held = True
+        self._held, self._key = True, key
         return self
 
     def release(self) -> None:
         if not self._held:
             return
         self._held = False
-        key = str(self.path.resolve())
         with _HELD_GUARD:
-            held = _HELD[key]
+            held = _HELD[self._key]
             held.count -= 1
             if held.count:
                 return
-            del _HELD[key]
+            del _HELD[self._key]
         # Still locked: clear who we were, so a file left after a clean exit names nobody; then let go.
         with contextlib.suppress(OSError):
             os.ftruncate(held.fd, 0)

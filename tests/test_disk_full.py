@@ -7,6 +7,7 @@ Mounting a tmpfs needs root (CI runs as root); elsewhere these tests are skipped
 from __future__ import annotations
 
 import errno
+import io
 import json
 import subprocess
 import sys
@@ -122,7 +123,7 @@ def test_a_stage_whose_log_fills_the_disk_fails_naming_the_log_and_does_not_hang
     code.mkdir()
     (code / "prbench_test_chatty_stage.py").write_text(CHATTY_STAGE)
     run = RunStore(small_disk / "runs").create_or_open("r1", {}, "0.1.0")
-    pipeline = Pipeline(run, LocalRunner(stream_output=False), Console(file=open("/dev/null", "w")))
+    pipeline = Pipeline(run, LocalRunner(stream_output=False), Console(file=io.StringIO()))
     prepared = pipeline.prepare(Variant(name="base", recipe=load_recipe("cpu-local", ROOT / "recipes")),
                                 overlay=None, python=sys.executable)
     out = prepared.directory / "out.txt"
@@ -138,5 +139,6 @@ def test_a_stage_whose_log_fills_the_disk_fails_naming_the_log_and_does_not_hang
     log = prepared.directory / "logs" / "suite.log"
     assert describe(info.value) == f"no space left on device writing {log}: free space or use --runs-dir elsewhere"
     assert not out.exists() and temp_files(small_disk / "runs") == []
-    assert run.record("base/suite") is not None and run.record("base/suite").status == StageStatus.FAILED
+    record = run.record("base/suite")
+    assert record is not None and record.status == StageStatus.FAILED
     run.close()
