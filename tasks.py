@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from invoke import task
 
-from prbench.cli import config_value, resolve_path, user_facing
+from prbench.cli import config_value, holds_run, holds_runs_under, resolve_path, user_facing
 
 
 def _runs_dir(ctx, runs_dir: str | None):
@@ -159,6 +159,7 @@ def status(ctx, run=None, runs_dir=None):
     iterable=["filter"],
 )
 @user_facing
+@holds_runs_under("output", "base_dir", unless="dry_run")
 def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=False, all_kernels=False,
                 output=None, format="xlsx", top=None):
     """Performance report (GPU timeline, categories, top kernels, launch/sync) over a directory of traces."""
@@ -194,6 +195,7 @@ def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=F
     }
 )
 @user_facing
+@holds_runs_under("output")
 def trace_diff(ctx, base, pr, top=None, output=None, format="md"):
     """Per-category and per-kernel differences between two traces (PR − base)."""
     from analysis.flag_values import whole_number
@@ -226,6 +228,7 @@ def trace_diff(ctx, base, pr, top=None, output=None, format="md"):
     }
 )
 @user_facing
+@holds_runs_under("out")
 def profile(ctx, suite_csv, out, models=None, graphs=None, inductor_cache=None, steps=None, warmup=None,
             device=None, timeout=None):
     """Profile the suite models with torch.profiler and run compiled graphs with -p (local runner)."""
@@ -380,6 +383,7 @@ def verify(ctx, lock, image=None):
     iterable=["env", "inductor_config", "force"],
 )
 @user_facing
+@holds_run(_runs_dir)
 def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=None, mode=None, dtype=None,
             warmup=None, iterations=None, recipe=None, run=None, runs_dir=None, env=None, inductor_config=None,
             kernel_warmup="10", kernel_iterations="30", kernel_timeout="300", rounds="5", models_per_process="0",
@@ -482,19 +486,17 @@ def compare_kernels(ctx, base, pr, samples_base=None, samples_pr=None, semantics
     }
 )
 @user_facing
+@holds_run(_runs_dir)
 def report(ctx, run, runs_dir=None, fail_on="never"):
     """Re-render <run>/report/ (report.md, CSVs, report.xlsx, plots) from the run's files; nothing is re-run."""
-    from analysis.report import load_report_inputs, render_report
+    from analysis.report import load_report_inputs
     from analysis.verdict_settings import check_fail_on
+    from prbench.run_report import render_run_report
     from prbench.runstore import RunStore
 
     fail_on = check_fail_on(fail_on)
-    target = RunStore(_runs_dir(ctx, runs_dir)).open(run)
-    inputs = load_report_inputs(target.root)
-    with target.stage("report", {"rerendered_from": "files"}) as record:
-        paths = render_report(inputs, target.path("report"))
-        record.outputs = [target.relative(p) for p in [paths.report_md, paths.xlsx, *paths.csvs, *paths.plots]]
-        record.summary = {"verdict": paths.verdict, "characters": paths.characters}
+    with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as target:
+        paths = render_run_report(target, {"rerendered_from": "files"}, lambda: load_report_inputs(target.root))
     print(paths.verdict)
     print(f"report: {paths.report_md} ({paths.characters} characters; CSVs, report.xlsx and plots beside it)")
     print(f"summary: {paths.summary_json}")
@@ -514,6 +516,7 @@ def report(ctx, run, runs_dir=None, fail_on="never"):
     iterable=["env", "inductor_config"],
 )
 @user_facing
+@holds_run(_runs_dir)
 def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, iterations=None, recipe=None, run=None,
           runs_dir=None, overlay=None, env=None, inductor_config=None, force=False, cpu_backend="cpp",
           suite_source="builtin", upstream_src=None):
@@ -551,6 +554,7 @@ def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, itera
     }
 )
 @user_facing
+@holds_runs_under("out", "extract_to")
 def organize(ctx, cache, out, rep="100", warmup="10", extract_to=None):
     """Extract every kernel of an Inductor cache into <out>/<category>/ and write <out>/index.csv."""
     from analysis.flag_values import whole_number
@@ -578,6 +582,7 @@ def organize(ctx, cache, out, rep="100", warmup="10", extract_to=None):
     }
 )
 @user_facing
+@holds_runs_under("out", "dir")
 def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, timeout="300", cache_dir=None,
             filter=None):
     """Time every organized kernel in crash-isolated workers (kernels.csv, kernel_samples.json, kernels_seed.csv)."""

@@ -26,6 +26,11 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, target)
+    except OSError as exc:
+        # A write() on an open file fails without a name (a full disk, say); the user needs to know which file.
+        if exc.filename is None:
+            exc.filename = str(target)
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()

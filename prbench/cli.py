@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,9 @@ from typing import Any, NoReturn
 from invoke import Exit
 
 from analysis.errors import UserError
+from analysis.io_errors import ENVIRONMENT_ERRORS, describe
+from prbench.run_lock import command_label, locked_runs
+from prbench.runstore import MANIFEST, valid_run_id
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,18 +29,88 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def user_facing(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a task body: UserError → ``Exit`` with its one-line message (exit 2); Ctrl-C → exit 130."""
+    """Wrap a task body, the one error boundary of the CLI: UserError → ``Exit`` with its one-line message (exit 2);
+    what the machine refused (a full disk, a read-only or missing file, a file that does not decode) → one line
+    naming the file and what to do (exit 2); Ctrl-C → exit 130. Anything else is a bug and keeps its traceback.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # Who is running, for the line another invocation gets if this one holds a run ("invoke compare").
+        label = command_label.set(f"invoke {fn.__name__.replace('_', '-')}")
         try:
             return fn(*args, **kwargs)
         except UserError as exc:
             raise Exit(f"error: {exc}", code=2) from None
         except KeyboardInterrupt:
             raise Exit("interrupted: finished work is kept; run the same command again to resume", code=130) from None
+        except ENVIRONMENT_ERRORS as exc:
+            raise Exit(f"error: {describe(exc)}", code=2) from None
+        finally:
+            command_label.reset(label)
 
     return wrapper
+
+
+def holds_run(runs_dir_of: Callable[[Any, str | None], Path]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """For a task that writes into ``--run`` under ``--runs-dir``: take the run's lock before anything else.
+
+    The run store takes it too when it opens the run, but only after the flags are checked and the heavy modules
+    imported; taking it first is what makes a second invocation on a busy run fail at once. A run that does not
+    exist yet is locked by the store when it creates it. ``runs_dir_of(ctx, runs_dir)`` resolves the directory.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+            given = _arguments(fn, ctx, args, kwargs)
+            run_id = given.get("run")
+            if not run_id or not valid_run_id(str(run_id)):  # no run named, or a bad id the store will explain
+                return fn(ctx, *args, **kwargs)
+            with locked_runs([runs_dir_of(ctx, given.get("runs_dir")) / str(run_id)]):
+                return fn(ctx, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def holds_runs_under(*flags: str, unless: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """For a task that writes where path flags point (``--out``): lock any run directory those paths lie in.
+
+    ``invoke kernels --dir runs/x/base/organized`` writes into run ``x`` as surely as ``invoke compare --run x``.
+    ``unless`` names a flag with which the task only reads (``--dry-run``).
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+            given = _arguments(fn, ctx, args, kwargs)
+            if unless and given.get(unless):
+                return fn(ctx, *args, **kwargs)
+            runs = [run for flag in flags if given.get(flag) for run in [enclosing_run(resolve_path(given[flag]))]
+                    if run is not None]
+            with locked_runs(runs, flag="--" + flags[0].replace("_", "-")):
+                return fn(ctx, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def enclosing_run(path: Path) -> Path | None:
+    """The run directory (one with a manifest.json) that ``path`` is in or is, if any."""
+    for candidate in (path, *path.parents):
+        if (candidate / MANIFEST).is_file():
+            return candidate
+    return None
+
+
+def _arguments(fn: Callable[..., Any], ctx: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    bound = inspect.signature(fn).bind_partial(ctx, *args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
 
 
 def config_value(ctx: Any, dotted: str, default: Any = None) -> Any:

@@ -30,6 +30,7 @@ from prbench.kernel_stages import organize_command
 from prbench.paired_plan import PlanSide, kernel_plan, model_plan, ok_models, paired_command
 from prbench.pipeline import JOINT, Pipeline, PreparedVariant, StageSpec
 from prbench.recipes import Recipe
+from prbench.run_report import render_run_report
 from prbench.runners import Runner, StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runstore import Run, RunStore
@@ -107,26 +108,29 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
                         "worker) or a positive number of models per worker")
     tree = upstream_tree(request.suite, request.recipe, request.upstream_src)
     compare_plan = plan(request)  # every ref and patch is checked before anything is written
-    run = RunStore(request.runs_dir).create_or_open(request.run_id, _settings(request, compare_plan, tree),
-                                                    __version__)
-    console.print(f"run [bold]{run.run_id}[/] in {run.root}")
-    locks: dict[str, Any] = {}
-    sides: list[_Side] = []
-    for plan_side in (compare_plan.base, compare_plan.pr):
-        console.print(f"[bold]{plan_side.name}[/]: {plan_side.how}")
-        runner, locks[plan_side.name] = _environment(plan_side, request, compare_plan, run)
-        pipeline = Pipeline(run, runner, console=console, force=request.force)
-        local_overlay = plan_side.overlay if not request.recipe.is_docker else None
-        side = _Side(pipeline, pipeline.prepare(_variant(plan_side, request), local_overlay, request.python))
-        _prepare_kernels(side, request, tree)
-        sides.append(side)
-    _time_models(sides, request, run, console)
-    _time_kernels(sides, request, run)
-    if request.profile:
-        for side in sides:
-            _profile(side, request)
-    atomic_io.write_json(run.path("lock.json"), locks)
-    paths = _report(run)
+    # The run is ours (its lock) until the report is written; a second invocation on it is refused meanwhile.
+    with RunStore(request.runs_dir).create_or_open(request.run_id, _settings(request, compare_plan, tree),
+                                                   __version__) as run:
+        # The report is always rendered anew at the end: until then the old one must not look current.
+        run.retire_report()
+        console.print(f"run [bold]{run.run_id}[/] in {run.root}")
+        locks: dict[str, Any] = {}
+        sides: list[_Side] = []
+        for plan_side in (compare_plan.base, compare_plan.pr):
+            console.print(f"[bold]{plan_side.name}[/]: {plan_side.how}")
+            runner, locks[plan_side.name] = _environment(plan_side, request, compare_plan, run)
+            pipeline = Pipeline(run, runner, console=console, force=request.force)
+            local_overlay = plan_side.overlay if not request.recipe.is_docker else None
+            side = _Side(pipeline, pipeline.prepare(_variant(plan_side, request), local_overlay, request.python))
+            _prepare_kernels(side, request, tree)
+            sides.append(side)
+        _time_models(sides, request, run, console)
+        _time_kernels(sides, request, run)
+        if request.profile:
+            for side in sides:
+                _profile(side, request)
+        atomic_io.write_json(run.path("lock.json"), locks)
+        paths = _report(run)
     return run, paths
 
 
@@ -341,20 +345,17 @@ def _profile(side: _Side, request: CompareRequest) -> None:
 
 
 def _report(run: Run) -> Any:
-    from analysis.report import load_report_inputs, render_report
+    from analysis.report import load_report_inputs
     from analysis.traces.trace_diff import profile_dirs_markdown
 
-    inputs = {key: rec.input_hash for key, rec in run.manifest.stages.items() if key != "report"}
-    out_dir = run.path("report")
-    with run.stage("report", inputs) as record:
+    def load() -> Any:
         report_inputs = load_report_inputs(run.root)
         profiled = profile_dirs_markdown(run.path("base", "profiles"), run.path("pr", "profiles"))
         report_inputs.trace_diff_md = profiled or report_inputs.trace_diff_md
-        paths = render_report(report_inputs, out_dir)
-        record.outputs = [run.relative(p) for p in (paths.report_md, paths.summary_json, paths.kernels_csv, paths.xlsx)
-                          if p is not None]
-        record.summary = {"verdict": paths.verdict}
-    return paths
+        return report_inputs
+
+    inputs = {key: rec.input_hash for key, rec in run.manifest.stages.items() if key != "report"}
+    return render_run_report(run, inputs, load)
 
 
 def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: Path | None) -> dict[str, Any]:

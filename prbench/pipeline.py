@@ -7,11 +7,18 @@ before it, so a change upstream (another overlay, another setting) redoes everyt
 A run-level ("joint") stage belongs to the comparison rather than to one variant (the paired timing rounds):
 its key is ``pair/<name>``, its log ``<run>/pair/logs/<name>.log``, its inputs whatever it names (both sides'
 upstream hashes), and its commands carry the runner of the environment each needs.
+
+A stage that fails leaves no outputs behind (its ``reset`` runs and its declared outputs are removed; its log
+stays, it is how the user finds out why), so nothing reads half a result as a whole one; an interrupted stage
+keeps what it wrote and resumes from it next time with the same inputs. A stage that failed because the disk
+is full says so in one line, whatever its own output looked like.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
+import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,12 +29,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from analysis import atomic_io
 from analysis.errors import UserError
+from analysis.io_errors import NoSpaceLeft, no_space_in, no_space_message
 from prbench.overlay import PythonOverlay, installed_package_dir
-from prbench.runners import Runner, StageCommand
+from prbench.runners import Runner, StageCommand, StageFailed
 from prbench.runstore import Run, input_hash
 from prbench.variants import Variant
 
 JOINT = "pair"  # key prefix and directory of the stages that belong to the run, not to one variant
+_LOG_TAIL_BYTES = 64 * 1024  # how much of a failed stage's log is searched for a full disk
 
 
 class StageProgress:
@@ -71,8 +80,8 @@ class StageSpec:
     outputs: list[Path]
     command: Callable[[], StageCommand] | None = None
     summarize: Callable[[], dict[str, Any]] = field(default=lambda: {})
-    # Removes what an earlier attempt wrote. Called before a forced run or when the inputs changed, but not
-    # when resuming an interrupted attempt with the same inputs (stages such as the suite resume from it).
+    # Removes what an attempt wrote. Called before a forced run or when the inputs changed, and after a failed
+    # attempt, but not when resuming an interrupted attempt with the same inputs (the suite resumes from it).
     reset: Callable[[], None] = field(default=lambda: None)
     host: Callable[[], None] | None = None
     # A joint stage's commands in order, each with the runner it runs in (docker: one per side, in its image).
@@ -143,12 +152,16 @@ class Pipeline:
             spec.reset()
         self.console.rule(f"{key}")
         with self.run.stage(key, inputs) as record:
-            execute()
-            missing = [p for p in spec.outputs if not p.exists()]
-            if missing:
-                raise UserError(f"stage {key} finished but did not write {self.run.relative(missing[0])}")
-            record.outputs = [self.run.relative(p) for p in spec.outputs]
-            record.summary = spec.summarize()
+            try:
+                execute()
+                missing = [p for p in spec.outputs if not p.exists()]
+                if missing:
+                    raise UserError(f"stage {key} finished but did not write {self.run.relative(missing[0])}")
+                record.outputs = [self.run.relative(p) for p in spec.outputs]
+                record.summary = spec.summarize()
+            except Exception:  # not KeyboardInterrupt: an interrupted attempt is resumed from what it wrote
+                _discard_outputs(spec)
+                raise
         return digest
 
     def _run_joint(self, spec: StageSpec) -> None:
@@ -158,7 +171,7 @@ class Pipeline:
                 command.log_path = self.run.path(JOINT, "logs", f"{spec.name}.log")
             with StageProgress(self.console, f"{JOINT}/{spec.name}") as progress:
                 command.on_line = progress.feed
-                runner.run(command)
+                _run_naming_a_full_disk(runner, command)
 
     def _run_command(self, prepared: PreparedVariant, spec: StageSpec) -> None:
         assert spec.command is not None, f"stage {spec.name} has neither a command nor a host step"
@@ -169,4 +182,53 @@ class Pipeline:
             command.log_path = prepared.directory / "logs" / f"{spec.name}.log"
         with StageProgress(self.console, f"{prepared.variant.name}/{spec.name}") as progress:
             command.on_line = progress.feed
-            self.runner.run(command)
+            _run_naming_a_full_disk(self.runner, command)
+
+
+def _discard_outputs(spec: StageSpec) -> None:
+    """After a failed attempt: remove what it wrote, so no later step or ``invoke report`` takes it as a result.
+
+    Failures here are not reported: the error that failed the stage is the one the user needs.
+    """
+    with contextlib.suppress(OSError):
+        spec.reset()
+    for path in spec.outputs:
+        with contextlib.suppress(OSError):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def _run_naming_a_full_disk(runner: Runner, command: StageCommand) -> None:
+    """Run the stage; if it failed and its output shows the disk filled up, say that instead.
+
+    A full disk rarely ends a stage with its own words: the suite's compile fails as a ``CppCompileError`` whose
+    text holds the compiler's "No space left on device", a stage's last write as an ``OSError``. The tail of the
+    stage's log is where that shows.
+    """
+    try:
+        runner.run(command)
+    except StageFailed as exc:
+        found = no_space_in(str(exc))
+        if found is None:
+            found = no_space_in(_log_tail(command.log_path))
+        if found is None:
+            raise
+        if str(exc).startswith("no space left on device"):  # the stage's own one-line error says it already
+            raise NoSpaceLeft(str(exc)) from None
+        log = f"; log: {command.log_path}" if command.log_path else ""
+        what = found or f"the files of stage {command.label}"
+        raise NoSpaceLeft(no_space_message(what) + log) from None
+
+
+def _log_tail(log_path: Path | None) -> str:
+    if log_path is None:
+        return ""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(0, 2)
+            log.seek(max(log.tell() - _LOG_TAIL_BYTES, 0))
+            return log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""

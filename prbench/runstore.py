@@ -3,6 +3,13 @@
 A stage is skipped when the manifest says it finished with the same input hash and its outputs still exist;
 ``force`` redoes it. The manifest is rewritten atomically after every change, so an interrupt (Ctrl-C,
 a killed process) always leaves a manifest that describes what really finished.
+
+Only one process writes a run at a time: opening it for writing (``create_or_open``, ``open(write=True)``)
+takes the run's lock (``prbench.run_lock``), and ``Run.close`` (or leaving ``with run:``) lets it go. A run
+opened to be read (``invoke status``) takes no lock and cannot be saved.
+
+When a stage starts recomputing, the run's previous report moves to ``report.stale/`` (its report.md says so
+on its first line), so a later failure never leaves an old verdict looking current.
 """
 
 from __future__ import annotations
@@ -13,16 +20,21 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from analysis import atomic_io
 from analysis.errors import UserError
+from prbench.run_lock import RunLock
 
 MANIFEST = "manifest.json"
+REPORT_DIR = "report"
+STALE_REPORT_DIR = "report.stale"
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -31,6 +43,7 @@ class StageStatus:
     DONE = "done"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
+    STALE = "stale"  # the report, once the run started recomputing what it was made from
 
 
 @dataclass
@@ -79,11 +92,24 @@ def _now() -> str:
 
 
 class Run:
-    """One run directory and its manifest."""
+    """One run directory and its manifest; ``lock`` is held when it was opened for writing."""
 
-    def __init__(self, root: Path, manifest: RunManifest) -> None:
+    def __init__(self, root: Path, manifest: RunManifest, lock: RunLock | None = None) -> None:
         self.root = root
         self.manifest = manifest
+        self.lock = lock
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let go of the run's lock (the run can still be read, no longer written)."""
+        if self.lock is not None:
+            self.lock.release()
 
     @property
     def run_id(self) -> str:
@@ -96,6 +122,9 @@ class Run:
         return os.path.relpath(path, self.root)
 
     def save(self) -> None:
+        if self.lock is None or not self.lock.held:
+            # A programming error, not the user's: whatever writes a run must have opened it for writing.
+            raise RuntimeError(f"run {self.run_id}: written without holding its lock (open it with write=True)")
         atomic_io.write_json(self.root / MANIFEST, self.manifest.to_dict())
 
     def record(self, key: str) -> StageRecord | None:
@@ -112,7 +141,9 @@ class Run:
         """Record a stage around the block: running → done / failed / interrupted, with timings.
 
         The block fills ``record.outputs`` (paths relative to the run directory) and ``record.summary``.
+        Starting a stage retires the run's report: what it was made from is being recomputed.
         """
+        self.retire_report()
         rec = StageRecord(status=StageStatus.RUNNING, input_hash=input_hash(inputs), started=_now())
         self.manifest.stages[key] = rec
         self.save()
@@ -120,10 +151,10 @@ class Run:
         try:
             yield rec
         except KeyboardInterrupt:
-            self._finish(rec, StageStatus.INTERRUPTED, t0, "interrupted by the user")
+            self._finish_after_error(rec, StageStatus.INTERRUPTED, t0, "interrupted by the user")
             raise
         except BaseException as exc:
-            self._finish(rec, StageStatus.FAILED, t0, _one_line(exc))
+            self._finish_after_error(rec, StageStatus.FAILED, t0, _one_line(exc))
             raise
         self._finish(rec, StageStatus.DONE, t0, "")
 
@@ -134,14 +165,63 @@ class Run:
         rec.duration_s = round(time.monotonic() - t0, 3)
         self.save()
 
+    def _finish_after_error(self, rec: StageRecord, status: str, t0: float, error: str) -> None:
+        # The disk may be full or gone: the error that stopped the stage is the one to report, not a second
+        # one from recording it (the manifest then still says "running", and the run's lock is free).
+        with contextlib.suppress(OSError):
+            self._finish(rec, status, t0, error)
+
+    def retire_report(self) -> Path | None:
+        """Move ``report/`` to ``report.stale/`` (replacing an older one); return where it went, if anywhere.
+
+        One rename, so there is no moment at which an old report still looks current while its inputs change.
+        """
+        current = self.path(REPORT_DIR)
+        if not current.is_dir():
+            return None
+        stale = self.path(STALE_REPORT_DIR)
+        if stale.exists():
+            shutil.rmtree(stale)
+        os.replace(current, stale)
+        _mark_stale(stale / "report.md")
+        rec = self.record("report")
+        if rec is not None and rec.status == StageStatus.DONE:
+            rec.status = StageStatus.STALE
+            rec.error = f"moved to {STALE_REPORT_DIR}/: the run started recomputing its inputs"
+            self.save()
+        return stale
+
+
+def _mark_stale(report_md: Path) -> None:
+    """First line of a retired report.md: say it is stale. Best effort: the directory's name already says it,
+    and on a full disk the rewrite cannot happen."""
+    if not report_md.is_file():
+        return
+    note = (f"> **Stale report** (retired {_now()}): the run started recomputing what this report was made from. "
+            f"The current report is `{REPORT_DIR}/report.md` once the run finishes.\n\n")
+    with contextlib.suppress(OSError):
+        atomic_io.write_text(report_md, note + report_md.read_text(encoding="utf-8", errors="replace"))
+
 
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
+def _read_manifest(path: Path) -> RunManifest:
+    try:
+        return RunManifest.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
+        raise UserError(f"{path}: not a valid run manifest ({exc})") from None
+
+
+def valid_run_id(run_id: str) -> bool:
+    """A plain name: a run id never reaches outside the runs directory."""
+    return bool(_RUN_ID_RE.match(run_id))
+
+
 def _check_run_id(run_id: str) -> None:
-    if not _RUN_ID_RE.match(run_id):
+    if not valid_run_id(run_id):
         raise UserError(f"--run {run_id!r}: a run id may hold letters, digits, '.', '_' and '-' only")
 
 
@@ -160,33 +240,46 @@ class RunStore:
             raise UserError(f"--runs-dir {self.root}: the runs directory is not writable")
 
     def create_or_open(self, run_id: str | None, settings: dict[str, Any], version: str) -> Run:
-        """Open ``run_id`` if it exists (resume), else create it. A new id is made from the time when omitted."""
+        """Open ``run_id`` for writing if it exists (resume), else create it; either way hold its lock.
+
+        A new id is made from the time when omitted. The manifest is read (or created) under the lock, so two
+        processes starting the same new run cannot both create it.
+        """
         if run_id is None:
             run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         _check_run_id(run_id)
         self._ensure_writable()
         root = self.root / run_id
-        if (root / MANIFEST).exists():
-            run = self.open(run_id)
-            run.manifest.settings.update(settings)
+        root.mkdir(exist_ok=True)
+        lock = RunLock(root).acquire()
+        try:
+            if (root / MANIFEST).exists():
+                run = Run(root, _read_manifest(root / MANIFEST), lock)
+                run.manifest.settings.update(settings)
+            else:
+                run = Run(root, RunManifest(run_id=run_id, created=_now(), prbench_version=version,
+                                            settings=settings), lock)
             run.save()
-            return run
-        root.mkdir(parents=True, exist_ok=True)
-        run = Run(root, RunManifest(run_id=run_id, created=_now(), prbench_version=version, settings=settings))
-        run.save()
+        except BaseException:
+            lock.release()
+            raise
         return run
 
-    def open(self, run_id: str) -> Run:
+    def open(self, run_id: str, *, write: bool = False) -> Run:
+        """Open an existing run: to read (no lock; ``invoke status``) or, with ``write``, holding its lock."""
         _check_run_id(run_id)  # `invoke status --run ../x` must not read outside the runs directory
         root = self.root / run_id
         path = root / MANIFEST
         if not path.exists():
             raise UserError(f"run '{run_id}': no {MANIFEST} under {root}")
+        if not write:
+            return Run(root, _read_manifest(path))
+        lock = RunLock(root).acquire()
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return Run(root, RunManifest.from_dict(data))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise UserError(f"{path}: not a valid run manifest ({exc})") from None
+            return Run(root, _read_manifest(path), lock)  # read under the lock: the holder before may have written
+        except BaseException:
+            lock.release()
+            raise
 
     def latest(self) -> Run:
         runs = sorted(

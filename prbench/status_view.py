@@ -12,6 +12,7 @@ _STYLE = {
     StageStatus.RUNNING: "yellow",
     StageStatus.FAILED: "red",
     StageStatus.INTERRUPTED: "magenta",
+    StageStatus.STALE: "dim",
 }
 
 

@@ -227,20 +227,20 @@ def run_suite(
     variant = Variant(name="base", recipe=recipe, overlay_sha256=overlay.sha256 if overlay else None,
                       env=dict(env or {}), inductor_config=dict(inductor_config or {}))
     inputs = stage_inputs(settings, tree)
-    run = RunStore(runs_dir).create_or_open(run_id, settings={"suite": inputs, "recipe": recipe.name},
-                                            version=__version__)
-    pipeline = Pipeline(run, LocalRunner(), console=console, force={STAGE} if force else ())
-    prepared = pipeline.prepare(variant, overlay, python or sys.executable)
-    directory = prepared.directory
-    ran = {"value": False}
+    with RunStore(runs_dir).create_or_open(run_id, settings={"suite": inputs, "recipe": recipe.name},
+                                           version=__version__) as run:
+        pipeline = Pipeline(run, LocalRunner(), console=console, force={STAGE} if force else ())
+        prepared = pipeline.prepare(variant, overlay, python or sys.executable)
+        directory = prepared.directory
+        ran = {"value": False}
 
-    def command() -> StageCommand:
-        ran["value"] = True
-        return stage_command(directory, settings, tree)
+        def command() -> StageCommand:
+            ran["value"] = True
+            return stage_command(directory, settings, tree)
 
-    spec = StageSpec(name=STAGE, inputs=inputs, outputs=suite_outputs(directory), command=command,
-                     summarize=lambda: summarize(directory), reset=lambda: clear_outputs(directory))
-    pipeline.run_stage(prepared, spec)
+        spec = StageSpec(name=STAGE, inputs=inputs, outputs=suite_outputs(directory), command=command,
+                         summarize=lambda: summarize(directory), reset=lambda: clear_outputs(directory))
+        pipeline.run_stage(prepared, spec)
     return SuiteOutcome(run_root=run.root, variant_dir=directory, skipped=not ran["value"])
 
 

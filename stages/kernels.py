@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
+from analysis.io_errors import stage_exit_code
 from analysis.kernel_index import IndexRow, read_index
 from analysis.kernel_results import KernelRow, kernel_gb, summarize_rounds, write_results
 from stages.worker_process import Worker, WorkerFailure, device_env, serve
@@ -430,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        sys.exit(stage_exit_code(main))
     except Exception:  # noqa: BLE001 - a bug in the runner itself: keep the traceback in the log
         traceback.print_exc()
         sys.exit(1)

@@ -53,6 +53,7 @@ from typing import Any
 
 from analysis.atomic_io import write_json
 from analysis.errors import UserError
+from analysis.io_errors import stage_exit_code
 from analysis.paired_rounds import ROUND_KINDS, SIDES, RoundRecord, Visit, write_round
 from stages.worker_process import Worker, WorkerFailure, last_cpu
 
@@ -340,4 +341,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(stage_exit_code(main))

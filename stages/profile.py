@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.atomic_io import atomic_path, write_bytes, write_text
+from analysis.io_errors import stage_exit_code
 
 GRAPH_TIMEOUT_S = 600
 PROFILE_JSON = "compiled_module_profile.json"  # the fixed name Inductor's -p writes under $TMPDIR
@@ -200,4 +201,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(stage_exit_code(main))

@@ -30,6 +30,7 @@ from typing import Any
 
 from analysis import atomic_io
 from analysis.dynamo_csv import STATUS_FAIL, STATUS_OK, Row, fmt_float, read_suite_csv, write_suite_csv
+from analysis.io_errors import stage_exit_code
 from stages.hf_models import MODES, SIZES
 
 DTYPES = ("float32", "bfloat16", "float16", "amp")
@@ -452,4 +453,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(stage_exit_code(main))

@@ -44,6 +44,7 @@ from analysis.dynamo_csv import (
     write_suite_csv,
 )
 from analysis.errors import UserError
+from analysis.io_errors import stage_exit_code
 from stages.environment import INDUCTOR_CONFIG_ENV
 from stages.suite import GRAPH_MODELS, archive_cache, empty_directory, is_graph_module
 
@@ -390,4 +391,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(stage_exit_code(main))

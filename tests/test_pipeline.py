@@ -8,12 +8,14 @@ import io
 import json
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from analysis.errors import UserError
+from analysis.io_errors import NoSpaceLeft
 from prbench.overlay import PythonOverlay
 from prbench.pipeline import Pipeline, PreparedVariant, StageSpec
 from prbench.recipes import load_recipe
@@ -38,6 +40,16 @@ STAGE_SOURCE = textwrap.dedent('''
     print("running the fake suite", flush=True)
     if a.mode == "fail":
         sys.exit("the model crashed")
+    if a.mode == "partial":
+        os.makedirs(os.path.dirname(a.out), exist_ok=True)
+        open(a.out, "w").write("{}")
+        sys.exit("died after writing its output")
+    if a.mode == "nospace":
+        tmp = os.path.join(os.environ["TMPDIR"], "cc1.s")
+        print("BertForMaskedLM: CppCompileError: C++ compile error", flush=True)
+        print(f"{tmp}: fatal error: error writing to {tmp}: No space left on device", flush=True)
+        print("compilation terminated.", flush=True)
+        sys.exit(1)
     if a.mode == "ok":
         os.makedirs(os.path.dirname(a.out), exist_ok=True)
         keep = ("TORCHINDUCTOR_CACHE_DIR", "TMPDIR", "OMP_NUM_THREADS", "PYTHONPATH", "TORCHINDUCTOR_BENCHMARK_KERNEL")
@@ -232,8 +244,11 @@ def test_reset_clears_stale_work_only_when_the_old_attempt_cannot_be_resumed(run
     prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
     resets: list[str] = []
 
-    with pytest.raises(StageFailed):  # an attempt that dies halfway...
-        pipe.run_stage(prepared, suite_spec(prepared, code, mode="fail", resets=resets))
+    def ctrl_c() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # an attempt the user interrupts...
+        pipe.run_stage(prepared, replace(suite_spec(prepared, code, resets=resets), host=ctrl_c))
     assert resets == ["reset"]  # (a first attempt starts clean)
     pipe.run_stage(prepared, suite_spec(prepared, code, resets=resets))
     assert resets == ["reset"]  # ...is resumed with the same inputs: what it wrote is kept
@@ -245,6 +260,38 @@ def test_reset_clears_stale_work_only_when_the_old_attempt_cannot_be_resumed(run
     forced, _ = pipeline(run, force=("suite",))
     forced.run_stage(prepared, suite_spec(prepared, code, inputs={"models": ["gpt2"]}, resets=resets))
     assert resets == ["reset", "reset", "reset"]
+
+
+def test_a_stage_that_fails_after_writing_leaves_no_output_but_keeps_its_log(run: Run, code: Path) -> None:
+    pipe, _ = pipeline(run)
+    prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
+    resets: list[str] = []
+    out = prepared.directory / "suite" / "suite.json"
+
+    with pytest.raises(StageFailed):  # the stage writes its output, then dies
+        pipe.run_stage(prepared, suite_spec(prepared, code, mode="partial", resets=resets))
+
+    assert not out.exists()  # nothing that a later step or `invoke report` could take for a result
+    assert resets == ["reset", "reset"]  # a first attempt starts clean, and a failed one is cleaned up
+    assert "running the fake suite" in (prepared.directory / "logs" / "suite.log").read_text()
+    record = run.record("base/suite")
+    assert record is not None and record.status == StageStatus.FAILED
+    pipe.run_stage(prepared, suite_spec(prepared, code, resets=resets))  # the next attempt starts over
+    assert out.exists() and times_run(prepared) == 2
+
+
+def test_a_stage_that_failed_on_a_full_disk_says_so_in_one_line(run: Run, code: Path) -> None:
+    pipe, _ = pipeline(run)
+    prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
+
+    # The suite's compile on a full disk: a CppCompileError whose text holds the compiler's message, then exit 1.
+    with pytest.raises(NoSpaceLeft) as info:
+        pipe.run_stage(prepared, suite_spec(prepared, code, mode="nospace"))
+
+    message = str(info.value)
+    tmp = prepared.directory / "work" / "tmp" / "cc1.s"
+    assert message.startswith(f"no space left on device writing {tmp}: free space or use --runs-dir elsewhere")
+    assert "log: " in message and "\n" not in message
 
 
 def test_a_joint_stage_belongs_to_the_run_logs_there_and_is_forced_by_its_kind(run: Run, code: Path) -> None:

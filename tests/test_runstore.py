@@ -111,7 +111,8 @@ def test_ctrl_c_inside_a_stage_leaves_a_consistent_manifest_marked_interrupted(r
     assert kernels["error"] == "interrupted by the user"
     assert kernels["finished"]
     assert not run.is_done("base/kernels", input_hash({"reps": 10}))
-    assert sorted(p.name for p in run.root.iterdir()) == ["base", MANIFEST]  # no temp files left
+    # No temp files left; .lock is the run's lock file, which stays (prbench.run_lock).
+    assert sorted(p.name for p in run.root.iterdir()) == [".lock", "base", MANIFEST]
 
 
 def test_a_failing_stage_is_recorded_with_a_one_line_error(run: Run) -> None:
@@ -124,6 +125,38 @@ def test_a_failing_stage_is_recorded_with_a_one_line_error(run: Run) -> None:
     assert rec.status == StageStatus.FAILED
     assert rec.error == "ValueError: bad kernel file c5ify.py"
     assert not run.is_done("base/organize", input_hash({}))
+
+
+def write_report(run: Run, verdict: str) -> None:
+    with run.stage("report", {}) as rec:
+        run.path("report").mkdir()
+        run.path("report", "report.md").write_text(f"# prbench: PR vs base\n\nverdict: {verdict}\n")
+        rec.outputs = ["report/report.md"]
+
+
+def test_when_the_run_starts_recomputing_its_old_report_stops_looking_current(run: Run) -> None:
+    write_report(run, "improved")
+
+    with pytest.raises(RuntimeError):  # the user changed an input; the stage fails half way
+        with run.stage("base/suite", {"models": ["gpt2"]}):
+            raise RuntimeError("compile failed")
+
+    assert not run.path("report").exists()
+    stale = run.path("report.stale", "report.md").read_text().splitlines()
+    assert stale[0].startswith("> **Stale report**") and "verdict: improved" in stale
+    report = manifest_on_disk(run)["stages"]["report"]
+    assert report["status"] == StageStatus.STALE and "report.stale/" in report["error"]
+
+
+def test_a_newer_stale_report_replaces_an_older_one(run: Run) -> None:
+    write_report(run, "improved")
+    write_report(run, "regressed")  # rendering a report is a stage too: the first one is retired
+
+    finish_suite(run, {})
+
+    stale = run.path("report.stale", "report.md").read_text()
+    assert "verdict: regressed" in stale and "verdict: improved" not in stale
+    assert stale.count("Stale report") == 1 and not run.path("report").exists()
 
 
 def test_a_runs_dir_that_cannot_be_created_is_a_user_error(tmp_path: Path) -> None:

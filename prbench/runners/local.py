@@ -47,7 +47,8 @@ class LocalRunner:
             raise StageFailed(f"stage {command.label}: cannot start {self.python} ({exc.strerror})") from None
         # A reader thread copies output so the main thread can enforce the timeout while output flows.
         errors = ErrorLineTracker(command.on_line)
-        reader = threading.Thread(target=self._copy_output, args=(proc, log, errors), daemon=True)
+        log_failures: list[OSError] = []
+        reader = threading.Thread(target=self._copy_output, args=(proc, log, errors, log_failures), daemon=True)
         reader.start()
         try:
             code = proc.wait(timeout=command.timeout_s)
@@ -65,17 +66,28 @@ class LocalRunner:
             # Let the reader drain the pipe before the log is closed under it.
             reader.join(timeout=10)
             if log:
-                log.close()
+                _close_log(log, log_failures)
+        if log_failures:
+            # The log could not be written (a full disk, usually): the stage's record of what happened is gone,
+            # so the stage has not run as it should, whatever its exit code.
+            failure = log_failures[0]
+            failure.filename = failure.filename or str(command.log_path)
+            raise failure
         if code != 0:
             raise errors.failure(command, f"failed with exit code {code}")
 
-    def _copy_output(self, proc: subprocess.Popen, log, errors: ErrorLineTracker) -> None:
+    def _copy_output(self, proc: subprocess.Popen, log, errors: ErrorLineTracker,
+                     log_failures: list[OSError]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             errors.feed(line)
-            if log:
-                log.write(line)
-                log.flush()
+            if log and not log_failures:
+                try:
+                    log.write(line)
+                    log.flush()
+                except OSError as exc:
+                    # Keep draining the pipe: a stage blocked writing to a full pipe would hang until its timeout.
+                    log_failures.append(exc)
             if self.stream_output:
                 sys.stdout.write(line)
                 sys.stdout.flush()
@@ -86,6 +98,14 @@ def _open_log(path: Path | None):
         return None
     path.parent.mkdir(parents=True, exist_ok=True)
     return open(path, "a", encoding="utf-8")
+
+
+def _close_log(log, log_failures: list[OSError]) -> None:
+    try:
+        log.close()
+    except OSError as exc:  # the last buffered lines did not fit either
+        if not log_failures:
+            log_failures.append(exc)
 
 
 def _stop(proc: subprocess.Popen) -> None:
