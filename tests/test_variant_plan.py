@@ -35,6 +35,10 @@ def pytorch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     shas["native"] = _commit(repo, {"aten/src/ATen/native/Fused.cpp": "int f();\n"}, "native")
     shas["root"] = repo.working_dir
     monkeypatch.setattr(variant_plan, "installed_torch", lambda python: ("2.13.0", shas["installed"]))
+    installed = tmp_path / "site-packages" / "torch"  # what the installed commit ships, for the apply check
+    (installed / "_inductor").mkdir(parents=True)
+    (installed / "_inductor" / "config.py").write_text("max_fusion_size = 64\n")
+    monkeypatch.setattr(variant_plan, "installed_package_dir", lambda python: installed)
     return shas
 
 
