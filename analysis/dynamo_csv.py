@@ -14,10 +14,13 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 from analysis import atomic_io
+from analysis.errors import UserError
+from analysis.records import expect_list, expect_ms_list, expect_object, expect_str, read_json
 
 DYNAMO_COLUMNS: tuple[str, ...] = (
     "dev", "name", "batch_size", "speedup", "abs_latency", "compilation_latency", "compression_ratio",
@@ -40,6 +43,11 @@ STATUS_FAIL = "fail"
 UPSTREAM_FAILURE = "the upstream harness reported a failure (speedup 0); see its log"
 
 Row = dict[str, str]
+SuiteSamples = dict[str, dict[str, list[float]]]  # samples.json: {model: {"eager": [ms], "compiled": [ms]}}
+GraphModels = dict[str, list[str]]  # graph_models.json: {compiled graph module file stem: [models that ran it]}
+
+
+T = TypeVar("T")
 
 
 class DynamoCsvError(ValueError):
@@ -142,3 +150,47 @@ def _normalize(col: str, value: str) -> str:
         number = _as_float(value)
         return fmt_float(number) if number is not None else ""
     return value
+
+
+# --- the suite's JSON outputs (read on resume, by organize and by the report) -------------------------------
+
+
+def parse_suite_samples(data: object, where: str) -> SuiteSamples:
+    """``{model: {"eager": [ms], "compiled": [ms]}}`` (a failed model has ``{}``); every sample finite ≥ 0."""
+    models = expect_object(data, where)
+    return {model: {kind: expect_ms_list(values, f"{where}: {model!r}.{kind}")
+                    for kind, values in expect_object(entry, f"{where}: {model!r}").items()}
+            for model, entry in models.items()}
+
+
+def parse_graph_models(data: object, where: str) -> GraphModels:
+    """``{graph module file stem: [model, ...]}``."""
+    out: GraphModels = {}
+    for stem, models in expect_object(data, where).items():
+        names = expect_list(models, f"{where}: {stem!r}")
+        out[stem] = [expect_str(m, f"{where}: {stem!r}[{i}]") for i, m in enumerate(names)]
+    return out
+
+
+def read_suite_samples(path: str | os.PathLike[str]) -> SuiteSamples:
+    path = Path(path)
+    return parse_suite_samples(read_json(path, 'suite samples {model: {"eager": [ms], "compiled": [ms]}}'),
+                               str(path))
+
+
+def read_graph_models(path: str | os.PathLike[str]) -> GraphModels:
+    path = Path(path)
+    return parse_graph_models(read_json(path, "{graph module file stem: [models]}"), str(path))
+
+
+def read_kept(path: Path, reader: Callable[[Path], T]) -> T | None:
+    """An earlier attempt's file that a resumed run builds on (None when there is none).
+
+    A damaged one is a UserError that says how to start over, since resuming cannot know what it held.
+    """
+    if not path.exists():
+        return None
+    try:
+        return reader(path)
+    except UserError as exc:
+        raise UserError(f"{exc} (left by an earlier attempt; delete it to measure again)") from None

@@ -144,7 +144,8 @@ def read_json(path: Path, what: str) -> Any:
     except json.JSONDecodeError as exc:
         if not text.strip():
             raise UserError(f"{path}: empty file (expected {what})") from None
-        if exc.pos >= len(text.rstrip()):
+        # Cut short: the parser stopped at the last character, or inside a string that runs to the end.
+        if exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string"):
             raise UserError(f"{path}: truncated JSON (the file ends in the middle of a value); expected {what}"
                             ) from None
         raise UserError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); "

@@ -21,6 +21,7 @@ from typing import Any
 
 from analysis import atomic_io
 from analysis.errors import UserError
+from analysis.records import expect_list, expect_number, expect_object, expect_str, read_json
 
 MANIFEST = "manifest.json"
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -54,18 +55,35 @@ class RunManifest:
     stages: dict[str, StageRecord] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunManifest:
-        stages = {k: StageRecord(**v) for k, v in data.get("stages", {}).items()}
+    def from_dict(cls, data: Any, where: str = "manifest") -> RunManifest:
+        """Check the shape while building: a manifest of the wrong shape must be refused here, not crash later."""
+        data = expect_object(data, where)
+        stages = expect_object(data.get("stages", {}), f"{where}: stages")
         return cls(
-            run_id=data["run_id"],
-            created=data["created"],
-            prbench_version=data.get("prbench_version", ""),
-            settings=data.get("settings", {}),
-            stages=stages,
+            run_id=expect_str(data.get("run_id"), f"{where}: run_id"),
+            created=expect_str(data.get("created"), f"{where}: created"),
+            prbench_version=expect_str(data.get("prbench_version", ""), f"{where}: prbench_version"),
+            settings=expect_object(data.get("settings", {}), f"{where}: settings"),
+            stages={key: _stage_record(value, f"{where}: stages.{key}") for key, value in stages.items()},
         )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _stage_record(value: Any, where: str) -> StageRecord:
+    rec = expect_object(value, where)
+    outputs = expect_list(rec.get("outputs", []), f"{where}.outputs")
+    return StageRecord(
+        status=expect_str(rec.get("status"), f"{where}.status"),
+        input_hash=expect_str(rec.get("input_hash"), f"{where}.input_hash"),
+        outputs=[expect_str(o, f"{where}.outputs[{i}]") for i, o in enumerate(outputs)],
+        started=expect_str(rec.get("started", ""), f"{where}.started"),
+        finished=expect_str(rec.get("finished", ""), f"{where}.finished"),
+        duration_s=expect_number(rec.get("duration_s", 0.0), f"{where}.duration_s", minimum=0),
+        error=expect_str(rec.get("error", ""), f"{where}.error"),
+        summary=expect_object(rec.get("summary", {}), f"{where}.summary"),
+    )
 
 
 def input_hash(inputs: dict[str, Any]) -> str:
@@ -183,10 +201,10 @@ class RunStore:
         if not path.exists():
             raise UserError(f"run '{run_id}': no {MANIFEST} under {root}")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return Run(root, RunManifest.from_dict(data))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise UserError(f"{path}: not a valid run manifest ({exc})") from None
+            return Run(root, RunManifest.from_dict(read_json(path, "a run manifest"), str(path)))
+        except UserError as exc:
+            detail = str(exc).removeprefix(f"{path}: ")
+            raise UserError(f"{path}: not a valid run manifest ({detail})") from None
 
     def latest(self) -> Run:
         runs = sorted(
