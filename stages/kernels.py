@@ -42,7 +42,7 @@ from typing import Any
 from analysis.errors import UserError
 from analysis.kernel_index import IndexRow, graph_module_problem, read_index
 from analysis.kernel_results import KernelRow, kernel_gb, summarize_rounds, write_results
-from stages.worker_process import Worker, WorkerFailure, device_env, serve
+from stages.worker_process import Worker, WorkerFailure, device_env, one_line_error, reply_outcomes, serve
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # as Triton's do_bench and Inductor's benchmarker: larger than any L2
 INTERPRETER_ITERATIONS = 1  # timed calls of a Triton kernel in the CPU interpreter (~1 s each; no warm-up)
@@ -200,7 +200,11 @@ def run_jobs(jobs: list[Job], workers: list[Worker], progress: Callable[[str], N
                 job = pending.get_nowait()
             except queue.Empty:
                 return
-            results = _run_one(worker, job)
+            try:
+                results = _run_one(worker, job)
+            except Exception as exc:  # noqa: BLE001 - a bug here must cost this job, not the thread and the rest
+                worker.stop()
+                results = {path: Outcome(error=f"runner error: {one_line_error(exc)}") for path in job.kernels.values()}
             with lock:
                 outcomes.update(results)
                 done[0] += 1
@@ -219,16 +223,13 @@ def run_jobs(jobs: list[Job], workers: list[Worker], progress: Callable[[str], N
 
 
 def _run_one(worker: Worker, job: Job) -> dict[str, Outcome]:
+    """One job on one worker: {relative path: outcome}; a crash, hang or garbled reply fails this job only."""
     try:
         reply = worker.run(asdict(job), job.timeout_s)
     except WorkerFailure as exc:
         return {path: Outcome(error=str(exc)) for path in job.kernels.values()}
-    results: dict[str, Outcome] = {}
-    for name, path in job.kernels.items():
-        entry = reply.get("results", {}).get(name, {})
-        results[path] = Outcome(samples=list(entry.get("samples", [])),
-                                error=entry.get("error") or reply.get("error") or "")
-    return results
+    per_name = reply_outcomes(reply, list(job.kernels))
+    return {path: Outcome(*per_name[name]) for name, path in job.kernels.items()}
 
 
 # --- worker process (worker side) ------------------------------------------------------------------------------
