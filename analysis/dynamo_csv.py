@@ -50,8 +50,10 @@ GraphModels = dict[str, list[str]]  # graph_models.json: {compiled graph module 
 T = TypeVar("T")
 
 
-class DynamoCsvError(ValueError):
-    """A file that is not a dynamo performance CSV; the message names the file and what is missing."""
+class DynamoCsvError(UserError, ValueError):
+    """A file that is not a dynamo performance CSV; the message names the file and what is missing.
+
+    A UserError (so an invoke task reports it in one line) and a ValueError (what older callers catch)."""
 
 
 def fmt_float(value: float) -> str:
@@ -78,12 +80,19 @@ def read_suite_csv(path: str | os.PathLike[str]) -> list[Row]:
     path = Path(path)
     if not path.exists():
         return []
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in ("name", "status") if c not in (reader.fieldnames or [])]
-        if missing:
-            raise DynamoCsvError(f"{path}: not a suite.csv (no '{missing[0]}' column)")
-        return [{col: (row.get(col) or "") for col in SUITE_COLUMNS} for row in reader]
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in ("name", "status") if c not in (reader.fieldnames or [])]
+            if missing:
+                raise DynamoCsvError(f"{path}: not a suite.csv (no '{missing[0]}' column)")
+            # A short row's missing cells are None, an overlong row's extras a list under None: both become "".
+            return [{col: (cell if isinstance(cell := row.get(col), str) else "") for col in SUITE_COLUMNS}
+                    for row in reader]
+    except UnicodeDecodeError as exc:
+        raise DynamoCsvError(f"{path}: not a suite.csv (not UTF-8 text at byte {exc.start})") from None
+    except csv.Error as exc:
+        raise DynamoCsvError(f"{path}: not a suite.csv ({exc})") from None
 
 
 def parse_dynamo_csv(text: str, origin: str = "<csv>") -> list[Row]:

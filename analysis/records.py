@@ -113,13 +113,19 @@ def expect_ms_list(value: Any, where: str) -> list[float]:
     return [expect_number(x, f"{where}[{i}]", minimum=0, what="milliseconds") for i, x in enumerate(items)]
 
 
+# Counts (calls, instances, samples) beyond this are not counts: they would overflow the tables' int64 columns.
+MAX_COUNT = 2**53
+
+
 def parse_cell(text: str, where: str, minimum: float | None = None, integer: bool = False) -> float:
-    """A numeric CSV cell: finite (``nan``/``inf`` are refused), at least ``minimum``, whole when ``integer``."""
+    """A numeric CSV cell: finite (``nan``/``inf`` are refused), at least ``minimum``; whole and below
+    `MAX_COUNT` when ``integer``."""
     try:
         value = float(text)
     except ValueError:
         raise invalid(where, "a number", text) from None
-    if not math.isfinite(value) or (minimum is not None and value < minimum) or (integer and value != int(value)):
+    if (not math.isfinite(value) or (minimum is not None and value < minimum)
+            or (integer and (value != int(value) or abs(value) >= MAX_COUNT))):
         kind = "a whole number" if integer else "a finite number"
         bound = f" ≥ {minimum:g}" if minimum is not None else ""
         raise invalid(where, kind + bound, text)
@@ -141,6 +147,8 @@ def read_json(path: Path, what: str) -> Any:
         raise UserError(f"{path}: cannot read it ({exc.strerror}); expected {what}") from None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise UserError(f"{path}: JSON nested too deeply; expected {what}") from None
     except json.JSONDecodeError as exc:
         if not text.strip():
             raise UserError(f"{path}: empty file (expected {what})") from None

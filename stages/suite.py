@@ -31,7 +31,6 @@ from analysis import atomic_io
 from analysis.dynamo_csv import (
     STATUS_FAIL,
     STATUS_OK,
-    DynamoCsvError,
     Row,
     fmt_float,
     read_graph_models,
@@ -455,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, cache {cache_dir}")
     try:
         rows = run_suite(settings, cache_dir)
-    except (UserError, DynamoCsvError) as exc:  # a damaged file from an earlier attempt
+    except UserError as exc:  # a damaged file from an earlier attempt (DynamoCsvError is one too)
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
     except KeyboardInterrupt:

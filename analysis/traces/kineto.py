@@ -261,6 +261,8 @@ def read_kineto(path: Path) -> TraceData:
             if not c:
                 raise UserError(f"{path}: truncated JSON (the file ends before the closing '}}')")
             key = stream.value()
+            if not isinstance(key, str):  # the stream decodes any value here; JSON allows only text keys
+                raise invalid(f"{path}: top-level object", "a text key", key)
             stream.expect(":")
             if key == "traceEvents":
                 _read_events(stream, collector)
@@ -330,8 +332,9 @@ def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
     if isinstance(dist, dict):
         b.rank = _as_int(dist.get("rank"), -1) if "rank" in dist else None
         b.world_size = _as_int(dist.get("world_size"), -1) if "world_size" in dist else None
-    props = meta.get("deviceProperties") or []
-    b.device_names = [str(p.get("name", "")) for p in props if isinstance(p, dict)]
+    props = meta.get("deviceProperties")
+    # Metadata only names the devices: a foreign shape leaves the names out rather than refusing the trace.
+    b.device_names = [str(p.get("name", "")) for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     b.platform = _platform(meta, col)
     b.metadata = {k: meta[k] for k in ("baseTimeNanoseconds", "displayTimeUnit", "schemaVersion",
                                         "distributedInfo", "trace_id") if k in meta}
