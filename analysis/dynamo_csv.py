@@ -14,10 +14,13 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 from analysis import atomic_io
+from analysis.errors import UserError
+from analysis.records import expect_list, expect_ms_list, expect_object, expect_str, read_json
 
 DYNAMO_COLUMNS: tuple[str, ...] = (
     "dev", "name", "batch_size", "speedup", "abs_latency", "compilation_latency", "compression_ratio",
@@ -40,10 +43,17 @@ STATUS_FAIL = "fail"
 UPSTREAM_FAILURE = "the upstream harness reported a failure (speedup 0); see its log"
 
 Row = dict[str, str]
+SuiteSamples = dict[str, dict[str, list[float]]]  # samples.json: {model: {"eager": [ms], "compiled": [ms]}}
+GraphModels = dict[str, list[str]]  # graph_models.json: {compiled graph module file stem: [models that ran it]}
 
 
-class DynamoCsvError(ValueError):
-    """A file that is not a dynamo performance CSV; the message names the file and what is missing."""
+T = TypeVar("T")
+
+
+class DynamoCsvError(UserError, ValueError):
+    """A file that is not a dynamo performance CSV; the message names the file and what is missing.
+
+    A UserError (so an invoke task reports it in one line) and a ValueError (what older callers catch)."""
 
 
 def fmt_float(value: float) -> str:
@@ -70,12 +80,19 @@ def read_suite_csv(path: str | os.PathLike[str]) -> list[Row]:
     path = Path(path)
     if not path.exists():
         return []
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in ("name", "status") if c not in (reader.fieldnames or [])]
-        if missing:
-            raise DynamoCsvError(f"{path}: not a suite.csv (no '{missing[0]}' column)")
-        return [{col: (row.get(col) or "") for col in SUITE_COLUMNS} for row in reader]
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in ("name", "status") if c not in (reader.fieldnames or [])]
+            if missing:
+                raise DynamoCsvError(f"{path}: not a suite.csv (no '{missing[0]}' column)")
+            # A short row's missing cells are None, an overlong row's extras a list under None: both become "".
+            return [{col: (cell if isinstance(cell := row.get(col), str) else "") for col in SUITE_COLUMNS}
+                    for row in reader]
+    except UnicodeDecodeError as exc:
+        raise DynamoCsvError(f"{path}: not a suite.csv (not UTF-8 text at byte {exc.start})") from None
+    except csv.Error as exc:
+        raise DynamoCsvError(f"{path}: not a suite.csv ({exc})") from None
 
 
 def parse_dynamo_csv(text: str, origin: str = "<csv>") -> list[Row]:
@@ -142,3 +159,47 @@ def _normalize(col: str, value: str) -> str:
         number = _as_float(value)
         return fmt_float(number) if number is not None else ""
     return value
+
+
+# --- the suite's JSON outputs (read on resume, by organize and by the report) -------------------------------
+
+
+def parse_suite_samples(data: object, where: str) -> SuiteSamples:
+    """``{model: {"eager": [ms], "compiled": [ms]}}`` (a failed model has ``{}``); every sample finite ≥ 0."""
+    models = expect_object(data, where)
+    return {model: {kind: expect_ms_list(values, f"{where}: {model!r}.{kind}")
+                    for kind, values in expect_object(entry, f"{where}: {model!r}").items()}
+            for model, entry in models.items()}
+
+
+def parse_graph_models(data: object, where: str) -> GraphModels:
+    """``{graph module file stem: [model, ...]}``."""
+    out: GraphModels = {}
+    for stem, models in expect_object(data, where).items():
+        names = expect_list(models, f"{where}: {stem!r}")
+        out[stem] = [expect_str(m, f"{where}: {stem!r}[{i}]") for i, m in enumerate(names)]
+    return out
+
+
+def read_suite_samples(path: str | os.PathLike[str]) -> SuiteSamples:
+    path = Path(path)
+    return parse_suite_samples(read_json(path, 'suite samples {model: {"eager": [ms], "compiled": [ms]}}'),
+                               str(path))
+
+
+def read_graph_models(path: str | os.PathLike[str]) -> GraphModels:
+    path = Path(path)
+    return parse_graph_models(read_json(path, "{graph module file stem: [models]}"), str(path))
+
+
+def read_kept(path: Path, reader: Callable[[Path], T]) -> T | None:
+    """An earlier attempt's file that a resumed run builds on (None when there is none).
+
+    A damaged one is a UserError that says how to start over, since resuming cannot know what it held.
+    """
+    if not path.exists():
+        return None
+    try:
+        return reader(path)
+    except UserError as exc:
+        raise UserError(f"{exc} (left by an earlier attempt; delete it to measure again)") from None

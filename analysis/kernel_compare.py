@@ -18,6 +18,7 @@ duplicates, its geomean), so a user can check that prbench reproduces the number
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ import pandas as pd
 
 from analysis.errors import UserError
 from analysis.paired_rounds import RoundSamples
+from analysis.records import invalid
 from analysis.verdict import (
     ControlResult,
     Estimate,
@@ -59,7 +61,8 @@ MATCH_METHODS = ("body_hash+shape_key", "legacy_key", "kernel_name")
 # --- reading ---------------------------------------------------------------------------------------------
 
 
-def read_table(path: Path, required: tuple[str, ...], what: str, dtype: dict[str, Any] | None = None) -> pd.DataFrame:
+def read_table(path: Path, required: tuple[str, ...], what: str, dtype: Any = None,
+               keep_default_na: bool = True) -> pd.DataFrame:
     """Read a CSV or raise a one-line UserError naming the file (missing, empty, unparsable, wrong columns)."""
     path = Path(path)
     if not path.is_file():
@@ -67,7 +70,7 @@ def read_table(path: Path, required: tuple[str, ...], what: str, dtype: dict[str
     if path.stat().st_size == 0:
         raise UserError(f"{path}: empty file (expected {what} with header {','.join(required)})")
     try:
-        frame = pd.read_csv(path, dtype=dtype)
+        frame = pd.read_csv(path, dtype=dtype, keep_default_na=keep_default_na)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"{path}: cannot parse as {what} ({first})") from None
@@ -80,21 +83,43 @@ def read_table(path: Path, required: tuple[str, ...], what: str, dtype: dict[str
 
 
 def read_kernels_csv(path: Path) -> pd.DataFrame:
-    """Read a kernels.csv; identity columns stay text (hashes such as ``1e10`` must not become floats)."""
-    frame = read_table(path, KERNEL_COLUMNS, "a kernels.csv", dtype={c: str for c in _TEXT_COLUMNS})
-    return normalize_kernels(frame)
+    """Read a kernels.csv; identity columns stay text (hashes such as ``1e10`` must not become floats).
+
+    Every cell is read as text (``nan`` stays the word, not a missing value) so that only an empty cell counts
+    as "no number"; a timing cell that is text, ``nan``, ``inf`` or negative is a UserError naming its line.
+    """
+    frame = read_table(path, KERNEL_COLUMNS, "a kernels.csv", dtype=str, keep_default_na=False)
+    return normalize_kernels(frame, where=lambda row: f"{path}: line {row + 2}")
 
 
-def normalize_kernels(frame: pd.DataFrame) -> pd.DataFrame:
-    """Fill missing identity text with "" and coerce timing columns to numbers (bad cells become NaN)."""
+def normalize_kernels(frame: pd.DataFrame, where: Callable[[int], str] | None = None) -> pd.DataFrame:
+    """Fill missing identity text with "" and turn timing columns into numbers (an empty cell becomes NaN).
+
+    ``where(row)`` names a row in errors (default: "kernels table: row N"): a timing cell must be empty or a
+    finite number ≥ 0 (whole for ``calls`` and ``n``); a kernel cannot take ``inf`` or a negative time.
+    """
     frame = frame.copy()
     for col in _TEXT_COLUMNS:
         if col in frame.columns:
             frame[col] = frame[col].fillna("").astype(str).str.strip()
     for col in _NUMERIC_COLUMNS:
         if col in frame.columns:
-            frame[col] = pd.to_numeric(frame[col], errors="coerce")
+            frame[col] = _checked_numbers(frame[col], col, where or (lambda row: f"kernels table: row {row + 1}"))
     return frame.reset_index(drop=True)
+
+
+def _checked_numbers(raw: pd.Series, col: str, where: Callable[[int], str]) -> pd.Series:
+    values = pd.to_numeric(raw, errors="coerce")
+    empty = raw.isna() | (raw.astype(str).str.strip() == "")
+    with np.errstate(invalid="ignore"):
+        bad = ~empty & (values.isna() | ~np.isfinite(values) | (values < 0))
+        if col in ("calls", "n"):
+            bad |= ~empty & values.notna() & (values != np.round(values))
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        kind = "a whole number ≥ 0" if col in ("calls", "n") else "a finite number ≥ 0 (or an empty cell)"
+        raise invalid(f"{where(row)}, column {col}", kind, raw.iloc[row])
+    return values
 
 
 def check_kernels_frame(frame: pd.DataFrame, label: str) -> pd.DataFrame:
@@ -102,7 +127,7 @@ def check_kernels_frame(frame: pd.DataFrame, label: str) -> pd.DataFrame:
     missing = [c for c in KERNEL_COLUMNS if c not in frame.columns]
     if missing:
         raise UserError(f"{label}: not a kernels table: missing column(s) {', '.join(missing)}")
-    return normalize_kernels(frame)
+    return normalize_kernels(frame, where=lambda row: f"{label}: row {row + 1}")
 
 
 # --- pairing ---------------------------------------------------------------------------------------------

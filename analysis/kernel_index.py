@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from analysis.atomic_io import atomic_path
+from analysis.errors import UserError
+from analysis.records import parse_cell
 
 INDEX_COLUMNS = ("category", "kernel_name", "body_hash", "shape_key", "legacy_key", "path", "calls", "graphs",
                  "backend", "source")
@@ -37,12 +39,18 @@ _AOT_ID = re.compile(r"^# AOT ID: \[['\"]?(?P<id>[^'\"\]]+)['\"]?\]", re.M)
 _BENCH_NAME = re.compile(r"compiled_module_main\(\s*['\"](?P<name>[^'\"]*)['\"]")
 
 
+# Where an embedding starts, whether or not its string is complete (a truncated module cuts the last one).
+_EMBED_START = re.compile(r"^(?P<var>\w+)\s*=\s*async_compile\.(?P<kind>triton|cpp_pybinding|cpp)\(", re.M)
+_GRAPH_MARKER = "async_compile = AsyncCompile()"
+
+
 @dataclass(frozen=True)
 class EmbeddedKernel:
     variable: str  # the name call() uses to launch it
     source: str
     backend: str  # "triton" or "cpp"
     arg_types: tuple[str, ...] = ()
+    complete: bool = True  # False: the module ends inside this kernel's source (what is there is kept)
 
 
 @dataclass
@@ -60,9 +68,31 @@ class IndexRow:
 
 
 def is_graph_wrapper(source: str) -> bool:
-    return "async_compile = AsyncCompile()" in source and (
+    return _GRAPH_MARKER in source and (
         "def call(args)" in source or "def call(self, args)" in source
     )
+
+
+def looks_like_graph_module(source: str) -> bool:
+    """Inductor's preamble is there, whatever follows it (a truncated module has no ``call()``)."""
+    return _GRAPH_MARKER in source
+
+
+def graph_module_problem(source: str) -> str | None:
+    """Why a compiled graph module cannot be run as it is (None when it parses and has its ``call()``).
+
+    A module cut short (a full disk, an interrupted copy) would otherwise pass unnoticed and take the C++ kernels
+    only it holds with it.
+    """
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError) as exc:
+        line = f" at line {exc.lineno}" if isinstance(exc, SyntaxError) and exc.lineno else ""
+        reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        return f"cannot be parsed (SyntaxError{line}: {' '.join(reason.split())}; truncated?)"
+    if not _CALL_DEF.search(_EMBEDDED_STRING.sub("", source)):
+        return "has no call() function (truncated?)"
+    return None
 
 
 def embedded_kernels(wrapper_source: str) -> list[EmbeddedKernel]:
@@ -77,6 +107,22 @@ def embedded_kernels(wrapper_source: str) -> list[EmbeddedKernel]:
             types = ()
         kernels.append(EmbeddedKernel(match.group("var"), match.group("src"), "cpp", types))
     return kernels
+
+
+def cut_kernels(wrapper_source: str, complete: list[EmbeddedKernel]) -> list[EmbeddedKernel]:
+    """Kernels whose embedding starts but never ends (the module was cut inside them): the text after the
+    opening quotes, so they still get an index row (and a failure row once the runner tries them)."""
+    seen = {k.variable for k in complete}
+    cut = []
+    for match in _EMBED_START.finditer(wrapper_source):
+        if match.group("var") in seen:
+            continue
+        backend = "triton" if match.group("kind") == "triton" else "cpp"
+        rest = wrapper_source[match.end():]
+        quote = rest.find("'''")
+        cut.append(EmbeddedKernel(match.group("var"), rest[quote + 3:] if quote >= 0 else "", backend,
+                                  complete=False))
+    return cut
 
 
 
@@ -129,15 +175,29 @@ def write_index(path: Path, rows: list[IndexRow]) -> None:
 
 
 def read_index(path: Path) -> list[IndexRow]:
+    """The rows of an organized ``index.csv``; a missing, foreign or damaged one is a UserError naming the file
+    (and the line of a bad row)."""
     names = {f.name for f in fields(IndexRow)}
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in INDEX_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(f"{path}: missing columns {', '.join(missing)}")
-        rows = []
-        for raw in reader:
-            values = {k: v for k, v in raw.items() if k in names}
-            values["calls"] = int(values["calls"] or 0)
-            rows.append(IndexRow(**values))
-        return rows
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle, restval="")
+            missing = [c for c in INDEX_COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                raise UserError(f"{path}: not an organized index (missing column(s) {', '.join(missing)})")
+            rows = []
+            for raw in reader:
+                where = f"{path}: not an organized index: line {reader.line_num}"
+                text: dict[str, str] = {k: v for k, v in raw.items() if k in names and k != "calls"}
+                calls = parse_cell(raw["calls"] or "0", f"{where}, column calls", minimum=0, integer=True)
+                if not text["path"].strip():
+                    raise UserError(f"{where}: empty path")
+                rows.append(IndexRow(calls=int(calls), **text))
+            return rows
+    except FileNotFoundError:
+        raise UserError(f"{path}: not an organized index (file not found; run organize first)") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not an organized index (not UTF-8 text at byte {exc.start})") from None
+    except csv.Error as exc:
+        raise UserError(f"{path}: not an organized index ({exc})") from None
+    except OSError as exc:
+        raise UserError(f"{path}: not an organized index (cannot read it: {exc.strerror})") from None

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from analysis.atomic_io import atomic_path, write_json
-from analysis.errors import UserError
 from analysis.kernel_identity import kernel_num_gb, strip_paas_suffix
 from analysis.kernel_index import INDEX_COLUMNS, IndexRow, read_index
 from analysis.paired_rounds import RoundRecord, RoundSamples, side_samples, visit_errors
@@ -109,10 +108,7 @@ def results_from_rounds(records: list[RoundRecord], side: str, organized: Path, 
     ``kernel_samples.json`` keeps one list per round, empty where the kernel failed that round, so round ``i``
     of base and round ``i`` of PR stay aligned.
     """
-    try:
-        rows = read_index(organized / "index.csv")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{organized / 'index.csv'}: not an organized index ({' '.join(str(exc).split())})") from None
+    rows = read_index(organized / "index.csv")
     per_round = side_samples(records, side, [r.path for r in rows])
     errors = visit_errors(records, side)
     results = [summarize_rounds(r, per_round[r.path], kernel_gb(organized / r.path),

@@ -15,7 +15,6 @@ Suite summaries are given with two labelled semantics, because readers compare a
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,19 +69,6 @@ def check_suite_frame(frame: pd.DataFrame, label: str) -> pd.DataFrame:
     if missing:
         raise UserError(f"{label}: not a suite table: missing column(s) {', '.join(missing)}")
     return normalize_suite(frame)
-
-
-def read_suite_samples(path: Path) -> dict[str, dict[str, list[float]]]:
-    """samples.json: ``{model: {"eager": [ms], "compiled": [ms]}}``."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: file not found (expected suite samples.json)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return {str(m): {str(k): [float(x) for x in v] for k, v in d.items()} for m, d in data.items()}
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, TypeError, ValueError) as exc:
-        raise UserError(f"{path}: expected {{model: {{\"eager\": [ms], \"compiled\": [ms]}}}} ({type(exc).__name__})"
-                        ) from None
 
 
 def passing(suite: pd.DataFrame) -> pd.Series:

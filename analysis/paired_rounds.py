@@ -14,13 +14,22 @@ list per item are read as a single round.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from analysis.atomic_io import write_json
 from analysis.errors import UserError
+from analysis.records import (
+    expect_int,
+    expect_list,
+    expect_ms_list,
+    expect_number,
+    expect_object,
+    expect_str,
+    invalid,
+    read_json,
+)
 
 SIDES = ("base", "pr")
 ROUND_KINDS = ("kernels", "models")
@@ -61,16 +70,37 @@ def write_round(path: Path, record: RoundRecord) -> None:
 
 
 def read_round(path: Path) -> RoundRecord:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        visits = [Visit(**v) for v in data.pop("visits")]
-        record = RoundRecord(**data, visits=visits)
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise UserError(f"{path}: not a round record ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
-                        ) from None
-    if record.kind not in ROUND_KINDS or any(s not in SIDES for s in record.sides):
-        raise UserError(f"{path}: round record with unknown kind {record.kind!r} or sides {record.sides}")
-    return record
+    """A round file; a truncated, hand-edited or foreign one is a UserError naming the file and the field."""
+    data = expect_object(read_json(path, "a round record"), f"{path}")
+    where = f"{path}: round record,"
+    kind = expect_str(data.get("kind"), f"{where} kind")
+    if kind not in ROUND_KINDS:
+        raise invalid(f"{where} kind", f"one of {', '.join(ROUND_KINDS)}", kind)
+    sides = [_side(s, f"{where} sides[{i}]") for i, s in enumerate(expect_list(data.get("sides"), f"{where} sides"))]
+    visits = [_visit(v, f"{where} visits[{i}]")
+              for i, v in enumerate(expect_list(data.get("visits", []), f"{where} visits"))]
+    return RoundRecord(
+        kind=kind, round=expect_int(data.get("round"), f"{where} round", minimum=1), sides=sides,
+        started_at=expect_str(data.get("started_at", ""), f"{where} started_at"),
+        wall_s=expect_number(data.get("wall_s", 0.0), f"{where} wall_s", minimum=0),
+        workers=expect_object(data.get("workers", {}), f"{where} workers"), visits=visits)
+
+
+def _side(value: Any, where: str) -> str:
+    side = expect_str(value, where)
+    if side not in SIDES:
+        raise invalid(where, " or ".join(SIDES), side)
+    return side
+
+
+def _visit(value: Any, where: str) -> Visit:
+    v = expect_object(value, where)
+    return Visit(side=_side(v.get("side"), f"{where}.side"), item=expect_str(v.get("item"), f"{where}.item"),
+                 block=expect_int(v.get("block"), f"{where}.block", minimum=0),
+                 position=expect_int(v.get("position"), f"{where}.position", minimum=0),
+                 started_s=expect_number(v.get("started_s"), f"{where}.started_s", minimum=0),
+                 samples=expect_ms_list(v.get("samples", []), f"{where}.samples"),
+                 error=expect_str(v.get("error", ""), f"{where}.error"))
 
 
 def read_rounds(paths: list[Path]) -> list[RoundRecord]:
@@ -104,29 +134,22 @@ def visit_errors(records: list[RoundRecord], side: str) -> dict[str, list[str]]:
 
 
 def parse_round_samples(data: Any, where: str) -> RoundSamples:
-    """Validate ``{item: [[ms], ...]}``; a flat ``{item: [ms, ...]}`` (one round, older runs) is accepted."""
+    """Validate ``{item: [[ms], ...]}``; a flat ``{item: [ms, ...]}`` (one round, older runs) is accepted.
+
+    Every sample must be a finite number of milliseconds ≥ 0; an error names the item and the round.
+    """
     if not isinstance(data, dict):
         raise UserError(f"{where}: expected an object mapping items to lists of rounds of milliseconds")
     out: RoundSamples = {}
-    try:
-        for item, value in data.items():
-            if not isinstance(value, list):
-                raise TypeError(item)
-            if value and all(isinstance(x, list) for x in value):
-                out[str(item)] = [[float(x) for x in rnd] for rnd in value]
-            else:
-                out[str(item)] = [[float(x) for x in value]]
-    except (TypeError, ValueError):
-        raise UserError(f"{where}: sample lists must hold numbers (milliseconds), one list per round") from None
+    for item, value in data.items():
+        rounds = expect_list(value, f"{where}: {item!r}")
+        if rounds and all(isinstance(x, list) for x in rounds):
+            out[item] = [expect_ms_list(r, f"{where}: {item!r} round {i + 1}") for i, r in enumerate(rounds)]
+        else:
+            out[item] = [expect_ms_list(rounds, f"{where}: {item!r}")]
     return out
 
 
 def read_round_samples(path: Path) -> RoundSamples:
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: file not found (expected per-round samples)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not valid JSON ({exc.__class__.__name__})") from None
-    return parse_round_samples(data, str(path))
+    return parse_round_samples(read_json(path, "per-round samples {item: [[ms of round 1], ...]}"), str(path))

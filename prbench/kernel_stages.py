@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.errors import UserError
-from prbench.runners import StageCommand
+from prbench.runners import StageCommand, StageFailed
 
 
 def kernel_stage_env(cache_dir: Path | None = None, tmp_dir: Path | None = None,
@@ -71,11 +71,45 @@ def check_cache_input(cache: Path) -> None:
 
 
 def run_stage(command: StageCommand, runner: object | None = None, stream: bool = True) -> None:
-    """Run a stage locally (a failure is a StageFailed carrying the stage's own one-line message)."""
+    """Run a stage locally (a failure is a StageFailed carrying the stage's own one-line message).
+
+    When the stage refuses its input with its own one-line error, the log this run started (and the directories
+    made for it) are removed again: a user mistake must not leave an ``organize.log`` in an ``--out`` that holds
+    nothing else. A crash keeps its log, since the message points there.
+    """
     from prbench.runners.local import LocalRunner
 
     runner = runner or LocalRunner(stream_output=stream)
-    runner.run(command)  # type: ignore[attr-defined]
+    created = _paths_to_create(command.log_path)
+    try:
+        runner.run(command)  # type: ignore[attr-defined]
+    except StageFailed as exc:
+        if command.log_path is not None and str(command.log_path) not in str(exc):
+            _remove_created(created)
+        raise
+
+
+def _paths_to_create(log_path: Path | None) -> list[Path]:
+    """The log file and every missing directory above it, deepest first (what running the stage will create)."""
+    if log_path is None:
+        return []
+    missing = [log_path] if not log_path.exists() else []
+    parent = log_path.parent
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    return missing
+
+
+def _remove_created(paths: list[Path]) -> None:
+    for path in paths:
+        try:
+            if path.is_dir():
+                path.rmdir()  # only if empty: the stage may have written there after all
+            else:
+                path.unlink(missing_ok=True)
+        except OSError:
+            return
 
 
 def default_devices(requested: str | None, env: Sequence[str] | None = None) -> str:

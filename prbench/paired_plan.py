@@ -72,10 +72,7 @@ class PlanSide:
 
 def _read_side_index(side: PlanSide) -> tuple[list[IndexRow], pd.DataFrame]:
     path = side.directory / "organized" / "index.csv"
-    try:
-        rows = read_index(path)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{path}: not an organized index ({' '.join(str(exc).split())})") from None
+    rows = read_index(path)
     columns = [f.name for f in fields(IndexRow)]
     frame = normalize_kernels(pd.DataFrame([asdict(r) for r in rows], columns=columns, dtype=str))
     return rows, frame

@@ -30,6 +30,7 @@ from typing import Any
 
 from analysis import atomic_io
 from analysis.errors import UserError
+from analysis.records import expect_list, expect_number, expect_object, expect_str, read_json
 from prbench.run_lock import RunLock
 
 MANIFEST = "manifest.json"
@@ -67,18 +68,35 @@ class RunManifest:
     stages: dict[str, StageRecord] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunManifest:
-        stages = {k: StageRecord(**v) for k, v in data.get("stages", {}).items()}
+    def from_dict(cls, data: Any, where: str = "manifest") -> RunManifest:
+        """Check the shape while building: a manifest of the wrong shape must be refused here, not crash later."""
+        data = expect_object(data, where)
+        stages = expect_object(data.get("stages", {}), f"{where}: stages")
         return cls(
-            run_id=data["run_id"],
-            created=data["created"],
-            prbench_version=data.get("prbench_version", ""),
-            settings=data.get("settings", {}),
-            stages=stages,
+            run_id=expect_str(data.get("run_id"), f"{where}: run_id"),
+            created=expect_str(data.get("created"), f"{where}: created"),
+            prbench_version=expect_str(data.get("prbench_version", ""), f"{where}: prbench_version"),
+            settings=expect_object(data.get("settings", {}), f"{where}: settings"),
+            stages={key: _stage_record(value, f"{where}: stages.{key}") for key, value in stages.items()},
         )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _stage_record(value: Any, where: str) -> StageRecord:
+    rec = expect_object(value, where)
+    outputs = expect_list(rec.get("outputs", []), f"{where}.outputs")
+    return StageRecord(
+        status=expect_str(rec.get("status"), f"{where}.status"),
+        input_hash=expect_str(rec.get("input_hash"), f"{where}.input_hash"),
+        outputs=[expect_str(o, f"{where}.outputs[{i}]") for i, o in enumerate(outputs)],
+        started=expect_str(rec.get("started", ""), f"{where}.started"),
+        finished=expect_str(rec.get("finished", ""), f"{where}.finished"),
+        duration_s=expect_number(rec.get("duration_s", 0.0), f"{where}.duration_s", minimum=0),
+        error=expect_str(rec.get("error", ""), f"{where}.error"),
+        summary=expect_object(rec.get("summary", {}), f"{where}.summary"),
+    )
 
 
 def input_hash(inputs: dict[str, Any]) -> str:
@@ -210,9 +228,10 @@ def _one_line(exc: BaseException) -> str:
 
 def _read_manifest(path: Path) -> RunManifest:
     try:
-        return RunManifest.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
-        raise UserError(f"{path}: not a valid run manifest ({exc})") from None
+        return RunManifest.from_dict(read_json(path, "a run manifest"), str(path))
+    except UserError as exc:
+        detail = str(exc).removeprefix(f"{path}: ")
+        raise UserError(f"{path}: not a valid run manifest ({detail})") from None
 
 
 def valid_run_id(run_id: str) -> bool:

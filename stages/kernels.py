@@ -41,9 +41,9 @@ from typing import Any
 
 from analysis.errors import UserError
 from analysis.io_errors import stage_exit_code
-from analysis.kernel_index import IndexRow, read_index
+from analysis.kernel_index import IndexRow, graph_module_problem, read_index
 from analysis.kernel_results import KernelRow, kernel_gb, summarize_rounds, write_results
-from stages.worker_process import Worker, WorkerFailure, device_env, serve
+from stages.worker_process import Worker, WorkerFailure, device_env, one_line_error, reply_outcomes, serve
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # as Triton's do_bench and Inductor's benchmarker: larger than any L2
 INTERPRETER_ITERATIONS = 1  # timed calls of a Triton kernel in the CPU interpreter (~1 s each; no warm-up)
@@ -143,6 +143,32 @@ def plan_jobs(rows: list[IndexRow], organized: Path, warmup: int, iterations: in
     return jobs
 
 
+def split_unrunnable(jobs: list[Job], organized: Path) -> tuple[list[Job], dict[str, Outcome]]:
+    """Graph jobs whose module is missing or cut short become failure outcomes for each of their kernels
+    (with a warning line) instead of costing a worker start that can only fail."""
+    runnable: list[Job] = []
+    failed: dict[str, Outcome] = {}
+    for job in jobs:
+        problem = graph_job_problem(job, organized) if job.kind == "graph" else None
+        if problem is None:
+            runnable.append(job)
+            continue
+        print(f"warning: {problem}; {len(job.kernels)} kernels not run", flush=True)
+        failed.update({path: Outcome(error=problem) for path in job.kernels.values()})
+    return runnable, failed
+
+
+def graph_job_problem(job: Job, organized: Path) -> str | None:
+    path = Path(job.path)
+    shown = path.relative_to(organized).as_posix() if path.is_relative_to(organized) else str(path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return f"graph module {shown} cannot be read ({exc.strerror or type(exc).__name__})"
+    problem = graph_module_problem(text)
+    return f"graph module {shown} {problem}" if problem else None
+
+
 # --- worker process (host side) ----------------------------------------------------------------------------------
 
 
@@ -175,7 +201,11 @@ def run_jobs(jobs: list[Job], workers: list[Worker], progress: Callable[[str], N
                 job = pending.get_nowait()
             except queue.Empty:
                 return
-            results = _run_one(worker, job)
+            try:
+                results = _run_one(worker, job)
+            except Exception as exc:  # noqa: BLE001 - a bug here must cost this job, not the thread and the rest
+                worker.stop()
+                results = {path: Outcome(error=f"runner error: {one_line_error(exc)}") for path in job.kernels.values()}
             with lock:
                 outcomes.update(results)
                 done[0] += 1
@@ -194,16 +224,13 @@ def run_jobs(jobs: list[Job], workers: list[Worker], progress: Callable[[str], N
 
 
 def _run_one(worker: Worker, job: Job) -> dict[str, Outcome]:
+    """One job on one worker: {relative path: outcome}; a crash, hang or garbled reply fails this job only."""
     try:
         reply = worker.run(asdict(job), job.timeout_s)
     except WorkerFailure as exc:
         return {path: Outcome(error=str(exc)) for path in job.kernels.values()}
-    results: dict[str, Outcome] = {}
-    for name, path in job.kernels.items():
-        entry = reply.get("results", {}).get(name, {})
-        results[path] = Outcome(samples=list(entry.get("samples", [])),
-                                error=entry.get("error") or reply.get("error") or "")
-    return results
+    per_name = reply_outcomes(reply, list(job.kernels))
+    return {path: Outcome(*per_name[name]) for name, path in job.kernels.items()}
 
 
 # --- worker process (worker side) ------------------------------------------------------------------------------
@@ -342,12 +369,12 @@ def load_rows(organized: Path, pattern: str | None) -> list[IndexRow]:
     index = organized / "index.csv"
     if not index.is_file():
         raise UserError(f"--dir {organized}: no index.csv (run organize first)")
-    try:
-        rows = read_index(index)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{index}: not an organized index ({' '.join(str(exc).split())})") from None
+    rows = read_index(index)
     if pattern:
-        regex = re.compile(pattern)
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise UserError(f"--filter {pattern!r}: not a valid regular expression ({exc})") from None
         rows = [r for r in rows if regex.search(r.path)]
     if not rows:
         raise UserError(f"{index}: no kernels to run" + (f" matching --filter {pattern}" if pattern else ""))
@@ -373,8 +400,9 @@ def run(settings: RunSettings) -> list[KernelRow]:
                settings.work_dir / f"worker{i}.log")
         for i, device in enumerate(settings.devices)
     ]
+    jobs, unrunnable = split_unrunnable(jobs, settings.organized)
     print(f"kernels: {len(rows)} kernels in {len(jobs)} jobs on {len(workers)} worker(s)", flush=True)
-    outcomes = run_jobs(jobs, workers, progress=lambda line: print(line, flush=True))
+    outcomes = {**unrunnable, **run_jobs(jobs, workers, progress=lambda line: print(line, flush=True))}
     results = [summarize(r, outcomes.get(r.path, Outcome(error="not run")), kernel_gb(settings.organized / r.path))
                for r in rows]
     write_outputs(settings.out, results, outcomes)

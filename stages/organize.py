@@ -8,6 +8,11 @@ the cache's kernel files *and* from the source every graph module embeds (codege
 first kernel file). Identical kernels (category + body hash + shape key) are stored once; ``calls`` sums their
 launches in all graphs' ``call()``, ``graphs`` names those graphs. Each Triton file's benchmark line is
 rewritten (rep/warmup, no rejected ``return_mode``) and its device indices set to 0.
+
+The tree is written into a temporary directory next to ``--out`` and moved into place only when everything
+is there, so an error leaves ``--out`` as it was. A compiled graph module that was cut short (it does not parse,
+or has no ``call()``) is a warning: its kernels keep their index rows and the kernel runner gives each a
+failure row, instead of silently losing the C++ kernels only that module holds.
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import json
 import os
+import shutil
 import sys
 import tarfile
 import tempfile
@@ -27,6 +32,7 @@ from pathlib import Path
 
 from analysis.atomic_io import write_text
 from analysis.benchmark_line import normalize_device_indices, prepare_kernel_source
+from analysis.dynamo_csv import read_graph_models as read_suite_graph_models
 from analysis.errors import UserError
 from analysis.kernel_identity import (
     KernelIdentity,
@@ -37,12 +43,15 @@ from analysis.kernel_identity import (
     triton_category,
 )
 from analysis.kernel_index import (
+    EmbeddedKernel,
     IndexRow,
     benchmark_model_name,
+    cut_kernels,
     embedded_kernels,
     graph_label,
-    is_graph_wrapper,
+    graph_module_problem,
     launch_counts,
+    looks_like_graph_module,
     write_index,
 )
 
@@ -64,6 +73,8 @@ class CacheScan:
     root: Path
     kernel_files: list[Path]
     wrappers: list[Path]
+    broken_wrappers: dict[Path, str] = field(default_factory=dict)  # graph module → why it cannot be run
+    origin: Path | None = None  # the cache as the user named it (``root`` may be a temporary extraction)
 
 
 # --- input ---------------------------------------------------------------------------------------------------
@@ -98,18 +109,24 @@ def extract_archive(archive: Path, destination: Path) -> None:
                         "Inductor cache") from None
 
 
-def scan_cache(root: Path) -> CacheScan:
+def scan_cache(root: Path, cache: Path | None = None) -> CacheScan:
+    """The kernel files and graph modules under ``root``; ``cache`` is what the user named (an archive is
+    extracted to a temporary ``root``, which must not be what an error message shows)."""
     kernels, wrappers = [], []
+    broken: dict[Path, str] = {}
     for path in sorted(root.rglob("*.py")):
         text = _read(path)
-        if is_graph_wrapper(text):
+        if looks_like_graph_module(text):
+            problem = graph_module_problem(text)
+            if problem:
+                broken[path] = problem
             wrappers.append(path)
         elif is_triton_kernel_source(text):
             kernels.append(path)
     if not kernels and not wrappers:
-        raise UserError(f"--cache {root}: no Inductor kernels or compiled graphs found (expected <xx>/c<hash>.py "
-                        "files from TORCHINDUCTOR_CACHE_DIR)")
-    return CacheScan(root, kernels, wrappers)
+        raise UserError(f"--cache {cache or root}: no Inductor kernels or compiled graphs found (expected "
+                        "<xx>/c<hash>.py files from TORCHINDUCTOR_CACHE_DIR)")
+    return CacheScan(root, kernels, wrappers, broken, cache or root)
 
 
 def _read(path: Path) -> str:
@@ -164,17 +181,32 @@ def collect(scan: CacheScan, graph_models: dict[str, list[str]] | None = None
         models = graph_models.get(path.stem) or [m for m in [benchmark_model_name(text)] if m]
         graph_names = [f"{model}/{graph_file[:-3]}" for model in models] or [graph_file[:-3]]
         embedded = embedded_kernels(text)
+        problem = scan.broken_wrappers.get(path)
+        if problem:
+            embedded += cut_kernels(text, embedded)
+            label = f"{scan.origin or scan.root}: {path.relative_to(scan.root).as_posix()}"
+            names = ", ".join(k.variable for k in embedded) or "none found"
+            print(f"warning: {label}: compiled graph module {problem}; its {len(embedded)} kernels ({names}) "
+                  "are kept and will be failure rows", flush=True)
         counts = launch_counts(text, [k.variable for k in embedded])
         for kernel in embedded:
             origin = f"{GRAPHS_DIR}/{graph_file}"
             if kernel.backend == "cpp":
                 identity = identify_cpp(kernel.variable, kernel.source, kernel.arg_types)
-            else:
+            elif kernel.complete:
                 identity = identify_kernel_file(kernel.source, origin)
+            else:
+                identity = cut_identity(kernel)
             entry = collection.add(identity, kernel.source, origin)
             entry.calls += counts[kernel.variable]
             entry.graphs.extend(name for name in graph_names if name not in entry.graphs)
     return collection, graphs
+
+
+def cut_identity(kernel: EmbeddedKernel) -> KernelIdentity:
+    """A Triton kernel whose source the module's end cut off: named by its variable, keyed by what is there."""
+    digest = hashlib.sha256(kernel.source.encode("utf-8")).hexdigest()[:16]
+    return KernelIdentity(triton_category(kernel.source, kernel.variable), kernel.variable, digest, "", "", "triton")
 
 
 # --- output ----------------------------------------------------------------------------------------------------
@@ -215,29 +247,60 @@ def index_rows(collection: KernelCollection) -> list[IndexRow]:
 
 def organize(cache: Path, out: Path, rep: int = 100, warmup: int = 10,
              extract_to: Path | None = None, graph_models: dict[str, list[str]] | None = None) -> list[IndexRow]:
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a directory")
     with open_cache(cache, extract_to) as root:
-        scan = scan_cache(root)
+        scan = scan_cache(root, cache)
         print(f"organize: {len(scan.kernel_files)} kernel files, {len(scan.wrappers)} compiled graphs in {cache}",
               flush=True)
         collection, graphs = collect(scan, graph_models)
     assign_paths(collection)
-    for kernel in collection.kernels.values():
-        write_text(out / kernel.path, kernel_file_text(kernel, rep, warmup))
-    for name, text in graphs.items():
-        write_text(out / GRAPHS_DIR / name, normalize_device_indices(text))
     rows = index_rows(collection)
-    write_index(out / "index.csv", rows)
+    with staged_directory(out) as staging:
+        for kernel in collection.kernels.values():
+            write_text(staging / kernel.path, kernel_file_text(kernel, rep, warmup))
+        for name, text in graphs.items():
+            write_text(staging / GRAPHS_DIR / name, normalize_device_indices(text))
+        write_index(staging / "index.csv", rows)
     return rows
+
+
+@contextlib.contextmanager
+def staged_directory(out: Path) -> Iterator[Path]:
+    """A temporary directory next to ``out`` whose entries replace their namesakes in ``out`` when the block
+    succeeds (``index.csv`` last, so an index always describes files that are there); removed in any case."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    except OSError as exc:
+        raise UserError(f"--out {out}: cannot write there ({exc.strerror})") from None
+    try:
+        yield staging
+        publish(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def publish(staging: Path, out: Path) -> None:
+    """Move each top-level entry of ``staging`` into ``out``; what it replaces goes back into ``staging``
+    (deleted with it). Entries of ``out`` the new tree does not have (a log, say) are left alone."""
+    out.mkdir(exist_ok=True)
+    for entry in sorted(staging.iterdir(), key=lambda p: (p.name == "index.csv", p.name)):
+        if entry.name.startswith(".replaced-"):
+            continue
+        target = out / entry.name
+        if target.is_dir() and not target.is_symlink():
+            os.replace(target, staging / f".replaced-{entry.name}")
+        elif target.exists() or target.is_symlink():
+            target.unlink()
+        os.replace(entry, target)
 
 
 def read_graph_models(path: Path) -> dict[str, list[str]]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"--graph-models {path}: cannot read it ({type(exc).__name__})") from None
-    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
-        raise UserError(f"--graph-models {path}: expected a JSON object {{graph file stem: [model, ...]}}")
-    return {str(k): [str(m) for m in v] for k, v in data.items()}
+        return read_suite_graph_models(path)
+    except UserError as exc:
+        raise UserError(f"--graph-models {exc}") from None
 
 
 def summary(rows: list[IndexRow]) -> str:

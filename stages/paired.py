@@ -55,7 +55,8 @@ from analysis.atomic_io import write_json
 from analysis.errors import UserError
 from analysis.io_errors import stage_exit_code
 from analysis.paired_rounds import ROUND_KINDS, SIDES, RoundRecord, Visit, write_round
-from stages.worker_process import Worker, WorkerFailure, last_cpu
+from analysis.records import is_number
+from stages.worker_process import Worker, WorkerFailure, last_cpu, reply_entry, reply_outcomes
 
 Job = dict[str, Any]
 Block = dict[str, Job | None]
@@ -173,12 +174,13 @@ class Side:
 
     def _prepare(self, job: Job) -> None:
         reply = self.worker.run(job, float(job["timeout_s"]))
-        entry = reply.get("results", {}).get(job["model"], {})
-        error = reply.get("error") or entry.get("error")
+        entry, error = reply_entry(reply, job["model"])
         if error:
             self.failed[job["model"]] = f"prepare: {error}"
         # The first call's time shows whether the compile loaded the side's warm cache (seconds, not minutes).
-        done = f"failed: {error}" if error else f"ok, first call {float(entry.get('compile_s', 0.0)):.1f} s"
+        compile_s = entry.get("compile_s", 0.0)
+        first = f"{compile_s:.1f} s" if is_number(compile_s) else "unknown"
+        done = f"failed: {error}" if error else f"ok, first call {first}"
         self.say(f"pair: prepared {self.name} {job['model']}: {done}")
 
     def visit(self, job: Job) -> dict[str, tuple[list[float], str]]:
@@ -207,15 +209,10 @@ class Side:
 
 
 def outcomes(job: Job, reply: dict[str, Any]) -> dict[str, tuple[list[float], str]]:
-    """A worker's reply split per item; an item without samples is an error."""
-    results = reply.get("results", {})
-    out: dict[str, tuple[list[float], str]] = {}
-    for key, item in job_items(job).items():
-        entry = results.get(key, {})
-        samples = [float(x) for x in entry.get("samples", [])]
-        error = entry.get("error") or reply.get("error") or ("" if samples else "no samples in the worker's reply")
-        out[item] = ([] if error else samples, error)
-    return out
+    """A worker's reply split per item; an item without samples (or with a mis-shaped entry) is an error."""
+    items = job_items(job)
+    per_key = reply_outcomes(reply, list(items))
+    return {item: per_key[key] for key, item in items.items()}
 
 
 # --- the round ------------------------------------------------------------------------------------------------

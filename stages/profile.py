@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.atomic_io import atomic_path, write_bytes, write_text
+from analysis.dynamo_csv import read_suite_csv
+from analysis.errors import UserError
 from analysis.io_errors import stage_exit_code
 
 GRAPH_TIMEOUT_S = 600
@@ -55,17 +57,16 @@ class SuiteRow:
 
 
 def read_suite_rows(path: Path, only: list[str] | None) -> list[SuiteRow]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
+    """The ok models of a suite.csv (those in ``only`` when given); a bad file or name is a UserError."""
     picked = []
-    for row in rows:
-        if row.get("status", "ok") != "ok" or (only and row.get("name") not in only):
+    for row in read_suite_csv(path):
+        if row["status"] != "ok" or (only and row["name"] not in only):
             continue
-        picked.append(SuiteRow(row["name"], row.get("size") or "tiny", row.get("mode") or "inference",
-                               row.get("dtype") or "float32"))
+        picked.append(SuiteRow(row["name"], row["size"] or "tiny", row["mode"] or "inference",
+                               row["dtype"] or "float32"))
     missing = sorted(set(only or []) - {r.name for r in picked})
     if missing:
-        raise SystemExit(f"--models: {', '.join(missing)} not ok in {path}")
+        raise UserError(f"--models: {', '.join(missing)} not ok in {path}")
     return picked
 
 
@@ -160,6 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.graphs is not None and not args.graphs.is_dir():
         parser.error(f"--graphs {args.graphs}: no such directory")
 
+    only = [m.strip() for m in args.models.split(",") if m.strip()]
+    try:
+        rows = read_suite_rows(args.suite_csv, only)  # before anything is imported or written
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+
     from stages.environment import apply_inductor_config
 
     apply_inductor_config()
@@ -170,9 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     if device == "cpu":
         inductor_config.cpp.enable_kernel_profile = True
     args.out.mkdir(parents=True, exist_ok=True)
-    only = [m.strip() for m in args.models.split(",") if m.strip()]
     items: list[Item] = []
-    for row in read_suite_rows(args.suite_csv, only):
+    for row in rows:
         print(f"profile: {row.name} ({row.size}, {row.mode}, {row.dtype}, {device})", flush=True)
         try:
             path = profile_model(row, args.out, device, args.steps, args.warmup)

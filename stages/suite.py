@@ -17,7 +17,6 @@ A model that fails gets a ``fail`` row and the others go on; the stage exits non
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -29,7 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from analysis import atomic_io
-from analysis.dynamo_csv import STATUS_FAIL, STATUS_OK, Row, fmt_float, read_suite_csv, write_suite_csv
+from analysis.dynamo_csv import (
+    STATUS_FAIL,
+    STATUS_OK,
+    Row,
+    fmt_float,
+    read_graph_models,
+    read_kept,
+    read_suite_csv,
+    read_suite_samples,
+    write_suite_csv,
+)
+from analysis.errors import UserError
 from analysis.io_errors import stage_exit_code
 from stages.hf_models import MODES, SIZES
 
@@ -361,9 +371,10 @@ def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:
     csv_path = settings.out / "suite.csv"
     samples_path = settings.out / "samples.json"
     rows: dict[str, Row] = {row["name"]: row for row in read_suite_csv(csv_path)}
-    samples: dict[str, Any] = json.loads(samples_path.read_text()) if samples_path.exists() else {}
+    # What an earlier attempt left is validated before anything is measured: a damaged file is one error line.
+    samples: dict[str, Any] = dict(read_kept(samples_path, read_suite_samples) or {})
     graphs_path = settings.out / GRAPH_MODELS
-    graph_models: dict[str, list[str]] = json.loads(graphs_path.read_text()) if graphs_path.exists() else {}
+    graph_models: dict[str, list[str]] = read_kept(graphs_path, read_graph_models) or {}
     if not any(settings.matches(row) for row in rows.values()):
         # A fresh run (nothing to keep) measures cold compiles: no kernels or graphs from an earlier run.
         empty_directory(cache_dir)
@@ -444,6 +455,9 @@ def main(argv: list[str] | None = None) -> int:
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, cache {cache_dir}")
     try:
         rows = run_suite(settings, cache_dir)
+    except UserError as exc:  # a damaged file from an earlier attempt (DynamoCsvError is one too)
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
     except KeyboardInterrupt:
         say("interrupted: finished models are kept in suite.csv; run again to resume")
         return 130

@@ -26,7 +26,6 @@ Inductor config overrides (``PRBENCH_INDUCTOR_CONFIG``) are read by our stages o
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -41,6 +40,8 @@ from analysis.dynamo_csv import (
     Row,
     ingest_dynamo_rows,
     parse_dynamo_csv,
+    read_graph_models,
+    read_kept,
     write_suite_csv,
 )
 from analysis.errors import UserError
@@ -270,7 +271,7 @@ def start(plan: UpstreamPlan, out: Path, models: list[str], cache_dir: Path) -> 
     """Keep the models the harness already ran ok; a fresh run empties the cache and the old harness CSV."""
     kept = {name for name, row in harness_rows(plan).items() if name in models and row["status"] == STATUS_OK}
     graphs_path = out / GRAPH_MODELS
-    graph_models = json.loads(graphs_path.read_text()) if kept and graphs_path.exists() else {}
+    graph_models = (read_kept(graphs_path, read_graph_models) or {}) if kept else {}
     if not kept:
         plan.output_csv.unlink(missing_ok=True)  # stale failure rows would otherwise outlive this run
         empty_directory(cache_dir)

@@ -8,7 +8,13 @@ that crashes (segfault) or hangs past the job's timeout is killed with its whole
 Worker side (`serve`): announce ``{"ready": true}``, then answer every job with the handler's reply; an
 exception in the handler is the job's ``{"error": ...}``, never the worker's end.
 
-Stdlib only: the paired orchestrator (``stages.paired``) drives workers without importing torch.
+A reply that is not one JSON object (garbage or a half-written line on the result channel) is a protocol error:
+the channel can no longer be trusted to line up replies with jobs, so the worker is killed like a crashed one and
+`WorkerProtocolError` costs that one job; the next job starts a fresh worker. `reply_outcomes` checks the shape
+of a well-formed reply (results per item, samples that are finite milliseconds).
+
+Stdlib only (plus the stdlib-only ``analysis.records``): the paired orchestrator (``stages.paired``) drives
+workers without importing torch.
 """
 
 from __future__ import annotations
@@ -24,12 +30,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from analysis.errors import UserError
+from analysis.records import expect_ms_list
+
 STARTUP_TIMEOUT_S = 300.0
 _VISIBLE_DEVICES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
 class WorkerFailure(Exception):
     """The worker died or hung; the message is the reason recorded for the job's items."""
+
+
+class WorkerProtocolError(WorkerFailure):
+    """The worker answered something that is not a reply; it has been stopped (the next job restarts it)."""
 
 
 def device_env(device: str, platform: str, base: dict[str, str]) -> dict[str, str]:
@@ -92,7 +105,10 @@ class Worker:
         self.result_fd, self.buffer = read_fd, b""
         self.starts += 1
         self.pids.append(self.proc.pid)
-        self._receive(STARTUP_TIMEOUT_S, "starting")
+        if self._receive(STARTUP_TIMEOUT_S, "starting").get("ready") is not True:
+            self.stop()
+            raise WorkerProtocolError("protocol error: the worker's first reply is not {\"ready\": true}; "
+                                      "worker restarted")
 
     def pin_now(self) -> None:
         if self.cpus is not None and self.proc is not None:
@@ -133,7 +149,20 @@ class Worker:
                 raise WorkerFailure(reason)
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
+        return self._decode(line, doing)
+
+    def _decode(self, line: bytes, doing: str) -> dict[str, Any]:
+        try:
+            reply = json.loads(line)
+        except ValueError:  # not JSON, or not UTF-8
+            reply = None
+        if isinstance(reply, dict):
+            return reply
+        # Out of step: whatever follows on the channel may answer this job, not the next one. Start afresh.
+        self.stop()
+        shown = " ".join(repr(line[:60])[2:-1].split()) + ("..." if len(line) > 60 else "")
+        raise WorkerProtocolError(f"protocol error: the worker's reply while {doing} is not a JSON object "
+                                  f"({shown or 'an empty line'}); worker restarted")
 
     def _death_reason(self, doing: str) -> str:
         assert self.proc is not None
@@ -175,6 +204,41 @@ def pin(pid: int, cpus: set[int]) -> None:
             os.sched_setaffinity(thread, cpus)
         except ProcessLookupError:
             pass  # a thread that already ended
+
+
+Outcomes = dict[str, tuple[list[float], str]]  # reply key → (samples in ms, error)
+
+
+def reply_entry(reply: dict[str, Any], key: str) -> tuple[dict[str, Any], str]:
+    """(the reply's entry for ``key``, the error to record for it or ""); a mis-shaped reply is that error."""
+    results = reply.get("results", {})
+    job_error = reply.get("error") or ""
+    if not isinstance(job_error, str):
+        return {}, f"bad reply: 'error' is not text ({type(job_error).__name__})"
+    if not isinstance(results, dict):
+        return {}, job_error or f"bad reply: 'results' is not an object ({type(results).__name__})"
+    entry = results.get(key, {})
+    if not isinstance(entry, dict):
+        return {}, f"bad reply: results[{key!r}] is not an object ({type(entry).__name__})"
+    error = entry.get("error") or job_error
+    if not isinstance(error, str):
+        return {}, f"bad reply: results[{key!r}].error is not text ({type(error).__name__})"
+    return entry, error
+
+
+def reply_outcomes(reply: dict[str, Any], keys: list[str]) -> Outcomes:
+    """A reply split per key; samples must be finite milliseconds ≥ 0, and a key without samples is an error."""
+    out: Outcomes = {}
+    for key in keys:
+        entry, error = reply_entry(reply, key)
+        samples: list[float] = []
+        if not error:
+            try:
+                samples = expect_ms_list(entry.get("samples", []), f"results[{key!r}].samples")
+            except UserError as exc:
+                error = f"bad reply: {exc}"
+        out[key] = ([] if error else samples, error or ("" if samples else "no samples in the worker's reply"))
+    return out
 
 
 # --- worker side --------------------------------------------------------------------------------------------

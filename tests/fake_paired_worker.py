@@ -2,7 +2,10 @@
 
     python -m tests.fake_paired_worker --worker --result-fd N
 
-A job's ``behave`` decides: ``ok`` (default), ``crash`` (SIGSEGV), ``hang`` (never replies), ``error`` (raises).
+A job's ``behave`` decides: ``ok`` (default), ``crash`` (SIGSEGV), ``hang`` (never replies), ``error`` (raises),
+and the ways a reply can be broken on the result channel: ``garbage`` (a stray non-JSON line before the real
+reply), ``half`` (a reply cut in the middle), ``list`` (JSON that is not an object), ``nan`` (NaN samples). A
+kernels job (``stages.kernels.Job``, which has no ``behave``) takes it from its file name: ``/x/garbage.py``.
 Samples are ``[ms] * iterations`` (``ms`` default 1.0). Models must be prepared before they are timed. Every job
 prints one line (pid, CPU affinity, what it did) to the worker's log, for the tests to read.
 """
@@ -14,15 +17,26 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from stages.worker_process import serve
 
 prepared: set[str] = set()
+RESULT_FD = -1
+
+
+def behaviour(job: dict[str, Any]) -> str:
+    return str(job.get("behave") or Path(str(job.get("path", ""))).stem or "ok")
 
 
 def behave(job: dict[str, Any]) -> None:
-    what = job.get("behave", "ok")
+    what = behaviour(job)
+    if what in ("garbage", "half", "list"):
+        # Written straight to the result channel, ahead of the reply serve() writes (or instead of it).
+        line = {"garbage": b"Segmentation fault? no: a stray print\n", "half": b'{"results": {"k": {"sampl\n',
+                "list": b"[1, 2, 3]\n"}[what]
+        os.write(RESULT_FD, line)
     if what == "crash":
         os.kill(os.getpid(), signal.SIGSEGV)
     if what == "hang":
@@ -35,7 +49,7 @@ def handle(job: dict[str, Any]) -> dict[str, Any]:
     label = job.get("model") or ",".join(job.get("kernels", {}))
     print(f"{job.get('kind', 'kernel')} {label} pid {os.getpid()} cpus {sorted(os.sched_getaffinity(0))}", flush=True)
     behave(job)
-    samples = [float(job.get("ms", 1.0))] * int(job.get("iterations", 3))
+    samples = [float("nan") if behaviour(job) == "nan" else float(job.get("ms", 1.0))] * int(job.get("iterations", 3))
     if job.get("kind") == "prepare":
         prepared.add(job["model"])
         return {"results": {job["model"]: {"compile_s": 0.0}}}
@@ -50,4 +64,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--worker", action="store_true")
     parser.add_argument("--result-fd", type=int, required=True)
-    sys.exit(serve(parser.parse_args().result_fd, handle))
+    RESULT_FD = parser.parse_args().result_fd
+    sys.exit(serve(RESULT_FD, handle))

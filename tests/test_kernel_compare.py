@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from compare_data import kernel_specs, kernels_frame
 
+from analysis.errors import UserError
 from analysis.kernel_compare import compare_kernels, pair_kernels
 from analysis.paired_rounds import read_round_samples
 from analysis.verdict_settings import VerdictSettings
@@ -379,3 +380,36 @@ def test_invoke_compare_kernels_reads_round_samples_and_uses_the_confidence_aske
     assert (low, high) == pytest.approx((at_90.geomean.ci_low, at_90.geomean.ci_high), abs=6e-4)
     assert at_95.geomean.ci_low < at_90.geomean.ci_low - 2e-3  # the two levels really differ at this precision
     assert float(out.strip().splitlines()[-1].removeprefix("geomean: ")) == pytest.approx(at_90.geomean.speedup)
+
+
+# --- malformed timing cells: one line naming the file, the line and the column ---
+
+
+@pytest.mark.parametrize(("cell", "found"), [("inf", "'inf'"), ("nan", "'nan'"), ("-0.5", "'-0.5'"),
+                                             ("fast", "'fast'")])
+def test_a_kernels_csv_with_a_non_finite_negative_or_text_time_names_its_line(tmp_path: Path, cell: str,
+                                                                               found: str) -> None:
+    from analysis.kernel_compare import KERNEL_COLUMNS, read_kernels_csv
+
+    good = dict.fromkeys(KERNEL_COLUMNS, "")
+    good.update(kernel_name="k0", path="pointwise/k0.py", calls="1", n="3", median_ms="0.5", status="ok")
+    bad = {**good, "kernel_name": "k1", "path": "pointwise/k1.py", "median_ms": cell}
+    path = tmp_path / "kernels.csv"
+    pd.DataFrame([good, bad], columns=list(KERNEL_COLUMNS)).to_csv(path, index=False)
+
+    with pytest.raises(UserError) as err:
+        read_kernels_csv(path)
+
+    assert str(err.value) == (f"{path}: line 3, column median_ms: expected a finite number ≥ 0 (or an empty cell), "
+                              f"found {found}")
+
+
+def test_a_failure_row_with_empty_timing_cells_is_read() -> None:
+    from analysis.kernel_compare import KERNEL_COLUMNS, check_kernels_frame
+
+    row = dict.fromkeys(KERNEL_COLUMNS, "")
+    row.update(kernel_name="k0", path="pointwise/k0.py", calls="1", n="0", status="fail", error="round 1: boom")
+
+    frame = check_kernels_frame(pd.DataFrame([row]), "base kernels")
+
+    assert frame["median_ms"].isna().all() and frame["n"].tolist() == [0]

@@ -69,3 +69,66 @@ def test_a_kernel_no_round_timed_is_a_failure_row(tmp_path: Path) -> None:
 def test_a_missing_index_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="index.csv: not an organized index"):
         results_from_rounds([], "base", tmp_path / "nothing", tmp_path / "out")
+
+
+# --- files a resumed comparison reads back: truncated or of the wrong shape ---
+
+
+def test_a_truncated_round_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    from analysis.paired_rounds import read_rounds, round_file, write_round
+
+    path = round_file(tmp_path, 1)
+    write_round(path, _record(1, [("base", "cpp/a.cpp", [1.0, 2.0], "")]))
+    path.write_text(path.read_text()[:-40])
+
+    with pytest.raises(UserError) as err:
+        read_rounds([path])
+
+    assert str(err.value) == (f"{path}: truncated JSON (the file ends in the middle of a value); expected a round "
+                              "record")
+
+
+@pytest.mark.parametrize(("change", "detail"), [
+    (lambda r: r.update(round="1"), "round record, round: expected a whole number ≥ 1, found '1'"),
+    (lambda r: r["visits"][0].update(samples=["1.0"]),
+     "round record, visits[0].samples[0]: expected milliseconds ≥ 0, found '1.0'"),
+    (lambda r: r["visits"][0].update(samples=[-1.0]),
+     "round record, visits[0].samples[0]: expected milliseconds ≥ 0, found -1.0"),
+    (lambda r: r["visits"][0].update(side="left"), "round record, visits[0].side: expected base or pr, found 'left'"),
+    (lambda r: r.update(visits={}), "round record, visits: expected a list, found an object"),
+], ids=["round-text", "sample-text", "sample-negative", "side-unknown", "visits-object"])
+def test_a_round_file_of_the_wrong_shape_names_the_field(tmp_path: Path, change: object, detail: str) -> None:
+    from analysis.paired_rounds import read_round
+
+    record = {"kind": "kernels", "round": 1, "sides": ["base"], "started_at": "", "wall_s": 1.0, "workers": {},
+              "visits": [{"side": "base", "item": "cpp/a.cpp", "block": 0, "position": 0, "started_s": 0.0,
+                          "samples": [1.0], "error": ""}]}
+    change(record)  # type: ignore[operator]
+    path = tmp_path / "round-001.json"
+    path.write_text(json.dumps(record))
+
+    with pytest.raises(UserError) as err:
+        read_round(path)
+
+    assert str(err.value) == f"{path}: {detail}"
+
+
+@pytest.mark.parametrize(("content", "detail"), [
+    ('{"cpp/a.cpp": [[1.0, 2.0], [1.', "truncated JSON (the file ends in the middle of a value); expected per-round "
+                                       "samples {item: [[ms of round 1], ...]}"),
+    ('{"cpp/a.cpp": [[1.0, 2.0], [NaN]]}', "'cpp/a.cpp' round 2[0]: expected milliseconds ≥ 0, found nan"),
+    ('{"cpp/a.cpp": [[1.0, 2.0], [Infinity]]}', "'cpp/a.cpp' round 2[0]: expected milliseconds ≥ 0, found inf"),
+    ('{"cpp/a.cpp": "fast"}', "'cpp/a.cpp': expected a list, found 'fast'"),
+    ("[]", "expected an object mapping items to lists of rounds of milliseconds"),
+], ids=["truncated", "nan", "inf", "text", "list"])
+def test_kernel_samples_json_that_is_truncated_or_malformed_is_one_line(tmp_path: Path, content: str,
+                                                                        detail: str) -> None:
+    from analysis.paired_rounds import read_round_samples
+
+    path = tmp_path / "kernel_samples.json"
+    path.write_text(content)
+
+    with pytest.raises(UserError) as err:
+        read_round_samples(path)
+
+    assert str(err.value) == f"{path}: {detail}"

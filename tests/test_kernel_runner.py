@@ -191,3 +191,29 @@ def test_every_visit_times_the_same_input_values(tmp_path: Path) -> None:
     torch.randn(100)  # whatever ran in between does not change the next draw
     second = seeded_args(module)
     assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+def test_a_bad_filter_regex_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    organized = organized_dir(tmp_path / "organized", {})
+
+    result = run_stage("--dir", str(organized), "--filter", "triton_(poi")
+
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --filter 'triton_(poi': not a valid regular expression (missing ), unterminated subpattern at "
+        "position 7)"]
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not (tmp_path / "kernels.csv").exists()
+
+
+def test_a_damaged_index_names_its_line(tmp_path: Path) -> None:
+    organized = organized_dir(tmp_path / "organized", {})
+    index = organized / "index.csv"
+    lines = index.read_text().splitlines()
+    index.write_text("\n".join([*lines[:1], lines[1].replace(",1,0_inference,", ",many,0_inference,")]) + "\n")
+
+    result = run_stage("--dir", str(organized))
+
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {index}: not an organized index: line 2, column calls: expected a number, found 'many'"]

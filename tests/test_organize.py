@@ -172,3 +172,103 @@ def test_calls_count_the_graph_launches_not_the_embedded_harness() -> None:
     launch = "        triton_per_fused__softmax_0.run(buf3, arg0_1, 8, 64, stream=raw_streamNone)\n"
     twice = wrapper.replace(launch, launch + launch)
     assert launch_counts(twice, ["triton_per_fused__softmax_0"])["triton_per_fused__softmax_0"] == 2
+
+
+# --- a cut-short graph module, and errors that must leave --out as it was ---
+
+
+def _truncated_cpp_graph(cache: Path) -> str:
+    """Cut the C++ graph module in the middle of its kernel's source (a full disk, an interrupted copy)."""
+    module = cache / "ef" / "cefjjqgg2.py"
+    text = module.read_text()
+    module.write_text(text[: text.index("tmp_acc0 = tmp_acc0 + at::vec")])
+    return "cpp_fused__softmax_gelu_mul_native_layer_norm_sin_sum_0"
+
+
+def test_a_truncated_graph_module_is_a_warning_and_its_kernels_keep_their_rows(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cache = make_cache(tmp_path / "cache")
+    kernel = _truncated_cpp_graph(cache)
+
+    rows = organize(cache, tmp_path / "organized")
+
+    warning = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and "ef/cefjjqgg2.py: compiled graph module cannot be parsed" in warning[0]
+    assert kernel in warning[0] and "failure rows" in warning[0]
+    cpp = [r for r in rows if r.backend == "cpp"]
+    assert [r.kernel_name for r in cpp] == [kernel]
+    assert (tmp_path / "organized" / cpp[0].path).is_file()
+    assert (tmp_path / "organized" / "graphs" / f"{cpp[0].graphs}.py").is_file()
+
+
+def test_the_kernel_runner_gives_each_kernel_of_a_truncated_graph_module_a_failure_row(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path / "cache")
+    kernel = _truncated_cpp_graph(cache)
+    organize(cache, tmp_path / "organized")
+
+    result = subprocess.run(
+        [sys.executable, "-m", "stages.kernels", "--dir", str(tmp_path / "organized"), "--filter", "^cpp/",
+         "--devices", "cpu"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "warning: graph module graphs/0_inference_efjjqgg2.py cannot be parsed" in result.stdout
+    with open(tmp_path / "kernels.csv", newline="") as handle:
+        rows = {r["kernel_name"]: r for r in csv.DictReader(handle)}
+    assert rows[kernel]["status"] == "fail"
+    assert rows[kernel]["error"].startswith("graph module graphs/0_inference_efjjqgg2.py cannot be parsed")
+
+
+def test_an_archive_without_kernels_is_named_in_the_error_not_its_temporary_copy(tmp_path: Path) -> None:
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "not_a_kernel.py").write_text("x = 1\n")
+    archive = tmp_path / "cache.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tmp_path / "c", arcname="c")
+
+    with pytest.raises(UserError) as err:
+        organize(archive, tmp_path / "out")
+
+    assert str(err.value).startswith(f"--cache {archive}: no Inductor kernels")
+    assert "prbench-cache-" not in str(err.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_error_while_writing_leaves_an_earlier_organized_tree_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import stages.organize as stage
+
+    cache, out = make_cache(tmp_path / "cache"), tmp_path / "organized"
+    organize(cache, out)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    written = []
+
+    def fail_on_third(kernel: object, rep: int, warmup: int) -> str:
+        written.append(kernel)
+        if len(written) == 3:
+            raise UserError("disk full (simulated)")
+        return "changed\n"
+
+    monkeypatch.setattr(stage, "kernel_file_text", fail_on_third)
+    with pytest.raises(UserError, match="simulated"):
+        organize(cache, out, rep=7)
+
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".organized.")] == []
+
+
+def test_invoke_organize_of_an_archive_without_kernels_leaves_no_log_in_out(tmp_path: Path) -> None:
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "not_a_kernel.py").write_text("x = 1\n")
+    archive = tmp_path / "cache.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tmp_path / "c", arcname="c")
+
+    result = subprocess.run(
+        [sys.executable, "-m", "invoke", "organize", "--cache", str(archive), "--out", str(tmp_path / "out")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    output = (result.stdout + result.stderr).strip()
+    assert result.returncode == 2 and output == (
+        f"error: --cache {archive}: no Inductor kernels or compiled graphs found (expected <xx>/c<hash>.py files "
+        "from TORCHINDUCTOR_CACHE_DIR)")
+    assert not (tmp_path / "out").exists()

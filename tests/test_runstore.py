@@ -257,3 +257,52 @@ def test_invoke_status_without_runs_is_one_error_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [f"error: --runs-dir {tmp_path / 'runs'}: no runs yet"]
+
+
+# --- a manifest that is valid JSON of the wrong shape ---
+
+
+@pytest.mark.parametrize(("content", "detail"), [
+    ([], "expected an object, found a list"),
+    ({"created": "now", "stages": {}}, "run_id: expected text, found null"),
+    ({"run_id": "r", "created": "now", "stages": []}, "stages: expected an object, found a list"),
+    ({"run_id": "r", "created": "now", "stages": {"base/suite": {"status": 3, "input_hash": "h"}}},
+     "stages.base/suite.status: expected text, found 3"),
+    ({"run_id": "r", "created": "now", "stages": {"base/suite": {"status": "done", "input_hash": "h",
+                                                                 "outputs": "suite.csv"}}},
+     "stages.base/suite.outputs: expected a list, found 'suite.csv'"),
+    ({"run_id": "r", "created": "now", "stages": {"report": {"status": "done", "input_hash": "h",
+                                                             "duration_s": "fast"}}},
+     "stages.report.duration_s: expected a finite number ≥ 0, found 'fast'"),
+], ids=["list", "no-run-id", "stages-list", "status-int", "outputs-text", "duration-text"])
+def test_a_manifest_of_the_wrong_shape_is_one_line_naming_the_field(tmp_path: Path, content: object,
+                                                                   detail: str) -> None:
+    path = tmp_path / "runs" / "r" / MANIFEST
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(content))
+
+    with pytest.raises(UserError) as err:
+        RunStore(tmp_path / "runs").open("r")
+
+    assert str(err.value) == f"{path}: not a valid run manifest ({detail})"
+
+
+def test_a_truncated_manifest_says_so(tmp_path: Path) -> None:
+    run = RunStore(tmp_path / "runs").create_or_open("r", {}, "0.1.0")
+    path = run.root / MANIFEST
+    path.write_text(path.read_text()[:-20])
+
+    with pytest.raises(UserError, match=r"manifest.json: not a valid run manifest \(truncated JSON"):
+        RunStore(tmp_path / "runs").open("r")
+
+
+def test_invoke_status_of_a_manifest_that_is_a_list_is_one_error_line(tmp_path: Path) -> None:
+    path = tmp_path / "runs" / "r" / MANIFEST
+    path.parent.mkdir(parents=True)
+    path.write_text("[]")
+
+    proc = invoke_status("--runs-dir", str(tmp_path / "runs"), "--run", "r")
+
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {path}: not a valid run manifest (expected an object, found a list)"]

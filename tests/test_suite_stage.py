@@ -234,3 +234,19 @@ def test_invoke_suite_compiles_two_tiny_models_and_archives_the_inductor_cache(t
     again = invoke(tmp_path, *common)
     assert again.returncode == 0
     assert "already done with the same inputs" in again.stdout
+
+
+def test_a_truncated_samples_json_from_an_earlier_attempt_is_one_error_line(tmp_path: Path) -> None:
+    out = tmp_path / "suite"
+    out.mkdir()
+    (out / "samples.json").write_text('{"BertForMaskedLM": {"eager": [1.0, 1.1], "compiled": [0.9')
+
+    proc = run_stage(tmp_path, out, "--backend", "aot_eager", models="BertForMaskedLM")
+
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {out / 'samples.json'}: truncated JSON (the file ends in the middle of a value); expected suite "
+        'samples {model: {"eager": [ms], "compiled": [ms]}} (left by an earlier attempt; delete it to measure '
+        "again)"]
+    assert not (out / "suite.csv").exists()

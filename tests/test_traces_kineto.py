@@ -176,3 +176,87 @@ def test_a_json_gz_name_on_plain_text_is_read_by_content(tmp_path: Path) -> None
     shutil.copyfileobj(gzip.open(H100), misnamed.open("wb"))
 
     assert read_trace(misnamed).n_events == read_trace(H100).n_events == 61
+
+
+# --- malformed events: the reader names the event and what it expected, never a traceback or a wrong timeline ---
+
+
+def _kernel(**fields: object) -> dict[str, object]:
+    return {"ph": "X", "cat": "kernel", "name": "triton_poi_fused_add_0", "ts": 100.0, "dur": 5.0, **fields}
+
+
+def _write_events(path: Path, events: list[object]) -> Path:
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize(("field", "value", "expected"), [
+    ("ts", "100", "traceEvents[1] 'ts': expected a finite time in µs, found '100'"),
+    ("dur", "5", "traceEvents[1] 'dur': expected a finite duration ≥ 0 in µs, found '5'"),
+    ("dur", -5.0, "traceEvents[1] 'dur': expected a finite duration ≥ 0 in µs, found -5.0"),
+    ("ts", True, "traceEvents[1] 'ts': expected a finite time in µs, found boolean true"),
+    ("name", 7, "traceEvents[1] 'name': expected text, found 7"),
+    ("args", [1], "traceEvents[1] 'args': expected an object, found a list"),
+], ids=["text-ts", "text-dur", "negative-dur", "bool-ts", "int-name", "list-args"])
+def test_a_kernel_event_with_a_bad_field_is_one_line_naming_the_event(tmp_path: Path, field: str, value: object,
+                                                                       expected: str) -> None:
+    trace = _write_events(tmp_path / "t.json", [_kernel(), _kernel(**{field: value})])
+
+    with pytest.raises(UserError) as err:
+        read_trace(trace)
+
+    assert str(err.value) == f"{trace}: {expected}"
+
+
+def test_nan_and_infinite_durations_are_refused_not_read_as_a_busy_gpu(tmp_path: Path) -> None:
+    for literal in ("NaN", "Infinity"):
+        trace = tmp_path / f"{literal}.json"
+        # json.dumps writes float("nan") as the NaN literal the json module (and Kineto's consumers) accept.
+        trace.write_text(json.dumps({"traceEvents": [_kernel(dur=float(literal.replace("inity", "")))]}))
+
+        with pytest.raises(UserError, match=r"traceEvents\[0\] 'dur': expected a finite duration") as err:
+            read_trace(trace)
+
+        assert str(trace) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_empty_trace_is_refused_instead_of_a_gpu_bound_report(tmp_path: Path) -> None:
+    trace = _write_events(tmp_path / "empty.json", [])
+
+    with pytest.raises(UserError, match="contains no GPU kernel events") as err:
+        read_trace(trace)
+
+    assert str(err.value).startswith(f"{trace}: ")
+
+
+def test_a_trace_whose_kernels_all_take_no_time_is_refused(tmp_path: Path) -> None:
+    trace = _write_events(tmp_path / "zero.json", [_kernel(dur=0), _kernel(ts=200.0, dur=0)])
+
+    with pytest.raises(UserError, match=r"no GPU kernel events with a duration \(2 device events"):
+        read_trace(trace)
+
+
+def test_an_entry_of_trace_events_that_is_not_an_object_is_named(tmp_path: Path) -> None:
+    trace = _write_events(tmp_path / "t.json", [_kernel(), 42])
+
+    with pytest.raises(UserError, match=r"traceEvents\[1\]: expected an event object, found 42"):
+        read_trace(trace)
+
+
+def test_events_the_analyses_do_not_use_are_not_judged(tmp_path: Path) -> None:
+    # A list as category, a text timestamp on a python_function event: neither is a device activity.
+    trace = _write_events(tmp_path / "t.json", [_kernel(), {"ph": "X", "cat": ["odd"], "ts": "x"},
+                                                {"ph": "X", "cat": "python_function", "name": "f", "ts": "x"}])
+
+    assert read_trace(trace).n_events == 1
+
+
+def test_a_timeline_that_spans_no_time_is_not_called_gpu_bound() -> None:
+    from analysis.traces.model import TraceBuilder
+
+    builder = TraceBuilder(Path("synthetic.json"), "kineto")
+    builder.add_event("k", 100, 0)
+    trace = builder.build()
+
+    verdict = analyze_launches(trace).verdict
+    assert verdict.label == "no timeline"

@@ -143,3 +143,71 @@ def test_an_unknown_csv_is_refused_with_its_name(tmp_path: Path) -> None:
         read_trace(odd)
 
     assert str(odd) in str(err.value)
+
+
+# --- malformed cells: one line naming the file, the line and the column ---
+
+_V3_HEADER = '"Kind","Agent_Id","Queue_Id","Kernel_Name","Correlation_Id","Start_Timestamp","End_Timestamp"\n'
+
+
+@pytest.mark.parametrize(("start", "end", "expected"), [
+    ("abc", "3000", "line 2, column Start_Timestamp: expected a time in ns ≥ 0, found 'abc'"),
+    ("1000", "nan", "line 2, column End_Timestamp: expected a time in ns ≥ 0, found 'nan'"),
+    ("1000", "inf", "line 2, column End_Timestamp: expected a time in ns ≥ 0, found 'inf'"),
+    ("-5", "3000", "line 2, column Start_Timestamp: expected a time in ns ≥ 0"),
+    ("3000", "1000", "line 2: End_Timestamp 1000 is before Start_Timestamp 3000"),
+], ids=["text", "nan", "inf", "negative", "end-before-start"])
+def test_a_rocprofv3_kernel_trace_with_a_bad_timestamp_names_the_line(tmp_path: Path, start: str, end: str,
+                                                                       expected: str) -> None:
+    trace = tmp_path / "908_kernel_trace.csv"
+    trace.write_text(_V3_HEADER + f'"KERNEL_DISPATCH","Agent 4",1,"k",11,{start},{end}\n')
+
+    with pytest.raises(UserError) as err:
+        read_trace(trace)
+
+    assert str(err.value).startswith(f"{trace}: {expected}")
+
+
+def test_rocprofv3_json_with_a_text_timestamp_names_the_record(tmp_path: Path) -> None:
+    doc = {"rocprofiler-sdk-tool": [{"buffer_records": {"kernel_dispatch": [
+        {"start_timestamp": 10, "end_timestamp": 20}, {"start_timestamp": "x", "end_timestamp": 30}]}}]}
+    trace = tmp_path / "results.json"
+    trace.write_text(json.dumps(doc))
+
+    with pytest.raises(UserError) as err:
+        read_trace(trace)
+
+    assert str(err.value) == (f"{trace}: rocprofiler-sdk-tool[0].buffer_records.kernel_dispatch[1].start_timestamp: "
+                              "expected a time in ns ≥ 0, found 'x'")
+
+
+@pytest.mark.parametrize(("duration", "expected"), [
+    ("abc", "line 2, column Duration (ns): expected a number, found 'abc'"),
+    ("NaN", "line 2, column Duration (ns): expected a finite number ≥ 0, found 'NaN'"),
+    ("-1", "line 2, column Duration (ns): expected a finite number ≥ 0, found '-1'"),
+])
+def test_an_nsys_gpu_trace_with_a_bad_duration_names_the_line(tmp_path: Path, duration: str, expected: str) -> None:
+    trace = tmp_path / "report_cuda_gpu_trace.csv"
+    trace.write_text(f"Start (ns),Duration (ns),CorrId,Device,Strm,Name\n1000,{duration},7,0,7,k\n")
+
+    with pytest.raises(UserError) as err:
+        read_trace(trace)
+
+    assert str(err.value) == f"{trace}: {expected}"
+
+
+def test_nsys_device_and_stream_zero_stay_zero(tmp_path: Path) -> None:
+    trace = tmp_path / "report_cuda_gpu_trace.csv"
+    trace.write_text("Start (ns),Duration (ns),CorrId,Device,Strm,Name\n1000,500,0,0,0,k\n")
+
+    event = next(read_trace(trace).events())
+
+    assert (event.device, event.stream, event.correlation) == (0, 0, 0)
+
+
+def test_a_rocprof_stats_csv_with_fractional_calls_is_refused(tmp_path: Path) -> None:
+    stats = tmp_path / "results.stats.csv"
+    stats.write_text('"Name","Calls","TotalDurationNs","AverageNs","Percentage"\n"k",2.5,8000,2000,100.0\n')
+
+    with pytest.raises(UserError, match=r"line 2, column Calls: expected a whole number ≥ 0, found '2.5'"):
+        read_trace(stats)

@@ -10,6 +10,7 @@ information is then the ``cpp_fused_*`` rows of the key_averages table (present 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.errors import UserError
+from analysis.records import parse_cell
 from analysis.traces.fileio import open_text, reading
 from analysis.traces.kineto import CPU_KERNEL_NAME
 from analysis.traces.model import KernelAggregate, TraceBuilder, TraceData
@@ -24,8 +26,8 @@ from analysis.traces.model import KernelAggregate, TraceBuilder, TraceData
 MARKER = "Profiling result for a compiled module of benchmark"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _CATEGORY = re.compile(r"^\s*== (?P<cat>\S+) category kernels ==")
-_BUSY = re.compile(r"Percent of time when (?P<dev>\S+) is busy: (?P<pct>[\d.]+)%")
-_WALL = re.compile(r"^Total wall time (?P<ms>[\d.]+) ms")
+_BUSY = re.compile(r"Percent of time when (?P<dev>\S+) is busy: (?P<pct>\d+(?:\.\d*)?)%")
+_WALL = re.compile(r"^Total wall time (?P<ms>\d+(?:\.\d*)?) ms")
 _TABULATE = re.compile(r"^Output for tabulate: (?P<name>[^,]*), (?P<poi>[\d.]+)%, (?P<red>[\d.]+)%, "
                        r"(?P<per>[\d.]+)%, (?P<tunk>[\d.]+)%, (?P<unk>[\d.]+)%, (?P<busy>[\d.]+)%, "
                        r"(?P<wall>[\d.]+)ms$")
@@ -57,6 +59,9 @@ class CompiledModuleProfile:
             b.platform = "cpu"
             for row in self.ops.itertuples(index=False):
                 if CPU_KERNEL_NAME.search(row.name):
+                    if row.self_cpu_us < 0:  # a profiler accounting slip; a kernel cannot take negative time
+                        raise UserError(f"{self.path}: profiler table row {row.name}: expected a self CPU time "
+                                        f"≥ 0, found {row.self_cpu_us:g} us")
                     b.aggregates.append(KernelAggregate(name=row.name, calls=int(row.calls),
                                                         total_ns=round(row.self_cpu_us * 1e3), kind="cpu_kernel"))
         b.metadata = {"benchmark": self.benchmark, "wall_ms": self.wall_ms, "busy_percent": self.busy_percent}
@@ -65,14 +70,20 @@ class CompiledModuleProfile:
 
 def _time_us(text: str) -> float | None:
     m = _TIME.match(text.strip())
-    return float(m.group("v")) * _TIME_US[m.group("u")] if m else None
+    if not m:
+        return None
+    try:
+        value = float(m.group("v")) * _TIME_US[m.group("u")]
+    except ValueError:  # "1.2.3us" matches the pattern but is no number
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _split(line: str) -> list[str]:
     return [c for c in re.split(r"\s{2,}", line.strip()) if c]
 
 
-def _op_table(lines: list[str]) -> pd.DataFrame:
+def _op_table(lines: list[str], path: Path) -> pd.DataFrame:
     """The key_averages table: columns are delimited by the dash runs of its separator line."""
     columns = ["name", "self_cpu_us", "self_device_us", "calls"]
     for i, line in enumerate(lines):
@@ -81,7 +92,7 @@ def _op_table(lines: list[str]) -> pd.DataFrame:
             spans = [(m.start(), m.end()) for m in re.finditer(r"-+", lines[i - 1])]
             header = [line[a:b + 2].strip() for a, b in spans]
             rows = []
-            for row in lines[i + 2:]:
+            for number, row in enumerate(lines[i + 2:], start=i + 3):
                 if not row.strip() or set(row.strip()) <= {"-", " "}:
                     break
                 cells = dict(zip(header, (row[a:b + 2].strip() for a, b in spans), strict=False))
@@ -89,7 +100,8 @@ def _op_table(lines: list[str]) -> pd.DataFrame:
                                and not h.endswith("%")), "")
                 rows.append({"name": cells.get("Name", ""), "self_cpu_us": _time_us(cells.get("Self CPU", "")) or 0.0,
                              "self_device_us": _time_us(device) or 0.0,
-                             "calls": int(cells.get("# of Calls", "0") or 0)})
+                             "calls": int(parse_cell(cells.get("# of Calls", "0") or "0",
+                                                     f"{path}: line {number}, column # of Calls", 0, integer=True))})
             return pd.DataFrame(rows, columns=columns)
     return pd.DataFrame(columns=columns)
 
@@ -103,7 +115,7 @@ def parse_compiled_module_profile(text: str, path: Path = Path("<stdout>")) -> C
     tab: dict[str, str] = {}
     kernels: list[dict[str, object]] = []
     category = None
-    for line in lines:
+    for number, line in enumerate(lines, start=1):
         if line.startswith(MARKER):
             benchmark = line[len(MARKER):].strip().rstrip(":")
         elif m := _CATEGORY.match(line):
@@ -113,8 +125,11 @@ def parse_compiled_module_profile(text: str, path: Path = Path("<stdout>")) -> C
             if cells[0] == "Total":
                 category = None
             elif len(cells) >= 4:
-                kernels.append({"category": category, "kernel": cells[0], "ms": float(cells[1]),
-                                "count": float(cells[2]), "percent": float(cells[3].rstrip("%"))})
+                where = f"{path}: line {number} ({category} table)"
+                kernels.append({"category": category, "kernel": cells[0],
+                                "ms": parse_cell(cells[1], f"{where}, ms", minimum=0),
+                                "count": parse_cell(cells[2], f"{where}, count", minimum=0),
+                                "percent": parse_cell(cells[3].rstrip("%"), f"{where}, percent", minimum=0)})
         if m := _BUSY.search(line):
             busy = float(m.group("pct"))
         elif m := _WALL.match(line):
@@ -124,7 +139,7 @@ def parse_compiled_module_profile(text: str, path: Path = Path("<stdout>")) -> C
     return CompiledModuleProfile(
         path=path, benchmark=benchmark, wall_ms=wall, busy_percent=busy,
         category_kernels=pd.DataFrame(kernels, columns=["category", "kernel", "ms", "count", "percent"]),
-        ops=_op_table(lines), tabulate=tab)
+        ops=_op_table(lines, path), tabulate=tab)
 
 
 def read_compiled_module_profile(path: Path) -> CompiledModuleProfile:

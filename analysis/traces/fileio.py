@@ -39,6 +39,8 @@ def reading(path: Path, what: str = "trace") -> Iterator[None]:
         raise UserError(f"{path}: gzip stream ends early (truncated file)") from None
     except PermissionError:
         raise UserError(f"{path}: permission denied") from None
+    except RecursionError:
+        raise UserError(f"{path}: JSON nested too deeply to be a {what} file") from None
 
 
 def open_text(path: Path) -> TextIO:

@@ -10,6 +10,7 @@ C++ kernel cpu_ops) in compact columns, and drops every other event at once.
 from __future__ import annotations
 
 import json
+import math
 import re
 from array import array
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from analysis.errors import UserError
+from analysis.records import MAX_US, invalid
 from analysis.traces.categories import ROCM_LEGACY_COPY
 from analysis.traces.fileio import open_text, reading
 from analysis.traces.model import CPU_KERNEL, KERNEL, MEMCPY, MEMSET, StepWindow, TraceBuilder, TraceData
@@ -28,6 +30,7 @@ _CUT_MARGIN = 1024 * 1024
 _WS = re.compile(r"[ \t\n\r]*")
 _WS_COMMA = re.compile(r"[ \t\n\r,]*")
 _DECODE = json.JSONDecoder().raw_decode
+_NUMBER = (int, float)  # exact types: a JSON true/false is a bool, which is not a time
 
 _DEVICE_CATS = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver"}
@@ -64,7 +67,7 @@ class _Stream:
     def peek(self, skip: re.Pattern[str] = _WS) -> str:
         """Skip separators and return the next character ('' at end of file)."""
         while True:
-            self.pos = skip.match(self.buf, self.pos).end()
+            self.pos = skip.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # '*' always matches
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
             if not self.fill():
@@ -100,9 +103,14 @@ class _Stream:
 
 
 class _Collector:
-    """Keeps the few event kinds the analyses need, in columns, and forgets everything else."""
+    """Keeps the few event kinds the analyses need, in columns, and forgets everything else.
 
-    def __init__(self) -> None:
+    The events it keeps are validated (a text ``ts``, a NaN or negative ``dur`` would otherwise become a wrong
+    timeline); events it drops are not looked at beyond their ``cat``, so the check costs nothing on them.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.dev_ts = array("d")
         self.dev_dur = array("d")
         self.dev_name: list[str] = []
@@ -123,71 +131,110 @@ class _Collector:
         self._keep_runtime: dict[str, bool] = {}
         self._cpu_kernel: dict[str, bool] = {}
 
-    def add(self, ev: dict[str, Any]) -> None:
+    def add(self, ev: dict[str, Any], index: int) -> None:
         cat = ev.get("cat")
-        kind = _DEVICE_CATS.get(cat)  # type: ignore[arg-type]
+        if type(cat) is not str:
+            return  # not a category the analyses use (and a list or object could not even be looked up)
+        kind = _DEVICE_CATS.get(cat)
         if kind is not None:
-            self._device(ev, kind)
+            self._device(ev, kind, index)
         elif cat in _RUNTIME_CATS:
-            self._runtime(ev)
+            self._runtime(ev, index)
         elif cat == "cpu_op":
-            self._cpu_op(ev)
+            self._cpu_op(ev, index)
         elif cat in _ANNOTATION_CATS:
-            name = ev.get("name", "")
+            name = self._name(ev, index)
             if name.startswith("ProfilerStep#") and "ts" in ev:
-                self.steps.append((name, ev["ts"], ev["ts"] + ev.get("dur", 0), _ANNOTATION_CATS[cat]))
+                ts, dur = self._times(ev, index)
+                self.steps.append((name, ts, ts + dur, _ANNOTATION_CATS[cat]))
 
-    def _device(self, ev: dict[str, Any], kind: int) -> None:
+    def _bad(self, index: int, key: str, expected: str, ev: dict[str, Any]) -> UserError:
+        return invalid(f"{self.path}: traceEvents[{index}] {key!r}", expected, ev.get(key))
+
+    def _name(self, ev: dict[str, Any], index: int) -> str:
+        name = ev.get("name", "")
+        if type(name) is not str:
+            raise self._bad(index, "name", "text", ev)
+        return name
+
+    def _times(self, ev: dict[str, Any], index: int) -> tuple[float, float]:
+        """(ts, dur) in µs; one chained comparison also refuses NaN and ±inf (every comparison with NaN fails)."""
+        ts = ev["ts"]
+        if type(ts) not in _NUMBER or not -MAX_US < ts < MAX_US:
+            raise self._bad(index, "ts", "a finite time in µs", ev)
+        dur = ev.get("dur", 0)
+        if type(dur) not in _NUMBER or not 0 <= dur < MAX_US:
+            raise self._bad(index, "dur", "a finite duration ≥ 0 in µs", ev)
+        return ts, dur
+
+    def _args(self, ev: dict[str, Any], index: int) -> dict[str, Any]:
+        args = ev.get("args")
+        if args is None:
+            return {}
+        if type(args) is not dict:
+            raise self._bad(index, "args", "an object", ev)
+        return args
+
+    def _device(self, ev: dict[str, Any], kind: int, index: int) -> None:
         if ev.get("ph") != "X" or "ts" not in ev:
             return
-        name = ev.get("name", "")
-        args = ev.get("args") or {}
+        name = self._name(ev, index)
+        ts, dur = self._times(ev, index)
+        args = self._args(ev, index)
         if kind == KERNEL and ROCM_LEGACY_COPY.match(name):
             kind = MEMCPY
-        self.dev_ts.append(ev["ts"])
-        self.dev_dur.append(ev.get("dur", 0))
+        self.dev_ts.append(ts)
+        self.dev_dur.append(dur)
         self.dev_name.append(name)
         self.dev_kind.append(kind)
         # pid is the device index for GPU events, but not necessarily deviceProperties.id (ROCm remaps).
-        self.dev_device.append(_as_int(args.get("device", ev.get("pid")), -1))
+        self.dev_device.append(_as_int(args.get("device", ev.get("pid")), -1, bits=32))
         self.dev_stream.append(_as_int(args.get("stream", ev.get("tid")), -1))
         self.dev_corr.append(_as_int(args.get("correlation"), -1))
 
-    def _runtime(self, ev: dict[str, Any]) -> None:
-        name = ev.get("name", "")
+    def _runtime(self, ev: dict[str, Any], index: int) -> None:
+        name = self._name(ev, index)
         keep = self._keep_runtime.get(name)
         if keep is None:
             keep = self._keep_runtime[name] = bool(_RUNTIME_KEEP.search(name))
             self.runtime_names.add(name)
         if keep and "ts" in ev:
-            self.rt_ts.append(ev["ts"])
-            self.rt_dur.append(ev.get("dur", 0))
+            ts, dur = self._times(ev, index)
+            self.rt_ts.append(ts)
+            self.rt_dur.append(dur)
             self.rt_name.append(name)
-            self.rt_corr.append(_as_int((ev.get("args") or {}).get("correlation"), -1))
+            self.rt_corr.append(_as_int(self._args(ev, index).get("correlation"), -1))
 
-    def _cpu_op(self, ev: dict[str, Any]) -> None:
-        name = ev.get("name", "")
+    def _cpu_op(self, ev: dict[str, Any], index: int) -> None:
+        name = self._name(ev, index)
         hit = self._cpu_kernel.get(name)
         if hit is None:
             hit = self._cpu_kernel[name] = bool(CPU_KERNEL_NAME.search(name))
         if hit and "ts" in ev:
-            self.cpu_ts.append(ev["ts"])
-            self.cpu_dur.append(ev.get("dur", 0))
+            ts, dur = self._times(ev, index)
+            self.cpu_ts.append(ts)
+            self.cpu_dur.append(dur)
             self.cpu_name.append(name)
             self.cpu_tid.append(_as_int(ev.get("tid"), -1))
 
 
-def _as_int(value: Any, default: int) -> int:
+def _as_int(value: Any, default: int, bits: int = 64) -> int:
+    """An id (device, stream, correlation) as written, or ``default`` for anything that is not a whole number
+    that fits the column (``bits``: int32 for devices, int64 otherwise)."""
+    if isinstance(value, bool):
+        return default
+    number: int | None = None
     if isinstance(value, int):
-        return value
-    if isinstance(value, str):
+        number = value
+    elif isinstance(value, str):
         try:
-            return int(value, 0)
+            number = int(value, 0)
         except ValueError:
             return default
-    if isinstance(value, float):
-        return int(value)
-    return default
+    elif isinstance(value, float) and math.isfinite(value):
+        number = int(value)
+    limit = 1 << (bits - 1)
+    return number if number is not None and -limit <= number < limit else default
 
 
 def _us_to_ns(values: array, base_us: int = 0) -> np.ndarray:
@@ -201,7 +248,7 @@ def _us_to_ns(values: array, base_us: int = 0) -> np.ndarray:
 
 def read_kineto(path: Path) -> TraceData:
     path = Path(path)
-    collector = _Collector()
+    collector = _Collector(path)
     meta: dict[str, Any] = {}
     saw_events = False
     with reading(path), open_text(path) as fh:
@@ -214,6 +261,8 @@ def read_kineto(path: Path) -> TraceData:
             if not c:
                 raise UserError(f"{path}: truncated JSON (the file ends before the closing '}}')")
             key = stream.value()
+            if not isinstance(key, str):  # the stream decodes any value here; JSON allows only text keys
+                raise invalid(f"{path}: top-level object", "a text key", key)
             stream.expect(":")
             if key == "traceEvents":
                 _read_events(stream, collector)
@@ -233,8 +282,9 @@ def _read_events(stream: _Stream, collector: _Collector) -> None:
     decode = _DECODE
     skip = _WS_COMMA.match
     buf, pos = stream.buf, stream.pos
+    index = 0
     while True:
-        pos = skip(buf, pos).end()
+        pos = skip(buf, pos).end()  # type: ignore[union-attr]  # a '*' pattern always matches
         if pos >= len(buf):
             stream.buf, stream.pos = buf, pos
             if not stream.fill():
@@ -252,8 +302,10 @@ def _read_events(stream: _Stream, collector: _Collector) -> None:
             buf, pos = stream.buf, stream.pos
             continue
         pos = end
-        if type(ev) is dict:
-            add(ev)
+        if type(ev) is not dict:
+            raise invalid(f"{stream.path}: traceEvents[{index}]", "an event object", ev)
+        add(ev, index)
+        index += 1
 
 
 def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
@@ -280,8 +332,9 @@ def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
     if isinstance(dist, dict):
         b.rank = _as_int(dist.get("rank"), -1) if "rank" in dist else None
         b.world_size = _as_int(dist.get("world_size"), -1) if "world_size" in dist else None
-    props = meta.get("deviceProperties") or []
-    b.device_names = [str(p.get("name", "")) for p in props if isinstance(p, dict)]
+    props = meta.get("deviceProperties")
+    # Metadata only names the devices: a foreign shape leaves the names out rather than refusing the trace.
+    b.device_names = [str(p.get("name", "")) for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     b.platform = _platform(meta, col)
     b.metadata = {k: meta[k] for k in ("baseTimeNanoseconds", "displayTimeUnit", "schemaVersion",
                                         "distributedInfo", "trace_id") if k in meta}

@@ -124,6 +124,9 @@ def verdict(trace: TraceData, timeline: Timeline, host_wait_ms: float, sync_ms: 
             short: int, kernels: int) -> Verdict:
     if not trace.has_timeline:
         return Verdict("no timeline", "the input has kernel totals only, no per-event times")
+    if timeline.busy_time <= 0:
+        # Nothing ran for any time: "busy 100 %" of a 0 ms span would be a verdict about nothing.
+        return Verdict("no timeline", "the device activities take no time; there is nothing to judge")
     if (trace.kind == CPU_KERNEL).all():
         return Verdict("CPU profile", "no GPU activity; the breakdown covers Inductor C++ kernels and extern "
                                       "calls on the CPU")

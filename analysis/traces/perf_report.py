@@ -302,13 +302,14 @@ def generate_perf_reports(base: Path, rank_pattern: str = "rank_", ext: str | No
     """Find the trace groups and write one report per group; with ``dry_run`` only plan (nothing is read)."""
     formats = formats or ["xlsx"]
     groups = find_trace_groups(base, rank_pattern, ext, filters, output)
-    done = []
+    if dry_run:
+        return [(group, group.outputs(formats)) for group in groups]
+    # Every trace is read (and every report built) before the first file is written: a bad trace in the last
+    # configuration must not leave the reports of the first ones behind as if the run had worked.
+    reports = []
     for group in groups:
-        if dry_run:
-            done.append((group, group.outputs(formats)))
-            continue
         results = load_group(group)
         title = str(group.directory.relative_to(base)) if group.directory != base else group.directory.name
-        report = build_report(results, title or group.directory.name, None if all_kernels else top, base)
-        done.append((group, write_report(report, group.output_base, formats)))
-    return done
+        reports.append((group, build_report(results, title or group.directory.name, None if all_kernels else top,
+                                            base)))
+    return [(group, write_report(report, group.output_base, formats)) for group, report in reports]

@@ -55,8 +55,12 @@ def detect_format(path: Path) -> str:
 
 
 def read_trace(path: str | Path) -> TraceData:
+    """Read any supported profile; a trace with nothing to analyze is a UserError, never an empty report."""
     path = Path(path)
-    fmt = detect_format(path)
+    return require_activity(_read(path, detect_format(path)))
+
+
+def _read(path: Path, fmt: str) -> TraceData:
     if fmt == "kineto":
         return read_kineto(path)
     if fmt == "rocprofv3-json":
@@ -74,3 +78,19 @@ def read_trace(path: str | Path) -> TraceData:
     if fmt == "nsys-kern-sum":
         return read_nsys_kern_sum(path)
     return read_compiled_module_profile(path).to_trace_data()
+
+
+def require_activity(trace: TraceData) -> TraceData:
+    """Refuse a trace without device time: its timeline would read "GPU-bound, 100 % busy" over 0 ms."""
+    if trace.has_timeline:
+        if not trace.dur_ns.any():
+            raise UserError(f"{trace.path}: contains no GPU kernel events with a duration ({trace.n_events} "
+                            "device events, all 0 µs long); nothing to analyze")
+        return trace
+    if trace.aggregates:
+        if not any(a.total_ns > 0 for a in trace.aggregates):
+            raise UserError(f"{trace.path}: contains no GPU kernel time ({len(trace.aggregates)} kernel rows, "
+                            "all 0 ns); nothing to analyze")
+        return trace
+    raise UserError(f"{trace.path}: contains no GPU kernel events (nor Inductor C++ kernels of a CPU profile); "
+                    "nothing to analyze")

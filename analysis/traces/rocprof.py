@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
+from analysis.records import expect_list, expect_ns, expect_object, parse_cell, parse_ns
 from analysis.traces.categories import ROCM_LEGACY_COPY
 from analysis.traces.fileio import open_text, reading
 from analysis.traces.model import KERNEL, MEMCPY, KernelAggregate, TraceBuilder, TraceData
@@ -51,131 +52,203 @@ def read_rocprofv3_json(path: Path) -> TraceData:
         raise UserError(f"{path}: no 'rocprofiler-sdk-tool' section; not rocprofv3 JSON output")
     b = TraceBuilder(path, "rocprofv3-json")
     b.platform = "rocm"
-    for tool in tools:
-        _add_rocprofv3_tool(b, tool)
+    for i, tool in enumerate(tools):
+        where = f"{path}: rocprofiler-sdk-tool[{i}]"
+        _add_rocprofv3_tool(b, expect_object(tool, where), where)
     return b.build()
 
 
-def _add_rocprofv3_tool(b: TraceBuilder, tool: dict[str, Any]) -> None:
-    symbols = {s.get("kernel_id"): s for s in tool.get("kernel_symbols") or [] if isinstance(s, dict)}
-    gpu_agents = [a for a in tool.get("agents") or [] if a.get("type") == 2]
+def _field(obj: Any, *keys: str) -> Any:
+    """``obj[k1][k2]...`` or None where a level is missing or not an object (handles and ids are optional)."""
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _records(parent: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
+    """An optional list of objects (``[]`` when absent)."""
+    items = expect_list(parent.get(key) or [], f"{where}.{key}")
+    return [expect_object(item, f"{where}.{key}[{i}]") for i, item in enumerate(items)]
+
+
+def _span(rec: dict[str, Any], where: str) -> tuple[int, int]:
+    """(start, duration) in ns from ``start_timestamp``/``end_timestamp``; the end may not precede the start."""
+    return _checked_span(where, expect_ns(rec.get("start_timestamp"), f"{where}.start_timestamp"),
+                         expect_ns(rec.get("end_timestamp"), f"{where}.end_timestamp"), "start_timestamp",
+                         "end_timestamp")
+
+
+def _checked_span(where: str, start: int, end: int, start_key: str, end_key: str) -> tuple[int, int]:
+    if end < start:
+        raise UserError(f"{where}: {end_key} {end} is before {start_key} {start}")
+    return start, end - start
+
+
+def _add_rocprofv3_tool(b: TraceBuilder, tool: dict[str, Any], where: str) -> None:
+    symbols = {s.get("kernel_id"): s for s in _records(tool, "kernel_symbols", where)
+               if isinstance(s.get("kernel_id"), int)}
+    gpu_agents = [a for a in _records(tool, "agents", where) if a.get("type") == 2]
     # Agent handles are opaque; number the GPU agents 0..n-1 in the order rocprofv3 lists them.
-    device_of = {a["id"]["handle"]: i for i, a in enumerate(gpu_agents)}
+    device_of = {_hashable(_field(a, "id", "handle")): i for i, a in enumerate(gpu_agents)}
     b.device_names = [str(a.get("name", "")) for a in gpu_agents]
     meta = tool.get("metadata") or {}
-    if "init_time" in meta and "fini_time" in meta:
-        b.metadata["session_ns"] = int(meta["fini_time"]) - int(meta["init_time"])
-    records = tool.get("buffer_records") or {}
+    if isinstance(meta, dict) and "init_time" in meta and "fini_time" in meta:
+        _, session = _checked_span(f"{where}.metadata", expect_ns(meta["init_time"], f"{where}.metadata.init_time"),
+                                   expect_ns(meta["fini_time"], f"{where}.metadata.fini_time"), "init_time",
+                                   "fini_time")
+        b.metadata["session_ns"] = session
+    records = expect_object(tool.get("buffer_records") or {}, f"{where}.buffer_records")
+    where = f"{where}.buffer_records"
     names: dict[int, str] = {}
-    for rec in records.get("kernel_dispatch") or []:
+    for i, rec in enumerate(_records(records, "kernel_dispatch", where)):
         info = rec.get("dispatch_info") or {}
-        kid = info.get("kernel_id")
+        kid = _id(_field(info, "kernel_id"))
         name = names.get(kid)
         if name is None:
             sym = symbols.get(kid) or {}
             # formatted = demangled with template arguments; truncated_kernel_name drops them
             # ("vectorized_elementwise_kernel"), which merges unrelated kernels in a per-kernel table.
             raw = sym.get("formatted_kernel_name") or sym.get("demangled_kernel_name") or sym.get("kernel_name")
-            name = names[kid] = _clean_name(raw or f"kernel_{kid}")
-        start = int(rec["start_timestamp"])
-        b.add_event(name, start, int(rec["end_timestamp"]) - start, _kind(name),
-                    device_of.get((info.get("agent_id") or {}).get("handle"), -1),
-                    int((rec.get("stream_id") or {}).get("handle", (info.get("queue_id") or {}).get("handle", -1))),
-                    int((rec.get("correlation_id") or {}).get("internal", -1)))
-    for rec in records.get("memory_copy") or []:
-        start = int(rec["start_timestamp"])
-        b.add_event(f"MEMORY_COPY_{rec.get('operation', '')}", start, int(rec["end_timestamp"]) - start, MEMCPY,
-                    device_of.get((rec.get("dst_agent_id") or {}).get("handle"), -1), -1,
-                    int((rec.get("correlation_id") or {}).get("internal", -1)))
+            name = names[kid] = _clean_name(raw if isinstance(raw, str) and raw else f"kernel_{kid}")
+        start, dur = _span(rec, f"{where}.kernel_dispatch[{i}]")
+        stream = _field(rec, "stream_id", "handle")
+        b.add_event(name, start, dur, _kind(name), device_of.get(_hashable(_field(info, "agent_id", "handle")), -1),
+                    _id(stream if stream is not None else _field(info, "queue_id", "handle")),
+                    _id(_field(rec, "correlation_id", "internal")))
+    for i, rec in enumerate(_records(records, "memory_copy", where)):
+        start, dur = _span(rec, f"{where}.memory_copy[{i}]")
+        b.add_event(f"MEMORY_COPY_{rec.get('operation', '')}", start, dur, MEMCPY,
+                    device_of.get(_hashable(_field(rec, "dst_agent_id", "handle")), -1), -1,
+                    _id(_field(rec, "correlation_id", "internal")))
     api_names = _operation_names(tool, "HIP_RUNTIME_API")
-    for rec in records.get("hip_api") or []:
-        start = int(rec["start_timestamp"])
-        b.add_runtime(api_names.get(rec.get("operation"), f"hip_api_{rec.get('operation')}"), start,
-                      int(rec["end_timestamp"]) - start, int((rec.get("correlation_id") or {}).get("internal", -1)))
+    for i, rec in enumerate(_records(records, "hip_api", where)):
+        start, dur = _span(rec, f"{where}.hip_api[{i}]")
+        operation = _hashable(rec.get("operation"))
+        name = api_names.get(operation) if isinstance(operation, int) else None
+        b.add_runtime(name if isinstance(name, str) else f"hip_api_{operation}", start, dur,
+                      _id(_field(rec, "correlation_id", "internal")))
+
+
+def _hashable(value: Any) -> Any:
+    """Handles are used as dict keys; a list or object in their place matches nothing."""
+    return None if isinstance(value, (list, dict)) else value
+
+
+def _id(value: Any) -> int:
+    """An id or handle as int64, -1 when absent or not a whole number that fits."""
+    if type(value) is int and -(2**63) <= value < 2**63:
+        return value
+    return -1
 
 
 def _operation_names(tool: dict[str, Any], kind: str) -> dict[int, str]:
-    for entry in (tool.get("strings") or {}).get("buffer_records") or []:
-        if entry.get("kind") == kind:
-            return dict(enumerate(entry.get("operations") or []))
+    for entry in _field(tool, "strings", "buffer_records") or []:
+        if isinstance(entry, dict) and entry.get("kind") == kind and isinstance(entry.get("operations"), list):
+            return dict(enumerate(entry["operations"]))
     return {}
 
 
 # --- CSV outputs (rocprofv3 and v1) -----------------------------------------------------------------------
 
 
-def _csv_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+Row = tuple[int, dict[str, str]]  # (line number, cells)
+
+
+def _csv_rows(path: Path) -> list[Row]:
+    """The data rows with their line numbers; a short row's missing cells are "" (not None)."""
     with reading(path, "CSV"), open_text(path) as fh:
-        reader = csv.DictReader(fh)
-        rows = list(reader)
-        return list(reader.fieldnames or []), rows
+        reader = csv.DictReader(fh, restval="")
+        rows: list[Row] = []
+        try:
+            for row in reader:
+                rows.append((reader.line_num, row))
+        except csv.Error as exc:
+            raise UserError(f"{path}: line {reader.line_num}: not CSV ({exc})") from None
+        return rows
 
 
 def _int(row: dict[str, str], *keys: str, default: int = -1) -> int:
+    """An id column (agent, queue, stream, correlation): the digits in it ("Agent 4" → 4), else ``default``."""
     for key in keys:
         value = row.get(key)
-        if value not in (None, ""):
-            try:
-                return int(float(value))
-            except ValueError:
-                digits = re.search(r"-?\d+", value)
-                if digits:
-                    return int(digits.group())
+        if isinstance(value, str) and value != "":
+            digits = re.search(r"-?\d+", value)
+            if digits and len(digits.group()) < 19:
+                return int(digits.group())
     return default
 
 
+def _ns(path: Path, line: int, row: dict[str, str], key: str, default: int | None = None) -> int:
+    """A time column in ns (``default`` when the cell is empty and one is given)."""
+    value = row.get(key) or ""
+    if not value.strip() and default is not None:
+        return default
+    return parse_ns(value, f"{path}: line {line}, column {key}")
+
+
+def _duration(path: Path, line: int, start: int, end: int, start_key: str, end_key: str) -> int:
+    return _checked_span(f"{path}: line {line}", start, end, start_key, end_key)[1]
+
+
+def _timed(path: Path, rows: list[Row]) -> list[tuple[dict[str, str], int, int]]:
+    """(row, start, duration) for rocprofv3 trace CSVs (``Start_Timestamp``/``End_Timestamp``)."""
+    out = []
+    for line, row in rows:
+        start = _ns(path, line, row, "Start_Timestamp")
+        end = _ns(path, line, row, "End_Timestamp")
+        out.append((row, start, _duration(path, line, start, end, "Start_Timestamp", "End_Timestamp")))
+    return out
+
+
 def read_rocprofv3_kernel_trace(path: Path) -> TraceData:
-    _, rows = _csv_rows(path)
     b = TraceBuilder(path, "rocprofv3-csv")
     b.platform = "rocm"
-    for row in rows:
-        start = _int(row, "Start_Timestamp")
-        name = _clean_name(row.get("Kernel_Name", ""))
-        b.add_event(name, start, _int(row, "End_Timestamp") - start, _kind(name),
-                    _int(row, "Agent_Id"), _int(row, "Stream_Id", "Queue_Id"), _int(row, "Correlation_Id"))
+    for row, start, dur in _timed(path, _csv_rows(path)):
+        name = _clean_name(row.get("Kernel_Name") or "")
+        b.add_event(name, start, dur, _kind(name), _int(row, "Agent_Id"), _int(row, "Stream_Id", "Queue_Id"),
+                    _int(row, "Correlation_Id"))
     prefix = path.name[: -len("kernel_trace.csv")]
     copies = path.with_name(prefix + "memory_copy_trace.csv")
     if copies.exists():
-        for row in _csv_rows(copies)[1]:
-            start = _int(row, "Start_Timestamp")
-            b.add_event(row.get("Direction") or "MEMORY_COPY", start, _int(row, "End_Timestamp") - start, MEMCPY,
+        for row, start, dur in _timed(copies, _csv_rows(copies)):
+            b.add_event(row.get("Direction") or "MEMORY_COPY", start, dur, MEMCPY,
                         _int(row, "Destination_Agent_Id"), _int(row, "Stream_Id"), _int(row, "Correlation_Id"))
     api = path.with_name(prefix + "hip_api_trace.csv")
     if api.exists():
-        for row in _csv_rows(api)[1]:
-            start = _int(row, "Start_Timestamp")
-            b.add_runtime(row.get("Function", ""), start, _int(row, "End_Timestamp") - start,
-                          _int(row, "Correlation_Id"))
+        for row, start, dur in _timed(api, _csv_rows(api)):
+            b.add_runtime(row.get("Function") or "", start, dur, _int(row, "Correlation_Id"))
     return b.build()
 
 
 def read_rocprof_stats(path: Path) -> TraceData:
     """``Name,Calls,TotalDurationNs,AverageNs,Percentage[,MinNs,MaxNs,StdDev]`` (v1 and v3 stats)."""
-    _, rows = _csv_rows(path)
     b = TraceBuilder(path, "rocprof-stats")
     b.platform = "rocm"
     kind = "memcpy" if "copy" in path.name else "kernel"
-    for row in rows:
+    for line, row in _csv_rows(path):
+        where = f"{path}: line {line}, column"
+        calls = parse_cell(row.get("Calls") or "0", f"{where} Calls", minimum=0, integer=True)
+        lo, hi = (row.get(k) or "" for k in ("MinNs", "MaxNs"))
         b.aggregates.append(KernelAggregate(
-            name=_clean_name(row.get("Name", "")), calls=_int(row, "Calls", default=0),
-            total_ns=_int(row, "TotalDurationNs", default=0),
-            min_ns=_int(row, "MinNs", default=-1) if row.get("MinNs") else None,
-            max_ns=_int(row, "MaxNs", default=-1) if row.get("MaxNs") else None, kind=kind))
+            name=_clean_name(row.get("Name") or ""), calls=int(calls),
+            total_ns=_ns(path, line, row, "TotalDurationNs", 0),
+            min_ns=_ns(path, line, row, "MinNs") if lo.strip() else None,
+            max_ns=_ns(path, line, row, "MaxNs") if hi.strip() else None, kind=kind))
     return b.build()
 
 
 def read_rocprof_v1_results(path: Path) -> TraceData:
-    _, rows = _csv_rows(path)
     b = TraceBuilder(path, "rocprof-v1")
     b.platform = "rocm"
-    for row in rows:
-        start = _int(row, "BeginNs")
-        dur = _int(row, "DurationNs", default=-1)
-        if dur < 0:
-            dur = _int(row, "EndNs") - start
-        name = _clean_name(row.get("KernelName", ""))
-        b.add_event(name, start, dur, _kind(name), _int(row, "gpu-id"),
-                    _int(row, "queue-id"), -1)
+    for line, row in _csv_rows(path):
+        start = _ns(path, line, row, "BeginNs")
+        dur = _ns(path, line, row, "DurationNs", -1)
+        if dur < 0:  # no DurationNs column (older rocprof): from the end
+            dur = _duration(path, line, start, _ns(path, line, row, "EndNs"), "BeginNs", "EndNs")
+        name = _clean_name(row.get("KernelName") or "")
+        b.add_event(name, start, dur, _kind(name), _int(row, "gpu-id"), _int(row, "queue-id"), -1)
     return b.build()
 
 
@@ -223,12 +296,17 @@ def _read_rocpd(path: Path, conn: sqlite3.Connection) -> TraceData:
     b.platform = "rocm"
     query = (f'SELECT {name_expr}, k.start, k."end", k.agent_id, {stream} FROM "{dispatch}" k '
              f'LEFT JOIN "{symbol}" s ON s.id = k.kernel_id ORDER BY k.start')
-    for name, start, end, agent, strm in conn.execute(query):
-        name = _clean_name(name or "unknown")
-        b.add_event(name, int(start), int(end) - int(start), _kind(name),
-                    int(agent if agent is not None else -1), int(strm if strm is not None else -1))
+    for i, (name, start, end, agent, strm) in enumerate(conn.execute(query)):
+        name = _clean_name(name if isinstance(name, str) and name else "unknown")
+        begin, dur = _db_span(f"{path}: {dispatch} row {i + 1}", start, end)
+        b.add_event(name, begin, dur, _kind(name), _id(agent), _id(strm))
     copy = _table(conn, "rocpd_memory_copy")
     if copy is not None and {"start", "end"} <= _columns(conn, copy):
-        for start, end in conn.execute(f'SELECT start, "end" FROM "{copy}"'):
-            b.add_event("MEMORY_COPY", int(start), int(end) - int(start), MEMCPY)
+        for i, (start, end) in enumerate(conn.execute(f'SELECT start, "end" FROM "{copy}"')):
+            begin, dur = _db_span(f"{path}: {copy} row {i + 1}", start, end)
+            b.add_event("MEMORY_COPY", begin, dur, MEMCPY)
     return b.build()
+
+
+def _db_span(where: str, start: Any, end: Any) -> tuple[int, int]:
+    return _checked_span(where, expect_ns(start, f"{where}, start"), expect_ns(end, f"{where}, end"), "start", "end")

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import atomic_io
+from analysis.errors import UserError
 from analysis.traces.breakdown import category_table, kernel_table
 from analysis.traces.model import TraceData
 from analysis.traces.render import render_template, write_csv_dir, write_xlsx
@@ -99,8 +100,13 @@ def profile_dirs_markdown(base_dir: Path, pr_dir: Path, top: int = 15) -> str | 
     names = sorted({p.name for p in base_dir.glob("*.json.gz")} & {p.name for p in pr_dir.glob("*.json.gz")})
     sections = []
     for name in names:
-        diff = trace_diff(read_trace(base_dir / name), read_trace(pr_dir / name))
         model = name.removesuffix(".json.gz")
+        try:
+            diff = trace_diff(read_trace(base_dir / name), read_trace(pr_dir / name))
+        except UserError as exc:
+            # One unusable profile (an empty or malformed trace) is said in its section, not the report's end.
+            sections.append(f"### Profile of {model}\n\nNot compared: {exc}")
+            continue
         sections.append(f"### Profile of {model}\n\n" + render_trace_diff_markdown(diff, top=top, heading_level=4))
     return "\n\n".join(sections) if sections else None
 

@@ -1,0 +1,160 @@
+"""Checks for the records our readers load (JSON files, CSV cells, trace events).
+
+Every reader of a file a user can hand us (or that an interrupted run can leave behind) validates what it uses
+with these helpers, so a malformed record is one line — the file, the record and what was expected — instead of
+a traceback or, worse, a silently wrong number. ``where`` is always the full location, starting with the file:
+``"runs/x/pair/kernels/round-001.json: visits[3].samples[0]"``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from analysis.errors import UserError
+
+# Times in ns must survive int64 arithmetic (start + duration, differences): keep each below 4e18 ns (126 years).
+MAX_NS = 4 * 10**18
+MAX_US = MAX_NS / 1000
+
+
+def describe(value: Any) -> str:
+    """A short, one-line rendering of a found value for an error message."""
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def invalid(where: str, expected: str, found: Any) -> UserError:
+    return UserError(f"{where}: expected {expected}, found {describe(found)}")
+
+
+def is_number(value: Any) -> bool:
+    """An int or float that is finite (booleans are not numbers here, although Python says they are)."""
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def expect_object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise invalid(where, "an object", value)
+    return value
+
+
+def expect_list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise invalid(where, "a list", value)
+    return value
+
+
+def expect_str(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise invalid(where, "text", value)
+    return value
+
+
+def expect_number(value: Any, where: str, minimum: float | None = None, what: str = "a finite number") -> float:
+    """A finite int/float, at least ``minimum`` when given (durations and times: ``minimum=0``)."""
+    if not is_number(value) or (minimum is not None and value < minimum):
+        bound = f" ≥ {minimum:g}" if minimum is not None else ""
+        raise invalid(where, f"{what}{bound}", value)
+    return float(value)
+
+
+def expect_int(value: Any, where: str, minimum: int | None = None) -> int:
+    if type(value) is not int or (minimum is not None and value < minimum):
+        bound = f" ≥ {minimum}" if minimum is not None else ""
+        raise invalid(where, f"a whole number{bound}", value)
+    return value
+
+
+def expect_ns(value: Any, where: str) -> int:
+    """A timestamp or duration in ns: 0 ≤ x < MAX_NS; ints stay exact (ns since boot exceed a float's 53 bits)."""
+    if type(value) is int:
+        number = value
+    elif type(value) is float and math.isfinite(value):
+        number = round(value)
+    else:
+        raise invalid(where, "a time in ns ≥ 0", value)
+    if number < 0:
+        raise invalid(where, "a time in ns ≥ 0", value)
+    if number >= MAX_NS:
+        raise invalid(where, f"a time in ns below {MAX_NS:.0e} (126 years)", value)
+    return number
+
+
+def parse_ns(text: str, where: str) -> int:
+    """A CSV cell holding ns (see `expect_ns`)."""
+    text = text.strip()
+    try:
+        return expect_ns(int(text), where)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise invalid(where, "a time in ns ≥ 0", text) from None
+    if not math.isfinite(value):
+        raise invalid(where, "a time in ns ≥ 0", text)
+    return expect_ns(value, where)
+
+
+def expect_ms_list(value: Any, where: str) -> list[float]:
+    """A list of sample times in milliseconds: finite and non-negative."""
+    items = expect_list(value, where)
+    return [expect_number(x, f"{where}[{i}]", minimum=0, what="milliseconds") for i, x in enumerate(items)]
+
+
+# Counts (calls, instances, samples) beyond this are not counts: they would overflow the tables' int64 columns.
+MAX_COUNT = 2**53
+
+
+def parse_cell(text: str, where: str, minimum: float | None = None, integer: bool = False) -> float:
+    """A numeric CSV cell: finite (``nan``/``inf`` are refused), at least ``minimum``; whole and below
+    `MAX_COUNT` when ``integer``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise invalid(where, "a number", text) from None
+    if (not math.isfinite(value) or (minimum is not None and value < minimum)
+            or (integer and (value != int(value) or abs(value) >= MAX_COUNT))):
+        kind = "a whole number" if integer else "a finite number"
+        bound = f" ≥ {minimum:g}" if minimum is not None else ""
+        raise invalid(where, kind + bound, text)
+    return value
+
+
+def read_json(path: Path, what: str) -> Any:
+    """Parse a JSON file; a missing, unreadable, truncated or invalid one is a one-line UserError naming it."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: file not found (expected {what})") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory (expected {what})") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text (byte {exc.start}); expected {what}") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read it ({exc.strerror}); expected {what}") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise UserError(f"{path}: JSON nested too deeply; expected {what}") from None
+    except json.JSONDecodeError as exc:
+        if not text.strip():
+            raise UserError(f"{path}: empty file (expected {what})") from None
+        # Cut short: the parser stopped at the last character, or inside a string that runs to the end.
+        if exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string"):
+            raise UserError(f"{path}: truncated JSON (the file ends in the middle of a value); expected {what}"
+                            ) from None
+        raise UserError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); "
+                        f"expected {what}") from None
