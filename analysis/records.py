@@ -8,8 +8,12 @@ a traceback or, worse, a silently wrong number. ``where`` is always the full loc
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import json
 import math
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -132,23 +136,38 @@ def parse_cell(text: str, where: str, minimum: float | None = None, integer: boo
     return value
 
 
-def read_json(path: Path, what: str) -> Any:
-    """Parse a JSON file; a missing, unreadable, truncated or invalid one is a one-line UserError naming it."""
-    path = Path(path)
+@contextlib.contextmanager
+def reading(path: Path, what: str) -> Iterator[None]:
+    """Every way a file can be unreadable (missing, a directory, not text, corrupt gzip, denied) as one line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        yield
+    except UserError:
+        raise
     except FileNotFoundError:
         raise UserError(f"{path}: file not found (expected {what})") from None
     except IsADirectoryError:
         raise UserError(f"{path}: is a directory (expected {what})") from None
     except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text (byte {exc.start}); expected {what}") from None
+        raise UserError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); expected {what}") from None
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        raise UserError(f"{path}: corrupt gzip data ({exc}); expected {what}") from None
+    except EOFError:
+        raise UserError(f"{path}: gzip stream ends early (truncated file); expected {what}") from None
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply; expected {what}") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read it ({exc.strerror}); expected {what}") from None
+
+
+def read_json(path: Path, what: str) -> Any:
+    """Parse a JSON file; a missing, unreadable, truncated or invalid one is a one-line UserError naming it."""
+    path = Path(path)
+    with reading(path, what):
+        text = path.read_text(encoding="utf-8")
     try:
         return json.loads(text)
     except RecursionError:
-        raise UserError(f"{path}: JSON nested too deeply; expected {what}") from None
+        raise UserError(f"{path}: nested too deeply; expected {what}") from None
     except json.JSONDecodeError as exc:
         if not text.strip():
             raise UserError(f"{path}: empty file (expected {what})") from None

@@ -5,12 +5,10 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
-import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from analysis.errors import UserError
+from analysis import records
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -20,27 +18,9 @@ def is_gzip(path: Path) -> bool:
         return fh.read(2) == GZIP_MAGIC
 
 
-@contextlib.contextmanager
-def reading(path: Path, what: str = "trace") -> Iterator[None]:
-    """Turn every way a file can be unreadable into a one-line UserError naming it."""
-    try:
-        yield
-    except UserError:
-        raise
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such {what} file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, expected a {what} file") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); expected a {what} file") from None
-    except (gzip.BadGzipFile, zlib.error) as exc:
-        raise UserError(f"{path}: corrupt gzip data ({exc})") from None
-    except EOFError:
-        raise UserError(f"{path}: gzip stream ends early (truncated file)") from None
-    except PermissionError:
-        raise UserError(f"{path}: permission denied") from None
-    except RecursionError:
-        raise UserError(f"{path}: JSON nested too deeply to be a {what} file") from None
+def reading(path: Path, what: str = "trace") -> contextlib.AbstractContextManager[None]:
+    """Every way a trace (or other profiler output) file can be unreadable, as a one-line UserError naming it."""
+    return records.reading(path, f"a {what} file")
 
 
 def open_text(path: Path) -> TextIO:
