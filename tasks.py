@@ -401,9 +401,9 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     if not pr:
         raise UserError("--pr: required (a git ref in --pytorch-src, a Python-only patch file, or 'installed')")
     per_process = whole_number("--models-per-process", models_per_process, minimum=0)
-    kernel_flags = {"warmup": whole_number("--kernel-warmup", kernel_warmup, minimum=0),
-                    "iterations": whole_number("--kernel-iterations", kernel_iterations, minimum=1),
-                    "timeout_s": real_number("--kernel-timeout", kernel_timeout, above=0)}
+    kernel_warmup_calls = whole_number("--kernel-warmup", kernel_warmup, minimum=0)
+    kernel_timed_calls = whole_number("--kernel-iterations", kernel_iterations, minimum=1)
+    kernel_timeout_s = real_number("--kernel-timeout", kernel_timeout, above=0)
     python = _python_flag(python)
     inductor_values = _inductor_config_flag(inductor_config)
 
@@ -418,7 +418,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         pytorch_src=resolve_path(pytorch_src) if pytorch_src else None,
         upstream_src=_upstream_src(upstream_src),
         suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, source=suite_source),
-        kernels=KernelSettings(**kernel_flags),
+        kernels=KernelSettings(warmup=kernel_warmup_calls, iterations=kernel_timed_calls, timeout_s=kernel_timeout_s),
         rounds=checked_rounds, models_per_process=per_process, stats=stats,
         env=parse_assignments(env or [], "--env"),
         inductor_config=inductor_values,

@@ -60,7 +60,7 @@ def stub_backend_hash() -> None:
         return CPU_BACKEND_HASH
 
     triton_hash_with_backend._prbench_stub = True  # type: ignore[attr-defined]
-    torch_triton.triton_hash_with_backend = triton_hash_with_backend
+    torch_triton.triton_hash_with_backend = triton_hash_with_backend  # type: ignore[assignment]
 
 
 def patch_cpu_benchmark_harness() -> None:
@@ -96,7 +96,7 @@ def vectorize_inductor_min_max() -> None:
         return original(self, input)
 
     apply_impl._prbench_vectorized = True  # type: ignore[attr-defined]
-    ReduceOps.apply_impl = apply_impl  # type: ignore[method-assign]
+    ReduceOps.apply_impl = apply_impl
 
 
 # --- libdevice ---------------------------------------------------------------------------------------------
