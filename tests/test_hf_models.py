@@ -18,6 +18,7 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_every_model_runs_a_forward_and_a_training_step_in_eager(name: str) -> None:
     built = build(name, size="tiny", mode="training")

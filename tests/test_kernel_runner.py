@@ -52,6 +52,7 @@ def read_rows(path: Path) -> dict[str, dict[str, str]]:
         return {r["kernel_name"]: r for r in csv.DictReader(handle)}
 
 
+@pytest.mark.integration
 def test_segfault_hang_and_syntax_error_each_cost_one_row(tmp_path: Path) -> None:
     broken = {"triton_poi_segfault_1": SEGFAULT, "triton_poi_hang_2": HANG, "triton_poi_syntax_3": SYNTAX}
     organized = organized_dir(tmp_path / "organized", broken)
@@ -74,6 +75,7 @@ def test_segfault_hang_and_syntax_error_each_cost_one_row(tmp_path: Path) -> Non
     assert not (organized / "pointwise" / "stale.best_config").exists()
 
 
+@pytest.mark.integration
 def test_two_workers_share_the_kernels(tmp_path: Path) -> None:
     organized = organized_dir(tmp_path / "organized", {"triton_poi_syntax_3": SYNTAX})
     result = run_stage("--dir", str(organized), "--devices", "cpu,cpu")
@@ -95,6 +97,7 @@ def test_invoke_kernels_bad_dir_is_one_line(tmp_path: Path) -> None:
     assert result.returncode != 0 and len(output.splitlines()) == 1 and "Traceback" not in output
 
 
+@pytest.mark.integration
 def test_real_triton_kernel_runs_in_the_interpreter_and_matches_eager() -> None:
     code = f"""
 import os, importlib.util

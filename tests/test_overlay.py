@@ -149,6 +149,7 @@ def test_tests_in_the_patch_are_ignored_not_applied(tmp_path: Path) -> None:
 # --- the shadow package ----------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_import_torch_through_the_shadow_sees_the_pr_and_the_installed_torch_is_untouched(tmp_path: Path) -> None:
     installed_config = INSTALLED / "_inductor" / "config.py"
     before = (digest(installed_config), pycache_state())

@@ -54,6 +54,7 @@ def leftovers(directory: Path) -> list[Path]:
     return [p for p in directory.rglob("*.tmp")] if directory.exists() else []
 
 
+@pytest.mark.integration
 def test_the_stage_writes_one_row_per_model_with_the_contract_columns(tmp_path: Path) -> None:
     out = tmp_path / "suite"
     proc = run_stage(tmp_path, out, "--backend", "aot_eager")
@@ -82,6 +83,7 @@ def test_the_stage_writes_one_row_per_model_with_the_contract_columns(tmp_path: 
     assert "[suite] 2 ok, 0 failed" in proc.stdout
 
 
+@pytest.mark.integration
 def test_an_interrupted_run_resumes_without_redoing_finished_models(tmp_path: Path) -> None:
     out = tmp_path / "suite"
     # Enough iterations that the second model is still running when the first row appears.
@@ -111,6 +113,7 @@ def test_an_interrupted_run_resumes_without_redoing_finished_models(tmp_path: Pa
     assert [r["name"] for r in read_suite_csv(out / "suite.csv")] == TWO.split(",")
 
 
+@pytest.mark.integration
 def test_a_failing_model_gets_a_fail_row_and_the_others_go_on(tmp_path: Path, monkeypatch) -> None:
     from stages import hf_models, suite
 
