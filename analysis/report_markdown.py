@@ -117,6 +117,31 @@ class Caps:
         return False
 
 
+def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparison | None,
+                    proj: Projection | None, plots: dict[str, str], gates: list[Gate]) -> str:
+    """Render report.md, shrinking tables until it fits under MAX_MARKDOWN_CHARS."""
+    template = jinja_env().get_template("report.md.j2")
+    env = environment_table(inputs.base_env, inputs.pr_env)
+    stats = inputs.settings.stats
+    gate_rows = pd.DataFrame([{**g.as_dict(), "ci": ci_text(g.ci_low, g.ci_high),
+                               "limit": f"{'<' if g.bad_when == 'below' else '>'} {g.limit:g}×"} for g in gates])
+    base_ctx = {"title": inputs.title, "verdict": report_verdict(kc, mc, stats), "kc": kc, "mc": mc, "proj": proj,
+                "plots": plots, "method": _method(inputs, kc, mc), "lock": flatten(inputs.lock),
+                "max_chars": MAX_MARKDOWN_CHARS, "confidence": percent(stats.confidence),
+                "controls_table": markdown_table(control_rows(kc, mc, stats), CONTROL_COLUMNS_MD, 10, None),
+                "gates_table": markdown_table(gate_rows, GATE_COLUMNS_MD, 10, None) if gates else None,
+                **_renamed(kc)}
+    caps = Caps()
+    while True:
+        text = template.render({**base_ctx, **_defaults(), **_sections(inputs, kc, mc, proj, env, caps)})
+        if len(text) <= MAX_MARKDOWN_CHARS:
+            return text
+        if not caps.shrink():
+            # Only pathological inputs (a huge environment) get here; cut hard rather than exceed GitHub's limit.
+            note = "\n\n_Report cut to fit GitHub's comment limit: see the CSVs and report.xlsx._\n"
+            return text[: MAX_MARKDOWN_CHARS - len(note)] + note
+
+
 def _truncate_markdown(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -183,31 +208,6 @@ def _method(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparis
             "kernel_n": kernel_n, "rounds": rounds, "confidence": percent(s.stats.confidence),
             "alpha": s.stats.alpha, "margin": percent(s.stats.margin), "threshold": percent(s.stats.effect_floor),
             "noise": percent(s.stats.noise), "min_ms": s.stats.min_ms}
-
-
-def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparison | None,
-                    proj: Projection | None, plots: dict[str, str], gates: list[Gate]) -> str:
-    """Render report.md, shrinking tables until it fits under MAX_MARKDOWN_CHARS."""
-    template = jinja_env().get_template("report.md.j2")
-    env = environment_table(inputs.base_env, inputs.pr_env)
-    stats = inputs.settings.stats
-    gate_rows = pd.DataFrame([{**g.as_dict(), "ci": ci_text(g.ci_low, g.ci_high),
-                               "limit": f"{'<' if g.bad_when == 'below' else '>'} {g.limit:g}×"} for g in gates])
-    base_ctx = {"title": inputs.title, "verdict": report_verdict(kc, mc, stats), "kc": kc, "mc": mc, "proj": proj,
-                "plots": plots, "method": _method(inputs, kc, mc), "lock": flatten(inputs.lock),
-                "max_chars": MAX_MARKDOWN_CHARS, "confidence": percent(stats.confidence),
-                "controls_table": markdown_table(control_rows(kc, mc, stats), CONTROL_COLUMNS_MD, 10, None),
-                "gates_table": markdown_table(gate_rows, GATE_COLUMNS_MD, 10, None) if gates else None,
-                **_renamed(kc)}
-    caps = Caps()
-    while True:
-        text = template.render({**base_ctx, **_defaults(), **_sections(inputs, kc, mc, proj, env, caps)})
-        if len(text) <= MAX_MARKDOWN_CHARS:
-            return text
-        if not caps.shrink():
-            # Only pathological inputs (a huge environment) get here; cut hard rather than exceed GitHub's limit.
-            note = "\n\n_Report cut to fit GitHub's comment limit: see the CSVs and report.xlsx._\n"
-            return text[: MAX_MARKDOWN_CHARS - len(note)] + note
 
 
 def _renamed(kc: KernelComparison | None) -> dict[str, Any]:
