@@ -466,7 +466,8 @@ def _exit_on(summary, fail_on: str) -> None:
 def compare_kernels(ctx, base, pr, samples_base=None, samples_pr=None, semantics="prbench", confidence=None,
                     alpha=None, margin=None, threshold=None, noise=None, min_ms=None, out=None):
     """Compare two kernel CSVs; the last line printed is `geomean: <value>`."""
-    from analysis.report import ReportSettings, compare_kernel_files
+    from analysis.report import ReportSettings
+    from prbench.kernel_compare_command import compare_kernel_files
 
     settings = ReportSettings(stats=_verdict_settings(confidence, alpha, margin, threshold, noise, min_ms))
     lines = compare_kernel_files(
@@ -489,14 +490,13 @@ def compare_kernels(ctx, base, pr, samples_base=None, samples_pr=None, semantics
 @holds_run(_runs_dir)
 def report(ctx, run, runs_dir=None, fail_on="never"):
     """Re-render <run>/report/ (report.md, CSVs, report.xlsx, plots) from the run's files; nothing is re-run."""
-    from analysis.report import load_report_inputs
     from analysis.verdict_settings import check_fail_on
     from prbench.run_report import render_run_report
     from prbench.runstore import RunStore
 
     fail_on = check_fail_on(fail_on)
     with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as target:
-        paths = render_run_report(target, {"rerendered_from": "files"}, lambda: load_report_inputs(target.root))
+        paths = render_run_report(target)
     print(paths.verdict)
     print(f"report: {paths.report_md} ({paths.characters} characters; CSVs, report.xlsx and plots beside it)")
     print(f"summary: {paths.summary_json}")

@@ -414,7 +414,7 @@ def csv_repeat(args: argparse.Namespace, stats: VerdictSettings) -> Repeat:
     """The summary a report of these two kernel tables would write, as a single repeat."""
     from analysis.kernel_compare import compare_kernels, read_kernels_csv
     from analysis.paired_rounds import read_round_samples
-    from analysis.report import summarize_comparison
+    from analysis.report_verdict import summarize_comparison
 
     comparison = compare_kernels(
         read_kernels_csv(args.base_csv), read_kernels_csv(args.pr_csv),

@@ -130,7 +130,7 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
             for side in sides:
                 _profile(side, request)
         atomic_io.write_json(run.path("lock.json"), locks)
-        paths = _report(run)
+        paths = render_run_report(run)
     return run, paths
 
 
@@ -342,20 +342,6 @@ def _profile(side: _Side, request: CompareRequest) -> None:
         ]),
         reset=lambda: shutil.rmtree(profiles, ignore_errors=True),
     ))
-
-
-def _report(run: Run) -> Any:
-    from analysis.report import load_report_inputs
-    from analysis.traces.trace_diff import profile_dirs_markdown
-
-    def load() -> Any:
-        report_inputs = load_report_inputs(run.root)
-        profiled = profile_dirs_markdown(run.path("base", "profiles"), run.path("pr", "profiles"))
-        report_inputs.trace_diff_md = profiled or report_inputs.trace_diff_md
-        return report_inputs
-
-    inputs = {key: rec.input_hash for key, rec in run.manifest.stages.items() if key != "report"}
-    return render_run_report(run, inputs, load)
 
 
 def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: Path | None) -> dict[str, Any]:

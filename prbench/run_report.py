@@ -1,4 +1,5 @@
-"""The report stage of a run: ``<run>/report/`` rendered from the run's files (``invoke compare``, ``invoke report``).
+"""The report stage of a run: ``<run>/report/`` rendered from the run's files, the one way both ``invoke compare``
+(its last stage) and ``invoke report`` (a re-render, nothing re-run) write it.
 
 Starting the stage moves an earlier report to ``report.stale/`` (``Run.stage``); a render that fails removes what
 it had written, so a failure never leaves a report that looks current.
@@ -7,7 +8,6 @@ it had written, so a failure never leaves a report that looks current.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from prbench.runstore import REPORT_DIR, STALE_REPORT_DIR, Run
@@ -16,17 +16,14 @@ if TYPE_CHECKING:  # analysis.report imports pandas and matplotlib: only when a 
     from analysis.report import ReportInputs, ReportPaths
 
 
-def render_run_report(run: Run, stage_inputs: dict[str, Any], load: Callable[[], ReportInputs]) -> ReportPaths:
-    """Render ``<run>/report/`` from ``load()`` (the run's ReportInputs) as its ``report`` stage."""
+def render_run_report(run: Run) -> ReportPaths:
+    """Render ``<run>/report/`` from the run's files as its ``report`` stage."""
     from analysis.report import render_report
 
     out_dir = run.path(REPORT_DIR)
-    with run.stage("report", stage_inputs) as record:
+    with run.stage("report", _stage_inputs(run)) as record:
         try:
-            inputs = load()
-            if not inputs.trace_diff_md:
-                inputs.trace_diff_md = _carried_trace_diff(run)
-            paths = render_report(inputs, out_dir)
+            paths = render_report(_load(run), out_dir)
         except BaseException:
             shutil.rmtree(out_dir, ignore_errors=True)
             raise
@@ -34,6 +31,22 @@ def render_run_report(run: Run, stage_inputs: dict[str, Any], load: Callable[[],
                                                     *paths.plots) if p is not None]
         record.summary = {"verdict": paths.verdict, "characters": paths.characters}
     return paths
+
+
+def _stage_inputs(run: Run) -> dict[str, Any]:
+    """The report is made from every other stage's results: their input hashes name what it was rendered from."""
+    return {key: rec.input_hash for key, rec in run.manifest.stages.items() if key != "report"}
+
+
+def _load(run: Run) -> ReportInputs:
+    """The run's ReportInputs, with the trace diff of the profiles both sides have (if any)."""
+    from analysis.report_inputs import load_report_inputs
+    from analysis.traces.trace_diff import profile_dirs_markdown
+
+    inputs = load_report_inputs(run.root)
+    profiled = profile_dirs_markdown(run.path("base", "profiles"), run.path("pr", "profiles"))
+    inputs.trace_diff_md = profiled or inputs.trace_diff_md or _carried_trace_diff(run)
+    return inputs
 
 
 def _carried_trace_diff(run: Run) -> str | None:

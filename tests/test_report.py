@@ -15,13 +15,13 @@ import pytest
 from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
 
 from analysis.errors import UserError
+from analysis.rendering import sheet_name
 from analysis.report import (
     MAX_MARKDOWN_CHARS,
     ReportInputs,
     ReportSettings,
     load_report_inputs,
     render_report,
-    sheet_name,
 )
 from analysis.verdict_settings import VerdictSettings
 

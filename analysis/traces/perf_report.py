@@ -19,11 +19,11 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.errors import UserError
+from analysis.rendering import render_template, write_csv_dir, write_xlsx
 from analysis.traces.breakdown import category_table, kernel_table, kernels_per_step, short_kernel_histogram
 from analysis.traces.launch import LaunchAnalysis, analyze_launches, sync_table
 from analysis.traces.model import TraceData
 from analysis.traces.readers import read_trace
-from analysis.traces.render import render_template, write_csv_dir, write_xlsx
 from analysis.traces.timeline import Timeline, gpu_timeline
 
 REPORT_SUFFIX = "_perf_report"

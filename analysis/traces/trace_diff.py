@@ -15,9 +15,9 @@ import pandas as pd
 
 from analysis import atomic_io
 from analysis.errors import UserError
+from analysis.rendering import render_template, write_csv_dir, write_xlsx
 from analysis.traces.breakdown import category_table, kernel_table
 from analysis.traces.model import TraceData
-from analysis.traces.render import render_template, write_csv_dir, write_xlsx
 from analysis.traces.timeline import gpu_timeline
 
 

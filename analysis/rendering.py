@@ -1,0 +1,227 @@
+"""Turning tables into files, once for every report: cell formats, the Markdown table writer, the Jinja
+environment of ``analysis/templates``, CSV and xlsx.
+
+Users: the comparison report (``analysis.report``), the trace renderers (``analysis.traces.perf_report``,
+``analysis.traces.trace_diff``) and ``invoke compare-kernels``. Every file goes through ``analysis.atomic_io``,
+so an interrupted report never leaves a partial file.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from analysis import atomic_io
+
+if TYPE_CHECKING:  # jinja2 is imported when a template is first rendered
+    import jinja2
+
+TEMPLATE_DIR = Path(__file__).parent / "templates"
+EXCEL_SHEET_CHARS = 31
+
+# --- cell formats ----------------------------------------------------------------------------------------
+
+
+def finite(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and math.isfinite(float(x))
+
+
+def fmt_x(x: Any) -> str:
+    return f"{float(x):.3f}×" if finite(x) else "–"
+
+
+def fmt_ms(x: Any) -> str:
+    if not finite(x):
+        return "–"
+    x = float(x)
+    return f"{x:.4f}" if abs(x) < 1 else f"{x:.3f}" if abs(x) < 100 else f"{x:.1f}"
+
+
+def fmt_pct(x: Any) -> str:
+    return f"{float(x):+.1f} %" if finite(x) else "–"
+
+
+def fmt_share(x: Any) -> str:
+    return f"{100 * float(x):.1f} %" if finite(x) else "–"
+
+
+def fmt_p(x: Any) -> str:
+    if not finite(x):
+        return "–"
+    return f"{float(x):.2g}" if float(x) < 0.001 else f"{float(x):.3f}"
+
+
+def fmt_text(x: Any) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x)
+
+
+def fmt_num(x: Any) -> str:
+    if not finite(x):
+        return fmt_text(x)
+    return f"{int(x)}" if float(x).is_integer() else f"{float(x):.4g}"
+
+
+def ci_text(low: Any, high: Any) -> str:
+    return f"{fmt_x(low)}–{fmt_x(high)}" if finite(low) and finite(high) else "–"
+
+
+# --- Markdown tables -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a Markdown table: which field, its header, how its cells read."""
+
+    key: Any
+    header: str
+    fmt: Callable[[Any], str] = fmt_text
+    width: int = 0  # 0: cells are never shortened
+    # Kernel names differ at both ends (prefix and hash suffix), so the report keeps both; the trace tables
+    # shorten C++ signatures at the end, where only argument lists are lost.
+    cut: str = "middle"
+    rule: str = "---"  # the separator cell: "---:" aligns the column right
+
+
+@dataclass(frozen=True)
+class TableStyle:
+    """The two layouts in use: the comparison report's, and the trace reports' (which pads its rule line)."""
+
+    empty: str = "_none_\n"
+    padded_rule: bool = False
+    trailing_newline: bool = True
+
+
+REPORT_STYLE = TableStyle()
+TRACE_STYLE = TableStyle(empty="_(none)_", padded_rule=True, trailing_newline=False)
+
+
+def _shorten(text: str, width: int, cut: str) -> str:
+    if not width or len(text) <= width:
+        return text
+    if cut == "end":
+        return text[: width - 1] + "…"
+    half = (width - 1) // 2
+    return text[:half] + "…" + text[-(width - 1 - half):]
+
+
+def cell(text: Any, width: int = 0, cut: str = "middle") -> str:
+    """Make a value safe inside a Markdown table cell (pipes, newlines), optionally shortened."""
+    text = "" if text is None else str(text)
+    return _shorten(text.replace("|", "\\|").replace("\r", " ").replace("\n", " "), width, cut)
+
+
+def markdown_table(frame: pd.DataFrame | None, columns: list[Column], max_rows: int | None = None,
+                   rest_in: str | None = None, style: TableStyle = REPORT_STYLE) -> str:
+    """A GitHub table of the first ``max_rows`` rows (all when None), then a line naming the file that has
+    the rest (``rest_in``)."""
+    if frame is None or frame.empty:
+        return style.empty
+    rule = (("| " + " | ".join(c.rule for c in columns) + " |") if style.padded_rule
+            else ("|" + "|".join(c.rule for c in columns) + "|"))
+    lines = ["| " + " | ".join(c.header for c in columns) + " |", rule]
+    shown = frame if max_rows is None else frame.head(max_rows)
+    for row in shown.to_dict("records"):
+        lines.append("| " + " | ".join(cell(c.fmt(row.get(c.key)), c.width, c.cut) for c in columns) + " |")
+    rest = len(frame) - len(shown)
+    if rest > 0:
+        where = f" in {rest_in}" if rest_in else ""
+        lines.append(f"\n_{rest} more rows{where}_")
+    return "\n".join(lines) + ("\n" if style.trailing_newline else "")
+
+
+def _plain_cell(floatfmt: str) -> Callable[[Any], str]:
+    def fmt(value: Any) -> str:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return ""
+        return format(value, floatfmt) if isinstance(value, float) else str(value)
+
+    return fmt
+
+
+def frame_table(frame: pd.DataFrame | None, floatfmt: str = ".3f", max_name: int = 90) -> str:
+    """Every column of ``frame`` as it is (the trace reports): floats with ``floatfmt``, numbers aligned
+    right, long names (C++ kernel signatures) shortened to ``max_name`` characters."""
+    if frame is None or frame.empty:
+        return TRACE_STYLE.empty
+    fmt = _plain_cell(floatfmt)
+    columns = [Column(c, str(c), fmt, max_name, "end", "---:" if pd.api.types.is_numeric_dtype(frame[c]) else "---")
+               for c in frame.columns]
+    return markdown_table(frame, columns, style=TRACE_STYLE)
+
+
+# --- templates -------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def jinja_env() -> jinja2.Environment:
+    """The templates of ``analysis/templates``: Markdown, so no autoescaping; a missing name is an error."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env.filters.update(x=fmt_x, ms=fmt_ms, pct=fmt_pct, share=fmt_share, num=fmt_num, md=frame_table)
+    return env
+
+
+def render_template(name: str, **context: Any) -> str:
+    return jinja_env().get_template(name).render(**context)
+
+
+# --- CSV and xlsx ----------------------------------------------------------------------------------------
+
+
+def write_csv(path: Path, frame: pd.DataFrame) -> Path:
+    with atomic_io.atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
+    return path
+
+
+def write_csv_dir(directory: Path, sheets: Mapping[str, pd.DataFrame]) -> Path:
+    """One ``<sheet>.csv`` per table: the CSV twin of an xlsx."""
+    for name, frame in sheets.items():
+        write_csv(directory / f"{name}.csv", frame)
+    return directory
+
+
+def sheet_name(name: str, used: set[str]) -> str:
+    """Excel sheet names: ≤ 31 characters, none of []:*?/\\, unique (Excel compares them case-blind)."""
+    clean = "".join("_" if ch in "[]:*?/\\" else ch for ch in name)[:EXCEL_SHEET_CHARS] or "Sheet"
+    candidate, i = clean, 2
+    while candidate.lower() in used:
+        suffix = f" ({i})"
+        candidate, i = clean[: EXCEL_SHEET_CHARS - len(suffix)] + suffix, i + 1
+    used.add(candidate.lower())
+    return candidate
+
+
+def _xlsx_value(x: Any) -> Any:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return None
+    if isinstance(x, np.generic):
+        x = x.item()
+        return None if isinstance(x, float) and not math.isfinite(x) else x
+    return x if isinstance(x, (int, float, str, bool)) else str(x)
+
+
+def write_xlsx(path: Path, sheets: Iterable[tuple[str, pd.DataFrame]] | Mapping[str, pd.DataFrame]) -> Path:
+    """One sheet per table, in order; NaN and infinities become empty cells."""
+    from openpyxl import Workbook
+
+    pairs = sheets.items() if isinstance(sheets, Mapping) else sheets
+    wb = Workbook(write_only=True)  # streaming: thousands of kernel rows without building a cell tree
+    used: set[str] = set()
+    for name, frame in pairs:
+        ws = wb.create_sheet(sheet_name(name, used))
+        ws.append([str(c) for c in frame.columns])
+        for row in frame.itertuples(index=False):
+            ws.append([_xlsx_value(v) for v in row])
+    with atomic_io.atomic_path(path) as tmp:
+        wb.save(tmp)
+    return path

@@ -1,0 +1,122 @@
+"""What a comparison report is made from (`ReportInputs`), and reading it from a run directory.
+
+`load_report_inputs` reads ``base/`` and ``pr/`` as laid out in docs/architecture.md, ``lock.json`` and the
+manifest's settings, so a report can be re-rendered without re-running anything. A file only one side has is a
+`UserError`: the two sides could not be compared.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis.dynamo_csv import read_suite_samples
+from analysis.errors import UserError
+from analysis.kernel_compare import read_kernels_csv
+from analysis.model_compare import read_suite_csv
+from analysis.paired_rounds import RoundSamples, read_round_samples
+from analysis.verdict_settings import VerdictSettings
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    warmup: int | None = None  # None: taken from suite.csv when it has the column
+    iterations: int | None = None
+    rounds: int | None = None  # paired timing rounds (None: not recorded)
+    stats: VerdictSettings = field(default_factory=VerdictSettings)
+
+
+@dataclass
+class ReportInputs:
+    base_kernels: pd.DataFrame | None = None
+    pr_kernels: pd.DataFrame | None = None
+    base_kernel_samples: RoundSamples = field(default_factory=dict)
+    pr_kernel_samples: RoundSamples = field(default_factory=dict)
+    base_suite: pd.DataFrame | None = None
+    pr_suite: pd.DataFrame | None = None
+    base_suite_samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    pr_suite_samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    base_model_rounds: RoundSamples = field(default_factory=dict)  # suite/paired_samples.json
+    pr_model_rounds: RoundSamples = field(default_factory=dict)
+    base_env: dict[str, Any] = field(default_factory=dict)
+    pr_env: dict[str, Any] = field(default_factory=dict)
+    lock: dict[str, Any] = field(default_factory=dict)
+    settings: ReportSettings = field(default_factory=ReportSettings)
+    trace_diff_md: str | None = None
+    title: str = "prbench: performance of this PR"
+
+
+
+def _pair_of(run_dir: Path, rel: str) -> tuple[Path, Path] | None:
+    """Both variants' copies of a file; None when neither has it; a UserError when only one does."""
+    base, pr = run_dir / "base" / rel, run_dir / "pr" / rel
+    if base.exists() != pr.exists():
+        missing = pr if base.exists() else base
+        raise UserError(f"{missing}: file not found (the other variant has it, so the two cannot be compared)")
+    return (base, pr) if base.exists() else None
+
+
+def _json_dict(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not valid JSON ({type(exc).__name__})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    return data
+
+
+def _manifest_settings(run_dir: Path) -> ReportSettings:
+    settings = _json_dict(run_dir / "manifest.json").get("settings", {}) or {}
+    suite = settings.get("suite", {}) if isinstance(settings.get("suite"), dict) else {}
+
+    def pick(key: str, *sources: dict[str, Any]) -> Any:
+        return next((s[key] for s in sources if s.get(key) is not None), None)
+
+    stats = settings.get("stats", {}) if isinstance(settings.get("stats"), dict) else {}
+    known = {f for f in VerdictSettings.__dataclass_fields__}
+    try:
+        verdict_settings = VerdictSettings(**{k: v for k, v in stats.items() if k in known}).validate()
+    except (TypeError, UserError) as exc:
+        raise UserError(f"{run_dir / 'manifest.json'}: settings.stats: {exc}") from None
+    return ReportSettings(warmup=pick("warmup", settings, suite), iterations=pick("iterations", settings, suite),
+                          rounds=pick("rounds", settings), stats=verdict_settings)
+
+
+def load_report_inputs(run_dir: Path) -> ReportInputs:
+    """Read ``<run>/base`` and ``<run>/pr`` (kernels, samples, suite, env), ``lock.json`` and manifest settings."""
+    run_dir = Path(run_dir)
+    for side in ("base", "pr"):
+        if not (run_dir / side).is_dir():
+            raise UserError(f"{run_dir / side}: no such directory (a comparison run has base/ and pr/)")
+    inputs = ReportInputs(settings=_manifest_settings(run_dir), lock=_json_dict(run_dir / "lock.json"),
+                          base_env=_json_dict(run_dir / "base" / "env.json"),
+                          pr_env=_json_dict(run_dir / "pr" / "env.json"))
+    kernels = _pair_of(run_dir, "kernels.csv")
+    if kernels:
+        inputs.base_kernels, inputs.pr_kernels = (read_kernels_csv(p) for p in kernels)
+        samples = _pair_of(run_dir, "kernel_samples.json")
+        if samples:
+            inputs.base_kernel_samples, inputs.pr_kernel_samples = (read_round_samples(p) for p in samples)
+    suite = _pair_of(run_dir, "suite/suite.csv")
+    if suite:
+        inputs.base_suite, inputs.pr_suite = (read_suite_csv(p) for p in suite)
+        samples = _pair_of(run_dir, "suite/samples.json")
+        if samples:
+            inputs.base_suite_samples, inputs.pr_suite_samples = (read_suite_samples(p) for p in samples)
+        paired = _pair_of(run_dir, "suite/paired_samples.json")
+        if paired:
+            inputs.base_model_rounds, inputs.pr_model_rounds = (read_round_samples(p) for p in paired)
+    if not kernels and not suite:
+        raise UserError(f"{run_dir}: nothing to compare (no kernels.csv or suite/suite.csv under base/ and pr/)")
+    trace = run_dir / "report" / "trace_diff.md"
+    if trace.exists():
+        inputs.trace_diff_md = trace.read_text(encoding="utf-8")
+    return inputs
+

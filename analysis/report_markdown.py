@@ -1,0 +1,226 @@
+"""report.md: the tables a reviewer reads, rendered through ``report.md.j2`` and fitted under GitHub's limit.
+
+GitHub rejects comments over 65 536 characters, so the Markdown is fitted under `MAX_MARKDOWN_CHARS`: tables are
+cut by priority (regressions first; `Caps.shrink`) and say how many rows live in which CSV.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from analysis.gates import Gate
+from analysis.kernel_compare import KernelComparison
+from analysis.model_compare import ModelComparison
+from analysis.projection import Projection
+from analysis.rendering import (
+    Column,
+    ci_text,
+    fmt_ms,
+    fmt_num,
+    fmt_p,
+    fmt_pct,
+    fmt_share,
+    fmt_x,
+    jinja_env,
+    markdown_table,
+)
+from analysis.report_environment import environment_table, flatten, lock_identity
+from analysis.report_inputs import ReportInputs
+from analysis.report_verdict import control_rows, report_verdict
+from analysis.verdict_settings import percent
+
+MAX_MARKDOWN_CHARS = 65_000
+_NAME_WIDTH = 64  # kernel names can run to hundreds of characters; the CSV keeps them whole
+
+def _with_ci(frame: pd.DataFrame) -> pd.DataFrame:
+    shown = frame.copy()
+    shown["ci"] = [ci_text(lo, hi) for lo, hi in zip(shown["ci_low"], shown["ci_high"], strict=True)]
+    return shown
+
+
+def _kernel_display(table: pd.DataFrame) -> pd.DataFrame:
+    shown = _with_ci(table)
+    renamed = shown["base_name"] != shown["pr_name"]
+    shown["kernel"] = shown["base_name"].where(~renamed, shown["base_name"] + " → " + shown["pr_name"])
+    return shown
+
+
+KERNEL_COLUMNS_MD = [
+    Column("kernel", "kernel (base → PR)", width=_NAME_WIDTH), Column("category", "category"),
+    Column("base_median_ms", "base ms", fmt_ms), Column("pr_median_ms", "PR ms", fmt_ms),
+    Column("speedup", "speedup", fmt_x), Column("ci", "CI"), Column("q_value", "q", fmt_p),
+    Column("base_calls", "calls", fmt_num), Column("verdict", "verdict"), Column("matched_by", "matched by"),
+]
+CATEGORY_COLUMNS_MD = [
+    Column("category", "category"), Column("kernels", "kernels", fmt_num), Column("geomean", "geomean", fmt_x),
+    Column("time_weighted", "time-weighted", fmt_x), Column("base_ms_per_step", "base ms/step", fmt_ms),
+    Column("pr_ms_per_step", "PR ms/step", fmt_ms), Column("improved", "improved", fmt_num),
+    Column("regressed", "regressed", fmt_num), Column("equivalent", "equivalent", fmt_num),
+    Column("inconclusive", "inconclusive", fmt_num),
+]
+UNPAIRED_COLUMNS_MD = [
+    Column("kernel_name", "kernel", width=_NAME_WIDTH), Column("category", "category"),
+    Column("median_ms", "ms", fmt_ms), Column("calls", "calls", fmt_num), Column("ms_per_step", "ms/step", fmt_ms),
+]
+MODEL_COLUMNS_MD = [
+    Column("model", "model", width=40), Column("base_latency_ms", "base ms", fmt_ms),
+    Column("pr_latency_ms", "PR ms", fmt_ms), Column("speedup", "speedup", fmt_x), Column("ci", "CI"),
+    Column("base_speedup_vs_eager", "base vs eager", fmt_x), Column("pr_speedup_vs_eager", "PR vs eager", fmt_x),
+    Column("compile_change_pct", "compile time", fmt_pct), Column("peak_change_pct", "peak memory", fmt_pct),
+    Column("q_value", "q", fmt_p), Column("verdict", "verdict"),
+]
+CONTROL_COLUMNS_MD = [
+    Column("family", "family"), Column("control", "control"), Column("items", "items", fmt_num),
+    Column("geomean", "geomean", fmt_x), Column("ci", "CI"), Column("flagged", "flagged improved/regressed"),
+    Column("result", "result"),
+]
+GATE_COLUMNS_MD = [
+    Column("name", "check"), Column("value", "value", fmt_x), Column("ci", "CI"), Column("limit", "limit"),
+    Column("status", "result"), Column("detail", "detail", width=90),
+]
+PROJECTION_COLUMNS_MD = [
+    Column("model", "model", width=40), Column("share", "kernel share", fmt_share),
+    Column("kernel_speedup", "kernel speedup", fmt_x), Column("projected_speedup", "projected", fmt_x),
+    Column("measured_speedup", "measured", fmt_x), Column("kernels_base", "kernels", fmt_num),
+    Column("note", "note"),
+]
+LOCK_COLUMNS_MD = [Column("key", "lock entry", width=64), Column("value", "value", width=96)]
+ENV_COLUMNS_MD = [Column("setting", "setting", width=48), Column("base", "base", width=72),
+                  Column("pr", "PR", width=72), Column("same", "")]
+
+
+@dataclass
+class Caps:
+    """How many rows each Markdown table may show; shrunk step by step until the report fits."""
+
+    top: int = 15
+    categories: int = 40
+    models: int = 60
+    projection: int = 60
+    env: int = 40
+    details_kernels: int = 500
+    details_models: int = 300
+    unpaired: int = 50
+    trace_chars: int = 20_000
+
+    def shrink(self) -> bool:
+        """Cut the least important content first; False when nothing is left to cut."""
+        for name, floor in (("details_kernels", 0), ("unpaired", 5), ("details_models", 0), ("trace_chars", 2000),
+                            ("categories", 10), ("env", 15), ("projection", 10), ("models", 10), ("top", 5)):
+            value = getattr(self, name)
+            if value > floor:
+                setattr(self, name, max(floor, int(value * 0.5)))
+                return True
+        return False
+
+
+def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparison | None,
+                    proj: Projection | None, plots: dict[str, str], gates: list[Gate]) -> str:
+    """Render report.md, shrinking tables until it fits under MAX_MARKDOWN_CHARS."""
+    template = jinja_env().get_template("report.md.j2")
+    env = environment_table(inputs.base_env, inputs.pr_env)
+    stats = inputs.settings.stats
+    gate_rows = pd.DataFrame([{**g.as_dict(), "ci": ci_text(g.ci_low, g.ci_high),
+                               "limit": f"{'<' if g.bad_when == 'below' else '>'} {g.limit:g}×"} for g in gates])
+    base_ctx = {"title": inputs.title, "verdict": report_verdict(kc, mc, stats), "kc": kc, "mc": mc, "proj": proj,
+                "plots": plots, "method": _method(inputs, kc, mc), "lock": flatten(inputs.lock),
+                "max_chars": MAX_MARKDOWN_CHARS, "confidence": percent(stats.confidence),
+                "controls_table": markdown_table(control_rows(kc, mc, stats), CONTROL_COLUMNS_MD, 10, None),
+                "gates_table": markdown_table(gate_rows, GATE_COLUMNS_MD, 10, None) if gates else None,
+                **_renamed(kc)}
+    caps = Caps()
+    while True:
+        text = template.render({**base_ctx, **_defaults(), **_sections(inputs, kc, mc, proj, env, caps)})
+        if len(text) <= MAX_MARKDOWN_CHARS:
+            return text
+        if not caps.shrink():
+            # Only pathological inputs (a huge environment) get here; cut hard rather than exceed GitHub's limit.
+            note = "\n\n_Report cut to fit GitHub's comment limit: see the CSVs and report.xlsx._\n"
+            return text[: MAX_MARKDOWN_CHARS - len(note)] + note
+
+
+def _truncate_markdown(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text.rfind("\n", 0, limit)
+    return text[: cut if cut > 0 else limit] + "\n\n_Trace diff truncated: the full text is in trace_diff.md_\n"
+
+
+def _kernel_views(kc: KernelComparison) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """All pairs for display, and the regressions / improvements worst / best first (cached per comparison,
+    because the Markdown is rendered several times while it is fitted under the size limit)."""
+    cached = getattr(kc, "_views", None)
+    if cached is None:
+        shown = _kernel_display(kc.table)
+        used = shown[shown["in_summary"]]
+        cached = (shown, used[used["verdict"] == "regressed"].sort_values("speedup", kind="stable"),
+                  used[used["verdict"] == "improved"].sort_values("speedup", ascending=False, kind="stable"))
+        kc._views = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _sections(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparison | None,
+              proj: Projection | None, env: pd.DataFrame, caps: Caps) -> dict[str, Any]:
+    ctx: dict[str, Any] = {"env_table": markdown_table(env, ENV_COLUMNS_MD, caps.env, "report.xlsx (Environment)"),
+                           "lock_table": markdown_table(lock_identity(inputs.lock), LOCK_COLUMNS_MD, caps.env,
+                                                  "report.xlsx (Lock)") if inputs.lock else None}
+    if kc is not None:
+        shown, regressed, improved = _kernel_views(kc)
+        ctx.update(
+            top_regressions=markdown_table(regressed, KERNEL_COLUMNS_MD, caps.top, "kernels_compare.csv"),
+            top_improvements=markdown_table(improved, KERNEL_COLUMNS_MD, caps.top, "kernels_compare.csv"),
+            category_table=markdown_table(kc.categories, CATEGORY_COLUMNS_MD, caps.categories, "kernel_categories.csv"),
+            all_kernels=markdown_table(shown, KERNEL_COLUMNS_MD, caps.details_kernels, "kernels_compare.csv"),
+            only_base=markdown_table(kc.only_base, UNPAIRED_COLUMNS_MD, caps.unpaired, "kernels_only_base.csv"),
+            only_pr=markdown_table(kc.only_pr, UNPAIRED_COLUMNS_MD, caps.unpaired, "kernels_only_pr.csv"),
+        )
+    if mc is not None:
+        models = _with_ci(mc.table)
+        ctx["models_table"] = markdown_table(models, MODEL_COLUMNS_MD, caps.models, "models_compare.csv")
+        ctx["all_models"] = markdown_table(models, MODEL_COLUMNS_MD, caps.details_models, "models_compare.csv")
+    if proj is not None:
+        ctx["projection_table"] = markdown_table(proj.table, PROJECTION_COLUMNS_MD, caps.projection, "projection.csv")
+    if inputs.trace_diff_md:
+        ctx["trace_diff"] = _truncate_markdown(inputs.trace_diff_md, caps.trace_chars)
+    return ctx
+
+
+def _method(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparison | None) -> dict[str, Any]:
+    """The numbers the method section quotes: the settings if given, else what the tables recorded."""
+    s = inputs.settings
+
+    def from_suite(col: str) -> str:
+        frames = [f for f in (inputs.base_suite, inputs.pr_suite) if f is not None and col in f.columns]
+        values = sorted({fmt_num(v) for f in frames for v in f[col].dropna().unique()})
+        return ", ".join(values) if values else "not recorded"
+
+    kernel_n = "not recorded"
+    if kc is not None:
+        ns = pd.concat([kc.table["base_n"], kc.table["pr_n"]]).dropna()
+        if len(ns):
+            kernel_n = f"median {fmt_num(ns.median())} (range {fmt_num(ns.min())}–{fmt_num(ns.max())})"
+    rounds = s.rounds or max((c.summary.rounds for c in (kc, mc) if c is not None), default=0)
+    return {"warmup": fmt_num(s.warmup) if s.warmup is not None else from_suite("warmup"),
+            "iterations": fmt_num(s.iterations) if s.iterations is not None else from_suite("n"),
+            "kernel_n": kernel_n, "rounds": rounds, "confidence": percent(s.stats.confidence),
+            "alpha": s.stats.alpha, "margin": percent(s.stats.margin), "threshold": percent(s.stats.effect_floor),
+            "noise": percent(s.stats.noise), "min_ms": s.stats.min_ms}
+
+
+def _renamed(kc: KernelComparison | None) -> dict[str, Any]:
+    """How many pairs changed name between base and PR, and which key matched them."""
+    if kc is None:
+        return {"renamed": 0, "renamed_by": ""}
+    renamed = kc.table[kc.table["base_name"] != kc.table["pr_name"]]
+    counts = renamed["matched_by"].value_counts()
+    return {"renamed": len(renamed), "renamed_by": ", ".join(f"`{k}` {v}" for k, v in counts.items())}
+
+
+def _defaults() -> dict[str, Any]:
+    keys = ("top_regressions", "top_improvements", "category_table", "all_kernels", "only_base", "only_pr",
+            "models_table", "all_models", "projection_table", "trace_diff")
+    return dict.fromkeys(keys)
+

@@ -1,0 +1,61 @@
+"""The report's PNG plots: the distribution of per-kernel speedups and the per-category geomeans.
+
+matplotlib is imported when a plot is drawn (Agg, no pyplot state), so reading or fitting a report never pays for it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from analysis import atomic_io
+from analysis.kernel_compare import KernelComparison
+from analysis.rendering import finite
+
+
+def _figure():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # Agg: no display, no global pyplot state
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save_png(fig, path: Path) -> Path:
+    fig.tight_layout()
+    with atomic_io.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    return path
+
+
+def plot_distribution(kc: KernelComparison, path: Path) -> Path:
+    speedups = kc.table.loc[kc.table["in_summary"], "speedup"].astype(float)
+    fig = _figure()
+    ax = fig.add_subplot()
+    ax.hist(np.log2(speedups), bins=min(60, max(10, len(speedups) // 20)), color="#4c72b0")
+    ax.axvline(0.0, color="black", linewidth=1)
+    if finite(kc.summary.geomean.speedup):
+        ax.axvline(math.log2(kc.summary.geomean.speedup), color="#c44e52", linestyle="--",
+                   label=f"geomean {kc.summary.geomean.speedup:.3f}×")
+        ax.legend()
+    ax.set_xlabel("log2(speedup) = log2(base ms / PR ms); > 0 means the PR is faster")
+    ax.set_ylabel("kernels")
+    ax.set_title(f"Per-kernel speedups ({len(speedups)} kernels)")
+    return _save_png(fig, path)
+
+
+def plot_categories(kc: KernelComparison, path: Path) -> Path:
+    cats = kc.categories.head(20).iloc[::-1]
+    fig = _figure()
+    ax = fig.add_subplot()
+    values = cats["geomean"].astype(float)
+    ax.barh(cats["category"].astype(str), values - 1.0, left=1.0,
+            color=["#55a868" if v >= 1 else "#c44e52" for v in values])
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_xlabel("geomean speedup (base / PR)")
+    ax.set_title("Per-category geomean speedup")
+    return _save_png(fig, path)
+
