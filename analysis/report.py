@@ -23,7 +23,8 @@ from analysis.dynamo_csv import read_suite_samples
 from analysis.errors import UserError
 from analysis.gates import Gate, model_gates
 from analysis.kernel_compare import KernelComparison, compare_kernels, read_kernels_csv
-from analysis.model_compare import ModelComparison, compare_models, read_suite_csv
+from analysis.model_compare import ModelComparison, compare_models
+from analysis.model_compare import read_suite_frame as read_suite_csv
 from analysis.paired_rounds import RoundSamples, read_round_samples
 from analysis.projection import Projection, project
 from analysis.verdict import ControlResult
