@@ -25,12 +25,12 @@ def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, 
                     source="builtin"):
     """Suite flags, with invoke.yaml's ``prbench.suite`` defaults for those not given."""
     from analysis.flag_values import whole_number
-    from prbench.suite_stage import SuiteSettings, device_for
+    from prbench.suite_stage import SuiteRequest, device_for
 
     def pick(value, key, default):
         return value if value is not None else config_value(ctx, f"suite.{key}", default)
 
-    return SuiteSettings(
+    return SuiteRequest(
         models=pick(models, "models", "tiny-default"),
         size=pick(size, "size", "tiny"),
         mode=pick(mode, "mode", "inference"),
@@ -523,7 +523,7 @@ def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, itera
     """Time the HF suite (builtin: eager vs torch.compile; or upstream's harness) into <run>/base/suite/suite.csv."""
     from rich.console import Console
 
-    from prbench.suite_stage import print_summary, run_suite
+    from prbench.suite_stage import print_suite_summary, run_suite_stage
     from prbench.variants import parse_assignments
 
     inductor_values = _inductor_config_flag(inductor_config)
@@ -531,14 +531,14 @@ def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, itera
     settings = _suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, cpu_backend,
                                source=suite_source)
     console = Console()
-    outcome = run_suite(
+    outcome = run_suite_stage(
         settings=settings, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir), run_id=run,
         overlay_path=resolve_path(overlay) if overlay else None,
         env=parse_assignments(env or [], "--env"),
         inductor_config=inductor_values,
         force=force, console=console, upstream_src=_upstream_src(upstream_src),
     )
-    print_summary(outcome, console)
+    print_suite_summary(outcome, console)
 
 
 # --- kernels ---------------------------------------------------------------------------------------------

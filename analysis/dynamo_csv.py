@@ -31,6 +31,8 @@ OUR_COLUMNS: tuple[str, ...] = (
     "compiled_mean_ms", "compiled_std_ms", "first_run_s", "n", "warmup", "flags", "status", "error",
 )
 SUITE_COLUMNS: tuple[str, ...] = DYNAMO_COLUMNS + OUR_COLUMNS
+# The cells that are words, not numbers (a frame reader keeps them as text).
+TEXT_COLUMNS: tuple[str, ...] = ("dev", "name", "mode", "dtype", "size", "flags", "status", "error")
 
 FLOAT_COLUMNS = frozenset({
     "speedup", "abs_latency", "compilation_latency", "compression_ratio", "eager_peak_mem", "dynamo_peak_mem",

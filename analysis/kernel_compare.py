@@ -27,6 +27,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import UserError
+from analysis.kernel_results import KERNEL_COLUMNS, NUMERIC_KERNEL_COLUMNS
+from analysis.noise_rules import rounds_are_noisy
 from analysis.paired_rounds import RoundSamples
 from analysis.records import invalid
 from analysis.verdict import (
@@ -41,17 +43,10 @@ from analysis.verdict import (
 )
 from analysis.verdict_settings import VERDICTS, VerdictSettings
 
-# The data contract of kernels.csv (docs/architecture.md): index columns + timing columns.
-INDEX_COLUMNS = ("category", "kernel_name", "body_hash", "shape_key", "legacy_key", "path", "calls", "graphs",
-                 "backend", "source")
-TIMING_COLUMNS = ("n", "median_ms", "mean_ms", "std_ms", "min_ms", "gb", "gb_per_s", "status", "error")
-KERNEL_COLUMNS = INDEX_COLUMNS + TIMING_COLUMNS
-_TEXT_COLUMNS = ("category", "kernel_name", "body_hash", "shape_key", "legacy_key", "path", "graphs", "backend",
-                 "source", "status", "error")
-_NUMERIC_COLUMNS = ("calls", "n", "median_ms", "mean_ms", "std_ms", "min_ms", "gb", "gb_per_s")
+# The kernels.csv columns are `analysis.kernel_results`' contract; everything not a number there stays text.
+_TEXT_COLUMNS = tuple(c for c in KERNEL_COLUMNS if c not in NUMERIC_KERNEL_COLUMNS)
+_NUMERIC_COLUMNS = NUMERIC_KERNEL_COLUMNS
 
-# The seed's CSV (run_triton_new.sh); kernels_seed.csv in a run directory has the same header.
-SEED_COLUMNS = ("relative_dir", "filename", "kernel_name", "ms_per_call", "gb_per_s")
 SEED_MIN_MS = 0.008  # kernel_perf_simple.py: `threshold = 0.008`
 SEED_NAME_PATTERN = r"^triton_poi_"  # kernel_perf_simple.py keeps pointwise kernels only
 
@@ -297,7 +292,7 @@ def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_
     table["p_value"] = [e.p_value for e in judged.estimates]
     table["q_value"] = judged.q_values
     table["rounds"] = [e.rounds for e in judged.estimates]
-    table["noisy"] = (table[["base_spread", "pr_spread"]].max(axis=1) >= settings.noise).to_numpy()
+    table["noisy"] = rounds_are_noisy(table[["base_spread", "pr_spread"]].max(axis=1), settings.noise).to_numpy()
     table["verdict"] = np.where(both_ok, judged.verdicts, "failed")
     table["control"] = control
     table["in_summary"] = in_summary

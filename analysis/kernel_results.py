@@ -24,7 +24,12 @@ from analysis.kernel_identity import kernel_num_gb, strip_paas_suffix
 from analysis.kernel_index import INDEX_COLUMNS, IndexRow, read_index
 from analysis.paired_rounds import RoundRecord, RoundSamples, side_samples, visit_errors
 
+# The kernels.csv contract (docs/architecture.md), defined here only: the index columns + the timing columns.
+# Its one writer is `write_results`; its one reader is `analysis.kernel_compare.read_kernels_csv` (a frame).
 TIMING_COLUMNS = ("n", "median_ms", "mean_ms", "std_ms", "min_ms", "gb", "gb_per_s", "status", "error")
+KERNEL_COLUMNS = INDEX_COLUMNS + TIMING_COLUMNS
+NUMERIC_KERNEL_COLUMNS = ("calls", "n", "median_ms", "mean_ms", "std_ms", "min_ms", "gb", "gb_per_s")
+# The seed's CSV (run_triton_new.sh); kernels_seed.csv in a run directory has the same header.
 SEED_COLUMNS = ("relative_dir", "filename", "kernel_name", "ms_per_call", "gb_per_s")
 
 
@@ -90,7 +95,7 @@ def seed_row(row: KernelRow) -> dict[str, Any]:
 
 def write_results(out: Path, rows: list[KernelRow], samples: RoundSamples) -> None:
     """The one writer of a side's kernel files (``samples``: only the kernels whose rows are ``ok``)."""
-    _write_csv(out / "kernels.csv", [*INDEX_COLUMNS, *TIMING_COLUMNS], (r.as_dict() for r in rows))
+    _write_csv(out / "kernels.csv", list(KERNEL_COLUMNS), (r.as_dict() for r in rows))
     _write_csv(out / "kernels_seed.csv", list(SEED_COLUMNS), (seed_row(r) for r in rows))
     write_json(out / "kernel_samples.json", samples)
 

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.dynamo_csv import SUITE_COLUMNS
+from analysis.dynamo_csv import TEXT_COLUMNS as _SUITE_TEXT
 from analysis.errors import UserError
 from analysis.kernel_compare import geomean, read_table
 from analysis.paired_rounds import RoundSamples
@@ -39,17 +41,12 @@ from analysis.verdict import (
 )
 from analysis.verdict_settings import VerdictSettings
 
-DYNAMO_COLUMNS = ("dev", "name", "batch_size", "speedup", "abs_latency", "compilation_latency", "compression_ratio",
-                  "eager_peak_mem", "dynamo_peak_mem", "calls_captured", "unique_graphs", "graph_breaks",
-                  "unique_graph_breaks")
-OUR_COLUMNS = ("mode", "dtype", "size", "eager_median_ms", "eager_mean_ms", "eager_std_ms", "compiled_median_ms",
-               "compiled_mean_ms", "compiled_std_ms", "first_run_s", "n", "warmup", "flags", "status", "error")
-SUITE_COLUMNS = DYNAMO_COLUMNS + OUR_COLUMNS
-_SUITE_TEXT = ("dev", "name", "mode", "dtype", "size", "flags", "status", "error")
 _KEY = ("name", "mode", "dtype")
 
 
-def read_suite_csv(path: Path) -> pd.DataFrame:
+def read_suite_frame(path: Path) -> pd.DataFrame:
+    """A suite.csv (`analysis.dynamo_csv`'s contract) as a frame with numeric cells; the rows reader for the
+    stages is `analysis.dynamo_csv.read_suite_csv` (stdlib only, so it runs in any environment)."""
     frame = read_table(path, SUITE_COLUMNS, "a suite.csv", dtype={c: str for c in _SUITE_TEXT})
     return normalize_suite(frame)
 

@@ -17,7 +17,7 @@ import pandas as pd
 from analysis.dynamo_csv import read_suite_samples
 from analysis.errors import UserError
 from analysis.kernel_compare import read_kernels_csv
-from analysis.model_compare import read_suite_csv
+from analysis.model_compare import read_suite_frame
 from analysis.paired_rounds import RoundSamples, read_round_samples
 from analysis.verdict_settings import VerdictSettings
 
@@ -106,7 +106,7 @@ def load_report_inputs(run_dir: Path) -> ReportInputs:
             inputs.base_kernel_samples, inputs.pr_kernel_samples = (read_round_samples(p) for p in samples)
     suite = _pair_of(run_dir, "suite/suite.csv")
     if suite:
-        inputs.base_suite, inputs.pr_suite = (read_suite_csv(p) for p in suite)
+        inputs.base_suite, inputs.pr_suite = (read_suite_frame(p) for p in suite)
         samples = _pair_of(run_dir, "suite/samples.json")
         if samples:
             inputs.base_suite_samples, inputs.pr_suite_samples = (read_suite_samples(p) for p in samples)

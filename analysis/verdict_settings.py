@@ -14,6 +14,7 @@ from typing import Any
 
 from analysis.errors import UserError
 from analysis.flag_values import whole_number
+from analysis.noise_rules import ROUND_SPREAD_LIMIT
 
 VERDICTS = ("improved", "regressed", "equivalent", "inconclusive")
 FAIL_ON = ("never", "regression", "inconclusive")
@@ -26,7 +27,7 @@ class VerdictSettings:
     alpha: float = 0.05  # false-discovery rate of the per-item tests (Benjamini–Hochberg)
     margin: float = 0.02  # equivalence margin: "equivalent" = the whole interval lies within ±margin
     threshold: float | None = None  # smallest effect called improved/regressed; None = the margin
-    noise: float = 0.10  # robust relative spread of a side's round medians at which it is flagged noisy
+    noise: float = ROUND_SPREAD_LIMIT  # robust relative spread of a side's round medians at which it is flagged noisy
     min_ms: float = 0.0  # kernels faster than this on both sides stay out of the summary
 
     @property

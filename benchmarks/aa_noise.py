@@ -345,10 +345,10 @@ def measure(plan: MeasurePlan) -> Iterator[Repeat]:
     """Fresh A/A comparisons (and positive controls), one repeat at a time."""
     from prbench.compare import CompareRequest, run_compare
     from prbench.recipes import load_recipe
-    from prbench.suite_stage import SuiteSettings, device_for
+    from prbench.suite_stage import SuiteRequest, device_for
 
     recipe = load_recipe(plan.recipe, ROOT / "recipes")
-    suite = SuiteSettings(models=plan.models, device=device_for(recipe.platform))
+    suite = SuiteRequest(models=plan.models, device=device_for(recipe.platform))
     suite.validate()
     log = plan.runs_dir / f"{plan.prefix}.log"
 

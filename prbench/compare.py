@@ -35,7 +35,7 @@ from prbench.runners import Runner, StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runstore import Run, RunStore
 from prbench.suite_stage import (
-    SuiteSettings,
+    SuiteRequest,
     cache_archive,
     clear_outputs,
     stage_command,
@@ -70,7 +70,7 @@ class CompareRequest:
     # The PyTorch tree the upstream suite runs from, as the environment sees it (default for docker recipes:
     # the image's tree); only with suite.source == "upstream".
     upstream_src: Path | None = None
-    suite: SuiteSettings = field(default_factory=SuiteSettings)
+    suite: SuiteRequest = field(default_factory=SuiteRequest)
     kernels: KernelSettings = field(default_factory=KernelSettings)
     stats: VerdictSettings = field(default_factory=VerdictSettings)
     rounds: int = 5  # paired timing rounds (fresh workers each) of the models and of the kernels

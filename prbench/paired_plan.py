@@ -28,7 +28,7 @@ from analysis.errors import UserError
 from analysis.kernel_compare import normalize_kernels, pair_kernels
 from analysis.kernel_index import IndexRow, read_index
 from prbench.runners import Runner, StageCommand
-from prbench.suite_stage import SuiteSettings
+from prbench.suite_stage import SuiteRequest
 from stages.kernels import INTERPRETER_ITERATIONS, Job, plan_jobs, worker_env
 from stages.kernels import WORKER_MODULE as KERNEL_WORKER
 from stages.paired import Block, Plan, SidePlan
@@ -149,7 +149,7 @@ def ok_models(side: PlanSide) -> list[str]:
         raise UserError(str(exc)) from None
 
 
-def model_jobs(model: str, suite: SuiteSettings) -> tuple[dict[str, Any], dict[str, Any]]:
+def model_jobs(model: str, suite: SuiteRequest) -> tuple[dict[str, Any], dict[str, Any]]:
     """(prepare job, time job) of one model, measured as the suite measured it."""
     prepare = {"kind": "prepare", "model": model, "size": suite.size, "mode": suite.mode, "dtype": suite.dtype,
                "device": suite.device, "backend": "inductor", "warmup": suite.warmup, "timeout_s": PREPARE_TIMEOUT_S}
@@ -158,7 +158,7 @@ def model_jobs(model: str, suite: SuiteSettings) -> tuple[dict[str, Any], dict[s
     return prepare, time
 
 
-def model_plan(sides: list[PlanSide], *, suite: SuiteSettings, device: str, platform: str, per_process: int,
+def model_plan(sides: list[PlanSide], *, suite: SuiteRequest, device: str, platform: str, per_process: int,
                logs: Path) -> Plan:
     """The model timing plan: models ok on both sides, in groups of ``per_process`` (0: all in one worker)."""
     base, pr = sides

@@ -23,10 +23,19 @@ from rich.table import Table
 
 from analysis.dynamo_csv import STATUS_OK, Row, read_suite_csv
 from analysis.errors import UserError
+from analysis.suite_options import (
+    CPU_BACKENDS,
+    DTYPES,
+    MODES,
+    SIZES,
+    SuiteInputError,
+    UnknownModelError,
+    check_numbers,
+    resolve_models,
+)
 from prbench.runners import StageCommand
 from prbench.variants import Variant
-from stages.hf_models import MODES, SIZES
-from stages.suite import CPU_BACKENDS, DTYPES, GRAPH_MODELS, SuiteInputError, check_numbers
+from stages.suite import GRAPH_MODELS
 from stages.upstream_suite import HF_SCRIPT, split_models
 
 STAGE = "suite"
@@ -34,7 +43,7 @@ SOURCES = ("builtin", "upstream")
 
 
 @dataclass(frozen=True)
-class SuiteSettings:
+class SuiteRequest:
     models: str = "tiny-default"
     size: str = "tiny"
     mode: str = "inference"
@@ -63,8 +72,6 @@ class SuiteSettings:
             raise UserError(str(exc)) from None
         if self.source == "upstream":
             return split_models(self.models)
-        from stages.hf_models import UnknownModelError, resolve_models
-
         try:
             return resolve_models(self.models)
         except UnknownModelError as exc:
@@ -95,7 +102,7 @@ def suite_outputs(variant_dir: Path) -> list[Path]:
     return [out / "suite.csv", out / "samples.json", out / GRAPH_MODELS, cache_archive(variant_dir)]
 
 
-def suite_command(variant_dir: Path, settings: SuiteSettings, variant: Variant | None = None) -> StageCommand:
+def suite_command(variant_dir: Path, settings: SuiteRequest, variant: Variant | None = None) -> StageCommand:
     """``python -m stages.suite`` for one variant directory, with the variant's stage environment."""
     args = [
         "--out", str(suite_dir(variant_dir)),
@@ -113,7 +120,7 @@ def suite_command(variant_dir: Path, settings: SuiteSettings, variant: Variant |
     return StageCommand(module="stages.suite", args=args, env=env)
 
 
-def upstream_command(variant_dir: Path, settings: SuiteSettings, pytorch_src: Path) -> StageCommand:
+def upstream_command(variant_dir: Path, settings: SuiteRequest, pytorch_src: Path) -> StageCommand:
     """``python -m stages.upstream_suite`` for one variant; ``pytorch_src`` is the tree as the stage sees it.
 
     The variant's stage environment (caches, knobs) is added by the pipeline, as for ``suite_command``.
@@ -130,7 +137,7 @@ def upstream_command(variant_dir: Path, settings: SuiteSettings, pytorch_src: Pa
     return StageCommand(module="stages.upstream_suite", args=args)
 
 
-def upstream_tree(settings: SuiteSettings, recipe: Any, upstream_src: Path | None) -> Path | None:
+def upstream_tree(settings: SuiteRequest, recipe: Any, upstream_src: Path | None) -> Path | None:
     """The PyTorch source tree the upstream harness runs from, as the environment sees it (None: builtin).
 
     Docker images hold the tree at ``PYTORCH_SRC_IN_IMAGE`` (it cannot be checked from the host); a local
@@ -156,7 +163,7 @@ def upstream_tree(settings: SuiteSettings, recipe: Any, upstream_src: Path | Non
     return tree
 
 
-def stage_inputs(settings: SuiteSettings, upstream_src: Path | None) -> dict[str, Any]:
+def stage_inputs(settings: SuiteRequest, upstream_src: Path | None) -> dict[str, Any]:
     """The suite stage's inputs: its settings, and the harness's tree when the source is upstream."""
     inputs = settings.inputs()
     if upstream_src is not None:
@@ -164,7 +171,7 @@ def stage_inputs(settings: SuiteSettings, upstream_src: Path | None) -> dict[str
     return inputs
 
 
-def stage_command(variant_dir: Path, settings: SuiteSettings, upstream_src: Path | None) -> StageCommand:
+def stage_command(variant_dir: Path, settings: SuiteRequest, upstream_src: Path | None) -> StageCommand:
     """The suite stage's command for the settings' source."""
     if settings.source == "upstream":
         assert upstream_src is not None, "upstream_tree() resolves the tree before any stage runs"
@@ -196,9 +203,9 @@ class SuiteOutcome:
     skipped: bool
 
 
-def run_suite(
+def run_suite_stage(
     *,
-    settings: SuiteSettings,
+    settings: SuiteRequest,
     recipe: Any,
     runs_dir: Path,
     run_id: str | None,
@@ -268,7 +275,7 @@ def summary_table(rows: list[Row], title: str) -> Table:
     return table
 
 
-def print_summary(outcome: SuiteOutcome, console: Console) -> None:
+def print_suite_summary(outcome: SuiteOutcome, console: Console) -> None:
     csv_path = suite_dir(outcome.variant_dir) / "suite.csv"
     rows = read_suite_csv(csv_path)
     summary = summarize(outcome.variant_dir)

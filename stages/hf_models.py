@@ -22,8 +22,17 @@ from typing import Any
 
 import torch
 
-SIZES = ("tiny", "full")
-MODES = ("inference", "training")
+# The names and options are the torch-free contract the host checks flags against; re-exported for stages.
+from analysis.suite_options import (  # noqa: F401
+    MODEL_NAMES,
+    MODES,
+    SIZES,
+    TINY_DEFAULT,
+    UnknownModelError,
+    check_model,
+    resolve_models,
+)
+
 DEFAULT_SEED = 1337
 
 # Shapes of the tiny size (the brief's CPU/CI scale).
@@ -110,17 +119,8 @@ _SPECS = (
 )
 _BY_NAME = {spec.name: spec for spec in _SPECS}
 
-MODEL_NAMES: tuple[str, ...] = tuple(spec.name for spec in _SPECS)
-
-# One model per family the brief names: what ``--models tiny-default`` runs on a 2-core CPU.
-TINY_DEFAULT: tuple[str, ...] = (
-    "BertForMaskedLM", "GPT2ForSequenceClassification", "T5Small", "DistilBertForMaskedLM",
-    "RobertaForCausalLM", "AlbertForMaskedLM", "BartForCausalLM", "ElectraForCausalLM",
-)
-
-
-class UnknownModelError(ValueError):
-    """A model name that is not in MODEL_NAMES; the message lists the known names."""
+if tuple(_BY_NAME) != MODEL_NAMES:  # one spec per contract name, in the contract's order
+    raise ImportError("stages.hf_models: the model specs and analysis.suite_options.MODEL_NAMES disagree")
 
 
 @dataclass
@@ -133,25 +133,7 @@ class BuiltModel:
 
 
 def spec(name: str) -> ModelSpec:
-    try:
-        return _BY_NAME[name]
-    except KeyError:
-        raise UnknownModelError(f"unknown model '{name}' (known: {', '.join(MODEL_NAMES)})") from None
-
-
-def resolve_models(selection: str) -> list[str]:
-    """``all``, ``tiny-default`` or a comma list of names into model names (unknown names → UnknownModelError)."""
-    selection = selection.strip()
-    if selection == "all":
-        return list(MODEL_NAMES)
-    if selection == "tiny-default":
-        return list(TINY_DEFAULT)
-    names = [n.strip() for n in selection.split(",") if n.strip()]
-    if not names:
-        raise UnknownModelError("no model named (expected all, tiny-default or a comma-separated list)")
-    for name in names:
-        spec(name)
-    return list(dict.fromkeys(names))  # keep order, drop repeats
+    return _BY_NAME[check_model(name)]
 
 
 def seed_everything(seed: int = DEFAULT_SEED) -> None:

@@ -41,21 +41,22 @@ from analysis.dynamo_csv import (
 )
 from analysis.errors import UserError
 from analysis.io_errors import stage_exit_code
-from stages.hf_models import MODES, SIZES
+from analysis.suite_options import (
+    CPU_BACKENDS,
+    DEVICES,
+    DTYPES,
+    MODES,
+    SIZES,
+    SuiteInputError,
+    UnknownModelError,
+    check_numbers,
+    resolve_models,
+)
 
-DTYPES = ("float32", "bfloat16", "float16", "amp")
-DEVICES = ("cpu", "cuda")
-CPU_BACKENDS = ("cpp", "triton")
 PREFIX = "[suite]"
-MIN_WARMUP = 3  # the seeds' rule: never time a cold call
-MIN_ITERATIONS = 10
 GRAPH_MODELS = "graph_models.json"  # {compiled graph module file stem: [models that ran it]}
 # Settings a kept row must match to count as done (a different setting means a different measurement).
 _MATCH_COLUMNS = ("dev", "mode", "dtype", "size", "n", "warmup")
-
-
-class SuiteInputError(Exception):
-    """A bad command-line value; printed as one ``error:`` line."""
 
 
 @dataclass(frozen=True)
@@ -101,16 +102,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def check_numbers(warmup: int, iterations: int, cpu_backend: str, device: str) -> None:
-    """The measurement rules; the host calls this too, so a bad flag fails before anything is written."""
-    if warmup < MIN_WARMUP:
-        raise SuiteInputError(f"--warmup {warmup}: at least {MIN_WARMUP} warm-up calls are required")
-    if iterations < MIN_ITERATIONS:
-        raise SuiteInputError(f"--iterations {iterations}: at least {MIN_ITERATIONS} timed calls are required")
-    if cpu_backend == "triton" and device != "cpu":
-        raise SuiteInputError("--cpu-backend triton: only meaningful with --device cpu")
-
-
 def hub_offline() -> None:
     """Never the Hub: models are built from config classes (set before transformers is imported)."""
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -134,8 +125,6 @@ def prepare_environment(args: argparse.Namespace) -> Path:
 
 
 def resolve_settings(args: argparse.Namespace) -> SuiteSettings:
-    from stages.hf_models import UnknownModelError, resolve_models
-
     try:
         models = tuple(resolve_models(args.models))
     except UnknownModelError as exc:

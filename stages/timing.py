@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-NOISE_THRESHOLD = 0.10  # std above this fraction of the mean is flagged (seed rule)
+from analysis.noise_rules import iterations_are_noisy
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Stats:
 
     @property
     def noisy(self) -> bool:
-        return self.mean_ms > 0 and self.std_ms > NOISE_THRESHOLD * self.mean_ms
+        return iterations_are_noisy(self.mean_ms, self.std_ms)
 
 
 def summarize(samples_ms: list[float]) -> Stats:

@@ -46,6 +46,7 @@ from analysis.dynamo_csv import (
 )
 from analysis.errors import UserError
 from analysis.io_errors import stage_exit_code
+from analysis.suite_options import TINY_DEFAULT
 from stages.environment import INDUCTOR_CONFIG_ENV
 from stages.suite import GRAPH_MODELS, archive_cache, empty_directory, is_graph_module
 
@@ -145,8 +146,6 @@ def resolve_models(selection: str, pytorch_src: Path, use_runner: bool) -> list[
         return known
     if names == ["tiny-default"]:
         # The builtin suite's default selection, by the same class-style names, at the harness's full size.
-        from stages.hf_models import TINY_DEFAULT
-
         names = list(TINY_DEFAULT)
     unknown = [n for n in names if known is not None and n not in known]
     if unknown:

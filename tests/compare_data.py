@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.kernel_compare import KERNEL_COLUMNS
-from analysis.model_compare import SUITE_COLUMNS
+from analysis.dynamo_csv import SUITE_COLUMNS
+from analysis.kernel_results import KERNEL_COLUMNS
 
 _PREFIX = {"pointwise": "poi", "reduction": "red", "persistent_reduction": "per", "template": "tem"}
 

@@ -226,7 +226,7 @@ def stand_in(monkeypatch: pytest.MonkeyPatch, run_compare: Any) -> None:
     module = types.ModuleType("prbench.compare")
     module.CompareRequest, module.run_compare = FakeRequest, run_compare
     monkeypatch.setitem(sys.modules, "prbench.compare", module)
-    monkeypatch.setattr(prbench.suite_stage.SuiteSettings, "validate", lambda self: ["BertForMaskedLM"])
+    monkeypatch.setattr(prbench.suite_stage.SuiteRequest, "validate", lambda self: ["BertForMaskedLM"])
 
 
 def test_measure_runs_fresh_aa_and_positive_comparisons_under_load(tmp_path: Path, capsys, monkeypatch) -> None:

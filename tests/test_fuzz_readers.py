@@ -31,8 +31,9 @@ from hypothesis import strategies as st
 
 from analysis.dynamo_csv import read_graph_models, read_suite_csv, read_suite_samples
 from analysis.errors import UserError
-from analysis.kernel_compare import KERNEL_COLUMNS, read_kernels_csv
+from analysis.kernel_compare import read_kernels_csv
 from analysis.kernel_index import INDEX_COLUMNS, read_index
+from analysis.kernel_results import KERNEL_COLUMNS
 from analysis.paired_rounds import read_round, read_round_samples
 from analysis.traces import read_trace
 from analysis.traces.perf_report import analyze_rank

@@ -389,7 +389,8 @@ def test_invoke_compare_kernels_reads_round_samples_and_uses_the_confidence_aske
                                              ("fast", "'fast'")])
 def test_a_kernels_csv_with_a_non_finite_negative_or_text_time_names_its_line(tmp_path: Path, cell: str,
                                                                                found: str) -> None:
-    from analysis.kernel_compare import KERNEL_COLUMNS, read_kernels_csv
+    from analysis.kernel_compare import read_kernels_csv
+    from analysis.kernel_results import KERNEL_COLUMNS
 
     good = dict.fromkeys(KERNEL_COLUMNS, "")
     good.update(kernel_name="k0", path="pointwise/k0.py", calls="1", n="3", median_ms="0.5", status="ok")
@@ -405,7 +406,8 @@ def test_a_kernels_csv_with_a_non_finite_negative_or_text_time_names_its_line(tm
 
 
 def test_a_failure_row_with_empty_timing_cells_is_read() -> None:
-    from analysis.kernel_compare import KERNEL_COLUMNS, check_kernels_frame
+    from analysis.kernel_compare import check_kernels_frame
+    from analysis.kernel_results import KERNEL_COLUMNS
 
     row = dict.fromkeys(KERNEL_COLUMNS, "")
     row.update(kernel_name="k0", path="pointwise/k0.py", calls="1", n="0", status="fail", error="round 1: boom")

@@ -22,7 +22,7 @@ from prbench.recipes import load_recipe
 from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runstore import RunStore, StageStatus
-from prbench.suite_stage import SuiteSettings
+from prbench.suite_stage import SuiteRequest
 from prbench.variants import Variant
 from stages.kernels import Job
 from stages.paired import Side, read_plan, run_round
@@ -110,7 +110,7 @@ SUITE = "name,status\nBertForMaskedLM,ok\nT5Small,ok\nGPT2ForSequenceClassificat
 def test_the_model_plan_times_models_ok_on_both_sides_in_groups(tmp_path: Path) -> None:
     base = side(tmp_path, "base", [], suite=SUITE)
     pr = side(tmp_path, "pr", [], suite=SUITE.replace("T5Small,ok", "T5Small,fail"))
-    suite = SuiteSettings(models="BertForMaskedLM,T5Small", warmup=4, iterations=12)
+    suite = SuiteRequest(models="BertForMaskedLM,T5Small", warmup=4, iterations=12)
 
     plan = model_plan([base, pr], suite=suite, device="cpu", platform="cpu", per_process=1, logs=tmp_path)
 
@@ -177,7 +177,7 @@ def sides_of(tmp_path: Path, runner: FakeRunner, recipe: str = "cpu-local", forc
 def request(tmp_path: Path, recipe: str = "cpu-local", rounds: int = 3) -> CompareRequest:
     return CompareRequest(base="installed", pr="installed", recipe=load_recipe(recipe, RECIPES),
                           runs_dir=tmp_path / "runs", rounds=rounds,
-                          suite=SuiteSettings(models="BertForMaskedLM,T5Small", warmup=3, iterations=10))
+                          suite=SuiteRequest(models="BertForMaskedLM,T5Small", warmup=3, iterations=10))
 
 
 def test_an_interrupted_round_is_redone_and_finished_rounds_are_kept(tmp_path: Path) -> None:

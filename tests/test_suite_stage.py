@@ -20,7 +20,7 @@ import pytest
 from analysis.dynamo_csv import SUITE_COLUMNS, read_suite_csv
 from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT
-from prbench.suite_stage import SuiteSettings, suite_command, summarize
+from prbench.suite_stage import SuiteRequest, suite_command, summarize
 from prbench.variants import Variant
 
 TWO = "BertForMaskedLM,DistilBertForMaskedLM"
@@ -198,7 +198,7 @@ def test_invoke_suite_user_errors_are_one_line_and_leave_nothing_behind(tmp_path
 def test_suite_command_runs_the_stage_with_the_variants_environment(tmp_path: Path) -> None:
     recipe = load_recipe("cpu-local", CODE_ROOT / "recipes")
     variant = Variant(name="base", recipe=recipe, env={"EXTRA": "1"})
-    settings = SuiteSettings(models="T5Small", warmup=5, iterations=20)
+    settings = SuiteRequest(models="T5Small", warmup=5, iterations=20)
     command = suite_command(tmp_path / "base", settings, variant)
     assert command.module == "stages.suite"
     args = command.args

@@ -282,13 +282,13 @@ def test_the_stage_rejects_bad_values_in_one_line_and_writes_nothing(tmp_path: P
 def test_upstream_command_runs_the_stage_through_the_local_runner(tmp_path: Path) -> None:
     from prbench.recipes import load_recipe
     from prbench.runners.local import LocalRunner
-    from prbench.suite_stage import SuiteSettings, suite_outputs, upstream_command
+    from prbench.suite_stage import SuiteRequest, suite_outputs, upstream_command
     from prbench.variants import Variant
 
     src = pytorch_tree(tmp_path)
     variant_dir = tmp_path / "run" / "base"
     variant = Variant(name="base", recipe=load_recipe("cpu-local", CODE_ROOT / "recipes"), env={"MARK": "runner"})
-    settings = SuiteSettings(source="upstream", models="BertForMaskedLM,Broken", device="cpu")
+    settings = SuiteRequest(source="upstream", models="BertForMaskedLM,Broken", device="cpu")
     command = upstream_command(variant_dir, settings, src)
     assert command.module == "stages.upstream_suite"
     command.env = variant.stage_environment(variant_dir)  # what the pipeline adds
@@ -302,7 +302,7 @@ def test_upstream_command_runs_the_stage_through_the_local_runner(tmp_path: Path
     assert archived_graph_modules(variant_dir / "inductor-cache.tar.gz") == ["inductor-cache/be/cbertformaskedlm.py"]
 
     # A user mistake inside the stage reaches the host as its one line.
-    bad = upstream_command(tmp_path / "run2" / "base", SuiteSettings(source="upstream", models="GPT3"), src)
+    bad = upstream_command(tmp_path / "run2" / "base", SuiteRequest(source="upstream", models="GPT3"), src)
     with pytest.raises(StageFailed, match=r"^--models: unknown model 'GPT3'"):
         LocalRunner(stream_output=False).run(bad)
 
@@ -360,24 +360,24 @@ def test_invoke_suite_and_compare_reject_a_bad_source_before_writing_anything(tm
 def test_a_docker_recipe_runs_the_harness_from_the_images_pytorch_tree() -> None:
     from prbench.images import PYTORCH_SRC_IN_IMAGE, SourceTree, render_dockerfile
     from prbench.recipes import load_recipe
-    from prbench.suite_stage import SuiteSettings, upstream_tree
+    from prbench.suite_stage import SuiteRequest, upstream_tree
 
     recipe = load_recipe("cuda-h100", CODE_ROOT / "recipes")
     assert recipe.pytorch is not None
     dockerfile = render_dockerfile(recipe, SourceTree("pytorch", Path("/src/pytorch"), recipe.pytorch.commit),
                                    SourceTree("triton", Path("/src/triton"), "a" * 40))
     assert f"COPY src/pytorch {PYTORCH_SRC_IN_IMAGE}\n" in dockerfile
-    upstream = SuiteSettings(source="upstream", device="cuda")
+    upstream = SuiteRequest(source="upstream", device="cuda")
     assert upstream_tree(upstream, recipe, None) == Path(PYTORCH_SRC_IN_IMAGE)
     assert upstream_tree(upstream, recipe, Path("/elsewhere/pytorch")) == Path("/elsewhere/pytorch")
-    assert upstream_tree(SuiteSettings(), recipe, None) is None
+    assert upstream_tree(SuiteRequest(), recipe, None) is None
     assert PYTORCH_SRC_IN_IMAGE in __import__("tasks")._SUITE_HELP["upstream_src"]  # the help tells the truth
 
 
 def test_compare_runs_the_upstream_stage_and_a_source_change_redoes_the_suite(tmp_path: Path) -> None:
     from prbench import compare
     from prbench.recipes import load_recipe
-    from prbench.suite_stage import SuiteSettings
+    from prbench.suite_stage import SuiteRequest
 
     class RecordingPipeline:  # stands in for the pipeline: keeps the specs compare hands it
         def __init__(self) -> None:
@@ -393,7 +393,7 @@ def test_compare_runs_the_upstream_stage_and_a_source_change_redoes_the_suite(tm
     suites = {}
     for source, tree in (("upstream", tmp_path / "pytorch"), ("builtin", None)):
         request = compare.CompareRequest(base="installed", pr="installed", recipe=recipe, runs_dir=tmp_path,
-                                         suite=SuiteSettings(source=source))
+                                         suite=SuiteRequest(source=source))
         pipeline = RecordingPipeline()
         compare._prepare_kernels(compare._Side(pipeline, prepared), request, tree)  # type: ignore[arg-type]
         suites[source] = pipeline.specs[0]

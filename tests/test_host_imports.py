@@ -1,0 +1,37 @@
+"""The host never imports torch: every ``invoke`` command would otherwise pay seconds before doing anything."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HOST_MODULES = ("prbench.compare", "prbench.suite_stage", "prbench.paired_plan", "tasks")
+HEAVY = ("torch", "transformers", "triton")
+
+
+@pytest.mark.parametrize("module", HOST_MODULES)
+def test_host_module_imports_no_torch(module: str) -> None:
+    # A fresh interpreter: this test process may have imported torch for other tests already.
+    probe = (f"import importlib, json, sys; importlib.import_module({module!r}); "
+             f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_suite_options_match_the_model_specs() -> None:
+    """The torch-free names are the ones the stage can build (hf_models refuses to import otherwise)."""
+    pytest.importorskip("torch")
+    from analysis.suite_options import MODEL_NAMES, TINY_DEFAULT
+    from stages import hf_models
+
+    assert tuple(s.name for s in hf_models._SPECS) == MODEL_NAMES
+    assert set(TINY_DEFAULT) <= set(MODEL_NAMES)
