@@ -40,13 +40,15 @@ from analysis.dynamo_csv import (
     write_suite_csv,
 )
 from analysis.errors import UserError
-from analysis.io_errors import stage_exit_code
+from stages.entry import StageArgumentParser, run_as_script
 from stages.hf_models import MODES, SIZES
+from stages.progress import progress
 
 DTYPES = ("float32", "bfloat16", "float16", "amp")
 DEVICES = ("cpu", "cuda")
 CPU_BACKENDS = ("cpp", "triton")
-PREFIX = "[suite]"
+STAGE = "suite"  # the name in its progress lines
+PREFIX = f"[{STAGE}]"
 MIN_WARMUP = 3  # the seeds' rule: never time a cold call
 MIN_ITERATIONS = 10
 GRAPH_MODELS = "graph_models.json"  # {compiled graph module file stem: [models that ran it]}
@@ -85,7 +87,7 @@ class ModelResult:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m stages.suite", description=__doc__.split("\n")[0])
+    p = StageArgumentParser(prog="python -m stages.suite", description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, type=Path, help="directory for suite.csv and samples.json")
     p.add_argument("--models", default="tiny-default", help="A,B,... | all | tiny-default")
     p.add_argument("--size", default="tiny", choices=SIZES)
@@ -381,11 +383,10 @@ def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:
         graph_models = {}
     total = len(settings.models)
     for index, name in enumerate(settings.models, 1):
-        tag = f"{index}/{total} {name}:"
         if name in rows and settings.matches(rows[name]):
-            say(f"{tag} done earlier, kept")
+            progress(STAGE, index, total, f"{name}: done earlier, kept")
             continue
-        say(f"{tag} start")
+        progress(STAGE, index, total, f"{name}: start")
         mark = loaded_module_count()
         try:
             result = measure_model(name, settings)
@@ -402,7 +403,7 @@ def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:
         atomic_io.write_json(samples_path, samples)
         atomic_io.write_json(graphs_path, graph_models)
         write_suite_csv(csv_path, rows.values())
-        say(f"{tag} {_describe(result.row)}")
+        progress(STAGE, index, total, f"{name}: {_describe(result.row)}")
     return [rows[name] for name in settings.models]
 
 
@@ -437,8 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         cache_dir = prepare_environment(args)
         settings = resolve_settings(args)  # imports torch (after the environment is set)
     except SuiteInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UserError(str(exc)) from None
     from stages.environment import apply_inductor_config
 
     apply_inductor_config()
@@ -454,10 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         f"warmup {settings.warmup}, iterations {settings.iterations}, "
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, cache {cache_dir}")
     try:
-        rows = run_suite(settings, cache_dir)
-    except UserError as exc:  # a damaged file from an earlier attempt (DynamoCsvError is one too)
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 2
+        rows = run_suite(settings, cache_dir)  # a damaged file from an earlier attempt is a UserError
     except KeyboardInterrupt:
         say("interrupted: finished models are kept in suite.csv; run again to resume")
         return 130
@@ -467,4 +464,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(stage_exit_code(main))
+    run_as_script(main)
