@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prbench.runners import StageCommand, StageFailed
-from stages.suite import GRAPH_MODELS
 
 if TYPE_CHECKING:  # the settings' module imports the stages' option tuples; only their type is needed here
     from prbench.suite_stage import SuiteSettings
@@ -33,6 +32,9 @@ def suite_csv(variant_dir: Path) -> Path:
 
 
 def graph_models_path(variant_dir: Path) -> Path:
+    # Imported here: the tasks import this module before checking their flags, which must stay quick.
+    from stages.suite import GRAPH_MODELS
+
     return suite_dir(variant_dir) / GRAPH_MODELS
 
 
