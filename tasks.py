@@ -234,8 +234,7 @@ def profile(ctx, suite_csv, out, models=None, graphs=None, inductor_cache=None, 
     """Profile the suite models with torch.profiler and run compiled graphs with -p (local runner)."""
     from analysis.errors import UserError
     from analysis.flag_values import real_number, whole_number
-    from prbench.runners import StageCommand
-    from prbench.runners.local import LocalRunner
+    from prbench.stage_commands import ProfileSettings, profile_command, run_stage
 
     step_count = whole_number("--steps", 3 if steps is None else steps, minimum=1)
     warmup_calls = whole_number("--warmup", 3 if warmup is None else warmup, minimum=0)
@@ -243,18 +242,12 @@ def profile(ctx, suite_csv, out, models=None, graphs=None, inductor_cache=None, 
     if device not in (None, "cpu", "cuda"):
         raise UserError(f"--device {device!r}: expected cpu or cuda")
     out_dir = resolve_path(out)
-    args = ["--suite-csv", str(resolve_path(suite_csv)), "--out", str(out_dir), "--steps", str(step_count),
-            "--warmup", str(warmup_calls)]
-    if models:
-        args += ["--models", models]
-    if graphs:
-        args += ["--graphs", str(resolve_path(graphs))]
-    if inductor_cache:
-        args += ["--inductor-cache", str(resolve_path(inductor_cache))]
-    if device:
-        args += ["--device", device]
-    LocalRunner().run(StageCommand(module="stages.profile", args=args, log_path=out_dir / "profile.log",
-                                   timeout_s=timeout_s))
+    settings = ProfileSettings(steps=step_count, warmup=warmup_calls, device=device, models=models or "",
+                               timeout_s=timeout_s)
+    run_stage(profile_command(resolve_path(suite_csv), out_dir, settings,
+                              graphs=resolve_path(graphs) if graphs else None,
+                              inductor_cache=resolve_path(inductor_cache) if inductor_cache else None,
+                              log_path=out_dir / "profile.log"))
     print(f"profiles in {out_dir}")
 
 
@@ -558,7 +551,8 @@ def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, itera
 def organize(ctx, cache, out, rep="100", warmup="10", extract_to=None):
     """Extract every kernel of an Inductor cache into <out>/<category>/ and write <out>/index.csv."""
     from analysis.flag_values import whole_number
-    from prbench.kernel_stages import check_cache_input, organize_command, run_stage
+    from prbench.kernel_stages import check_cache_input
+    from prbench.stage_commands import organize_command, run_stage
 
     reps, warmup_calls = whole_number("--rep", rep, minimum=1), whole_number("--warmup", warmup, minimum=0)
     cache_path, out_path = resolve_path(cache), resolve_path(out)
@@ -588,7 +582,8 @@ def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, time
     """Time every organized kernel in crash-isolated workers (kernels.csv, kernel_samples.json, kernels_seed.csv)."""
     from analysis.errors import UserError
     from analysis.flag_values import real_number, regular_expression, whole_number
-    from prbench.kernel_stages import check_devices, default_devices, kernel_stage_env, kernels_command, run_stage
+    from prbench.kernel_stages import check_devices, default_devices, kernel_stage_env
+    from prbench.stage_commands import kernels_command, run_stage
 
     warmup_calls = whole_number("--warmup", warmup if warmup is not None else config_value(ctx, "suite.warmup", 10),
                                 minimum=0)

@@ -26,28 +26,27 @@ from analysis.kernel_results import results_from_rounds
 from analysis.paired_rounds import read_rounds, round_file, side_samples
 from analysis.verdict_settings import VerdictSettings, check_rounds
 from prbench import __version__
-from prbench.kernel_stages import organize_command
-from prbench.paired_plan import PlanSide, kernel_plan, model_plan, ok_models, paired_command
+from prbench.paired_plan import PlanSide, kernel_plan, model_plan, ok_models
 from prbench.pipeline import JOINT, Pipeline, PreparedVariant, StageSpec
 from prbench.recipes import Recipe
 from prbench.run_report import render_run_report
 from prbench.runners import Runner, StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runstore import Run, RunStore
-from prbench.suite_stage import (
-    SuiteRequest,
-    cache_archive,
-    clear_outputs,
-    stage_command,
-    stage_inputs,
-    suite_outputs,
-    upstream_tree,
+from prbench.stage_commands import (
+    organized_dir,
+    paired_command,
+    profile_index,
+    profiles_dir,
+    suite_source_command,
+    variant_organize_command,
+    variant_profile_command,
 )
+from prbench.suite_stage import SuiteRequest, clear_outputs, stage_inputs, suite_outputs, upstream_tree
 from prbench.suite_stage import summarize as summarize_suite
 from prbench.variant_plan import ComparePlan, VariantPlan, local_lock, plan_docker, plan_local
 from prbench.variants import Variant
 from stages.paired import Plan, write_plan
-from stages.suite import GRAPH_MODELS
 
 STAGES = ("suite", "organize", "models", "kernels", "profile", "report")
 
@@ -178,13 +177,13 @@ def _prepare_kernels(side: _Side, request: CompareRequest, upstream_src: Path | 
     """suite → organize for one side."""
     pipeline, prepared = side.pipeline, side.prepared
     directory = prepared.directory
-    organized = directory / "organized"
+    organized = organized_dir(directory)
     side.suite_hash = pipeline.run_stage(prepared, StageSpec(
         name="suite",
         inputs=stage_inputs(request.suite, upstream_src),
         outputs=suite_outputs(directory),
         # stages.upstream_suite when request.suite.source == "upstream", else stages.suite
-        command=lambda: stage_command(directory, request.suite, upstream_src),
+        command=lambda: suite_source_command(directory, request.suite, upstream_src),
         summarize=lambda: summarize_suite(directory),
         reset=lambda: clear_outputs(directory),
     ))
@@ -192,9 +191,7 @@ def _prepare_kernels(side: _Side, request: CompareRequest, upstream_src: Path | 
         name="organize",
         inputs={"suite": side.suite_hash},
         outputs=[organized / "index.csv"],
-        command=lambda: organize_command(cache_archive(directory), organized,
-                                         extract_to=directory / "work" / "extracted-cache",
-                                         graph_models=directory / "suite" / GRAPH_MODELS),
+        command=lambda: variant_organize_command(directory),
         summarize=lambda: {"kernels": _count_rows(organized / "index.csv")},
         reset=lambda: shutil.rmtree(organized, ignore_errors=True),
     ))
@@ -329,17 +326,13 @@ def _kernel_count(directory: Path) -> dict[str, Any]:
 def _profile(side: _Side, request: CompareRequest) -> None:
     prepared = side.prepared
     directory = prepared.directory
-    profiles = directory / "profiles"
+    profiles = profiles_dir(directory)
     side.pipeline.run_stage(prepared, StageSpec(
         name="profile",
         inputs={"suite": side.suite_hash},
-        outputs=[profiles / "profile_index.csv"],
-        command=lambda: StageCommand(module="stages.profile", args=[
-            "--suite-csv", str(directory / "suite" / "suite.csv"), "--out", str(profiles),
-            "--graphs", str(directory / "organized" / "graphs"),
-            "--inductor-cache", prepared.env["TORCHINDUCTOR_CACHE_DIR"],
-            "--device", request.suite.device, "--times", "3", "--repeat", "3",
-        ]),
+        outputs=[profile_index(profiles)],
+        command=lambda: variant_profile_command(directory, request.suite.device,
+                                                Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"])),
         reset=lambda: shutil.rmtree(profiles, ignore_errors=True),
     ))
 

@@ -1,4 +1,4 @@
-"""Host side of paired timing: the plans ``stages.paired`` runs, and the command that runs one round of a plan.
+"""Host side of paired timing: the plans ``stages.paired`` runs (a round's command: ``prbench.stage_commands``).
 
 Kernels: both sides' ``organized/index.csv`` are paired with ``analysis.kernel_compare.pair_kernels`` (the very
 pairs the report compares); each side's jobs come from ``stages.kernels.plan_jobs``. A job and the job of its
@@ -177,7 +177,3 @@ def model_plan(sides: list[PlanSide], *, suite: SuiteRequest, device: str, platf
     return Plan(kind="models", worker=MODEL_WORKER, device=device, sides=plan_sides,
                 blocks=[{"base": jobs[m][1], "pr": jobs[m][1]} for m in models], groups=groups)
 
-
-def paired_command(plan: Path, number: int, out: Path, sides: str) -> StageCommand:
-    return StageCommand(module="stages.paired", args=["--plan", str(plan), "--round", str(number),
-                                                       "--out", str(out), "--sides", sides])

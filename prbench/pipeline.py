@@ -40,9 +40,9 @@ _LOG_TAIL_BYTES = 64 * 1024  # how much of a failed stage's log is searched for 
 
 
 class StageProgress:
-    """A rich progress bar that follows a stage's ``[name] i/N ...`` or ``name: [i/N] ...`` lines."""
+    """A rich progress bar that follows a stage's ``[name] i/N ...`` lines (``stages.progress``, every stage)."""
 
-    _pattern = re.compile(r"^(?:\[[\w-]+\]|[\w-]+:)\s+\[?(\d+)/(\d+)\]?\s*(.*)")
+    _pattern = re.compile(r"^\[[\w-]+\]\s+(\d+)/(\d+)\s*(.*)")
 
     def __init__(self, console: Console, title: str) -> None:
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),

@@ -1,4 +1,5 @@
-"""Host side of the ``suite`` stage: validate the settings, build its StageCommand, run it for one variant.
+"""Host side of the ``suite`` stage: validate the settings, run it for one variant (``prbench.stage_commands``
+builds its command).
 
 ``invoke suite`` = one ``base`` variant (recipe + optional Python overlay + env / Inductor config) in a run
 directory; the stage runs through the pipeline (skipped when done with the same inputs, resumable when
@@ -34,6 +35,7 @@ from analysis.suite_options import (
     resolve_models,
 )
 from prbench.runners import StageCommand
+from prbench.stage_commands import cache_archive, suite_dir, suite_source_command
 from prbench.variants import Variant
 from stages.suite import GRAPH_MODELS
 from stages.upstream_suite import HF_SCRIPT, split_models
@@ -89,52 +91,9 @@ def device_for(platform: str) -> str:
     return "cpu" if platform == "cpu" else "cuda"
 
 
-def suite_dir(variant_dir: Path) -> Path:
-    return variant_dir / "suite"
-
-
-def cache_archive(variant_dir: Path) -> Path:
-    return variant_dir / "inductor-cache.tar.gz"
-
-
 def suite_outputs(variant_dir: Path) -> list[Path]:
     out = suite_dir(variant_dir)
     return [out / "suite.csv", out / "samples.json", out / GRAPH_MODELS, cache_archive(variant_dir)]
-
-
-def suite_command(variant_dir: Path, settings: SuiteRequest, variant: Variant | None = None) -> StageCommand:
-    """``python -m stages.suite`` for one variant directory, with the variant's stage environment."""
-    args = [
-        "--out", str(suite_dir(variant_dir)),
-        "--models", settings.models,
-        "--size", settings.size,
-        "--mode", settings.mode,
-        "--dtype", settings.dtype,
-        "--warmup", str(settings.warmup),
-        "--iterations", str(settings.iterations),
-        "--device", settings.device,
-        "--cpu-backend", settings.cpu_backend,
-        "--cache-archive", str(cache_archive(variant_dir)),
-    ]
-    env = variant.stage_environment(variant_dir) if variant is not None else {}
-    return StageCommand(module="stages.suite", args=args, env=env)
-
-
-def upstream_command(variant_dir: Path, settings: SuiteRequest, pytorch_src: Path) -> StageCommand:
-    """``python -m stages.upstream_suite`` for one variant; ``pytorch_src`` is the tree as the stage sees it.
-
-    The variant's stage environment (caches, knobs) is added by the pipeline, as for ``suite_command``.
-    """
-    args = [
-        "--pytorch-src", str(pytorch_src),
-        "--out", str(suite_dir(variant_dir)),
-        "--models", settings.models,
-        "--mode", settings.mode,
-        "--dtype", settings.dtype,
-        "--device", settings.device,
-        "--cache-archive", str(cache_archive(variant_dir)),
-    ]
-    return StageCommand(module="stages.upstream_suite", args=args)
 
 
 def upstream_tree(settings: SuiteRequest, recipe: Any, upstream_src: Path | None) -> Path | None:
@@ -169,14 +128,6 @@ def stage_inputs(settings: SuiteRequest, upstream_src: Path | None) -> dict[str,
     if upstream_src is not None:
         inputs["upstream_src"] = str(upstream_src)
     return inputs
-
-
-def stage_command(variant_dir: Path, settings: SuiteRequest, upstream_src: Path | None) -> StageCommand:
-    """The suite stage's command for the settings' source."""
-    if settings.source == "upstream":
-        assert upstream_src is not None, "upstream_tree() resolves the tree before any stage runs"
-        return upstream_command(variant_dir, settings, upstream_src)
-    return suite_command(variant_dir, settings)
 
 
 def clear_outputs(variant_dir: Path) -> None:
@@ -243,7 +194,7 @@ def run_suite_stage(
 
         def command() -> StageCommand:
             ran["value"] = True
-            return stage_command(directory, settings, tree)
+            return suite_source_command(directory, settings, tree)
 
         spec = StageSpec(name=STAGE, inputs=inputs, outputs=suite_outputs(directory), command=command,
                          summarize=lambda: summarize(directory), reset=lambda: clear_outputs(directory))

@@ -6,6 +6,8 @@ import json
 import os
 from typing import Any
 
+from analysis.errors import UserError
+
 INDUCTOR_CONFIG_ENV = "PRBENCH_INDUCTOR_CONFIG"
 
 
@@ -27,6 +29,7 @@ def apply_inductor_config(overrides: dict[str, Any] | None = None) -> dict[str, 
         for part in parents:
             owner = getattr(owner, part)
         if not hasattr(owner, leaf):
-            raise SystemExit(f"inductor config: unknown key '{dotted}'")
+            # A UserError, so the stage's entry wrapper makes it the stage's one "error:" line the host shows.
+            raise UserError(f"inductor config: unknown key '{dotted}'")
         setattr(owner, leaf, value)
     return overrides

@@ -30,19 +30,18 @@ import argparse
 import os
 import queue
 import re
-import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
-from analysis.io_errors import stage_exit_code
 from analysis.kernel_index import IndexRow, graph_module_problem, read_index
 from analysis.kernel_results import KernelRow, kernel_gb, summarize_rounds, write_results
+from stages.entry import StageArgumentParser, run_as_script
+from stages.progress import progress_line
 from stages.worker_process import Worker, WorkerFailure, device_env, one_line_error, reply_outcomes, serve
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # as Triton's do_bench and Inductor's benchmarker: larger than any L2
@@ -211,7 +210,7 @@ def run_jobs(jobs: list[Job], workers: list[Worker], progress: Callable[[str], N
                 done[0] += 1
                 failed = sum(1 for o in results.values() if o.error)
                 status = f"{failed} failed" if failed else "ok"
-                progress(f"kernels: [{done[0]}/{len(jobs)}] {worker.name} {Path(job.path).name}: {status}")
+                progress(progress_line("kernels", done[0], len(jobs), f"{worker.name} {Path(job.path).name}: {status}"))
 
     threads = [threading.Thread(target=drive, args=(w,), daemon=True) for w in workers]
     for thread in threads:
@@ -409,8 +408,8 @@ def run(settings: RunSettings) -> list[KernelRow]:
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stages.kernels", description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = StageArgumentParser(prog="python -m stages.kernels", description=__doc__.splitlines()[0])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--result-fd", type=int, default=-1, help=argparse.SUPPRESS)
     parser.add_argument("--dir", type=Path, help="organized kernels directory (with index.csv)")
@@ -428,29 +427,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--filter", default=None, help="only kernels whose organized path matches this regex")
     parser.add_argument("--interpreter-iterations", type=int, default=INTERPRETER_ITERATIONS,
                         help="timed calls for Triton kernels in the CPU interpreter (~1 s each; no warm-up)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.worker:
         return worker_main(args.result_fd)
     from stages.environment import apply_inductor_config
 
     apply_inductor_config()
-    try:
-        if args.dir is None:
-            raise UserError("--dir is required")
-        devices = parse_devices(args.devices)
-        out = args.out or args.dir.resolve().parent
-        settings = RunSettings(
-            organized=args.dir.resolve(), out=out, devices=devices,
-            platform=detect_platform(devices) if args.platform == "auto" else args.platform,
-            warmup=args.warmup, iterations=args.iterations, timeout_s=args.timeout,
-            cache_dir=args.cache_dir.resolve() if args.cache_dir else None,
-            work_dir=(args.work_dir or out / "work" / "kernels").resolve(), filter=args.filter,
-            interpreter_iterations=args.interpreter_iterations,
-        )
-        results = run(settings)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 2
+    if args.dir is None:
+        raise UserError("--dir is required")
+    devices = parse_devices(args.devices)
+    out = args.out or args.dir.resolve().parent
+    settings = RunSettings(
+        organized=args.dir.resolve(), out=out, devices=devices,
+        platform=detect_platform(devices) if args.platform == "auto" else args.platform,
+        warmup=args.warmup, iterations=args.iterations, timeout_s=args.timeout,
+        cache_dir=args.cache_dir.resolve() if args.cache_dir else None,
+        work_dir=(args.work_dir or out / "work" / "kernels").resolve(), filter=args.filter,
+        interpreter_iterations=args.interpreter_iterations,
+    )
+    results = run(settings)
     failed = [r for r in results if r.status != "ok"]
     print(f"kernels: {len(results) - len(failed)} timed, {len(failed)} failed → {settings.out / 'kernels.csv'}",
           flush=True)
@@ -458,8 +457,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(stage_exit_code(main))
-    except Exception:  # noqa: BLE001 - a bug in the runner itself: keep the traceback in the log
-        traceback.print_exc()
-        sys.exit(1)
+    run_as_script(main)

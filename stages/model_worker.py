@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from stages.entry import StageArgumentParser, run_as_script
 from stages.worker_process import serve
 
 RECOMPILE_LIMIT = 64
@@ -101,13 +101,17 @@ def worker_main(result_fd: int) -> int:
     return serve(result_fd, ModelWorker().handle)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stages.model_worker", description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = StageArgumentParser(prog="python -m stages.model_worker", description=__doc__.splitlines()[0])
     parser.add_argument("--worker", action="store_true", help="run as a worker (the only mode)")
     parser.add_argument("--result-fd", type=int, required=True, help="pipe the replies are written to")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     return worker_main(args.result_fd)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_as_script(main)

@@ -22,7 +22,6 @@ import contextlib
 import hashlib
 import os
 import shutil
-import sys
 import tarfile
 import tempfile
 import zlib
@@ -54,6 +53,7 @@ from analysis.kernel_index import (
     looks_like_graph_module,
     write_index,
 )
+from stages.entry import StageArgumentParser, run_as_script
 
 GRAPHS_DIR = "graphs"
 
@@ -310,8 +310,8 @@ def summary(rows: list[IndexRow]) -> str:
     return ", ".join(f"{n} {category}" for category, n in sorted(counts.items()))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stages.organize", description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = StageArgumentParser(prog="python -m stages.organize", description=__doc__.splitlines()[0])
     parser.add_argument("--cache", required=True, type=Path, help="Inductor cache directory or .tar/.tar.gz of one")
     parser.add_argument("--out", required=True, type=Path, help="output directory (organized kernels)")
     parser.add_argument("--rep", type=int, default=100, help="rep= written into each kernel's benchmark line")
@@ -320,20 +320,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep an extracted archive here (the kernel runner needs it as --cache-dir)")
     parser.add_argument("--graph-models", type=Path, default=None,
                         help="JSON {graph module file stem: [models]} written by the suite stage")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     from stages.environment import apply_inductor_config
 
     apply_inductor_config()  # the stage convention; organize itself reads no Inductor setting
-    try:
-        graph_models = read_graph_models(args.graph_models) if args.graph_models else None
-        rows = organize(args.cache, args.out, rep=args.rep, warmup=args.warmup, extract_to=args.extract_to,
-                        graph_models=graph_models)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 2
+    graph_models = read_graph_models(args.graph_models) if args.graph_models else None
+    rows = organize(args.cache, args.out, rep=args.rep, warmup=args.warmup, extract_to=args.extract_to,
+                    graph_models=graph_models)
     print(f"organize: {len(rows)} kernels ({summary(rows)}) → {args.out / 'index.csv'}", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_as_script(main)

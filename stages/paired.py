@@ -43,7 +43,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -53,9 +52,10 @@ from typing import Any
 
 from analysis.atomic_io import write_json
 from analysis.errors import UserError
-from analysis.io_errors import stage_exit_code
 from analysis.paired_rounds import ROUND_KINDS, SIDES, RoundRecord, Visit, write_round
 from analysis.records import is_number
+from stages.entry import StageArgumentParser, run_as_script
+from stages.progress import progress_line
 from stages.worker_process import Worker, WorkerFailure, last_cpu, reply_entry, reply_outcomes
 
 Job = dict[str, Any]
@@ -282,7 +282,7 @@ def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], No
                         if error:
                             failed.append(f"{side} {item}: {error}")
                 done += 1
-                say(f"pair: [{done}/{len(blocks)}] {_label(block)}: " + ("; ".join(failed)[:300] or "ok"))
+                say(progress_line("pair", done, len(blocks), f"{_label(block)}: " + ("; ".join(failed)[:300] or "ok")))
     finally:
         for worker in workers.values():
             worker.worker.stop()
@@ -310,21 +310,21 @@ def parse_sides(spec: str, plan: Plan, plan_path: Path) -> list[str]:
     return [s for s in SIDES if s in sides]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stages.paired", description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = StageArgumentParser(prog="python -m stages.paired", description=__doc__.splitlines()[0])
     parser.add_argument("--plan", type=Path, required=True, help="the plan JSON written by the host")
     parser.add_argument("--round", type=int, required=True, help="round number, 1-based (decides who goes first)")
     parser.add_argument("--out", type=Path, required=True, help="round file to write")
     parser.add_argument("--sides", default="base,pr", help="base,pr (interleaved), or one side only")
-    args = parser.parse_args(argv)
-    try:
-        if args.round < 1:
-            raise UserError(f"--round {args.round}: rounds are numbered from 1")
-        plan = read_plan(args.plan)
-        sides = parse_sides(args.sides, plan, args.plan)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 2
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.round < 1:
+        raise UserError(f"--round {args.round}: rounds are numbered from 1")
+    plan = read_plan(args.plan)
+    sides = parse_sides(args.sides, plan, args.plan)
     try:
         record = run_round(plan, args.round, sides, say=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
@@ -338,4 +338,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(stage_exit_code(main))
+    run_as_script(main)

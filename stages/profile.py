@@ -33,7 +33,7 @@ from pathlib import Path
 from analysis.atomic_io import atomic_path, write_bytes, write_text
 from analysis.dynamo_csv import read_suite_csv
 from analysis.errors import UserError
-from analysis.io_errors import stage_exit_code
+from stages.entry import StageArgumentParser, run_as_script
 
 GRAPH_TIMEOUT_S = 600
 PROFILE_JSON = "compiled_module_profile.json"  # the fixed name Inductor's -p writes under $TMPDIR
@@ -141,8 +141,8 @@ def write_index(out: Path, items: list[Item]) -> None:
             writer.writerow([it.kind, it.name, it.status, it.path, it.error])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stages.profile", description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = StageArgumentParser(prog="python -m stages.profile", description=__doc__.splitlines()[0])
     parser.add_argument("--suite-csv", required=True, type=Path, help="suite.csv: models with status ok")
     parser.add_argument("--out", required=True, type=Path, help="output directory for traces and -p output")
     parser.add_argument("--models", default="", help="comma list of models (default: all ok models)")
@@ -153,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inductor-cache", type=Path, default=None, help="TORCHINDUCTOR_CACHE_DIR for graphs")
     parser.add_argument("--times", type=int, default=10, help="-p: calls per repeat")
     parser.add_argument("--repeat", type=int, default=10, help="-p: repeats")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.steps < 1 or args.warmup < 1:
         parser.error("--steps and --warmup must be at least 1 (never profile the compiling call)")
@@ -162,11 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--graphs {args.graphs}: no such directory")
 
     only = [m.strip() for m in args.models.split(",") if m.strip()]
-    try:
-        rows = read_suite_rows(args.suite_csv, only)  # before anything is imported or written
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 2
+    rows = read_suite_rows(args.suite_csv, only)  # before anything is imported or written
 
     from stages.environment import apply_inductor_config
 
@@ -208,4 +209,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(stage_exit_code(main))
+    run_as_script(main)

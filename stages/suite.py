@@ -40,7 +40,6 @@ from analysis.dynamo_csv import (
     write_suite_csv,
 )
 from analysis.errors import UserError
-from analysis.io_errors import stage_exit_code
 from analysis.suite_options import (
     CPU_BACKENDS,
     DEVICES,
@@ -52,8 +51,11 @@ from analysis.suite_options import (
     check_numbers,
     resolve_models,
 )
+from stages.entry import StageArgumentParser, run_as_script
+from stages.progress import progress
 
-PREFIX = "[suite]"
+STAGE = "suite"  # the name in its progress lines
+PREFIX = f"[{STAGE}]"
 GRAPH_MODELS = "graph_models.json"  # {compiled graph module file stem: [models that ran it]}
 # Settings a kept row must match to count as done (a different setting means a different measurement).
 _MATCH_COLUMNS = ("dev", "mode", "dtype", "size", "n", "warmup")
@@ -86,7 +88,7 @@ class ModelResult:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m stages.suite", description=__doc__.split("\n")[0])
+    p = StageArgumentParser(prog="python -m stages.suite", description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, type=Path, help="directory for suite.csv and samples.json")
     p.add_argument("--models", default="tiny-default", help="A,B,... | all | tiny-default")
     p.add_argument("--size", default="tiny", choices=SIZES)
@@ -370,11 +372,10 @@ def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:
         graph_models = {}
     total = len(settings.models)
     for index, name in enumerate(settings.models, 1):
-        tag = f"{index}/{total} {name}:"
         if name in rows and settings.matches(rows[name]):
-            say(f"{tag} done earlier, kept")
+            progress(STAGE, index, total, f"{name}: done earlier, kept")
             continue
-        say(f"{tag} start")
+        progress(STAGE, index, total, f"{name}: start")
         mark = loaded_module_count()
         try:
             result = measure_model(name, settings)
@@ -391,7 +392,7 @@ def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:
         atomic_io.write_json(samples_path, samples)
         atomic_io.write_json(graphs_path, graph_models)
         write_suite_csv(csv_path, rows.values())
-        say(f"{tag} {_describe(result.row)}")
+        progress(STAGE, index, total, f"{name}: {_describe(result.row)}")
     return [rows[name] for name in settings.models]
 
 
@@ -426,8 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         cache_dir = prepare_environment(args)
         settings = resolve_settings(args)  # imports torch (after the environment is set)
     except SuiteInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UserError(str(exc)) from None
     from stages.environment import apply_inductor_config
 
     apply_inductor_config()
@@ -443,10 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         f"warmup {settings.warmup}, iterations {settings.iterations}, "
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, cache {cache_dir}")
     try:
-        rows = run_suite(settings, cache_dir)
-    except UserError as exc:  # a damaged file from an earlier attempt (DynamoCsvError is one too)
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 2
+        rows = run_suite(settings, cache_dir)  # a damaged file from an earlier attempt is a UserError
     except KeyboardInterrupt:
         say("interrupted: finished models are kept in suite.csv; run again to resume")
         return 130
@@ -456,4 +453,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(stage_exit_code(main))
+    run_as_script(main)

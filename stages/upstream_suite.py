@@ -45,9 +45,10 @@ from analysis.dynamo_csv import (
     write_suite_csv,
 )
 from analysis.errors import UserError
-from analysis.io_errors import stage_exit_code
 from analysis.suite_options import TINY_DEFAULT
+from stages.entry import StageArgumentParser, run_as_script
 from stages.environment import INDUCTOR_CONFIG_ENV
+from stages.progress import progress
 from stages.suite import GRAPH_MODELS, archive_cache, empty_directory, is_graph_module
 
 HF_SCRIPT = Path("benchmarks/dynamo/huggingface.py")
@@ -57,7 +58,8 @@ COMPILER = "inductor_no_cudagraphs"  # the seed's choice: Inductor without CUDA 
 DTYPE_FLAGS = {"float32": "--float32", "bfloat16": "--bfloat16", "float16": "--float16", "amp": "--amp"}
 MODES = ("inference", "training")
 DEVICES = ("cuda", "cpu")
-PREFIX = "[upstream]"
+STAGE = "upstream"  # the name in its progress lines
+PREFIX = f"[{STAGE}]"
 RUNNER_LABEL = "runner.py (the whole HF suite)"
 
 
@@ -292,32 +294,31 @@ def run_models(plan: UpstreamPlan, out: Path, models: list[str], cache_dir: Path
 
     for index, command in enumerate(plan.commands, 1):
         name = command.model or ""
-        tag = f"{index}/{total} {name}:"
         if name in kept:
-            say(f"{tag} done earlier, kept")
+            progress(STAGE, index, total, f"{name}: done earlier, kept")
             continue
-        say(f"{tag} start")
+        progress(STAGE, index, total, f"{name}: start")
         before = python_files(cache_dir)
         why = run_command(command, timeout_s)
         problems[name] = why or "the harness exited 0 but wrote no row for it"
         files.add_graphs(name, new_graph_modules(cache_dir, before))
         rows = current()
         files.write(rows)
-        say(f"{tag} {describe(next(r for r in rows if r['name'] == name))}")
+        progress(STAGE, index, total, f"{name}: {describe(next(r for r in rows if r['name'] == name))}")
     return current()
 
 
 def run_whole_suite(plan: UpstreamPlan, out: Path, cache_dir: Path, timeout_s: float | None) -> list[Row]:
     """The runner.py form: one command for the whole suite, then one line per model it reported."""
     _, files = start(plan, out, [], cache_dir)  # runner.py reruns everything: always a fresh run
-    say(f"1/1 {RUNNER_LABEL}: start")
+    progress(STAGE, 1, 1, f"{RUNNER_LABEL}: start")
     why = run_command(plan.commands[0], timeout_s)
     rows = list(harness_rows(plan).values())
     if not rows:
         raise UserError(f"{plan.output_csv}: runner.py wrote no performance CSV ({why or 'exit code 0'})")
     files.write(rows)
     for index, row in enumerate(rows, 1):
-        say(f"{index}/{len(rows)} {row['name']}: {describe(row)}")
+        progress(STAGE, index, len(rows), f"{row['name']}: {describe(row)}")
     return rows
 
 
@@ -325,7 +326,7 @@ def run_whole_suite(plan: UpstreamPlan, out: Path, cache_dir: Path, timeout_s: f
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m stages.upstream_suite", description=__doc__.split("\n")[0])
+    p = StageArgumentParser(prog="python -m stages.upstream_suite", description=__doc__.split("\n")[0])
     p.add_argument("--pytorch-src", required=True, type=Path,
                    help="PyTorch source tree with benchmarks/dynamo (as this environment sees it)")
     p.add_argument("--out", required=True, type=Path, help="directory for suite.csv, samples.json, graph_models.json")
@@ -382,13 +383,8 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     # No apply_inductor_config() here: this process only launches the harness, which is where compiles happen.
-    args = build_parser().parse_args(argv)
-    try:
-        return run(args)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":
-    sys.exit(stage_exit_code(main))
+    run_as_script(main)

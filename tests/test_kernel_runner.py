@@ -80,7 +80,7 @@ def test_two_workers_share_the_kernels(tmp_path: Path) -> None:
     organized = organized_dir(tmp_path / "organized", {"triton_poi_syntax_3": SYNTAX})
     result = run_stage("--dir", str(organized), "--devices", "cpu,cpu")
     assert result.returncode == 0, result.stdout + result.stderr
-    workers = {line.split()[2] for line in result.stdout.splitlines() if line.startswith("kernels: [")}
+    workers = {line.split()[2] for line in result.stdout.splitlines() if line.startswith("[kernels] ")}
     assert workers == {"worker0[cpu]", "worker1[cpu]"}
 
 

@@ -50,7 +50,7 @@ def test_blocks_alternate_abba_and_the_first_side_alternates_between_rounds(tmp_
     assert (first.round, first.kind, first.sides) == (1, "kernels", ["base", "pr"])
     assert [v.samples for v in first.visits if v.side == "pr"][0] == [2.0, 2.0, 2.0]
     assert {v.item for v in first.visits} == {f"pointwise/k{i}.py" for i in range(4)}
-    assert any(line.startswith("pair: [4/4] k3.py: ok") for line in lines)
+    assert any(line.startswith("[pair] 4/4 k3.py: ok") for line in lines)
 
 
 def test_both_sides_are_fresh_workers_pinned_to_the_same_last_cpu(tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ def test_the_stage_writes_the_round_file(tmp_path: Path) -> None:
     result = run_stage("--plan", str(tmp_path / "plan.json"), "--round", "3", "--out", str(tmp_path / "r.json"))
 
     assert result.returncode == 0, result.stderr
-    assert "pair: [1/1] k0.py: ok" in result.stdout
+    assert "[pair] 1/1 k0.py: ok" in result.stdout
     record = read_round(tmp_path / "r.json")
     assert record.round == 3 and len(record.visits) == 4  # A B B A
     assert read_plan(tmp_path / "plan.json").blocks[0]["base"]["kernels"] == {"k0": "pointwise/k0.py"}

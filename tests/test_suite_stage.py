@@ -20,7 +20,8 @@ import pytest
 from analysis.dynamo_csv import SUITE_COLUMNS, read_suite_csv
 from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT
-from prbench.suite_stage import SuiteRequest, suite_command, summarize
+from prbench.stage_commands import suite_command
+from prbench.suite_stage import SuiteRequest, summarize
 from prbench.variants import Variant
 
 TWO = "BertForMaskedLM,DistilBertForMaskedLM"

@@ -282,7 +282,8 @@ def test_the_stage_rejects_bad_values_in_one_line_and_writes_nothing(tmp_path: P
 def test_upstream_command_runs_the_stage_through_the_local_runner(tmp_path: Path) -> None:
     from prbench.recipes import load_recipe
     from prbench.runners.local import LocalRunner
-    from prbench.suite_stage import SuiteRequest, suite_outputs, upstream_command
+    from prbench.stage_commands import upstream_command
+    from prbench.suite_stage import SuiteRequest, suite_outputs
     from prbench.variants import Variant
 
     src = pytorch_tree(tmp_path)

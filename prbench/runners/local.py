@@ -9,7 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
-from prbench.runners import CODE_ROOT, ErrorLineTracker, StageCommand, StageFailed
+from prbench.runners import CODE_ROOT, STAGE_ERROR_PREFIX, ErrorLineTracker, StageCommand, StageFailed
 
 # Variables from the calling shell that would silently change what a stage measures.
 _SCRUBBED = ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_FORCE_DISABLE_CACHES")
@@ -88,7 +88,9 @@ class LocalRunner:
                 except OSError as exc:
                     # Keep draining the pipe: a stage blocked writing to a full pipe would hang until its timeout.
                     log_failures.append(exc)
-            if self.stream_output:
+            # The stage's own "error:" line is not echoed: the host raises it as its one-line error, and the
+            # user should read it once (it stays in the log).
+            if self.stream_output and not line.startswith(STAGE_ERROR_PREFIX):
                 sys.stdout.write(line)
                 sys.stdout.flush()
 

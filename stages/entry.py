@@ -1,0 +1,52 @@
+"""The one entry wrapper of every stage's ``main``: how a stage ends is decided here, not in each stage.
+
+- a bad command line (argparse) or a ``UserError``: one line ``error: <message>``, exit 2 — the runners turn
+  that line into the host's one-line error, so it must be the stage's only ``error:`` line;
+- what the machine refused (``OSError``, a file that is not UTF-8 or not JSON): ``analysis.io_errors``'s one
+  line, exit 1;
+- an interrupt: exit 130 (what the stage kept is resumed next time);
+- anything else is a bug and keeps its traceback (Python's own exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+from analysis.errors import UserError
+from analysis.io_errors import stage_exit_code
+
+USER_ERROR_EXIT = 2  # argparse's own code for a bad command line; a bad input is the same kind of mistake
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+
+StageMain = Callable[[list[str] | None], int]
+
+
+class StageArgumentParser(argparse.ArgumentParser):
+    """argparse without its usage block on a mistake: the error becomes a ``UserError`` (one line)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(message)
+
+
+def error_line(message: str) -> None:
+    """The stage's one-line user error, as the runners look for it (stderr is merged into the log)."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+
+
+def stage_main(main: StageMain, argv: list[str] | None = None) -> int:
+    """Run a stage's ``main(argv)`` and turn how it ended into the stage's exit code (see the module doc)."""
+    try:
+        return stage_exit_code(lambda: main(argv))
+    except UserError as exc:
+        error_line(str(exc))
+        return USER_ERROR_EXIT
+    except KeyboardInterrupt:
+        return INTERRUPTED_EXIT
+
+
+def run_as_script(main: StageMain) -> NoReturn:
+    """``if __name__ == "__main__": run_as_script(main)`` — the process's exit code is the wrapper's."""
+    sys.exit(stage_main(main))
