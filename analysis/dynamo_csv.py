@@ -122,7 +122,7 @@ def ingest_dynamo_rows(rows: Iterable[Row], mode: str, dtype: str, size: str) ->
     """Upstream rows into our schema: dynamo columns mapped, our timing columns left empty."""
     out: list[Row] = []
     for raw in rows:
-        row: Row = {col: "" for col in SUITE_COLUMNS}
+        row: Row = dict.fromkeys(SUITE_COLUMNS, "")
         for col in DYNAMO_COLUMNS:
             if col in raw:
                 row[col] = _normalize(col, raw[col])

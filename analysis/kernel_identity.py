@@ -177,7 +177,7 @@ def strip_python_comments(text: str) -> str:
 def normalized_triton_body(source: str) -> str:
     """The text body_hash is computed from (exposed so a user can diff two kernels that hash differently)."""
     source = _KERNEL_CALLS.sub("", source)
-    def_line, params, body = _kernel_function_text(source)
+    def_line, _params, body = _kernel_function_text(source)
     normalized_def = re.sub(r"def\s+\w+\s*\(", "def KERNEL(", def_line, count=1)
     types = _signature_types(source)
     parts = [

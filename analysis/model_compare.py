@@ -47,7 +47,7 @@ _KEY = ("name", "mode", "dtype")
 def read_suite_frame(path: Path) -> pd.DataFrame:
     """A suite.csv (`analysis.dynamo_csv`'s contract) as a frame with numeric cells; the rows reader for the
     stages is `analysis.dynamo_csv.read_suite_csv` (stdlib only, so it runs in any environment)."""
-    frame = read_table(path, SUITE_COLUMNS, "a suite.csv", dtype={c: str for c in _SUITE_TEXT})
+    frame = read_table(path, SUITE_COLUMNS, "a suite.csv", dtype=dict.fromkeys(_SUITE_TEXT, str))
     return normalize_suite(frame)
 
 

@@ -80,7 +80,7 @@ def _manifest_settings(run_dir: Path) -> ReportSettings:
         return next((s[key] for s in sources if s.get(key) is not None), None)
 
     stats = settings.get("stats", {}) if isinstance(settings.get("stats"), dict) else {}
-    known = {f for f in VerdictSettings.__dataclass_fields__}
+    known = set(VerdictSettings.__dataclass_fields__)
     try:
         verdict_settings = VerdictSettings(**{k: v for k, v in stats.items() if k in known}).validate()
     except (TypeError, UserError) as exc:

@@ -138,7 +138,7 @@ def estimate(base: np.ndarray, pr: np.ndarray, confidence: float) -> Estimate:
         if len(ratios) >= 2:
             return _from_logs(*t_interval(ratios, confidence), len(ratios), PAIRED)
     b, p = np.log(base[np.isfinite(base)]), np.log(pr[np.isfinite(pr)])
-    if len(b) >= 2 and len(p) >= 2 and not (len(base) == len(pr)):
+    if len(b) >= 2 and len(p) >= 2 and len(base) != len(pr):
         return _from_logs(*_welch_interval(b, p, confidence), min(len(b), len(p)), UNPAIRED)
     if len(b) and len(p):
         point = math.exp(float(b.mean() - p.mean()))

@@ -54,7 +54,8 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "idle_pct": float(tempora
 
 def build_trace(fixture: Path, target: Path, size_mb: float) -> int:
     """Write ``target`` (uncompressed JSON) by repeating the fixture's events; returns its size in bytes."""
-    doc = json.load(gzip.open(fixture) if fixture.name.endswith(".gz") else open(fixture))
+    raw = fixture.read_bytes()
+    doc = json.loads(gzip.decompress(raw) if fixture.name.endswith(".gz") else raw)
     events = doc["traceEvents"]
     timed = [e for e in events if "ts" in e]
     start = min(e["ts"] for e in timed)

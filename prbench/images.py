@@ -230,7 +230,7 @@ def render_dockerfile(recipe: Recipe, pytorch: SourceTree, triton: SourceTree, o
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
         undefined=jinja2.StrictUndefined,  # a typo in a template is an error, not an empty string
         keep_trailing_newline=True,
-        autoescape=False,  # Dockerfiles are not HTML  # noqa: S701
+        autoescape=False,  # Dockerfiles are not HTML
     )
     env.filters["dockerfile"] = dockerfile_value
     template = env.get_template("Dockerfile.j2")

@@ -79,7 +79,7 @@ class StageSpec:
     inputs: dict[str, Any]
     outputs: list[Path]
     command: Callable[[], StageCommand] | None = None
-    summarize: Callable[[], dict[str, Any]] = field(default=lambda: {})
+    summarize: Callable[[], dict[str, Any]] = field(default=dict)
     # Removes what an attempt wrote. Called before a forced run or when the inputs changed, and after a failed
     # attempt, but not when resuming an interrupted attempt with the same inputs (the suite resumes from it).
     reset: Callable[[], None] = field(default=lambda: None)

@@ -202,7 +202,7 @@ def run_jobs(jobs: list[Job], workers: list[Worker], progress: Callable[[str], N
                 return
             try:
                 results = _run_one(worker, job)
-            except Exception as exc:  # noqa: BLE001 - a bug here must cost this job, not the thread and the rest
+            except Exception as exc:
                 worker.stop()
                 results = {path: Outcome(error=f"runner error: {one_line_error(exc)}") for path in job.kernels.values()}
             with lock:

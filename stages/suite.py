@@ -267,7 +267,7 @@ def _setting_cells(settings: SuiteSettings) -> Row:
 def failure_row(name: str, settings: SuiteSettings, exc: BaseException) -> Row:
     """As the dynamo harness: ``dev,name,0,0.0,0.0`` and zero-padded stats, plus our status and error."""
     text = str(exc).strip().splitlines()
-    zeros = {c: "0" for c in ("calls_captured", "unique_graphs", "graph_breaks", "unique_graph_breaks")}
+    zeros = dict.fromkeys(("calls_captured", "unique_graphs", "graph_breaks", "unique_graph_breaks"), "0")
     return {
         "dev": settings.device, "name": name, "batch_size": "0", "speedup": fmt_float(0.0),
         "abs_latency": fmt_float(0.0), "compilation_latency": fmt_float(0.0),
@@ -322,10 +322,9 @@ def archive_cache(cache_dir: Path, target: Path) -> tuple[int, int]:
     Returns (files archived, compiled graph modules among them).
     """
     files = sorted(p for p in cache_dir.rglob("*") if p.is_file() and not p.is_symlink())
-    with atomic_io.atomic_path(target) as tmp:
-        with tarfile.open(tmp, "w:gz") as tar:
-            for path in files:
-                tar.add(path, arcname=str(Path("inductor-cache") / path.relative_to(cache_dir)))
+    with atomic_io.atomic_path(target) as tmp, tarfile.open(tmp, "w:gz") as tar:
+        for path in files:
+            tar.add(path, arcname=str(Path("inductor-cache") / path.relative_to(cache_dir)))
     return len(files), sum(1 for p in files if is_graph_module(p))
 
 

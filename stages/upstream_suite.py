@@ -208,7 +208,7 @@ def harness_rows(plan: UpstreamPlan) -> dict[str, Row]:
 
 def missing_row(plan: UpstreamPlan, name: str, why: str) -> Row:
     """A model the harness wrote no row for: upstream's failure row (``dev,name,0,0.0,0.0`` padded) + why."""
-    raw = {col: "0" for col in DYNAMO_COLUMNS} | {"dev": plan.device, "name": name, "speedup": "0.0",
+    raw = dict.fromkeys(DYNAMO_COLUMNS, "0") | {"dev": plan.device, "name": name, "speedup": "0.0",
                                                   "abs_latency": "0.0"}
     row = ingest_dynamo_rows([raw], mode=plan.mode, dtype=plan.dtype, size="full")[0]
     row["error"] = why

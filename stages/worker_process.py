@@ -19,6 +19,7 @@ workers without importing torch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -92,16 +93,15 @@ class Worker:
                 Path(self.env[key]).mkdir(parents=True, exist_ok=True)
         read_fd, write_fd = os.pipe()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", self.module, "--worker", "--result-fd", str(write_fd)],
-                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                pass_fds=(write_fd,), start_new_session=True,  # so a kill takes the worker's children too
-            )
-        finally:
-            os.close(write_fd)
-            log.close()
+        with open(self.log_path, "ab") as log:  # the worker keeps its own copy of the descriptor
+            try:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", self.module, "--worker", "--result-fd", str(write_fd)],
+                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                    pass_fds=(write_fd,), start_new_session=True,  # so a kill takes the worker's children too
+                )
+            finally:
+                os.close(write_fd)
         self.result_fd, self.buffer = read_fd, b""
         self.starts += 1
         self.pids.append(self.proc.pid)
@@ -177,16 +177,12 @@ class Worker:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self.proc.wait()
         if self.proc is not None and self.proc.stdin is not None:
-            try:
+            with contextlib.suppress(BrokenPipeError):
                 self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
         if self.result_fd >= 0:
             os.close(self.result_fd)
             self.result_fd = -1
@@ -200,10 +196,8 @@ def pin(pid: int, cpus: set[int]) -> None:
     except OSError:
         threads = [pid]
     for thread in threads:
-        try:
+        with contextlib.suppress(ProcessLookupError):  # a thread that already ended
             os.sched_setaffinity(thread, cpus)
-        except ProcessLookupError:
-            pass  # a thread that already ended
 
 
 Outcomes = dict[str, tuple[list[float], str]]  # reply key → (samples in ms, error)
@@ -262,7 +256,7 @@ def serve(result_fd: int, handle: Callable[[dict[str, Any]], dict[str, Any]]) ->
             continue
         try:
             reply = handle(json.loads(line))
-        except BaseException as exc:  # noqa: BLE001 - any job failure is this job's reply, not the worker's end
+        except BaseException as exc:
             reply = {"error": one_line_error(exc)}
         results.write(json.dumps(reply) + "\n")
     return 0

@@ -33,11 +33,10 @@ def test_a_failing_block_keeps_the_previous_file_and_leaves_no_temp_file(tmp_pat
     target = tmp_path / "kernels.csv"
     target.write_text("previous, complete content\n")
 
-    with pytest.raises(type(error)):
-        with atomic_io.atomic_path(target) as tmp:
-            assert tmp.parent == target.parent  # same directory, so the final rename is atomic
-            tmp.write_text("new, half-writ")
-            raise error
+    with pytest.raises(type(error)), atomic_io.atomic_path(target) as tmp:
+        assert tmp.parent == target.parent  # same directory, so the final rename is atomic
+        tmp.write_text("new, half-writ")
+        raise error
 
     assert target.read_text() == "previous, complete content\n"
     assert leftovers(tmp_path) == ["kernels.csv"]
@@ -46,10 +45,9 @@ def test_a_failing_block_keeps_the_previous_file_and_leaves_no_temp_file(tmp_pat
 def test_a_failing_first_write_leaves_nothing(tmp_path: Path) -> None:
     target = tmp_path / "report.md"
 
-    with pytest.raises(RuntimeError):
-        with atomic_io.atomic_path(target) as tmp:
-            tmp.write_text("# half a rep")
-            raise RuntimeError("renderer crashed")
+    with pytest.raises(RuntimeError), atomic_io.atomic_path(target) as tmp:
+        tmp.write_text("# half a rep")
+        raise RuntimeError("renderer crashed")
 
     assert leftovers(tmp_path) == []
 

@@ -187,7 +187,7 @@ def test_rocm_flags_add_devices_and_the_hosts_render_gid(tmp_path: Path) -> None
 
 
 def test_rocm_without_devices_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="needs .*kfd"):
+    with pytest.raises(UserError, match=r"needs .*kfd"):
         gpu_options("rocm", dev=tmp_path)
 
 

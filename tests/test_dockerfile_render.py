@@ -209,15 +209,15 @@ def test_each_hostile_environment_value_is_one_docker_string(hostile: Recipe) ->
 
 
 UNREPRESENTABLE = {
-    "a newline in an apt package": dict(apt_packages=("curl\nRUN touch /tmp/x",)),
-    "a newline in a pip pin": dict(pip_extra=("numpy\nRUN touch /tmp/x",)),
-    "a newline in an environment value": dict(env={"A": "1\nRUN touch /tmp/x"}),
-    "a NUL in an environment value": dict(env={"A": "a\x00b"}),
-    "a space in an environment name": dict(env={"A B": "1"}),
-    "a newline in an environment name": dict(env={"A\nRUN touch /tmp/x": "1"}),
-    "a newline in an architecture": dict(arch=("gfx942\nRUN touch /tmp/x",)),
-    "a base image that cannot be pinned": dict(base_image=BaseImage("evil\nRUN touch /tmp/x", DIGEST)),
-    "a base image with a space": dict(base_image=BaseImage("rocm/pytorch AS evil", DIGEST)),
+    "a newline in an apt package": {"apt_packages": ("curl\nRUN touch /tmp/x",)},
+    "a newline in a pip pin": {"pip_extra": ("numpy\nRUN touch /tmp/x",)},
+    "a newline in an environment value": {"env": {"A": "1\nRUN touch /tmp/x"}},
+    "a NUL in an environment value": {"env": {"A": "a\x00b"}},
+    "a space in an environment name": {"env": {"A B": "1"}},
+    "a newline in an environment name": {"env": {"A\nRUN touch /tmp/x": "1"}},
+    "a newline in an architecture": {"arch": ("gfx942\nRUN touch /tmp/x",)},
+    "a base image that cannot be pinned": {"base_image": BaseImage("evil\nRUN touch /tmp/x", DIGEST)},
+    "a base image with a space": {"base_image": BaseImage("rocm/pytorch AS evil", DIGEST)},
 }
 
 
@@ -292,7 +292,7 @@ def test_a_copy_path_is_plain_or_refused(value: str) -> None:
 class _NoImages:
     """A Docker client whose store has no image at all."""
 
-    class images:  # noqa: N801  (docker-py's attribute name)
+    class images:
         @staticmethod
         def get(ref: str) -> None:
             raise importlib.import_module("docker.errors").ImageNotFound(f"no such image: {ref}")

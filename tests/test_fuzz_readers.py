@@ -230,7 +230,7 @@ def span(draw: st.DrawFn) -> tuple[int, int]:
     return start, start + draw(st.integers(min_value=0, max_value=10**6))
 
 
-names = st.sampled_from(KERNEL_NAMES + ["triton_poi_fused_add_0 [clone .kd]"])
+names = st.sampled_from([*KERNEL_NAMES, "triton_poi_fused_add_0 [clone .kd]"])
 ROCPROF = {
     "908_kernel_trace.csv": (["Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Kernel_Name", "Correlation_Id",
                               "Start_Timestamp", "End_Timestamp"],

@@ -80,7 +80,7 @@ def test_an_unknown_ref_is_a_user_error_naming_the_flag(src, ref: str) -> None:
 
 
 def test_an_ambiguous_short_sha_is_a_user_error_saying_so(src) -> None:
-    repo, shas = src
+    repo, _shas = src
     prefix = add_two_commits_sharing_a_prefix(repo, length=4)
 
     with pytest.raises(UserError) as info:

@@ -57,7 +57,7 @@ def test_building_twice_gives_the_same_weights_and_inputs() -> None:
 
 
 def test_an_unknown_model_is_a_clear_error_listing_the_known_ones() -> None:
-    with pytest.raises(UnknownModelError, match="unknown model 'Bert' .*BertForMaskedLM"):
+    with pytest.raises(UnknownModelError, match=r"unknown model 'Bert' .*BertForMaskedLM"):
         build("Bert")
     with pytest.raises(UnknownModelError, match="NoSuchModel"):
         resolve_models("BertForMaskedLM,NoSuchModel")

@@ -67,7 +67,7 @@ def test_a_kernel_no_round_timed_is_a_failure_row(tmp_path: Path) -> None:
 
 
 def test_a_missing_index_is_a_one_line_error(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="index.csv: not an organized index"):
+    with pytest.raises(UserError, match=r"index.csv: not an organized index"):
         results_from_rounds([], "base", tmp_path / "nothing", tmp_path / "out")
 
 

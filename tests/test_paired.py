@@ -48,7 +48,7 @@ def test_blocks_alternate_abba_and_the_first_side_alternates_between_rounds(tmp_
     started = [v.started_s for v in first.visits]
     assert started == sorted(started)
     assert (first.round, first.kind, first.sides) == (1, "kernels", ["base", "pr"])
-    assert [v.samples for v in first.visits if v.side == "pr"][0] == [2.0, 2.0, 2.0]
+    assert next(v.samples for v in first.visits if v.side == "pr") == [2.0, 2.0, 2.0]
     assert {v.item for v in first.visits} == {f"pointwise/k{i}.py" for i in range(4)}
     assert any(line.startswith("[pair] 4/4 k3.py: ok") for line in lines)
 

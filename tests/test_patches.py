@@ -59,5 +59,5 @@ def test_drift_names_patch_and_file_and_leaves_the_tree_alone(tmp_path: Path) ->
 
 
 def test_missing_file_is_drift_too(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="processing/organize_kernels.py"):
+    with pytest.raises(UserError, match=r"processing/organize_kernels.py"):
         check_patch(PATCH, tmp_path)

@@ -178,7 +178,7 @@ def test_a_failing_stage_is_recorded_and_retried_next_time(run: Run, code: Path)
     pipe, _ = pipeline(run)
     prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
 
-    with pytest.raises(StageFailed, match="log: .*base/logs/suite.log"):
+    with pytest.raises(StageFailed, match=r"log: .*base/logs/suite.log"):
         pipe.run_stage(prepared, suite_spec(prepared, code, mode="fail"))
     record = RunStore(run.root.parent).open("r1").record("base/suite")
     assert record is not None and record.status == StageStatus.FAILED
@@ -191,7 +191,7 @@ def test_a_stage_that_skips_its_output_fails_naming_it(run: Run, code: Path) -> 
     pipe, _ = pipeline(run)
     prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
 
-    with pytest.raises(UserError, match="^stage base/suite finished but did not write base/suite/suite.json$"):
+    with pytest.raises(UserError, match=r"^stage base/suite finished but did not write base/suite/suite.json$"):
         pipe.run_stage(prepared, suite_spec(prepared, code, mode="silent"))
 
     record = RunStore(run.root.parent).open("r1").record("base/suite")

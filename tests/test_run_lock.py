@@ -182,10 +182,9 @@ def test_ctrl_c_in_the_holder_releases_the_run_while_the_process_lives_on(runs: 
 
 @pytest.mark.parametrize("failure", [KeyboardInterrupt, RuntimeError])
 def test_an_interrupt_or_an_error_inside_the_run_lets_go_of_it(runs: Path, failure: type[BaseException]) -> None:
-    with pytest.raises(failure):
-        with RunStore(runs).create_or_open("same", {}, "0.1.0") as run:
-            with run.stage("base/suite", {}):
-                raise failure()
+    with pytest.raises(failure), RunStore(runs).create_or_open("same", {}, "0.1.0") as run, \
+            run.stage("base/suite", {}):
+        raise failure()
 
     assert probe(runs / "same") == "free"
     assert (runs / "same" / LOCK_FILE).read_text() == ""  # a clean release names nobody

@@ -99,10 +99,9 @@ def test_reopening_a_run_keeps_its_stages_and_updates_settings(tmp_path: Path) -
 def test_ctrl_c_inside_a_stage_leaves_a_consistent_manifest_marked_interrupted(run: Run) -> None:
     finish_suite(run, {})
 
-    with pytest.raises(KeyboardInterrupt):
-        with run.stage("base/kernels", {"reps": 10}) as rec:
-            rec.outputs = ["base/kernels.csv"]  # declared, but the stage never wrote it
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), run.stage("base/kernels", {"reps": 10}) as rec:
+        rec.outputs = ["base/kernels.csv"]  # declared, but the stage never wrote it
+        raise KeyboardInterrupt
 
     data = manifest_on_disk(run)  # valid JSON: the manifest was rewritten whole
     assert data["stages"]["base/suite"]["status"] == StageStatus.DONE
@@ -116,9 +115,8 @@ def test_ctrl_c_inside_a_stage_leaves_a_consistent_manifest_marked_interrupted(r
 
 
 def test_a_failing_stage_is_recorded_with_a_one_line_error(run: Run) -> None:
-    with pytest.raises(ValueError):
-        with run.stage("base/organize", {}):
-            raise ValueError("bad kernel file c5ify.py\n  line 10: unexpected indent")
+    with pytest.raises(ValueError), run.stage("base/organize", {}):
+        raise ValueError("bad kernel file c5ify.py\n  line 10: unexpected indent")
 
     rec = RunStore(run.root.parent).open("r1").record("base/organize")
     assert rec is not None
@@ -137,9 +135,9 @@ def write_report(run: Run, verdict: str) -> None:
 def test_when_the_run_starts_recomputing_its_old_report_stops_looking_current(run: Run) -> None:
     write_report(run, "improved")
 
-    with pytest.raises(RuntimeError):  # the user changed an input; the stage fails half way
-        with run.stage("base/suite", {"models": ["gpt2"]}):
-            raise RuntimeError("compile failed")
+    # The user changed an input; the stage fails half way.
+    with pytest.raises(RuntimeError), run.stage("base/suite", {"models": ["gpt2"]}):
+        raise RuntimeError("compile failed")
 
     assert not run.path("report").exists()
     stale = run.path("report.stale", "report.md").read_text().splitlines()
@@ -175,7 +173,7 @@ def test_a_runs_dir_that_cannot_be_created_is_a_user_error(tmp_path: Path) -> No
 def test_a_runs_dir_that_is_a_file_is_a_user_error(tmp_path: Path) -> None:
     (tmp_path / "runs").write_text("oops")
 
-    with pytest.raises(UserError, match="--runs-dir .*runs: cannot create the runs directory"):
+    with pytest.raises(UserError, match=r"--runs-dir .*runs: cannot create the runs directory"):
         RunStore(tmp_path / "runs").create_or_open("r1", {}, "0.1.0")
 
 
@@ -190,9 +188,9 @@ def test_a_read_only_runs_dir_is_a_user_error(tmp_path: Path) -> None:
 def test_an_invalid_run_id_is_a_user_error_and_creates_nothing(tmp_path: Path, bad: str) -> None:
     store = RunStore(tmp_path / "runs")
 
-    with pytest.raises(UserError, match="^--run .*: a run id may hold letters, digits"):
+    with pytest.raises(UserError, match=r"^--run .*: a run id may hold letters, digits"):
         store.create_or_open(bad, {}, "0.1.0")
-    with pytest.raises(UserError, match="^--run "):
+    with pytest.raises(UserError, match=r"^--run "):
         store.open(bad)
 
     assert not (tmp_path / "runs").exists()
@@ -201,12 +199,12 @@ def test_an_invalid_run_id_is_a_user_error_and_creates_nothing(tmp_path: Path, b
 
 def test_opening_a_missing_or_corrupt_run_is_a_user_error(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "runs")
-    with pytest.raises(UserError, match="run 'nope': no manifest.json"):
+    with pytest.raises(UserError, match=r"run 'nope': no manifest.json"):
         store.open("nope")
 
     (tmp_path / "runs" / "broken").mkdir(parents=True)
     (tmp_path / "runs" / "broken" / MANIFEST).write_text("{not json")
-    with pytest.raises(UserError, match="manifest.json: not a valid run manifest"):
+    with pytest.raises(UserError, match=r"manifest.json: not a valid run manifest"):
         store.open("broken")
 
 
@@ -237,9 +235,8 @@ def invoke_status(*args: str) -> subprocess.CompletedProcess:
 def test_invoke_status_shows_every_stage_of_the_latest_run(tmp_path: Path) -> None:
     run = RunStore(tmp_path / "runs").create_or_open("r1", {}, "0.1.0")
     finish_suite(run, {})
-    with pytest.raises(RuntimeError):
-        with run.stage("base/organize", {}):
-            raise RuntimeError("no kernels in the cache")
+    with pytest.raises(RuntimeError), run.stage("base/organize", {}):
+        raise RuntimeError("no kernels in the cache")
 
     proc = invoke_status("--runs-dir", str(tmp_path / "runs"))
 

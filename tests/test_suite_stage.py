@@ -52,7 +52,7 @@ def run_stage(tmp_path: Path, out: Path, *extra: str, models: str = TWO) -> subp
 
 
 def leftovers(directory: Path) -> list[Path]:
-    return [p for p in directory.rglob("*.tmp")] if directory.exists() else []
+    return list(directory.rglob("*.tmp")) if directory.exists() else []
 
 
 @pytest.mark.integration

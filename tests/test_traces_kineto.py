@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ CPU = FIXTURES / "cpu_tiny_bert_inductor.json.gz"
 
 def _expected_timeline(path: Path) -> dict[str, float]:
     """Straight from the raw JSON, in µs: the TraceLens definitions with a plain interval-merge loop."""
-    events = json.load(gzip.open(path))["traceEvents"]
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X"]
 
     def union(intervals: list[tuple[float, float]]) -> float:
@@ -100,7 +99,7 @@ def test_top_kernels_have_a_monotone_cumulative_percent_ending_at_100() -> None:
 
 def test_small_read_buffers_give_the_same_trace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     plain = tmp_path / "trace.json"
-    plain.write_bytes(gzip.open(MI300).read())
+    plain.write_bytes(gzip.decompress(MI300.read_bytes()))
     reference = read_trace(plain)
 
     monkeypatch.setattr(kineto, "_CHUNK_CHARS", 997)  # every event and number straddles a refill
@@ -137,7 +136,7 @@ def test_a_corrupt_gzip_is_a_one_line_error_naming_the_file(tmp_path: Path) -> N
 
 def test_a_truncated_json_is_a_one_line_error(tmp_path: Path) -> None:
     cut = tmp_path / "cut.json"
-    cut.write_bytes(gzip.open(H100).read()[:300_000])
+    cut.write_bytes(gzip.decompress(H100.read_bytes())[:300_000])
 
     with pytest.raises(UserError, match="truncated JSON") as err:
         read_trace(cut)
@@ -173,7 +172,7 @@ def test_a_json_without_trace_events_is_refused(tmp_path: Path) -> None:
 
 def test_a_json_gz_name_on_plain_text_is_read_by_content(tmp_path: Path) -> None:
     misnamed = tmp_path / "trace.json.gz"
-    shutil.copyfileobj(gzip.open(H100), misnamed.open("wb"))
+    misnamed.write_bytes(gzip.decompress(H100.read_bytes()))
 
     assert read_trace(misnamed).n_events == read_trace(H100).n_events == 61
 

@@ -19,7 +19,7 @@ ROCPROF = Path(__file__).parent / "fixtures" / "traces" / "rocprof" / "rocprofv3
 
 
 def test_rocprofv3_json_gives_a_top_kernel_table_in_ms_and_us() -> None:
-    tool = json.load(gzip.open(ROCPROF))["rocprofiler-sdk-tool"][0]
+    tool = json.loads(gzip.decompress(ROCPROF.read_bytes()))["rocprofiler-sdk-tool"][0]
     names = {s["kernel_id"]: s["formatted_kernel_name"] for s in tool["kernel_symbols"]}
     totals: dict[str, list[int]] = defaultdict(list)
     for rec in tool["buffer_records"]["kernel_dispatch"]:

@@ -152,7 +152,7 @@ def test_a_plan_runs_each_model_from_the_tree_into_one_csv_under_out(tmp_path: P
         huggingface_argv(m, mode="training", dtype="amp", device="cuda", output_csv=expected_csv, python="python3")
         for m in ("BertForMaskedLM", "T5Small")]
     assert all(c.cwd == src for c in plan.commands)
-    with pytest.raises(UserError, match="no benchmarks/dynamo/huggingface.py"):
+    with pytest.raises(UserError, match=r"no benchmarks/dynamo/huggingface.py"):
         plan_upstream_suite(tmp_path / "empty", tmp_path / "suite", models=["BertForMaskedLM"], mode="inference",
                             dtype="float32")
 

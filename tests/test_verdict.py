@@ -202,7 +202,7 @@ def test_bad_settings_are_one_line_errors_naming_the_flag(field: str, value: flo
 
 def test_rounds_below_three_are_refused() -> None:
     assert check_rounds("5") == 5
-    with pytest.raises(UserError, match="^--rounds 2: at least 3"):
+    with pytest.raises(UserError, match=r"^--rounds 2: at least 3"):
         check_rounds(2)
 
 

@@ -25,14 +25,15 @@ def reading(path: Path, what: str = "trace") -> contextlib.AbstractContextManage
 
 def open_text(path: Path) -> TextIO:
     """Open plain or gzip-compressed text (detected by magic bytes, not by extension) as strict UTF-8."""
-    raw = gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="strict", newline="")
+    opener = gzip.open if is_gzip(path) else open
+    # The caller owns the returned file (``with open_text(path) as fh``).
+    return io.TextIOWrapper(opener(path, "rb"), encoding="utf-8", errors="strict", newline="")
 
 
 def read_head(path: Path, n_chars: int = 65536) -> str:
     """The first characters of a (possibly gzipped) text file; decoding errors are ignored for sniffing."""
     with reading(path):
-        raw = gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
-        with raw:
+        opener = gzip.open if is_gzip(path) else open
+        with opener(path, "rb") as raw:
             data = raw.read(n_chars)
     return data.decode("utf-8", errors="replace")

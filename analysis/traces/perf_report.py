@@ -248,7 +248,7 @@ def traces_sheet(results: list[RankResult], base: Path | None = None) -> pd.Data
         shown = t.path.relative_to(base) if base is not None and t.path.is_relative_to(base) else t.path
         rows.append({"rank": r.rank, "world size": t.world_size, "file": str(shown), "format": t.source,
                      "platform": t.platform, "device": ", ".join(sorted(set(t.device_names))),
-                     "device events": t.n_events, "kernel names": int(len(r.kernels))})
+                     "device events": t.n_events, "kernel names": len(r.kernels)})
     return pd.DataFrame(rows)
 
 

@@ -16,6 +16,7 @@ Containers get no network unless the stage asks for it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -219,16 +220,12 @@ def _stop(container: Any) -> None:
         return
     except (docker.errors.APIError, requests.exceptions.RequestException):
         pass
-    try:
+    with contextlib.suppress(docker.errors.APIError):
         container.kill(signal="SIGKILL")
-    except docker.errors.APIError:
-        pass
 
 
 def _remove(container: Any) -> None:
     import docker
 
-    try:
+    with contextlib.suppress(docker.errors.APIError):
         container.remove(force=True)
-    except docker.errors.APIError:
-        pass
