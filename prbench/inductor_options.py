@@ -9,12 +9,18 @@ checks only the shape: dotted names and JSON scalar values, which is what the st
 
 from __future__ import annotations
 
+import ast
 import difflib
+import importlib.metadata
+import importlib.util
 import math
 import re
+import sys
 import types
 import typing
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
@@ -46,13 +52,129 @@ def check_inductor_config(overrides: dict[str, Any], where: str) -> None:
 
 
 def _inductor_config() -> Any | None:
-    """``torch._inductor.config``, or None where torch is not importable on this host. Imported here, not at
-    module level: recipes are loaded by light commands that must not pay for torch unless they need it."""
+    """The host's ``torch._inductor.config`` as a schema: the live module where this process already imported
+    torch, else read from the installed ``torch/_inductor/config.py`` source without importing torch (the host
+    never pays ~3 s of torch import to check a recipe); None where torch is not installed here."""
+    live = sys.modules.get("torch._inductor.config")
+    if live is not None:
+        return live
     try:
-        import torch._inductor.config as config
-    except ImportError:
+        spec = importlib.util.find_spec("torch")  # locates the package; imports nothing
+    except (ImportError, ValueError):
         return None
-    return config
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    source = Path(next(iter(spec.submodule_search_locations))) / "_inductor" / "config.py"
+    return SourceConfig.read(source) if source.is_file() else None
+
+
+@dataclass(frozen=True)
+class SettingEntry:
+    """One setting as ``torch.utils._config_module`` records it: its type and its default."""
+
+    value_type: Any
+    default: Any
+
+
+class _SourceDefault:
+    """A default computed at import (``os.environ.get(...) == "1"``): shown as written, never compared."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text if len(text) <= 60 else text[:57] + "..."
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+# What the annotations of config.py are written with; anything else stays a string (not modelled).
+_ANNOTATION_NAMES: dict[str, Any] = {
+    "Any": Any, "Optional": typing.Optional, "Union": typing.Union, "Literal": typing.Literal,
+    "List": list, "Dict": dict, "Tuple": tuple, "bool": bool, "int": int, "float": float, "str": str,
+    "list": list, "dict": dict, "tuple": tuple, "None": None,
+}
+# Calls whose result type is known whatever their arguments (``int(os.environ.get(...))``).
+_CALL_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """``torch._inductor.config`` read from its source with ``ast``: the settings (module-level and nested-class
+    assignments, as the config module counts them) with their annotations and literal defaults. Where a default is
+    computed, its type is inferred from the expression (a comparison is a bool); where nothing is known, any
+    JSON value passes."""
+
+    _config: dict[str, SettingEntry]
+
+    @classmethod
+    def read(cls, path: Path) -> SourceConfig | None:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            return None  # an unreadable config: the shape check is all the host can do
+        settings: dict[str, SettingEntry] = {}
+        _collect(tree.body, "", settings)
+        return cls(settings)
+
+    def get_config_copy(self) -> dict[str, Any]:
+        return {key: entry.default for key, entry in self._config.items()}
+
+
+def _collect(body: list[ast.stmt], prefix: str, out: dict[str, SettingEntry]) -> None:
+    for node in body:
+        if isinstance(node, ast.ClassDef):
+            group = f"{prefix}{node.name}."
+            for base in node.bases:  # ``class cuda(cutlass)``: the group has its base group's settings too
+                if isinstance(base, ast.Name):
+                    inherited = f"{prefix}{base.id}."
+                    out.update({group + k[len(inherited):]: v for k, v in list(out.items()) if k.startswith(inherited)})
+            _collect(node.body, group, out)
+        elif isinstance(node, ast.If):  # settings defined per platform: either branch names them
+            _collect(node.body + node.orelse, prefix, out)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            _add(out, prefix, node.target.id, _annotation(node.annotation), node.value)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            _add(out, prefix, node.targets[0].id, _NO_ANNOTATION, node.value)
+
+
+def _add(out: dict[str, SettingEntry], prefix: str, name: str, annotation: Any, value: ast.expr) -> None:
+    default = _default(value)
+    if annotation is _NO_ANNOTATION:
+        annotation = _inferred_type(value, default)
+    out[prefix + name] = SettingEntry(annotation, default)
+
+
+def _annotation(node: ast.expr) -> Any:
+    text = ast.unparse(node)
+    try:
+        # The text is the installed torch's own source (what importing it would run anyway), evaluated with no
+        # builtins and only the typing names above.
+        return eval(compile(ast.Expression(node), "<config annotation>", "eval"),
+                    {"__builtins__": {}}, dict(_ANNOTATION_NAMES))
+    except Exception:  # a forward reference or a class of torch's own: not modelled
+        return text
+
+
+def _default(value: ast.expr) -> Any:
+    """The literal default (``Config(default=...)`` included), or a _SourceDefault for a computed one."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "Config":
+        for keyword in value.keywords:
+            if keyword.arg == "default":
+                return _default(keyword.value)
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _SourceDefault(ast.unparse(value))
+
+
+def _inferred_type(value: ast.expr, default: Any) -> Any:
+    """An unannotated setting's type, as torch's config module infers it: the default's own type."""
+    if not isinstance(default, _SourceDefault):
+        return Any if default is None else type(default)
+    if isinstance(value, ast.Compare) or (isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not)):
+        return bool
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _CALL_TYPES:
+        return _CALL_TYPES[value.func.id]
+    return Any
 
 
 def _check_shape(key: Any, value: Any, where: str) -> None:
@@ -84,14 +206,22 @@ def _known_settings(config: Any) -> set[str]:
 
 
 def _unknown(key: str, known: set[str]) -> str:
-    import torch
-
-    what = f"not a setting of torch._inductor.config (torch {torch.__version__} on this host)"
+    what = f"not a setting of torch._inductor.config (torch {_torch_version()} on this host)"
     group = sorted(k for k in known if k.startswith(key + "."))
     if group:
         return f"{what}: '{key}' is a group of settings; name one, like '{group[0]}'"
     close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
     return f"{what}; did you mean {', '.join(repr(c) for c in close)}?" if close else what
+
+
+def _torch_version() -> str:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return str(torch.__version__)
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 # --- types ------------------------------------------------------------------------------------------------

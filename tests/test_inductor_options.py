@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import datetime
 import math
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +21,18 @@ from prbench.inductor_options import check_inductor_config
 WHERE = "recipes/x.toml: key 'inductor_config'"
 
 
-@pytest.fixture
-def inductor() -> Any:
-    return pytest.importorskip("torch._inductor.config")
+@pytest.fixture(params=["imported", "read from source"])
+def inductor(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The host's Inductor config both ways the check knows it: the imported module (a process that already
+    imported torch) and the installed config.py read without importing torch (every other host command)."""
+    live = pytest.importorskip("torch._inductor.config")
+    if request.param == "imported":
+        config = live
+    else:
+        config = inductor_options.SourceConfig.read(Path(live.__file__))
+        assert config is not None
+    monkeypatch.setattr(inductor_options, "_inductor_config", lambda: config)
+    return config
 
 
 @pytest.fixture
@@ -110,3 +122,21 @@ def test_no_overrides_import_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(inductor_options, "_inductor_config", no_import)
 
     check_inductor_config({}, WHERE)
+
+
+def test_the_host_checks_a_recipe_without_importing_torch() -> None:
+    code = ("import sys; from prbench.inductor_options import check_inductor_config as c; "
+            "c({'cpp.simdlen': 8, 'triton.cudagraphs': False}, 'x'); "
+            "print('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False"
+
+
+def test_the_source_reading_sees_the_settings_the_module_has() -> None:
+    live = pytest.importorskip("torch._inductor.config")
+    source = inductor_options.SourceConfig.read(Path(live.__file__))
+    assert source is not None
+    imported = set(live.get_config_copy())
+    read = set(source.get_config_copy())
+    assert len(imported - read) <= 0.02 * len(imported), sorted(imported - read)[:10]
