@@ -47,6 +47,7 @@ def test_the_default_tiny_suite_covers_eight_families() -> None:
     assert resolve_models("T5Small, BertForMaskedLM,T5Small") == ["T5Small", "BertForMaskedLM"]
 
 
+@pytest.mark.integration
 def test_building_twice_gives_the_same_weights_and_inputs() -> None:
     first = build("BertForMaskedLM")
     second = build("BertForMaskedLM")
