@@ -89,13 +89,14 @@ def _manifest_settings(run_dir: Path) -> ReportSettings:
                           rounds=pick("rounds", settings), stats=verdict_settings)
 
 
-def load_report_inputs(run_dir: Path) -> ReportInputs:
-    """Read ``<run>/base`` and ``<run>/pr`` (kernels, samples, suite, env), ``lock.json`` and manifest settings."""
+def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) -> ReportInputs:
+    """Read ``<run>/base`` and ``<run>/pr`` (kernels, samples, suite, env) and ``lock.json``; the settings are
+    the caller's (a comparison passes its own down) or, for a re-render, the ones the manifest recorded."""
     run_dir = Path(run_dir)
     for side in ("base", "pr"):
         if not (run_dir / side).is_dir():
             raise UserError(f"{run_dir / side}: no such directory (a comparison run has base/ and pr/)")
-    inputs = ReportInputs(settings=_manifest_settings(run_dir), lock=_json_dict(run_dir / "lock.json"),
+    inputs = ReportInputs(settings=settings or _manifest_settings(run_dir), lock=_json_dict(run_dir / "lock.json"),
                           base_env=_json_dict(run_dir / "base" / "env.json"),
                           pr_env=_json_dict(run_dir / "pr" / "env.json"))
     kernels = _pair_of(run_dir, "kernels.csv")

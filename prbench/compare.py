@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -47,6 +47,9 @@ from prbench.suite_stage import summarize as summarize_suite
 from prbench.variant_plan import ComparePlan, VariantPlan, local_lock, plan_docker, plan_local
 from prbench.variants import Variant
 from stages.paired import Plan, write_plan
+
+if TYPE_CHECKING:  # analysis.report_inputs imports pandas: only when a report is rendered
+    from analysis.report_inputs import ReportSettings
 
 STAGES = ("suite", "organize", "models", "kernels", "profile", "report")
 
@@ -129,7 +132,7 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
             for side in sides:
                 _profile(side, request)
         atomic_io.write_json(run.path("lock.json"), locks)
-        paths = render_run_report(run)
+        paths = render_run_report(run, _report_settings(request, tree))
     return run, paths
 
 
@@ -335,6 +338,15 @@ def _profile(side: _Side, request: CompareRequest) -> None:
                                                 Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"])),
         reset=lambda: shutil.rmtree(profiles, ignore_errors=True),
     ))
+
+
+def _report_settings(request: CompareRequest, upstream_src: Path | None) -> ReportSettings:
+    """The report's settings from the request itself (what the manifest records, not read back from it)."""
+    from analysis.report_inputs import ReportSettings
+
+    suite = stage_inputs(request.suite, upstream_src)
+    return ReportSettings(warmup=suite.get("warmup"), iterations=suite.get("iterations"), rounds=request.rounds,
+                          stats=request.stats)
 
 
 def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: Path | None) -> dict[str, Any]:

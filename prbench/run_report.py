@@ -14,16 +14,18 @@ from prbench.runstore import REPORT_DIR, STALE_REPORT_DIR, Run
 
 if TYPE_CHECKING:  # analysis.report imports pandas and matplotlib: only when a report is rendered
     from analysis.report import ReportInputs, ReportPaths
+    from analysis.report_inputs import ReportSettings
 
 
-def render_run_report(run: Run) -> ReportPaths:
-    """Render ``<run>/report/`` from the run's files as its ``report`` stage."""
+def render_run_report(run: Run, settings: ReportSettings | None = None) -> ReportPaths:
+    """Render ``<run>/report/`` from the run's files as its ``report`` stage, with ``settings`` when the caller
+    has them (``invoke compare``: the flags it validated), else with the settings the manifest recorded."""
     from analysis.report import render_report
 
     out_dir = run.path(REPORT_DIR)
     with run.stage("report", _stage_inputs(run)) as record:
         try:
-            paths = render_report(_load(run), out_dir)
+            paths = render_report(_load(run, settings), out_dir)
         except BaseException:
             shutil.rmtree(out_dir, ignore_errors=True)
             raise
@@ -38,12 +40,12 @@ def _stage_inputs(run: Run) -> dict[str, Any]:
     return {key: rec.input_hash for key, rec in run.manifest.stages.items() if key != "report"}
 
 
-def _load(run: Run) -> ReportInputs:
+def _load(run: Run, settings: ReportSettings | None) -> ReportInputs:
     """The run's ReportInputs, with the trace diff of the profiles both sides have (if any)."""
     from analysis.report_inputs import load_report_inputs
     from analysis.traces.trace_diff import profile_dirs_markdown
 
-    inputs = load_report_inputs(run.root)
+    inputs = load_report_inputs(run.root, settings)
     profiled = profile_dirs_markdown(run.path("base", "profiles"), run.path("pr", "profiles"))
     inputs.trace_diff_md = profiled or inputs.trace_diff_md or _carried_trace_diff(run)
     return inputs

@@ -243,3 +243,16 @@ def test_bad_kernel_csvs_give_one_line_errors(tmp_path: Path, problem: str) -> N
     assert "Traceback" not in result.stderr + result.stdout
     if problem == "wrong columns":
         assert "body_hash" in lines[0] and "median_ms" in lines[0]
+
+
+def test_a_comparison_renders_with_the_settings_it_was_given_not_those_read_back(tmp_path: Path) -> None:
+    """invoke compare hands its validated settings to the report stage; only a re-render reads the manifest."""
+    from prbench.run_report import render_run_report
+    from prbench.runstore import RunStore
+
+    _run_dir(tmp_path, stats={"confidence": 0.9})  # what the manifest says
+    with RunStore(tmp_path / "runs").open("r1", write=True) as run:
+        given = render_run_report(run, ReportSettings(rounds=5, stats=VerdictSettings(confidence=0.8)))
+        assert "80 % CI" in given.verdict and given.summary["kernels"]["confidence"] == 0.8
+        reread = render_run_report(run)
+        assert "90 % CI" in reread.verdict
