@@ -363,7 +363,10 @@ def verify(ctx, lock, image=None):
         "kernel_iterations": "Timed calls per kernel (default 30)",
         "kernel_timeout": "Seconds one kernel may take before it is recorded as failed (default 300)",
         "rounds": "Paired timing rounds for kernels and models: fresh base and PR workers side by side, "
-                  "alternating item by item; the round is the unit of the statistics (at least 3; default 5)",
+                  "alternating item by item; the round is the unit of the statistics (at least 3; default 10 on "
+                  "the CPU, 5 on a GPU)",
+        "passes": "A-B-B-A blocks per kernel job and model in each round, spread over the round; more passes "
+                  "average out visit-to-visit noise (default 16 on the CPU, 2 on a GPU)",
         "models_per_process": "Models kept compiled in one worker per side and round (0 = all; lower it when "
                               "a GPU cannot hold every model twice)",
         **_STATS_HELP,
@@ -379,9 +382,10 @@ def verify(ctx, lock, image=None):
 @holds_run(_runs_dir)
 def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=None, mode=None, dtype=None,
             warmup=None, iterations=None, recipe=None, run=None, runs_dir=None, env=None, inductor_config=None,
-            kernel_warmup="10", kernel_iterations="30", kernel_timeout="300", rounds="5", models_per_process="0",
-            confidence=None, alpha=None, margin=None, threshold=None, noise=None, min_ms=None, fail_on="never",
-            force=None, python=None, profile=False, suite_source="builtin", upstream_src=None):
+            kernel_warmup="10", kernel_iterations="30", kernel_timeout="300", rounds=None, passes=None,
+            models_per_process="0", confidence=None, alpha=None, margin=None, threshold=None, noise=None,
+            min_ms=None, fail_on="never", force=None, python=None, profile=False, suite_source="builtin",
+            upstream_src=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
     from analysis.flag_values import real_number, whole_number
@@ -389,11 +393,12 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
 
     # Every statistical and measurement setting is checked before anything heavy is imported or run.
     stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms)
-    checked_rounds = check_rounds(rounds)
+    checked_rounds = None if rounds is None else check_rounds(rounds)
     fail_on = check_fail_on(fail_on)
     if not pr:
         raise UserError("--pr: required (a git ref in --pytorch-src, a Python-only patch file, or 'installed')")
     per_process = whole_number("--models-per-process", models_per_process, minimum=0)
+    checked_passes = None if passes is None else whole_number("--passes", passes, minimum=1)
     kernel_warmup_calls = whole_number("--kernel-warmup", kernel_warmup, minimum=0)
     kernel_timed_calls = whole_number("--kernel-iterations", kernel_iterations, minimum=1)
     kernel_timeout_s = real_number("--kernel-timeout", kernel_timeout, above=0)
@@ -412,7 +417,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         upstream_src=_upstream_src(upstream_src),
         suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, source=suite_source),
         kernels=KernelSettings(warmup=kernel_warmup_calls, iterations=kernel_timed_calls, timeout_s=kernel_timeout_s),
-        rounds=checked_rounds, models_per_process=per_process, stats=stats,
+        rounds=checked_rounds, passes=checked_passes, models_per_process=per_process, stats=stats,
         env=parse_assignments(env or [], "--env"),
         inductor_config=inductor_values,
         force=validate_force(force or []),

@@ -7,9 +7,10 @@ Three parts:
   rows that share a key on one side are paired in a fixed order (path, name) one to one, never as a cartesian
   product, and leftovers fall through to the next stage or end up "only in base / only in PR". The paired
   timing stage pairs with the same function, so it interleaves exactly the pairs compared here.
-* **per-pair statistics**: each side's per-round samples (``kernel_samples.json``) become round medians; the
-  speedup, its interval, its adjusted p-value and its verdict come from `analysis.verdict` (the round is the
-  unit of replication). Pairs with the same body and shapes on both sides are the in-run control.
+* **per-pair statistics**: each side's per-round samples (``kernel_samples.json``) become round medians, and
+  the paired rounds' blocks (where both sides were timed together) give each round's log ratio; the speedup,
+  its interval, its adjusted p-value and its verdict come from `analysis.verdict` (the round is the unit of
+  replication). Pairs with the same body and shapes on both sides are the in-run control.
 * **summary**: geomean and time-weighted speedups with intervals over rounds, per-category geomeans.
 
 `seed_compare` re-implements the seed's ``kernel_perf_simple.py`` exactly (its filters, its inner join with
@@ -29,13 +30,14 @@ import pandas as pd
 from analysis.errors import UserError
 from analysis.kernel_results import KERNEL_COLUMNS, NUMERIC_KERNEL_COLUMNS
 from analysis.noise_rules import rounds_are_noisy
-from analysis.paired_rounds import RoundSamples
+from analysis.paired_rounds import PairedBlocks, RoundSamples
 from analysis.records import invalid
 from analysis.verdict import (
     ControlResult,
     Estimate,
     FamilyData,
     FamilyJudgement,
+    block_matrix,
     family_matrix,
     judge_family,
     robust_spread,
@@ -269,7 +271,7 @@ def _side(frame: pd.DataFrame, rows: list[int], samples: RoundSamples | None, pr
 
 
 def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_base: RoundSamples | None,
-                samples_pr: RoundSamples | None, settings: VerdictSettings
+                samples_pr: RoundSamples | None, settings: VerdictSettings, blocks: PairedBlocks | None
                 ) -> tuple[pd.DataFrame, FamilyJudgement, int]:
     b_rows = pairing.pairs["base_row"].tolist()
     p_rows = pairing.pairs["pr_row"].tolist()
@@ -283,7 +285,9 @@ def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_
     in_summary = both_ok & (slower >= settings.min_ms).to_numpy(dtype=bool)
     # Identical normalised body and shapes on both sides: the same code, so any "change" is the machine's.
     control = in_summary & (table["matched_by"] == "body_hash+shape_key").to_numpy(dtype=bool)
-    data = FamilyData(family_matrix(b_medians), family_matrix(p_medians), table["base_calls"].to_numpy(float))
+    b_matrix, p_matrix = family_matrix(b_medians), family_matrix(p_medians)
+    data = FamilyData(b_matrix, p_matrix, table["base_calls"].to_numpy(float),
+                      block_matrix(blocks, list(zip(table["base_path"], table["pr_path"], strict=True)), b_matrix))
     judged = judge_family(data, settings, in_summary, control)
     table["speedup"] = [e.speedup if ok else np.nan for e, ok in zip(judged.estimates, both_ok, strict=True)]
     table["ci_low"] = [e.ci_low for e in judged.estimates]
@@ -354,17 +358,18 @@ def category_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def compare_kernels(base: pd.DataFrame, pr: pd.DataFrame, samples_base: RoundSamples | None = None,
-                    samples_pr: RoundSamples | None = None,
-                    settings: VerdictSettings | None = None) -> KernelComparison:
+                    samples_pr: RoundSamples | None = None, settings: VerdictSettings | None = None,
+                    blocks: PairedBlocks | None = None) -> KernelComparison:
     """Pair, estimate, judge and summarise two kernels tables (as read by `read_kernels_csv`).
 
-    ``samples_*`` are per-round samples (`analysis.paired_rounds`): round i of both sides ran together.
+    ``samples_*`` are per-round samples (`analysis.paired_rounds`): round i of both sides ran together;
+    ``blocks``, the same rounds visit by visit, pairs them block by block (`analysis.verdict`).
     """
     settings = (settings or VerdictSettings()).validate()
     base = check_kernels_frame(base, "base kernels")
     pr = check_kernels_frame(pr, "PR kernels")
     pairing = pair_kernels(base, pr)
-    table, judged, rounds = _pair_table(base, pr, pairing, samples_base, samples_pr, settings)
+    table, judged, rounds = _pair_table(base, pr, pairing, samples_base, samples_pr, settings, blocks)
     only_base = _unpaired(base, pairing.only_base)
     only_pr = _unpaired(pr, pairing.only_pr)
     in_summary = table["in_summary"].to_numpy(dtype=bool)

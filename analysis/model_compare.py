@@ -27,12 +27,13 @@ from analysis.dynamo_csv import SUITE_COLUMNS
 from analysis.dynamo_csv import TEXT_COLUMNS as _SUITE_TEXT
 from analysis.errors import UserError
 from analysis.kernel_compare import geomean, read_table
-from analysis.paired_rounds import RoundSamples
+from analysis.paired_rounds import PairedBlocks, RoundSamples
 from analysis.verdict import (
     ControlResult,
     Estimate,
     FamilyData,
     FamilyJudgement,
+    block_matrix,
     central_ms,
     family_matrix,
     judge_family,
@@ -156,11 +157,12 @@ def _pct(new: pd.Series, old: pd.Series) -> pd.Series:
 
 def compare_models(base: pd.DataFrame, pr: pd.DataFrame, samples_base: dict[str, Any] | None = None,
                    samples_pr: dict[str, Any] | None = None, settings: VerdictSettings | None = None,
-                   paired_base: RoundSamples | None = None, paired_pr: RoundSamples | None = None
-                   ) -> ModelComparison:
+                   paired_base: RoundSamples | None = None, paired_pr: RoundSamples | None = None,
+                   blocks: PairedBlocks | None = None) -> ModelComparison:
     """Join the two suites on (name, mode, dtype) and compare each model; see the module docstring.
 
-    ``paired_*`` are the compiled latencies of the paired model rounds (``suite/paired_samples.json``);
+    ``paired_*`` are the compiled latencies of the paired model rounds (``suite/paired_samples.json``), and
+    ``blocks`` the same rounds visit by visit (each round's log ratio over its ABBA blocks);
     ``samples_*`` the suite's own samples (one round per side), used only without paired rounds.
     """
     settings = (settings or VerdictSettings()).validate()
@@ -176,7 +178,8 @@ def compare_models(base: pd.DataFrame, pr: pd.DataFrame, samples_base: dict[str,
     both = both.reset_index(drop=True)
     paired = bool(paired_base) and bool(paired_pr)
     table, judged, rounds = _model_rows(both, paired_base if paired else None, paired_pr if paired else None,
-                                        None if paired else samples_base, None if paired else samples_pr, settings)
+                                        None if paired else samples_base, None if paired else samples_pr, settings,
+                                        blocks if paired else None)
     compared = (table["verdict"] != "failed").to_numpy(dtype=bool)
     summary = ModelSummary(
         n_compared=int(compared.sum()), geomean=judged.summary.geomean, total_latency=judged.summary.time_weighted,
@@ -191,13 +194,15 @@ def compare_models(base: pd.DataFrame, pr: pd.DataFrame, samples_base: dict[str,
 
 
 def _model_rows(both: pd.DataFrame, paired_base: RoundSamples | None, paired_pr: RoundSamples | None,
-                samples_base: dict[str, Any] | None, samples_pr: dict[str, Any] | None, settings: VerdictSettings
-                ) -> tuple[pd.DataFrame, FamilyJudgement, int]:
+                samples_base: dict[str, Any] | None, samples_pr: dict[str, Any] | None, settings: VerdictSettings,
+                blocks: PairedBlocks | None) -> tuple[pd.DataFrame, FamilyJudgement, int]:
     ok = ((both["status_base"].str.lower() == "ok") & (both["status_pr"].str.lower() == "ok")
           & (both["abs_latency_base"] > 0) & (both["abs_latency_pr"] > 0)).to_numpy(dtype=bool)
     b_rounds = _latency_rounds(both["name"], both["abs_latency_base"], ok, paired_base, samples_base)
     p_rounds = _latency_rounds(both["name"], both["abs_latency_pr"], ok, paired_pr, samples_pr)
-    data = FamilyData(family_matrix(b_rounds), family_matrix(p_rounds), np.ones(len(both)))
+    b_matrix = family_matrix(b_rounds)
+    data = FamilyData(b_matrix, family_matrix(p_rounds), np.ones(len(both)),
+                      block_matrix(blocks, [(name, name) for name in both["name"]], b_matrix))
     judged = judge_family(data, settings, ok)
     table = pd.DataFrame({
         "model": both["name"], "mode": both["mode"], "dtype": both["dtype"],

@@ -1,10 +1,15 @@
 """Round records: what the paired timing stage measured, visit by visit, and the per-side views derived from them.
 
 The unit of replication of a comparison is the *round*: fresh worker processes (one per side) that time every
-item in an ABBA block — A, B, B, A, base first when ``block + round`` is even — so each side is first once and
-last once per item and round. A round file ``round-<NNN>[-<side>].json`` holds one `RoundRecord`; every visit
-carries its round, its block and its position in the block (0–3), so the analysis can pair base and PR within a
-round; a side's visits to an item in one round are pooled.
+item in ABBA blocks — A, B, B, A, base first when ``block + round + pass`` is even — so each side is first once
+and last once per block; a round walks all blocks ``passes`` times. A round file ``round-<NNN>[-<side>].json``
+holds one `RoundRecord`; every visit carries its round, its block, its pass and its position in the block (0–3),
+so the analysis can pair base and PR within a round; a side's visits to an item in one round are pooled.
+
+The paired view (`PairedBlocks`) keeps what the per-side view loses: which base and PR visits were timed
+together. One ABBA block lasts a fraction of a second, while a shared machine changes speed (a neighbour's burst)
+every few seconds, so comparing the two sides block by block and taking the median over a round's blocks leaves
+a disturbance that hit some blocks out of the round's result.
 
 The per-side view (`side_samples`) is ``{item: [[ms of round 1], [ms of round 2], ...]}``, the format of
 ``kernel_samples.json`` and ``suite/paired_samples.json``. Round ``i`` of base and round ``i`` of PR were
@@ -14,6 +19,8 @@ list per item are read as a single round.
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +40,7 @@ from analysis.records import (
 
 SIDES = ("base", "pr")
 ROUND_KINDS = ("kernels", "models")
+PAIRED_DIR = "pair"  # <run>/pair/<kind>/round-NNN[-<side>].json: the paired rounds of a run
 RoundSamples = dict[str, list[list[float]]]  # item → one list of ms per round
 
 
@@ -47,6 +55,7 @@ class Visit:
     started_s: float  # seconds since the round started
     samples: list[float] = field(default_factory=list)  # ms
     error: str = ""
+    pass_index: int = 0  # which walk over the blocks (0-based; a round walks them ``passes`` times)
 
 
 @dataclass
@@ -100,7 +109,8 @@ def _visit(value: Any, where: str) -> Visit:
                  position=expect_int(v.get("position"), f"{where}.position", minimum=0),
                  started_s=expect_number(v.get("started_s"), f"{where}.started_s", minimum=0),
                  samples=expect_ms_list(v.get("samples", []), f"{where}.samples"),
-                 error=expect_str(v.get("error", ""), f"{where}.error"))
+                 error=expect_str(v.get("error", ""), f"{where}.error"),
+                 pass_index=expect_int(v.get("pass_index", 0), f"{where}.pass_index", minimum=0))
 
 
 def read_rounds(paths: list[Path]) -> list[RoundRecord]:
@@ -121,6 +131,58 @@ def side_samples(records: list[RoundRecord], side: str, items: list[str] | None 
             if visit.side == side and visit.item in out and not visit.error:
                 out[visit.item][position[record.round]].extend(visit.samples)
     return out
+
+
+BlockKey = tuple[int, int]  # (pass_index, block)
+
+
+@dataclass
+class PairedBlocks:
+    """The samples of every visit of rounds that timed both sides together, by round, block and side."""
+
+    rounds: list[int]  # round numbers, in order (index i = round i of the per-side views)
+    samples: dict[tuple[str, str], dict[int, dict[BlockKey, list[float]]]]  # (side, item) → round → block → ms
+
+    @classmethod
+    def from_records(cls, records: list[RoundRecord]) -> PairedBlocks | None:
+        """None unless every record holds both sides (docker recipes time each side in its own image, apart)."""
+        if not records or any(set(r.sides) != set(SIDES) for r in records):
+            return None
+        samples: dict[tuple[str, str], dict[int, dict[BlockKey, list[float]]]] = {}
+        for record in records:
+            for visit in record.visits:
+                if not visit.error and visit.samples:
+                    blocks = samples.setdefault((visit.side, visit.item), {}).setdefault(record.round, {})
+                    blocks.setdefault((visit.pass_index, visit.block), []).extend(visit.samples)
+        return cls(sorted(r.round for r in records), samples)
+
+    def round_log_ratios(self, base_item: str, pr_item: str) -> list[float]:
+        """Per round: the median over its blocks of ``log(base median / PR median)`` within the block (NaN for a
+        round without a block that timed both items)."""
+        base, pr = self.samples.get(("base", base_item), {}), self.samples.get(("pr", pr_item), {})
+        out = []
+        for number in self.rounds:
+            b_blocks, p_blocks = base.get(number, {}), pr.get(number, {})
+            ratios = [_log_ratio(b_blocks[key], p_blocks[key]) for key in b_blocks if key in p_blocks]
+            finite = [r for r in ratios if math.isfinite(r)]
+            out.append(statistics.median(finite) if finite else math.nan)
+        return out
+
+
+def read_paired_blocks(directory: Path, rounds: int | None) -> PairedBlocks | None:
+    """The blocks of rounds 1..``rounds`` in ``directory`` when each round timed both sides together (one file
+    per round); None otherwise (no rounds recorded, a round missing, or one file per side)."""
+    if not rounds:
+        return None
+    paths = [round_file(directory, n) for n in range(1, rounds + 1)]
+    if not all(p.is_file() for p in paths):
+        return None
+    return PairedBlocks.from_records(read_rounds(paths))
+
+
+def _log_ratio(base: list[float], pr: list[float]) -> float:
+    b, p = statistics.median(base), statistics.median(pr)
+    return math.log(b / p) if b > 0 and p > 0 else math.nan
 
 
 def visit_errors(records: list[RoundRecord], side: str) -> dict[str, list[str]]:

@@ -114,9 +114,10 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
         raise UserError("report: nothing to compare (need kernels tables or suite tables for both base and PR)")
     stats = inputs.settings.stats.validate()
     kc = compare_kernels(inputs.base_kernels, inputs.pr_kernels, inputs.base_kernel_samples,
-                         inputs.pr_kernel_samples, stats) if has_kernels else None
+                         inputs.pr_kernel_samples, stats, inputs.kernel_blocks) if has_kernels else None
     mc = compare_models(inputs.base_suite, inputs.pr_suite, inputs.base_suite_samples, inputs.pr_suite_samples,
-                        stats, inputs.base_model_rounds, inputs.pr_model_rounds) if has_suite else None
+                        stats, inputs.base_model_rounds, inputs.pr_model_rounds,
+                        inputs.model_blocks) if has_suite else None
     gates = model_gates(mc, stats.confidence) if mc is not None else []
     return _Analyses(kc, mc, gates, _projection(inputs) if kc is not None and mc is not None else None)
 

@@ -18,7 +18,7 @@ from analysis.dynamo_csv import read_suite_samples
 from analysis.errors import UserError
 from analysis.kernel_compare import read_kernels_csv
 from analysis.model_compare import read_suite_frame
-from analysis.paired_rounds import RoundSamples, read_round_samples
+from analysis.paired_rounds import PAIRED_DIR, PairedBlocks, RoundSamples, read_paired_blocks, read_round_samples
 from analysis.verdict_settings import VerdictSettings
 
 
@@ -27,6 +27,7 @@ class ReportSettings:
     warmup: int | None = None  # None: taken from suite.csv when it has the column
     iterations: int | None = None
     rounds: int | None = None  # paired timing rounds (None: not recorded)
+    passes: int | None = None  # ABBA blocks per item and round (None: not recorded)
     stats: VerdictSettings = field(default_factory=VerdictSettings)
 
 
@@ -42,6 +43,8 @@ class ReportInputs:
     pr_suite_samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     base_model_rounds: RoundSamples = field(default_factory=dict)  # suite/paired_samples.json
     pr_model_rounds: RoundSamples = field(default_factory=dict)
+    kernel_blocks: PairedBlocks | None = None  # pair/kernels/round-*.json, visit by visit
+    model_blocks: PairedBlocks | None = None  # pair/models/round-*.json
     base_env: dict[str, Any] = field(default_factory=dict)
     pr_env: dict[str, Any] = field(default_factory=dict)
     lock: dict[str, Any] = field(default_factory=dict)
@@ -86,7 +89,7 @@ def _manifest_settings(run_dir: Path) -> ReportSettings:
     except (TypeError, UserError) as exc:
         raise UserError(f"{run_dir / 'manifest.json'}: settings.stats: {exc}") from None
     return ReportSettings(warmup=pick("warmup", settings, suite), iterations=pick("iterations", settings, suite),
-                          rounds=pick("rounds", settings), stats=verdict_settings)
+                          rounds=pick("rounds", settings), passes=pick("passes", settings), stats=verdict_settings)
 
 
 def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) -> ReportInputs:
@@ -105,6 +108,7 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
         samples = _pair_of(run_dir, "kernel_samples.json")
         if samples:
             inputs.base_kernel_samples, inputs.pr_kernel_samples = (read_round_samples(p) for p in samples)
+            inputs.kernel_blocks = read_paired_blocks(run_dir / PAIRED_DIR / "kernels", inputs.settings.rounds)
     suite = _pair_of(run_dir, "suite/suite.csv")
     if suite:
         inputs.base_suite, inputs.pr_suite = (read_suite_frame(p) for p in suite)
@@ -114,6 +118,7 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
         paired = _pair_of(run_dir, "suite/paired_samples.json")
         if paired:
             inputs.base_model_rounds, inputs.pr_model_rounds = (read_round_samples(p) for p in paired)
+            inputs.model_blocks = read_paired_blocks(run_dir / PAIRED_DIR / "models", inputs.settings.rounds)
     if not kernels and not suite:
         raise UserError(f"{run_dir}: nothing to compare (no kernels.csv or suite/suite.csv under base/ and pr/)")
     trace = run_dir / "report" / "trace_diff.md"

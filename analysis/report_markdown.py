@@ -205,7 +205,8 @@ def _method(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparis
     rounds = s.rounds or max((c.summary.rounds for c in (kc, mc) if c is not None), default=0)
     return {"warmup": fmt_num(s.warmup) if s.warmup is not None else from_suite("warmup"),
             "iterations": fmt_num(s.iterations) if s.iterations is not None else from_suite("n"),
-            "kernel_n": kernel_n, "rounds": rounds, "confidence": percent(s.stats.confidence),
+            "kernel_n": kernel_n, "rounds": rounds, "passes": s.passes,
+            "confidence": percent(s.stats.confidence),
             "alpha": s.stats.alpha, "margin": percent(s.stats.margin), "threshold": percent(s.stats.effect_floor),
             "noise": percent(s.stats.noise), "min_ms": s.stats.min_ms}
 

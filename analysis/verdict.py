@@ -4,10 +4,13 @@ On a shared machine almost all the variance that matters lies between worker pro
 not between the samples of one process (pooling samples made p-values of 1e-144 out of process offsets). So
 each side's samples are reduced to one median per round, and:
 
-* **per item** (a kernel pair or a model): the effect is the mean over rounds of the paired log ratio
-  ``log(base round median / PR round median)`` (rounds are index-aligned: round i of both sides ran together);
-  its interval is a Student-t interval over those per-round values (with the few rounds we can afford, a
-  bootstrap over rounds gives intervals that are too narrow; t is exact for normal round effects);
+* **per item** (a kernel pair or a model): the effect is the mean over rounds of the round's paired log ratio
+  (rounds are index-aligned: round i of both sides ran together). Where the round's visits are known block by
+  block (``analysis.paired_rounds.PairedBlocks``), a round's log ratio is the median over its ABBA blocks of
+  ``log(base / PR)`` within each block, so a burst of load that hit a few blocks does not move it; otherwise it
+  is ``log(base round median / PR round median)``. The interval is a Student-t interval over the per-round
+  values (with the few rounds we can afford, a bootstrap over rounds gives intervals that are too narrow; t is
+  exact for normal round effects);
 * **per family** (all kernels, all models): the items' log ratios are averaged *within each round* first,
   then the t interval is taken over rounds, so an offset shared by every item of a round (a busy minute, a
   process placed on a slow core) widens the summary interval instead of posing as a change; time-weighted
@@ -33,6 +36,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from analysis.paired_rounds import PairedBlocks
 from analysis.verdict_settings import VERDICTS, VerdictSettings, percent
 
 MAD_TO_SD = 1.4826  # MAD of a normal sample × this = its standard deviation
@@ -130,11 +134,20 @@ def _from_logs(mean: float, low: float, high: float, p: float, rounds: int, desi
     return Estimate(math.exp(mean), math.exp(low), math.exp(high), p, rounds, design)
 
 
-def estimate(base: np.ndarray, pr: np.ndarray, confidence: float) -> Estimate:
-    """The PR's speedup on one item from its two sides' round medians (see the module docstring)."""
+def paired_logs(base: np.ndarray, pr: np.ndarray, blocks: np.ndarray | None) -> np.ndarray:
+    """Per round, the PR's log speedup: from the round's blocks where known, else from the two round medians."""
+    from_medians = np.log(base) - np.log(pr)
+    if blocks is None:
+        return from_medians
+    return np.where(np.isfinite(blocks) & np.isfinite(from_medians), blocks, from_medians)
+
+
+def estimate(base: np.ndarray, pr: np.ndarray, confidence: float, blocks: np.ndarray | None = None) -> Estimate:
+    """The PR's speedup on one item from its two sides' round medians and, where known, the per-round log
+    ratios of its paired blocks (see the module docstring)."""
     if len(base) == len(pr) and len(base) > 1:
         both = np.isfinite(base) & np.isfinite(pr)
-        ratios = np.log(base[both]) - np.log(pr[both])
+        ratios = paired_logs(base, pr, blocks)[both]
         if len(ratios) >= 2:
             return _from_logs(*t_interval(ratios, confidence), len(ratios), PAIRED)
     b, p = np.log(base[np.isfinite(base)]), np.log(pr[np.isfinite(pr)])
@@ -190,17 +203,30 @@ class FamilyData:
     base: np.ndarray
     pr: np.ndarray
     weights: np.ndarray  # per item, for the time-weighted speedup (launches per step; 1 for models)
+    blocks: np.ndarray | None = None  # per item and round: log(base/PR) over the round's paired blocks (NaN: none)
 
     @property
     def paired(self) -> bool:
         return self.base.shape == self.pr.shape and self.base.shape[1] > 1
+
+    def item_blocks(self, row: int) -> np.ndarray | None:
+        return None if self.blocks is None else self.blocks[row]
 
     def complete(self) -> np.ndarray:
         """Items with a median in every round on both sides: the only ones a per-round average can use."""
         return np.isfinite(self.base).all(axis=1) & np.isfinite(self.pr).all(axis=1)
 
     def subset(self, rows: np.ndarray) -> FamilyData:
-        return FamilyData(self.base[rows], self.pr[rows], self.weights[rows])
+        return FamilyData(self.base[rows], self.pr[rows], self.weights[rows],
+                          None if self.blocks is None else self.blocks[rows])
+
+
+def block_matrix(blocks: PairedBlocks | None, items: list[tuple[str, str]], medians: np.ndarray) -> np.ndarray | None:
+    """Per (base item, PR item) and round, the log ratio over the round's paired blocks; None without blocks or
+    when their rounds are not the rounds of ``medians`` (the per-side round medians of the same items)."""
+    if blocks is None or len(blocks.rounds) != medians.shape[1] or not items:
+        return None
+    return np.array([blocks.round_log_ratios(base, pr) for base, pr in items], dtype=float)
 
 
 def family_matrix(rows: list[np.ndarray]) -> np.ndarray:
@@ -226,7 +252,7 @@ def summarize_family(data: FamilyData, confidence: float) -> FamilySummary:
         keep = data.complete()
         if keep.sum() and data.base.shape[1] >= 2:
             b, p, w = data.base[keep], data.pr[keep], data.weights[keep]
-            per_round = (np.log(b) - np.log(p)).mean(axis=0)
+            per_round = paired_logs(b, p, None if data.blocks is None else data.blocks[keep]).mean(axis=0)
             weighted = np.log((w[:, None] * b).sum(axis=0)) - np.log((w[:, None] * p).sum(axis=0))
             rounds = len(per_round)
             method = (f"{percent(confidence)} Student-t interval over {rounds} paired rounds "
@@ -380,7 +406,8 @@ def judge_family(data: FamilyData, settings: VerdictSettings, summary_rows: np.n
     (None: no such population, as for models). The controls are judged with the same rules first; if one
     fails, the effect it produced becomes the floor below which nothing is called a change.
     """
-    estimates = [estimate(b, p, settings.confidence) for b, p in zip(data.base, data.pr, strict=True)]
+    estimates = [estimate(b, p, settings.confidence, data.item_blocks(i))
+                 for i, (b, p) in enumerate(zip(data.base, data.pr, strict=True))]
     q = adjust_p(np.array([e.p_value for e in estimates], dtype=float))
     first = [classify(e, qv, settings) for e, qv in zip(estimates, q, strict=True)]
     controls = []

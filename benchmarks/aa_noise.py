@@ -9,7 +9,7 @@ AVX-512 C++ kernels, clearly slower kernels) after each A/A: its kernel verdict 
 ``--max-flagged-share`` turns it into a gate (exit 1).
 
 Inputs, either:
-  python benchmarks/aa_noise.py --measure [--repeat N] [--rounds R] [--load] [--positive-control]
+  python benchmarks/aa_noise.py --measure [--repeat N] [--rounds R] [--passes P] [--load] [--positive-control]
       [--models A,B] [--recipe cpu-local]      # runs `invoke compare --base=installed --pr=installed` now
   python benchmarks/aa_noise.py --run RUN_ID [--run RUN_ID ...] [--positive-run RUN_ID ...] [--runs-dir runs]
   python benchmarks/aa_noise.py --base-csv A/kernels.csv --pr-csv B/kernels.csv \
@@ -35,6 +35,7 @@ from background_load import BackgroundLoad
 
 from analysis import atomic_io
 from analysis.errors import UserError
+from analysis.flag_values import whole_number
 from analysis.verdict_settings import VerdictSettings, check_rounds
 from prbench.cli import OneLineParser
 
@@ -43,7 +44,6 @@ EXAMPLE_PATCH = ROOT / "examples" / "cpu-prefer-256bit-vectors.patch"
 DEFAULT_MODELS = "BertForMaskedLM,GPT2ForSequenceClassification,T5Small,DistilBertForMaskedLM"
 SIDES = ("kernels", "models")
 CHANGE_WORDS = re.compile(r"\b(faster|slower)\b", re.IGNORECASE)
-DEFAULT_ROUNDS = 5
 LOAD_MAX_SECONDS = 6 * 3600  # the load's own bound; the `with` block ends it long before
 
 
@@ -328,7 +328,8 @@ def summary_block(totals: Totals) -> list[str]:
 class MeasurePlan:
     prefix: str
     repeat: int
-    rounds: int
+    rounds: int | None  # None: the comparison's default for the recipe's device
+    passes: int | None
     models: str
     recipe: str
     runs_dir: Path
@@ -354,7 +355,7 @@ def measure(plan: MeasurePlan) -> Iterator[Repeat]:
 
     def compare(pr: str, run_id: str) -> RunSummary:
         request = CompareRequest(base="installed", pr=pr, recipe=recipe, runs_dir=plan.runs_dir, run_id=run_id,
-                                 suite=suite, rounds=plan.rounds, stats=plan.stats)
+                                 suite=suite, rounds=plan.rounds, passes=plan.passes, stats=plan.stats)
         with _pipeline_output(log, plan.verbose) as console, _maybe_load(plan.load):
             run_compare(request, console)
         return read_summary(plan.runs_dir, run_id)
@@ -449,7 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
     m = p.add_argument_group("measuring (--measure)")
     m.add_argument("--repeat", type=int, default=1, help="independent A/A comparisons, a fresh run each (default 1)")
     m.add_argument("--rounds", default=None,
-                   help=f"paired timing rounds per comparison, fresh processes each (default {DEFAULT_ROUNDS})")
+                   help="paired timing rounds per comparison, fresh processes each (default: invoke compare's)")
+    m.add_argument("--passes", default=None,
+                   help="ABBA blocks per item and round (default: invoke compare's)")
     m.add_argument("--models", default=DEFAULT_MODELS, help=f"suite models (default: {DEFAULT_MODELS})")
     m.add_argument("--recipe", default="cpu-local", help="local recipe (default: cpu-local)")
     m.add_argument("--load", action="store_true",
@@ -488,6 +491,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise UserError("--base-csv and --pr-csv go together")
     if not args.measure:
         used = [flag for flag, on in (("--repeat", args.repeat != 1), ("--rounds", args.rounds is not None),
+                                      ("--passes", args.passes is not None),
                                       ("--load", args.load), ("--positive-control", args.positive_control)) if on]
         if used:
             raise UserError(f"{used[0]}: only with --measure")
@@ -509,16 +513,18 @@ def stats_from(args: argparse.Namespace) -> VerdictSettings:
 def plan_from(args: argparse.Namespace) -> MeasurePlan:
     stats = stats_from(args)
     prefix = args.run[0] if args.run else f"aa-{dt.datetime.now():%Y%m%d-%H%M%S}"
-    rounds = check_rounds(DEFAULT_ROUNDS if args.rounds is None else args.rounds)
-    return MeasurePlan(prefix=prefix, repeat=args.repeat, rounds=rounds, models=args.models, recipe=args.recipe,
-                       runs_dir=args.runs_dir, stats=stats, load=args.load,
+    rounds = None if args.rounds is None else check_rounds(args.rounds)
+    passes = None if args.passes is None else whole_number("--passes", args.passes, minimum=1)
+    return MeasurePlan(prefix=prefix, repeat=args.repeat, rounds=rounds, passes=passes, models=args.models,
+                       recipe=args.recipe, runs_dir=args.runs_dir, stats=stats, load=args.load,
                        positive=args.positive_control, verbose=args.verbose)
 
 
 def header(plan: MeasurePlan) -> str:
     load = f"background load ({BackgroundLoad().settings.describe()})" if plan.load else "no background load"
     positive = f", positive control {EXAMPLE_PATCH.name}" if plan.positive else ""
-    return (f"A/A: {plan.repeat} x installed vs installed, {plan.rounds} rounds, models {plan.models}, recipe "
+    timing = f"{plan.rounds or 'default'} rounds, {plan.passes or 'default'} passes"
+    return (f"A/A: {plan.repeat} x installed vs installed, {timing}, models {plan.models}, recipe "
             f"{plan.recipe}, {load}{positive}; runs {plan.runs_dir}/{plan.prefix}-*, pipeline output "
             f"{'shown' if plan.verbose else plan.runs_dir / (plan.prefix + '.log')}")
 

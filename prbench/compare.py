@@ -24,9 +24,9 @@ from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.kernel_results import results_from_rounds
 from analysis.paired_rounds import read_rounds, round_file, side_samples
-from analysis.verdict_settings import VerdictSettings, check_rounds
+from analysis.verdict_settings import VerdictSettings
 from prbench import __version__
-from prbench.paired_plan import PlanSide, kernel_plan, model_plan, ok_models
+from prbench.paired_plan import PairedTiming, PlanSide, kernel_plan, model_plan, ok_models
 from prbench.pipeline import JOINT, Pipeline, PreparedVariant, StageSpec
 from prbench.recipes import Recipe
 from prbench.run_report import render_run_report
@@ -75,7 +75,8 @@ class CompareRequest:
     suite: SuiteRequest = field(default_factory=SuiteRequest)
     kernels: KernelSettings = field(default_factory=KernelSettings)
     stats: VerdictSettings = field(default_factory=VerdictSettings)
-    rounds: int = 5  # paired timing rounds (fresh workers each) of the models and of the kernels
+    rounds: int | None = None  # paired timing rounds (fresh workers each) of models and kernels (None: by device)
+    passes: int | None = None  # ABBA blocks per item in every round (None: by device)
     # 0: every model alive in one worker per side per round; N: groups of N models, fresh workers per group
     # (a GPU without memory for all models of both sides at once).
     models_per_process: int = 0
@@ -103,7 +104,7 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
     """Run (or resume) a comparison; return the run and the report's paths."""
     console = console or Console()
     request.suite.validate()
-    check_rounds(request.rounds)
+    _timing(request)  # checks --rounds and --passes
     request.stats.validate()
     if not isinstance(request.models_per_process, int) or request.models_per_process < 0:
         raise UserError(f"--models-per-process {request.models_per_process!r}: expected 0 (all models in one "
@@ -209,6 +210,10 @@ def _device(request: CompareRequest) -> str:
     return "cpu" if request.recipe.platform == "cpu" else "0"
 
 
+def _timing(request: CompareRequest) -> PairedTiming:
+    return PairedTiming.for_device(_device(request), request.rounds, request.passes)
+
+
 def _round_files(run: Run, kind: str, number: int, side: str, request: CompareRequest) -> Path:
     """Local recipes time both sides in one process (one file); docker recipes one side per image."""
     return round_file(run.path(JOINT, kind), number, side if request.recipe.is_docker else None)
@@ -220,7 +225,7 @@ def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run
     plan_path = run.path(JOINT, kind, "plan.json")
     names = [s.prepared.variant.name for s in sides]
     hashes = []
-    for number in range(1, request.rounds + 1):
+    for number in range(1, _timing(request).rounds + 1):
         outputs = sorted({_round_files(run, kind, number, name, request) for name in names})
 
         def commands(number: int = number, outputs: list[Path] = outputs) -> list[tuple[Runner, StageCommand]]:
@@ -255,7 +260,7 @@ def _round_summary(paths: list[Path]) -> dict[str, Any]:
 
 
 def _side_rounds(run: Run, kind: str, side: str, request: CompareRequest) -> list[Path]:
-    return [_round_files(run, kind, n, side, request) for n in range(1, request.rounds + 1)]
+    return [_round_files(run, kind, n, side, request) for n in range(1, _timing(request).rounds + 1)]
 
 
 def _time_models(sides: list[_Side], request: CompareRequest, run: Run, console: Console) -> None:
@@ -268,12 +273,13 @@ def _time_models(sides: list[_Side], request: CompareRequest, run: Run, console:
     if not set(ok_models(plan_sides[0])) & set(ok_models(plan_sides[1])):
         console.print("[yellow]models: no model ran on both sides; no model rounds[/]")
         return
-    settings = {"suite": request.suite.inputs(), "models_per_process": request.models_per_process}
+    settings = {"suite": request.suite.inputs(), "models_per_process": request.models_per_process,
+                "passes": _timing(request).passes}
     hashes = _run_rounds("models", sides, request, run, {s.prepared.variant.name: s.suite_hash for s in sides},
                          settings, lambda: model_plan(
                              plan_sides, suite=request.suite, device=_device(request),
                              platform=request.recipe.platform, per_process=request.models_per_process,
-                             logs=run.path(JOINT, "logs")))
+                             logs=run.path(JOINT, "logs"), passes=_timing(request).passes))
     for side in sides:
         name = side.prepared.variant.name
         out = side.prepared.directory / "suite" / "paired_samples.json"
@@ -294,10 +300,11 @@ def _time_kernels(sides: list[_Side], request: CompareRequest, run: Run) -> None
     round put the between-process spread into the rounds the report's intervals are built from.
     """
     hashes = _run_rounds("kernels", sides, request, run, {s.prepared.variant.name: s.organize_hash for s in sides},
-                         asdict(request.kernels), lambda: kernel_plan(
+                         {**asdict(request.kernels), "passes": _timing(request).passes}, lambda: kernel_plan(
                              _plan_sides(sides), device=_device(request), platform=request.recipe.platform,
                              warmup=request.kernels.warmup, iterations=request.kernels.iterations,
-                             timeout_s=request.kernels.timeout_s, logs=run.path(JOINT, "logs")))
+                             timeout_s=request.kernels.timeout_s, logs=run.path(JOINT, "logs"),
+                             passes=_timing(request).passes))
     for side in sides:
         name, directory = side.prepared.variant.name, side.prepared.directory
         side.pipeline.run_stage(side.prepared, StageSpec(
@@ -345,8 +352,9 @@ def _report_settings(request: CompareRequest, upstream_src: Path | None) -> Repo
     from analysis.report_inputs import ReportSettings
 
     suite = stage_inputs(request.suite, upstream_src)
-    return ReportSettings(warmup=suite.get("warmup"), iterations=suite.get("iterations"), rounds=request.rounds,
-                          stats=request.stats)
+    timing = _timing(request)
+    return ReportSettings(warmup=suite.get("warmup"), iterations=suite.get("iterations"), rounds=timing.rounds,
+                          passes=timing.passes, stats=request.stats)
 
 
 def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: Path | None) -> dict[str, Any]:
@@ -358,7 +366,8 @@ def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: 
         "merge_base": compare_plan.merge_base,
         "suite": stage_inputs(request.suite, upstream_src),
         "kernels": asdict(request.kernels),
-        "rounds": request.rounds,
+        "rounds": _timing(request).rounds,
+        "passes": _timing(request).passes,
         "models_per_process": request.models_per_process,
         "stats": request.stats.describe(),
     }

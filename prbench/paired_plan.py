@@ -9,6 +9,9 @@ end (their kernels are timed; the report lists them as only in base / only in PR
 Models: one block per model whose suite row is ``ok`` on both sides; each side's worker prepares (compiles) the
 models of its group first.
 
+A round walks its blocks ``passes`` times (``--passes``; `PairedTiming` has the defaults by device), so every item
+gets that many short ABBA blocks spread over the round, and the round's result does not hang on one visit.
+
 A side's worker environment is what its runner gives a stage of that side (``runner.environment``: the
 variant's environment, its overlay and the code on PYTHONPATH), pinned to the device; the plan holds how it differs
 from the paired stage's own environment.
@@ -25,16 +28,23 @@ import pandas as pd
 
 from analysis.dynamo_csv import STATUS_OK, DynamoCsvError, read_suite_csv
 from analysis.errors import UserError
+from analysis.flag_values import whole_number
 from analysis.kernel_compare import normalize_kernels, pair_kernels
 from analysis.kernel_index import IndexRow, read_index
+from analysis.verdict_settings import check_rounds
 from prbench.runners import Runner, StageCommand
 from prbench.suite_stage import SuiteRequest
-from stages.kernels import INTERPRETER_ITERATIONS, Job, plan_jobs, worker_env
+from stages.kernels import INTERPRETER_ITERATIONS, LOAD, Job, plan_jobs, worker_env
 from stages.kernels import WORKER_MODULE as KERNEL_WORKER
 from stages.paired import Block, Plan, SidePlan
 from stages.worker_process import device_env
 
 MODEL_WORKER = "stages.model_worker"
+# Rounds and passes when --rounds/--passes are not given. On a shared CPU one visit of a sub-microsecond kernel
+# or of a millisecond model step differs from the next by 5–20 % (a neighbour's burst), and fresh processes
+# differ by 1–2 %: A/A runs here reached the ±2 % margin for about half the kernels with 5 rounds of 16 passes and
+# for about three quarters with 10. A GPU visit is steadier, and a model step there costs more.
+DEFAULT_TIMING = {"cpu": (10, 16), "gpu": (5, 2)}  # device kind → (rounds, passes)
 PREPARE_TIMEOUT_S = 1800.0  # build + compile (from the warm cache) + warm-up of one model
 VISIT_TIMEOUT_S = 900.0  # warm-up + timed steps of one model
 
@@ -113,9 +123,25 @@ def pair_jobs(base: list[Job], pr: list[Job], partner: dict[str, str]) -> list[B
     return blocks
 
 
+@dataclass(frozen=True)
+class PairedTiming:
+    """How a comparison times its two sides together: ``rounds`` of fresh worker processes (the unit of the
+    statistics), each walking every item's ABBA block ``passes`` times."""
+
+    rounds: int
+    passes: int
+
+    @classmethod
+    def for_device(cls, device: str, rounds: int | None = None, passes: int | None = None) -> PairedTiming:
+        """The given values, checked (one-line errors naming the flag), or the device's defaults."""
+        default_rounds, default_passes = DEFAULT_TIMING["cpu" if device == "cpu" else "gpu"]
+        return cls(rounds=check_rounds(default_rounds if rounds is None else rounds),
+                   passes=whole_number("--passes", default_passes if passes is None else passes, minimum=1))
+
+
 def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: int, iterations: int,
-                timeout_s: float, logs: Path) -> Plan:
-    """The kernel timing plan of both sides (``sides`` = base, PR)."""
+                timeout_s: float, logs: Path, passes: int) -> Plan:
+    """The kernel timing plan of both sides (``sides`` = base, PR), walked ``passes`` times per round."""
     indexes = {side.name: _read_side_index(side) for side in sides}
     jobs: dict[str, list[Job]] = {}
     plan_sides: dict[str, SidePlan] = {}
@@ -130,12 +156,14 @@ def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: in
             base_env["TRITON_INTERPRET"] = "1"
         env = worker_env(device, platform, base_env, side.directory / "work" / "kernels" / "paired",
                          Path(side.stage_env["TORCHINDUCTOR_CACHE_DIR"]))
+        # Every fresh worker loads its side's modules before the first visit, both sides at once.
+        loads = [{**asdict(job), "kind": LOAD} for job in jobs[side.name]]
         plan_sides[side.name] = SidePlan(env=side.plan_env(env), log=str(logs / f"kernels-{side.name}-workers.log"),
-                                         organized=str(organized))
+                                         organized=str(organized), prepare=loads)
     base, pr = (side.name for side in sides)
     partner = partners(indexes[base][1], indexes[pr][1])
     return Plan(kind="kernels", worker=KERNEL_WORKER, device=device, sides=plan_sides,
-                blocks=pair_jobs(jobs[base], jobs[pr], partner))
+                blocks=pair_jobs(jobs[base], jobs[pr], partner), passes=passes)
 
 
 # --- models ----------------------------------------------------------------------------------------------------
@@ -159,8 +187,9 @@ def model_jobs(model: str, suite: SuiteRequest) -> tuple[dict[str, Any], dict[st
 
 
 def model_plan(sides: list[PlanSide], *, suite: SuiteRequest, device: str, platform: str, per_process: int,
-               logs: Path) -> Plan:
-    """The model timing plan: models ok on both sides, in groups of ``per_process`` (0: all in one worker)."""
+               logs: Path, passes: int) -> Plan:
+    """The model timing plan: models ok on both sides, in groups of ``per_process`` (0: all in one worker),
+    walked ``passes`` times per round."""
     base, pr = sides
     on_pr = set(ok_models(pr))
     models = [m for m in ok_models(base) if m in on_pr]
@@ -175,5 +204,5 @@ def model_plan(sides: list[PlanSide], *, suite: SuiteRequest, device: str, platf
                                          prepare=[jobs[m][0] for m in models])
     groups = [models[i:i + per_process] for i in range(0, len(models), per_process)] if per_process else []
     return Plan(kind="models", worker=MODEL_WORKER, device=device, sides=plan_sides,
-                blocks=[{"base": jobs[m][1], "pr": jobs[m][1]} for m in models], groups=groups)
+                blocks=[{"base": jobs[m][1], "pr": jobs[m][1]} for m in models], groups=groups, passes=passes)
 

@@ -30,12 +30,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.io_errors import NoSpaceLeft, no_space_in, no_space_message
+from analysis.paired_rounds import PAIRED_DIR
 from prbench.overlay import PythonOverlay, installed_package_dir
 from prbench.runners import Runner, StageCommand, StageFailed
 from prbench.runstore import Run, input_hash
 from prbench.variants import Variant
 
-JOINT = "pair"  # key prefix and directory of the stages that belong to the run, not to one variant
+JOINT = PAIRED_DIR  # key prefix and directory of the stages that belong to the run, not to one variant
 _LOG_TAIL_BYTES = 64 * 1024  # how much of a failed stage's log is searched for a full disk
 
 

@@ -12,10 +12,14 @@ killed and restarted: the kernel gets a failure row with the reason, the run goe
   with the L2 cache flushed (a 256 MiB buffer zeroed) before each one; ``*.best_config`` files are deleted
   and each worker has a private Triton cache, so base and PR autotune alike. On CPU they run through the
   Triton interpreter (``stages.triton_cpu``): correctness and mechanics only, by default a single call.
-* C++ kernels (the default CPU backend): timed through their compiled graph module under ``torch.profiler``;
-  each kernel's samples are the self CPU times of its ``graph_<n>_<kernel>`` events, which exist only when the
+* C++ kernels (the default CPU backend): per graph module, the graph runs once to record its launches, then
+  every launch is replayed alone with the buffers it may write restored first (``stages.cpp_replay``); each
+  sample is the self CPU time of the kernel's ``graph_<n>_<kernel>`` profiler event, which exists only when the
   graph was compiled with ``torch._inductor.config.cpp.enable_kernel_profile = True``. The worker needs the
   compile's ``TORCHINDUCTOR_CACHE_DIR`` (``--cache-dir``), or it recompiles every kernel.
+
+A worker keeps the modules it loaded, so visiting a job again (paired rounds do, many times) costs only the
+timing; each visit draws the inputs again from the same seed.
 
 Writes ``kernels.csv`` (index columns + ``n,median_ms,mean_ms,std_ms,min_ms,gb,gb_per_s,status,error``),
 ``kernel_samples.json`` in the round format with this run as its one round ({organized relative path:
@@ -40,6 +44,7 @@ from typing import Any
 from analysis.errors import UserError
 from analysis.kernel_index import IndexRow, graph_module_problem, read_index
 from analysis.kernel_results import KernelRow, kernel_gb, summarize_rounds, write_results
+from stages import cpp_replay
 from stages.entry import StageArgumentParser, run_as_script
 from stages.progress import progress_line
 from stages.worker_process import Worker, WorkerFailure, device_env, one_line_error, reply_outcomes, serve
@@ -47,7 +52,7 @@ from stages.worker_process import Worker, WorkerFailure, device_env, one_line_er
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # as Triton's do_bench and Inductor's benchmarker: larger than any L2
 INTERPRETER_ITERATIONS = 1  # timed calls of a Triton kernel in the CPU interpreter (~1 s each; no warm-up)
 WORKER_MODULE = "stages.kernels"
-_GRAPH_EVENT = re.compile(r"^graph_\d+_(?P<kernel>.+)$")
+LOAD = "load"
 
 
 # --- timing (worker side; torch objects are passed in so the logic is testable without a GPU) ------------------
@@ -109,7 +114,7 @@ class Job:
     """One unit of worker work: a Triton kernel file, or a graph module timing the C++ kernels it launches."""
 
     id: int
-    kind: str  # "triton" or "graph"
+    kind: str  # "triton" or "graph"; LOAD: only load the module (a paired round's prepare)
     path: str  # absolute path of the module to import
     kernels: dict[str, str]  # kernel name → organized relative path (one entry for a Triton job)
     warmup: int
@@ -243,8 +248,8 @@ def worker_main(result_fd: int) -> int:
         from stages import triton_cpu
 
         triton_cpu.install()
-    timer = _make_timer()
-    return serve(result_fd, lambda job: execute(Job(**job), timer))
+    worker = KernelWorker(_make_timer())
+    return serve(result_fd, lambda job: worker.execute(Job(**job)))
 
 
 def _make_timer() -> DeviceEventTimer | WallTimer:
@@ -279,40 +284,48 @@ def seeded_args(module: Any) -> Any:
     return module.get_args()
 
 
-def execute(job: Job, timer: DeviceEventTimer | WallTimer) -> dict[str, Any]:
-    if job.kind == "triton":
-        module = load_module(job.path, f"prbench_kernel_{job.id}")
-        args = seeded_args(module)
-        samples = timer.time(lambda: module.call(args), job.warmup, job.iterations)
-        (name,) = job.kernels
-        return {"results": {name: {"samples": samples}}}
-    return {"results": time_graph_kernels(job)}
+class KernelWorker:
+    """One worker process: its timer, and the modules it has loaded, kept for the next visit of the same job
+    (a paired round visits every job many times; loading a graph module again would cost more than timing it)."""
 
+    def __init__(self, timer: DeviceEventTimer | WallTimer) -> None:
+        self.timer = timer
+        self.modules: dict[str, Any] = {}
+        self.writable: dict[str, dict[str, set[int] | None]] = {}
 
-def time_graph_kernels(job: Job) -> dict[str, dict[str, Any]]:
-    """Run a graph module under torch.profiler; per-kernel samples = self CPU time of each kernel event."""
-    from torch.profiler import ProfilerActivity, profile
+    def module(self, job: Job) -> Any:
+        if job.path not in self.modules:
+            self.modules[job.path] = load_module(job.path, f"prbench_kernels_{len(self.modules)}")
+        return self.modules[job.path]
 
-    module = load_module(job.path, f"prbench_graph_{job.id}")
-    args = seeded_args(module)
-    for _ in range(job.warmup):
-        module.call(list(args))
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(job.iterations):
-            module.call(list(args))
-    samples: dict[str, list[float]] = {}
-    for event in prof.events():
-        match = _GRAPH_EVENT.match(event.name)
-        if match:
-            samples.setdefault(match.group("kernel"), []).append(event.self_cpu_time_total / 1000.0)
-    results: dict[str, dict[str, Any]] = {}
-    for name in job.kernels:
-        if samples.get(name):
-            results[name] = {"samples": samples[name]}
-        else:
-            results[name] = {"error": f"no profiler events for {name}: compile with "
-                                      "torch._inductor.config.cpp.enable_kernel_profile = True"}
-    return results
+    def execute(self, job: Job) -> dict[str, Any]:
+        module = self.module(job)
+        if job.kind == LOAD:
+            return {"results": {name: {} for name in job.kernels}}
+        if job.kind == "triton":
+            args = seeded_args(module)
+            samples = self.timer.time(lambda: module.call(args), job.warmup, job.iterations)
+            (name,) = job.kernels
+            return {"results": {name: {"samples": samples}}}
+        return {"results": self.time_graph_kernels(job, module)}
+
+    def time_graph_kernels(self, job: Job, module: Any) -> dict[str, dict[str, Any]]:
+        """Every launch of the job's C++ kernels replayed alone (``stages.cpp_replay``): {kernel: samples}."""
+        if job.path not in self.writable:
+            self.writable[job.path] = cpp_replay.writable_arguments(job.path)
+        launches = cpp_replay.record_launches(module, seeded_args(module), job.kernels, self.writable[job.path])
+        samples = cpp_replay.time_launches(launches, job.warmup, job.iterations)
+        launched = {launch.kernel for launch in launches}
+        results: dict[str, dict[str, Any]] = {}
+        for name in job.kernels:
+            if samples.get(name):
+                results[name] = {"samples": samples[name]}
+            elif name not in launched:
+                results[name] = {"error": f"the graph's call() did not launch {name}"}
+            else:
+                results[name] = {"error": f"no profiler events for {name}: compile with "
+                                          "torch._inductor.config.cpp.enable_kernel_profile = True"}
+        return results
 
 
 # --- results ----------------------------------------------------------------------------------------------------

@@ -10,12 +10,13 @@ Per round, every side gets a FRESH worker (``python -m <plan.worker> --worker``)
 CPU both are pinned to the same single CPU (the last one this stage may use), so neither side gets a better
 core. Models are prepared first (built, compiled from the side's warm Inductor cache, warmed up); with
 ``groups`` each group of models gets its own fresh workers. Then the blocks are walked in order: block ``i``
-is timed A, B, B, A with A = base when ``(i + N) % 2 == 0``, else PR, so each side goes first once and last once
-per item and round (a drift, or an advantage of running right after the other process, cancels), and the
-starting side alternates between blocks and rounds. Each visit of a side's job gives one visit record per item
-(a C++ graph job times all its kernels). A worker that crashes or hangs past the job's ``timeout_s`` costs
-error visits for that job's items, the job is skipped for the rest of the round on that side, and the worker
-is restarted (models re-prepared) for the next block.
+is timed A, B, B, A with A = base when ``(i + N + p) % 2 == 0``, else PR, so each side goes first once and last
+once per block (a drift, or an advantage of running right after the other process, cancels), and the starting
+side alternates between blocks, rounds and passes. The blocks are walked ``passes`` times (pass ``p`` = 0, 1,
+...), all of them each time, so an item's visits are spread over the round. Each visit of a side's job gives one
+visit record per item (a C++ graph job times all its kernels). A worker that crashes or hangs past the job's
+``timeout_s`` costs error visits for that job's items, the job is skipped for the rest of the round on that side,
+and the worker is restarted (models re-prepared) for the next block.
 
 With ``--sides base`` (or ``pr``) only that side's jobs are timed: docker recipes run the two sides in their
 own images, one stage per side, alternating which side goes first from round to round.
@@ -26,8 +27,11 @@ Plan (JSON)::
      "device": "cpu" | "<GPU index>",
      "sides": {"base": {"env": {...}, "log": PATH, "prepare": [job, ...], "organized": DIR | null}, "pr": ...},
      "groups": [[model, ...], ...],            (models, optional; [] = one group of everything)
-     "blocks": [{"base": job | null, "pr": job | null}, ...]}
+     "blocks": [{"base": job | null, "pr": job | null}, ...],
+     "passes": P}                               (optional, default 1)
 
+``prepare`` jobs go to every fresh worker before its first visit, both sides at once: a model is built,
+compiled and warmed up; a kernel job's module is loaded (``"kind": "load"``).
 ``env`` is how the side's worker environment (PYTHONPATH included) differs from this stage's own: laid over it,
 ``null`` unsetting a variable (inside a container this stage's environment also holds the image's variables).
 A job is what the worker takes, plus ``timeout_s``; its items are ``job["kernels"]`` ({kernel name: organized
@@ -66,7 +70,7 @@ Block = dict[str, Job | None]
 class SidePlan:
     env: dict[str, str | None]  # laid over this stage's environment; None unsets a variable
     log: str
-    prepare: list[Job] = field(default_factory=list)  # models: sent to every fresh worker before any visit
+    prepare: list[Job] = field(default_factory=list)  # sent to every fresh worker before any visit
     organized: str | None = None  # kernels: where stale *.best_config files are deleted before a round
 
 
@@ -78,6 +82,7 @@ class Plan:
     sides: dict[str, SidePlan]
     blocks: list[Block]
     groups: list[list[str]] = field(default_factory=list)
+    passes: int = 1  # the blocks are walked this many times per round
 
 
 def job_items(job: Job) -> dict[str, str]:
@@ -107,7 +112,10 @@ def read_plan(path: Path) -> Plan:
 def _parse_plan(data: dict[str, Any]) -> Plan:
     sides = {name: SidePlan(**side) for name, side in data["sides"].items()}
     plan = Plan(kind=data["kind"], worker=data["worker"], device=str(data["device"]), sides=sides,
-                blocks=list(data["blocks"]), groups=[list(g) for g in data.get("groups") or []])
+                blocks=list(data["blocks"]), groups=[list(g) for g in data.get("groups") or []],
+                passes=data.get("passes", 1))
+    if not isinstance(plan.passes, int) or isinstance(plan.passes, bool) or plan.passes < 1:
+        raise ValueError(f"passes {plan.passes!r} is not a positive whole number")
     if plan.kind not in ROUND_KINDS:
         raise ValueError(f"kind {plan.kind!r} is not one of {', '.join(ROUND_KINDS)}")
     if not plan.sides or any(s not in SIDES for s in plan.sides):
@@ -148,12 +156,13 @@ class Side:
     def start_group(self, items: set[str] | None) -> None:
         """A fresh worker for the group's items (None: everything)."""
         self.worker.stop()
-        self.prepares = [j for j in self.all_prepares if items is None or j["model"] in items]
+        self.prepares = [j for j in self.all_prepares if items is None or set(job_items(j).values()) & items]
         self.failed = {}
         self._start()
 
     def _start(self) -> None:
-        """Start the worker and prepare its models; a prepare that kills the worker fails that model only."""
+        """Start the worker and prepare its items (models compiled, kernel modules loaded); a prepare that kills
+        the worker fails that job's items only."""
         self.start_error = ""
         while True:
             try:
@@ -161,27 +170,33 @@ class Side:
             except WorkerFailure as exc:
                 self.start_error = f"worker did not start: {exc}"
                 return
-            current = ""
+            current: list[str] = []
             try:
                 for job in self.prepares:
-                    current = job["model"]
-                    if current not in self.failed:
+                    current = list(job_items(job).values())
+                    if not any(item in self.failed for item in current):
                         self._prepare(job)
                 self.worker.pin_now()  # after start-up and compiles: only the timed visits share one CPU
                 return
             except WorkerFailure as exc:
-                self.failed[current] = f"prepare: {exc}"
+                self.failed.update(dict.fromkeys(current, f"prepare: {exc}"))
 
     def _prepare(self, job: Job) -> None:
         reply = self.worker.run(job, float(job["timeout_s"]))
-        entry, error = reply_entry(reply, job["model"])
-        if error:
-            self.failed[job["model"]] = f"prepare: {error}"
-        # The first call's time shows whether the compile loaded the side's warm cache (seconds, not minutes).
-        compile_s = entry.get("compile_s", 0.0)
-        first = f"{compile_s:.1f} s" if is_number(compile_s) else "unknown"
-        done = f"failed: {error}" if error else f"ok, first call {first}"
-        self.say(f"pair: prepared {self.name} {job['model']}: {done}")
+        errors = []
+        for key, item in job_items(job).items():
+            entry, error = reply_entry(reply, key)
+            if error:
+                self.failed[item] = f"prepare: {error}"
+                errors.append(error)
+        if "model" in job:
+            # The first call's time shows whether the compile loaded the side's warm cache (seconds, not minutes).
+            compile_s = entry.get("compile_s", 0.0)
+            first = f"{compile_s:.1f} s" if is_number(compile_s) else "unknown"
+            done = f"failed: {errors[0]}" if errors else f"ok, first call {first}"
+            self.say(f"pair: prepared {self.name} {job['model']}: {done}")
+        elif errors:
+            self.say(f"pair: prepared {self.name} {Path(job.get('path', '?')).name}: failed: {errors[0]}")
 
     def visit(self, job: Job) -> dict[str, tuple[list[float], str]]:
         """Time one job: {item: (samples, error)}."""
@@ -218,13 +233,14 @@ def outcomes(job: Job, reply: dict[str, Any]) -> dict[str, tuple[list[float], st
 # --- the round ------------------------------------------------------------------------------------------------
 
 
-def side_order(block: int, number: int) -> tuple[str, str, str, str]:
-    """The visits of one block: A B B A, base first when ``block + round`` is even.
+def side_order(block: int, number: int, pass_index: int = 0) -> tuple[str, str, str, str]:
+    """The visits of one block: A B B A, base first when ``block + round + pass`` is even.
 
     Each side is timed first once and last once in every block, so a position effect (the visit after the
-    other process ran is slower, or faster) and a linear drift cancel within the round, per item.
+    other process ran is slower, or faster) and a linear drift cancel within the round, per item; the first side
+    alternates from block to block, round to round and pass to pass.
     """
-    first, second = ("base", "pr") if (block + number) % 2 == 0 else ("pr", "base")
+    first, second = ("base", "pr") if (block + number + pass_index) % 2 == 0 else ("pr", "base")
     return first, second, second, first
 
 
@@ -263,32 +279,45 @@ def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], No
     blocks = [(i, b) for i, b in enumerate(plan.blocks) if any(b.get(s) is not None for s in sides)]
     _remove_best_configs(plan, sides)
     where = f"pinned to CPU {min(cpus)}" if cpus else f"GPU {plan.device}"
-    say(f"pair: round {number}, {plan.kind}, sides {','.join(sides)}, {len(blocks)} blocks, {where}")
+    say(f"pair: round {number}, {plan.kind}, sides {','.join(sides)}, {len(blocks)} blocks × {plan.passes} "
+        f"pass(es), {where}")
     workers = {side: Side(side, plan, cpus, say) for side in sides}
     visits: list[Visit] = []
-    done = 0
+    done, total = 0, len(blocks) * plan.passes
     try:
         for items, group in _groups(plan, blocks):
-            _start_together([workers[side] for side in sides], items)
-            for index, block in group:
-                present = [s for s in side_order(index, number) if s in workers and block.get(s) is not None]
-                failed = []
-                for position, side in enumerate(present):
-                    started = round(time.monotonic() - t0, 3)
-                    job = block[side]
-                    assert job is not None
-                    for item, (samples, error) in workers[side].visit(job).items():
-                        visits.append(Visit(side, item, index, position, started, samples, error))
-                        if error:
-                            failed.append(f"{side} {item}: {error}")
-                done += 1
-                say(progress_line("pair", done, len(blocks), f"{_label(block)}: " + ("; ".join(failed)[:300] or "ok")))
+            _start_together([workers[side] for side in start_order(sides, number)], items)
+            for pass_index in range(plan.passes):
+                for index, block in group:
+                    order = side_order(index, number, pass_index)
+                    present = [s for s in order if s in workers and block.get(s) is not None]
+                    failed = []
+                    for position, side in enumerate(present):
+                        started = round(time.monotonic() - t0, 3)
+                        job = block[side]
+                        assert job is not None
+                        for item, (samples, error) in workers[side].visit(job).items():
+                            visits.append(Visit(side, item, index, position, started, samples, error, pass_index))
+                            if error:
+                                failed.append(f"{side} {item}: {error}")
+                    done += 1
+                    say(progress_line("pair", done, total, f"{_label(block)}: " + ("; ".join(failed)[:300] or "ok")))
     finally:
         for worker in workers.values():
             worker.worker.stop()
     return RoundRecord(kind=plan.kind, round=number, sides=sides, started_at=started_at,
                        wall_s=round(time.monotonic() - t0, 3),
                        workers={s: w.describe(plan.device) for s, w in workers.items()}, visits=visits)
+
+
+def start_order(sides: list[str], number: int) -> list[str]:
+    """Whose worker is started first: base in odd rounds, PR in even ones.
+
+    In A/A checks here the worker started first timed ~0.5 % slower over whole runs (both sides on the same CPU,
+    the same files): a fixed order would turn that into a bias no number of rounds removes; alternating it makes it
+    part of the round-to-round spread the intervals already carry.
+    """
+    return list(sides) if number % 2 else list(reversed(sides))
 
 
 def _start_together(sides: list[Side], items: set[str] | None) -> None:

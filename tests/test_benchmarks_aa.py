@@ -215,7 +215,8 @@ class FakeRequest:
     runs_dir: Path
     run_id: str | None = None
     suite: Any = None
-    rounds: int = 5
+    rounds: int | None = None
+    passes: int | None = None
     stats: Any = None
 
 
@@ -249,7 +250,8 @@ def test_measure_runs_fresh_aa_and_positive_comparisons_under_load(tmp_path: Pat
     assert code == 0, out
     assert [(r.run_id, r.pr == "installed") for r, _ in seen] == [("t-aa1", True), ("t-pc1", False),
                                                                  ("t-aa2", True), ("t-pc2", False)]
-    assert all(r.rounds == 4 and r.base == "installed" and r.stats.margin == 0.02 for r, _ in seen)
+    assert all(r.rounds == 4 and r.passes is None and r.base == "installed" and r.stats.margin == 0.02
+               for r, _ in seen)
     assert seen[1][0].pr == str(aa_noise.EXAMPLE_PATCH)
     assert seen[0][0].suite.models == aa_noise.DEFAULT_MODELS
     assert all(len(pids) == 2 for _, pids in seen)  # the default load: two workers during every comparison

@@ -24,7 +24,7 @@ def compared(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     runs = tmp_path_factory.mktemp("runs")
     proc = invoke("compare", "--base=installed", f"--pr={EXAMPLE}", "--models", "ElectraForCausalLM",
                   "--runs-dir", str(runs), "--run", "e2e", "--iterations", "10", "--warmup", "3",
-                  "--kernel-iterations", "10", "--rounds", "3")
+                  "--kernel-iterations", "10", "--rounds", "3", "--passes", "2")
     return runs / "e2e", proc
 
 
@@ -43,20 +43,24 @@ def test_compare_writes_a_pr_ready_report(compared):
     for key in [f"{side}/{stage}" for side in ("base", "pr") for stage in ("suite", "organize", "models", "kernels")
                 ] + [f"pair/{kind}-round-{n}" for kind in ("models", "kernels") for n in (1, 2, 3)] + ["report"]:
         assert manifest["stages"][key]["status"] == "done", key
-    # Base and PR are timed item by item in each round, ABBA, the first side alternating between rounds.
+    # Base and PR are timed item by item in each round, ABBA, the first side alternating between blocks, rounds
+    # and passes.
     for kind in ("models", "kernels"):
         rounds = [json.loads((run / "pair" / kind / f"round-00{n}.json").read_text()) for n in (1, 2, 3)]
         for record in rounds:
             assert record["sides"] == ["base", "pr"] and not [v for v in record["visits"] if v["error"]], kind
-            paired = {v["block"] for v in record["visits"] if v["position"] == 1}
-            first = {v["block"]: v["side"] for v in record["visits"] if v["position"] == 0 and v["block"] in paired}
-            assert first and all(side == ("base" if (block + record["round"]) % 2 == 0 else "pr")
-                                 for block, side in first.items())
+            paired = {(v["pass_index"], v["block"]) for v in record["visits"] if v["position"] == 1}
+            first = {(v["pass_index"], v["block"]): v["side"] for v in record["visits"]
+                     if v["position"] == 0 and (v["pass_index"], v["block"]) in paired}
+            assert {p for p, _ in first} == {0, 1}
+            assert all(side == ("base" if (block + record["round"] + p) % 2 == 0 else "pr")
+                       for (p, block), side in first.items())
             assert record["workers"]["base"]["cpus"] == record["workers"]["pr"]["cpus"]
     samples = json.loads((run / "base" / "kernel_samples.json").read_text())
     assert samples and all(len(rounds) == 3 for rounds in samples.values())
     paired = json.loads((run / "pr" / "suite" / "paired_samples.json").read_text())
-    assert [len(r) for r in paired["ElectraForCausalLM"]] == [20, 20, 20]  # two visits (A B B A) of 10 each
+    # two passes of two visits (A B B A) of 10 timed steps each
+    assert [len(r) for r in paired["ElectraForCausalLM"]] == [40, 40, 40]
 
 
 @pytest.mark.integration
@@ -78,7 +82,7 @@ def test_running_again_redoes_nothing_and_report_rerenders(compared):
     run, _ = compared
     again = invoke("compare", "--base=installed", f"--pr={EXAMPLE}", "--models", "ElectraForCausalLM",
                    "--runs-dir", str(run.parent), "--run", "e2e", "--iterations", "10", "--warmup", "3",
-                   "--kernel-iterations", "10", "--rounds", "3")
+                   "--kernel-iterations", "10", "--rounds", "3", "--passes", "2")
     assert again.returncode == 0, again.stderr[-2000:]
     stages = [k for k in json.loads((run / "manifest.json").read_text())["stages"] if k != "report"]
     assert len(stages) == 14

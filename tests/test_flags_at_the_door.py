@@ -37,6 +37,8 @@ BAD_FLAGS = [
     ("compare --pr installed --kernel-iterations 0", "--kernel-iterations 0: expected at least 1"),
     ("compare --pr installed --kernel-timeout abc", "--kernel-timeout 'abc': expected a number"),
     ("compare --pr installed --rounds 2", "--rounds 2"),
+    ("compare --pr installed --passes 0", "--passes 0: expected at least 1"),
+    ("compare --pr installed --passes two", "--passes 'two': expected a whole number"),
     ("compare --pr installed --models-per-process -1", "--models-per-process -1: expected at least 0"),
 ]
 

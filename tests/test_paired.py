@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from analysis.paired_rounds import read_round
-from stages.paired import Plan, SidePlan, read_plan, run_round, side_order, write_plan
+from stages.paired import Plan, SidePlan, read_plan, run_round, side_order, start_order, write_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = "tests.fake_paired_worker"
@@ -51,6 +51,12 @@ def test_blocks_alternate_abba_and_the_first_side_alternates_between_rounds(tmp_
     assert next(v.samples for v in first.visits if v.side == "pr") == [2.0, 2.0, 2.0]
     assert {v.item for v in first.visits} == {f"pointwise/k{i}.py" for i in range(4)}
     assert any(line.startswith("[pair] 4/4 k3.py: ok") for line in lines)
+
+
+def test_the_side_whose_worker_starts_first_alternates_between_rounds() -> None:
+    """The worker started first measured slightly slower over whole A/A runs: no side may always start first."""
+    assert [start_order(["base", "pr"], n) for n in (1, 2, 3)] == [["base", "pr"], ["pr", "base"], ["base", "pr"]]
+    assert start_order(["pr"], 2) == ["pr"]
 
 
 def test_both_sides_are_fresh_workers_pinned_to_the_same_last_cpu(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ import pytest
 from rich.console import Console
 
 from analysis.kernel_index import IndexRow, write_index
-from analysis.paired_rounds import read_round, write_round
+from analysis.paired_rounds import read_round, side_samples, write_round
 from prbench.compare import CompareRequest, _Side, _time_kernels, _time_models
-from prbench.paired_plan import PlanSide, kernel_plan, model_plan, pair_jobs
+from prbench.paired_plan import PairedTiming, PlanSide, kernel_plan, model_plan, pair_jobs
 from prbench.pipeline import Pipeline
 from prbench.recipes import load_recipe
 from prbench.runners import StageCommand
@@ -72,7 +72,7 @@ def test_the_kernel_plan_pairs_what_the_report_pairs_in_per_side_environments(tm
                                row("cpp/new.cpp", "cpp_fused_new_2", "hn", graphs="M/g2")])
 
     plan = kernel_plan([base, pr], device="cpu", platform="cpu", warmup=5, iterations=7, timeout_s=30,
-                       logs=tmp_path / "logs")
+                       logs=tmp_path / "logs", passes=1)
 
     assert plan.kind == "kernels" and plan.worker == "stages.kernels"
     kernels = [((b or {}).get("kernels"), (p or {}).get("kernels")) for b, p in
@@ -94,7 +94,7 @@ def test_the_plan_holds_only_how_a_workers_environment_differs(tmp_path: Path, m
     pr = side(tmp_path, "pr", [row("cpp/a.cpp", "cpp_fused_a_0", "ha")])
 
     plan = kernel_plan([base, pr], device="0", platform="cuda", warmup=5, iterations=7, timeout_s=30,
-                       logs=tmp_path / "logs")
+                       logs=tmp_path / "logs", passes=1)
 
     env = plan.sides["base"].env
     assert "PRBENCH_TEST_TOKEN" not in env and "PATH" not in env  # the shell's own stays out of the run
@@ -102,6 +102,40 @@ def test_the_plan_holds_only_how_a_workers_environment_differs(tmp_path: Path, m
     worker = Side("base", plan, None, say=lambda _: None).worker.env
     assert worker["PRBENCH_TEST_TOKEN"] == "s3cret" and "HIP_VISIBLE_DEVICES" not in worker
     assert worker["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "base" / "cache")
+
+
+def test_a_round_walks_every_block_once_per_pass_and_pools_the_visits(tmp_path: Path) -> None:
+    """Three passes over two graph jobs: each item gets three ABBA blocks spread over the round, the first side
+    alternating from pass to pass, and the round's samples of a side are all its visits together."""
+    rows = [row("cpp/a.cpp", "cpp_fused_a_0", "ha", graphs="M/g0"), row("cpp/b.cpp", "cpp_fused_b_1", "hb",
+                                                                         graphs="M/g1")]
+    base, pr = side(tmp_path, "base", rows), side(tmp_path, "pr", rows)
+    plan = kernel_plan([base, pr], device="cpu", platform="cpu", warmup=5, iterations=7, timeout_s=30,
+                       logs=tmp_path / "logs", passes=3)
+    plan.worker = "tests.fake_paired_worker"
+    for spec in plan.sides.values():
+        spec.env["PYTHONPATH"] = str(ROOT)
+
+    record = run_round(plan, 1, ["base", "pr"], say=lambda _: None)
+
+    assert len(plan.blocks) == 2 and plan.passes == 3
+    a = [v for v in record.visits if v.item == "cpp/a.cpp"]
+    assert [(v.pass_index, v.side) for v in a] == [
+        (0, "pr"), (0, "base"), (0, "base"), (0, "pr"),
+        (1, "base"), (1, "pr"), (1, "pr"), (1, "base"),
+        (2, "pr"), (2, "base"), (2, "base"), (2, "pr")]
+    b_first = next(v.started_s for v in record.visits if v.item == "cpp/b.cpp")
+    assert a[3].started_s <= b_first <= a[4].started_s  # pass 0 visits every block before pass 1 starts
+    assert [len(r) for r in side_samples([record], "base")["cpp/a.cpp"]] == [6 * 7]  # 6 visits of 7 samples
+    assert read_round_back(tmp_path, record) == [v.pass_index for v in record.visits]
+    cpu, gpu = PairedTiming.for_device("cpu"), PairedTiming.for_device("0")
+    assert cpu.passes > gpu.passes >= 1 and cpu.rounds > gpu.rounds >= 3  # the shared CPU needs more of both
+    assert PairedTiming.for_device("cpu", rounds=4, passes=1) == PairedTiming(4, 1)
+
+
+def read_round_back(tmp_path: Path, record: Any) -> list[int]:
+    write_round(tmp_path / "round-001.json", record)
+    return [v.pass_index for v in read_round(tmp_path / "round-001.json").visits]
 
 
 SUITE = "name,status\nBertForMaskedLM,ok\nT5Small,ok\nGPT2ForSequenceClassification,fail\nDistilGPT2,ok\n"
@@ -112,7 +146,8 @@ def test_the_model_plan_times_models_ok_on_both_sides_in_groups(tmp_path: Path) 
     pr = side(tmp_path, "pr", [], suite=SUITE.replace("T5Small,ok", "T5Small,fail"))
     suite = SuiteRequest(models="BertForMaskedLM,T5Small", warmup=4, iterations=12)
 
-    plan = model_plan([base, pr], suite=suite, device="cpu", platform="cpu", per_process=1, logs=tmp_path)
+    plan = model_plan([base, pr], suite=suite, device="cpu", platform="cpu", per_process=1, logs=tmp_path,
+                      passes=1)
 
     assert [b["base"]["model"] for b in plan.blocks] == ["BertForMaskedLM", "DistilGPT2"]
     assert plan.blocks[0]["pr"] == {"kind": "time", "model": "BertForMaskedLM", "warmup": 4, "iterations": 12,
@@ -122,7 +157,8 @@ def test_the_model_plan_times_models_ok_on_both_sides_in_groups(tmp_path: Path) 
     assert (prepare["kind"], prepare["dtype"], prepare["device"], prepare["backend"]) == (
         "prepare", "float32", "cpu", "inductor")
     assert plan.sides["base"].env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "base" / "cache")
-    assert model_plan([base, pr], suite=suite, device="cpu", platform="cpu", per_process=0, logs=tmp_path).groups == []
+    assert model_plan([base, pr], suite=suite, device="cpu", platform="cpu", per_process=0, logs=tmp_path,
+                      passes=1).groups == []
 
 
 # --- the rounds as run-level stages ----------------------------------------------------------------------------
@@ -174,9 +210,9 @@ def sides_of(tmp_path: Path, runner: FakeRunner, recipe: str = "cpu-local", forc
     return sides, run, out
 
 
-def request(tmp_path: Path, recipe: str = "cpu-local", rounds: int = 3) -> CompareRequest:
+def request(tmp_path: Path, recipe: str = "cpu-local", rounds: int = 3, passes: int = 1) -> CompareRequest:
     return CompareRequest(base="installed", pr="installed", recipe=load_recipe(recipe, RECIPES),
-                          runs_dir=tmp_path / "runs", rounds=rounds,
+                          runs_dir=tmp_path / "runs", rounds=rounds, passes=passes,
                           suite=SuiteRequest(models="BertForMaskedLM,T5Small", warmup=3, iterations=10))
 
 
@@ -230,11 +266,11 @@ def test_docker_rounds_run_one_side_per_image_alternating_which_goes_first(tmp_p
 def test_model_rounds_give_each_side_its_paired_samples(tmp_path: Path) -> None:
     calls: list[tuple[int, str]] = []
     sides, run, _ = sides_of(tmp_path, FakeRunner(calls))
-    _time_models(sides, request(tmp_path), run, Console(file=io.StringIO()))
+    _time_models(sides, request(tmp_path, passes=2), run, Console(file=io.StringIO()))
 
     assert calls == [(1, "base,pr"), (2, "base,pr"), (3, "base,pr")]
     paired = json.loads(run.path("pr", "suite", "paired_samples.json").read_text())
     assert sorted(paired) == ["BertForMaskedLM", "DistilGPT2", "T5Small"]
-    assert [len(r) for r in paired["T5Small"]] == [20, 20, 20]
+    assert [len(r) for r in paired["T5Small"]] == [40, 40, 40]  # 2 passes × 2 visits × 10 iterations
     assert run.record("pair/models-round-1").status == StageStatus.DONE
     assert run.record("base/models").outputs == ["base/suite/paired_samples.json"]

@@ -256,3 +256,39 @@ def test_a_comparison_renders_with_the_settings_it_was_given_not_those_read_back
         assert "80 % CI" in given.verdict and given.summary["kernels"]["confidence"] == 0.8
         reread = render_run_report(run)
         assert "90 % CI" in reread.verdict
+
+
+def _burst_rounds(run: Path, rounds: int) -> None:
+    """Model rounds as the paired stage writes them: eight ABBA blocks per model and round, the machine 1.8×
+    slower for the first half of every round and for the first visit (base) after it."""
+    from analysis.paired_rounds import RoundRecord, Visit, round_file, side_samples, write_round
+
+    records = []
+    for number in range(1, rounds + 1):
+        visits = []
+        for index, (model, ms) in enumerate(MODELS.items()):
+            for p in range(8):
+                for position, side in enumerate(("base", "pr", "pr", "base")):
+                    slow = p < 4 or (p == 4 and position == 0)
+                    visits.append(Visit(side, model, index, position, float(p), [ms * (1.8 if slow else 1.0)] * 5,
+                                        "", p))
+        records.append(RoundRecord("models", number, ["base", "pr"], "", 1.0, {}, visits))
+        write_round(round_file(run / "pair" / "models", number), records[-1])
+    for side in ("base", "pr"):
+        (run / side / "suite" / "paired_samples.json").write_text(json.dumps(side_samples(records, side)))
+
+
+def test_the_report_compares_the_model_rounds_block_by_block(tmp_path: Path) -> None:
+    """Given a run whose model rounds caught a burst of load that hit base's visits once more than PR's, the user
+    re-renders the report and sees no model called faster: each round's ratio comes from the blocks in which
+    both sides ran together, not from the two sides' pooled medians (which would say 29 % faster)."""
+    run = _run_dir(tmp_path)
+    _burst_rounds(run, rounds=5)
+
+    result = invoke("report", "r1", "--runs-dir", str(tmp_path / "runs"))
+
+    assert result.returncode == 0, result.stderr
+    models = pd.read_csv(run / "report" / "models_compare.csv").set_index("model")
+    assert models["speedup"].tolist() == pytest.approx([1.0] * len(MODELS))
+    assert (models["verdict"] == "equivalent").all()
+    assert models.loc["GPT2", "base_latency_ms"] / models.loc["GPT2", "pr_latency_ms"] == pytest.approx(1.8 / 1.4)

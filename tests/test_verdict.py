@@ -14,6 +14,7 @@ import pytest
 from scipy.stats import t as student_t
 
 from analysis.errors import UserError
+from analysis.paired_rounds import PairedBlocks, RoundRecord, Visit, side_samples
 from analysis.verdict import (
     PAIRED,
     SINGLE,
@@ -21,6 +22,7 @@ from analysis.verdict import (
     Estimate,
     FamilyData,
     adjust_p,
+    block_matrix,
     classify,
     estimate,
     judge_family,
@@ -214,3 +216,48 @@ def test_fail_on_reads_the_summary() -> None:
     summary["gates"][0]["status"] = "fail"
     assert fail_reasons(summary, "regression") == ["gate compile time ratio: fail"]
     assert fail_reasons(summary, "never") == []
+
+
+# --- paired blocks: a round's log ratio from the blocks in which both sides were timed together ---------------
+
+
+def _round_with_burst(number: int) -> RoundRecord:
+    """Eight ABBA blocks of one model; the machine is 1.8× slower during blocks 0–3 and for the first visit of
+    block 4 (a base visit), then back to normal: base saw 9 slow visits of 16, PR 8."""
+    visits = []
+    for block in range(8):
+        order = ("base", "pr", "pr", "base")
+        for position, side in enumerate(order):
+            slow = block < 4 or (block == 4 and position == 0)
+            visits.append(Visit(side, "M", 0, position, float(block), [1.8 if slow else 1.0] * 10, "", block))
+    return RoundRecord("models", number, ["base", "pr"], "", 1.0, {}, visits)
+
+
+def test_a_burst_that_hits_one_side_more_often_does_not_become_a_change() -> None:
+    """Pooled per side, the burst decides each side's median (base 1.8 ms, PR 1.4 ms: "29 % faster"); block by
+    block, base and PR agree in seven blocks of eight, so the round's log ratio is 0."""
+    records = [_round_with_burst(n) for n in (1, 2, 3)]
+    base = round_medians(side_samples(records, "base")["M"])
+    pr = round_medians(side_samples(records, "pr")["M"])
+    assert base[0] / pr[0] == pytest.approx(1.8 / 1.4)  # what pooling alone would conclude
+
+    blocks = PairedBlocks.from_records(records)
+    assert blocks is not None
+    assert blocks.round_log_ratios("M", "M") == [0.0, 0.0, 0.0]
+    data = FamilyData(np.array([base]), np.array([pr]), np.ones(1),
+                      block_matrix(blocks, [("M", "M")], np.array([base])))
+    judged = judge_family(data, SETTINGS, np.array([True]))
+    assert judged.estimates[0].speedup == pytest.approx(1.0)
+    assert judged.summary.geomean.speedup == pytest.approx(1.0)
+    assert judged.summary.time_weighted.speedup == pytest.approx(1.8 / 1.4)  # absolute times stay per side
+
+
+def test_blocks_pair_only_rounds_that_timed_both_sides_together_and_only_matching_rounds() -> None:
+    together = [_round_with_burst(n) for n in (1, 2, 3)]
+    apart = [RoundRecord("models", 1, ["base"], "", 1.0, {}, together[0].visits[:1]),
+             RoundRecord("models", 1, ["pr"], "", 1.0, {}, together[0].visits[1:2])]
+    assert PairedBlocks.from_records(apart) is None  # docker recipes: each side in its own image, apart
+    blocks = PairedBlocks.from_records(together)
+    assert blocks is not None
+    assert block_matrix(blocks, [("M", "M")], np.ones((1, 5))) is None  # five round medians, three rounds
+    assert math.isnan(blocks.round_log_ratios("M", "other")[0])  # never timed in the same block
