@@ -292,3 +292,20 @@ def test_the_report_compares_the_model_rounds_block_by_block(tmp_path: Path) -> 
     assert models["speedup"].tolist() == pytest.approx([1.0] * len(MODELS))
     assert (models["verdict"] == "equivalent").all()
     assert models.loc["GPT2", "base_latency_ms"] / models.loc["GPT2", "pr_latency_ms"] == pytest.approx(1.8 / 1.4)
+
+
+@pytest.mark.parametrize(("passes", "phrase"), [(16, "16 times"), (1, "1 time,")])
+def test_the_method_section_says_how_often_a_round_walks_the_blocks_in_whole_sentences(
+        tmp_path: Path, passes: int, phrase: str) -> None:
+    """A reviewer reading the method paragraph sees how many passes a round made, and no sentence runs into the
+    next one (a template tag once swallowed the line break: "result.In each block")."""
+    from prbench.run_report import render_run_report
+    from prbench.runstore import RunStore
+
+    _run_dir(tmp_path)
+    with RunStore(tmp_path / "runs").open("r1", write=True) as run:
+        render_run_report(run, ReportSettings(rounds=5, passes=passes))
+    text = (tmp_path / "runs" / "r1" / "report" / "report.md").read_text(encoding="utf-8")
+    method = text[text.index("## Method"):]
+    assert f"A round walks all blocks {phrase}" in " ".join(method.split())
+    assert not re.search(r"[a-z]\.[A-Z]", method)
