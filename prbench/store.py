@@ -44,6 +44,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -450,28 +451,33 @@ class Store:
         nothing of that tar is added."""
         tar_path = Path(tar_path)
         with _open_export(tar_path) as tar, self._incoming() as incoming:
-            items = _exported_items(tar, tar_path)
-            staged = []
-            for i, item in enumerate(items, 1):
-                emit(f"import {i}/{len(items)} {item.name}")
-                member = _tar_member(tar, _object_name(item.sha256))
-                if member is None or not member.isfile():
-                    raise StoreError(f"{tar_path}: {item.label()} is listed in its index but its object is not in "
-                                     "the tar; nothing was imported")
-                data = tar.extractfile(member)
-                assert data is not None  # a regular file
-                try:
-                    file = _stage(data, incoming)
-                except (tarfile.TarError, EOFError) as exc:
-                    raise StoreError(f"{tar_path}: {item.label()} cannot be read ({exc}); nothing was "
-                                     "imported") from None
-                if file.sha256 != item.sha256 or file.size != item.size:
-                    raise StoreError(f"{tar_path}: {item.label()} is corrupt in the tar (its bytes hash to "
-                                     f"{file.sha256[:12]}, {file.size} bytes); nothing was imported")
-                staged.append((file, item))
+            try:
+                staged = self._stage_export(tar, tar_path, incoming, emit)
+            except (tarfile.TarError, EOFError, zlib.error) as exc:
+                raise StoreError(f"{tar_path}: damaged tar ({' '.join(str(exc).split())}); nothing was "
+                                 "imported") from None
             placed = self._place(staged) if staged else []
         emit(f"imported {len(placed)} item(s) into {self.root}")
         return placed
+
+    def _stage_export(self, tar: tarfile.TarFile, tar_path: Path, incoming: Path,
+                      emit: Emit) -> list[tuple[_Staged, StoreItem]]:
+        """Every item of an export, copied out of the tar and hashed; the first bad one → StoreError."""
+        items = _exported_items(tar, tar_path)
+        staged = []
+        for i, item in enumerate(items, 1):
+            emit(f"import {i}/{len(items)} {item.name}")
+            member = _tar_member(tar, _object_name(item.sha256))
+            data = tar.extractfile(member) if member is not None and member.isfile() else None
+            if data is None:
+                raise StoreError(f"{tar_path}: {item.label()} is listed in its index but its object is not in "
+                                 "the tar; nothing was imported")
+            file = _stage(data, incoming)
+            if file.sha256 != item.sha256 or file.size != item.size:
+                raise StoreError(f"{tar_path}: {item.label()} is corrupt in the tar (its bytes hash to "
+                                 f"{file.sha256[:12]}, {file.size} bytes); nothing was imported")
+            staged.append((file, item))
+        return staged
 
     # --- writing internals ---------------------------------------------------------------------------------
 
@@ -672,8 +678,8 @@ def _open_export(tar_path: Path) -> Iterator[tarfile.TarFile]:
             tar = stack.enter_context(tarfile.open(tar_path, "r:*"))
         except FileNotFoundError:
             raise StoreError(f"{tar_path}: no such file (expected a tar from 'invoke store export')") from None
-        except (tarfile.TarError, EOFError) as exc:
-            raise StoreError(f"{tar_path}: not a store export ({exc}); expected a tar from "
+        except (tarfile.TarError, EOFError):
+            raise StoreError(f"{tar_path}: not a tar file (or a damaged one); expected a tar from "
                              "'invoke store export'") from None
         yield tar
 

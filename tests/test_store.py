@@ -458,8 +458,9 @@ def test_a_tar_that_is_not_a_store_export_is_one_line(tmp_path) -> None:
     with tarfile.open(plain_tar, "w") as tar:
         tar.add(not_a_tar, arcname="hello.txt")
 
-    with pytest.raises(StoreError, match=r"store\.tar: not a store export"):
+    with pytest.raises(StoreError, match=r"store\.tar: not a tar file \(or a damaged one\)") as refused:
         Store(tmp_path / "s").import_tar(not_a_tar, emit=lambda _: None)
+    assert "\n" not in str(refused.value)
     with pytest.raises(StoreError, match=r"plain\.tar: no index\.json in the tar"):
         Store(tmp_path / "s").import_tar(plain_tar, emit=lambda _: None)
     with pytest.raises(StoreError, match=r"absent\.tar: no such file"):
@@ -474,3 +475,18 @@ def test_export_refuses_a_corrupt_item_and_leaves_no_tar(tmp_path) -> None:
     with pytest.raises(StoreError, match=r"download x0\.bin .* corrupt"):
         Store(store.root).export(tmp_path / "store.tar", emit=lambda _: None)
     assert not (tmp_path / "store.tar").exists()
+
+
+def test_a_truncated_tar_is_one_line_and_nothing_is_imported(tmp_path) -> None:
+    store, _ = filled_store(tmp_path)
+    exported = tmp_path / "store.tar"
+    store.export(exported, emit=lambda _: None)
+    truncated = tmp_path / "truncated.tar"
+    truncated.write_bytes(exported.read_bytes()[:2000])
+    there = Store(tmp_path / "there")
+
+    with pytest.raises(StoreError) as refused:
+        there.import_tar(truncated, emit=lambda _: None)
+
+    assert "\n" not in str(refused.value) and "nothing was imported" in str(refused.value)
+    assert there.items() == []
