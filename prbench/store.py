@@ -269,17 +269,17 @@ class Store:
         return None
 
     def materialize(self, items: Iterable[StoreItem], dest: Path) -> None:
-        """Put each item, verified, at ``dest/<item.name>`` (a hard link to the read-only object, else a copy)."""
+        """Put a verified copy of each item at ``dest/<item.name>``.
+
+        A copy, not a hard link: the object's read-only mode does not stop root, and a build step that edits its
+        input in place would change the store's bytes under their name.
+        """
         dest.mkdir(parents=True, exist_ok=True)
         for item in items:
             check_file_name(item.name, f"store item {item.sha256[:12]} name")
-            source = self.path(item)
             target = dest / item.name
             target.unlink(missing_ok=True)
-            try:
-                os.link(source, target)
-            except OSError:  # another file system, or links not allowed there
-                shutil.copyfile(source, target)
+            shutil.copyfile(self.path(item), target)
 
     # --- adding ----------------------------------------------------------------------------------------------
 

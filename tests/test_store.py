@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from store_support import clone_with_submodules, git, http_server, write_wheel
 
 from analysis.errors import UserError
 from prbench.store import (
@@ -25,7 +26,6 @@ from prbench.store import (
     WheelTarget,
     items_in_lock,
 )
-from tests.store_support import clone_with_submodules, git, http_server, write_wheel
 
 TARGET = WheelTarget("3.11", ("manylinux_2_28_x86_64", "linux_x86_64"), abi="cp311")
 
@@ -490,3 +490,13 @@ def test_a_truncated_tar_is_one_line_and_nothing_is_imported(tmp_path) -> None:
 
     assert "\n" not in str(refused.value) and "nothing was imported" in str(refused.value)
     assert there.items() == []
+
+
+def test_a_build_that_edits_a_materialized_file_does_not_touch_the_store(tmp_path) -> None:
+    store = Store(tmp_path / "store")
+    item = store.add_file(a_file(tmp_path, "src", "pristine"), kind="source-archive", name="src.tar", origin="t")
+    store.materialize([item], tmp_path / "context")
+
+    (tmp_path / "context" / "src.tar").write_text("patched in place")
+
+    assert Store(store.root).path(item).read_text() == "pristine"
