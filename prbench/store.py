@@ -364,6 +364,8 @@ class Store:
         """
         target.check()
         parsed = [_requirement(text) for text in requirements]
+        if not parsed:
+            return []
         at_hand = self._wheels_at_hand(parsed, target)
         if at_hand is not None:
             emit(f"wheels: all {len(at_hand)} for {target.describe()} are in the store")
@@ -377,18 +379,19 @@ class Store:
                     os.link(self.object_path(item.sha256), download_dir / item.name)
                     laid[item.name] = item
             reused = _pip_download(requirements, target, download_dir, pip_options, emit)
-            fresh = sorted(path for path in download_dir.iterdir() if path.name not in laid)
+
+            def still_laid(path: Path) -> bool:  # pip replaces a laid file whose hash the index contradicts
+                return path.name in laid and os.path.samefile(path, self.object_path(laid[path.name].sha256))
+
             staged = []
-            for path in fresh:
-                if not path.name.endswith(".whl"):
-                    continue
-                with open(path, "rb") as source:
-                    file = _stage(source, incoming)
-                version = parse_wheel_filename(path.name)[1]
-                origin = f"pip download {canonicalize_name(path.name.split('-')[0])}=={version} for {target.describe()}"
-                staged.append((file, StoreItem("wheel", path.name, file.sha256, file.size, origin)))
+            for path in sorted(download_dir.iterdir()):
+                if path.name.endswith(".whl") and not still_laid(path):
+                    with open(path, "rb") as source:
+                        file = _stage(source, incoming)
+                    staged.append((file, StoreItem("wheel", path.name, file.sha256, file.size,
+                                                   _wheel_origin(path.name, target))))
             added = self._place(staged) if staged else []
-            kept = [laid[name] for name in sorted(reused) if name in laid]
+            kept = [laid[name] for name in sorted(reused) if still_laid(download_dir / name)]
             result = sorted({item.sha256: item for item in [*added, *kept]}.values(), key=lambda item: item.name)
             emit(f"wheels: {len(result)} for {target.describe()} ({len(added)} downloaded, {len(kept)} from the store)")
             return result
@@ -696,6 +699,14 @@ def _exported_items(tar: tarfile.TarFile, tar_path: Path) -> list[StoreItem]:
     where = f"{tar_path}: {INDEX}"
     raw = expect_list(expect_object(index, where).get("items"), f"{where} items")
     return [StoreItem.from_json(entry, f"{where} items[{i}]") for i, entry in enumerate(raw)]
+
+
+def _wheel_origin(file_name: str, target: WheelTarget) -> str:
+    try:
+        project, version, _, _ = parse_wheel_filename(file_name)
+    except InvalidWheelFilename:
+        return f"pip download for {target.describe()}"
+    return f"pip download {project}=={version} for {target.describe()}"
 
 
 def _requirement(text: str, where: str = "requirement") -> Requirement:

@@ -500,3 +500,24 @@ def test_a_build_that_edits_a_materialized_file_does_not_touch_the_store(tmp_pat
     (tmp_path / "context" / "src.tar").write_text("patched in place")
 
     assert Store(store.root).path(item).read_text() == "pristine"
+
+
+def test_a_stored_wheel_the_index_contradicts_is_fetched_again(tmp_path, wheelhouse, offline_pip) -> None:
+    """Same file name, other bytes (a rebuilt wheel): pip checks the index's sha256 and fetches the index's file;
+    the store keeps both and returns the one pip installed."""
+    store = Store(tmp_path / "store")
+    old = store.add_wheels(["app"], TARGET, emit=lambda _: None,
+                           pip_options=["--no-index", "--find-links", str(wheelhouse)])
+    rebuilt = tmp_path / "rebuilt"
+    app = write_wheel(rebuilt, "app", "1.0", requires=("lib>=2",), build="2")
+    lib = shutil.copy(wheelhouse / "lib-2.0-py3-none-any.whl", rebuilt)
+    links = "".join(f'<a href="{Path(wheel).name}#sha256={sha256_of(Path(wheel))}">{Path(wheel).name}</a>\n'
+                    for wheel in (app, lib))
+    (rebuilt / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
+
+    new = store.add_wheels(["app"], TARGET, emit=lambda _: None,
+                           pip_options=["--no-index", "--find-links", str(rebuilt / "index.html")])
+
+    assert [item.sha256 for item in new] == [sha256_of(app), old[1].sha256]
+    assert new[0].sha256 != old[0].sha256
+    assert {item.sha256 for item in store.items()} == {old[0].sha256, old[1].sha256, sha256_of(app)}
