@@ -548,16 +548,20 @@ class Store:
                 wheels.setdefault(str(project), []).append((version, item))
         environment = target.marker_environment()
         chosen: dict[str, StoreItem] = {}
+        per_project: dict[str, StoreItem] = {}
         pending: list[tuple[Requirement, str]] = [(requirement, "") for requirement in requirements]
         while pending:
             requirement, extra = pending.pop()
             if requirement.marker and not requirement.marker.evaluate({**environment, "extra": extra}):
                 continue
-            candidates = [(version, item) for version, item in wheels.get(canonicalize_name(requirement.name), [])
+            project = canonicalize_name(requirement.name)
+            candidates = [(version, item) for version, item in wheels.get(project, [])
                           if requirement.specifier.contains(version, prereleases=True)]
             if not candidates:
                 return None
             item = max(candidates, key=lambda pair: pair[0])[1]
+            if per_project.setdefault(project, item) != item:
+                return None  # two requirements want different versions: a resolver's job (pip's)
             for wanted_extra in ["", *sorted(requirement.extras)]:
                 key = f"{item.sha256}[{wanted_extra}]"
                 if key in chosen:

@@ -521,3 +521,14 @@ def test_a_stored_wheel_the_index_contradicts_is_fetched_again(tmp_path, wheelho
     assert [item.sha256 for item in new] == [sha256_of(app), old[1].sha256]
     assert new[0].sha256 != old[0].sha256
     assert {item.sha256 for item in store.items()} == {old[0].sha256, old[1].sha256, sha256_of(app)}
+
+
+def test_a_pinned_wheel_whose_dependency_is_not_stored_goes_to_pip(tmp_path, wheelhouse, offline_pip) -> None:
+    store = Store(tmp_path / "store")
+    store.add_file(wheelhouse / "app-1.0-py3-none-any.whl", kind="wheel", name="app-1.0-py3-none-any.whl",
+                   origin="test")  # lib, which app needs, is not in the store
+
+    items = store.add_wheels(["app==1.0"], TARGET, emit=lambda _: None,
+                             pip_options=["--no-index", "--find-links", str(wheelhouse)])
+
+    assert [item.name for item in items] == ["app-1.0-py3-none-any.whl", "lib-2.0-py3-none-any.whl"]
