@@ -77,6 +77,8 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 # A build-context file name: one path component, no control characters, nothing a shell or COPY reads specially.
 _FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+\-]{0,254}")
 _PROGRESS_EVERY_S = 5.0
+# A private incoming/ directory untouched this long belongs to a writer that died (a live one writes into it).
+_ABANDONED_AFTER_S = 24 * 3600
 
 Emit = Callable[[str], None]
 
@@ -493,6 +495,7 @@ class Store:
         """A private directory under ``incoming/`` for files being written; removed, with what is left, after."""
         try:
             (self.root / INCOMING).mkdir(parents=True, exist_ok=True)
+            _sweep_abandoned(self.root / INCOMING)
             private = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=self.root / INCOMING))
         except OSError as exc:
             raise StoreError(f"store {self.root}: cannot write there ({exc.strerror}); pick another with --store "
@@ -646,6 +649,15 @@ def _download_progress(name: str, total: int, emit: Emit) -> Callable[[int], Non
             emit(f"  {name}: {done / 1e6:.0f}{of} MB")
 
     return report
+
+
+def _sweep_abandoned(incoming: Path) -> None:
+    """Remove what writers killed mid-write (kill -9, a power cut) left under ``incoming/`` a day or more ago."""
+    cutoff = time.time() - _ABANDONED_AFTER_S
+    for leftover in incoming.iterdir():
+        with contextlib.suppress(OSError):
+            if leftover.lstat().st_mtime < cutoff:
+                shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _hash_file(path: Path) -> str:

@@ -532,3 +532,17 @@ def test_a_pinned_wheel_whose_dependency_is_not_stored_goes_to_pip(tmp_path, whe
                              pip_options=["--no-index", "--find-links", str(wheelhouse)])
 
     assert [item.name for item in items] == ["app-1.0-py3-none-any.whl", "lib-2.0-py3-none-any.whl"]
+
+
+def test_what_a_killed_writer_left_in_incoming_is_swept_a_day_later(tmp_path) -> None:
+    store = Store(tmp_path / "store")
+    store.add_file(a_file(tmp_path, "a", "a"), kind="download", name="a.bin", origin="t")
+    old, recent = store.root / "incoming" / "999-old", store.root / "incoming" / "998-recent"
+    for leftover in (old, recent):
+        leftover.mkdir()
+        (leftover / "object-x").write_text("half")
+    os.utime(old, (1, 1))
+
+    store.add_file(a_file(tmp_path, "b", "b"), kind="download", name="b.bin", origin="t")
+
+    assert not old.exists() and recent.exists()
