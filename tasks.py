@@ -169,11 +169,12 @@ def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=F
     """Performance report (GPU timeline, ops by category, kernels with their parent op, roofline, top kernels,
     launch/sync) over a directory of traces."""
     from analysis.flag_values import whole_number
-    from analysis.traces.perf_report import generate_perf_reports
     from analysis.traces.render import parse_formats
 
     top_rows = whole_number("--top", 50 if top is None else top, minimum=1)
     formats = parse_formats(format)
+    from analysis.traces.perf_report import generate_perf_reports  # pandas and numpy: only once the flags are good
+
     done = generate_perf_reports(resolve_path(base_dir), rank_pattern=pattern, ext=ext, filters=filter or [],
                                  output=resolve_path(output) if output else None, formats=formats,
                                  all_kernels=all_kernels, top=top_rows, dry_run=dry_run, window_rule=window)
