@@ -205,12 +205,14 @@ def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=F
 def trace_diff(ctx, base, pr, top=None, output=None, format="md"):
     """Per-category and per-kernel differences between two traces (PR − base)."""
     from analysis.flag_values import whole_number
+
+    top_rows = whole_number("--top", 25 if top is None else top, minimum=1)
+    # The readers bring pandas and numpy: only once the flags are good.
     from analysis.traces import read_trace
     from analysis.traces.render import parse_formats
     from analysis.traces.trace_diff import render_trace_diff_markdown, write_trace_diff
     from analysis.traces.trace_diff import trace_diff as diff_traces
 
-    top_rows = whole_number("--top", 25 if top is None else top, minimum=1)
     diff = diff_traces(read_trace(resolve_path(base)), read_trace(resolve_path(pr)))
     markdown = render_trace_diff_markdown(diff, top=top_rows)
     if not output:

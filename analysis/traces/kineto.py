@@ -450,13 +450,13 @@ def _attribute(trace: TraceData, col: _Collector, base: int) -> None:
             trace.event_graph = point_graph
         else:
             trace.event_graph = _take(point_graph, launch).astype(np.int32)
-    names = np.array([intern(n) for n in col.op_names], dtype=np.int32)
-    op_name = np.frombuffer(col.op_name, dtype=np.int32)
+    used_names = np.frombuffer(col.op_name, dtype=np.int32)[used]
+    name_ids = {local: intern(col.op_names[local]) for local in np.unique(used_names).tolist()}
     op_shape = np.frombuffer(col.op_shape, dtype=np.int32)
-    trace.ops = OpTable(name_id=names[op_name[used]], shape_id=op_shape[used].copy(), shapes=col.shapes)
+    trace.ops = OpTable(name_id=np.array([name_ids[i] for i in used_names.tolist()], dtype=np.int32),
+                        shape_id=op_shape[used].copy(), shapes=col.shapes)
     trace.event_op = event_op
     trace.has_host_ops = True
-
 
 
 def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
