@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from invoke import task
 
-from prbench.cli import config_value, holds_run, holds_runs_under, resolve_path, user_facing
+from prbench.cli import LongOnlyFlags, config_value, holds_run, holds_runs_under, resolve_path, user_facing
 
 
 def _runs_dir(ctx, runs_dir: str | None):
@@ -144,6 +144,8 @@ def status(ctx, run=None, runs_dir=None):
 
 
 @task(
+    klass=LongOnlyFlags,
+    long_only=["format"],  # -r is node replay in the seed's generate_perf_report.py
     help={
         "base_dir": "Directory searched recursively for traces (*.json, *.json.gz); one report per directory",
         "pattern": "Rank pattern in file names, followed by the rank number (default: rank_); "
@@ -151,27 +153,31 @@ def status(ctx, run=None, runs_dir=None):
         "ext": "Only traces with this extension: json or gz (default: both)",
         "filter": "Substring every trace path must contain (repeat -f for several)",
         "dry_run": "List the traces and the report files that would be written, read nothing",
-        "all_kernels": "Keep every kernel in the top_kernels table (default: the top --top)",
+        "all_kernels": "Keep every kernel in the top_kernels and kernel_summary tables (default: the top --top)",
         "output": "Report path without extension (only with a single configuration directory)",
         "format": "Comma list of xlsx, md, csv (default: xlsx); csv writes <name>_perf_report_csvs/",
-        "top": "Rows in the top_kernels table (default: 50)",
+        "top": "Rows in the top_kernels and kernel_summary tables (default: 50)",
+        "window": "Timeline window: steps (the GPU-side ProfilerStep windows when the trace has them, else the "
+                  "span of all GPU events; default) or span (always the span)",
     },
     iterable=["filter"],
 )
 @user_facing
 @holds_runs_under("output", "base_dir", unless="dry_run")
 def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=False, all_kernels=False,
-                output=None, format="xlsx", top=None):
-    """Performance report (GPU timeline, categories, top kernels, launch/sync) over a directory of traces."""
+                output=None, format="xlsx", top=None, window="steps"):
+    """Performance report (GPU timeline, ops by category, kernels with their parent op, roofline, top kernels,
+    launch/sync) over a directory of traces."""
     from analysis.flag_values import whole_number
-    from analysis.traces.perf_report import generate_perf_reports
     from analysis.traces.render import parse_formats
 
     top_rows = whole_number("--top", 50 if top is None else top, minimum=1)
     formats = parse_formats(format)
+    from analysis.traces.perf_report import generate_perf_reports  # pandas and numpy: only once the flags are good
+
     done = generate_perf_reports(resolve_path(base_dir), rank_pattern=pattern, ext=ext, filters=filter or [],
                                  output=resolve_path(output) if output else None, formats=formats,
-                                 all_kernels=all_kernels, top=top_rows, dry_run=dry_run)
+                                 all_kernels=all_kernels, top=top_rows, dry_run=dry_run, window_rule=window)
     for group, outputs in done:
         if dry_run:
             print(f"{group.directory}: {len(group.files)} trace(s)")
@@ -199,12 +205,14 @@ def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=F
 def trace_diff(ctx, base, pr, top=None, output=None, format="md"):
     """Per-category and per-kernel differences between two traces (PR − base)."""
     from analysis.flag_values import whole_number
+
+    top_rows = whole_number("--top", 25 if top is None else top, minimum=1)
+    # The readers bring pandas and numpy: only once the flags are good.
     from analysis.traces import read_trace
     from analysis.traces.render import parse_formats
     from analysis.traces.trace_diff import render_trace_diff_markdown, write_trace_diff
     from analysis.traces.trace_diff import trace_diff as diff_traces
 
-    top_rows = whole_number("--top", 25 if top is None else top, minimum=1)
     diff = diff_traces(read_trace(resolve_path(base)), read_trace(resolve_path(pr)))
     markdown = render_trace_diff_markdown(diff, top=top_rows)
     if not output:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from invoke import Exit
+from invoke import Exit, Task
 
 from analysis.errors import UserError
 from analysis.io_errors import ENVIRONMENT_ERRORS, describe
@@ -129,3 +129,19 @@ def resolve_path(value: str | Path) -> Path:
     """Paths in invoke.yaml are relative to the project; paths on the command line to the shell's cwd."""
     path = Path(value)
     return path if path.is_absolute() else (Path.cwd() / path)
+
+
+class LongOnlyFlags(Task):
+    """An invoke task whose ``long_only`` parameters get no short flag (``@task(klass=LongOnlyFlags,
+    long_only=["format"])``): their letter stays free for the flags a command must share with the tools its users
+    know, and the other parameters keep the letters invoke gives them."""
+
+    def __init__(self, body: Callable[..., Any], long_only: tuple[str, ...] | list[str] = (), **kwargs: Any) -> None:
+        super().__init__(body, **kwargs)
+        self.long_only = frozenset(long_only)
+
+    def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
+        opts = super().arg_opts(name, default, taken_names)
+        if name in self.long_only:
+            opts["names"] = opts["names"][:1]  # the long name only; the letter is not taken
+        return opts

@@ -158,3 +158,47 @@ def test_the_trace_diff_task_prints_markdown(tmp_path: Path) -> None:
 
     assert result.returncode == 0, result.stderr
     assert "| GEMM | 26 | 26 |" in result.stdout
+
+
+def test_the_report_carries_op_attribution_and_the_roofline_in_every_format(runs: Path) -> None:
+    generate_perf_reports(runs, formats=["csv", "xlsx", "md"], filters=["h100"])
+
+    csvs = runs / "h100" / "h100_h100_perf_report_csvs"
+    categories = pd.read_csv(csvs / "ops_by_category.csv").set_index("category")
+    ops = pd.read_csv(csvs / "ops_summary.csv").set_index("op")
+    kernels = pd.read_csv(csvs / "kernel_summary.csv")
+    roofline = pd.read_csv(csvs / "roofline.csv")
+    assert categories.loc["GEMM", "kernels"] == 26 and categories["percent"].sum() == pytest.approx(100.0)
+    assert ops.loc["aten::addmm", "calls"] == 26
+    assert set(kernels["parent op"]) >= {"aten::addmm", "aten::_flash_attention_forward"}
+    assert (roofline["family"] == "GEMM").any() and roofline["% of peak FLOP/s"].notna().any()
+    workbook = openpyxl.load_workbook(runs / "h100" / "h100_h100_perf_report.xlsx", read_only=True)
+    assert {"ops_by_category", "ops_summary", "kernel_summary", "roofline"} <= set(workbook.sheetnames)
+    markdown = (runs / "h100" / "h100_h100_perf_report.md").read_text()
+    assert "0 kernels (0.0 % of kernel time) have no launching op" in markdown
+    assert "NVIDIA H100 SXM; peaks from" in markdown
+    assert "## Roofline (GEMM, CONV, SDPA, elementwise)" in markdown
+
+
+def test_multi_rank_ops_tables_have_per_rank_columns_and_unlinked_kernels_are_counted(runs: Path) -> None:
+    generate_perf_reports(runs, formats=["csv", "md"], filters=["multirank"])
+
+    csvs = runs / "multirank" / "multirank_multirank_perf_report_csvs"
+    ops = pd.read_csv(csvs / "ops_summary.csv")
+    traces = pd.read_csv(csvs / "traces.csv")
+    assert {"kernel time ms rank0", "kernel time ms rank1"} <= set(ops.columns)
+    assert traces["kernels without op"].tolist() == [16, 16]
+    assert "16 kernels (" in (runs / "multirank" / "multirank_multirank_perf_report.md").read_text()
+
+
+def test_format_is_a_long_flag_only_so_r_stays_free_and_the_window_flag_reaches_the_report(runs: Path) -> None:
+    usage = _invoke("--help", "perf-report")
+    result = _invoke("perf-report", "-b", str(runs), "-f", "h100", "--format", "md", "--window", "span")
+    bad = _invoke("perf-report", "-b", str(runs), "--window", "middle")
+
+    assert usage.returncode == 0
+    assert "--format=STRING" in usage.stdout and "-r STRING" not in usage.stdout
+    assert "-w STRING, --window=STRING" in usage.stdout
+    assert result.returncode == 0, result.stderr
+    assert "Timeline window: span of all GPU events" in (runs / "h100" / "h100_h100_perf_report.md").read_text()
+    assert bad.returncode == 2 and "--window middle: expected one of steps, span" in bad.stderr

@@ -63,3 +63,67 @@ def kernel_category(name: str, kind: int = 0) -> str:
 
 def is_communication(name: str) -> bool:
     return bool(_COMM.search(name))
+
+
+# --- op categories ------------------------------------------------------------------------------------------
+# The categories of the ops tables (what a PyTorch op does), after TraceLens' ops_summary_by_category. An op is
+# classified by its name; a kernel with no launching op, or one launched by an op these rules do not know
+# (``other``), or a Triton/C++ kernel of an Inductor graph, is classified by its kernel category instead.
+GEMM, CONV, SDPA, NORM = "GEMM", "CONV", "SDPA", "NORM"
+ELEMENTWISE, REDUCTION, MEMORY, OTHER = "elementwise", "reduction", "copy/memory", "other"
+OP_CATEGORIES = (GEMM, CONV, SDPA, NORM, ELEMENTWISE, REDUCTION, MEMORY, COMMUNICATION, OTHER)
+
+_OP_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (COMMUNICATION, re.compile(r"^(record_param_comms|c10d::|nccl:)|all_?reduce|all_?gather|reduce_scatter"
+                               r"|all_to_all|alltoall")),
+    (SDPA, re.compile(r"scaled_dot_product|flash_attention|flash_attn|efficient_attention|_cudnn_attention"
+                      r"|fmha|mha_(fwd|bwd)|attention", re.IGNORECASE)),
+    (CONV, re.compile(r"conv(olution)?(\d|_|$|\w*backward)|^aten::(cudnn|miopen|mkldnn)_convolution")),
+    (GEMM, re.compile(r"^aten::(mm|addmm|_addmm_activation|bmm|baddbmm|addbmm|_scaled_mm|matmul|linear|mv|addmv"
+                      r"|dot|_int_mm)$|(?<!fb)gemm", re.IGNORECASE)),
+    (NORM, re.compile(r"(layer|batch|group|instance|rms)_norm")),
+    (REDUCTION, re.compile(r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|norm|linalg_vector_norm|std|var"
+                           r"|std_mean|var_mean|logsumexp|cumsum|cumprod|prod|all|any|topk|sort|_?softmax"
+                           r"|_?log_softmax|_softmax_backward_data|_log_softmax_backward_data)$")),
+    (MEMORY, re.compile(r"^aten::(copy_|_to_copy|to|clone|contiguous|cat|stack|index_select|gather|scatter_?"
+                        r"|scatter_add_?|index|index_put_|_index_put_impl_|embedding|embedding_dense_backward"
+                        r"|fill_|zero_|zeros|zeros_like|ones|ones_like|full|new_zeros|empty\w*|resize_"
+                        r"|_local_scalar_dense|item|repeat|narrow_copy|masked_select|nonzero|flip|roll)$")),
+)
+# Pointwise ATen ops (one output element per input element, after broadcasting): the elementwise roofline.
+ELEMENTWISE_OPS = frozenset(f"aten::{n}{suffix}" for n in (
+    "add", "sub", "rsub", "mul", "div", "neg", "abs", "exp", "exp2", "log", "log2", "log1p", "sqrt", "rsqrt",
+    "pow", "reciprocal", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu", "mish", "hardtanh",
+    "leaky_relu", "elu", "softplus", "clamp", "clamp_min", "clamp_max", "where", "maximum", "minimum", "eq",
+    "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "bitwise_and", "bitwise_or",
+    "masked_fill", "threshold", "threshold_backward", "gelu_backward", "silu_backward", "sigmoid_backward",
+    "tanh_backward", "nan_to_num", "sign", "floor", "ceil", "round", "trunc", "erf", "addcmul", "addcdiv",
+    "lerp", "logit", "logit_backward", "dropout", "native_dropout", "hardswish", "hardsigmoid",
+) for suffix in ("", "_"))
+_KERNEL_TO_OP = {
+    "GEMM": GEMM, "triton_template": GEMM, "conv": CONV, "attention": SDPA, "normalization": NORM,
+    "elementwise": ELEMENTWISE, "triton_pointwise": ELEMENTWISE, "reduction": REDUCTION,
+    "triton_reduction": REDUCTION, "triton_persistent": REDUCTION, COPY: MEMORY, COMMUNICATION: COMMUNICATION,
+}
+
+
+@lru_cache(maxsize=65536)
+def op_category(op_name: str) -> str:
+    """Category of a PyTorch op by its name; ``other`` when no rule knows it."""
+    if op_name in ELEMENTWISE_OPS:
+        return ELEMENTWISE
+    for category, pattern in _OP_RULES:
+        if pattern.search(op_name):
+            return category
+    return OTHER
+
+
+def op_category_of_kernel(kernel_name: str, kind: int = 0) -> str:
+    """The op category a kernel's own name points to (for kernels without a known launching op)."""
+    return _KERNEL_TO_OP.get(kernel_category(kernel_name, kind), OTHER)
+
+
+def launch_category(op_name: str | None, kernel_name: str, kind: int = 0) -> str:
+    """Category of one kernel launch: its op's category, else (no op, or an op no rule knows) its kernel's."""
+    category = op_category(op_name) if op_name else OTHER
+    return category if category != OTHER else op_category_of_kernel(kernel_name, kind)

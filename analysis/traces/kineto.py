@@ -3,8 +3,10 @@
 A Kineto trace is one JSON object whose ``traceEvents`` array dominates the file. Loading it whole with
 ``json.load`` needs several times the file size in Python objects, so this reader decodes one event at a time
 from a bounded text buffer (the C-accelerated ``raw_decode``), keeps only what the analyses use (device
-activities, launch/memcpy/sync runtime calls, ``ProfilerStep`` windows, and on CPU-only traces the Inductor
-C++ kernel cpu_ops) in compact columns, and drops every other event at once.
+activities, launch/memcpy/sync runtime calls, ``ProfilerStep`` windows, host ops as (start, duration, thread,
+name) columns plus the recorded shapes of the ops the roofline prices, compiled-graph regions, and on CPU-only
+traces the Inductor C++ kernel cpu_ops) in compact columns, and drops every other event at once. After reading,
+each launch is linked to its innermost enclosing op and only the ops that launched something are kept.
 """
 
 from __future__ import annotations
@@ -20,9 +22,22 @@ import numpy as np
 
 from analysis.errors import UserError
 from analysis.records import MAX_US, invalid
+from analysis.traces.breakdown import launch_index
 from analysis.traces.categories import ROCM_LEGACY_COPY
 from analysis.traces.fileio import open_text, reading
-from analysis.traces.model import CPU_KERNEL, KERNEL, MEMCPY, MEMSET, StepWindow, TraceBuilder, TraceData
+from analysis.traces.model import (
+    CPU_KERNEL,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    OpShape,
+    OpTable,
+    StepWindow,
+    TraceBuilder,
+    TraceData,
+)
+from analysis.traces.ops import COMPILED_REGION, innermost_enclosing
+from analysis.traces.roofline import has_model
 
 _CHUNK_CHARS = 4 * 1024 * 1024
 # A syntax error this far before the end of the buffer cannot be explained by the buffer being cut short.
@@ -122,6 +137,19 @@ class _Collector:
         self.rt_dur = array("d")
         self.rt_name: list[str] = []
         self.rt_corr = array("q")
+        self.rt_tid = array("q")
+        # Every host op (the launching ones are only known once all events are read), names as local ids.
+        self.op_ts = array("d")
+        self.op_dur = array("d")
+        self.op_tid = array("q")
+        self.op_name = array("i")
+        self.op_shape = array("i")
+        self.op_names: list[str] = []
+        # name → (name id, has a roofline model, is a compiled region, is a CPU kernel)
+        self._op_kinds: dict[str, tuple[int, bool, bool, bool]] = {}
+        self.shapes: list[OpShape] = []
+        self._shape_ids: dict[str, int] = {}
+        self.regions: list[tuple[str, float, float, int]] = []
         self.cpu_ts = array("d")
         self.cpu_dur = array("d")
         self.cpu_name: list[str] = []
@@ -129,7 +157,6 @@ class _Collector:
         self.steps: list[tuple[str, float, float, bool]] = []
         self.runtime_names: set[str] = set()
         self._keep_runtime: dict[str, bool] = {}
-        self._cpu_kernel: dict[str, bool] = {}
 
     def add(self, ev: dict[str, Any], index: int) -> None:
         cat = ev.get("cat")
@@ -147,6 +174,13 @@ class _Collector:
             if name.startswith("ProfilerStep#") and "ts" in ev:
                 ts, dur = self._times(ev, index)
                 self.steps.append((name, ts, ts + dur, _ANNOTATION_CATS[cat]))
+            elif not _ANNOTATION_CATS[cat] and name.startswith("## Call CompiledFxGraph") and "ts" in ev:
+                self._region(ev, name, index)
+
+    def _region(self, ev: dict[str, Any], name: str, index: int) -> None:
+        if COMPILED_REGION.match(name):
+            ts, dur = self._times(ev, index)
+            self.regions.append((name, ts, dur, _as_int(ev.get("tid"), -1)))
 
     def _bad(self, index: int, key: str, expected: str, ev: dict[str, Any]) -> UserError:
         return invalid(f"{self.path}: traceEvents[{index}] {key!r}", expected, ev.get(key))
@@ -204,18 +238,48 @@ class _Collector:
             self.rt_dur.append(dur)
             self.rt_name.append(name)
             self.rt_corr.append(_as_int(self._args(ev, index).get("correlation"), -1))
+            self.rt_tid.append(_as_int(ev.get("tid"), -1))
 
     def _cpu_op(self, ev: dict[str, Any], index: int) -> None:
         name = self._name(ev, index)
-        hit = self._cpu_kernel.get(name)
-        if hit is None:
-            hit = self._cpu_kernel[name] = bool(CPU_KERNEL_NAME.search(name))
-        if hit and "ts" in ev:
-            ts, dur = self._times(ev, index)
+        if "ts" not in ev:
+            return
+        ts, dur = self._times(ev, index)
+        tid = _as_int(ev.get("tid"), -1)
+        known = self._op_kinds.get(name)
+        if known is None:  # what the name says is decided once per name, not per event
+            known = self._op_kinds[name] = (len(self.op_names), has_model(name), bool(COMPILED_REGION.match(name)),
+                                            bool(CPU_KERNEL_NAME.search(name)))
+            self.op_names.append(name)
+        name_id, priced, region, cpu_kernel = known
+        self.op_ts.append(ts)
+        self.op_dur.append(dur)
+        self.op_tid.append(tid)
+        self.op_name.append(name_id)
+        self.op_shape.append(self._shape(ev, name) if priced else -1)
+        if region:
+            self.regions.append((name, ts, dur, tid))
+        if cpu_kernel:
             self.cpu_ts.append(ts)
             self.cpu_dur.append(dur)
             self.cpu_name.append(name)
-            self.cpu_tid.append(_as_int(ev.get("tid"), -1))
+            self.cpu_tid.append(tid)
+
+    def _shape(self, ev: dict[str, Any], name: str) -> int:
+        """Id of the op's recorded shapes (deduplicated: a model repeats a few shapes many times), or −1."""
+        args = ev.get("args")
+        if type(args) is not dict:
+            return -1
+        dims, types, concrete = args.get("Input Dims"), args.get("Input type"), args.get("Concrete Inputs", [])
+        if not (isinstance(dims, list) and isinstance(types, list) and isinstance(concrete, list)
+                and all(type(t) is str for t in types) and all(type(c) is str for c in concrete)):
+            return -1  # without record_shapes (or in a foreign form) the op is attributed but not priced
+        key = repr((dims, types, concrete))
+        shape_id = self._shape_ids.get(key)
+        if shape_id is None:
+            shape_id = self._shape_ids[key] = len(self.shapes)
+            self.shapes.append(OpShape(tuple(dims), tuple(types), tuple(concrete)))
+        return shape_id
 
 
 def _as_int(value: Any, default: int, bits: int = 64) -> int:
@@ -310,7 +374,7 @@ def _read_events(stream: _Stream, collector: _Collector) -> None:
 
 def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
     b = TraceBuilder(path, "kineto")
-    firsts = [min(a) for a in (col.dev_ts, col.rt_ts, col.cpu_ts) if len(a)]
+    firsts = [min(a) for a in (col.dev_ts, col.rt_ts, col.cpu_ts, col.op_ts) if len(a)]
     base = int(min(firsts)) if firsts else 0
     if len(col.dev_ts):
         starts, durs = _us_to_ns(col.dev_ts, base), _us_to_ns(col.dev_dur)
@@ -338,7 +402,69 @@ def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
     b.platform = _platform(meta, col)
     b.metadata = {k: meta[k] for k in ("baseTimeNanoseconds", "displayTimeUnit", "schemaVersion",
                                         "distributedInfo", "trace_id") if k in meta}
-    return b.build()
+    trace = b.build()
+    if len(col.op_ts):
+        _attribute(trace, col, base)
+    return trace
+
+
+def _attribute(trace: TraceData, col: _Collector, base: int) -> None:
+    """Link every device event to its launching op and keep only the launching ops (see analysis.traces.ops)."""
+    op_start = _us_to_ns(col.op_ts, base)
+    op_end = op_start + _us_to_ns(col.op_dur)
+    op_tid = np.frombuffer(col.op_tid, dtype=np.int64)
+    name_index = {name: i for i, name in enumerate(trace.names)}
+
+    def intern(name: str) -> int:  # ops and regions join the trace's name table
+        index = name_index.get(name)
+        if index is None:
+            index = name_index[name] = len(trace.names)
+            trace.names.append(name)
+        return index
+
+    if trace.n_events and (trace.kind == CPU_KERNEL).all():
+        # A CPU profile's "kernels" are host ops themselves: each is its own launching op.
+        points, point_tids, launch = trace.start_ns, trace.stream, None
+        event_parent = innermost_enclosing(op_start, op_end, op_tid, points, point_tids)
+    else:
+        points = trace.rt_start_ns
+        point_tids = np.frombuffer(col.rt_tid, dtype=np.int64)
+        launch = launch_index(trace)
+        rt_parent = innermost_enclosing(op_start, op_end, op_tid, points, point_tids)
+        event_parent = _take(rt_parent, launch)
+    used, event_op = np.unique(event_parent, return_inverse=True)
+    event_op = event_op.astype(np.int32)
+    if used.size and used[0] < 0:  # −1 (no op) sorts first: shift so that it stays −1
+        event_op -= 1
+        used = used[1:]
+    if col.regions and trace.n_events:
+        # The graph is the innermost compiled region around the launch itself (not around its op, which may be
+        # the outer region).
+        reg_start = _us_to_ns(array("d", (r[1] for r in col.regions)), base)
+        reg_end = reg_start + _us_to_ns(array("d", (r[2] for r in col.regions)))
+        reg_tid = np.array([r[3] for r in col.regions], dtype=np.int64)
+        region_ids = np.array([intern(r[0]) for r in col.regions], dtype=np.int32)
+        region = innermost_enclosing(reg_start, reg_end, reg_tid, points, point_tids)
+        point_graph = _take(region_ids, region).astype(np.int32)
+        if launch is None:
+            trace.event_graph = point_graph
+        else:
+            trace.event_graph = _take(point_graph, launch).astype(np.int32)
+    used_names = np.frombuffer(col.op_name, dtype=np.int32)[used]
+    name_ids = {local: intern(col.op_names[local]) for local in np.unique(used_names).tolist()}
+    op_shape = np.frombuffer(col.op_shape, dtype=np.int32)
+    trace.ops = OpTable(name_id=np.array([name_ids[i] for i in used_names.tolist()], dtype=np.int32),
+                        shape_id=op_shape[used].copy(), shapes=col.shapes)
+    trace.event_op = event_op
+    trace.has_host_ops = True
+
+
+def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``values[index]`` where ``index`` ≥ 0, −1 elsewhere (``values`` may be empty when nothing links)."""
+    out = np.full(index.size, -1, dtype=np.int64)
+    hit = index >= 0
+    out[hit] = values[index[hit]]
+    return out
 
 
 def _platform(meta: dict[str, Any], col: _Collector) -> str:

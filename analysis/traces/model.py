@@ -71,6 +71,31 @@ class KernelAggregate:
     kind: str = "kernel"
 
 
+@dataclass(frozen=True)
+class OpShape:
+    """What ``record_shapes`` wrote for one op call: ``Input Dims``, ``Input type``, ``Concrete Inputs``."""
+
+    dims: tuple[Any, ...]
+    types: tuple[str, ...]
+    concrete: tuple[str, ...]
+
+
+@dataclass
+class OpTable:
+    """The host ops that launched device work (one row per op call), held column-wise.
+
+    Only ops that are the innermost ``cpu_op`` around some launch are kept, so the table is as long as the
+    number of launching op calls, not the number of ops in the trace.
+    """
+
+    name_id: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
+    shape_id: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
+    shapes: list[OpShape] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(self.name_id.size)
+
+
 @dataclass
 class TraceData:
     """Everything the analyses need from one trace file (one rank)."""
@@ -96,6 +121,14 @@ class TraceData:
     platform: str = "unknown"
     device_names: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Op attribution (Kineto traces with cpu_op events): the launching op of every device event (index into
+    # ``ops``, −1 when no op encloses its launch), the Inductor-compiled region around its launch
+    # (``## Call CompiledFxGraph <hash> ##``, ``CompiledFunction``, ``Torch-Compiled Region``; an index into
+    # ``names``, −1 if none), and whether the trace had host ops at all.
+    ops: OpTable = field(default_factory=OpTable)
+    event_op: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
+    event_graph: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
+    has_host_ops: bool = False
 
     @property
     def n_events(self) -> int:
@@ -166,6 +199,10 @@ class TraceBuilder:
         self.platform = "unknown"
         self.device_names: list[str] = []
         self.metadata: dict[str, Any] = {}
+        self.ops = OpTable()
+        self.event_op: np.ndarray | None = None
+        self.event_graph: np.ndarray | None = None
+        self.has_host_ops = False
 
     def intern(self, name: str) -> int:
         idx = self._name_ids.get(name)
@@ -216,4 +253,9 @@ class TraceBuilder:
             platform=self.platform,
             device_names=self.device_names,
             metadata=self.metadata,
+            ops=self.ops,
+            event_op=self.event_op if self.event_op is not None else np.full(len(self.start_ns), -1, dtype=np.int32),
+            event_graph=self.event_graph if self.event_graph is not None
+            else np.full(len(self.start_ns), -1, dtype=np.int32),
+            has_host_ops=self.has_host_ops,
         )

@@ -5,9 +5,12 @@ that holds them: one directory is one configuration, its files are the ranks. Ea
 report written next to its traces (``<dir>/<dirname>_perf_report.{xlsx,md}`` and ``..._perf_report_csvs/``)
 with per-rank columns plus their mean and standard deviation. Sheets:
 
-gpu_timeline, kernel_categories, top_kernels, steps, launch_overhead, sync_calls, short_kernel_histogram,
-traces. The rank of a file comes from its ``distributedInfo`` (as HTA does), else from ``<pattern><N>`` in the
-file name (the ``-p`` flag), else from its position in the sorted list.
+gpu_timeline, ops_by_category, ops_summary, kernel_summary (kernels with their parent op), roofline (GEMM, CONV,
+SDPA and elementwise ops against the device's peak), kernel_categories, top_kernels, steps, launch_overhead,
+sync_calls, short_kernel_histogram, traces. The timeline's window follows ``window`` (see
+:func:`analysis.traces.timeline.measured_window`); every report says which rule it used and how many kernels
+have no launching op (they stay in every table). The rank of a file comes from its ``distributedInfo`` (as HTA
+does), else from ``<pattern><N>`` in the file name (the ``-p`` flag), else from its position in the sorted list.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from analysis.rendering import render_template, write_csv_dir, write_xlsx
 from analysis.traces.breakdown import category_table, kernel_table, kernels_per_step, short_kernel_histogram
 from analysis.traces.launch import LaunchAnalysis, analyze_launches, sync_table
 from analysis.traces.model import TraceData
+from analysis.traces.ops import attribute, kernel_summary, ops_by_category, ops_summary, unlinked_sentence
 from analysis.traces.readers import read_trace
-from analysis.traces.timeline import Timeline, gpu_timeline
+from analysis.traces.roofline import device_peaks, device_sentence, roofline_table
+from analysis.traces.timeline import WINDOW_RULES, Timeline, Window, gpu_timeline, measured_window
 
 REPORT_SUFFIX = "_perf_report"
 TRACE_SUFFIXES = {"json": (".json",), "gz": (".json.gz",), None: (".json", ".json.gz")}
@@ -60,6 +65,13 @@ class RankResult:
     launch: LaunchAnalysis
     sync: pd.DataFrame
     short_histogram: pd.DataFrame
+    window: Window
+    ops_categories: pd.DataFrame
+    ops: pd.DataFrame
+    kernel_parents: pd.DataFrame
+    roofline: pd.DataFrame
+    notes: list[str]  # the window rule, the unlinked kernels, the device and its peaks
+    unlinked: int
 
 
 @dataclass
@@ -68,6 +80,7 @@ class PerfReport:
     ranks: list[int]
     sheets: dict[str, pd.DataFrame] = field(default_factory=dict)
     verdicts: list[tuple[int, str, str]] = field(default_factory=list)
+    notes: list[tuple[int, list[str]]] = field(default_factory=list)
 
 
 # --- finding traces ---------------------------------------------------------------------------------------
@@ -120,16 +133,24 @@ def find_trace_groups(base: Path, rank_pattern: str = "rank_", ext: str | None =
 # --- analysis ---------------------------------------------------------------------------------------------
 
 
-def analyze_rank(trace: TraceData, rank: int) -> RankResult:
-    timeline = gpu_timeline(trace)
+def analyze_rank(trace: TraceData, rank: int, window_rule: str = "steps") -> RankResult:
+    window = measured_window(trace, window_rule)
+    timeline = gpu_timeline(trace, window)
     kernels = kernel_table(trace)
+    attr = attribute(trace)
+    peaks = device_peaks(trace.device_names)
+    fallback = " (asked for GPU steps; the trace has none)" if window_rule == "steps" and window.rule == "span" else ""
+    notes = [f"Timeline window: {window.describe()}{fallback}.", unlinked_sentence(trace, attr),
+             device_sentence(trace, peaks)]
     return RankResult(
         rank=rank, trace=trace, timeline=timeline, kernels=kernels, categories=category_table(trace, kernels),
         steps=kernels_per_step(trace), launch=analyze_launches(trace, timeline), sync=sync_table(trace),
-        short_histogram=short_kernel_histogram(trace))
+        short_histogram=short_kernel_histogram(trace), window=window, ops_categories=ops_by_category(trace, attr),
+        ops=ops_summary(trace, attr), kernel_parents=kernel_summary(trace, attr),
+        roofline=roofline_table(trace, attr, peaks), notes=notes, unlinked=attr.unlinked)
 
 
-def load_group(group: TraceGroup) -> list[RankResult]:
+def load_group(group: TraceGroup, window_rule: str = "steps") -> list[RankResult]:
     results = []
     seen: dict[int, Path] = {}
     for position, f in enumerate(group.files):
@@ -139,7 +160,7 @@ def load_group(group: TraceGroup) -> list[RankResult]:
         if rank in seen:
             raise UserError(f"{f.path}: rank {rank} again (also {seen[rank]}); pass -f to select one run")
         seen[rank] = f.path
-        results.append(analyze_rank(trace, rank))
+        results.append(analyze_rank(trace, rank, window_rule))
     return sorted(results, key=lambda r: r.rank)
 
 
@@ -205,12 +226,28 @@ def kernels_sheet(results: list[RankResult], top: int | None) -> pd.DataFrame:
     return df if top is None else df.head(top)
 
 
+def ops_categories_sheet(results: list[RankResult]) -> pd.DataFrame:
+    if len(results) == 1:
+        return results[0].ops_categories
+    return _merge_ranks(results, "ops_categories", ["category"], "kernel time ms", "kernels")
+
+
+def ops_sheet(results: list[RankResult]) -> pd.DataFrame:
+    if len(results) == 1:
+        return results[0].ops
+    return _merge_ranks(results, "ops", ["op", "category"], "kernel time ms", "kernels")
+
+
 def _stack(results: list[RankResult], attr: str) -> pd.DataFrame:
     frames = [getattr(r, attr).assign(rank=r.rank) for r in results if not getattr(r, attr).empty]
     if not frames:
         return pd.DataFrame(columns=["rank", *getattr(results[0], attr).columns])
     df = pd.concat(frames, ignore_index=True)
     return df[["rank", *[c for c in df.columns if c != "rank"]]]
+
+
+def _top_per_rank(df: pd.DataFrame, top: int | None) -> pd.DataFrame:
+    return df if top is None else df.groupby("rank", sort=False).head(top).reset_index(drop=True)
 
 
 def launch_sheet(results: list[RankResult]) -> pd.DataFrame:
@@ -248,7 +285,8 @@ def traces_sheet(results: list[RankResult], base: Path | None = None) -> pd.Data
         shown = t.path.relative_to(base) if base is not None and t.path.is_relative_to(base) else t.path
         rows.append({"rank": r.rank, "world size": t.world_size, "file": str(shown), "format": t.source,
                      "platform": t.platform, "device": ", ".join(sorted(set(t.device_names))),
-                     "device events": t.n_events, "kernel names": len(r.kernels)})
+                     "device events": t.n_events, "kernel names": len(r.kernels), "window": r.window.rule,
+                     "kernels without op": r.unlinked})
     return pd.DataFrame(rows)
 
 
@@ -258,6 +296,10 @@ def build_report(results: list[RankResult], title: str, top: int | None = 50, ba
     report = PerfReport(title=title, ranks=[r.rank for r in results])
     report.sheets = {
         "gpu_timeline": timeline_sheet(results),
+        "ops_by_category": ops_categories_sheet(results),
+        "ops_summary": ops_sheet(results),
+        "kernel_summary": _top_per_rank(_stack(results, "kernel_parents"), top),
+        "roofline": _stack(results, "roofline"),
         "kernel_categories": categories_sheet(results),
         "top_kernels": kernels_sheet(results, top),
         "steps": _stack(results, "steps"),
@@ -267,6 +309,7 @@ def build_report(results: list[RankResult], title: str, top: int | None = 50, ba
         "traces": traces_sheet(results, base),
     }
     report.verdicts = [(r.rank, r.launch.verdict.label, r.launch.verdict.reason) for r in results]
+    report.notes = [(r.rank, r.notes) for r in results]
     return report
 
 
@@ -298,8 +341,13 @@ def write_report(report: PerfReport, output_base: Path, formats: list[str]) -> l
 def generate_perf_reports(base: Path, rank_pattern: str = "rank_", ext: str | None = None,
                           filters: list[str] | None = None, output: Path | None = None,
                           formats: list[str] | None = None, all_kernels: bool = False, top: int = 50,
-                          dry_run: bool = False) -> list[tuple[TraceGroup, list[Path]]]:
-    """Find the trace groups and write one report per group; with ``dry_run`` only plan (nothing is read)."""
+                          dry_run: bool = False, window_rule: str = "steps") -> list[tuple[TraceGroup, list[Path]]]:
+    """Find the trace groups and write one report per group; with ``dry_run`` only plan (nothing is read).
+
+    ``window_rule``: ``steps`` (GPU-side ProfilerStep windows when the trace has them, else the span) or
+    ``span`` (always the span of all GPU events)."""
+    if window_rule not in WINDOW_RULES:
+        raise UserError(f"--window {window_rule}: expected one of {', '.join(WINDOW_RULES)}")
     formats = formats or ["xlsx"]
     groups = find_trace_groups(base, rank_pattern, ext, filters, output)
     if dry_run:
@@ -308,7 +356,7 @@ def generate_perf_reports(base: Path, rank_pattern: str = "rank_", ext: str | No
     # configuration must not leave the reports of the first ones behind as if the run had worked.
     reports = []
     for group in groups:
-        results = load_group(group)
+        results = load_group(group, window_rule)
         title = str(group.directory.relative_to(base)) if group.directory != base else group.directory.name
         reports.append((group, build_report(results, title or group.directory.name, None if all_kernels else top,
                                             base)))

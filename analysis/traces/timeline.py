@@ -13,6 +13,11 @@ Device activities are split into computation (kernels and memsets that are not c
 
 so computation + exposed comm + exposed memcpy + idle = total. Set differences are written as differences
 of unions, which keeps everything a sort plus a running maximum in numpy.
+
+The measured window (:func:`measured_window`): by default the span of all device activity, as above. With the
+``steps`` rule and a trace that has GPU-side step annotations (``ProfilerStep#N`` as ``gpu_user_annotation``),
+the window is the union W of those step windows instead: every quantity is then measured inside W
+(|X ∩ W| = |X| + |W| − |X ∪ W|) and total_time = |W|.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import pandas as pd
 
 from analysis.traces.categories import is_communication
 from analysis.traces.model import MEMCPY, TraceData
+
+WINDOW_RULES = ("steps", "span")
 
 TIMELINE_ROWS = ("computation_time", "exposed_comm_time", "exposed_memcpy_time", "busy_time", "idle_time",
                  "total_time", "total_comm_time", "total_memcpy_time")
@@ -84,20 +91,60 @@ def activity_groups(trace: TraceData) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return comp, comm, memcpy
 
 
-def gpu_timeline(trace: TraceData) -> Timeline:
+@dataclass(frozen=True)
+class Window:
+    """The time the timeline is measured over: ``starts``/``ends`` are disjoint sorted intervals in ns, or
+    ``None`` for the span of all device activity."""
+
+    rule: str  # "steps" or "span": the rule applied (a "steps" request without GPU steps falls back to span)
+    starts: np.ndarray | None = None
+    ends: np.ndarray | None = None
+    steps: int = 0
+    outside: int = 0  # device activities that start or end outside the window (partly or wholly not counted)
+
+    def describe(self) -> str:
+        if self.starts is None:
+            return "span of all GPU events (first start to last end)"
+        return (f"union of {self.steps} GPU-side ProfilerStep window(s) (gpu_user_annotation); "
+                f"{self.outside} device activities lie partly or wholly outside and count only inside")
+
+
+def measured_window(trace: TraceData, rule: str = "steps") -> Window:
+    """The ``steps`` rule uses the GPU-side ProfilerStep windows when the trace has them, else the span."""
+    if rule not in WINDOW_RULES:
+        raise ValueError(f"window rule {rule!r}; expected one of {WINDOW_RULES}")
+    device_steps = [s for s in trace.steps if s.on_device and s.end_ns > s.start_ns]
+    if rule == "span" or not device_steps or not trace.has_timeline:
+        return Window("span")
+    ws, we = merge_intervals(np.array([s.start_ns for s in device_steps], dtype=np.int64),
+                             np.array([s.end_ns for s in device_steps], dtype=np.int64))
+    # An activity is fully inside when one window holds both its start and its end.
+    idx = np.searchsorted(ws, trace.start_ns, side="right") - 1
+    inside = (idx >= 0) & (trace.end_ns <= we[np.clip(idx, 0, None)])
+    return Window("steps", ws, we, len(device_steps), int((~inside).sum()))
+
+
+def gpu_timeline(trace: TraceData, window: Window | None = None) -> Timeline:
     if not trace.has_timeline:
         return Timeline(0, 0, 0, 0, 0, 0, 0, 0)
     start, end = trace.start_ns, trace.end_ns
     comp, comm, memcpy = activity_groups(trace)
+    ws = window.starts if window is not None else None
+    we = window.ends if window is not None else None
 
     def u(mask: np.ndarray) -> int:
-        return union_length(start[mask], end[mask])
+        own = union_length(start[mask], end[mask])
+        if ws is None or we is None:
+            return own
+        # |X ∩ W| = |X| + |W| − |X ∪ W|, all three unions of intervals.
+        return own + union_length(ws, we) - union_length(np.concatenate([start[mask], ws]),
+                                                         np.concatenate([end[mask], we]))
 
     all_mask = np.ones(start.size, dtype=bool)
     busy = u(all_mask)
     computation = u(comp)
     comp_or_comm = u(comp | comm)
-    total = int(end.max() - start.min())
+    total = union_length(ws, we) if ws is not None and we is not None else int(end.max() - start.min())
     return Timeline(
         computation_time=computation,
         exposed_comm_time=comp_or_comm - computation,

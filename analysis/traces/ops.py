@@ -1,0 +1,195 @@
+"""Op-level attribution: which PyTorch op launched each kernel, and the tables built on it.
+
+A kernel links to its runtime launch call by correlation id (``cudaLaunchKernel``, ``cuLaunchKernel``,
+``cudaLaunchKernelExC``, ``hipLaunchKernel``, ``hipExtModuleLaunchKernel``, ``hipModuleLaunchKernel``, graph
+launches, memcpy/memset calls), and the launch to its parent op: the innermost ``cpu_op`` on the same thread
+whose [start, end) holds the launch's start. The reader resolves both links while streaming
+(:func:`innermost_enclosing`) and keeps only the launching ops; this module turns them into the ops summary, the
+ops-by-category table and the kernel summary. Kernels without a launching op stay in every table, under
+:data:`NO_OP`, and are counted.
+
+Inductor-compiled regions: a kernel whose launching op is the compiled region itself, or Inductor's per-kernel
+record function (``triton_*``, ``*cpp_fused_*``), is attributed to the graph (``CompiledFxGraph <hash>``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.traces.categories import launch_category
+from analysis.traces.model import TraceData
+
+NO_OP = "(no launching op)"
+# Names of compiled regions on the host: Inductor's wrapper call (a user_annotation), the autograd function and
+# Dynamo's region (cpu_ops). The innermost one around an op names its graph.
+COMPILED_REGION = re.compile(r"^## Call CompiledFxGraph (\w+) ##$|^CompiledFunction$|^Torch-Compiled Region")
+_INDUCTOR_KERNEL_OP = re.compile(r"^triton_|cpp_fused_")
+OPS_COLUMNS = ["op", "category", "calls", "kernels", "kernel time ms", "percent", "cumulative percent"]
+CATEGORY_COLUMNS = ["category", "calls", "kernels", "kernel time ms", "percent", "cumulative percent"]
+KERNEL_SUMMARY_COLUMNS = ["category", "parent op", "graph", "kernel", "count", "total ms", "mean us", "min us",
+                          "max us", "percent", "cumulative percent"]
+
+
+def graph_label(region_name: str) -> str:
+    """``## Call CompiledFxGraph abc ##`` → ``CompiledFxGraph abc``; other region names as they are."""
+    m = COMPILED_REGION.match(region_name)
+    return f"CompiledFxGraph {m.group(1)}" if m and m.group(1) else region_name
+
+
+def innermost_enclosing(starts: np.ndarray, ends: np.ndarray, tids: np.ndarray,
+                        points: np.ndarray, point_tids: np.ndarray) -> np.ndarray:
+    """For each point, the index of the innermost interval on the same thread with start ≤ point < end, or −1.
+
+    One sweep per thread over intervals sorted by (start, longest first) with a stack of open intervals; the
+    top of the stack that is still open at a point is the latest-started interval holding it.
+    """
+    out = np.full(points.size, -1, dtype=np.int64)
+    if starts.size == 0 or points.size == 0:
+        return out
+    order = np.lexsort((-ends, starts, tids))
+    p_order = np.lexsort((points, point_tids))
+    s_sorted, e_sorted, t_sorted = starts[order].tolist(), ends[order].tolist(), tids[order].tolist()
+    n = len(s_sorted)
+    j = 0
+    stack: list[int] = []
+    current_tid = None
+    for pi, p, ptid in zip(p_order.tolist(), points[p_order].tolist(), point_tids[p_order].tolist(), strict=True):
+        if ptid != current_tid:
+            current_tid = ptid
+            stack.clear()
+            while j < n and t_sorted[j] < ptid:  # threads come in the same order for points and intervals
+                j += 1
+        while j < n and t_sorted[j] == ptid and s_sorted[j] <= p:
+            while stack and e_sorted[stack[-1]] <= s_sorted[j]:
+                stack.pop()
+            stack.append(j)
+            j += 1
+        while stack and e_sorted[stack[-1]] <= p:
+            stack.pop()
+        if stack:
+            out[pi] = order[stack[-1]]
+    return out
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Per device event: launching op (name, or :data:`NO_OP`), its compiled graph ("" if none), category."""
+
+    launcher: np.ndarray  # object array of names
+    graph: np.ndarray  # object array: the compiled graph around the launch, "" if none
+    category: np.ndarray  # object array
+    op_index: np.ndarray  # index into trace.ops, −1 when unlinked
+    unlinked: int
+    unlinked_ns: int
+    total_ns: int
+
+    @property
+    def unlinked_percent(self) -> float:
+        return 100.0 * self.unlinked_ns / self.total_ns if self.total_ns else 0.0
+
+
+def attribute(trace: TraceData) -> Attribution:
+    n = trace.n_events
+    names = np.asarray(trace.names, dtype=object)
+    op_index = trace.event_op.astype(np.int64) if trace.event_op.size == n else np.full(n, -1, dtype=np.int64)
+    linked = op_index >= 0
+    launcher = np.full(n, NO_OP, dtype=object)
+    graph = np.full(n, "", dtype=object)
+    if trace.event_graph.size == n:
+        labels = {g: graph_label(trace.names[g]) for g in np.unique(trace.event_graph[trace.event_graph >= 0]).tolist()}
+        graph = np.array([labels.get(g, "") for g in trace.event_graph.tolist()], dtype=object)
+    if len(trace.ops) and linked.any():
+        launcher[linked] = names[trace.ops.name_id][op_index[linked]]
+        # Inductor's region markers and per-kernel record functions say "this graph", not an ATen op.
+        to_graph = np.array([bool(g) and (bool(COMPILED_REGION.match(o)) or bool(_INDUCTOR_KERNEL_OP.search(o)))
+                             for o, g in zip(launcher.tolist(), graph.tolist(), strict=True)], dtype=bool)
+        launcher[to_graph] = graph[to_graph]
+    kernel_names = names[trace.name_id] if n else np.empty(0, dtype=object)
+    known: dict[tuple[str, str, int], str] = {}
+    category = np.empty(n, dtype=object)
+    for i, key in enumerate(zip(launcher.tolist(), kernel_names.tolist(), trace.kind.tolist(), strict=True)):
+        found = known.get(key)
+        if found is None:
+            op, kernel, kind = key
+            found = known[key] = launch_category(None if op == NO_OP else op, kernel, kind)
+        category[i] = found
+    return Attribution(launcher=launcher, graph=graph, category=category, op_index=op_index,
+                       unlinked=int((~linked).sum()), unlinked_ns=int(trace.dur_ns[~linked].sum()),
+                       total_ns=int(trace.dur_ns.sum()))
+
+
+def _with_percent(df: pd.DataFrame, time_col: str, key: str) -> pd.DataFrame:
+    df = df.sort_values([time_col, key], ascending=[False, True], kind="stable").reset_index(drop=True)
+    total = df[time_col].sum()
+    df["percent"] = 100.0 * df[time_col] / total if total else 0.0
+    df["cumulative percent"] = df["percent"].cumsum()
+    return df
+
+
+def _frame(trace: TraceData, attr: Attribution) -> pd.DataFrame:
+    return pd.DataFrame({"op": attr.launcher, "category": attr.category, "graph": attr.graph,
+                         "op_index": attr.op_index, "dur": trace.dur_ns, "name_id": trace.name_id})
+
+
+def _calls(frame: pd.DataFrame) -> pd.Series:
+    """Distinct op calls that launched the rows (unlinked kernels: one "call" each, there is nothing to join)."""
+    key = frame["op_index"].where(frame["op_index"] >= 0, -1 - frame.index.to_series())
+    return key.nunique()
+
+
+def ops_summary(trace: TraceData, attr: Attribution | None = None) -> pd.DataFrame:
+    """One row per launching op (graphs count as ops): calls, kernels, kernel time and share of all of it."""
+    if not trace.has_timeline:
+        return pd.DataFrame(columns=OPS_COLUMNS)
+    attr = attr or attribute(trace)
+    frame = _frame(trace, attr)
+    rows = []
+    for op, g in frame.groupby("op", sort=False):
+        # One row per op; its kernels can fall in several categories (unlinked ones, or an op no rule knows):
+        # the row shows the one holding most of its time, the ops_by_category table splits them exactly.
+        category = g.groupby("category")["dur"].sum().idxmax()
+        rows.append({"op": op, "category": category, "calls": _calls(g), "kernels": len(g),
+                     "kernel time ms": g["dur"].sum() / 1e6})
+    return _with_percent(pd.DataFrame(rows, columns=OPS_COLUMNS[:5]), "kernel time ms", "op")[OPS_COLUMNS]
+
+
+def ops_by_category(trace: TraceData, attr: Attribution | None = None) -> pd.DataFrame:
+    if not trace.has_timeline:
+        return pd.DataFrame(columns=CATEGORY_COLUMNS)
+    attr = attr or attribute(trace)
+    frame = _frame(trace, attr)
+    rows = [{"category": category, "calls": _calls(g), "kernels": len(g), "kernel time ms": g["dur"].sum() / 1e6}
+            for category, g in frame.groupby("category", sort=False)]
+    return _with_percent(pd.DataFrame(rows, columns=CATEGORY_COLUMNS[:4]), "kernel time ms",
+                         "category")[CATEGORY_COLUMNS]
+
+
+def kernel_summary(trace: TraceData, attr: Attribution | None = None) -> pd.DataFrame:
+    """One row per (category, parent op, graph, kernel name), after TraceLens' kernel_summary."""
+    if not trace.has_timeline:
+        return pd.DataFrame(columns=KERNEL_SUMMARY_COLUMNS)
+    attr = attr or attribute(trace)
+    frame = _frame(trace, attr)
+    g = frame.groupby(["category", "op", "graph", "name_id"], sort=False)["dur"].agg(["size", "sum", "min", "max"])
+    g = g.reset_index()
+    df = pd.DataFrame({
+        "category": g["category"], "parent op": g["op"], "graph": g["graph"],
+        "kernel": [trace.names[i] for i in g["name_id"]],
+        "count": g["size"], "total ms": g["sum"] / 1e6, "mean us": g["sum"] / g["size"] / 1e3,
+        "min us": g["min"] / 1e3, "max us": g["max"] / 1e3,
+    })
+    return _with_percent(df, "total ms", "kernel")[KERNEL_SUMMARY_COLUMNS]
+
+
+def unlinked_sentence(trace: TraceData, attr: Attribution) -> str:
+    """The line every report carries about kernels without a launching op."""
+    if not trace.has_host_ops:
+        return (f"The trace has no host ops (cpu_op events), so no kernel can be linked to a launching op; "
+                f"all {trace.n_events} kernels are listed under {NO_OP}.")
+    return (f"{attr.unlinked} kernels ({attr.unlinked_percent:.1f} % of kernel time) have no launching op "
+            f"(out of {trace.n_events}; kernel time counts kernels, memcpy and memset).")
+

@@ -1,0 +1,350 @@
+"""Roofline view of GEMM, CONV, SDPA and elementwise ops: FLOPs and bytes from the shapes the profiler recorded
+(``record_shapes=True``: ``Input Dims``, ``Input type``, ``Concrete Inputs``), achieved TFLOP/s and TB/s over the
+op's kernel time, and the fraction of the device's peak.
+
+Conventions: FLOPs count a multiply-add as 2 and only the matrix products (GEMM 2·M·N·K, the bias add is not
+counted; SDPA the two products Q·Kᵀ and P·V, halved when causal; softmax is not counted); elementwise ops count
+one FLOP per output element. Bytes are the minimum traffic: every input tensor read once and the output written
+once (no cache reuse, no re-reads). TB/s and MB are decimal (1e12, 1e6). The op's time is the sum of the
+durations of the kernels it launched. A float32 GEMM is compared with the FP32 peak: the trace does not say
+whether TF32 was allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.traces.categories import CONV, ELEMENTWISE, ELEMENTWISE_OPS, GEMM, SDPA
+from analysis.traces.model import OpShape, TraceData
+from analysis.traces.ops import Attribution
+
+# Bytes per element of the dtype names Kineto writes (lower-cased), after TraceLens' name2bpe.
+_BYTES = {"double": 8, "long int": 8, "long": 8, "c10::complex<float>": 8, "float": 4, "int": 4,
+          "unsigned int": 4, "c10::half": 2, "c10::bfloat16": 2, "short": 2, "bool": 1, "unsigned char": 1,
+          "signed char": 1, "c10::float8_e4m3fn": 1, "c10::float8_e4m3fnuz": 1, "c10::float8_e5m2": 1,
+          "c10::float8_e5m2fnuz": 1, "c10::float8_e8m0fnu": 1}
+_PRECISION = {"c10::bfloat16": "bf16", "c10::half": "fp16", "float": "fp32", "double": "fp64"}
+
+_GEMM_OPS = {"aten::mm", "aten::addmm", "aten::_addmm_activation", "aten::bmm", "aten::baddbmm", "aten::matmul",
+             "aten::linear", "aten::_scaled_mm"}
+_CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::miopen_convolution",
+             "aten::mkldnn_convolution", "aten::convolution_backward"}
+_SDPA_OPS = {"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
+             "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
+             "aten::_flash_attention_forward", "aten::_efficient_attention_forward"}
+
+ROOFLINE_COLUMNS = ["family", "op", "shape", "dtype", "calls", "kernel time ms", "mean us", "GFLOP per call",
+                    "MB per call", "FLOP/byte", "TFLOP/s", "TB/s", "peak TFLOP/s", "% of peak FLOP/s",
+                    "% of peak TB/s", "bound", "% of roofline"]
+
+
+def has_model(op_name: str) -> bool:
+    """Whether :func:`op_work` can price this op (the reader keeps shapes only for these)."""
+    return op_name in _GEMM_OPS or op_name in _CONV_OPS or op_name in _SDPA_OPS or op_name in ELEMENTWISE_OPS
+
+
+@dataclass(frozen=True)
+class OpWork:
+    family: str  # GEMM, CONV, SDPA, elementwise
+    flops: float
+    bytes: float
+    shape: str
+    dtype: str
+    precision: str | None  # key into a device's peak table, None when the dtype has none
+
+
+def bytes_per_element(dtype: str) -> int | None:
+    return _BYTES.get(dtype.lower())
+
+
+def precision_of(dtype: str) -> str | None:
+    d = dtype.lower()
+    return "fp8" if "float8" in d else _PRECISION.get(d)
+
+
+def _tensor(dims: Any) -> tuple[int, ...] | None:
+    if isinstance(dims, list) and dims and all(type(d) is int and d >= 0 for d in dims):
+        return tuple(dims)
+    return None
+
+
+def _concrete(value: str) -> Any:
+    """A ``Concrete Inputs`` entry: '1', '0.', 'False', '[1, 1]' → int, float, bool, list; else the text."""
+    text = value.strip()
+    if text in ("True", "False"):
+        return text == "True"
+    if text.startswith("[") and text.endswith("]"):
+        parts = [p.strip() for p in text[1:-1].split(",") if p.strip()]
+        return [_concrete(p) for p in parts]
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _arg(shape: OpShape, i: int, default: Any = None) -> Any:
+    return _concrete(shape.concrete[i]) if i < len(shape.concrete) and shape.concrete[i] != "" else default
+
+
+def _numel(t: Sequence[int]) -> int:
+    return math.prod(t)
+
+
+def op_work(name: str, shape: OpShape) -> OpWork | None:
+    """FLOPs and bytes of one op call, or None when the op has no model or its shapes are not usable."""
+    try:
+        if name in _GEMM_OPS:
+            return _gemm(name, shape)
+        if name in _CONV_OPS:
+            return _conv(name, shape)
+        if name in _SDPA_OPS:
+            return _sdpa(name, shape)
+        if name in ELEMENTWISE_OPS:
+            return _elementwise(shape)
+    except (IndexError, TypeError, ValueError):
+        return None  # a shape list that does not fit the op's schema: the op stays in the tables, unpriced
+    return None
+
+
+def _work(family: str, flops: float, elements: float, dtype: str, shape_text: str) -> OpWork | None:
+    bpe = bytes_per_element(dtype)
+    if bpe is None:
+        return None
+    return OpWork(family, float(flops), float(elements) * bpe, shape_text, dtype, precision_of(dtype))
+
+
+def _gemm(name: str, shape: OpShape) -> OpWork | None:
+    dims, types = shape.dims, shape.types
+    bias: tuple[int, ...] | None = None
+    if name in ("aten::addmm", "aten::_addmm_activation", "aten::baddbmm"):  # (bias, A, B, beta, alpha)
+        bias, a, b, dtype = _tensor(dims[0]), _tensor(dims[1]), _tensor(dims[2]), types[1]
+    elif name == "aten::linear":  # (input [..., K], weight [N, K], bias [N])
+        x, w = _tensor(dims[0]), _tensor(dims[1])
+        if x is None or w is None or len(w) != 2:
+            return None
+        bias = _tensor(dims[2]) if len(dims) > 2 else None
+        a, b, dtype = (math.prod(x[:-1]), x[-1]), (w[1], w[0]), types[0]
+    else:  # mm, bmm, matmul, _scaled_mm: (A, B, ...)
+        a, b, dtype = _tensor(dims[0]), _tensor(dims[1]), types[0]
+    if a is None or b is None or len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+        return None
+    m, k, n = a[-2], a[-1], b[-1]
+    batch = max(math.prod(a[:-2]), math.prod(b[:-2]))
+    flops = 2 * batch * m * n * k
+    elements = _numel(a) + _numel(b) + batch * m * n + (_numel(bias) if bias else 0)
+    text = f"M={m} N={n} K={k}" + (f" B={batch}" if batch > 1 else "")
+    return _work(GEMM, flops, elements, dtype, text)
+
+
+# Where each conv op keeps its arguments (positions in the recorded inputs).
+_CONV_LAYOUT: dict[str, dict[str, int]] = {
+    "aten::convolution": {"bias": 2, "stride": 3, "padding": 4, "dilation": 5, "transposed": 6,
+                          "output_padding": 7, "groups": 8},
+    "aten::_convolution": {"bias": 2, "stride": 3, "padding": 4, "dilation": 5, "transposed": 6,
+                           "output_padding": 7, "groups": 8},
+    "aten::cudnn_convolution": {"padding": 2, "stride": 3, "dilation": 4, "groups": 5},
+    "aten::miopen_convolution": {"bias": 2, "padding": 3, "stride": 4, "dilation": 5, "groups": 6},
+    "aten::mkldnn_convolution": {"bias": 2, "padding": 3, "stride": 4, "dilation": 5, "groups": 6},
+    # (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
+    #  output_mask): the tensors sit one place further right.
+    "aten::convolution_backward": {"stride": 4, "padding": 5, "dilation": 6, "transposed": 7,
+                                   "output_padding": 8, "groups": 9, "output_mask": 10},
+}
+
+
+def _conv(name: str, shape: OpShape) -> OpWork | None:
+    layout = _CONV_LAYOUT[name]
+    first = 1 if name == "aten::convolution_backward" else 0
+    x, w = _tensor(shape.dims[first]), _tensor(shape.dims[first + 1])
+    if x is None or w is None or len(x) < 3 or len(x) != len(w):
+        return None
+    spatial = len(x) - 2
+
+    def ints(key: str, default: int) -> list[int]:
+        value = _arg(shape, layout[key], [default]) if key in layout else [default]
+        value = value if isinstance(value, list) else [value]
+        return (value * spatial)[:spatial] if len(value) == 1 else value
+
+    stride, padding, dilation = ints("stride", 1), ints("padding", 0), ints("dilation", 1)
+    transposed = bool(_arg(shape, layout["transposed"], False)) if "transposed" in layout else False
+    groups = int(_arg(shape, layout["groups"], 1))
+    if transposed:
+        out_channels = w[1] * groups
+        out = [(i - 1) * s - 2 * p + d * (k - 1) + o + 1 for i, s, p, d, k, o in
+               zip(x[2:], stride, padding, dilation, w[2:], ints("output_padding", 0), strict=True)]
+    else:
+        out_channels = w[0]
+        out = [(i + 2 * p - d * (k - 1) - 1) // s + 1 for i, s, p, d, k in
+               zip(x[2:], stride, padding, dilation, w[2:], strict=True)]
+    if min(out) <= 0:
+        return None
+    y = (x[0], out_channels, *out)
+    # A forward conv output element is a dot product over w[1] (= C_in/groups) · prod(kernel) taps; a
+    # transposed conv scatters every input element over the same number of taps.
+    flops = 2 * (_numel(x) if transposed else _numel(y)) * _numel(w[1:])
+    has_bias = "bias" in layout and bool(_tensor(shape.dims[layout["bias"]]) if layout["bias"] < len(shape.dims)
+                                         else False)
+    elements = _numel(x) + _numel(w) + _numel(y) + (out_channels if has_bias else 0)
+    if name == "aten::convolution_backward":
+        # The input and weight gradients each cost one forward conv; output_mask says which were computed.
+        mask = _arg(shape, layout["output_mask"], [True, True, True])
+        grads = [bool(m) for m in mask[:2]] if isinstance(mask, list) else [True, True]
+        flops *= sum(grads)
+        elements = _numel(y) + _numel(x) + _numel(w) + grads[0] * _numel(x) + grads[1] * _numel(w)
+    text = f"x={list(x)} w={list(w)} stride={stride} pad={padding} groups={groups}"
+    return _work(CONV, flops, elements, shape.types[first], text)
+
+
+def _sdpa(name: str, shape: OpShape) -> OpWork | None:
+    dims = shape.dims
+    q, k, v = _tensor(dims[0]), _tensor(dims[1]), _tensor(dims[2])
+    if q is None or k is None or v is None or len(q) != 4:
+        return None
+    if name in ("aten::_flash_attention_forward", "aten::_efficient_attention_forward"):  # [B, N, H, d]
+        b, n_q, h_q, d_qk = q
+        n_kv, h_kv, d_v = k[1], k[2], v[3]
+        causal = bool(_arg(shape, 8, False)) if name == "aten::_flash_attention_forward" else _arg(shape, 9, 0) != 0
+    else:  # [B, H, N, d]
+        b, h_q, n_q, d_qk = q
+        h_kv, n_kv, d_v = k[1], k[2], v[3]
+        causal_at = {"aten::_scaled_dot_product_flash_attention": 4,
+                     "aten::_scaled_dot_product_flash_attention_for_cpu": 4,
+                     "aten::_scaled_dot_product_efficient_attention": 6,
+                     "aten::_scaled_dot_product_cudnn_attention": 6}[name]
+        causal = bool(_arg(shape, causal_at, False))
+    flops = 2 * b * h_q * n_q * n_kv * (d_qk + d_v)
+    if causal and n_q == n_kv:
+        flops //= 2
+    elements = b * (n_q * h_q * d_qk + n_kv * h_kv * d_qk + n_kv * h_kv * d_v + n_q * h_q * d_v)
+    text = f"B={b} H={h_q} N_q={n_q} N_kv={n_kv} d={d_qk}" + (" causal" if causal else "")
+    return _work(SDPA, flops, elements, shape.types[0], text)
+
+
+def _elementwise(shape: OpShape) -> OpWork | None:
+    tensors = [(t, dt) for t, dt in zip(map(_tensor, shape.dims), shape.types, strict=False)
+               if t is not None and bytes_per_element(dt) is not None]
+    if not tensors:
+        return None
+    out_shape = np.broadcast_shapes(*(t for t, _ in tensors))
+    out_elems = _numel(out_shape)
+    widest = max((dt for _, dt in tensors), key=lambda dt: bytes_per_element(dt) or 0)
+    in_bytes = sum(_numel(t) * (bytes_per_element(dt) or 0) for t, dt in tensors)
+    bpe = bytes_per_element(widest) or 0
+    return OpWork(ELEMENTWISE, float(out_elems), float(in_bytes + out_elems * bpe), f"{list(out_shape)}",
+                  widest, precision_of(widest))
+
+
+# --- device peaks -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DevicePeaks:
+    """Dense (no sparsity) peak matrix TFLOP/s per precision and HBM bandwidth, as the vendor publishes them."""
+
+    name: str
+    tflops: dict[str, float]
+    hbm_tbs: float
+    source: str
+
+
+# Peaks are the vendors' published dense figures (NVIDIA datasheets print sparse Tensor Core numbers with a
+# footnote; dense is half of those, as the architecture whitepaper lists). FP32 is the matrix/Tensor FP32 rate
+# where the vendor has one (AMD), else the CUDA-core FP32 rate (NVIDIA: PyTorch runs FP32 GEMMs there unless
+# TF32 is allowed). MI355X has no TF32 entry in its datasheet.
+DEVICE_PEAKS = (
+    (re.compile(r"MI300X"), DevicePeaks(
+        "AMD Instinct MI300X", {"fp64": 163.4, "fp32": 163.4, "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4,
+                                "fp8": 2614.9}, 5.3,
+        "AMD Instinct MI300X Accelerator data sheet (peak matrix, dense; 5.3 TB/s HBM3)")),
+    (re.compile(r"MI325X"), DevicePeaks(
+        "AMD Instinct MI325X", {"fp64": 163.4, "fp32": 163.4, "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4,
+                                "fp8": 2614.9}, 6.0,
+        "AMD Instinct MI325X Accelerator data sheet (peak matrix, dense; 6 TB/s HBM3E)")),
+    (re.compile(r"MI355X"), DevicePeaks(
+        "AMD Instinct MI355X", {"fp64": 78.6, "fp32": 157.3, "fp16": 2516.6, "bf16": 2516.6, "fp8": 5033.2}, 8.0,
+        "AMD Instinct MI355X GPU data sheet (peak matrix, dense; 8 TB/s HBM3E)")),
+    (re.compile(r"H100 80GB HBM3|H100 SXM"), DevicePeaks(
+        "NVIDIA H100 SXM", {"fp64": 66.9, "fp32": 66.9, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4,
+                            "fp8": 1978.9}, 3.35,
+        "NVIDIA H100 Tensor Core GPU datasheet and H100 architecture whitepaper (SXM5, dense; 3.35 TB/s HBM3)")),
+    (re.compile(r"H200(?! NVL)"), DevicePeaks(
+        "NVIDIA H200 SXM", {"fp64": 66.9, "fp32": 66.9, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4,
+                            "fp8": 1978.9}, 4.8,
+        "NVIDIA H200 Tensor Core GPU datasheet (SXM, dense = half the sparse figures; 4.8 TB/s HBM3e)")),
+)
+
+
+def device_peaks(device_names: Sequence[str]) -> DevicePeaks | None:
+    """The peak table entry for the trace's device (``deviceProperties`` names), None when unknown."""
+    for name in device_names:
+        for pattern, peaks in DEVICE_PEAKS:
+            if pattern.search(name):
+                return peaks
+    return None
+
+
+def device_sentence(trace: TraceData, peaks: DevicePeaks | None) -> str:
+    shown = ", ".join(sorted(set(trace.device_names))) or "not recorded (no deviceProperties)"
+    if peaks is None:
+        return f"Device: {shown}. Not in the peak table, so no fraction of peak is given."
+    return f"Device: {shown} → {peaks.name}; peaks from {peaks.source}."
+
+
+def roofline_table(trace: TraceData, attr: Attribution, peaks: DevicePeaks | None) -> pd.DataFrame:
+    """One row per (op, shapes, dtypes) that launched kernels and has a FLOP/byte model."""
+    ops = trace.ops
+    if not len(ops) or not ops.shapes:
+        return pd.DataFrame(columns=ROOFLINE_COLUMNS)
+    linked = attr.op_index >= 0
+    time_per_op = np.bincount(attr.op_index[linked], weights=trace.dur_ns[linked], minlength=len(ops))
+    groups: dict[tuple[int, int], list[float]] = {}
+    for i in np.flatnonzero((ops.shape_id >= 0) & (time_per_op > 0)).tolist():
+        key = (int(ops.name_id[i]), int(ops.shape_id[i]))
+        entry = groups.setdefault(key, [0, 0.0])
+        entry[0] += 1
+        entry[1] += float(time_per_op[i])
+    rows = []
+    for (name_id, shape_id), (calls, ns) in groups.items():
+        name = trace.names[name_id]
+        work = op_work(name, ops.shapes[shape_id])
+        if work is None or ns <= 0:
+            continue
+        seconds = ns / 1e9
+        tflops = work.flops * calls / seconds / 1e12
+        tbs = work.bytes * calls / seconds / 1e12
+        # Elementwise work runs on the vector units, whose peak the table does not hold: judged on bandwidth.
+        matrix = work.family != ELEMENTWISE
+        peak = peaks.tflops.get(work.precision) if peaks and work.precision and matrix else None
+        rows.append({
+            "family": work.family, "op": name, "shape": work.shape, "dtype": work.dtype, "calls": calls,
+            "kernel time ms": ns / 1e6, "mean us": ns / calls / 1e3, "GFLOP per call": work.flops / 1e9,
+            "MB per call": work.bytes / 1e6, "FLOP/byte": work.flops / work.bytes if work.bytes else np.nan,
+            "TFLOP/s": tflops, "TB/s": tbs, "peak TFLOP/s": peak if peak is not None else np.nan,
+            **_versus_peak(work, tflops, tbs, peak, peaks, ns / calls / 1e9),
+        })
+    if not rows:
+        return pd.DataFrame(columns=ROOFLINE_COLUMNS)
+    df = pd.DataFrame(rows, columns=ROOFLINE_COLUMNS)
+    return df.sort_values(["kernel time ms", "op"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def _versus_peak(work: OpWork, tflops: float, tbs: float, peak: float | None, peaks: DevicePeaks | None,
+                 seconds_per_call: float) -> dict[str, Any]:
+    if peaks is None:
+        return {"% of peak FLOP/s": np.nan, "% of peak TB/s": np.nan, "bound": "unknown device",
+                "% of roofline": np.nan}
+    memory_s = work.bytes / (peaks.hbm_tbs * 1e12)
+    compute_s = work.flops / (peak * 1e12) if peak else 0.0
+    bound = "memory" if memory_s >= compute_s else "compute"
+    return {"% of peak FLOP/s": 100.0 * tflops / peak if peak else np.nan,
+            "% of peak TB/s": 100.0 * tbs / peaks.hbm_tbs, "bound": bound,
+            "% of roofline": 100.0 * max(memory_s, compute_s) / seconds_per_call if seconds_per_call else np.nan}
