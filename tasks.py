@@ -259,7 +259,11 @@ _BUILD_HELP = {
     "pull": "Pull the base image by digest when it is not present (never by tag; default: never pull)",
     "no_cache": "Rebuild every layer instead of reusing Docker's layer cache",
     "runs_dir": "Directory that holds runs; build logs and locks go to <runs_dir>/images/ (default: runs)",
+    "store": "Store the build takes every input from: source archives, wheels, downloads, saved bases (default: "
+             "$PRBENCH_STORE, else ~/.cache/prbench/store)",
 }
+_SAVE_BASE_HELP = ("Also docker save the base image into the store and list it in the lock, so a rebuild on a "
+                   "machine without it loads it from the store")
 
 
 def _images_dir(ctx, runs_dir):
@@ -278,12 +282,16 @@ def _optional_path(value):
     "max_jobs": "Parallel compile jobs (default: the recipe's build.max_jobs, else the build's default)",
     "lock": "Where to write lock.json (default: <runs_dir>/images/<recipe>-<hash>/lock.json)",
     "force": "Build even when an image with the same inputs is present",
+    "save_base": _SAVE_BASE_HELP,
     **_BUILD_HELP,
 })
 @user_facing
 def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None, overlay=None, merge_base=None,
-          max_jobs=None, pull=False, no_cache=False, lock=None, force=False, runs_dir=None):
+          max_jobs=None, pull=False, no_cache=False, lock=None, force=False, runs_dir=None, store=None,
+          save_base=False):
     """Build the Docker image of a recipe (nothing to do when present) and write its lock."""
+    from prbench.store import Store
+
     from analysis.flag_values import whole_number
     from prbench.images import docker_client, plan_build
     from prbench.lock import build_and_lock
@@ -297,21 +305,25 @@ def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None,
                       pytorch_ref=pytorch_ref, overlay=_optional_path(overlay), merge_base=merge_base,
                       max_jobs=jobs)
     outcome = build_and_lock(plan, docker_client(), _images_dir(ctx, runs_dir), lock_path=_optional_path(lock),
-                             pull=pull, nocache=no_cache, force=force)
+                             store=Store.at(_optional_path(store)), save_base=save_base, pull=pull,
+                             nocache=no_cache, force=force)
     print(f"image {outcome.result.tag} ({outcome.result.image_id[:19]}); lock {outcome.lock_path}")
 
 
 @task(help={
-    "lock": "lock.json to rebuild from (its base digest, commits, Triton pin and patches are used as recorded)",
+    "lock": "lock.json to rebuild from (its base digest, commits or wheel pins, Triton pin, patches and store items "
+            "are used as recorded; the sources come from the store, so the clones may be gone)",
     "lock_out": "Where to write the rebuilt image's lock (default: <runs_dir>/images/<recipe>-<hash>/lock.json)",
     **_BUILD_HELP,
 })
 @user_facing
 def rebuild(ctx, lock, pytorch_src=None, triton_src=None, pull=False, no_cache=False, lock_out=None,
-            runs_dir=None):
+            runs_dir=None, store=None):
     """Rebuild an image exactly from a lock file, without reading any moving tag or pin."""
     import tempfile
     from pathlib import Path
+
+    from prbench.store import Store
 
     from prbench.images import docker_client
     from prbench.lock import build_and_lock, plan_from_lock, read_lock
@@ -323,7 +335,8 @@ def rebuild(ctx, lock, pytorch_src=None, triton_src=None, pull=False, no_cache=F
         for field in drift:
             print(f"warning: {field} differs from the lock (prbench itself changed since); the rebuild may differ")
         outcome = build_and_lock(plan, docker_client(), _images_dir(ctx, runs_dir),
-                                 lock_path=_optional_path(lock_out), pull=pull, nocache=no_cache)
+                                 lock_path=_optional_path(lock_out), store=Store.at(_optional_path(store)), pull=pull,
+                                 nocache=no_cache)
     print(f"image {outcome.result.tag} ({outcome.result.image_id[:19]}); lock {outcome.lock_path}")
 
 
@@ -355,8 +368,10 @@ def verify(ctx, lock, image=None):
 
 @task(
     help={
-        "base": "Base side: 'installed' (the installed torch as is) or a git ref in --pytorch-src",
-        "pr": "PR side: a git ref in --pytorch-src, a Python-only patch file, or 'installed'",
+        "base": "Base side: 'installed' (the installed torch as is; a wheel recipe's pinned wheel), a git ref in "
+                "--pytorch-src, or with a wheel recipe a wheel pin like torch==2.13.0+cpu",
+        "pr": "PR side: a git ref in --pytorch-src, a Python-only patch file, 'installed', or with a wheel recipe a "
+              "wheel pin like torch==2.14.0.dev20261101+cpu (pip downloads it into the store)",
         "pytorch_src": "PyTorch git clone where --base/--pr refs are resolved (GitPython)",
         **_SUITE_HELP,
         "kernel_warmup": "Warm-up calls per kernel before timing (default 10)",
@@ -375,6 +390,8 @@ def verify(ctx, lock, image=None):
         "force": "Stage to redo even if done: suite, organize, kernels, profile or report (repeatable)",
         "python": "Python interpreter whose torch the local runner uses (default: this one)",
         "profile": "Also profile each side's models (torch.profiler, compiled graphs with -p); diffed in the report",
+        "store": _BUILD_HELP["store"] + "; docker recipes only",
+        "save_base": _SAVE_BASE_HELP + "; docker recipes only",
     },
     iterable=["env", "inductor_config", "force"],
 )
@@ -385,7 +402,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             kernel_warmup="10", kernel_iterations="30", kernel_timeout="300", rounds=None, passes=None,
             models_per_process="0", confidence=None, alpha=None, margin=None, threshold=None, noise=None,
             min_ms=None, fail_on="never", force=None, python=None, profile=False, suite_source="builtin",
-            upstream_src=None):
+            upstream_src=None, store=None, save_base=False):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
     from analysis.flag_values import real_number, whole_number
@@ -423,6 +440,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         force=validate_force(force or []),
         python=python,
         profile=bool(profile),
+        store=resolve_path(store) if store else None,
+        save_base=bool(save_base),
     )
     console = Console()
     the_run, paths = run_compare(request, console)
