@@ -290,12 +290,11 @@ def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None,
           max_jobs=None, pull=False, no_cache=False, lock=None, force=False, runs_dir=None, store=None,
           save_base=False):
     """Build the Docker image of a recipe (nothing to do when present) and write its lock."""
-    from prbench.store import Store
-
     from analysis.flag_values import whole_number
     from prbench.images import docker_client, plan_build
     from prbench.lock import build_and_lock
     from prbench.recipes import load_recipe
+    from prbench.store import Store
 
     jobs = whole_number("--max-jobs", max_jobs, minimum=1) if max_jobs is not None else None
 
@@ -323,10 +322,9 @@ def rebuild(ctx, lock, pytorch_src=None, triton_src=None, pull=False, no_cache=F
     import tempfile
     from pathlib import Path
 
-    from prbench.store import Store
-
     from prbench.images import docker_client
     from prbench.lock import build_and_lock, plan_from_lock, read_lock
+    from prbench.store import Store
 
     locked = read_lock(resolve_path(lock))
     with tempfile.TemporaryDirectory(prefix="prbench-rebuild-") as tmp:

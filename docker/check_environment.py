@@ -70,7 +70,7 @@ def site_of(name: str) -> str:
     found = importlib.util.find_spec(name)
     if found is None or not found.submodule_search_locations:
         raise SystemExit(f"prbench check failed: 'import {name}' finds no package")
-    return str(Path(list(found.submodule_search_locations)[0]).resolve().parent)
+    return str(Path(next(iter(found.submodule_search_locations))).resolve().parent)
 
 
 def main() -> int:

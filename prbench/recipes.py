@@ -413,6 +413,9 @@ def _check_wheel_recipe(raw: dict[str, Any], check: _Checker, platform: str, tri
     if "triton" in raw and triton_wheel is None:
         raise UserError(f"{check.path}: key 'triton': with a PyTorch wheel, Triton is a wheel pin too "
                         "('triton.wheel' + 'triton.sha256'), or absent on the CPU")
+    if raw.get("patches"):
+        raise UserError(f"{check.path}: key 'patches': patches apply to source trees, and a wheel recipe builds none; "
+                        "give a Python-only change as the PR (an overlay on the wheel's torch package)")
     if triton_wheel is None and platform != "cpu":
         raise UserError(f"{check.path}: key 'triton': a {platform} recipe with a PyTorch wheel pins its Triton wheel "
                         "('triton.wheel' + 'triton.sha256'); only a cpu recipe may leave Triton out")
