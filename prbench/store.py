@@ -8,6 +8,9 @@ items an image rebuilds with the network off and the git clones gone. Items are 
 - ``download``: a file fetched by URL (Triton's LLVM tarball, its NVIDIA tools), checked against its sha256;
 - ``image``: a base image as ``docker save`` wrote it.
 
+What Triton's build downloads by itself (``TritonDownload``, ``triton_downloads``) is read from a Triton tree by
+``prbench.triton_setup``; each of those files enters the store through ``add_url``.
+
 Layout under the root (``~/.cache/prbench/store``, ``$PRBENCH_STORE`` or ``--store``)::
 
     objects/<sha256[:2]>/<sha256>   the item's bytes, read-only; the file name is its identity
@@ -55,6 +58,8 @@ from packaging.version import Version
 from analysis.atomic_io import atomic_path, write_json
 from analysis.errors import UserError
 from analysis.records import expect_int, expect_list, expect_object, expect_str, read_json
+from prbench.triton_setup import TritonDownload as TritonDownload
+from prbench.triton_setup import triton_downloads as triton_downloads
 
 DEFAULT_STORE = Path("~/.cache/prbench/store")
 STORE_ENV = "PRBENCH_STORE"
