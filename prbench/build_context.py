@@ -130,11 +130,15 @@ def _wheel_group(source: _Source, context: Path, group: str, resolve: Callable[[
 
 def _source_tree(source: _Source, context: Path, tree: SourceTree, emit: Emit) -> None:
     def archive() -> StoreItem:
+        name = f"{tree.name}-{tree.commit}.tar"
+        # The name holds the full commit: an archive under it is that commit's, whether or not the clone is there.
+        kept = next((i for i in source.store.items() if i.kind == "source-archive" and i.name == name), None)
+        if kept is not None:
+            return kept
         if tree.clone is None:
             raise UserError(f"{tree.name} source: no clone to archive commit {tree.commit[:12]} from "
                             f"(give --{tree.name}-src)")
-        return source.store.add_commit_archive(tree.clone, tree.commit, name=f"{tree.name}-{tree.commit}.tar",
-                                               emit=emit)
+        return source.store.add_commit_archive(tree.clone, tree.commit, name=name, emit=emit)
 
     item = source.one(f"src/{tree.name}", archive)
     dest = context / "src" / tree.name
