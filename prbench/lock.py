@@ -6,8 +6,8 @@ A lock has two kinds of fields:
   wheel pins with their sha256, patches' sha256, build args, templates and code hashes, env), the store items the
   build consumed (``store``: kind, name, sha256, size, origin and where each went in the build context) and the
   contents read from inside the image (``pip list``, the dpkg list, Python, torch's own git commit, the ROCm/CUDA
-  version files). ``verify`` reports each difference. A saved base image (``used_as: base``) is listed in
-  ``store`` too but not compared: saving it is optional, and the base digest already pins it.
+  version files). ``verify`` reports each difference. A saved base image (``used_as: base``) and the source
+  archives are listed in ``store`` too but compared through the base digest and the commits that pin them.
 * **provenance** — facts that legitimately differ after a faithful rebuild and are shown, not compared:
   the image id (layer timestamps change it; its meaning also depends on the image store), the host that
   built it (driver, GPU, kernel), the clone paths, the recipe's text and the time.
@@ -267,9 +267,15 @@ def compare(locked: dict[str, Any], actual: dict[str, Any]) -> list[Difference]:
 
 
 def _compared(lock: dict[str, Any], key: str) -> Any:
+    """The value of a compared field; ``store`` as ``{used_as/name: sha256}``, so a difference names the item.
+
+    A saved base (transport, pinned by ``base.digest``) and the source archives (a reproducible function of
+    ``sources.*.commit``) are compared through those fields, not twice."""
     value = lock.get(key)
-    if key == "store" and isinstance(value, list):  # a saved base is transport, pinned by base.digest
-        return [entry for entry in value if not (isinstance(entry, dict) and entry.get("used_as") == BASE_USE)]
+    if key == "store" and isinstance(value, list):
+        return {f"{entry.get('used_as')}/{entry.get('name')}": entry.get("sha256") for entry in value
+                if isinstance(entry, dict) and entry.get("used_as") != BASE_USE
+                and not str(entry.get("used_as")).startswith("src/")}
     return value
 
 

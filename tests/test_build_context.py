@@ -214,7 +214,7 @@ def test_build_requirements_follow_includes_and_drop_options(tmp_path: Path) -> 
         "setuptools>=70", "ninja", "sympy>=1.13"]
 
 
-def test_verify_compares_the_consumed_items_but_not_a_saved_base() -> None:
+def test_verify_names_a_changed_wheel_but_not_a_saved_base() -> None:
     item = _item("filelock-3.20.0-py3-none-any.whl", "a1")
     base = StoreItem("image", "base-0123456789ab.tar", "c3" * 32, 10, "docker save")
     locked = {"store": [UsedItem(item, "wheels/extra").to_json()]}
@@ -223,7 +223,8 @@ def test_verify_compares_the_consumed_items_but_not_a_saved_base() -> None:
     other_wheel = {"store": [UsedItem(_item("filelock-3.20.0-py3-none-any.whl", "a2"), "wheels/extra").to_json()]}
 
     assert compare(locked, saved_since) == []
-    assert [d.field for d in compare(locked, other_wheel)] == ["store"]
+    assert [d.line() for d in compare(locked, other_wheel)] == [
+        f"store.wheels/extra/filelock-3.20.0-py3-none-any.whl: lock has {'a1' * 32}, image has {'a2' * 32}"]
 
 
 def test_a_lock_entry_used_somewhere_unknown_is_refused() -> None:
