@@ -93,3 +93,34 @@ def test_a_side_that_is_no_wheel_is_one_line(tmp_path: Path, store: Store, spec:
 
     assert "\n" not in str(refused.value) and str(refused.value).startswith("--pr")
     assert fragment in str(refused.value)
+
+
+class _Containers:
+    def __init__(self, out: bytes) -> None:
+        self.out = out
+        self.calls: list[dict] = []
+
+    def run(self, image: str, command: list[str], **options) -> bytes:
+        self.calls.append({"image": image, "command": command, **options})
+        return self.out
+
+
+class _Client:
+    def __init__(self, out: bytes) -> None:
+        self.containers = _Containers(out)
+
+
+def test_the_wheelhouse_target_is_the_base_images_python_read_without_network() -> None:
+    client = _Client(b'{"python_version": "3.11", "implementation": "cpython", "abi": "cp311", "platforms": '
+                     b'["manylinux_2_36_x86_64", "manylinux_2_35_x86_64", "manylinux2014_x86_64", "linux_x86_64"]}\n')
+
+    target = wheels.image_wheel_target(client, "sha256:" + "1" * 64)
+
+    assert target == WheelTarget("3.11", ("manylinux_2_36_x86_64", "linux_x86_64"), "cp", "cp311")
+    [call] = client.containers.calls
+    assert call["network_mode"] == "none" and call["remove"] is True and call["command"][0] == "python3"
+
+
+def test_a_base_without_python3_is_one_line() -> None:
+    with pytest.raises(UserError, match=r"^base image sha256:111111111111: cannot read its python3 version"):
+        wheels.image_wheel_target(_Client(b"sh: python3: not found\n"), "sha256:" + "1" * 64)
