@@ -318,28 +318,35 @@ def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None,
 @user_facing
 def rebuild(ctx, lock, pytorch_src=None, triton_src=None, pull=False, no_cache=False, lock_out=None,
             runs_dir=None, store=None):
-    """Rebuild an image exactly from a lock file, without reading any moving tag or pin."""
+    """Rebuild an image exactly from a lock file (a run's lock.json: both images) and the store."""
     import tempfile
     from pathlib import Path
 
+    from analysis.errors import UserError
     from prbench.images import docker_client
-    from prbench.lock import build_and_lock, plan_from_lock, read_lock
+    from prbench.lock import build_and_lock, plan_from_lock, read_locks
     from prbench.store import Store
 
-    locked = read_lock(resolve_path(lock))
-    with tempfile.TemporaryDirectory(prefix="prbench-rebuild-") as tmp:
-        plan, drift = plan_from_lock(locked, pytorch_src=_optional_path(pytorch_src),
-                                     triton_src=_optional_path(triton_src), overlay_dir=Path(tmp))
-        for field in drift:
-            print(f"warning: {field} differs from the lock (prbench itself changed since); the rebuild may differ")
-        outcome = build_and_lock(plan, docker_client(), _images_dir(ctx, runs_dir),
-                                 lock_path=_optional_path(lock_out), store=Store.at(_optional_path(store)), pull=pull,
-                                 nocache=no_cache)
-    print(f"image {outcome.result.tag} ({outcome.result.image_id[:19]}); lock {outcome.lock_path}")
+    locks = read_locks(resolve_path(lock))
+    if lock_out and len(locks) > 1:
+        raise UserError(f"--lock-out: {lock} holds the locks of two images (base and pr); leave --lock-out out "
+                        "and each rebuilt lock goes next to its build log")
+    client, the_store = docker_client(), Store.at(_optional_path(store))
+    for side, locked in locks:
+        prefix = f"{side}: " if side else ""
+        with tempfile.TemporaryDirectory(prefix="prbench-rebuild-") as tmp:
+            plan, drift = plan_from_lock(locked, pytorch_src=_optional_path(pytorch_src),
+                                         triton_src=_optional_path(triton_src), overlay_dir=Path(tmp))
+            for field in drift:
+                print(f"warning: {prefix}{field} differs from the lock (prbench itself changed since); "
+                      "the rebuild may differ")
+            outcome = build_and_lock(plan, client, _images_dir(ctx, runs_dir), lock_path=_optional_path(lock_out),
+                                     store=the_store, pull=pull, nocache=no_cache)
+        print(f"{prefix}image {outcome.result.tag} ({outcome.result.image_id[:19]}); lock {outcome.lock_path}")
 
 
 @task(help={
-    "lock": "lock.json to check against",
+    "lock": "lock.json to check against (a run's lock.json: both of its images)",
     "image": "Image to check (default: the tag recorded in the lock)",
 })
 @user_facing
@@ -347,18 +354,26 @@ def verify(ctx, lock, image=None):
     """Compare a built image with a lock field by field; exit 1 when anything differs."""
     from invoke import Exit
 
+    from analysis.errors import UserError
     from prbench.images import docker_client
-    from prbench.lock import read_lock
+    from prbench.lock import read_locks
     from prbench.lock import verify as verify_image
 
-    differences, notes = verify_image(docker_client(), read_lock(resolve_path(lock)), image)
-    for note in notes:
-        print(f"note: {note}")
-    for difference in differences:
-        print(f"differs: {difference.line()}")
-    if differences:
-        raise Exit(f"verify: {len(differences)} field(s) differ from {lock}", code=1)
-    print(f"verify: the image matches {lock}")
+    locks = read_locks(resolve_path(lock))
+    if image and len(locks) > 1:
+        raise UserError(f"--image: {lock} holds the locks of two images (base and pr); verify them by their tags")
+    client, differing = docker_client(), 0
+    for side, locked in locks:
+        prefix = f"{side}: " if side else ""
+        differences, notes = verify_image(client, locked, image)
+        for note in notes:
+            print(f"note: {prefix}{note}")
+        for difference in differences:
+            print(f"differs: {prefix}{difference.line()}")
+        differing += len(differences)
+    if differing:
+        raise Exit(f"verify: {differing} field(s) differ from {lock}", code=1)
+    print(f"verify: the image{'s match' if len(locks) > 1 else ' matches'} {lock}")
 
 
 # --- compare (the main job) -------------------------------------------------------------------------------

@@ -160,16 +160,40 @@ def write_lock(lock: dict[str, Any], path: Path) -> None:
 
 
 def read_lock(path: Path) -> dict[str, Any]:
+    """An image's lock (``<runs>/images/<recipe>-<hash>/lock.json`` or a run side's ``<run>/<side>/lock.json``)."""
+    return _checked(_load(path), str(path))
+
+
+def read_locks(path: Path) -> list[tuple[str | None, dict[str, Any]]]:
+    """The image locks in ``path``: an image's lock (side None), or both sides of a run's ``lock.json``."""
+    data = _load(path)
+    if isinstance(data, dict) and data and "lock_version" not in data and set(data) <= {"base", "pr"}:
+        sides: list[tuple[str | None, dict[str, Any]]] = []
+        for side, lock in data.items():
+            if isinstance(lock, dict) and lock.get("runner") == "local":
+                raise UserError(f"--lock: {path} is the lock of a run on the local runner ({side} side: the "
+                                "installed torch); there is no image to rebuild or verify")
+            sides.append((side, _checked(lock, f"{path} ({side} side)")))
+        return sides
+    return [(None, _checked(data, str(path)))]
+
+
+def _load(path: Path) -> Any:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"--lock: {path} does not exist") from None
     except json.JSONDecodeError as exc:
         raise UserError(f"--lock: {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def _checked(data: Any, where: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise UserError(f"--lock: {where} is not a prbench lock (expected a JSON object)")
     data.setdefault("store", [])  # locks written before the store existed rebuild from the clones
     missing = [k for k in (*COMPARED, "provenance") if k not in data]
     if missing or data.get("lock_version") != LOCK_VERSION:
-        raise UserError(f"--lock: {path} is not a prbench lock (version {LOCK_VERSION}; missing {', '.join(missing)})")
+        raise UserError(f"--lock: {where} is not a prbench lock (version {LOCK_VERSION}; missing {', '.join(missing)})")
     return data
 
 

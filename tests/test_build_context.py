@@ -242,3 +242,17 @@ def test_moving_the_clone_keeps_the_archive_usable(tmp_path: Path, standin_plan)
 
     # the archive of that commit is already in the store: the clone is not read again
     assert fill_context(plan, store, tmp_path / "b", no_wheels_needed, emit=lambda _: None) == first
+
+
+def test_a_runs_lock_holds_both_images_and_a_local_run_has_none(tmp_path: Path) -> None:
+    from prbench.lock import COMPARED, LOCK_VERSION, read_locks
+
+    image_lock = {"lock_version": LOCK_VERSION, **{key: {} for key in COMPARED}, "provenance": {}}
+    run_lock = tmp_path / "lock.json"
+    run_lock.write_text(json.dumps({"base": image_lock, "pr": image_lock}))
+    local = tmp_path / "local.json"
+    local.write_text(json.dumps({"base": {"runner": "local"}, "pr": {"runner": "local"}}))
+
+    assert [side for side, _ in read_locks(run_lock)] == ["base", "pr"]
+    with pytest.raises(UserError, match="local runner .*no image to rebuild"):
+        read_locks(local)
