@@ -254,5 +254,5 @@ def test_a_runs_lock_holds_both_images_and_a_local_run_has_none(tmp_path: Path) 
     local.write_text(json.dumps({"base": {"runner": "local"}, "pr": {"runner": "local"}}))
 
     assert [side for side, _ in read_locks(run_lock)] == ["base", "pr"]
-    with pytest.raises(UserError, match="local runner .*no image to rebuild"):
+    with pytest.raises(UserError, match=r"local runner .*no image to rebuild"):
         read_locks(local)
