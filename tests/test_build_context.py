@@ -256,3 +256,38 @@ def test_a_runs_lock_holds_both_images_and_a_local_run_has_none(tmp_path: Path) 
     assert [side for side, _ in read_locks(run_lock)] == ["base", "pr"]
     with pytest.raises(UserError, match=r"local runner .*no image to rebuild"):
         read_locks(local)
+
+
+def test_a_rocm_build_takes_llvm_from_the_store_and_records_its_url_and_checksum(tmp_path: Path) -> None:
+    import git
+    from docker_support import commit_all, make_pytorch
+
+    # A Triton tree whose setup.py downloads LLVM as Triton 3.2-3.4 do (the shape prbench.triton_setup reads).
+    triton = tmp_path / "triton"
+    repo = git.Repo.init(triton)
+    (triton / "cmake").mkdir(parents=True)
+    (triton / "cmake" / "llvm-hash.txt").write_text("b5cc222d7429fe6f18c787f633d5262fac2e676f\n")
+    (triton / "setup.py").write_text(
+        "def is_offline_build():\n    return check_env_flag('TRITON_OFFLINE_BUILD', '')\n\n"
+        "def get_llvm_package_info():\n    name = f'llvm-{rev}-{system_suffix}'\n"
+        "    url = f'https://oaitriton.blob.core.windows.net/public/llvm-builds/{name}.tar.gz'\n")
+    triton_commit = commit_all(repo, "triton with an LLVM download")
+    _, pytorch_commit = make_pytorch(tmp_path / "pytorch", triton_commit)
+    recipe = write_recipe("bookworm-rocm-path.toml", tmp_path, digest=ZERO_DIGEST, pytorch_commit=pytorch_commit)
+    plan = plan_build(load_recipe(str(recipe), tmp_path), pytorch_src=tmp_path / "pytorch", triton_src=triton)
+    url = "https://oaitriton.blob.core.windows.net/public/llvm-builds/llvm-b5cc222d-ubuntu-x64.tar.gz"
+    store = Store(tmp_path / "store")
+    tarball = tmp_path / "llvm.tar.gz"
+    tarball.write_bytes(b"an LLVM build, fetched once")
+    llvm = store.add_file(tarball, kind="download", name="llvm-b5cc222d-ubuntu-x64.tar.gz", origin=url)
+
+    used = fill_context(plan, store, tmp_path / "context", lambda: TARGET, emit=lambda _: None)
+
+    [entry] = [u.to_json() for u in used if u.used_as == "downloads/llvm"]
+    assert (entry["origin"], entry["sha256"]) == (url, llvm.sha256)  # what the lock's store section lists
+    env = (tmp_path / "context" / "downloads" / "env.sh").read_text()
+    assert "export LLVM_SYSPATH=/opt/prbench/downloads/llvm/llvm-b5cc222d-ubuntu-x64" in env
+    assert "export TRITON_OFFLINE_BUILD=1" in env
+    place = (tmp_path / "context" / "downloads" / "place.sh").read_text()
+    assert "tar -xf /opt/prbench/downloads/llvm/llvm-b5cc222d-ubuntu-x64.tar.gz -C /opt/prbench/downloads/llvm" in place
+    assert (tmp_path / "context" / "downloads" / "llvm" / llvm.name).read_bytes() == b"an LLVM build, fetched once"

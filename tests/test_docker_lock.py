@@ -99,3 +99,30 @@ def test_a_corrupted_store_item_stops_the_rebuild_in_one_line_naming_it(client, 
     [line] = [line for line in result.stderr.splitlines() if line.strip()]
     assert line.startswith("error: ") and archive["name"] in line and archive["sha256"][:12] in line
     assert str(victim) in line
+
+
+def test_a_base_saved_into_the_store_is_loaded_back_when_the_engine_lacks_it(client, tmp_path: Path) -> None:
+    # A local base of the test's own (a label on the CI base), so removing it disturbs no other test.
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "Dockerfile").write_text(f"FROM {base_image_id(client)}\nLABEL prbench.test={tmp_path.name}\n")
+    own_base, _ = client.images.build(path=str(tmp_path / "base"), rm=True, network_mode="none")
+    standins = make_standins(tmp_path)
+    recipe = write_recipe("bookworm-cpu.toml", tmp_path, digest=own_base.id, pytorch_commit=standins.pytorch_commit,
+                          name="savedbase.toml")
+    runs, store = str(tmp_path / "runs"), tmp_path / "store"
+    tag, lock_path = _built(invoke("build", "--recipe", str(recipe), "--runs-dir", runs, "--store", str(store),
+                                   "--save-base"))
+    [saved] = [e for e in json.loads(lock_path.read_text())["store"] if e["used_as"] == "base"]
+    assert saved["kind"] == "image" and own_base.id in saved["origin"]
+
+    client.images.remove(tag)
+    client.images.remove(own_base.id)
+    rebuilt = invoke("rebuild", "--lock", str(lock_path), "--runs-dir", runs, "--store", str(store))
+
+    _built(rebuilt)
+    assert f"loading base image prbench-test/bookworm:base from the store (image {saved['name']}" in rebuilt.stdout
+    assert client.images.get(own_base.id).id == own_base.id  # docker load keeps the image id
+    verified = invoke("verify", "--lock", str(lock_path))
+    assert verified.returncode == 0 and "differs:" not in verified.stdout, verified.stdout + verified.stderr
+    client.images.remove(tag)
+    client.images.remove(own_base.id)
