@@ -376,6 +376,23 @@ def verify(ctx, lock, image=None):
     print(f"verify: the image{'s match' if len(locks) > 1 else ' matches'} {lock}")
 
 
+@task(
+    name="store",
+    help={
+        "action": "list (every item), verify (hash every item again), export (into --file), import (from --file)",
+        "file": "The tar that export writes and import reads (one file holding the objects and their index)",
+        "lock": "export only the items this lock.json lists (an image's lock or a run's lock.json)",
+        "store": "Store directory (default: $PRBENCH_STORE, else ~/.cache/prbench/store)",
+    },
+)
+@user_facing
+def store_task(ctx, action, file=None, lock=None, store=None):
+    """The content-addressed store of build inputs: list, verify, or move it to another machine as one tar."""
+    from prbench.store_command import run_store_action
+
+    run_store_action(action, store_dir=store, file=_optional_path(file), lock=_optional_path(lock))
+
+
 # --- compare (the main job) -------------------------------------------------------------------------------
 
 

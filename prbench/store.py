@@ -44,6 +44,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,8 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 # A build-context file name: one path component, no control characters, nothing a shell or COPY reads specially.
 _FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+\-]{0,254}")
 _PROGRESS_EVERY_S = 5.0
+# A private incoming/ directory untouched this long belongs to a writer that died (a live one writes into it).
+_ABANDONED_AFTER_S = 24 * 3600
 
 Emit = Callable[[str], None]
 
@@ -268,17 +271,17 @@ class Store:
         return None
 
     def materialize(self, items: Iterable[StoreItem], dest: Path) -> None:
-        """Put each item, verified, at ``dest/<item.name>`` (a hard link to the read-only object, else a copy)."""
+        """Put a verified copy of each item at ``dest/<item.name>``.
+
+        A copy, not a hard link: the object's read-only mode does not stop root, and a build step that edits its
+        input in place would change the store's bytes under their name.
+        """
         dest.mkdir(parents=True, exist_ok=True)
         for item in items:
             check_file_name(item.name, f"store item {item.sha256[:12]} name")
-            source = self.path(item)
             target = dest / item.name
             target.unlink(missing_ok=True)
-            try:
-                os.link(source, target)
-            except OSError:  # another file system, or links not allowed there
-                shutil.copyfile(source, target)
+            shutil.copyfile(self.path(item), target)
 
     # --- adding ----------------------------------------------------------------------------------------------
 
@@ -363,6 +366,8 @@ class Store:
         """
         target.check()
         parsed = [_requirement(text) for text in requirements]
+        if not parsed:
+            return []
         at_hand = self._wheels_at_hand(parsed, target)
         if at_hand is not None:
             emit(f"wheels: all {len(at_hand)} for {target.describe()} are in the store")
@@ -376,18 +381,19 @@ class Store:
                     os.link(self.object_path(item.sha256), download_dir / item.name)
                     laid[item.name] = item
             reused = _pip_download(requirements, target, download_dir, pip_options, emit)
-            fresh = sorted(path for path in download_dir.iterdir() if path.name not in laid)
+
+            def still_laid(path: Path) -> bool:  # pip replaces a laid file whose hash the index contradicts
+                return path.name in laid and os.path.samefile(path, self.object_path(laid[path.name].sha256))
+
             staged = []
-            for path in fresh:
-                if not path.name.endswith(".whl"):
-                    continue
-                with open(path, "rb") as source:
-                    file = _stage(source, incoming)
-                version = parse_wheel_filename(path.name)[1]
-                origin = f"pip download {canonicalize_name(path.name.split('-')[0])}=={version} for {target.describe()}"
-                staged.append((file, StoreItem("wheel", path.name, file.sha256, file.size, origin)))
+            for path in sorted(download_dir.iterdir()):
+                if path.name.endswith(".whl") and not still_laid(path):
+                    with open(path, "rb") as source:
+                        file = _stage(source, incoming)
+                    staged.append((file, StoreItem("wheel", path.name, file.sha256, file.size,
+                                                   _wheel_origin(path.name, target))))
             added = self._place(staged) if staged else []
-            kept = [laid[name] for name in sorted(reused) if name in laid]
+            kept = [laid[name] for name in sorted(reused) if still_laid(download_dir / name)]
             result = sorted({item.sha256: item for item in [*added, *kept]}.values(), key=lambda item: item.name)
             emit(f"wheels: {len(result)} for {target.describe()} ({len(added)} downloaded, {len(kept)} from the store)")
             return result
@@ -450,28 +456,33 @@ class Store:
         nothing of that tar is added."""
         tar_path = Path(tar_path)
         with _open_export(tar_path) as tar, self._incoming() as incoming:
-            items = _exported_items(tar, tar_path)
-            staged = []
-            for i, item in enumerate(items, 1):
-                emit(f"import {i}/{len(items)} {item.name}")
-                member = _tar_member(tar, _object_name(item.sha256))
-                if member is None or not member.isfile():
-                    raise StoreError(f"{tar_path}: {item.label()} is listed in its index but its object is not in "
-                                     "the tar; nothing was imported")
-                data = tar.extractfile(member)
-                assert data is not None  # a regular file
-                try:
-                    file = _stage(data, incoming)
-                except (tarfile.TarError, EOFError) as exc:
-                    raise StoreError(f"{tar_path}: {item.label()} cannot be read ({exc}); nothing was "
-                                     "imported") from None
-                if file.sha256 != item.sha256 or file.size != item.size:
-                    raise StoreError(f"{tar_path}: {item.label()} is corrupt in the tar (its bytes hash to "
-                                     f"{file.sha256[:12]}, {file.size} bytes); nothing was imported")
-                staged.append((file, item))
+            try:
+                staged = self._stage_export(tar, tar_path, incoming, emit)
+            except (tarfile.TarError, EOFError, zlib.error) as exc:
+                raise StoreError(f"{tar_path}: damaged tar ({' '.join(str(exc).split())}); nothing was "
+                                 "imported") from None
             placed = self._place(staged) if staged else []
         emit(f"imported {len(placed)} item(s) into {self.root}")
         return placed
+
+    def _stage_export(self, tar: tarfile.TarFile, tar_path: Path, incoming: Path,
+                      emit: Emit) -> list[tuple[_Staged, StoreItem]]:
+        """Every item of an export, copied out of the tar and hashed; the first bad one → StoreError."""
+        items = _exported_items(tar, tar_path)
+        staged = []
+        for i, item in enumerate(items, 1):
+            emit(f"import {i}/{len(items)} {item.name}")
+            member = _tar_member(tar, _object_name(item.sha256))
+            data = tar.extractfile(member) if member is not None and member.isfile() else None
+            if data is None:
+                raise StoreError(f"{tar_path}: {item.label()} is listed in its index but its object is not in "
+                                 "the tar; nothing was imported")
+            file = _stage(data, incoming)
+            if file.sha256 != item.sha256 or file.size != item.size:
+                raise StoreError(f"{tar_path}: {item.label()} is corrupt in the tar (its bytes hash to "
+                                 f"{file.sha256[:12]}, {file.size} bytes); nothing was imported")
+            staged.append((file, item))
+        return staged
 
     # --- writing internals ---------------------------------------------------------------------------------
 
@@ -484,6 +495,7 @@ class Store:
         """A private directory under ``incoming/`` for files being written; removed, with what is left, after."""
         try:
             (self.root / INCOMING).mkdir(parents=True, exist_ok=True)
+            _sweep_abandoned(self.root / INCOMING)
             private = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=self.root / INCOMING))
         except OSError as exc:
             raise StoreError(f"store {self.root}: cannot write there ({exc.strerror}); pick another with --store "
@@ -539,16 +551,20 @@ class Store:
                 wheels.setdefault(str(project), []).append((version, item))
         environment = target.marker_environment()
         chosen: dict[str, StoreItem] = {}
+        per_project: dict[str, StoreItem] = {}
         pending: list[tuple[Requirement, str]] = [(requirement, "") for requirement in requirements]
         while pending:
             requirement, extra = pending.pop()
             if requirement.marker and not requirement.marker.evaluate({**environment, "extra": extra}):
                 continue
-            candidates = [(version, item) for version, item in wheels.get(canonicalize_name(requirement.name), [])
+            project = canonicalize_name(requirement.name)
+            candidates = [(version, item) for version, item in wheels.get(project, [])
                           if requirement.specifier.contains(version, prereleases=True)]
             if not candidates:
                 return None
             item = max(candidates, key=lambda pair: pair[0])[1]
+            if per_project.setdefault(project, item) != item:
+                return None  # two requirements want different versions: a resolver's job (pip's)
             for wanted_extra in ["", *sorted(requirement.extras)]:
                 key = f"{item.sha256}[{wanted_extra}]"
                 if key in chosen:
@@ -635,6 +651,15 @@ def _download_progress(name: str, total: int, emit: Emit) -> Callable[[int], Non
     return report
 
 
+def _sweep_abandoned(incoming: Path) -> None:
+    """Remove what writers killed mid-write (kill -9, a power cut) left under ``incoming/`` a day or more ago."""
+    cutoff = time.time() - _ABANDONED_AFTER_S
+    for leftover in incoming.iterdir():
+        with contextlib.suppress(OSError):
+            if leftover.lstat().st_mtime < cutoff:
+                shutil.rmtree(leftover, ignore_errors=True)
+
+
 def _hash_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as data:
@@ -672,8 +697,8 @@ def _open_export(tar_path: Path) -> Iterator[tarfile.TarFile]:
             tar = stack.enter_context(tarfile.open(tar_path, "r:*"))
         except FileNotFoundError:
             raise StoreError(f"{tar_path}: no such file (expected a tar from 'invoke store export')") from None
-        except (tarfile.TarError, EOFError) as exc:
-            raise StoreError(f"{tar_path}: not a store export ({exc}); expected a tar from "
+        except (tarfile.TarError, EOFError):
+            raise StoreError(f"{tar_path}: not a tar file (or a damaged one); expected a tar from "
                              "'invoke store export'") from None
         yield tar
 
@@ -690,6 +715,14 @@ def _exported_items(tar: tarfile.TarFile, tar_path: Path) -> list[StoreItem]:
     where = f"{tar_path}: {INDEX}"
     raw = expect_list(expect_object(index, where).get("items"), f"{where} items")
     return [StoreItem.from_json(entry, f"{where} items[{i}]") for i, entry in enumerate(raw)]
+
+
+def _wheel_origin(file_name: str, target: WheelTarget) -> str:
+    try:
+        project, version, _, _ = parse_wheel_filename(file_name)
+    except InvalidWheelFilename:
+        return f"pip download for {target.describe()}"
+    return f"pip download {project}=={version} for {target.describe()}"
 
 
 def _requirement(text: str, where: str = "requirement") -> Requirement:

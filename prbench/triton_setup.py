@@ -65,7 +65,10 @@ class TritonDownload:
     url: str
     env: dict[str, str]
     unpack_under: str = ""
-    tool: str = field(default="", compare=False)  # for people: "ptxas 12.8.93", "LLVM 4611156"
+    tool: str = field(default="", compare=False)  # for people: "nvcc 12.8.93", "LLVM 4611156"
+    # Unique within one triton_downloads() list (several NVIDIA downloads share ``what`` and one directory, and
+    # 3.0 unpacks one archive twice): "llvm", "json", "pybind11", "nvidia-nvcc-12-8-93". [a-z0-9-] only.
+    key: str = ""
 
 
 def triton_downloads(tree: Path, platform: str, *, machine: str = "x86_64",
@@ -84,7 +87,8 @@ def triton_downloads(tree: Path, platform: str, *, machine: str = "x86_64",
     downloads = [_llvm(tree, llvm_base.group(1), machine, glibc, _switches(text, platform, setup))]
     json_url = re.search(r"[\"'](https://github\.com/nlohmann/json/releases/download/[^\"']+\.zip)[\"']", text)
     if json_url:
-        downloads.append(TritonDownload("json", json_url.group(1), {"JSON_SYSPATH": "{path}"}, tool="nlohmann/json"))
+        downloads.append(TritonDownload("json", json_url.group(1), {"JSON_SYSPATH": "{path}"}, tool="nlohmann/json",
+                                        key="json"))
     if "get_pybind11_package_info" in text:
         downloads.append(_pybind11(tree, text, setup))
     if platform == "cuda":
@@ -126,7 +130,7 @@ def _llvm(tree: Path, base: str, machine: str, glibc: str, switches: dict[str, s
         raise UserError(f"{tree / 'cmake/llvm-hash.txt'}: expected an LLVM commit hash, found {revision!r}")
     name = f"llvm-{revision}-{_llvm_system(machine, glibc)}"
     return TritonDownload("llvm", f"{base}/{name}.tar.gz", {"LLVM_SYSPATH": f"{{path}}/{name}", **switches},
-                          tool=f"LLVM {revision}")
+                          tool=f"LLVM {revision}", key="llvm")
 
 
 def _pybind11(tree: Path, text: str, setup: Path) -> TritonDownload:
@@ -135,7 +139,8 @@ def _pybind11(tree: Path, text: str, setup: Path) -> TritonDownload:
         raise UserError(f"{setup}: its pybind11 download has no URL prbench can read")
     version = _read(tree, "cmake/pybind11-version.txt")
     return TritonDownload("pybind11", template.group(1).replace("{version}", version),
-                          {"PYBIND11_SYSPATH": f"{{path}}/pybind11-{version}"}, tool=f"pybind11 {version}")
+                          {"PYBIND11_SYSPATH": f"{{path}}/pybind11-{version}"}, tool=f"pybind11 {version}",
+                          key="pybind11")
 
 
 def _switches(text: str, platform: str, setup: Path) -> dict[str, str]:
@@ -215,6 +220,10 @@ def _render(template: ast.JoinedStr, values: dict[str, str], setup: Path) -> str
     return "".join(parts)
 
 
+def _key(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
 def _nvidia(tree: Path, text: str, setup: Path, machine: str) -> list[TritonDownload]:
     calls = _download_calls(text, setup)
     if not calls:
@@ -239,5 +248,5 @@ def _nvidia(tree: Path, text: str, setup: Path, machine: str) -> list[TritonDown
         url = _render(call.url, {"system": "linux", "arch": arch, "version": version}, setup)
         downloads.setdefault((url, call.name), TritonDownload(
             "nvidia-toolchain", url, {"TRITON_HOME": "{path}"}, unpack_under=f"{_CACHE}/nvidia/{call.name}",
-            tool=f"{call.name} {version}"))
+            tool=f"{call.name} {version}", key=_key(f"nvidia-{call.name}-{version}")))
     return list(downloads.values())

@@ -84,13 +84,14 @@ def clone_with_submodules(tmp: Path) -> Clone:
 
 
 def write_wheel(directory: Path, name: str, version: str, *, requires: tuple[str, ...] = (),
-                tag: str = "py3-none-any") -> Path:
-    """A minimal valid wheel: one module, METADATA (with Requires-Dist), WHEEL and RECORD."""
+                tag: str = "py3-none-any", build: str = "") -> Path:
+    """A minimal valid wheel: one module, METADATA (with Requires-Dist), WHEEL and RECORD; ``build`` changes the
+    bytes (a rebuild of the same name and version)."""
     dist_info = f"{name}-{version}.dist-info"
     metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
     metadata += "".join(f"Requires-Dist: {requirement}\n" for requirement in requires)
     files = {
-        f"{name}/__init__.py": f"VERSION = {version!r}\n",
+        f"{name}/__init__.py": f"VERSION = {version!r}\nBUILD = {build!r}\n",
         f"{dist_info}/METADATA": metadata,
         f"{dist_info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n",
     }

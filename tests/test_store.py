@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from store_support import clone_with_submodules, git, http_server, write_wheel
 
 from analysis.errors import UserError
 from prbench.store import (
@@ -25,7 +26,6 @@ from prbench.store import (
     WheelTarget,
     items_in_lock,
 )
-from tests.store_support import clone_with_submodules, git, http_server, write_wheel
 
 TARGET = WheelTarget("3.11", ("manylinux_2_28_x86_64", "linux_x86_64"), abi="cp311")
 
@@ -458,8 +458,9 @@ def test_a_tar_that_is_not_a_store_export_is_one_line(tmp_path) -> None:
     with tarfile.open(plain_tar, "w") as tar:
         tar.add(not_a_tar, arcname="hello.txt")
 
-    with pytest.raises(StoreError, match=r"store\.tar: not a store export"):
+    with pytest.raises(StoreError, match=r"store\.tar: not a tar file \(or a damaged one\)") as refused:
         Store(tmp_path / "s").import_tar(not_a_tar, emit=lambda _: None)
+    assert "\n" not in str(refused.value)
     with pytest.raises(StoreError, match=r"plain\.tar: no index\.json in the tar"):
         Store(tmp_path / "s").import_tar(plain_tar, emit=lambda _: None)
     with pytest.raises(StoreError, match=r"absent\.tar: no such file"):
@@ -474,3 +475,74 @@ def test_export_refuses_a_corrupt_item_and_leaves_no_tar(tmp_path) -> None:
     with pytest.raises(StoreError, match=r"download x0\.bin .* corrupt"):
         Store(store.root).export(tmp_path / "store.tar", emit=lambda _: None)
     assert not (tmp_path / "store.tar").exists()
+
+
+def test_a_truncated_tar_is_one_line_and_nothing_is_imported(tmp_path) -> None:
+    store, _ = filled_store(tmp_path)
+    exported = tmp_path / "store.tar"
+    store.export(exported, emit=lambda _: None)
+    truncated = tmp_path / "truncated.tar"
+    truncated.write_bytes(exported.read_bytes()[:2000])
+    there = Store(tmp_path / "there")
+
+    with pytest.raises(StoreError) as refused:
+        there.import_tar(truncated, emit=lambda _: None)
+
+    assert "\n" not in str(refused.value) and "nothing was imported" in str(refused.value)
+    assert there.items() == []
+
+
+def test_a_build_that_edits_a_materialized_file_does_not_touch_the_store(tmp_path) -> None:
+    store = Store(tmp_path / "store")
+    item = store.add_file(a_file(tmp_path, "src", "pristine"), kind="source-archive", name="src.tar", origin="t")
+    store.materialize([item], tmp_path / "context")
+
+    (tmp_path / "context" / "src.tar").write_text("patched in place")
+
+    assert Store(store.root).path(item).read_text() == "pristine"
+
+
+def test_a_stored_wheel_the_index_contradicts_is_fetched_again(tmp_path, wheelhouse, offline_pip) -> None:
+    """Same file name, other bytes (a rebuilt wheel): pip checks the index's sha256 and fetches the index's file;
+    the store keeps both and returns the one pip installed."""
+    store = Store(tmp_path / "store")
+    old = store.add_wheels(["app"], TARGET, emit=lambda _: None,
+                           pip_options=["--no-index", "--find-links", str(wheelhouse)])
+    rebuilt = tmp_path / "rebuilt"
+    app = write_wheel(rebuilt, "app", "1.0", requires=("lib>=2",), build="2")
+    lib = shutil.copy(wheelhouse / "lib-2.0-py3-none-any.whl", rebuilt)
+    links = "".join(f'<a href="{Path(wheel).name}#sha256={sha256_of(Path(wheel))}">{Path(wheel).name}</a>\n'
+                    for wheel in (app, lib))
+    (rebuilt / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
+
+    new = store.add_wheels(["app"], TARGET, emit=lambda _: None,
+                           pip_options=["--no-index", "--find-links", str(rebuilt / "index.html")])
+
+    assert [item.sha256 for item in new] == [sha256_of(app), old[1].sha256]
+    assert new[0].sha256 != old[0].sha256
+    assert {item.sha256 for item in store.items()} == {old[0].sha256, old[1].sha256, sha256_of(app)}
+
+
+def test_a_pinned_wheel_whose_dependency_is_not_stored_goes_to_pip(tmp_path, wheelhouse, offline_pip) -> None:
+    store = Store(tmp_path / "store")
+    store.add_file(wheelhouse / "app-1.0-py3-none-any.whl", kind="wheel", name="app-1.0-py3-none-any.whl",
+                   origin="test")  # lib, which app needs, is not in the store
+
+    items = store.add_wheels(["app==1.0"], TARGET, emit=lambda _: None,
+                             pip_options=["--no-index", "--find-links", str(wheelhouse)])
+
+    assert [item.name for item in items] == ["app-1.0-py3-none-any.whl", "lib-2.0-py3-none-any.whl"]
+
+
+def test_what_a_killed_writer_left_in_incoming_is_swept_a_day_later(tmp_path) -> None:
+    store = Store(tmp_path / "store")
+    store.add_file(a_file(tmp_path, "a", "a"), kind="download", name="a.bin", origin="t")
+    old, recent = store.root / "incoming" / "999-old", store.root / "incoming" / "998-recent"
+    for leftover in (old, recent):
+        leftover.mkdir()
+        (leftover / "object-x").write_text("half")
+    os.utime(old, (1, 1))
+
+    store.add_file(a_file(tmp_path, "b", "b"), kind="download", name="b.bin", origin="t")
+
+    assert not old.exists() and recent.exists()

@@ -8,6 +8,7 @@ versions, pybind11-version.txt) and a setup.py with the same shape of download c
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -172,6 +173,8 @@ def test_a_cuda_build_of_3_4_gets_each_nvidia_archive_laid_in_tritons_own_cache(
         (f"{REDIST}/cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-12.8.61-archive.tar.xz", ".triton/nvidia/nvcc"),
         (f"{REDIST}/cuda_cupti/linux-x86_64/cuda_cupti-linux-x86_64-12.8.57-archive.tar.xz", ".triton/nvidia/cupti"),
     ]  # the cupti archive feeds two copies (include and lib) and is fetched once
+    assert [download.key for download in nvidia] == [
+        "nvidia-nvcc-12-8-93", "nvidia-nvcc-12-8-61", "nvidia-cupti-12-8-57"]
     assert {tuple(download.env.items()) for download in nvidia} == {(("TRITON_HOME", "{path}"),)}
     [llvm] = by_what(downloads, "llvm")
     # Setting TRITON_PTXAS_PATH or TRITON_OFFLINE_BUILD would skip copying the tools into the backend.
@@ -243,3 +246,12 @@ def test_a_missing_version_file_is_named(tmp_path) -> None:
 def test_an_unknown_platform_is_refused(tmp_path) -> None:
     with pytest.raises(UserError, match="platform 'metal'"):
         triton_downloads(triton_tree(tmp_path / "t", "3.4"), "metal")
+
+
+@pytest.mark.parametrize(("version", "platform"), [("3.0", "cuda"), ("3.2", "cuda"), ("3.4", "cuda"), ("3.0", "rocm")])
+def test_each_download_has_a_key_of_its_own_for_the_lock(tmp_path, version, platform) -> None:
+    downloads = triton_downloads(triton_tree(tmp_path / "t", version), platform)
+
+    keys = [download.key for download in downloads]
+    assert len(set(keys)) == len(keys) and all(re.fullmatch(r"[a-z0-9-]+", key) for key in keys), keys
+    assert keys[0] == "llvm"

@@ -1,0 +1,49 @@
+"""A base image kept in the store: saved once by id, loaded back as the same image, refused when its bytes changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from docker_support import BASE_IMAGE, require_engine
+
+from prbench.store import Store, StoreError
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def client():
+    return require_engine()
+
+
+def test_a_saved_base_image_loads_back_as_the_same_image(client, tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    image_id = client.images.get(BASE_IMAGE).id
+    lines: list[str] = []
+
+    item = store.add_image(client, BASE_IMAGE, emit=lines.append)
+    again = Store(store.root).add_image(client, image_id, emit=lines.append)
+
+    assert item.kind == "image" and item.name == f"image-{image_id.split(':')[1][:12]}.tar"
+    assert item.origin == f"docker save {BASE_IMAGE} ({image_id})"
+    assert again == item and len([line for line in lines if line.startswith("saving image")]) == 1
+    assert store.load_image(client, item) == image_id
+
+
+def test_a_corrupted_image_item_is_refused_before_docker_load(client, tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    item = store.add_image(client, BASE_IMAGE, emit=lambda _: None)
+    victim = store.object_path(item.sha256)
+    victim.chmod(0o644)
+    with open(victim, "r+b") as data:
+        data.seek(item.size // 2)
+        data.write(b"\0\1\2\3")
+
+    with pytest.raises(StoreError, match=rf"image {item.name} \(sha256 {item.sha256[:12]}\) is corrupt"):
+        Store(store.root).load_image(client, item)
+
+
+def test_an_image_that_is_not_there_is_one_line(client, tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="image prbench-test/absent:none: not present in the Docker engine"):
+        Store(tmp_path / "store").add_image(client, "prbench-test/absent:none", emit=lambda _: None)
