@@ -156,10 +156,12 @@ def test_an_overlay_that_does_not_apply_to_the_wheel_fails_before_docker(tmp_pat
 
     store = Store(tmp_path / "store")
     torch = _fake_torch_wheel(tmp_path, store)
-    good = PythonOverlay.from_text("--- a/torch/__init__.py\n+++ b/torch/__init__.py\n@@ -1 +1,2 @@\n"
-                                   " VERSION = '2.13.0+cpu'\n+PR = True\n", origin="good.patch", flag="--pr")
-    stale = PythonOverlay.from_text("--- a/torch/__init__.py\n+++ b/torch/__init__.py\n@@ -1 +1 @@\n"
-                                    "-VERSION = '2.12.0'\n+VERSION = '2.12.1'\n", origin="stale.patch", flag="--pr")
+    good = PythonOverlay.from_text("--- a/torch/__init__.py\n+++ b/torch/__init__.py\n@@ -1,2 +1,3 @@\n"
+                                   " VERSION = '2.13.0+cpu'\n+PR = True\n BUILD = ''\n", origin="good.patch",
+                                   flag="--pr")
+    stale = PythonOverlay.from_text("--- a/torch/__init__.py\n+++ b/torch/__init__.py\n@@ -1,2 +1,2 @@\n"
+                                    "-VERSION = '2.12.0'\n+VERSION = '2.12.1'\n BUILD = ''\n", origin="stale.patch",
+                                    flag="--pr")
 
     good.check_applies_to_wheel(store.path(torch), "the wheel torch==2.13.0+cpu")
     with pytest.raises(UserError) as refused:

@@ -40,7 +40,8 @@ def _recipe(tmp_path: Path, sha256: str):
 
 def _patch(tmp_path: Path, old: str, new: str) -> Path:
     path = tmp_path / "pr.patch"
-    path.write_text(f"--- a/torch/__init__.py\n+++ b/torch/__init__.py\n@@ -1 +1 @@\n-{old}\n+{new}\n")
+    path.write_text(f"--- a/torch/__init__.py\n+++ b/torch/__init__.py\n@@ -1,2 +1,2 @@\n-{old}\n+{new}\n"
+                    " BUILD = ''\n")
     return path
 
 
