@@ -43,6 +43,7 @@ def image_wheel_target(client: Any, image: str) -> WheelTarget:
     """The Python version and platform tags of ``image``'s ``python3``, read by a container without network."""
     import docker
 
+    # Every platform tag the interpreter accepts, newest first: pip download takes --platform values as they are.
     try:
         out = client.containers.run(image, ["python3", "-c", _TARGET_SCRIPT], remove=True, network_mode="none",
                                     entrypoint=[], stdout=True, stderr=True)
@@ -50,15 +51,8 @@ def image_wheel_target(client: Any, image: str) -> WheelTarget:
     except (docker.errors.ContainerError, docker.errors.APIError, ValueError, IndexError) as exc:
         reason = " ".join(str(exc).split())[:200]
         raise UserError(f"base image {image[:19]}: cannot read its python3 version and platform ({reason})") from None
-    return WheelTarget(python_version=facts["python_version"], platforms=_newest_manylinux_first(facts["platforms"]),
+    return WheelTarget(python_version=facts["python_version"], platforms=tuple(facts["platforms"]),
                        implementation=_IMPLEMENTATIONS.get(facts["implementation"], "cp"), abi=facts["abi"])
-
-
-def _newest_manylinux_first(platforms: list[str]) -> tuple[str, ...]:
-    """The newest manylinux tag and the non-manylinux ones: the store expands a manylinux tag to every older
-    glibc's, as pip does, so the rest of the interpreter's list says nothing more."""
-    manylinux = [p for p in platforms if p.startswith("manylinux")]
-    return tuple(manylinux[:1] + [p for p in platforms if not p.startswith("manylinux")])
 
 
 def wheel_identity(item: StoreItem) -> tuple[str, str]:

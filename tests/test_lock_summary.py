@@ -31,7 +31,7 @@ def test_each_side_shows_its_image_the_base_digest_and_the_wheel_checksums() -> 
     assert rows["lock.image id"] == ("sha256:" + "1" * 64, "sha256:" + "2" * 64, "**differs**")
     assert rows["lock.base digest"][:2] == ("sha256:" + "b" * 64,) * 2
     assert rows["lock.torch wheel sha256"] == (TORCH_SHA, TORCH_SHA, "✓")
-    assert rows["lock.wheel torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl sha256"][0] == TORCH_SHA
+    assert rows["lock.wheels installed from the store"][0] == "1 (sha256 of each in lock.json)"
     assert rows["lock.torch git (read in the image)"][0] == "a" * 40
     assert not [key for key in rows if "x.tar" in key]  # source archives are in the lock table, not here
 

@@ -117,7 +117,8 @@ def test_the_wheelhouse_target_is_the_base_images_python_read_without_network() 
 
     target = wheels.image_wheel_target(client, "sha256:" + "1" * 64)
 
-    assert target == WheelTarget("3.11", ("manylinux_2_36_x86_64", "linux_x86_64"), "cp", "cp311")
+    assert target == WheelTarget("3.11", ("manylinux_2_36_x86_64", "manylinux_2_35_x86_64", "manylinux2014_x86_64",
+                                          "linux_x86_64"), "cp", "cp311")
     [call] = client.containers.calls
     assert call["network_mode"] == "none" and call["remove"] is True and call["command"][0] == "python3"
 
