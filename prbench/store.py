@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -786,7 +787,7 @@ def _remote_or_path(repo: Any) -> str:
 
 @dataclass(frozen=True)
 class GitObjects:
-    """One repository's objects, read through git's CLI (GitPython) with ``GIT_DIR`` pinned.
+    """One repository's objects, read through git's CLI with ``GIT_DIR`` pinned.
 
     A submodule's git directory under ``.git/modules`` may have no work tree (deinitialized) or a relative one
     that does not exist; GitPython would run git in its parent, where git finds the superproject instead.
@@ -794,19 +795,19 @@ class GitObjects:
 
     git_dir: Path
     work_tree: Path | None
-    git: Any  # git.Git, its commands run with GIT_DIR=git_dir
-    odb: Any  # git.db.GitCmdObjectDB over the same commands (one persistent ``cat-file --batch``)
+    git: Any  # git.Git (GitPython), its commands run with env
+    env: dict[str, str]
 
     @classmethod
     def open(cls, git_dir: Path, work_tree: Path | None) -> GitObjects:
         import git
-        from git.db import GitCmdObjectDB
 
-        command = git.Git(str(git_dir))
         # A submodule's core.worktree may name a checkout that is gone, and git would refuse to start; only
         # objects are read, so any existing directory serves as the work tree.
-        command.update_environment(GIT_DIR=str(git_dir), GIT_WORK_TREE=str(work_tree or git_dir))
-        return cls(git_dir, work_tree, command, GitCmdObjectDB(str(git_dir / "objects"), command))
+        pinned = {"GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(work_tree or git_dir)}
+        command = git.Git(str(git_dir))
+        command.update_environment(**pinned)
+        return cls(git_dir, work_tree, command, {**os.environ, **pinned})
 
     @classmethod
     def of_repo(cls, repo: Any) -> GitObjects:
@@ -822,15 +823,50 @@ class GitObjects:
             return False
         return True
 
+    @contextlib.contextmanager
+    def blobs(self, shas: list[str]) -> Iterator[IO[bytes]]:
+        """``git cat-file --batch`` fed all of ``shas`` at once by a thread (no round trip per file, which costs
+        more than the reading on a big tree); the caller reads each answer in order with ``_next_blob``."""
+        process = subprocess.Popen(["git", "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   env=self.env, cwd=self.git_dir)
+        assert process.stdin is not None and process.stdout is not None
+        stdin = process.stdin
+
+        def feed() -> None:
+            with contextlib.suppress(OSError):  # the reader stopped early (an error): git's stdin is closed
+                for sha in shas:
+                    stdin.write(f"{sha}\n".encode())
+                stdin.close()
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        try:
+            yield process.stdout
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            feeder.join()
+            process.stdout.close()
+
+
+def _next_blob(answers: IO[bytes], sha: str, where: str) -> int:
+    """Read cat-file's header for ``sha``; returns the size of the content that follows."""
+    header = answers.readline().split()
+    if len(header) != 3 or header[0].decode() != sha or header[1] != b"blob":
+        raise StoreError(f"{where}: git object {sha[:12]} cannot be read ({b' '.join(header).decode()!r}); is the "
+                         "clone damaged?")
+    return int(header[2])
+
 
 def write_commit_tar(objects: GitObjects, commit: str, out: IO[bytes]) -> None:
     """Write ``commit``'s tree, with its submodules' trees at their recorded commits, as one tar to ``out``.
 
-    Read from git's objects (``ls-tree`` and the object database), not from a checkout, and not through
-    ``git archive`` (whose ``export-ignore``/``export-subst`` attributes would change the tree). Every entry gets
-    the superproject commit's time, uid/gid 0, no owner names and git's modes (0644, 0755 for executables and
-    directories, 0777 for symbolic links), in git's tree order with each submodule at its place, so the same
-    commit always gives the same bytes.
+    Read from git's objects (``ls-tree`` and ``cat-file``), not from a checkout, and not through ``git archive``
+    (whose ``export-ignore``/``export-subst`` attributes would change the tree). Every entry gets the superproject
+    commit's time, uid/gid 0, no owner names and git's modes (0644, 0755 for executables and directories, 0777 for
+    symbolic links), in git's tree order with each submodule at its place, so the same commit always gives the
+    same bytes.
     """
     mtime = int(objects.git.show("-s", "--format=%ct", commit))
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -839,33 +875,37 @@ def write_commit_tar(objects: GitObjects, commit: str, out: IO[bytes]) -> None:
 
 def _add_tree(tar: tarfile.TarFile, objects: GitObjects, commit: str, prefix: str, mtime: int) -> None:
     listing = objects.git.ls_tree("-r", "-t", "-z", "--full-tree", commit, stdout_as_string=False)
-    submodules: dict[str, str] | None = None
+    entries = []
     for record in listing.split(b"\0"):
-        if not record:
-            continue
-        meta, raw_path = record.split(b"\t", 1)
-        mode, kind, sha = meta.decode().split()
-        relative = raw_path.decode("utf-8", errors="surrogateescape")
-        info = tarfile.TarInfo(prefix + relative)
-        info.mtime, info.uid, info.gid, info.uname, info.gname = mtime, 0, 0, "", ""
-        if kind in ("tree", "commit"):
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
-            if kind == "commit":
-                if submodules is None:
-                    submodules = _submodule_names(objects, commit)
-                sub = _submodule_objects(objects, relative, submodules.get(relative, relative), sha, prefix)
-                _add_tree(tar, sub, sha, f"{prefix}{relative}/", mtime)
-            continue
-        stream = objects.odb.stream(bytes.fromhex(sha))
-        if mode == "120000":
-            info.type, info.mode = tarfile.SYMTYPE, 0o777
-            info.linkname = stream.read().decode("utf-8", errors="surrogateescape")
-            tar.addfile(info)
-        else:
-            info.mode = 0o755 if mode == "100755" else 0o644
-            info.size = stream.size
-            tar.addfile(info, stream)
+        if record:
+            meta, raw_path = record.split(b"\t", 1)
+            mode, kind, sha = meta.decode().split()
+            entries.append((mode, kind, sha, raw_path.decode("utf-8", errors="surrogateescape")))
+    submodules: dict[str, str] | None = None
+    where = f"{prefix or 'the tree'} at {commit[:12]} in {objects.work_tree or objects.git_dir}"
+    with objects.blobs([sha for _, kind, sha, _ in entries if kind == "blob"]) as answers:
+        for mode, kind, sha, relative in entries:
+            info = tarfile.TarInfo(prefix + relative)
+            info.mtime, info.uid, info.gid, info.uname, info.gname = mtime, 0, 0, "", ""
+            if kind in ("tree", "commit"):
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+                if kind == "commit":
+                    if submodules is None:
+                        submodules = _submodule_names(objects, commit)
+                    sub = _submodule_objects(objects, relative, submodules.get(relative, relative), sha, prefix)
+                    _add_tree(tar, sub, sha, f"{prefix}{relative}/", mtime)
+                continue
+            size = _next_blob(answers, sha, where)
+            if mode == "120000":
+                info.type, info.mode = tarfile.SYMTYPE, 0o777
+                info.linkname = answers.read(size).decode("utf-8", errors="surrogateescape")
+                tar.addfile(info)
+            else:
+                info.mode = 0o755 if mode == "100755" else 0o644
+                info.size = size
+                tar.addfile(info, answers)
+            answers.read(1)  # the newline after each object
 
 
 def _submodule_names(objects: GitObjects, commit: str) -> dict[str, str]:

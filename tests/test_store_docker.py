@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from docker_support import BASE_IMAGE, require_engine
 
-from prbench.store import Store, StoreError
+from prbench.store import Store, StoreError, StoreItem
 
 pytestmark = pytest.mark.docker
 
@@ -17,12 +17,18 @@ def client():
     return require_engine()
 
 
-def test_a_saved_base_image_loads_back_as_the_same_image(client, tmp_path: Path) -> None:
-    store = Store(tmp_path / "store")
-    image_id = client.images.get(BASE_IMAGE).id
+@pytest.fixture(scope="module")
+def saved(client, tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, StoreItem, list[str]]:
+    """The base image saved once into a store (a docker save of it takes a while): the store, the item, the lines."""
+    store = Store(tmp_path_factory.mktemp("store") / "store")
     lines: list[str] = []
+    return store, store.add_image(client, BASE_IMAGE, emit=lines.append), lines
 
-    item = store.add_image(client, BASE_IMAGE, emit=lines.append)
+
+def test_a_saved_base_image_loads_back_as_the_same_image(client, saved) -> None:
+    store, item, lines = saved
+    image_id = client.images.get(BASE_IMAGE).id
+
     again = Store(store.root).add_image(client, image_id, emit=lines.append)
 
     assert item.kind == "image" and item.name == f"image-{image_id.split(':')[1][:12]}.tar"
@@ -31,9 +37,10 @@ def test_a_saved_base_image_loads_back_as_the_same_image(client, tmp_path: Path)
     assert store.load_image(client, item) == image_id
 
 
-def test_a_corrupted_image_item_is_refused_before_docker_load(client, tmp_path: Path) -> None:
+def test_a_corrupted_image_item_is_refused_before_docker_load(client, saved, tmp_path: Path) -> None:
+    original, item, _ = saved
     store = Store(tmp_path / "store")
-    item = store.add_image(client, BASE_IMAGE, emit=lambda _: None)
+    store.add_file(original.path(item), kind=item.kind, name=item.name, origin=item.origin)
     victim = store.object_path(item.sha256)
     victim.chmod(0o644)
     with open(victim, "r+b") as data:
