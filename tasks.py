@@ -267,7 +267,11 @@ _BUILD_HELP = {
     "pull": "Pull the base image by digest when it is not present (never by tag; default: never pull)",
     "no_cache": "Rebuild every layer instead of reusing Docker's layer cache",
     "runs_dir": "Directory that holds runs; build logs and locks go to <runs_dir>/images/ (default: runs)",
+    "store": "Store the build takes every input from: source archives, wheels, downloads, saved bases (default: "
+             "$PRBENCH_STORE, else ~/.cache/prbench/store)",
 }
+_SAVE_BASE_HELP = ("Also docker save the base image into the store and list it in the lock, so a rebuild on a "
+                   "machine without it loads it from the store")
 
 
 def _images_dir(ctx, runs_dir):
@@ -286,16 +290,19 @@ def _optional_path(value):
     "max_jobs": "Parallel compile jobs (default: the recipe's build.max_jobs, else the build's default)",
     "lock": "Where to write lock.json (default: <runs_dir>/images/<recipe>-<hash>/lock.json)",
     "force": "Build even when an image with the same inputs is present",
+    "save_base": _SAVE_BASE_HELP,
     **_BUILD_HELP,
 })
 @user_facing
 def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None, overlay=None, merge_base=None,
-          max_jobs=None, pull=False, no_cache=False, lock=None, force=False, runs_dir=None):
+          max_jobs=None, pull=False, no_cache=False, lock=None, force=False, runs_dir=None, store=None,
+          save_base=False):
     """Build the Docker image of a recipe (nothing to do when present) and write its lock."""
     from analysis.flag_values import whole_number
     from prbench.images import docker_client, plan_build
     from prbench.lock import build_and_lock
     from prbench.recipes import load_recipe
+    from prbench.store import Store
 
     jobs = whole_number("--max-jobs", max_jobs, minimum=1) if max_jobs is not None else None
 
@@ -305,38 +312,49 @@ def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None,
                       pytorch_ref=pytorch_ref, overlay=_optional_path(overlay), merge_base=merge_base,
                       max_jobs=jobs)
     outcome = build_and_lock(plan, docker_client(), _images_dir(ctx, runs_dir), lock_path=_optional_path(lock),
-                             pull=pull, nocache=no_cache, force=force)
+                             store=Store.at(_optional_path(store)), save_base=save_base, pull=pull,
+                             nocache=no_cache, force=force)
     print(f"image {outcome.result.tag} ({outcome.result.image_id[:19]}); lock {outcome.lock_path}")
 
 
 @task(help={
-    "lock": "lock.json to rebuild from (its base digest, commits, Triton pin and patches are used as recorded)",
+    "lock": "lock.json to rebuild from (its base digest, commits or wheel pins, Triton pin, patches and store items "
+            "are used as recorded; the sources come from the store, so the clones may be gone)",
     "lock_out": "Where to write the rebuilt image's lock (default: <runs_dir>/images/<recipe>-<hash>/lock.json)",
     **_BUILD_HELP,
 })
 @user_facing
 def rebuild(ctx, lock, pytorch_src=None, triton_src=None, pull=False, no_cache=False, lock_out=None,
-            runs_dir=None):
-    """Rebuild an image exactly from a lock file, without reading any moving tag or pin."""
+            runs_dir=None, store=None):
+    """Rebuild an image exactly from a lock file (a run's lock.json: both images) and the store."""
     import tempfile
     from pathlib import Path
 
+    from analysis.errors import UserError
     from prbench.images import docker_client
-    from prbench.lock import build_and_lock, plan_from_lock, read_lock
+    from prbench.lock import build_and_lock, plan_from_lock, read_locks
+    from prbench.store import Store
 
-    locked = read_lock(resolve_path(lock))
-    with tempfile.TemporaryDirectory(prefix="prbench-rebuild-") as tmp:
-        plan, drift = plan_from_lock(locked, pytorch_src=_optional_path(pytorch_src),
-                                     triton_src=_optional_path(triton_src), overlay_dir=Path(tmp))
-        for field in drift:
-            print(f"warning: {field} differs from the lock (prbench itself changed since); the rebuild may differ")
-        outcome = build_and_lock(plan, docker_client(), _images_dir(ctx, runs_dir),
-                                 lock_path=_optional_path(lock_out), pull=pull, nocache=no_cache)
-    print(f"image {outcome.result.tag} ({outcome.result.image_id[:19]}); lock {outcome.lock_path}")
+    locks = read_locks(resolve_path(lock))
+    if lock_out and len(locks) > 1:
+        raise UserError(f"--lock-out: {lock} holds the locks of two images (base and pr); leave --lock-out out "
+                        "and each rebuilt lock goes next to its build log")
+    client, the_store = docker_client(), Store.at(_optional_path(store))
+    for side, locked in locks:
+        prefix = f"{side}: " if side else ""
+        with tempfile.TemporaryDirectory(prefix="prbench-rebuild-") as tmp:
+            plan, drift = plan_from_lock(locked, pytorch_src=_optional_path(pytorch_src),
+                                         triton_src=_optional_path(triton_src), overlay_dir=Path(tmp))
+            for field in drift:
+                print(f"warning: {prefix}{field} differs from the lock (prbench itself changed since); "
+                      "the rebuild may differ")
+            outcome = build_and_lock(plan, client, _images_dir(ctx, runs_dir), lock_path=_optional_path(lock_out),
+                                     store=the_store, pull=pull, nocache=no_cache)
+        print(f"{prefix}image {outcome.result.tag} ({outcome.result.image_id[:19]}); lock {outcome.lock_path}")
 
 
 @task(help={
-    "lock": "lock.json to check against",
+    "lock": "lock.json to check against (a run's lock.json: both of its images)",
     "image": "Image to check (default: the tag recorded in the lock)",
 })
 @user_facing
@@ -344,18 +362,26 @@ def verify(ctx, lock, image=None):
     """Compare a built image with a lock field by field; exit 1 when anything differs."""
     from invoke import Exit
 
+    from analysis.errors import UserError
     from prbench.images import docker_client
-    from prbench.lock import read_lock
+    from prbench.lock import read_locks
     from prbench.lock import verify as verify_image
 
-    differences, notes = verify_image(docker_client(), read_lock(resolve_path(lock)), image)
-    for note in notes:
-        print(f"note: {note}")
-    for difference in differences:
-        print(f"differs: {difference.line()}")
-    if differences:
-        raise Exit(f"verify: {len(differences)} field(s) differ from {lock}", code=1)
-    print(f"verify: the image matches {lock}")
+    locks = read_locks(resolve_path(lock))
+    if image and len(locks) > 1:
+        raise UserError(f"--image: {lock} holds the locks of two images (base and pr); verify them by their tags")
+    client, differing = docker_client(), 0
+    for side, locked in locks:
+        prefix = f"{side}: " if side else ""
+        differences, notes = verify_image(client, locked, image)
+        for note in notes:
+            print(f"note: {prefix}{note}")
+        for difference in differences:
+            print(f"differs: {prefix}{difference.line()}")
+        differing += len(differences)
+    if differing:
+        raise Exit(f"verify: {differing} field(s) differ from {lock}", code=1)
+    print(f"verify: the image{'s match' if len(locks) > 1 else ' matches'} {lock}")
 
 
 @task(
@@ -380,8 +406,10 @@ def store_task(ctx, action, file=None, lock=None, store=None):
 
 @task(
     help={
-        "base": "Base side: 'installed' (the installed torch as is) or a git ref in --pytorch-src",
-        "pr": "PR side: a git ref in --pytorch-src, a Python-only patch file, or 'installed'",
+        "base": "Base side: 'installed' (the installed torch as is; a wheel recipe's pinned wheel), a git ref in "
+                "--pytorch-src, or with a wheel recipe a wheel pin like torch==2.13.0+cpu",
+        "pr": "PR side: a git ref in --pytorch-src, a Python-only patch file, 'installed', or with a wheel recipe a "
+              "wheel pin like torch==2.14.0.dev20261101+cpu (pip downloads it into the store)",
         "pytorch_src": "PyTorch git clone where --base/--pr refs are resolved (GitPython)",
         **_SUITE_HELP,
         "kernel_warmup": "Warm-up calls per kernel before timing (default 10)",
@@ -400,6 +428,8 @@ def store_task(ctx, action, file=None, lock=None, store=None):
         "force": "Stage to redo even if done: suite, organize, kernels, profile or report (repeatable)",
         "python": "Python interpreter whose torch the local runner uses (default: this one)",
         "profile": "Also profile each side's models (torch.profiler, compiled graphs with -p); diffed in the report",
+        "store": _BUILD_HELP["store"] + "; docker recipes only",
+        "save_base": _SAVE_BASE_HELP + "; docker recipes only",
     },
     iterable=["env", "inductor_config", "force"],
 )
@@ -410,7 +440,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             kernel_warmup="10", kernel_iterations="30", kernel_timeout="300", rounds=None, passes=None,
             models_per_process="0", confidence=None, alpha=None, margin=None, threshold=None, noise=None,
             min_ms=None, fail_on="never", force=None, python=None, profile=False, suite_source="builtin",
-            upstream_src=None):
+            upstream_src=None, store=None, save_base=False):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
     from analysis.flag_values import real_number, whole_number
@@ -448,6 +478,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         force=validate_force(force or []),
         python=python,
         profile=bool(profile),
+        store=resolve_path(store) if store else None,
+        save_base=bool(save_base),
     )
     console = Console()
     the_run, paths = run_compare(request, console)

@@ -21,9 +21,10 @@ ROOTFS="$(mktemp -d /tmp/prbench-rootfs.XXXXXX)"
 trap 'rm -rf "$ROOTFS"' EXIT
 
 echo "base-image: debootstrap bookworm into $ROOTFS (about a minute)"
-# python3-setuptools lets the tests build editable stand-in packages with --no-build-isolation, offline.
+# python3-setuptools lets the tests build editable stand-in packages with --no-build-isolation, offline; g++ and
+# python3-dev are what Inductor's C++ codegen compiles with (the cpu-docker recipe runs real torch on this base).
 debootstrap --variant=minbase \
-    --include=python3,python3-pip,python3-setuptools,git,ca-certificates \
+    --include=python3,python3-pip,python3-setuptools,python3-dev,g++,git,ca-certificates \
     bookworm "$ROOTFS" "$MIRROR" >"$ROOTFS.log" 2>&1 || { tail -20 "$ROOTFS.log" >&2; exit 1; }
 rm -f "$ROOTFS.log"
 

@@ -26,7 +26,7 @@ from analysis.kernel_compare import KernelComparison, compare_kernels
 from analysis.model_compare import ModelComparison, compare_models
 from analysis.projection import Projection, project
 from analysis.rendering import write_csv, write_xlsx
-from analysis.report_environment import environment_table, flatten
+from analysis.report_environment import environment_table, flatten, with_lock_summaries
 from analysis.report_inputs import ReportInputs, ReportSettings, load_report_inputs
 from analysis.report_markdown import MAX_MARKDOWN_CHARS, render_markdown
 from analysis.report_plots import plot_categories, plot_distribution
@@ -158,6 +158,7 @@ def _write_model_files(mc: ModelComparison | None, proj: Projection | None, out_
 
 
 def _add_environment_sheets(inputs: ReportInputs, files: _Files) -> None:
-    files.sheets.append(("Environment", environment_table(inputs.base_env, inputs.pr_env)))
+    files.sheets.append(("Environment", environment_table(*with_lock_summaries(inputs.base_env, inputs.pr_env,
+                                                                               inputs.lock))))
     if inputs.lock:
         files.sheets.append(("Lock", pd.DataFrame(list(flatten(inputs.lock).items()), columns=["key", "value"])))

@@ -50,6 +50,38 @@ def _sameness(base: str | None, pr: str | None) -> str:
     return "**differs**"
 
 
+def lock_summary(lock: Any) -> dict[str, str]:
+    """The entries of one side's lock that say which environment ran: for an image its tag and id, the base
+    digest, the PyTorch/Triton commits or wheel pins with their sha256, torch's own git commit, and how many
+    wheels the image installed from the store; for the local runner the torch it imported."""
+    if not isinstance(lock, dict):
+        return {}
+    flat = flatten(lock)
+    picks = {
+        "image": "provenance.image.tag", "image id": "provenance.image.id", "base image": "base.name",
+        "base digest": "base.digest", "torch commit": "sources.pytorch.commit", "torch wheel": "sources.pytorch.wheel",
+        "torch wheel sha256": "sources.pytorch.sha256", "triton commit": "sources.triton.commit",
+        "triton wheel": "sources.triton.wheel", "triton wheel sha256": "sources.triton.sha256",
+        "torch git (read in the image)": "contents.versions.torch_git", "torch version": "contents.pip.torch",
+        "torch (local)": "environment.torch", "torch git (local)": "environment.torch_git",
+    }
+    out = {label: flat[key] for label, key in picks.items() if flat.get(key)}
+    wheels = [e for e in lock.get("store") or [] if isinstance(e, dict) and e.get("kind") == "wheel"]
+    if wheels:  # each one's sha256 is in the lock table and report.xlsx; here, how many
+        out["wheels installed from the store"] = f"{len(wheels)} (sha256 of each in lock.json)"
+    return out
+
+
+def with_lock_summaries(base_env: dict[str, Any], pr_env: dict[str, Any],
+                        lock: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both sides' env.json with their lock's identity entries under ``lock``, for the environment table."""
+    sides = []
+    for name, env in (("base", base_env), ("pr", pr_env)):
+        summary = lock_summary(lock.get(name)) if isinstance(lock, dict) else {}
+        sides.append({**env, "lock": summary} if summary else env)
+    return sides[0], sides[1]
+
+
 def lock_identity(lock: dict[str, Any]) -> pd.DataFrame:
     """The lock entries that identify an environment (commits, digests, versions), most telling first."""
     rows = [(k, v) for k, v in flatten(lock).items() if any(word in k.lower() for word in _ENV_PRIORITY)]

@@ -27,7 +27,7 @@ from analysis.rendering import (
     jinja_env,
     markdown_table,
 )
-from analysis.report_environment import environment_table, flatten, lock_identity
+from analysis.report_environment import environment_table, flatten, lock_identity, with_lock_summaries
 from analysis.report_inputs import ReportInputs
 from analysis.report_verdict import control_rows, report_verdict
 from analysis.verdict_settings import percent
@@ -121,7 +121,7 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
                     proj: Projection | None, plots: dict[str, str], gates: list[Gate]) -> str:
     """Render report.md, shrinking tables until it fits under MAX_MARKDOWN_CHARS."""
     template = jinja_env().get_template("report.md.j2")
-    env = environment_table(inputs.base_env, inputs.pr_env)
+    env = environment_table(*with_lock_summaries(inputs.base_env, inputs.pr_env, inputs.lock))
     stats = inputs.settings.stats
     gate_rows = pd.DataFrame([{**g.as_dict(), "ci": ci_text(g.ci_low, g.ci_high),
                                "limit": f"{'<' if g.bad_when == 'below' else '>'} {g.limit:g}×"} for g in gates])

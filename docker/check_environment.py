@@ -4,6 +4,9 @@
 ``--one-triton``: exactly one Triton distribution, under any of its names, is installed.
 ``--import-from NAME=DIR``: ``import NAME`` would load the package from under DIR (our build), found
 without importing it so the check needs no GPU.
+``--version NAME==VERSION``: that distribution is installed at exactly that version (a pinned wheel).
+``--site-of NAME``: print the directory ``import NAME`` loads the package from the parent of (site-packages):
+where a Python overlay of a wheel's package is applied.
 """
 
 from __future__ import annotations
@@ -55,17 +58,39 @@ def check_import_from(spec: str) -> list[str]:
     return []
 
 
+def check_version(spec: str) -> list[str]:
+    name, _, version = spec.partition("==")
+    found = installed().get(_normalize(name), [])
+    if found != [version]:
+        return [f"expected {name}=={version}, found {', '.join(found) or 'none'}"]
+    return []
+
+
+def site_of(name: str) -> str:
+    found = importlib.util.find_spec(name)
+    if found is None or not found.submodule_search_locations:
+        raise SystemExit(f"prbench check failed: 'import {name}' finds no package")
+    return str(Path(next(iter(found.submodule_search_locations))).resolve().parent)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--absent", nargs="*", default=[])
     parser.add_argument("--one-triton", action="store_true")
     parser.add_argument("--import-from", action="append", default=[])
+    parser.add_argument("--version", action="append", default=[])
+    parser.add_argument("--site-of")
     args = parser.parse_args()
+    if args.site_of:
+        print(site_of(args.site_of))
+        return 0
     problems = check_absent(args.absent)
     if args.one_triton:
         problems += check_one_triton()
     for spec in args.import_from:
         problems += check_import_from(spec)
+    for spec in args.version:
+        problems += check_version(spec)
     for problem in problems:
         print(f"prbench check failed: {problem}", file=sys.stderr)
     if not problems:

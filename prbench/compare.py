@@ -85,6 +85,8 @@ class CompareRequest:
     force: tuple[str, ...] = ()
     python: str = sys.executable
     profile: bool = False  # torch.profiler traces of the suite models, diffed in the report
+    store: Path | None = None  # docker recipes: the store builds take their inputs from (None: Store.at())
+    save_base: bool = False  # docker recipes: docker save the base image into the store, listed in the locks
 
 
 def validate_force(force: list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -96,7 +98,9 @@ def validate_force(force: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 def plan(request: CompareRequest) -> ComparePlan:
     if request.recipe.is_docker:
-        return plan_docker(request.base, request.pr, request.recipe, request.pytorch_src)
+        from prbench.store import Store
+
+        return plan_docker(request.base, request.pr, request.recipe, request.pytorch_src, Store.at(request.store))
     return plan_local(request.base, request.pr, request.pytorch_src, request.python)
 
 
@@ -144,16 +148,21 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
     from prbench.images import docker_client, plan_build
     from prbench.lock import build_and_lock, read_lock
     from prbench.runners.docker import DockerRunner
+    from prbench.store import Store
 
     overlay_path = None
     if side.overlay is not None:
         overlay_path = run.path(side.name, "overlay.patch")
         atomic_io.write_text(overlay_path, side.overlay.patch_text)
-    build_plan = plan_build(request.recipe, pytorch_src=request.pytorch_src, pytorch_ref=side.pytorch_ref,
-                            overlay=overlay_path, merge_base=compare_plan.merge_base)
+    if side.wheel is not None:  # a wheel recipe: this side's wheel, the PR's Python as an overlay layer
+        build_plan = plan_build(request.recipe.with_wheels(side.wheel, None), overlay=overlay_path)
+    else:
+        build_plan = plan_build(request.recipe, pytorch_src=request.pytorch_src, pytorch_ref=side.pytorch_ref,
+                                overlay=overlay_path, merge_base=compare_plan.merge_base)
     client = docker_client()
     outcome = build_and_lock(build_plan, client, request.runs_dir / "images",
-                             lock_path=run.path(side.name, "lock.json"))
+                             lock_path=run.path(side.name, "lock.json"), store=Store.at(request.store),
+                             save_base=request.save_base)
     runner = DockerRunner(outcome.result.image_id, request.recipe.platform, writable=[run.root], client=client)
     return runner, read_lock(outcome.lock_path)
 

@@ -1,14 +1,19 @@
 """Images: render a recipe's Dockerfile, hash every input into the tag, and build it with docker-py.
 
 The tag is ``prbench/<recipe>:<hash12>`` where the hash covers the templates, the rendered Dockerfile,
-the build args, the recipe, the patches, the source commits, the overlay and our own code. An image with
-that tag is therefore exactly what these inputs produce, and a present tag means there is nothing to build.
+the build args, the recipe (its wheel pins included), the patches, the source commits, the overlay and our own
+code. An image with that tag is therefore exactly what these inputs produce, and a present tag means there is
+nothing to build.
+
+What the build consumes comes from the store (``prbench.build_context``): source archives of the exact commits,
+a wheelhouse for every ``pip install`` (``--no-index --require-hashes``), Triton's downloads. The store items
+used are recorded in the image's ``dev.prbench.store`` label, from which the lock lists them; they are not part
+of the tag, because resolving them (``pip download``) is work a present image must not need.
 
 Pitfalls of docker-py this module works around (research note §2): the classic builder only (no BuildKit
 syntax in the templates), ``rm=False`` by default (we pass ``rm=True, forcerm=True``), proxy build args
 injected from ``~/.docker/config.json`` (``use_config_proxy=False``) and silent pulls (the base must be
-present locally by digest; only ``--pull`` fetches it, by digest). Sources never come from the network:
-each tree is a ``git archive`` of the exact commit from a local clone, submodules included.
+present locally by digest; only ``--pull`` fetches it, by digest, or a rebuild loads it from the store).
 """
 
 from __future__ import annotations
@@ -18,12 +23,11 @@ import json
 import shlex
 import shutil
 import sys
-import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import git
 import jinja2
@@ -33,6 +37,10 @@ from analysis.errors import UserError
 from prbench.dockerfile_quote import UnsafeValue, dockerfile_value
 from prbench.pins import TritonPin, open_repo, resolve_commit, triton_pin
 from prbench.recipes import BaseImage, Recipe, is_pinned_reference, resolve_patch_entry
+
+if TYPE_CHECKING:
+    from prbench.build_context import UsedItem
+    from prbench.store import Store, StoreItem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES_DIR = PROJECT_ROOT / "docker"
@@ -44,8 +52,8 @@ ROOT_IN_IMAGE = "/opt/prbench"
 PYTORCH_SRC_IN_IMAGE = f"{ROOT_IN_IMAGE}/src/pytorch"
 TOOL_PACKAGES = ("stages", "analysis")
 # Every name a bundled Triton has shipped under, plus the packages ABI-tied to the bundled torch.
-REMOVED_PACKAGES = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "pytorch-triton-rocm",
-                    "triton-rocm")
+TRITON_PACKAGES = ("triton", "pytorch-triton", "pytorch-triton-rocm", "triton-rocm")
+REMOVED_PACKAGES = ("torch", "torchvision", "torchaudio", *TRITON_PACKAGES)
 
 LABEL_PREFIX = "dev.prbench"
 LABEL_INPUTS = f"{LABEL_PREFIX}.inputs"
@@ -54,6 +62,8 @@ LABEL_RECIPE_TOML = f"{LABEL_PREFIX}.recipe-toml"
 LABEL_RECIPE_PATH = f"{LABEL_PREFIX}.recipe-path"
 LABEL_CLONES = f"{LABEL_PREFIX}.clones"
 LABEL_OVERLAY = f"{LABEL_PREFIX}.overlay-patch"
+# The store items the build consumed (build_context.UsedItem JSON), written when the image is built.
+LABEL_STORE = f"{LABEL_PREFIX}.store"
 
 Emit = Callable[[str], None]
 
@@ -63,10 +73,10 @@ class SourceTree:
     """One source tree to build: a local clone, the exact commit, and the layout facts the template needs."""
 
     name: str  # "pytorch" or "triton"
-    clone: Path
+    clone: Path | None  # None on a rebuild from the store alone (the archive is in the lock)
     commit: str
     install_dir: str = "."  # where `pip install -e` runs ("python" for Triton <= 3.3)
-    requirements: tuple[str, ...] = ()  # requirement files copied into their own layer, first is installed
+    requirements: tuple[str, ...] = ()  # requirement files whose wheels the build installs from the wheelhouse
 
 
 @dataclass(frozen=True)
@@ -81,12 +91,12 @@ class PatchFile:
 class BuildPlan:
     """Everything a build needs, resolved: the Dockerfile text, the context inputs and the tag."""
 
-    recipe: Recipe
+    recipe: Recipe  # a wheel side's recipe carries that side's wheel pin
     recipe_text: str
     base: BaseImage
-    pytorch: SourceTree
-    triton: SourceTree
-    triton_pin: TritonPin
+    pytorch: SourceTree | None  # None for a wheel recipe
+    triton: SourceTree | None
+    triton_pin: TritonPin | None
     patches: tuple[PatchFile, ...]
     overlay: Path | None
     merge_base: str | None
@@ -95,19 +105,31 @@ class BuildPlan:
     network_mode: str
     code_sha256: str
     templates_sha256: str
+    # A rebuild: exactly these store items (from the lock), and the saved base to load when the engine lacks it.
+    locked: tuple[UsedItem, ...] | None = None
+    base_item: StoreItem | None = None
+
+    def sources(self) -> dict[str, Any]:
+        """What PyTorch and Triton are: commits built from source, or wheels pinned by sha256."""
+        if self.recipe.is_wheel:
+            return {key: {"wheel": pin.requirement, "sha256": pin.sha256}
+                    for key, pin in (("pytorch", self.recipe.pytorch_wheel), ("triton", self.recipe.triton_wheel))
+                    if pin is not None}
+        assert self.pytorch is not None and self.triton is not None and self.triton_pin is not None
+        return {
+            "pytorch": {"source": self.recipe.pytorch.source if self.recipe.pytorch else "",
+                        "commit": self.pytorch.commit, "merge_base": self.merge_base},
+            "triton": {"source": self.recipe.triton.source if self.recipe.triton else "",
+                       "commit": self.triton.commit, "pin_source": self.triton_pin.source,
+                       "install_dir": self.triton.install_dir},
+        }
 
     def inputs(self) -> dict[str, Any]:
         """The record hashed into the tag, stored as a label and copied into the lock."""
         return {
             "recipe": {"name": self.recipe.name, "hash": self.recipe.content_hash()},
             "base": {"name": self.base.name, "digest": self.base.digest},
-            "sources": {
-                "pytorch": {"source": self.recipe.pytorch.source if self.recipe.pytorch else "",
-                            "commit": self.pytorch.commit, "merge_base": self.merge_base},
-                "triton": {"source": self.recipe.triton.source if self.recipe.triton else "",
-                           "commit": self.triton.commit, "pin_source": self.triton_pin.source,
-                           "install_dir": self.triton.install_dir},
-            },
+            "sources": self.sources(),
             "patches": {p.name: p.sha256 for p in self.patches},
             "overlay_sha256": _sha256_file(self.overlay) if self.overlay else None,
             "build": {
@@ -130,25 +152,32 @@ class BuildPlan:
         return f"{IMAGE_REPO}/{self.recipe.name}:{self.inputs_hash[:12]}"
 
     def labels(self) -> dict[str, str]:
-        return {
+        labels = {
             "org.opencontainers.image.base.name": self.base.name,
             "org.opencontainers.image.base.digest": self.base.digest,
-            "org.opencontainers.image.revision": self.pytorch.commit,
             "org.opencontainers.image.version": prbench.__version__,
             "org.opencontainers.image.title": f"prbench {self.recipe.name}",
             f"{LABEL_PREFIX}.recipe": self.recipe.name,
             f"{LABEL_PREFIX}.recipe-hash": self.recipe.content_hash(),
             f"{LABEL_PREFIX}.inputs-hash": self.inputs_hash,
-            f"{LABEL_PREFIX}.pytorch.commit": self.pytorch.commit,
-            f"{LABEL_PREFIX}.triton.commit": self.triton.commit,
-            f"{LABEL_PREFIX}.triton.pin-source": self.triton_pin.source,
             f"{LABEL_PREFIX}.prbench-version": prbench.__version__,
             LABEL_INPUTS: json.dumps(self.inputs(), sort_keys=True),
             LABEL_RECIPE_TOML: self.recipe_text,
             LABEL_RECIPE_PATH: str(self.recipe.path.resolve()),
-            LABEL_CLONES: json.dumps({"pytorch": str(self.pytorch.clone), "triton": str(self.triton.clone)}),
+            LABEL_CLONES: json.dumps({tree.name: str(tree.clone) for tree in (self.pytorch, self.triton)
+                                      if tree is not None and tree.clone is not None}),
             **({LABEL_OVERLAY: self.overlay.read_text(encoding="utf-8")} if self.overlay else {}),
         }
+        if self.recipe.is_wheel:
+            labels[f"{LABEL_PREFIX}.wheels"] = json.dumps(self.sources(), sort_keys=True)
+        if self.pytorch is not None and self.triton is not None and self.triton_pin is not None:
+            labels.update({
+                "org.opencontainers.image.revision": self.pytorch.commit,
+                f"{LABEL_PREFIX}.pytorch.commit": self.pytorch.commit,
+                f"{LABEL_PREFIX}.triton.commit": self.triton.commit,
+                f"{LABEL_PREFIX}.triton.pin-source": self.triton_pin.source,
+            })
+        return labels
 
 
 @dataclass
@@ -178,27 +207,39 @@ def plan_build(
     merge_base: str | None = None,
     max_jobs: int | None = None,
     recipe_text: str | None = None,
+    trees: tuple[SourceTree, SourceTree] | None = None,
+    locked: tuple[UsedItem, ...] | None = None,
+    base_item: StoreItem | None = None,
 ) -> BuildPlan:
-    """Resolve a recipe (plus a variant's ref and overlay) into a BuildPlan; reads git, never Docker."""
-    if not recipe.is_docker or recipe.base_image is None or recipe.pytorch is None or recipe.triton is None:
+    """Resolve a recipe (plus a variant's ref and overlay) into a BuildPlan; reads git, never Docker.
+
+    A wheel recipe needs no clone. ``trees`` (PyTorch, Triton), with ``pin``, ``locked`` and ``base_item``, come
+    from a lock: then nothing is read from a clone either.
+    """
+    if not recipe.is_docker or recipe.base_image is None or (
+            not recipe.is_wheel and (recipe.pytorch is None or recipe.triton is None)):
         raise UserError(f"--recipe {recipe.name}: not a docker recipe (runner = '{recipe.runner}'); nothing to build")
-    pt_repo = open_repo(_clone_path(recipe, "pytorch", pytorch_src), "--pytorch-src")
-    pt_commit = resolve_commit(pt_repo, pytorch_ref or recipe.pytorch.commit, "--pytorch-ref")
-    tp = pin or triton_pin(recipe.triton.commit, pt_repo, pt_commit, recipe.platform)
-    tr_repo = open_repo(_clone_path(recipe, "triton", triton_src), "--triton-src")
-    tr_commit = resolve_commit(tr_repo, tp.commit, f"triton commit (from {tp.source})")
-    pytorch = SourceTree("pytorch", Path(pt_repo.working_dir), pt_commit,
-                         requirements=_present(pt_repo, pt_commit, ["requirements.txt", "requirements-build.txt"]))
-    triton = _triton_tree(tr_repo, tr_commit)
     if overlay is not None and not overlay.is_file():
         raise UserError(f"--overlay: {overlay} does not exist")
-    if merge_base is not None:
-        merge_base = resolve_commit(pt_repo, merge_base, "--merge-base")
+    pytorch: SourceTree | None = None
+    triton: SourceTree | None = None
+    tp: TritonPin | None = None
+    if recipe.is_wheel:
+        if pytorch_ref is not None or merge_base is not None:
+            flag = "--pytorch-ref" if pytorch_ref is not None else "--merge-base"
+            raise UserError(f"{flag}: recipe {recipe.name} installs the wheel {recipe.wheel_pins[0].requirement}; "
+                            "it builds no PyTorch commit")
+    elif trees is not None:
+        pytorch, triton = trees
+        tp = pin
+    else:
+        pytorch, triton, tp, merge_base = _source_trees(recipe, pytorch_src, triton_src, pytorch_ref, pin,
+                                                        merge_base)
     jobs = max_jobs or recipe.max_jobs
     build_args = {"MAX_JOBS": str(jobs)} if jobs else {}
     patches = tuple(_patch_file(entry, f"{recipe.path}: key 'patches'") for entry in recipe.patches)
-    dockerfile = render_dockerfile(recipe, pytorch, triton, overlay=overlay is not None)
-    needs_registry = bool(recipe.pip_extra or recipe.apt_packages or pytorch.requirements or triton.requirements)
+    dockerfile = render_dockerfile(recipe, pytorch, triton, overlay=overlay is not None,
+                                   overlay_strip=_overlay_strip(overlay))
     return BuildPlan(
         recipe=recipe,
         recipe_text=recipe_text if recipe_text is not None else recipe.path.read_text(encoding="utf-8"),
@@ -211,14 +252,43 @@ def plan_build(
         merge_base=merge_base,
         build_args=build_args,
         dockerfile=dockerfile,
-        network_mode="host" if needs_registry else "none",
+        # Everything else comes from the store through the build context; only Debian packages need a mirror.
+        network_mode="host" if recipe.apt_packages else "none",
         code_sha256=_tree_sha256([PROJECT_ROOT / p for p in TOOL_PACKAGES]),
         templates_sha256=_tree_sha256([TEMPLATES_DIR]),
+        locked=locked,
+        base_item=base_item,
     )
 
 
-def render_dockerfile(recipe: Recipe, pytorch: SourceTree, triton: SourceTree, overlay: bool = False,
-                      from_ref: str | None = None) -> str:
+def _source_trees(
+    recipe: Recipe, pytorch_src: Path | None, triton_src: Path | None, pytorch_ref: str | None, pin: TritonPin | None,
+    merge_base: str | None,
+) -> tuple[SourceTree, SourceTree, TritonPin, str | None]:
+    """The PyTorch and Triton trees of a source recipe, their commits resolved in local clones."""
+    assert recipe.pytorch is not None and recipe.triton is not None
+    pt_repo = open_repo(_clone_path(recipe, "pytorch", pytorch_src), "--pytorch-src")
+    pt_commit = resolve_commit(pt_repo, pytorch_ref or recipe.pytorch.commit, "--pytorch-ref")
+    tp = pin or triton_pin(recipe.triton.commit, pt_repo, pt_commit, recipe.platform)
+    tr_repo = open_repo(_clone_path(recipe, "triton", triton_src), "--triton-src")
+    tr_commit = resolve_commit(tr_repo, tp.commit, f"triton commit (from {tp.source})")
+    pytorch = SourceTree("pytorch", Path(pt_repo.working_dir), pt_commit,
+                         requirements=_present(pt_repo, pt_commit, ["requirements.txt", "requirements-build.txt"]))
+    if merge_base is not None:
+        merge_base = resolve_commit(pt_repo, merge_base, "--merge-base")
+    return pytorch, _triton_tree(tr_repo, tr_commit), tp, merge_base
+
+
+def _overlay_strip(overlay: Path | None) -> int:
+    if overlay is None:
+        return 1
+    from prbench.overlay import strip_level
+
+    return strip_level(overlay.read_text(encoding="utf-8"))
+
+
+def render_dockerfile(recipe: Recipe, pytorch: SourceTree | None = None, triton: SourceTree | None = None,
+                      overlay: bool = False, from_ref: str | None = None, overlay_strip: int = 1) -> str:
     """The Dockerfile for a recipe. ``from_ref`` replaces ``repo@digest`` for a base known only by image id.
 
     Every value reaches the text through the ``dockerfile(kind)`` filter (``prbench.dockerfile_quote``), so a
@@ -226,6 +296,7 @@ def render_dockerfile(recipe: Recipe, pytorch: SourceTree, triton: SourceTree, o
     quoting can carry (a newline in a package name) is a one-line error naming the recipe.
     """
     assert recipe.base_image is not None
+    assert recipe.is_wheel or (pytorch is not None and triton is not None), "a source recipe renders with its trees"
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
         undefined=jinja2.StrictUndefined,  # a typo in a template is an error, not an empty string
@@ -243,10 +314,13 @@ def render_dockerfile(recipe: Recipe, pytorch: SourceTree, triton: SourceTree, o
             from_ref=from_ref or recipe.base_image.reference,
             root=ROOT_IN_IMAGE,
             removed_packages=REMOVED_PACKAGES,
+            removed_triton=TRITON_PACKAGES,
             triton=triton,
             pytorch=pytorch,
+            wheels=list(recipe.wheel_pins),
             pip_extra=list(recipe.pip_extra),
             overlay=overlay,
+            overlay_strip=overlay_strip,
             env=sorted(recipe.env.items()),
             apt_packages=list(recipe.apt_packages),
         )
@@ -354,20 +428,22 @@ class ResolvedBase:
     repo_digests: tuple[str, ...]
 
 
-def resolve_base(client, base: BaseImage, pull: bool, emit: Emit) -> ResolvedBase:
-    """Find the base locally by digest; pull it by digest only when asked. Never builds FROM a tag.
+def resolve_base(client, base: BaseImage, pull: bool, emit: Emit, store: Store | None = None,
+                 saved: StoreItem | None = None) -> ResolvedBase:
+    """Find the base locally by digest; load it from the store (``saved``, a rebuild) or pull it by digest
+    only when asked. Never builds FROM a tag.
 
-    A registry image is found by its repo digest. An image made locally (``docker import``) has no repo
-    digest; it is pinned by its image id, and the Dockerfile then builds FROM that id.
+    A registry image is found by its repo digest. An image made locally (``docker import``, like the
+    debootstrap base of .ci/base-image.sh) has no repo digest; it is pinned by its image id, and the Dockerfile
+    then builds FROM that id. ``docker load`` keeps an image's id, so a saved base comes back as itself.
     """
     _check_base(base)
-    image = image_present(client, base.reference)
-    from_ref = base.reference
-    if image is None:
-        image = image_present(client, base.digest)
-        from_ref = base.digest
-        if image is not None and image.id != base.digest:
-            image = None
+    image, from_ref = _find_base(client, base)
+    if image is None and saved is not None and store is not None:
+        emit(f"loading base image {base.name} from the store ({saved.label()})")
+        loaded = store.load_image(client, saved)
+        image = image_present(client, loaded)
+        from_ref = loaded  # the store item's sha256 is what the lock recorded for this base
     if image is None and pull:
         emit(f"pulling {base.reference} (by digest)")
         _pull_by_digest(client, base)
@@ -376,9 +452,28 @@ def resolve_base(client, base: BaseImage, pull: bool, emit: Emit) -> ResolvedBas
         # The reference was validated above, and is shell-quoted anyway: the user may paste this line.
         raise UserError(
             f"base image {base.reference} ({base.name}) is not present locally; "
-            f"pass --pull, or run: docker pull {shlex.quote(base.reference)}"
+            f"pass --pull, or run: docker pull {shlex.quote(base.reference)}{_local_hint(client, base)}"
         )
     return ResolvedBase(from_ref=from_ref, image_id=image.id, repo_digests=tuple(image.attrs.get("RepoDigests") or ()))
+
+
+def _find_base(client, base: BaseImage) -> tuple[Any, str]:
+    image = image_present(client, base.reference)
+    if image is not None:
+        return image, base.reference
+    image = image_present(client, base.digest)
+    if image is not None and image.id == base.digest:
+        return image, base.digest
+    return None, base.reference
+
+
+def _local_hint(client, base: BaseImage) -> str:
+    """A base made on this machine under the recipe's name but with another id: say which id to pin."""
+    image = image_present(client, base.name)
+    if image is None or image.attrs.get("RepoDigests"):
+        return ""
+    return (f" (a local image {base.name} exists with id {image.id}: a local base is pinned by its image id, "
+            "so put that id in base_image.digest if it is the one you mean)")
 
 
 def _check_base(base: BaseImage) -> None:
@@ -403,6 +498,7 @@ def build_image(
     plan: BuildPlan,
     client,
     *,
+    store: Store | None = None,
     log_path: Path | None = None,
     pull: bool = False,
     nocache: bool = False,
@@ -410,63 +506,72 @@ def build_image(
     emit: Emit = print,
     stream: IO[str] | None = None,
 ) -> BuildResult:
-    """Build the plan's image unless its tag is present (then say so and return it)."""
+    """Build the plan's image unless its tag is present (then say so and return it).
+
+    The build context is filled from ``store`` (default: ``Store.at()``); the items used go into the image's
+    ``dev.prbench.store`` label.
+    """
+    from prbench.store import Store
+
     existing = image_present(client, plan.tag)
     if existing is not None and not force:
         emit(f"image {plan.tag} is present ({existing.short_id}); nothing to build")
         return BuildResult(tag=plan.tag, image_id=existing.id, built=False)
-    base = resolve_base(client, plan.base, pull, emit)
+    store = store or Store.at()
+    base = resolve_base(client, plan.base, pull, emit, store=store, saved=plan.base_item)
     dockerfile = plan.dockerfile
     if base.from_ref != plan.base.reference:
         dockerfile = render_dockerfile(plan.recipe, plan.pytorch, plan.triton, overlay=plan.overlay is not None,
-                                       from_ref=base.from_ref)
+                                       from_ref=base.from_ref, overlay_strip=_overlay_strip(plan.overlay))
     emit(f"building {plan.tag} from {plan.base.name} ({plan.base.digest[:19]}…)")
     with tempfile.TemporaryDirectory(prefix="prbench-build-") as tmp:
         context = Path(tmp)
-        prepare_context(plan, context, dockerfile, emit)
-        image_id, steps = _stream_build(plan, client, context, log_path, nocache, stream or sys.stdout)
+        used = prepare_context(plan, context, dockerfile, store, lambda: _wheel_target(client, base.image_id), emit)
+        label = {LABEL_STORE: json.dumps([u.to_json() for u in used], sort_keys=True)}
+        image_id, steps = _stream_build(plan, client, context, log_path, nocache, stream or sys.stdout, label)
     emit(f"built {plan.tag} ({image_id[:19]})" + (f"; log: {log_path}" if log_path else ""))
     return BuildResult(tag=plan.tag, image_id=image_id, built=True, log_path=log_path, steps=steps)
 
 
-def prepare_context(plan: BuildPlan, context: Path, dockerfile: str, emit: Emit = print) -> None:
-    """The build context: Dockerfile, both source trees (patched), the overlay and our code."""
+def _wheel_target(client, image_id: str):
+    from prbench.wheels import image_wheel_target
+
+    return image_wheel_target(client, image_id)
+
+
+def prepare_context(plan: BuildPlan, context: Path, dockerfile: str, store: Store, target: Callable[[], Any],
+                    emit: Emit = print) -> list[UsedItem]:
+    """The build context: Dockerfile, what the build consumes (from the store), the overlay and our code."""
+    from prbench.build_context import fill_context
+
     (context / "Dockerfile").write_text(dockerfile, encoding="utf-8")
     shutil.copy2(CHECK_SCRIPT, context / CHECK_SCRIPT.name)
-    for tree in (plan.triton, plan.pytorch):
-        emit(f"exporting {tree.name} {tree.commit[:12]} from {tree.clone}")
-        export_tree(git.Repo(tree.clone), tree.commit, context / "src" / tree.name, tree.name)
+    used = fill_context(plan, store, context, target, emit)
     _apply_patches(plan, context)
     if plan.overlay is not None:
         shutil.copy2(plan.overlay, context / "overlay.patch")
-        _check_overlay(context)
+        if not plan.recipe.is_wheel:
+            _check_overlay(context)
+        else:
+            _check_wheel_overlay(plan, store, used)
     code = context / "code"
     for package in TOOL_PACKAGES:
         shutil.copytree(PROJECT_ROOT / package, code / package,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return used
 
 
-def export_tree(repo: git.Repo, commit: str, dest: Path, what: str) -> None:
-    """``git archive`` of ``commit`` into ``dest``, then each submodule at the commit the tree records."""
-    dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryFile() as archive:
-        repo.archive(archive, treeish=commit, format="tar")
-        archive.seek(0)
-        with tarfile.open(fileobj=archive) as tar:
-            tar.extractall(dest, filter="tar")
-    for item in repo.commit(commit).tree.traverse():
-        if not isinstance(item, git.Submodule):
-            continue
-        sub_path = Path(repo.working_dir) / item.path
-        try:
-            sub_repo = git.Repo(sub_path)
-            sub_repo.commit(item.hexsha)
-        except (git.NoSuchPathError, git.InvalidGitRepositoryError, ValueError, git.BadName, git.BadObject):
-            raise UserError(
-                f"{what} source: submodule {item.path} at {item.hexsha[:12]} is not in the clone {repo.working_dir}; "
-                "run 'git submodule update --init --recursive' there"
-            ) from None
-        export_tree(sub_repo, item.hexsha, dest / item.path, f"{what}/{item.path}")
+def _check_wheel_overlay(plan: BuildPlan, store: Store, used: list[UsedItem]) -> None:
+    """The overlay must apply to the pinned torch wheel's files, checked on the host before Docker starts."""
+    from prbench.overlay import PythonOverlay
+
+    assert plan.overlay is not None and plan.recipe.pytorch_wheel is not None
+    pin = plan.recipe.pytorch_wheel
+    wheel = next((u.item for u in used if u.item.sha256 == pin.sha256), None)
+    if wheel is None:
+        raise UserError(f"wheel {pin.requirement}: its sha256 {pin.sha256[:12]} is not among the wheels of the build")
+    overlay = PythonOverlay.from_patch_file(plan.overlay)
+    overlay.check_applies_to_wheel(store.path(wheel), f"the wheel {pin.requirement}")
 
 
 def _apply_patches(plan: BuildPlan, context: Path) -> None:
@@ -476,12 +581,13 @@ def _apply_patches(plan: BuildPlan, context: Path) -> None:
 
     for patch in plan.patches:
         tree = context / "src" / patch.target
-        commit = (plan.pytorch if patch.target == "pytorch" else plan.triton).commit
+        source = plan.pytorch if patch.target == "pytorch" else plan.triton
+        assert source is not None, "a wheel recipe has no patches (the recipe check refuses them)"
         try:
             patch_tool.apply_patch(patch.path, tree)
         except UserError as exc:
             # The build context is a temp dir that is gone by the time the user reads the message.
-            raise UserError(str(exc).replace(str(tree), f"{patch.target} {commit[:12]}")) from None
+            raise UserError(str(exc).replace(str(tree), f"{patch.target} {source.commit[:12]}")) from None
 
 
 def _check_overlay(context: Path) -> None:
@@ -498,7 +604,7 @@ def _check_overlay(context: Path) -> None:
 
 
 def _stream_build(plan: BuildPlan, client, context: Path, log_path: Path | None, nocache: bool,
-                  stream: IO[str]) -> tuple[str, list[str]]:
+                  stream: IO[str], extra_labels: dict[str, str]) -> tuple[str, list[str]]:
     """Low-level streaming build: live logs to the console and the log file; the id from ``aux``."""
     import docker
 
@@ -509,7 +615,7 @@ def _stream_build(plan: BuildPlan, client, context: Path, log_path: Path | None,
     try:
         chunks = client.api.build(
             path=str(context), tag=plan.tag, decode=True, rm=True, forcerm=True, pull=False, nocache=nocache,
-            buildargs=plan.build_args, labels=plan.labels(), network_mode=plan.network_mode,
+            buildargs=plan.build_args, labels={**plan.labels(), **extra_labels}, network_mode=plan.network_mode,
             use_config_proxy=False,
         )
         for chunk in chunks:

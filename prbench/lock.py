@@ -2,15 +2,19 @@
 
 A lock has two kinds of fields:
 
-* **compared** — the inputs (recipe hash, base digest, every commit and where the Triton pin came from,
-  patches' sha256, build args, templates and code hashes, env) and the contents read from inside the image
-  (``pip list``, the dpkg list, Python, the ROCm/CUDA version files). ``verify`` reports each difference.
+* **compared** — the inputs (recipe hash, base digest, every commit and where the Triton pin came from, or the
+  wheel pins with their sha256, patches' sha256, build args, templates and code hashes, env), the store items the
+  build consumed (``store``: kind, name, sha256, size, origin and where each went in the build context) and the
+  contents read from inside the image (``pip list``, the dpkg list, Python, torch's own git commit, the ROCm/CUDA
+  version files). ``verify`` reports each difference. A saved base image (``used_as: base``) and the source
+  archives are listed in ``store`` too but compared through the base digest and the commits that pin them.
 * **provenance** — facts that legitimately differ after a faithful rebuild and are shown, not compared:
   the image id (layer timestamps change it; its meaning also depends on the image store), the host that
   built it (driver, GPU, kernel), the clone paths, the recipe's text and the time.
 
 The inputs come from the image's own labels, so any prbench image can be locked, and a rebuild never
-consults a moving tag: the base is pinned by digest and every source by full commit SHA.
+consults a moving tag: the base is pinned by digest, every source by full commit SHA, every file by sha256. A
+rebuild takes exactly the lock's store items (``prbench.build_context``): no clone, no index, no URL.
 """
 
 from __future__ import annotations
@@ -30,23 +34,28 @@ from typing import Any
 import prbench
 from analysis import atomic_io
 from analysis.errors import UserError
+from prbench.build_context import BASE_USE, UsedItem, read_used_items
 from prbench.images import (
     LABEL_CLONES,
     LABEL_INPUTS,
     LABEL_OVERLAY,
     LABEL_RECIPE_PATH,
     LABEL_RECIPE_TOML,
+    LABEL_STORE,
     BuildPlan,
     BuildResult,
+    SourceTree,
     build_image,
     image_present,
     plan_build,
+    resolve_base,
 )
 from prbench.pins import TritonPin
-from prbench.recipes import parse_recipe
+from prbench.recipes import WheelPin, parse_recipe
+from prbench.store import Store
 
 LOCK_VERSION = 1
-COMPARED = ("recipe", "base", "sources", "patches", "overlay_sha256", "build", "env", "contents")
+COMPARED = ("recipe", "base", "sources", "patches", "overlay_sha256", "build", "env", "store", "contents")
 
 # Image environment variables worth recording. An allow-list, so a token baked into a base image by
 # someone else can never end up in a lock file that gets attached to a public PR.
@@ -77,11 +86,21 @@ def dpkg():
 def read(path):
     p = Path(path)
     return p.read_text(errors="replace").strip() if p.is_file() else None
+def torch_git():
+    # torch/version.py, read rather than imported (seconds, and a GPU build may complain without a GPU)
+    import importlib.util, re
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    text = read(Path(list(spec.submodule_search_locations)[0]) / "version.py") or ""
+    found = re.search(r"^git_version\s*=\s*['\"]([0-9a-f]{7,40})['\"]", text, re.M)
+    return found.group(1) if found else None
 facts = {
     "python": {"version": sys.version.split()[0], "executable": sys.executable, "prefix": sys.prefix},
     "pip": pip_list(),
     "dpkg": dpkg(),
-    "versions": {"rocm": read("/opt/rocm/.info/version"), "cuda": read("/usr/local/cuda/version.json")},
+    "versions": {"rocm": read("/opt/rocm/.info/version"), "cuda": read("/usr/local/cuda/version.json"),
+                 "torch_git": torch_git()},
 }
 print(json.dumps(facts, sort_keys=True))
 """
@@ -113,6 +132,7 @@ def lock_for_image(client: Any, image_ref: str) -> dict[str, Any]:
     return {
         "lock_version": LOCK_VERSION,
         **inputs,
+        "store": json.loads(labels.get(LABEL_STORE, "[]")),
         "contents": {**image_contents(client, image.id), "image_env": allowed_env(image.attrs["Config"].get("Env"))},
         "provenance": {
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -140,15 +160,40 @@ def write_lock(lock: dict[str, Any], path: Path) -> None:
 
 
 def read_lock(path: Path) -> dict[str, Any]:
+    """An image's lock (``<runs>/images/<recipe>-<hash>/lock.json`` or a run side's ``<run>/<side>/lock.json``)."""
+    return _checked(_load(path), str(path))
+
+
+def read_locks(path: Path) -> list[tuple[str | None, dict[str, Any]]]:
+    """The image locks in ``path``: an image's lock (side None), or both sides of a run's ``lock.json``."""
+    data = _load(path)
+    if isinstance(data, dict) and data and "lock_version" not in data and set(data) <= {"base", "pr"}:
+        sides: list[tuple[str | None, dict[str, Any]]] = []
+        for side, lock in data.items():
+            if isinstance(lock, dict) and lock.get("runner") == "local":
+                raise UserError(f"--lock: {path} is the lock of a run on the local runner ({side} side: the "
+                                "installed torch); there is no image to rebuild or verify")
+            sides.append((side, _checked(lock, f"{path} ({side} side)")))
+        return sides
+    return [(None, _checked(data, str(path)))]
+
+
+def _load(path: Path) -> Any:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"--lock: {path} does not exist") from None
     except json.JSONDecodeError as exc:
         raise UserError(f"--lock: {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def _checked(data: Any, where: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise UserError(f"--lock: {where} is not a prbench lock (expected a JSON object)")
+    data.setdefault("store", [])  # locks written before the store existed rebuild from the clones
     missing = [k for k in (*COMPARED, "provenance") if k not in data]
     if missing or data.get("lock_version") != LOCK_VERSION:
-        raise UserError(f"--lock: {path} is not a prbench lock (version {LOCK_VERSION}; missing {', '.join(missing)})")
+        raise UserError(f"--lock: {where} is not a prbench lock (version {LOCK_VERSION}; missing {', '.join(missing)})")
     return data
 
 
@@ -239,10 +284,23 @@ def _gpu_names() -> list[str]:
 
 def compare(locked: dict[str, Any], actual: dict[str, Any]) -> list[Difference]:
     """Every compared field that differs, as dotted paths (``sources.triton.commit``, ``contents.pip.torch``)."""
-    left = _flatten({k: locked.get(k) for k in COMPARED})
-    right = _flatten({k: actual.get(k) for k in COMPARED})
+    left = _flatten({k: _compared(locked, k) for k in COMPARED})
+    right = _flatten({k: _compared(actual, k) for k in COMPARED})
     return [Difference(key, left.get(key), right.get(key))
             for key in sorted(left.keys() | right.keys()) if left.get(key) != right.get(key)]
+
+
+def _compared(lock: dict[str, Any], key: str) -> Any:
+    """The value of a compared field; ``store`` as ``{used_as/name: sha256}``, so a difference names the item.
+
+    A saved base (transport, pinned by ``base.digest``) and the source archives (a reproducible function of
+    ``sources.*.commit``) are compared through those fields, not twice."""
+    value = lock.get(key)
+    if key == "store" and isinstance(value, list):
+        return {f"{entry.get('used_as')}/{entry.get('name')}": entry.get("sha256") for entry in value
+                if isinstance(entry, dict) and entry.get("used_as") != BASE_USE
+                and not str(entry.get("used_as")).startswith("src/")}
+    return value
 
 
 def provenance_notes(locked: dict[str, Any], actual: dict[str, Any]) -> list[str]:
@@ -287,8 +345,9 @@ def _short(value: Any) -> str:
 
 def plan_from_lock(lock: dict[str, Any], *, pytorch_src: Path | None = None, triton_src: Path | None = None,
                    overlay_dir: Path | None = None) -> tuple[BuildPlan, list[str]]:
-    """A BuildPlan with every commit, the pin and the base taken from the lock; also the input fields
-    that differ from the lock's (e.g. the templates changed since), which the caller should show."""
+    """A BuildPlan with every commit or wheel pin, the Triton pin, the base and the store items taken from the
+    lock; also the input fields that differ from the lock's (e.g. the templates changed since), which the caller
+    should show. With a ``store`` section nothing is read from a clone: the sources are the locked archives."""
     prov = lock["provenance"]
     recipe_path = Path(prov["recipe_path"] or f"{lock['recipe']['name']}.toml")
     recipe = parse_recipe(tomllib.loads(prov["recipe_toml"]), recipe_path)
@@ -300,26 +359,50 @@ def plan_from_lock(lock: dict[str, Any], *, pytorch_src: Path | None = None, tri
         overlay_dir = overlay_dir or Path.cwd()
         overlay = overlay_dir / "overlay.patch"
         atomic_io.write_text(overlay, prov["overlay_patch"])
-    triton = lock["sources"]["triton"]
-    plan = plan_build(
-        recipe,
-        pytorch_src=pytorch_src or _existing(clones.get("pytorch")),
-        triton_src=triton_src or _existing(clones.get("triton")),
-        pytorch_ref=lock["sources"]["pytorch"]["commit"],
-        pin=TritonPin(commit=triton["commit"], source=triton["pin_source"]),
-        overlay=overlay,
-        merge_base=lock["sources"]["pytorch"].get("merge_base"),
-        max_jobs=int(lock["build"]["args"]["MAX_JOBS"]) if "MAX_JOBS" in lock["build"]["args"] else None,
-        recipe_text=prov["recipe_toml"],
-    )
+    used = read_used_items(lock.get("store") or [], "--lock: store")
+    locked = tuple(u for u in used if u.used_as != BASE_USE) or None
+    base_item = next((u.item for u in used if u.used_as == BASE_USE), None)
+    sources = lock["sources"]
+    max_jobs = int(lock["build"]["args"]["MAX_JOBS"]) if "MAX_JOBS" in lock["build"]["args"] else None
+    common: dict[str, Any] = {"overlay": overlay, "max_jobs": max_jobs, "recipe_text": prov["recipe_toml"],
+                              "locked": locked, "base_item": base_item}
+    if "wheel" in sources.get("pytorch", {}):
+        plan = plan_build(recipe.with_wheels(*(_locked_wheel(sources, key) for key in ("pytorch", "triton"))),
+                          **common)
+    else:
+        triton = sources["triton"]
+        pin = TritonPin(commit=triton["commit"], source=triton["pin_source"])
+        if locked is not None:
+            trees = (SourceTree("pytorch", pytorch_src or _existing(clones.get("pytorch")),
+                                sources["pytorch"]["commit"]),
+                     SourceTree("triton", triton_src or _existing(clones.get("triton")), triton["commit"],
+                                install_dir=triton.get("install_dir", ".")))
+            plan = plan_build(recipe, trees=trees, pin=pin, merge_base=sources["pytorch"].get("merge_base"),
+                              **common)
+        else:  # a lock from before the store: the clones must still hold the commits
+            plan = plan_build(recipe, pytorch_src=pytorch_src or _existing(clones.get("pytorch")),
+                              triton_src=triton_src or _existing(clones.get("triton")),
+                              pytorch_ref=sources["pytorch"]["commit"], pin=pin,
+                              merge_base=sources["pytorch"].get("merge_base"), **common)
     for name, sha in lock["patches"].items():
         current = next((p.sha256 for p in plan.patches if p.name == name), None)
         if current != sha:
             raise UserError(f"--lock: patch {name} changed since the lock (sha256 {sha[:12]} locked, "
                             f"{(current or 'missing')[:12]} now); restore it to rebuild exactly")
-    drift = [d.field for d in compare({k: lock.get(k) for k in COMPARED if k != "contents"},
-                                      {k: plan.inputs().get(k) for k in COMPARED if k != "contents"})]
+    skipped = ("contents", "store")
+    drift = [d.field for d in compare({k: lock.get(k) for k in COMPARED if k not in skipped},
+                                      {k: plan.inputs().get(k) for k in COMPARED if k not in skipped})]
     return plan, drift
+
+
+def _locked_wheel(sources: dict[str, Any], key: str) -> WheelPin | None:
+    entry = sources.get(key)
+    if not entry:
+        return None
+    try:
+        return WheelPin(requirement=str(entry["wheel"]), sha256=str(entry["sha256"]))
+    except (KeyError, TypeError):
+        raise UserError(f"--lock: sources.{key} has no wheel and sha256") from None
 
 
 def _existing(path: str | None) -> Path | None:
@@ -336,23 +419,48 @@ class BuildOutcome:
 
 
 def build_and_lock(plan: BuildPlan, client: Any, images_dir: Path, *, lock_path: Path | None = None,
-                   pull: bool = False, nocache: bool = False, force: bool = False,
-                   emit: Callable[[str], None] = print) -> BuildOutcome:
-    """Build (or find) the plan's image, then write its lock next to the build log unless told where."""
+                   store: Store | None = None, save_base: bool = False, pull: bool = False, nocache: bool = False,
+                   force: bool = False, emit: Callable[[str], None] = print) -> BuildOutcome:
+    """Build (or find) the plan's image, then write its lock next to the build log unless told where.
+
+    ``save_base``: ``docker save`` the base image into the store and list it in the lock, so a rebuild on a
+    machine without it loads it from there (a rebuild keeps the saved base its lock lists).
+    """
+    store = store or Store.at()
     out_dir = images_dir / f"{plan.recipe.name}-{plan.inputs_hash[:12]}"
-    result = build_image(plan, client, log_path=out_dir / "build.log", pull=pull, nocache=nocache, force=force,
-                         emit=emit)
+    result = build_image(plan, client, store=store, log_path=out_dir / "build.log", pull=pull, nocache=nocache,
+                         force=force, emit=emit)
+    base_entry = None
+    if save_base:
+        base = resolve_base(client, plan.base, pull, emit, store=store, saved=plan.base_item)
+        name = f"base-{base.image_id.split(':')[-1][:12]}.tar"
+        base_entry = UsedItem(store.add_image(client, base.image_id, name=name, emit=emit), BASE_USE).to_json()
+    elif plan.base_item is not None:
+        base_entry = UsedItem(plan.base_item, BASE_USE).to_json()
     lock_path = lock_path or out_dir / "lock.json"
-    if not result.built and lock_path.exists() and _locked_id(lock_path) == result.image_id:
+    current = _read_quietly(lock_path)
+    if not result.built and _locked_id(current) == result.image_id and (
+            base_entry is None or base_entry in current.get("store", [])):
         emit(f"lock {lock_path} is up to date")
     else:
-        write_lock(lock_for_image(client, result.image_id), lock_path)
+        lock = lock_for_image(client, result.image_id)
+        if base_entry is not None:
+            lock["store"].append(base_entry)
+        write_lock(lock, lock_path)
         emit(f"wrote {lock_path}")
     return BuildOutcome(result=result, lock_path=lock_path)
 
 
-def _locked_id(path: Path) -> str | None:
+def _read_quietly(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))["provenance"]["image"]["id"]
-    except (OSError, ValueError, KeyError, TypeError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _locked_id(lock: dict[str, Any]) -> str | None:
+    try:
+        return lock["provenance"]["image"]["id"]
+    except (KeyError, TypeError):
         return None

@@ -114,17 +114,34 @@ class PythonOverlay:
             if read.returncode != 0:
                 raise UserError(f"--pytorch-src {repo_dir}: cannot read the tree of {commit[:12]}")
             proc = subprocess.run(
-                ["git", "apply", "--cached", "--check", f"-p{_strip_level(self.patch_text)}", "--whitespace=nowarn",
+                ["git", "apply", "--cached", "--check", f"-p{strip_level(self.patch_text)}", "--whitespace=nowarn",
                  "-"], input=self.patch_text, text=True, cwd=repo_dir, env=env, capture_output=True)
             if proc.returncode != 0:
                 first = (proc.stderr.strip().splitlines() or ["git apply failed"])[0]
                 raise UserError(f"overlay {self.origin}: does not apply to PyTorch {commit[:12]} ({first})")
 
+    def check_applies_to_wheel(self, wheel: Path, label: str) -> None:
+        """Apply the overlay, in a scratch directory, to the files it changes as the wheel ships them: a PR that
+        does not apply to the pinned wheel's package fails before any image is built."""
+        import zipfile
+
+        with tempfile.TemporaryDirectory(prefix="prbench-overlay-check-") as scratch, zipfile.ZipFile(wheel) as whl:
+            names = set(whl.namelist())
+            for changed in self.files:
+                if changed.path in names:
+                    target = Path(scratch) / changed.path
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(whl.read(changed.path))
+            try:
+                self._apply(Path(scratch))
+            except UserError as exc:
+                raise UserError(str(exc).replace("the installed torch", label).split("; is --base")[0]) from None
+
     def _apply(self, dest: Path) -> None:
         # Only the package's files are applied: tests and benchmarks in the diff are not in the shadow tree.
         # The ceiling stops git from treating an enclosing repository (the runs dir may sit in one) as ours.
         env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(dest.parent.resolve())}
-        base = ["git", "apply", f"-p{_strip_level(self.patch_text)}", f"--include={PACKAGE}/*", "--whitespace=nowarn"]
+        base = ["git", "apply", f"-p{strip_level(self.patch_text)}", f"--include={PACKAGE}/*", "--whitespace=nowarn"]
         for check in (["--check"], []):
             proc = subprocess.run(
                 [*base, *check, "-"], input=self.patch_text, text=True, cwd=dest, env=env, capture_output=True
@@ -177,7 +194,7 @@ def _changed_paths(text: str) -> list[tuple[str, bool]]:
     return list(files.items())
 
 
-def _strip_level(text: str) -> int:
+def strip_level(text: str) -> int:
     """``-p`` for git apply: 1 for ``a/...`` ``b/...`` paths, 0 for paths from the source root (``--no-prefix``)."""
     for line in text.splitlines():
         if _DIFF_GIT.match(line):

@@ -17,11 +17,12 @@ import json
 import re
 import tomllib
 import unicodedata
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from analysis.errors import UserError
 
@@ -33,6 +34,7 @@ PATCH_TARGETS = ("pytorch", "triton")
 
 # fullmatch everywhere below: ``re.match(r"^...$")`` accepts a trailing newline, which is exactly the injection.
 _SHA_RE = re.compile(r"[0-9a-f]{40}")
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
 DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -120,8 +122,8 @@ _TOP_KEYS = {
 }
 _SECTION_KEYS = {
     "base_image": {"name", "digest"},
-    "triton": {"source", "commit"},
-    "pytorch": {"source", "commit"},
+    "triton": {"source", "commit", "wheel", "sha256"},
+    "pytorch": {"source", "commit", "wheel", "sha256"},
     "pip": {"extra"},
     "build": {"max_jobs", "apt"},
 }
@@ -148,6 +150,33 @@ class SourcePin:
         return self.commit == FROM_PYTORCH_PIN
 
 
+# The distribution names a pinned wheel may have, per section: a Triton wheel has shipped under several names.
+WHEEL_NAMES = {
+    "pytorch": ("torch",),
+    "triton": ("triton", "pytorch-triton", "pytorch-triton-rocm", "triton-rocm"),
+}
+
+
+@dataclass(frozen=True)
+class WheelPin:
+    """A binary release pinned exactly: ``torch==2.13.0+cpu`` and the sha256 of the wheel file.
+
+    The image installs it from the store's wheelhouse only (``pip install --no-index --require-hashes``), so
+    another file with the same name and version can never take its place.
+    """
+
+    requirement: str
+    sha256: str
+
+    @property
+    def name(self) -> str:
+        return canonicalize_name(Requirement(self.requirement).name)
+
+    @property
+    def version(self) -> str:
+        return next(iter(Requirement(self.requirement).specifier)).version
+
+
 @dataclass(frozen=True)
 class Recipe:
     name: str
@@ -166,10 +195,27 @@ class Recipe:
     max_jobs: int | None = None
     # Debian/Ubuntu packages the base lacks (e.g. python3 in nvidia/cuda images), installed in the base layer.
     apt_packages: tuple[str, ...] = ()
+    # Binary pins instead of source builds: [pytorch] wheel + sha256 (then [triton] is a wheel pin or, on the
+    # CPU, absent: the CPU wheels need no Triton, Inductor generates C++ there).
+    pytorch_wheel: WheelPin | None = None
+    triton_wheel: WheelPin | None = None
 
     @property
     def is_docker(self) -> bool:
         return self.runner == "docker"
+
+    @property
+    def is_wheel(self) -> bool:
+        """Whether the image installs pinned wheels rather than building PyTorch from source."""
+        return self.pytorch_wheel is not None
+
+    @property
+    def wheel_pins(self) -> tuple[WheelPin, ...]:
+        return tuple(pin for pin in (self.pytorch_wheel, self.triton_wheel) if pin is not None)
+
+    def with_wheels(self, pytorch: WheelPin | None, triton: WheelPin | None) -> Recipe:
+        """This recipe with other wheel pins (a side of a comparison naming a wheel, or a lock's pins)."""
+        return replace(self, pytorch_wheel=pytorch or self.pytorch_wheel, triton_wheel=triton or self.triton_wheel)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -222,8 +268,17 @@ def parse_recipe(raw: dict[str, Any], path: Path) -> Recipe:
     if runner == "docker":
         _check_image_name(path)
     base_image = _parse_base_image(raw, check, docker=runner == "docker")
-    triton = _parse_source(raw, check, "triton", allow_pin=True, docker=runner == "docker")
-    pytorch = _parse_source(raw, check, "pytorch", allow_pin=False, docker=runner == "docker")
+    pytorch_wheel = _parse_wheel(raw, check, "pytorch", docker=runner == "docker")
+    triton_wheel = _parse_wheel(raw, check, "triton", docker=runner == "docker")
+    if pytorch_wheel is not None:
+        triton = pytorch = None
+        _check_wheel_recipe(raw, check, platform, triton_wheel)
+    else:
+        if triton_wheel is not None:
+            raise UserError(f"{path}: key 'triton.wheel': a Triton wheel goes with a PyTorch wheel "
+                            "([pytorch] wheel + sha256); a source-built PyTorch builds Triton from source too")
+        triton = _parse_source(raw, check, "triton", allow_pin=True, docker=runner == "docker")
+        pytorch = _parse_source(raw, check, "pytorch", allow_pin=False, docker=runner == "docker")
     env = {k: check.env_value(k, v) for k, v in check.table(raw, "env").items()}
     arch = _parse_arch(raw, check, platform)
     if runner == "docker" and platform != "cpu" and not arch:
@@ -252,6 +307,8 @@ def parse_recipe(raw: dict[str, Any], path: Path) -> Recipe:
         patches=_parse_patches(raw, check),
         max_jobs=max_jobs,
         apt_packages=_parse_apt(raw, check),
+        pytorch_wheel=pytorch_wheel,
+        triton_wheel=triton_wheel,
     )
 
 
@@ -307,6 +364,61 @@ def _parse_source(raw: dict[str, Any], check: _Checker, key: str, allow_pin: boo
     if docker and commit == INSTALLED:
         raise UserError(f"{check.path}: key '{key}.commit': '{INSTALLED}' only makes sense for a local recipe")
     return SourcePin(source=source, commit=commit)
+
+
+def _parse_wheel(raw: dict[str, Any], check: _Checker, key: str, docker: bool) -> WheelPin | None:
+    """``[pytorch]``/``[triton]`` as a wheel pin (``wheel`` + ``sha256``), or None when the section has no wheel."""
+    table = check.table(raw, key) if key in raw else {}
+    if "wheel" not in table:
+        if "sha256" in table:
+            raise UserError(f"{check.path}: key '{key}.sha256': goes with '{key}.wheel' (an exact requirement "
+                            "like torch==2.13.0+cpu)")
+        return None
+    if not docker:
+        raise UserError(f"{check.path}: key '{key}.wheel': wheel pins are installed in a Docker image; "
+                        "a local recipe runs the installed torch")
+    for other in ("source", "commit"):
+        if other in table:
+            raise UserError(f"{check.path}: key '{key}.{other}': a wheel pin has no source build; give either "
+                            f"'{key}.wheel' + '{key}.sha256' or '{key}.source' + '{key}.commit'")
+    requirement = check.string(table, "wheel", prefix=f"{key}.")
+    problem = wheel_problem(requirement, WHEEL_NAMES[key])
+    if problem:
+        raise UserError(f"{check.path}: key '{key}.wheel': {problem}, got {requirement!r}")
+    sha256 = check.string(table, "sha256", prefix=f"{key}.")
+    if not SHA256_RE.fullmatch(sha256):
+        raise UserError(f"{check.path}: key '{key}.sha256': expected the wheel file's sha256 as 64 lower-case hex "
+                        f"digits, got {sha256!r}")
+    return WheelPin(requirement=requirement, sha256=sha256)
+
+
+def wheel_problem(requirement: str, names: tuple[str, ...]) -> str | None:
+    """Why ``requirement`` is not an exact pin of one of ``names`` (``name==version``), or None."""
+    expected = f"expected an exact pin like {names[0]}==2.13.0+cpu"
+    problem = _requirement_problem(requirement)
+    if problem:
+        return expected
+    parsed = Requirement(requirement)
+    if canonicalize_name(parsed.name) not in names:
+        return f"{expected} (the distribution must be {' or '.join(names)})"
+    specifiers = list(parsed.specifier)
+    if parsed.extras or parsed.marker or len(specifiers) != 1 or specifiers[0].operator != "==" \
+            or "*" in specifiers[0].version:
+        return f"{expected} (one '==' version, no wildcard, extras or markers)"
+    return None
+
+
+def _check_wheel_recipe(raw: dict[str, Any], check: _Checker, platform: str, triton_wheel: WheelPin | None) -> None:
+    """A wheel recipe: Triton is a wheel pin too, except on the CPU where it may be left out."""
+    if "triton" in raw and triton_wheel is None:
+        raise UserError(f"{check.path}: key 'triton': with a PyTorch wheel, Triton is a wheel pin too "
+                        "('triton.wheel' + 'triton.sha256'), or absent on the CPU")
+    if raw.get("patches"):
+        raise UserError(f"{check.path}: key 'patches': patches apply to source trees, and a wheel recipe builds none; "
+                        "give a Python-only change as the PR (an overlay on the wheel's torch package)")
+    if triton_wheel is None and platform != "cpu":
+        raise UserError(f"{check.path}: key 'triton': a {platform} recipe with a PyTorch wheel pins its Triton wheel "
+                        "('triton.wheel' + 'triton.sha256'); only a cpu recipe may leave Triton out")
 
 
 def _parse_arch(raw: dict[str, Any], check: _Checker, platform: str) -> tuple[str, ...]:

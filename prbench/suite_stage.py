@@ -109,6 +109,9 @@ def upstream_tree(settings: SuiteRequest, recipe: Any, upstream_src: Path | None
     if recipe.is_docker:
         from prbench.images import PYTORCH_SRC_IN_IMAGE
 
+        if recipe.is_wheel and upstream_src is None:
+            raise UserError(f"--upstream-src: recipe {recipe.name} installs a torch wheel, whose image holds no "
+                            "PyTorch source tree; give the path of one inside the image, or use the builtin suite")
         tree = upstream_src or Path(PYTORCH_SRC_IN_IMAGE)
         if not tree.is_absolute():
             raise UserError(f"--upstream-src {tree}: a docker recipe needs the absolute path inside the image")

@@ -4,6 +4,10 @@
 base), or a git ref in ``--pytorch-src``. On the local runner a ref becomes the installed torch plus a Python
 overlay of the diff from the installed torch's commit to that ref — refused, with the reason, when the diff
 touches compiled code (that side then needs a Docker recipe, which rebuilds PyTorch at the ref).
+
+With a wheel-pinned Docker recipe a side is ``installed`` (the recipe's pinned wheel), a wheel pin
+(``torch==2.14.0.dev20261101+cpu``: pip downloads it into the store, and its sha256 pins it from then on) or,
+for the PR, a patch file applied to the wheel's torch package in the image (an overlay layer).
 """
 
 from __future__ import annotations
@@ -12,12 +16,16 @@ import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from analysis.errors import UserError
 from prbench import gitrefs
 from prbench.lock import cpu_model
 from prbench.overlay import PythonOverlay, installed_package_dir
-from prbench.recipes import Recipe
+from prbench.recipes import Recipe, WheelPin
+
+if TYPE_CHECKING:
+    from prbench.store import Store
 
 INSTALLED = "installed"
 
@@ -28,6 +36,7 @@ class VariantPlan:
     pytorch_ref: str  # full SHA, or "installed"
     overlay: PythonOverlay | None
     how: str  # one line for the report: how this side's environment was made
+    wheel: WheelPin | None = None  # a wheel recipe: the torch wheel this side installs
 
 
 @dataclass(frozen=True)
@@ -65,8 +74,14 @@ def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str) -> Com
     return ComparePlan(base=base_plan, pr=pr_plan, installed_commit=installed_commit, merge_base=merge_base)
 
 
-def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None) -> ComparePlan:
-    """Plan both sides for a Docker recipe: PyTorch is built at each side's commit (a patch PR: base + overlay)."""
+def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
+                store: Store | None = None) -> ComparePlan:
+    """Plan both sides for a Docker recipe: PyTorch is built at each side's commit (a patch PR: base + overlay),
+    or, for a wheel recipe, installed from each side's wheel."""
+    if recipe.is_wheel:
+        from prbench.store import Store
+
+        return _plan_wheels(base, pr, recipe, store or Store.at())
     source = pytorch_src or (Path(recipe.pytorch.source) if recipe.pytorch else None)
     if source is None or not source.is_dir():
         raise UserError(f"--pytorch-src: a docker recipe builds PyTorch from a local clone; none at {source}")
@@ -82,6 +97,40 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None) ->
     pr_sha = gitrefs.resolve(repo, pr, "--pr")
     pr_plan = VariantPlan("pr", pr_sha, None, f"image of {recipe.name} at PyTorch {pr_sha[:12]}")
     return ComparePlan(base_plan, pr_plan, None, gitrefs.merge_base(repo, base_sha, pr_sha))
+
+
+def _plan_wheels(base: str, pr: str, recipe: Recipe, store: Store) -> ComparePlan:
+    from prbench.wheels import base_image_target
+
+    target = base_image_target(recipe, store)
+    base_plan = _wheel_side("base", base, recipe, store, target)
+    if Path(pr).is_file():
+        overlay = PythonOverlay.from_patch_file(Path(pr), flag="--pr")
+        assert base_plan.wheel is not None
+        wheel = store.find(base_plan.wheel.sha256)
+        if wheel is not None:  # else the build checks it, before Docker starts
+            overlay.check_applies_to_wheel(store.path(wheel), f"the wheel {base_plan.wheel.requirement}")
+        how = f"{base_plan.how} + overlay layer {Path(pr).name} ({len(overlay.files)} files)"
+        return ComparePlan(base_plan, VariantPlan("pr", base_plan.pytorch_ref, overlay, how, base_plan.wheel),
+                           None, None)
+    return ComparePlan(base_plan, _wheel_side("pr", pr, recipe, store, target), None, None)
+
+
+def _wheel_side(name: str, spec: str, recipe: Recipe, store: Store, target) -> VariantPlan:
+    from prbench.wheels import is_wheel_spec, resolve_wheel_spec
+
+    assert recipe.pytorch_wheel is not None
+    if spec == INSTALLED:
+        pin = recipe.pytorch_wheel
+    elif is_wheel_spec(spec):
+        pin = resolve_wheel_spec(spec, f"--{name}", "pytorch", store, target)
+    else:
+        raise UserError(f"--{name}={spec}: recipe {recipe.name} installs torch wheels; give 'installed' (its "
+                        f"{recipe.pytorch_wheel.requirement}), a wheel pin like torch==2.13.0+cpu, or a patch "
+                        "file as --pr")
+    ref = f"{pin.requirement} sha256:{pin.sha256}"
+    return VariantPlan(name, ref, None, f"image of {recipe.name} with wheel {pin.requirement} "
+                       f"(sha256 {pin.sha256[:12]})", pin)
 
 
 def local_lock(python: str, side: VariantPlan) -> dict[str, object]:

@@ -1,8 +1,26 @@
-"""Shared test setup: GPU tests are skipped where no GPU is visible."""
+"""Shared test setup: GPU tests are skipped where no GPU is visible; builds use a store of the session's own."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
+
+from prbench.store import STORE_ENV
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _a_store_of_the_sessions_own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Image builds take their inputs from the store (``$PRBENCH_STORE``): the tests' builds, and the CLI they
+    start, use one made for this session, never the user's ``~/.cache/prbench/store``."""
+    previous = os.environ.get(STORE_ENV)
+    os.environ[STORE_ENV] = str(tmp_path_factory.mktemp("store"))
+    yield
+    if previous is None:
+        os.environ.pop(STORE_ENV, None)
+    else:
+        os.environ[STORE_ENV] = previous
 
 
 def _gpu_available() -> bool:

@@ -109,16 +109,18 @@ def test_mi350_dockerfile_builds_triton_then_hipified_pytorch_for_gfx950() -> No
                     "triton-rocm"):
         assert f" {package} " in uninstall + " "
     assert 'PYTORCH_ROCM_ARCH="gfx950"' in text and "TORCH_CUDA_ARCH_LIST" not in text
-    order = [text.index(s) for s in ("pip install -r /opt/prbench/req/triton-requirements.txt",
+    order = [text.index(s) for s in ("pip install --no-index --find-links /opt/prbench/wheels/triton-build",
                                      "COPY src/triton ", "COPY src/pytorch ",
                                      "RUN python3 tools/amd_build/build_amd.py")]
     assert order == sorted(order)
-    installs = [r for r in runs if "pip install --no-build-isolation -v -e" in r]
+    installs = [r for r in runs if "pip install --no-index --no-build-isolation -v -e" in r]
     assert [r.split()[-1] for r in installs] == [".", "."]  # Triton (new layout), then PyTorch
     assert text.index("build_amd.py") < text.rindex("--no-build-isolation -v -e .")
     assert runs[-1].startswith("RUN python3 /opt/prbench/build/check_environment.py --one-triton")
     assert 'ENV AMDGCN_USE_BUFFER_OPS="1"' in text
-    assert "pip install -- transformers==4.57.1" in text  # "--": a pin can never be read as a pip option
+    # the extra pin is resolved on the host into the wheelhouse: pip in the image reads hashes, never the pin text
+    assert "transformers" not in text
+    assert "pip install --no-index --find-links /opt/prbench/wheels/extra --require-hashes" in text
 
 
 def test_cuda_dockerfile_sets_arch_list_and_installs_python_first() -> None:
@@ -126,7 +128,7 @@ def test_cuda_dockerfile_sets_arch_list_and_installs_python_first() -> None:
     assert 'TORCH_CUDA_ARCH_LIST="9.0"' in text
     assert "build_amd.py" not in text and "PYTORCH_ROCM_ARCH" not in text
     assert text.index("apt-get install -y --no-install-recommends -- python3 ") < text.index("pip uninstall")
-    assert "RUN python3 -m pip install --no-build-isolation -v -e ." in text
+    assert "RUN python3 -m pip install --no-index --no-build-isolation -v -e ." in text
 
 
 # --- lock comparison and env allow-list ------------------------------------------------------------------

@@ -111,7 +111,7 @@ def test_an_overlay_is_a_layer_on_top_of_the_cached_torch_build(workspace: Works
     out = io.StringIO()
     result = build_image(plan_build(recipe, overlay=overlay), client, stream=out, emit=lambda _: None)
     log = out.getvalue()
-    torch_step = log[log.index("pip install --no-build-isolation -v -e ."):]
+    torch_step = log[log.index("pip install --no-index --no-build-isolation -v -e ."):]
     assert torch_step.split("\n", 2)[1].strip() == "---> Using cache"  # PyTorch was not rebuilt
     assert "git apply --check /opt/prbench/overlay.patch" in log
     facts = _in_image(client, result.image_id,
@@ -156,7 +156,8 @@ def test_build_failing_half_way_keeps_the_log_and_earlier_images(workspace: Work
         repo.git.rm("-q", "FAIL_BUILD")
         commit_all(repo, "fixed again")
     line = _one_line_error(result)
-    assert re.search(r"failed at Step \d+/\d+ : RUN python3 -m pip install --no-build-isolation -v -e \.", line)
+    assert re.search(r"failed at Step \d+/\d+ : RUN python3 -m pip install --no-index --no-build-isolation -v -e \.",
+                     line)
     log_path = Path(line.rsplit("log: ", 1)[1])
     assert "compile error (requested by the test)" in log_path.read_text()
     assert client.images.get(good_tag)  # nothing lost

@@ -85,12 +85,14 @@ def twin(recipe: Recipe) -> Recipe:
 def expected_instructions(recipe: Recipe) -> list[str]:
     """What the templates write, in order, for a recipe of this shape (stand-in trees, with an overlay)."""
     base = ["FROM", "SHELL", "ENV", *(["RUN"] if recipe.apt_packages else []), "ARG", "COPY", "RUN"]
-    triton = ["COPY", "RUN", "COPY", "WORKDIR", "RUN"]
+    # each install from the wheelhouse is a COPY of its group and one pip RUN
+    triton = ["COPY", "RUN", "COPY", "RUN", "COPY", "WORKDIR", "RUN"]
     pytorch = ["COPY", "RUN", "COPY", "WORKDIR", "ENV", *(["RUN"] if recipe.platform == "rocm" else []), "RUN"]
-    extras = ["RUN"] if recipe.pip_extra else []
+    wheels = ["COPY", "RUN"]
+    extras = ["COPY", "RUN"] if recipe.pip_extra else []
     overlay = ["COPY", "RUN"]
     tools = ["COPY", "ENV", *(["ENV"] * len(recipe.env)), "WORKDIR", "RUN"]
-    return base + triton + pytorch + extras + overlay + tools
+    return base + (wheels if recipe.is_wheel else triton + pytorch) + extras + overlay + tools
 
 
 def run_line(dockerfile: str, marker: str) -> str:
@@ -150,8 +152,8 @@ def test_a_shipped_recipe_renders_exactly_the_template_instructions(recipe: Reci
         tokens = shell_tokens(run_line(dockerfile, "apt-get install"))
         start = tokens.index("--") + 1
         assert tokens[start:start + len(recipe.apt_packages)] == list(recipe.apt_packages)
-    if recipe.pip_extra:
-        assert shell_tokens(run_line(dockerfile, "pip install -- "))[-len(recipe.pip_extra):] == list(recipe.pip_extra)
+    for pin in recipe.pip_extra:  # resolved on the host into the hashed wheelhouse, never pip's words here
+        assert pin not in dockerfile
     for name, value in recipe.env.items():
         assert docker_double_quoted(env_word(dockerfile, name)) == value
 
@@ -184,19 +186,26 @@ def test_hostile_values_add_no_instruction(hostile: Recipe) -> None:
     assert "base: evil\\nRUN touch /tmp/x," in dockerfile
 
 
-@pytest.mark.parametrize("marker, values", [("apt-get install", SHELL_HOSTILE), ("pip install -- ", PIP_HOSTILE)],
-                         ids=["apt", "pip"])
-def test_each_hostile_package_is_one_shell_word_after_the_end_of_options(
-    hostile: Recipe, marker: str, values: tuple[str, ...]
-) -> None:
-    command = run_line(render(hostile, from_ref=BENIGN_REF), marker)
-    benign = run_line(render(twin(hostile)), marker)
+def test_each_hostile_package_is_one_shell_word_after_the_end_of_options(hostile: Recipe) -> None:
+    command = run_line(render(hostile, from_ref=BENIGN_REF), "apt-get install")
+    benign = run_line(render(twin(hostile)), "apt-get install")
     tokens = shell_tokens(command)
 
     # no ';', '&&', '|' or '(' of the values reached bash: the operators are the template's own
     assert operators(command) == operators(benign)
     start = tokens.index("--") + 1
-    assert tokens[start:start + len(values)] == list(values)  # each value whole, each after '--'
+    assert tokens[start:start + len(SHELL_HOSTILE)] == list(SHELL_HOSTILE)  # each value whole, each after '--'
+
+
+def test_hostile_pip_pins_never_reach_the_dockerfile(hostile: Recipe) -> None:
+    """The extra pins are resolved on the host (pip download into the store); the image's pip reads only the
+    generated, hashed requirements file of the wheelhouse, so no pin text is written into the Dockerfile."""
+    recipe = replace(hostile, apt_packages=(), pip_extra=(*PIP_HOSTILE, "numpy\nRUN touch /tmp/x"))
+    dockerfile = render(recipe, from_ref=BENIGN_REF)
+
+    assert [pin for pin in recipe.pip_extra if pin in dockerfile] == []
+    assert operators(run_line(dockerfile, "/wheels/extra ")) == operators(run_line(render(twin(hostile)),
+                                                                                    "/wheels/extra "))
 
 
 def test_each_hostile_environment_value_is_one_docker_string(hostile: Recipe) -> None:
@@ -210,7 +219,6 @@ def test_each_hostile_environment_value_is_one_docker_string(hostile: Recipe) ->
 
 UNREPRESENTABLE = {
     "a newline in an apt package": {"apt_packages": ("curl\nRUN touch /tmp/x",)},
-    "a newline in a pip pin": {"pip_extra": ("numpy\nRUN touch /tmp/x",)},
     "a newline in an environment value": {"env": {"A": "1\nRUN touch /tmp/x"}},
     "a NUL in an environment value": {"env": {"A": "a\x00b"}},
     "a space in an environment name": {"env": {"A B": "1"}},
@@ -240,11 +248,16 @@ def test_from_refuses_a_tag_even_a_valid_one() -> None:
 
 
 def test_every_template_value_goes_through_the_quoting_filter() -> None:
+    texts = {path.name: path.read_text(encoding="utf-8") for path in sorted(TEMPLATES_DIR.glob("*.j2"))}
+    # A call of one of the templates' own macros writes template text, whose values are filtered in the macro.
+    macros = {name for text in texts.values() for name in re.findall(r"\{%-?\s*macro\s+(\w+)\(", text)}
     unquoted = [
-        f"{path.name}: {{{{{expr}}}}}"
-        for path in sorted(TEMPLATES_DIR.glob("*.j2"))
-        for expr in re.findall(r"\{\{(.*?)\}\}", path.read_text(encoding="utf-8"), flags=re.S)
+        f"{name}: {{{{{expr}}}}}"
+        for name, text in texts.items()
+        for expr in re.findall(r"\{\{(.*?)\}\}", text, flags=re.S)
         if not re.search(r"""\|\s*(dockerfile\(|map\(\s*["']dockerfile["'])""", expr)
+        and not re.fullmatch(rf"\s*(?:{'|'.join(macros) or '(?!)'})\((?:\w+|\"[\w-]+\")(?:, *(?:\w+|\"[\w-]+\"))*\)\s*",
+                             expr)
     ]
 
     assert unquoted == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import shutil
 import subprocess
 import sys
@@ -101,6 +102,29 @@ def test_archive_input_is_extracted(tmp_path: Path) -> None:
         tar.add(cache, arcname="tmp/torchinductor_root")
     rows = organize(archive, tmp_path / "organized")
     assert len(rows) == 6
+
+
+@pytest.mark.parametrize("has_data_filter", [True, False], ids=["python-3.11.4+", "older-python"])
+def test_an_archive_reaching_out_of_its_tree_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        has_data_filter: bool) -> None:
+    # Images built on Debian bookworm run Python 3.11.2, whose tarfile has no "data" filter: the same checks hold.
+    if not has_data_filter:
+        monkeypatch.delattr(tarfile, "data_filter")
+    for name, kind in (("../escaped.py", tarfile.REGTYPE), ("link", tarfile.SYMTYPE)):
+        archive = tmp_path / f"{kind!r}.tar"
+        with tarfile.open(archive, "w") as tar:
+            member = tarfile.TarInfo(name)
+            member.type = kind
+            member.linkname = "/etc/passwd" if kind == tarfile.SYMTYPE else ""
+            tar.addfile(member, io.BytesIO(b""))
+        with pytest.raises(UserError, match="cannot read archive"):
+            organize(archive, tmp_path / "organized")
+        assert not (tmp_path / "escaped.py").exists()
+    cache = make_cache(tmp_path / "cache")
+    good = tmp_path / "good.tar.gz"
+    with tarfile.open(good, "w:gz") as tar:
+        tar.add(cache, arcname="tmp/torchinductor_root")
+    assert len(organize(good, tmp_path / "organized-good")) == 6
 
 
 def test_malformed_kernel_file_is_kept_for_a_failure_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

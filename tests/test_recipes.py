@@ -26,8 +26,13 @@ def test_every_shipped_recipe_loads(path: Path) -> None:
         # Rebuilding months later must give the same environment: the base image is pinned by digest.
         assert recipe.base_image is not None
         assert recipe.base_image.reference.endswith("@" + recipe.base_image.digest)
-        assert recipe.pytorch is not None and len(recipe.pytorch.commit) == 40
-        assert recipe.arch
+        if recipe.is_wheel:  # a binary pin: exact version and the wheel file's sha256
+            assert recipe.pytorch_wheel is not None and "==" in recipe.pytorch_wheel.requirement
+            assert len(recipe.pytorch_wheel.sha256) == 64
+        else:
+            assert recipe.pytorch is not None and len(recipe.pytorch.commit) == 40
+        if recipe.platform != "cpu":
+            assert recipe.arch
 
 
 def test_list_recipes_returns_every_shipped_recipe() -> None:

@@ -1,0 +1,113 @@
+"""The Docker path of the main job on a CPU-only machine: ``invoke compare --recipe cpu-docker`` builds the base
+image from the pinned torch wheel and the PR as an overlay layer on it, runs every stage in containers without
+network, writes the report on the host from the two images' locks, and builds nothing the second time."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from docker_support import PROJECT, base_image_id, invoke, require_engine
+
+pytestmark = pytest.mark.docker
+
+EXAMPLE = PROJECT / "examples" / "cpu-prefer-256bit-vectors.patch"
+SHIPPED = PROJECT / "recipes" / "cpu-docker.toml"
+MODELS = "ElectraForCausalLM,DistilBertForMaskedLM"
+
+
+@pytest.fixture(scope="module")
+def client():
+    return require_engine()
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory: pytest.TempPathFactory, client) -> Path:
+    """The shipped recipe, pinned to this machine's base image (a local base is pinned by its image id, which
+    ``docker import`` makes anew on every machine)."""
+    text = SHIPPED.read_text(encoding="utf-8")
+    text = re.sub(r'(?m)^digest = "sha256:[0-9a-f]{64}"', f'digest = "{base_image_id(client)}"', text)
+    path = tmp_path_factory.mktemp("recipes") / "cpu-docker.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _compare(recipe: Path, runs: Path):
+    return invoke("compare", "--recipe", str(recipe), "--base=installed", f"--pr={EXAMPLE}", "--models", MODELS,
+                  "--runs-dir", str(runs), "--run", "docker-e2e", "--iterations", "10", "--warmup", "3",
+                  "--kernel-iterations", "10", "--rounds", "3", "--passes", "1", "--profile", timeout=1800)
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory: pytest.TempPathFactory, recipe: Path):
+    runs = tmp_path_factory.mktemp("runs")
+    return runs / "docker-e2e", _compare(recipe, runs)
+
+
+def _leftover_containers(client) -> list:
+    return client.containers.list(all=True, filters={"label": "dev.prbench.stage"})
+
+
+def test_compare_through_docker_writes_a_report_from_both_images(compared, client) -> None:
+    run, proc = compared
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    report = (run / "report" / "report.md").read_text(encoding="utf-8")
+    assert "**Verdict:**" in report
+    manifest = json.loads((run / "manifest.json").read_text())
+    for key in [f"{side}/{stage}" for side in ("base", "pr")
+                for stage in ("suite", "organize", "models", "kernels", "profile")
+                ] + [f"pair/{kind}-round-{n}" for kind in ("models", "kernels") for n in (1, 2, 3)] + ["report"]:
+        assert manifest["stages"][key]["status"] == "done", key
+    # one side per image: each round wrote one file per side
+    assert sorted(p.name for p in (run / "pair" / "kernels").glob("round-001-*.json")) == [
+        "round-001-base.json", "round-001-pr.json"]
+    assert (run / "base" / "profiles" / "profile_index.csv").is_file()
+    assert _leftover_containers(client) == []
+
+    locks = json.loads((run / "lock.json").read_text())
+    base, pr = locks["base"], locks["pr"]
+    torch_pin = base["sources"]["pytorch"]
+    assert torch_pin == pr["sources"]["pytorch"]
+    assert torch_pin["wheel"] == "torch==2.13.0+cpu" and len(torch_pin["sha256"]) == 64
+    assert base["contents"]["pip"]["torch"] == "2.13.0+cpu"
+    assert re.fullmatch(r"[0-9a-f]{40}", base["contents"]["versions"]["torch_git"])  # read inside the image
+    assert base["build"]["network_mode"] == "none"
+    wheels = {entry["name"]: entry["sha256"] for entry in base["store"] if entry["kind"] == "wheel"}
+    assert wheels[next(n for n in wheels if n.startswith("torch-2.13.0+cpu"))] == torch_pin["sha256"]
+    assert any(name.startswith("transformers-") for name in wheels)
+    # the PR is the base image plus an overlay layer: another image, the same wheels
+    assert pr["overlay_sha256"] and base["overlay_sha256"] is None
+    assert pr["provenance"]["image"]["id"] != base["provenance"]["image"]["id"]
+
+    # the report's environment table shows both images and the wheel checksums
+    environment = report.split("## Environment", 1)[1].split("\n## ", 1)[0]
+    for side in (base, pr):
+        assert side["provenance"]["image"]["id"] in environment
+    assert base["base"]["digest"] in environment
+    assert f"| lock.torch wheel sha256 | {torch_pin['sha256']} | {torch_pin['sha256']} |" in environment
+
+
+def test_the_pr_image_runs_the_patched_inductor(compared, client) -> None:
+    run, proc = compared
+    assert proc.returncode == 0
+    pr_image = json.loads((run / "pr" / "lock.json").read_text())["provenance"]["image"]["id"]
+    code = ("import importlib.util, pathlib; "
+            "print(pathlib.Path(importlib.util.find_spec('torch._inductor.cpu_vec_isa').origin).read_text())")
+    source = client.containers.run(pr_image, ["python3", "-c", code], remove=True, network_mode="none").decode()
+    assert "Prefer 256-bit vectors when nothing is requested" in source
+
+
+def test_a_second_run_builds_nothing_and_redoes_no_stage(compared, recipe: Path, client) -> None:
+    run, first = compared
+    assert first.returncode == 0
+    again = _compare(recipe, run.parent)
+
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Step 1/" not in again.stdout
+    assert again.stdout.count("nothing to build") == 2
+    stages = [k for k in json.loads((run / "manifest.json").read_text())["stages"] if k != "report"]
+    for key in stages:
+        assert f"{key}: done earlier with the same inputs, skipped" in again.stdout, key
+    assert _leftover_containers(client) == []

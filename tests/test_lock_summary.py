@@ -1,0 +1,43 @@
+"""The report's environment table says which image each side ran: ids, base digest, wheel pins and checksums."""
+
+from __future__ import annotations
+
+from analysis.report_environment import environment_table, lock_summary, with_lock_summaries
+
+TORCH_SHA = "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"
+
+
+def docker_lock(image_id: str, overlay: str | None) -> dict:
+    return {
+        "base": {"name": "prbench-test/bookworm:base", "digest": "sha256:" + "b" * 64},
+        "sources": {"pytorch": {"wheel": "torch==2.13.0+cpu", "sha256": TORCH_SHA}},
+        "overlay_sha256": overlay,
+        "store": [{"kind": "wheel", "name": "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+                   "sha256": TORCH_SHA, "size": 1, "origin": "pip download", "used_as": "wheels/pytorch"},
+                  {"kind": "source-archive", "name": "x.tar", "sha256": "c" * 64, "size": 1, "origin": "git",
+                   "used_as": "src/pytorch"}],
+        "contents": {"pip": {"torch": "2.13.0+cpu"}, "versions": {"torch_git": "a" * 40}},
+        "provenance": {"image": {"tag": "prbench/cpu-docker:0123456789ab", "id": image_id}},
+    }
+
+
+def test_each_side_shows_its_image_the_base_digest_and_the_wheel_checksums() -> None:
+    base_lock, pr_lock = docker_lock("sha256:" + "1" * 64, None), docker_lock("sha256:" + "2" * 64, "d" * 64)
+
+    table = environment_table(*with_lock_summaries({"runner": "docker"}, {"runner": "docker"},
+                                                   {"base": base_lock, "pr": pr_lock}))
+    rows = {row.setting: (row.base, row.pr, row.same) for row in table.itertuples()}
+
+    assert rows["lock.image id"] == ("sha256:" + "1" * 64, "sha256:" + "2" * 64, "**differs**")
+    assert rows["lock.base digest"][:2] == ("sha256:" + "b" * 64,) * 2
+    assert rows["lock.torch wheel sha256"] == (TORCH_SHA, TORCH_SHA, "✓")
+    assert rows["lock.wheels installed from the store"][0] == "1 (sha256 of each in lock.json)"
+    assert rows["lock.torch git (read in the image)"][0] == "a" * 40
+    assert not [key for key in rows if "x.tar" in key]  # source archives are in the lock table, not here
+
+
+def test_a_local_side_shows_the_torch_it_imported_and_no_lock_means_no_rows() -> None:
+    local = {"runner": "local", "environment": {"torch": "2.13.0+cpu", "torch_git": "e" * 40}}
+
+    assert lock_summary(local) == {"torch (local)": "2.13.0+cpu", "torch git (local)": "e" * 40}
+    assert with_lock_summaries({"a": 1}, {"a": 2}, {}) == ({"a": 1}, {"a": 2})
