@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -49,4 +50,7 @@ def stage_main(main: StageMain, argv: list[str] | None = None) -> int:
 
 def run_as_script(main: StageMain) -> NoReturn:
     """``if __name__ == "__main__": run_as_script(main)`` — the process's exit code is the wrapper's."""
+    # A host started from a background job or under nohup passes SIGINT on as ignored; the runners stop a stage
+    # with SIGINT first so it can finish its current write, so the stage takes Ctrl-C back whatever it inherited.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.exit(stage_main(main))

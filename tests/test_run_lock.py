@@ -24,10 +24,12 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
 
 # A process that holds a run the way `invoke compare` does, until it is told to stop (or killed).
 HOLDER = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
     from pathlib import Path
     from prbench.run_lock import RunLock, command_label
 
+    # Ctrl-C must reach us as KeyboardInterrupt even when the tests run in a job that ignores SIGINT.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     command_label.set("invoke compare")
     try:
         with RunLock(Path(sys.argv[1])):

@@ -177,3 +177,29 @@ def test_invoke_profile_shows_the_stage_s_own_error_line(tmp_path: Path) -> None
     assert task.returncode == 2
     assert seen == [stage_line]
     assert not out.exists()  # the log this attempt started is removed with the directory made for it
+
+
+STAGE_THAT_WAITS = """
+import time
+from stages.entry import run_as_script
+
+def main(argv):
+    print("ready", flush=True)
+    time.sleep(60)
+    return 0
+
+run_as_script(main)
+"""
+
+
+def test_a_stage_stops_on_sigint_even_when_its_host_ignored_sigint(tmp_path: Path) -> None:
+    """prbench started from a background job (or nohup) hands SIGINT on as ignored; the runner still stops a
+    stage with SIGINT first, and the stage ends as interrupted (exit 130) instead of waiting for SIGKILL."""
+    import signal
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-c", STAGE_THAT_WAITS], cwd=root, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 130
