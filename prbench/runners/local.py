@@ -43,6 +43,7 @@ class LocalRunner:
                 text=True,
                 errors="replace",
                 start_new_session=True,  # so an interrupt or timeout can stop the whole process group
+                preexec_fn=_take_sigint_back,
             )
         except OSError as exc:
             raise StageFailed(f"stage {command.label}: cannot start {self.python} ({exc.strerror})") from None
@@ -109,6 +110,12 @@ def _close_log(log, log_failures: list[OSError]) -> None:
     except OSError as exc:  # the last buffered lines did not fit either
         if not log_failures:
             log_failures.append(exc)
+
+
+def _take_sigint_back() -> None:
+    """In the stage's process, before it starts: a host started with SIGINT ignored (a background job, nohup)
+    passes that on, and the graceful stop in ``_stop`` is a SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _stop(proc: subprocess.Popen) -> None:
