@@ -133,7 +133,7 @@ extra = ["app==1.0"]
 
 
 @pytest.fixture
-def fetching(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
+def fetching(tmp_path: Path, monkeypatch) -> Path:
     """pip sees only a local wheelhouse (torch, app needing lib); the base image's Python is read without Docker."""
     from store_support import write_wheel
 
@@ -151,7 +151,7 @@ def fetching(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
     monkeypatch.setenv("PIP_FIND_LINKS", str(house))
     target = WheelTarget("3.11", ("manylinux_2_28_x86_64", "linux_x86_64"), abi="cp311")
     monkeypatch.setattr("prbench.wheels.base_image_target", lambda recipe, store: lambda: target)
-    return house, torch
+    return torch
 
 
 def test_fetch_puts_a_recipes_wheels_in_the_store_and_later_needs_no_index(tmp_path: Path, fetching, capsys,
@@ -159,7 +159,7 @@ def test_fetch_puts_a_recipes_wheels_in_the_store_and_later_needs_no_index(tmp_p
     from prbench.recipes import load_recipe
     from prbench.store_command import run_store_action
 
-    house, torch = fetching
+    torch = fetching
     recipe = load_recipe(str(_wheel_recipe(tmp_path, hashlib.sha256(torch.read_bytes()).hexdigest())), tmp_path)
     run_store_action("fetch", store_dir=str(tmp_path / "store"), file=None, lock=None, recipe=recipe)
 
@@ -178,7 +178,7 @@ def test_fetch_refuses_a_wheel_whose_bytes_are_not_the_pinned_ones(tmp_path: Pat
     from prbench.recipes import load_recipe
     from prbench.store_command import run_store_action
 
-    house, torch = fetching
+    torch = fetching
     recipe = load_recipe(str(_wheel_recipe(tmp_path, "0" * 64)), tmp_path)
     with pytest.raises(UserError, match=r"^wheel torch==2\.13\.0\+cpu: the recipe pins sha256 0{64}, but pip "
                                         rf"download gave torch-2\.13\.0\+cpu-py3-none-any\.whl with sha256 "
