@@ -122,9 +122,11 @@ class _HtmlShape(HTMLParser):
         if tag == "summary":
             if not self._open_details or not self._expect_summary:
                 self.problems.append("a <summary> that is not the first thing in a <details>")
-            elif self._open_details:
+            else:
                 self._open_details[-1] = True
-        elif self._expect_summary and tag not in ("p",):
+        elif self._expect_summary and tag == "p":
+            return  # a paragraph wrapper: what it holds decides
+        elif self._expect_summary:
             self.problems.append(f"a <details> whose first element is <{tag}>, not <summary>")
         self._expect_summary = False
         if tag in ("pre", "code"):

@@ -97,7 +97,8 @@ def test_the_first_publish_adds_one_comment_and_the_second_updates_it(runs: Path
     assert len(github.comments) == 6 and len(mine) == 1 and mine[0]["id"] == ours[0]["id"]
     assert "Re-rendered after a second run." in mine[0]["body"]
     writes = [(r.method, r.path) for r in github.requests if r.method != "GET"]
-    assert writes == [("POST", "/repos/o/r/issues/1/comments"), ("PATCH", f"/repos/o/r/issues/comments/{ours[0]['id']}")]
+    assert writes == [("POST", "/repos/o/r/issues/1/comments"),
+                      ("PATCH", f"/repos/o/r/issues/comments/{ours[0]['id']}")]
     # The second publish walked the pages (2 comments each) to the last one, where its comment was.
     pages = [r.query.get("page", ["1"])[0] for r in github.requests if r.method == "GET"]
     assert pages == ["1", "2", "3", "1", "2", "3"]
@@ -182,17 +183,17 @@ def test_without_a_token_publish_names_the_variables_and_sends_nothing(runs: Pat
 ])
 def test_bad_flags_are_named_before_anything_happens(flags: tuple, expected: str) -> None:
     repo, pr, api = flags
-    with pytest.raises(UserError, match="^.*$") as caught:
+    with pytest.raises(UserError) as caught:
         check_publish_flags(repo, pr, api, "report", None)
-    assert expected in str(caught.value)
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_a_report_over_the_comment_limit_is_fitted_and_says_what_was_cut(runs: Path) -> None:
     report = runs / "r1" / "report" / "report.md"
     text = report.read_text(encoding="utf-8")
     rows = "".join(f"| triton_poi_fused_{i} | {i} | 1.000× |\n" for i in range(3000))
-    huge = text + f"\n<details><summary>Every kernel ever (3000)</summary>\n\n| kernel | n | speedup |\n|---|---|---|\n" \
-                  f"{rows}\n</details>\n"
+    huge = (f"{text}\n<details><summary>Every kernel ever (3000)</summary>\n\n"
+            f"| kernel | n | speedup |\n|---|---|---|\n{rows}\n</details>\n")
     report.write_text(huge, encoding="utf-8")
     assert len(huge) > 2 * GITHUB_COMMENT_LIMIT
 
