@@ -61,8 +61,14 @@ def runs(tmp_path: Path, finished_run: Path) -> Path:
 
 
 def invoke_publish(runs: Path, *args: str, token: str | None = TOKEN) -> subprocess.CompletedProcess:
+    """``invoke publish`` as the user runs it, its temporary files and home inside the test's directory (next to
+    ``runs``), where the token test looks for them."""
+    scratch = {"TMPDIR": runs.parent / "tmp", "HOME": runs.parent / "home"}
+    for path in scratch.values():
+        path.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
-    env |= {"PYTHONPATH": str(ROOT), "NO_PROXY": "127.0.0.1", **({"GITHUB_TOKEN": token} if token else {})}
+    env |= {"PYTHONPATH": str(ROOT), "NO_PROXY": "127.0.0.1", **{k: str(v) for k, v in scratch.items()},
+            **({"GITHUB_TOKEN": token} if token else {})}
     return subprocess.run([sys.executable, "-m", "invoke", "publish", "--runs-dir", str(runs), *args], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=120)
 
