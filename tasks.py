@@ -564,12 +564,14 @@ def report(ctx, run, runs_dir=None, fail_on="never"):
         "pr": "The pull request's number",
         "run": "Run id under the runs directory (default: the most recent run)",
         "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)",
-        "api_url": "GitHub REST API root (default https://api.github.com; GitHub Enterprise: https://HOST/api/v3)",
+        "api_url": "GitHub REST API root (default from invoke.yaml: https://api.github.com; GitHub Enterprise: "
+                   "https://HOST/api/v3)",
         "attach_release": "Also upload the run's report archive and plots as assets of this existing release tag "
                           "(replacing same-named ones) and link them from the comment",
         "key": "Which prbench comment on the PR to update (default: report); another key posts a separate one, "
                "e.g. one per recipe",
-        "dry_run": "Print every request (method, URL, body) and send nothing; needs no token",
+        "dry_run": "Print every request (method, URL, body) and send nothing; needs no token (the archive is still "
+                   "written into the run)",
     }
 )
 @user_facing

@@ -220,8 +220,10 @@ class GitHub:
             return UserError(f"GitHub refused the token in ${self._token.variable} ({told}) while {doing}: it is "
                              f"wrong, expired or revoked; set a valid token with {rights}")
         if status == 403:
+            actions = ("; a workflow run for a pull request from a fork gets a read-only token (publish from a "
+                       "workflow_run job instead)") if "by integration" in said else ""
             return UserError(f"the token in ${self._token.variable} may not do this ({told}) while {doing}: it needs "
-                             f"{rights}")
+                             f"{rights}{actions}")
         if status == 404:
             return UserError(missing or f"not found ({told}) while {doing}: check --repo {self.pr.repo} and --pr "
                              f"{self.pr.number} (a private repository answers 404 to a token that cannot see it)")
