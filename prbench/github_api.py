@@ -228,7 +228,8 @@ class GitHub:
             return UserError(missing or f"not found ({told}) while {doing}: check --repo {self.pr.repo} and --pr "
                              f"{self.pr.number} (a private repository answers 404 to a token that cannot see it)")
         if status == 422:
-            return UserError(f"GitHub rejected the request ({told}) while {doing}: nothing was changed on {self.pr}")
+            return UserError(f"GitHub rejected the request ({told}) while {doing}: nothing was changed on {self.pr}; "
+                             "correct what GitHub names and publish again")
         if status >= 500:
             return UserError(f"GitHub failed ({told}) while {doing}: try again later")
         return UserError(f"GitHub answered {told} while {doing}")
