@@ -90,14 +90,23 @@ def publish_run(run: Run, target: PublishTarget, *, dry_run: bool = False, envir
         return
     assert token is not None
     github = GitHub(target.api_url, token, target.pr, session)
-    urls: dict[str, str] = {}
-    if target.release_tag:
-        release = github.release(target.release_tag)
-        for upload in uploads:
-            print(f"publish: uploading {upload.name} to release {release.tag!r} of {target.pr.repo}")
-            urls[upload.target] = github.replace_asset(release, upload.path, upload.name, upload.content_type).url
-    body = pr_comment(report_md, marker, _sources(run, archive, uploads, urls))
-    print(f"publish: looking for the comment marked {marker} on {target.pr}")
+    urls = _attach(github, target.release_tag, uploads) if target.release_tag else {}
+    _post(github, marker, pr_comment(report_md, marker, _sources(run, archive, uploads, urls)))
+
+
+def _attach(github: GitHub, tag: str, uploads: list[Upload]) -> dict[str, str]:
+    """Upload each file to release ``tag``; how report.md names it ("" for the archive) → its download URL."""
+    release = github.release(tag)
+    urls = {}
+    for upload in uploads:
+        print(f"publish: uploading {upload.name} to release {release.tag!r} of {github.pr.repo}")
+        urls[upload.target] = github.replace_asset(release, upload.path, upload.name, upload.content_type).url
+    return urls
+
+
+def _post(github: GitHub, marker: str, body: str) -> None:
+    """Update the PR's comment that starts with ``marker``, or add it when there is none."""
+    print(f"publish: looking for the comment marked {marker} on {github.pr}")
     found = github.find_comment(marker)
     if found is None:
         posted = github.create_comment(body)
