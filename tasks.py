@@ -563,6 +563,40 @@ def report(ctx, run, runs_dir=None, fail_on="never"):
     _exit_on(paths.summary, fail_on)
 
 
+@task(
+    help={
+        "repo": "The pull request's GitHub repository, OWNER/NAME",
+        "pr": "The pull request's number",
+        "run": "Run id under the runs directory (default: the most recent run)",
+        "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)",
+        "api_url": "GitHub REST API root (default from invoke.yaml: https://api.github.com; GitHub Enterprise: "
+                   "https://HOST/api/v3)",
+        "attach_release": "Also upload the run's report archive and plots as assets of this existing release tag "
+                          "(replacing same-named ones) and link them from the comment",
+        "key": "Which prbench comment on the PR to update (default: report); another key posts a separate one, "
+               "e.g. one per recipe",
+        "dry_run": "Print every request (method, URL, body) and send nothing; needs no token (the archive is still "
+                   "written into the run)",
+    }
+)
+@user_facing
+@holds_run(_runs_dir)
+def publish(ctx, repo=None, pr=None, run=None, runs_dir=None, api_url=None, attach_release=None, key="report",
+            dry_run=False):
+    """Post <run>/report/report.md to a pull request as one comment that later runs update in place.
+
+    The token comes from $GITHUB_TOKEN (or $GH_TOKEN) and is never written anywhere; the run's report files are
+    archived into <run>/report.tar.gz.
+    """
+    from prbench.publish import check_publish_flags, publish_run
+    from prbench.runstore import RunStore
+
+    target = check_publish_flags(repo, pr, api_url or config_value(ctx, "publish.api_url"), key, attach_release)
+    store = RunStore(_runs_dir(ctx, runs_dir))
+    with store.open(run or store.latest().run_id, write=True) as opened:
+        publish_run(opened, target, dry_run=dry_run)
+
+
 # --- suite -----------------------------------------------------------------------------------------------
 
 

@@ -114,7 +114,8 @@ def _shorten(text: str, width: int, cut: str) -> str:
 def cell(text: Any, width: int = 0, cut: str = "middle") -> str:
     """Make a value safe inside a Markdown table cell (pipes, newlines), optionally shortened."""
     text = "" if text is None else str(text)
-    return _shorten(text.replace("|", "\\|").replace("\r", " ").replace("\n", " "), width, cut)
+    # Shortened before the pipes are escaped: a cut between "\\" and "|" would leave a bare pipe that splits the cell.
+    return _shorten(text.replace("\r", " ").replace("\n", " "), width, cut).replace("|", "\\|")
 
 
 def markdown_table(frame: pd.DataFrame | None, columns: list[Column], max_rows: int | None = None,

@@ -13,6 +13,7 @@ import pandas as pd
 
 from analysis.gates import Gate
 from analysis.kernel_compare import KernelComparison
+from analysis.markdown_fit import cut_markdown
 from analysis.model_compare import ModelComparison
 from analysis.projection import Projection
 from analysis.rendering import (
@@ -138,15 +139,8 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
             return text
         if not caps.shrink():
             # Only pathological inputs (a huge environment) get here; cut hard rather than exceed GitHub's limit.
-            note = "\n\n_Report cut to fit GitHub's comment limit: see the CSVs and report.xlsx._\n"
-            return text[: MAX_MARKDOWN_CHARS - len(note)] + note
-
-
-def _truncate_markdown(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    cut = text.rfind("\n", 0, limit)
-    return text[: cut if cut > 0 else limit] + "\n\n_Trace diff truncated: the full text is in trace_diff.md_\n"
+            return cut_markdown(text, MAX_MARKDOWN_CHARS,
+                                "_Report cut to fit GitHub's comment limit: see the CSVs and report.xlsx._")
 
 
 def _kernel_views(kc: KernelComparison) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -184,7 +178,8 @@ def _sections(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelCompar
     if proj is not None:
         ctx["projection_table"] = markdown_table(proj.table, PROJECTION_COLUMNS_MD, caps.projection, "projection.csv")
     if inputs.trace_diff_md:
-        ctx["trace_diff"] = _truncate_markdown(inputs.trace_diff_md, caps.trace_chars)
+        ctx["trace_diff"] = cut_markdown(inputs.trace_diff_md, caps.trace_chars,
+                                         "_Trace diff truncated: the full text is in trace_diff.md_")
     return ctx
 
 

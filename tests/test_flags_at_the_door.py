@@ -44,6 +44,11 @@ BAD_FLAGS = [
     ("compare --pr installed --passes 0", "--passes 0: expected at least 1"),
     ("compare --pr installed --passes two", "--passes 'two': expected a whole number"),
     ("compare --pr installed --models-per-process -1", "--models-per-process -1: expected at least 0"),
+    ("publish --repo o --pr 1", "--repo 'o': expected OWNER/NAME of a GitHub repository"),
+    ("publish --repo o/r --pr x", "--pr 'x': expected a whole number"),
+    ("publish --repo o/r", "--pr is needed: the pull request's number"),
+    ("publish --repo o/r --pr 1 --api-url http://example.com", "the token would travel unencrypted; use https"),
+    ("publish --repo o/r --pr 1 --key a/b", "--key 'a/b': expected 1-64 letters"),
 ]
 
 
