@@ -4,9 +4,9 @@ A Kineto trace is one JSON object whose ``traceEvents`` array dominates the file
 ``json.load`` needs several times the file size in Python objects, so this reader decodes one event at a time
 from a bounded text buffer (the C-accelerated ``raw_decode``), keeps only what the analyses use (device
 activities, launch/memcpy/sync runtime calls, ``ProfilerStep`` windows, host ops as (start, duration, thread,
-name) columns plus the recorded shapes of the ops the roofline prices, compiled-graph regions, and on CPU-only
-traces the Inductor C++ kernel cpu_ops) in compact columns, and drops every other event at once. After reading,
-each launch is linked to its innermost enclosing op and only the ops that launched something are kept.
+name) columns plus the recorded shapes and strides of the ops the roofline prices, compiled-graph regions, and on
+CPU-only traces the Inductor C++ kernel cpu_ops) in compact columns, and drops every other event at once. After
+reading, each launch is linked to its innermost enclosing op and only the ops that launched something are kept.
 """
 
 from __future__ import annotations
@@ -274,11 +274,14 @@ class _Collector:
         if not (isinstance(dims, list) and isinstance(types, list) and isinstance(concrete, list)
                 and all(type(t) is str for t in types) and all(type(c) is str for c in concrete)):
             return -1  # without record_shapes (or in a foreign form) the op is attributed but not priced
-        key = repr((dims, types, concrete))
+        strides = args.get("Input Strides")
+        if not isinstance(strides, list) or len(strides) != len(dims):
+            strides = []  # older profilers write none; a foreign form is dropped, the shapes still price the op
+        key = repr((dims, types, concrete, strides))
         shape_id = self._shape_ids.get(key)
         if shape_id is None:
             shape_id = self._shape_ids[key] = len(self.shapes)
-            self.shapes.append(OpShape(tuple(dims), tuple(types), tuple(concrete)))
+            self.shapes.append(OpShape(tuple(dims), tuple(types), tuple(concrete), tuple(strides)))
         return shape_id
 
 

@@ -73,11 +73,13 @@ class KernelAggregate:
 
 @dataclass(frozen=True)
 class OpShape:
-    """What ``record_shapes`` wrote for one op call: ``Input Dims``, ``Input type``, ``Concrete Inputs``."""
+    """What ``record_shapes`` wrote for one op call: ``Input Dims``, ``Input type``, ``Concrete Inputs`` and,
+    where the profiler wrote them (PyTorch 2.1 and later), ``Input Strides`` (empty otherwise)."""
 
     dims: tuple[Any, ...]
     types: tuple[str, ...]
     concrete: tuple[str, ...]
+    strides: tuple[Any, ...] = ()
 
 
 @dataclass

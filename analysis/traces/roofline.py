@@ -32,11 +32,11 @@ _BYTES = {"double": 8, "long int": 8, "long": 8, "c10::complex<float>": 8, "floa
           "c10::float8_e5m2fnuz": 1, "c10::float8_e8m0fnu": 1}
 _PRECISION = {"c10::bfloat16": "bf16", "c10::half": "fp16", "float": "fp32", "double": "fp64"}
 
-_GEMM_OPS = {"aten::mm", "aten::addmm", "aten::_addmm_activation", "aten::bmm", "aten::baddbmm", "aten::matmul",
+GEMM_OPS = {"aten::mm", "aten::addmm", "aten::_addmm_activation", "aten::bmm", "aten::baddbmm", "aten::matmul",
              "aten::linear", "aten::_scaled_mm"}
-_CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::miopen_convolution",
+CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::miopen_convolution",
              "aten::mkldnn_convolution", "aten::convolution_backward"}
-_SDPA_OPS = {"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
+SDPA_OPS = {"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
              "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
              "aten::_flash_attention_forward", "aten::_efficient_attention_forward"}
 
@@ -47,7 +47,7 @@ ROOFLINE_COLUMNS = ["family", "op", "shape", "dtype", "calls", "kernel time ms",
 
 def has_model(op_name: str) -> bool:
     """Whether :func:`op_work` can price this op (the reader keeps shapes only for these)."""
-    return op_name in _GEMM_OPS or op_name in _CONV_OPS or op_name in _SDPA_OPS or op_name in ELEMENTWISE_OPS
+    return op_name in GEMM_OPS or op_name in CONV_OPS or op_name in SDPA_OPS or op_name in ELEMENTWISE_OPS
 
 
 @dataclass(frozen=True)
@@ -75,14 +75,14 @@ def _tensor(dims: Any) -> tuple[int, ...] | None:
     return None
 
 
-def _concrete(value: str) -> Any:
+def parse_concrete(value: str) -> Any:
     """A ``Concrete Inputs`` entry: '1', '0.', 'False', '[1, 1]' → int, float, bool, list; else the text."""
     text = value.strip()
     if text in ("True", "False"):
         return text == "True"
     if text.startswith("[") and text.endswith("]"):
         parts = [p.strip() for p in text[1:-1].split(",") if p.strip()]
-        return [_concrete(p) for p in parts]
+        return [parse_concrete(p) for p in parts]
     for cast in (int, float):
         try:
             return cast(text)
@@ -91,8 +91,15 @@ def _concrete(value: str) -> Any:
     return text
 
 
+def conv_arg(op: str, key: str, values: Sequence[Any], default: Any) -> Any:
+    """A conv op's argument ``key`` (stride, padding, dilation, transposed, output_padding, groups) from its
+    positional argument values (None where not recorded), or ``default`` when the op has no such argument."""
+    at = _CONV_LAYOUT[op].get(key)
+    return default if at is None or at >= len(values) or values[at] is None else values[at]
+
+
 def _arg(shape: OpShape, i: int, default: Any = None) -> Any:
-    return _concrete(shape.concrete[i]) if i < len(shape.concrete) and shape.concrete[i] != "" else default
+    return parse_concrete(shape.concrete[i]) if i < len(shape.concrete) and shape.concrete[i] != "" else default
 
 
 def _numel(t: Sequence[int]) -> int:
@@ -102,11 +109,11 @@ def _numel(t: Sequence[int]) -> int:
 def op_work(name: str, shape: OpShape) -> OpWork | None:
     """FLOPs and bytes of one op call, or None when the op has no model or its shapes are not usable."""
     try:
-        if name in _GEMM_OPS:
+        if name in GEMM_OPS:
             return _gemm(name, shape)
-        if name in _CONV_OPS:
+        if name in CONV_OPS:
             return _conv(name, shape)
-        if name in _SDPA_OPS:
+        if name in SDPA_OPS:
             return _sdpa(name, shape)
         if name in ELEMENTWISE_OPS:
             return _elementwise(shape)
