@@ -73,17 +73,33 @@ def make_tensor(torch: Any, spec: dict[str, Any], device: Any) -> Any:
     return torch.as_strided(storage, sizes, strides)
 
 
+def overload_for(torch: Any, op_name: str, count: int) -> Any:
+    """The op's overload whose schema takes exactly the ``count`` arguments the profiler recorded (it records
+    keyword-only ones such as addmm's beta and alpha in schema order too), and writes no ``out`` tensor."""
+    packet = getattr(torch.ops.aten, op_name.split("::", 1)[1])
+    names = sorted(packet.overloads(), key=lambda name: name != "default")
+    for name in names:
+        overload = getattr(packet, name)
+        arguments = overload._schema.arguments
+        if len(arguments) == count and not any(a.is_out for a in arguments):
+            return overload
+    raise ValueError(f"no overload of {op_name} takes {count} arguments (overloads: {', '.join(names)})")
+
+
 def build_call(torch: Any, entry: dict[str, Any], device: Any) -> Callable[[], Any]:
-    op = getattr(torch.ops.aten, entry["op"].split("::", 1)[1])
-    args = []
+    values = []
     for item in entry["inputs"]:
         if item["kind"] == "tensor":
-            args.append(make_tensor(torch, item, device))
+            values.append(make_tensor(torch, item, device))
         elif item["kind"] == "value":
-            args.append(item["value"])
+            values.append(item["value"])
         else:
-            args.append(None)
-    return lambda: op(*args)
+            values.append(None)
+    overload = overload_for(torch, entry["op"], len(values))
+    arguments = overload._schema.arguments
+    args = [v for a, v in zip(arguments, values, strict=True) if not a.kwarg_only]
+    kwargs = {a.name: v for a, v in zip(arguments, values, strict=True) if a.kwarg_only}
+    return lambda: overload(*args, **kwargs)
 
 
 def time_call(torch: Any, call: Callable[[], Any], warmup: int, iterations: int) -> list[float]:

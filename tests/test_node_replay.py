@@ -147,7 +147,8 @@ CONV_TYPES = ("float", "float", "float", "ScalarList", "ScalarList", "ScalarList
 
 def _conv(x_strides: list[int], transposed: bool = False) -> OpShape:
     weight = [64, 16, 3, 3] if transposed else [128, 32, 3, 3]
-    return OpShape(([8, 64, 56, 56], weight, [128], [], [], [], [], [], []), CONV_TYPES,
+    bias = [32] if transposed else [128]  # out channels: 16 per group × 2 groups, or 128
+    return OpShape(([8, 64, 56, 56], weight, bias, [], [], [], [], [], []), CONV_TYPES,
                    ("", "", "", "[2, 2]", "[1, 1]", "[1, 1]", str(transposed), "[1, 1]" if transposed else "[0, 0]",
                     "2"), (x_strides, [], [1], [], [], [], [], [], []))
 
@@ -299,3 +300,23 @@ def test_on_a_gpu_every_shape_is_replayed_and_compared_with_its_trace_time(tmp_p
     assert all(r["error"] is None and r["replay_median_us"] > 0 for r in results["results"])
     table = (tmp_path / "h100" / "h100_perf_report_replay.md").read_text()
     assert table.count("| gemm-") == 4 and "replay / trace" in table
+
+
+def test_the_recorded_inputs_rebuild_a_call_torch_runs_with_the_recorded_strides() -> None:
+    """The replay's own tensor builder and call, on the CPU: each fixture GEMM and the written convs run, and
+    the operands keep the layout the trace recorded (a transposed weight stays a transposed view)."""
+    torch = pytest.importorskip("torch")
+    from stages.node_replay import build_call, make_tensor
+
+    trace = read_trace(MI250)
+    shapes, _ = trace_shapes(trace, attribute(trace))
+    convs = [("aten::convolution", replay_inputs(_conv([200704, 1, 3584, 64]))),
+             ("aten::convolution", replay_inputs(_conv([200704, 3136, 56, 1], True)))]
+    entries = [{"op": s.op, "inputs": list(s.inputs)} for s in sorted(shapes, key=lambda s: s.op)] + [
+        {"op": op, "inputs": list(inputs or ())} for op, inputs in convs]
+
+    outputs = [build_call(torch, entry, torch.device("cpu"))() for entry in entries]
+    weight = make_tensor(torch, {"sizes": [512, 30522], "strides": [1, 512], "dtype": "bfloat16"}, "cpu")
+
+    assert [tuple(o.shape) for o in outputs] == [(5, 128), (128, 128), (8, 128, 28, 28), (8, 32, 112, 112)]
+    assert weight.stride() == (1, 512) and weight.dtype == torch.bfloat16 and not weight.is_contiguous()

@@ -18,8 +18,9 @@ The replay set file (JSON, :data:`REPLAY_FORMAT`) is the contract between the re
 
   - ``id`` (``gemm-1``, ``conv-3``), ``family`` (GEMM, CONV), ``op`` (``aten::addmm``), ``dtype`` (torch name)
   - ``inputs``: the op's arguments in order, each ``{"kind": "tensor", "sizes", "strides", "dtype"}``
-    (``strides`` null when not recorded: contiguous), ``{"kind": "value", "value"}`` or ``{"kind": "none"}``;
-    ``torch.ops.aten.<op>(*inputs)`` replays the call
+    (``strides`` null when not recorded: contiguous), ``{"kind": "value", "value"}`` or ``{"kind": "none"}``,
+    in the op's schema order (keyword-only arguments included, as the profiler records them): the overload of
+    ``torch.ops.aten.<op>`` whose schema takes exactly these arguments replays the call
   - ``problem``: the op in the vendors' terms: GEMM ``m, n, k, batch, a_layout, b_layout, lda, ldb, ldc,
     stride_a, stride_b, stride_c, alpha, beta, bias`` (row-major torch view: C[m, n] = A[m, k] · B[k, n],
     layouts ``row``/``column``/``strided``); CONV ``n, c, k, spatial, kernel, stride, padding, dilation,
