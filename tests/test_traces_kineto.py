@@ -10,12 +10,24 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
-from analysis.traces import kineto, read_trace
+from analysis.traces import fast_io, kineto, read_trace
 from analysis.traces.breakdown import category_table, kernels_per_step, top_kernels
 from analysis.traces.launch import analyze_launches, launch_delays, sync_table
 from analysis.traces.timeline import gpu_timeline
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
+
+
+@pytest.fixture(autouse=True, params=["fast", "stdlib"])
+def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs with the fast decoder and gzip reader (when installed) and with the standard library."""
+    if request.param == "stdlib":
+        monkeypatch.setenv(fast_io.STDLIB_ENV, "stdlib")
+    else:
+        monkeypatch.delenv(fast_io.STDLIB_ENV, raising=False)
+        if fast_io.json_decoder()[1] is None:
+            pytest.skip("no fast JSON decoder installed (pip install prbench[fast])")
+    return str(request.param)
 H100 = FIXTURES / "h100_bert-small-uncased.json.gz"
 MI300 = FIXTURES / "mi300_bert-small-uncased.json.gz"
 CPU = FIXTURES / "cpu_tiny_bert_inductor.json.gz"
