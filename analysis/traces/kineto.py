@@ -44,6 +44,8 @@ from analysis.traces.ops import COMPILED_REGION, innermost_enclosing
 from analysis.traces.roofline import has_model
 
 _CHUNK_CHARS = 4 * 1024 * 1024
+# A run of events decoded in one call spans at most this much text: its objects live until it is collected.
+_RUN_CHARS = 1024 * 1024
 # A syntax error this far before the end of the buffer cannot be explained by the buffer being cut short.
 _CUT_MARGIN = 1024 * 1024
 _WS = re.compile(r"[ \t\n\r]*")
@@ -388,7 +390,7 @@ def _read_events(stream: _Stream, collector: _Collector) -> None:
             stream.buf, stream.pos = buf, pos + 1
             return
         if batch_decode is not None and pos > one_by_one_until and buf[pos] == "{":
-            cut = buf.rfind("},", pos)
+            cut = buf.rfind("},", pos, pos + _RUN_CHARS)
             if cut > pos:
                 try:
                     events = batch_decode("[" + buf[pos:cut + 1] + "]")
