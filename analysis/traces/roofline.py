@@ -264,9 +264,23 @@ class DevicePeaks:
 
 
 # Peaks are the vendors' published dense figures (NVIDIA datasheets print sparse Tensor Core numbers with a
-# footnote; dense is half of those, as the architecture whitepaper lists). FP32 is the matrix/Tensor FP32 rate
-# where the vendor has one (AMD), else the CUDA-core FP32 rate (NVIDIA: PyTorch runs FP32 GEMMs there unless
-# TF32 is allowed). MI355X has no TF32 entry in its datasheet.
+# footnote, "shown with sparsity, specifications 1/2 lower without sparsity"; dense is half of those, as the
+# Hopper architecture whitepaper's table lists). FP32 is the matrix/Tensor FP32 rate where the vendor has one
+# (AMD), else the CUDA-core FP32 rate (NVIDIA: PyTorch runs FP32 GEMMs there unless TF32 is allowed); FP64 is the
+# matrix / FP64 Tensor Core rate. MI355X (CDNA 4) has no TF32 in its datasheet. Sources, re-checked for this
+# table:
+# - MI300X, MI325X: AMD's product pages (amd.com/en/products/accelerators/instinct/mi300/mi300x.html,
+#   .../mi325x.html) and ROCm's "AMD Instinct MI300 series microarchitecture" peak-performance table
+#   (rocm.docs.amd.com, conceptual/gpu-arch/mi300): FP64/FP32 matrix 163.4, TF32 653.7, FP16/BF16 1307.4,
+#   FP8 2614.9 TFLOP/s non-sparse; HBM3 5.3 TB/s (MI300X), HBM3E 6 TB/s (MI325X, same compute).
+# - MI355X: AMD's product page (amd.com/en/products/accelerators/instinct/mi350/mi355x.html) and the CDNA 4
+#   white paper: FP64 78.6, FP32 157.3, FP16/BF16 2516.6, FP8 5033.2 TFLOP/s dense (10.1 PFLOP/s FP8 with
+#   sparsity); HBM3E 8 TB/s.
+# - H100 SXM5: NVIDIA H100 datasheet (nvidia.com/en-us/data-center/h100) and the NVIDIA H100 Tensor Core GPU
+#   Architecture whitepaper: FP64 Tensor 66.9, FP32 66.9, TF32 494.7, FP16/BF16 989.4, FP8 1978.9 TFLOP/s
+#   dense (datasheet: 67 / 67 / 989* / 1979* / 3958*, * sparse); HBM3 3.35 TB/s.
+# - H200 SXM: NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): the same Tensor Core rates as H100 SXM
+#   (67 / 67 / 989* / 1979* / 3958*, * sparse), HBM3e 4.8 TB/s. H200 NVL (lower clocks) is not this entry.
 DEVICE_PEAKS = (
     (re.compile(r"MI300X"), DevicePeaks(
         "AMD Instinct MI300X", {"fp64": 163.4, "fp32": 163.4, "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4,
