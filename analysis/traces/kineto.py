@@ -46,6 +46,7 @@ from analysis.traces.roofline import has_model
 _CHUNK_CHARS = 4 * 1024 * 1024
 # A run of events decoded in one call spans at most this much text: its objects live until it is collected.
 _RUN_CHARS = 1024 * 1024
+_INT32_LIMIT = 1 << 31
 # A syntax error this far before the end of the buffer cannot be explained by the buffer being cut short.
 _CUT_MARGIN = 1024 * 1024
 _WS = re.compile(r"[ \t\n\r]*")
@@ -294,6 +295,8 @@ class _Collector:
 def _as_int(value: Any, default: int, bits: int = 64) -> int:
     """An id (device, stream, correlation) as written, or ``default`` for anything that is not a whole number
     that fits the column (``bits``: int32 for devices, int64 otherwise)."""
+    if type(value) is int and -_INT32_LIMIT <= value < _INT32_LIMIT:  # the common case, decided at once
+        return value
     if isinstance(value, bool):
         return default
     number: int | None = None
@@ -424,18 +427,13 @@ def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
     firsts = [min(a) for a in (col.dev_ts, col.rt_ts, col.cpu_ts, col.op_ts) if len(a)]
     base = int(min(firsts)) if firsts else 0
     if len(col.dev_ts):
-        starts, durs = _us_to_ns(col.dev_ts, base), _us_to_ns(col.dev_dur)
-        for i, name in enumerate(col.dev_name):
-            b.add_event(name, int(starts[i]), int(durs[i]), col.dev_kind[i], col.dev_device[i],
-                        col.dev_stream[i], col.dev_corr[i])
+        b.add_events(col.dev_name, _us_to_ns(col.dev_ts, base), _us_to_ns(col.dev_dur), col.dev_kind,
+                     col.dev_device, col.dev_stream, col.dev_corr)
     elif len(col.cpu_ts):
-        starts, durs = _us_to_ns(col.cpu_ts, base), _us_to_ns(col.cpu_dur)
-        for i, name in enumerate(col.cpu_name):
-            b.add_event(name, int(starts[i]), int(durs[i]), CPU_KERNEL, -1, col.cpu_tid[i], -1)
+        b.add_events(col.cpu_name, _us_to_ns(col.cpu_ts, base), _us_to_ns(col.cpu_dur), CPU_KERNEL, -1,
+                     col.cpu_tid, -1)
     if len(col.rt_ts):
-        starts, durs = _us_to_ns(col.rt_ts, base), _us_to_ns(col.rt_dur)
-        for i, name in enumerate(col.rt_name):
-            b.add_runtime(name, int(starts[i]), int(durs[i]), col.rt_corr[i])
+        b.add_runtimes(col.rt_name, _us_to_ns(col.rt_ts, base), _us_to_ns(col.rt_dur), col.rt_corr)
     for name, ts, end, on_device in col.steps:
         b.steps.append(StepWindow(name, base * 1000 + round((ts - base) * 1000),
                                   base * 1000 + round((end - base) * 1000), on_device))
