@@ -320,3 +320,32 @@ def test_the_recorded_inputs_rebuild_a_call_torch_runs_with_the_recorded_strides
 
     assert [tuple(o.shape) for o in outputs] == [(5, 128), (128, 128), (8, 128, 28, 28), (8, 32, 112, 112)]
     assert weight.stride() == (1, 512) and weight.dtype == torch.bfloat16 and not weight.is_contiguous()
+
+
+def test_a_vendor_tool_on_path_is_run_and_its_printed_time_read(tmp_path: Path) -> None:
+    """The stage's tool runner with stand-ins for hipblaslt-bench: one prints its CSV, one fails."""
+    from stages.node_replay import run_tool
+
+    good = tmp_path / "hipblaslt-bench"
+    good.write_text("#!/bin/sh\necho 'transA,transB,M,N,K,hipblaslt-Gflops,us'\necho \"T,N,$4,$6,$8, 99.5, 12.25\"\n")
+    bad = tmp_path / "broken-bench"
+    bad.write_text("#!/bin/sh\necho 'rocblaslt error: no solution found' >&2\nexit 3\n")
+    for tool in (good, bad):
+        tool.chmod(0o755)
+
+    found = run_tool("hipblaslt-bench", [f"{good} --transA T -m 512 -n 141 -k 512"] * 2, timeout_s=30)
+    failed = run_tool("hipblaslt-bench", [f"{bad} -m 1"], timeout_s=30)
+
+    assert found == {"us": 24.5, "error": None, "commands": [f"{good} --transA T -m 512 -n 141 -k 512"] * 2}
+    assert failed["us"] is None and failed["error"] == "exit 3, no time printed: rocblaslt error: no solution found"
+
+
+def test_a_dry_run_with_replay_names_the_replay_files_too(tmp_path: Path) -> None:
+    (tmp_path / "mi250").mkdir()
+    shutil.copy(MI250, tmp_path / "mi250")
+
+    done = generate_perf_reports(tmp_path, formats=["md"], dry_run=True, replay=True)
+
+    assert [p.name for p in done[0][1]] == ["mi250_perf_report.md", "mi250_perf_report_replay_set.json",
+                                            "mi250_perf_report_replay_commands.sh"]
+    assert not any(p.exists() for p in done[0][1])
