@@ -57,6 +57,7 @@ _NUMBER = (int, float)  # exact types: a JSON true/false is a bool, which is not
 _DEVICE_CATS = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver"}
 _ANNOTATION_CATS = {"user_annotation": False, "gpu_user_annotation": True}
+_KEPT_CATS = frozenset({*_DEVICE_CATS, *_RUNTIME_CATS, "cpu_op", *_ANNOTATION_CATS})
 # Runtime calls worth keeping: launches (for launch delay and step attribution), copies, and synchronizations.
 _RUNTIME_KEEP = re.compile(r"Launch|Memcpy|Memset|Synchronize|GraphLaunch|cuLaunch")
 # On a CPU-only profile the "device" work is Inductor's C++ kernels (visible with
@@ -374,6 +375,7 @@ def _read_events(stream: _Stream, collector: _Collector) -> None:
     calls per event cost more than the decoding itself), which also words every error."""
     stream.expect("[")
     add = collector.add
+    kept = _KEPT_CATS  # events of other categories are dropped here, without a call
     decode = _DECODE
     batch_decode = fast_io.json_decoder()[1]
     skip = _WS_COMMA.match
@@ -403,7 +405,9 @@ def _read_events(stream: _Stream, collector: _Collector) -> None:
                     for ev in events:
                         if type(ev) is not dict:
                             raise invalid(f"{stream.path}: traceEvents[{index}]", "an event object", ev)
-                        add(ev, index)
+                        cat = ev.get("cat")
+                        if type(cat) is str and cat in kept:
+                            add(ev, index)
                         index += 1
                     pos = cut + 1
                     continue
@@ -418,7 +422,9 @@ def _read_events(stream: _Stream, collector: _Collector) -> None:
         pos = end
         if type(ev) is not dict:
             raise invalid(f"{stream.path}: traceEvents[{index}]", "an event object", ev)
-        add(ev, index)
+        cat = ev.get("cat")
+        if type(cat) is str and cat in kept:
+            add(ev, index)
         index += 1
 
 
