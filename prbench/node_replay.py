@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analysis.traces.replay import read_replay_set
-from analysis.traces.replay_report import replay_paths, write_comparison
+from analysis.traces.replay_report import coverage_lines, replay_paths, write_comparison
 from prbench.stage_commands import node_replay_command, run_stage
 
 
@@ -19,6 +19,8 @@ def run_node_replay(output_base: Path) -> list[Path]:
     the set is empty: the traces had no GEMM or CONV op with recorded shapes)."""
     paths = replay_paths(output_base)
     replay_set = read_replay_set(paths["set"])
+    for line in coverage_lines(replay_set):
+        print(f"{paths['set'].name}: {line}")
     if not replay_set["shapes"]:
         return []
     run_stage(node_replay_command(paths["set"], paths["results"]))

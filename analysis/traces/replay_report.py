@@ -129,18 +129,25 @@ def comparison_table(replay_set: dict[str, Any], results: dict[str, Any]) -> pd.
     return pd.DataFrame(rows, columns=columns)
 
 
+def coverage_lines(replay_set: dict[str, Any]) -> list[str]:
+    """One sentence per family: how much of its kernel time the replay set's shapes hold."""
+    lines = []
+    for family in FAMILIES:
+        t = replay_set["families"].get(family, {})
+        count = sum(1 for e in replay_set["shapes"] if e["family"] == family)
+        lines.append(coverage_sentence(family, FamilyTime(t.get("ms", 0.0), t.get("replayable_ms", 0.0),
+                                                          t.get("selected_ms", 0.0)), count))
+    return lines
+
+
 def comparison_markdown(table: pd.DataFrame, replay_set: dict[str, Any], results: dict[str, Any]) -> str:
-    counts = {f: sum(1 for e in replay_set["shapes"] if e["family"] == f) for f in FAMILIES}
     lines = [f"# Node replay: {', '.join(replay_set['source'])}", "",
              f"Replayed on {results.get('device', '?')} with torch {results.get('torch', '?')}: "
              f"{results.get('warmup', '?')} warm-up calls, then {results.get('iterations', '?')} timed calls, "
              "each between two device events; `replay us` is their median. `trace us` is the mean kernel time "
              "per call in the trace(s) "
              f"({', '.join(replay_set['devices']) or 'device not recorded'}).", ""]
-    for family in FAMILIES:
-        t = replay_set["families"].get(family, {})
-        lines.append("- " + coverage_sentence(family, FamilyTime(t.get("ms", 0.0), t.get("replayable_ms", 0.0),
-                                                                  t.get("selected_ms", 0.0)), counts[family]))
+    lines += [f"- {line}" for line in coverage_lines(replay_set)]
     columns = [Column(c, c, fmt_num if c.endswith(("us", "trace")) else fmt_text,
                       width=60 if c == "shape" else 0) for c in table.columns if not c.endswith("error")]
     lines += ["", markdown_table(table, columns, style=TRACE_STYLE), ""]
