@@ -165,6 +165,7 @@ class _Collector:
         self.steps: list[tuple[str, float, float, bool]] = []
         self.runtime_names: set[str] = set()
         self._keep_runtime: dict[str, bool] = {}
+        self._legacy_copy: dict[str, bool] = {}
 
     def add(self, ev: dict[str, Any], index: int) -> None:
         cat = ev.get("cat")
@@ -223,8 +224,12 @@ class _Collector:
         name = self._name(ev, index)
         ts, dur = self._times(ev, index)
         args = self._args(ev, index)
-        if kind == KERNEL and ROCM_LEGACY_COPY.match(name):
-            kind = MEMCPY
+        if kind == KERNEL:
+            legacy_copy = self._legacy_copy.get(name)
+            if legacy_copy is None:  # decided once per kernel name
+                legacy_copy = self._legacy_copy[name] = bool(ROCM_LEGACY_COPY.match(name))
+            if legacy_copy:
+                kind = MEMCPY
         self.dev_ts.append(ts)
         self.dev_dur.append(dur)
         self.dev_name.append(name)
@@ -249,10 +254,17 @@ class _Collector:
             self.rt_tid.append(_as_int(ev.get("tid"), -1))
 
     def _cpu_op(self, ev: dict[str, Any], index: int) -> None:
-        name = self._name(ev, index)
+        # The most numerous events: the checks of _name and _times are written out here.
+        name = ev.get("name", "")
+        if type(name) is not str:
+            raise self._bad(index, "name", "text", ev)
         if "ts" not in ev:
             return
-        ts, dur = self._times(ev, index)
+        ts = ev["ts"]
+        dur = ev.get("dur", 0)
+        if type(ts) not in _NUMBER or not -MAX_US < ts < MAX_US or type(dur) not in _NUMBER \
+                or not 0 <= dur < MAX_US:
+            ts, dur = self._times(ev, index)  # raises, naming the field
         tid = _as_int(ev.get("tid"), -1)
         known = self._op_kinds.get(name)
         if known is None:  # what the name says is decided once per name, not per event
