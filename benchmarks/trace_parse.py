@@ -180,7 +180,8 @@ def tracelens_importable(python: str) -> bool:
 def repeated(cmd: list[str], env: dict[str, str], repeat: int) -> dict[str, Any]:
     """``repeat`` runs of one column: median in-process seconds and wall time, the largest peak RSS."""
     runs = [measure(cmd, env) for _ in range(repeat)]
-    medians = {key: statistics.median(r[key] for r in runs) for key in ("seconds", "read_seconds") if key in runs[0]}
+    medians: dict[str, Any] = {key: statistics.median(r[key] for r in runs)
+                               for key in ("seconds", "read_seconds") if key in runs[0]}
     return {**runs[-1], **medians,
             "runs": sorted(r["seconds"] for r in runs), "wall_s": statistics.median(r["wall_s"] for r in runs),
             "peak_mb": max(r["peak_mb"] for r in runs)}
