@@ -159,15 +159,19 @@ def status(ctx, run=None, runs_dir=None):
         "top": "Rows in the top_kernels and kernel_summary tables (default: 50)",
         "window": "Timeline window: steps (the GPU-side ProfilerStep windows when the trace has them, else the "
                   "span of all GPU events; default) or span (always the span)",
+        "replay": "Node replay (as the seed's -r): write the GEMM/CONV shapes making 99 % of their time "
+                  "(<name>_perf_report_replay_set.json) and hipblaslt-bench/MIOpenDriver/cutlass_profiler "
+                  "command lines, then time each shape with torch on this machine's GPU (and the tools found "
+                  "on PATH) against its in-trace time (<name>_perf_report_replay.md/.csv); needs a GPU",
     },
     iterable=["filter"],
 )
 @user_facing
 @holds_runs_under("output", "base_dir", unless="dry_run")
 def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=False, all_kernels=False,
-                output=None, format="xlsx", top=None, window="steps"):
+                output=None, format="xlsx", top=None, window="steps", replay=False):
     """Performance report (GPU timeline, ops by category, kernels with their parent op, roofline, top kernels,
-    launch/sync) over a directory of traces."""
+    launch/sync) over a directory of traces; -r also replays its top GEMM/CONV shapes."""
     from analysis.flag_values import whole_number
     from analysis.traces.render import parse_formats
 
@@ -177,7 +181,8 @@ def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=F
 
     done = generate_perf_reports(resolve_path(base_dir), rank_pattern=pattern, ext=ext, filters=filter or [],
                                  output=resolve_path(output) if output else None, formats=formats,
-                                 all_kernels=all_kernels, top=top_rows, dry_run=dry_run, window_rule=window)
+                                 all_kernels=all_kernels, top=top_rows, dry_run=dry_run, window_rule=window,
+                                 replay=bool(replay))
     for group, outputs in done:
         if dry_run:
             print(f"{group.directory}: {len(group.files)} trace(s)")
@@ -188,6 +193,15 @@ def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=F
                 print(f"  would write {out}")
         else:
             for out in outputs:
+                print(f"wrote {out}")
+    if replay and not dry_run:
+        from prbench.node_replay import run_node_replay
+
+        for group, _ in done:
+            written = run_node_replay(group.output_base)
+            if not written:
+                print(f"{group.directory}: no GEMM or CONV op with recorded shapes; nothing to replay")
+            for out in written:
                 print(f"wrote {out}")
 
 

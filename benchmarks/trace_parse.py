@@ -1,13 +1,24 @@
-"""Benchmark: our Kineto reader + GPU timeline + kernel breakdown against HTA on the same large trace.
+"""Benchmark: our Kineto reader + GPU timeline + kernel breakdown against the parse limit, HTA and TraceLens on
+the same large trace.
 
-    python benchmarks/trace_parse.py [--size-mb 500] [--fixture PATH] [--workdir DIR] [--hta-venv DIR]
-                                     [--skip-hta] [--keep]
+    python benchmarks/trace_parse.py [--size-mb 500] [--gzip] [--repeat 3] [--fixture PATH] [--workdir DIR]
+                                     [--hta-venv DIR] [--skip-hta] [--tracelens-python PATH] [--keep]
 
 Builds a trace of at least ``--size-mb`` MB by replicating a real fixture's events with shifted timestamps
-(and shifted correlation / External ids so launch links stay one-to-one), then runs each side in its own
-subprocess and reports wall time and peak RSS (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` read by a wrapper
-process that runs nothing else). HTA (HolisticTraceAnalysis, from PyPI) is installed into a separate venv on
-first use. Goals: ≥ 3× faster than HTA; peak memory ≤ 2× the file size.
+(and shifted correlation / External ids so launch links stay one-to-one; ``--gzip``: then gzip it), then runs
+each column in its own subprocess, ``--repeat`` times, and reports the median and best wall time and the peak
+RSS (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` read by a wrapper process that runs nothing else). Columns:
+
+- ``prbench``: ``read_trace`` + GPU timeline + kernel categories, imports included (the readers' fast path
+  when installed); the last line also gives ``read_trace`` alone;
+- ``prbench stdlib``: the same with ``PRBENCH_TRACE_PARSER=stdlib`` (json + gzip);
+- ``limit``: only decompress and parse the file with the fastest gzip reader and JSON decoder present
+  (whole document, cyclic GC paused as our reader does): no reader can do less;
+- ``HTA``: HolisticTraceAnalysis temporal + kernel breakdown (from PyPI, installed into a venv on first use);
+- ``TraceLens``: a minimal TraceLens computation (``TreePerfAnalyzer.from_file``, GPU timeline, kernel
+  launchers) when AMD's TraceLens imports in ``--tracelens-python``; else the column says "not installed".
+
+Goals: total within 2× of the parse limit; ≥ 3× faster than HTA; peak memory ≤ 2× the file size.
 """
 
 from __future__ import annotations
@@ -18,11 +29,13 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_FIXTURE = ROOT / "tests" / "fixtures" / "traces" / "multirank" / "sampled_rank-0.json.gz"
@@ -33,11 +46,44 @@ t0 = time.perf_counter()
 from analysis.traces import read_trace
 from analysis.traces.breakdown import category_table, kernel_table
 from analysis.traces.timeline import gpu_timeline
+t_read = time.perf_counter()
 trace = read_trace(sys.argv[1])
+read_s = time.perf_counter() - t_read
 timeline = gpu_timeline(trace)
 categories = category_table(trace, kernel_table(trace))
-print(json.dumps({"seconds": time.perf_counter() - t0, "events": trace.n_events,
+print(json.dumps({"seconds": time.perf_counter() - t0, "read_seconds": read_s, "events": trace.n_events,
                   "idle_pct": timeline.percent("idle_time"), "categories": len(categories)}))
+"""
+
+LIMIT = """
+import gc, gzip, importlib, json, sys, time
+def first(*names):
+    for name in names:
+        try:
+            return name, importlib.import_module(name)
+        except ImportError:
+            pass
+json_name, lib = first("orjson", "msgspec.json", "json")
+decode = lib.Decoder().decode if json_name == "msgspec.json" else lib.loads
+gz_name, gz = first("isal.igzip", "zlib_ng.gzip_ng", "gzip")
+path = sys.argv[1]
+gc.disable()
+t0 = time.perf_counter()
+with (gz.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as fh:
+    data = fh.read()
+doc = decode(data)
+print(json.dumps({"seconds": time.perf_counter() - t0, "events": len(doc["traceEvents"]),
+                  "parser": json_name + (" + " + gz_name if path.endswith(".gz") else "")}))
+"""
+
+TRACELENS = """
+import json, sys, time
+t0 = time.perf_counter()
+from TraceLens import TreePerfAnalyzer
+analyzer = TreePerfAnalyzer.from_file(sys.argv[1])
+timeline = analyzer.get_df_gpu_timeline()
+launchers = analyzer.get_df_kernel_launchers()
+print(json.dumps({"seconds": time.perf_counter() - t0, "rows": len(timeline), "launchers": len(launchers)}))
 """
 
 HTA = """
@@ -125,17 +171,52 @@ def hta_python(venv: Path) -> Path:
     return python
 
 
+def tracelens_importable(python: str) -> bool:
+    """AMD's TraceLens (module ``TraceLens``; the PyPI name ``tracelens`` is an unrelated project)."""
+    probe = subprocess.run([python, "-c", "import TraceLens.TreePerf"], capture_output=True, text=True)
+    return probe.returncode == 0
+
+
+def repeated(cmd: list[str], env: dict[str, str], repeat: int) -> dict[str, Any]:
+    """``repeat`` runs of one column: median in-process seconds and wall time, the largest peak RSS."""
+    runs = [measure(cmd, env) for _ in range(repeat)]
+    medians: dict[str, Any] = {key: statistics.median(r[key] for r in runs)
+                               for key in ("seconds", "read_seconds") if key in runs[0]}
+    return {**runs[-1], **medians,
+            "runs": sorted(r["seconds"] for r in runs), "wall_s": statistics.median(r["wall_s"] for r in runs),
+            "peak_mb": max(r["peak_mb"] for r in runs)}
+
+
+def table(rows: list[tuple[str, dict[str, Any] | str]], limit: dict[str, Any]) -> str:
+    """In-process seconds (the work: our imports and reading for prbench, only decompress + parse for the
+    limit) and the whole process's wall time (interpreter start-up included)."""
+    lines = ["| column | median s (in process) | runs s | median wall s | peak MiB | s / limit s |",
+             "|---|---:|---|---:|---:|---:|"]
+    for name, r in rows:
+        if isinstance(r, str):
+            lines.append(f"| {name} | {r} | | | | |")
+            continue
+        runs = ", ".join(f"{w:.2f}" for w in r["runs"])
+        lines.append(f"| {name} | {r['seconds']:.2f} | {runs} | {r['wall_s']:.2f} | {r['peak_mb']:.0f} | "
+                     f"{r['seconds'] / limit['seconds']:.2f}x |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:2] == ["--measure", "--"]:
         return _measure_main(argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=float, default=500, help="size of the generated trace (default 500)")
+    parser.add_argument("--gzip", action="store_true", help="gzip the generated trace (read as .json.gz)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per column (default 3)")
     parser.add_argument("--fixture", type=Path, default=DEFAULT_FIXTURE, help="real Kineto trace to replicate")
     parser.add_argument("--workdir", type=Path, default=None, help="where the trace goes (default: a temp dir)")
     parser.add_argument("--hta-venv", type=Path, default=Path(tempfile.gettempdir()) / "prbench-hta-venv",
                         help="venv holding HolisticTraceAnalysis (created on first use)")
-    parser.add_argument("--skip-hta", action="store_true", help="measure only our reader")
+    parser.add_argument("--skip-hta", action="store_true", help="leave out the HTA column")
+    parser.add_argument("--tracelens-python", default=sys.executable,
+                        help="interpreter in which AMD's TraceLens imports (default: this one)")
     parser.add_argument("--keep", action="store_true", help="keep the generated trace")
     args = parser.parse_args(argv)
 
@@ -146,20 +227,40 @@ def main(argv: list[str] | None = None) -> int:
     try:
         t0 = time.perf_counter()
         size = build_trace(args.fixture, target, args.size_mb)
-        print(f"built {target} ({size / 2**20:.0f} MiB) in {time.perf_counter() - t0:.1f}s", flush=True)
-        env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-        ours = measure([sys.executable, "-c", OURS, str(target)], env)
-        print(f"prbench: {ours['wall_s']:.1f}s wall, peak {ours['peak_mb']:.0f} MiB, "
-              f"{ours['events']} device events, idle {ours['idle_pct']:.2f}%", flush=True)
-        print(f"  peak memory / file size = {ours['peak_mb'] * 2**20 / size:.2f} (goal <= 2)")
-        if args.skip_hta:
-            return 0
-        python = hta_python(args.hta_venv)
-        hta_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
-        hta = measure([str(python), "-c", HTA, str(target)], hta_env)
-        print(f"HTA:     {hta['wall_s']:.1f}s wall, peak {hta['peak_mb']:.0f} MiB, idle {hta['idle_pct']:.2f}%")
-        print(f"speed-up (HTA wall / ours) = {hta['wall_s'] / ours['wall_s']:.2f}x (goal >= 3)")
-        print(f"memory ratio (HTA peak / ours) = {hta['peak_mb'] / ours['peak_mb']:.2f}x")
+        if args.gzip:
+            with open(target, "rb") as raw, gzip.open(target.with_suffix(".json.gz"), "wb", compresslevel=6) as gz:
+                shutil.copyfileobj(raw, gz)
+            target.unlink()
+            target = target.with_suffix(".json.gz")
+        print(f"built {target} ({size / 2**20:.0f} MiB of JSON, {target.stat().st_size / 2**20:.0f} MiB on disk) "
+              f"in {time.perf_counter() - t0:.1f}s", flush=True)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                   OMP_NUM_THREADS="1")
+        rows: list[tuple[str, dict[str, Any] | str]] = []
+        limit = repeated([sys.executable, "-c", LIMIT, str(target)], env, args.repeat)
+        ours = repeated([sys.executable, "-c", OURS, str(target)], env, args.repeat)
+        stdlib = repeated([sys.executable, "-c", OURS, str(target)], dict(env, PRBENCH_TRACE_PARSER="stdlib"),
+                          args.repeat)
+        rows += [("prbench", ours), ("prbench stdlib (json + gzip)", stdlib), (f"limit ({limit['parser']})", limit)]
+        print(f"prbench: {ours['events']} device events, idle {ours['idle_pct']:.2f}%; "
+              f"peak memory / file size = {ours['peak_mb'] * 2**20 / size:.2f} (goal <= 2)", flush=True)
+        if not args.skip_hta:
+            python = hta_python(args.hta_venv)
+            hta_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+            hta = repeated([str(python), "-c", HTA, str(target)], hta_env, args.repeat)
+            rows.append(("HTA", hta))
+            print(f"HTA idle {hta['idle_pct']:.2f}%; HTA / prbench = {hta['seconds'] / ours['seconds']:.2f}x "
+                  "(goal >= 3)", flush=True)
+        if tracelens_importable(args.tracelens_python):
+            tl_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+            rows.append(("TraceLens (minimal)",
+                         repeated([args.tracelens_python, "-c", TRACELENS, str(target)], tl_env, args.repeat)))
+        else:
+            rows.append(("TraceLens (minimal)", "not installed"))
+        print(table(rows, limit))
+        print(f"prbench / limit = {ours['seconds'] / limit['seconds']:.2f}x (goal <= 2); read_trace alone (after "
+              f"the imports, median {ours['read_seconds']:.2f} s) / limit = "
+              f"{ours['read_seconds'] / limit['seconds']:.2f}x")
     finally:
         if not args.keep:
             shutil.rmtree(trace_dir, ignore_errors=True)

@@ -179,6 +179,18 @@ def paired_command(plan: Path, number: int, out: Path, sides: str) -> StageComma
                                                        "--out", str(out), "--sides", sides])
 
 
+# --- node replay ---------------------------------------------------------------------------------------------
+
+
+def node_replay_command(replay_set: Path, out: Path, *, warmup: int = 10, iterations: int = 100,
+                        log_path: Path | None = None) -> StageCommand:
+    """Replay the shapes of a ``perf-report -r`` replay set on this machine's GPU (``stages.node_replay``)."""
+    return StageCommand(module="stages.node_replay", args=["--replay-set", str(replay_set), "--out", str(out),
+                                                            "--warmup", str(warmup),
+                                                            "--iterations", str(iterations)],
+                        log_path=log_path)
+
+
 def _optional(*pairs: tuple[str, object | None]) -> list[str]:
     """``--flag value`` for each value given; a flag whose value is None is left to the stage's default."""
     args: list[str] = []

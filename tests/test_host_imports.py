@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HOST_MODULES = ("prbench.compare", "prbench.suite_stage", "prbench.paired_plan", "prbench.publish", "tasks")
+HOST_MODULES = ("prbench.compare", "prbench.suite_stage", "prbench.paired_plan", "prbench.publish",
+                "prbench.node_replay", "tasks")
 HEAVY = ("torch", "transformers", "triton")
 
 

@@ -5,48 +5,63 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from analysis.errors import UserError
-from analysis.traces import kineto, read_trace
+from analysis.traces import fast_io, kineto, read_trace
 from analysis.traces.breakdown import category_table, kernels_per_step, top_kernels
 from analysis.traces.launch import analyze_launches, launch_delays, sync_table
 from analysis.traces.timeline import gpu_timeline
+from tests import interval_support as intervals
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
+
+
+@pytest.fixture(autouse=True, params=["fast", "stdlib"])
+def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs with the fast decoder and gzip reader (when installed) and with the standard library."""
+    if request.param == "stdlib":
+        monkeypatch.setenv(fast_io.STDLIB_ENV, "stdlib")
+    else:
+        monkeypatch.delenv(fast_io.STDLIB_ENV, raising=False)
+        if fast_io.json_decoder()[1] is None:
+            pytest.skip("no fast JSON decoder installed (pip install prbench[fast])")
+    return str(request.param)
 H100 = FIXTURES / "h100_bert-small-uncased.json.gz"
 MI300 = FIXTURES / "mi300_bert-small-uncased.json.gz"
 CPU = FIXTURES / "cpu_tiny_bert_inductor.json.gz"
+MULTIRANK = FIXTURES / "multirank" / "sampled_rank-0.json.gz"
 
 
 def _expected_timeline(path: Path) -> dict[str, float]:
-    """Straight from the raw JSON, in µs: the TraceLens definitions with a plain interval-merge loop."""
+    """Straight from the raw JSON, in µs: the TraceLens definitions, each set difference cut out interval by
+    interval (tests/interval_support), not as the timeline's differences of unions."""
     events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X"]
 
-    def union(intervals: list[tuple[float, float]]) -> float:
-        total, cur_s, cur_e = 0.0, None, None
-        for s, e in sorted(intervals):
-            if cur_e is None or s > cur_e:
-                if cur_e is not None:
-                    total += cur_e - cur_s
-                cur_s, cur_e = s, e
-            else:
-                cur_e = max(cur_e, e)
-        return total + ((cur_e - cur_s) if cur_e is not None else 0.0)
+    def spans(keep: Callable[[dict[str, Any]], bool]) -> list[tuple[float, float]]:
+        return [(e["ts"], e["ts"] + e["dur"]) for e in gpu if keep(e)]
 
-    every = [(e["ts"], e["ts"] + e["dur"]) for e in gpu]
-    comp = [(e["ts"], e["ts"] + e["dur"]) for e in gpu
-            if e["cat"] != "gpu_memcpy" and "nccl" not in e["name"].lower() and "rccl" not in e["name"].lower()]
+    def is_comm(e: dict[str, Any]) -> bool:
+        return e["cat"] != "gpu_memcpy" and ("nccl" in e["name"].lower() or "rccl" in e["name"].lower())
+
+    every = spans(lambda e: True)
+    comp = spans(lambda e: e["cat"] != "gpu_memcpy" and not is_comm(e))
+    comm = spans(is_comm)
+    memcpy = spans(lambda e: e["cat"] == "gpu_memcpy")
     total = max(e for _, e in every) - min(s for s, _ in every)
-    busy = union(every)
+    busy = intervals.union(every)
     return {"busy": 100 * busy / total, "idle": 100 * (total - busy) / total,
-            "computation": 100 * union(comp) / total, "total_ms": total / 1e3}
+            "computation": 100 * intervals.union(comp) / total, "total_ms": total / 1e3,
+            "exposed_comm_ms": intervals.minus(comm, comp) / 1e3,
+            "exposed_memcpy_ms": intervals.minus(memcpy, comp + comm) / 1e3}
 
 
-@pytest.mark.parametrize("path", [H100, MI300], ids=["h100", "mi300x"])
+@pytest.mark.parametrize("path", [H100, MI300, MULTIRANK], ids=["h100", "mi300x", "nccl-rank0"])
 def test_busy_idle_and_computation_agree_with_the_tracelens_definitions(path: Path) -> None:
     expected = _expected_timeline(path)
 
@@ -56,10 +71,19 @@ def test_busy_idle_and_computation_agree_with_the_tracelens_definitions(path: Pa
     assert timeline.percent("idle_time") == pytest.approx(expected["idle"], abs=1e-4)
     assert timeline.percent("computation_time") == pytest.approx(expected["computation"], abs=1e-4)
     assert timeline.total_time / 1e6 == pytest.approx(expected["total_ms"], abs=1e-6)
-    # The TraceLens identity: computation + exposed comm + exposed memcpy + idle = total.
-    parts = (timeline.computation_time + timeline.exposed_comm_time + timeline.exposed_memcpy_time
-             + timeline.idle_time)
-    assert parts == timeline.total_time
+    # The exposed parts, each against its own subtraction (their sum with idle equals total by construction, so
+    # the TraceLens identity alone would not catch a wrong one).
+    assert timeline.exposed_comm_time / 1e6 == pytest.approx(expected["exposed_comm_ms"], abs=1e-6)
+    assert timeline.exposed_memcpy_time / 1e6 == pytest.approx(expected["exposed_memcpy_ms"], abs=1e-6)
+
+
+def test_the_nccl_trace_has_overlapping_communication_and_copies_to_expose() -> None:
+    """The multi-rank fixture is what makes the exposed-time checks above bite: communication that overlaps
+    computation only partly, and copies under both."""
+    expected = _expected_timeline(MULTIRANK)
+
+    assert 0 < expected["exposed_comm_ms"] < gpu_timeline(read_trace(MULTIRANK)).total_comm_time / 1e6
+    assert 0 < expected["exposed_memcpy_ms"] < gpu_timeline(read_trace(MULTIRANK)).total_memcpy_time / 1e6
 
 
 def test_the_mi300x_trace_is_read_as_rocm_with_stream_0_kernels_linked_to_their_launches() -> None:

@@ -13,7 +13,9 @@ import pytest
 from analysis.errors import UserError
 from analysis.traces import detect_format, read_trace
 from analysis.traces.breakdown import category_table, top_kernels
+from analysis.traces.model import MEMCPY
 from analysis.traces.timeline import gpu_timeline
+from tests import interval_support as intervals
 
 ROCPROF = Path(__file__).parent / "fixtures" / "traces" / "rocprof" / "rocprofv3_908_results.json.gz"
 
@@ -45,8 +47,18 @@ def test_rocprofv3_json_communication_and_legacy_copies_shape_the_timeline() -> 
     assert trace.platform == "rocm" and len(trace.device_names) == 8
     assert categories.loc["communication", "count"] == 1310  # ncclDevKernel_Generic_1
     assert timeline.total_comm_time > 0 and timeline.total_memcpy_time > 0  # __amd_rocclr_copyBuffer
-    assert timeline.computation_time + timeline.exposed_comm_time + timeline.exposed_memcpy_time \
-        + timeline.idle_time == timeline.total_time
+    # Each exposed part against its own interval-by-interval subtraction (their sum with idle equals the total
+    # by construction, so that identity would not catch a wrong part).
+    names = trace.event_names()
+    spans = list(zip(trace.start_ns.tolist(), trace.end_ns.tolist(), strict=True))
+    memcpy = [s for s, kind in zip(spans, trace.kind.tolist(), strict=True) if kind == MEMCPY]
+    comm = [s for s, name, kind in zip(spans, names, trace.kind.tolist(), strict=True)
+            if kind != MEMCPY and "nccl" in name.lower()]
+    comp = [s for s, name, kind in zip(spans, names, trace.kind.tolist(), strict=True)
+            if kind != MEMCPY and "nccl" not in name.lower()]
+    assert timeline.exposed_comm_time == intervals.minus(comm, comp) > 0
+    assert timeline.exposed_memcpy_time == intervals.minus(memcpy, comp + comm) > 0
+    assert timeline.busy_time == intervals.union(spans)
 
 
 # The inputs below are written from the documented headers (no real output of these formats was at hand).

@@ -4,17 +4,20 @@ A Kineto trace is one JSON object whose ``traceEvents`` array dominates the file
 ``json.load`` needs several times the file size in Python objects, so this reader decodes one event at a time
 from a bounded text buffer (the C-accelerated ``raw_decode``), keeps only what the analyses use (device
 activities, launch/memcpy/sync runtime calls, ``ProfilerStep`` windows, host ops as (start, duration, thread,
-name) columns plus the recorded shapes of the ops the roofline prices, compiled-graph regions, and on CPU-only
-traces the Inductor C++ kernel cpu_ops) in compact columns, and drops every other event at once. After reading,
-each launch is linked to its innermost enclosing op and only the ops that launched something are kept.
+name) columns plus the recorded shapes and strides of the ops the roofline prices, compiled-graph regions, and on
+CPU-only traces the Inductor C++ kernel cpu_ops) in compact columns, and drops every other event at once. After
+reading, each launch is linked to its innermost enclosing op and only the ops that launched something are kept.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import math
 import re
 from array import array
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -22,6 +25,7 @@ import numpy as np
 
 from analysis.errors import UserError
 from analysis.records import MAX_US, invalid
+from analysis.traces import fast_io
 from analysis.traces.breakdown import launch_index
 from analysis.traces.categories import ROCM_LEGACY_COPY
 from analysis.traces.fileio import open_text, reading
@@ -40,6 +44,9 @@ from analysis.traces.ops import COMPILED_REGION, innermost_enclosing
 from analysis.traces.roofline import has_model
 
 _CHUNK_CHARS = 4 * 1024 * 1024
+# A run of events decoded in one call spans at most this much text: its objects live until it is collected.
+_RUN_CHARS = 1024 * 1024
+_INT32_LIMIT = 1 << 31
 # A syntax error this far before the end of the buffer cannot be explained by the buffer being cut short.
 _CUT_MARGIN = 1024 * 1024
 _WS = re.compile(r"[ \t\n\r]*")
@@ -50,6 +57,7 @@ _NUMBER = (int, float)  # exact types: a JSON true/false is a bool, which is not
 _DEVICE_CATS = {"kernel": KERNEL, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver"}
 _ANNOTATION_CATS = {"user_annotation": False, "gpu_user_annotation": True}
+_KEPT_CATS = frozenset({*_DEVICE_CATS, *_RUNTIME_CATS, "cpu_op", *_ANNOTATION_CATS})
 # Runtime calls worth keeping: launches (for launch delay and step attribution), copies, and synchronizations.
 _RUNTIME_KEEP = re.compile(r"Launch|Memcpy|Memset|Synchronize|GraphLaunch|cuLaunch")
 # On a CPU-only profile the "device" work is Inductor's C++ kernels (visible with
@@ -157,6 +165,7 @@ class _Collector:
         self.steps: list[tuple[str, float, float, bool]] = []
         self.runtime_names: set[str] = set()
         self._keep_runtime: dict[str, bool] = {}
+        self._legacy_copy: dict[str, bool] = {}
 
     def add(self, ev: dict[str, Any], index: int) -> None:
         cat = ev.get("cat")
@@ -215,8 +224,12 @@ class _Collector:
         name = self._name(ev, index)
         ts, dur = self._times(ev, index)
         args = self._args(ev, index)
-        if kind == KERNEL and ROCM_LEGACY_COPY.match(name):
-            kind = MEMCPY
+        if kind == KERNEL:
+            legacy_copy = self._legacy_copy.get(name)
+            if legacy_copy is None:  # decided once per kernel name
+                legacy_copy = self._legacy_copy[name] = bool(ROCM_LEGACY_COPY.match(name))
+            if legacy_copy:
+                kind = MEMCPY
         self.dev_ts.append(ts)
         self.dev_dur.append(dur)
         self.dev_name.append(name)
@@ -241,10 +254,17 @@ class _Collector:
             self.rt_tid.append(_as_int(ev.get("tid"), -1))
 
     def _cpu_op(self, ev: dict[str, Any], index: int) -> None:
-        name = self._name(ev, index)
+        # The most numerous events: the checks of _name and _times are written out here.
+        name = ev.get("name", "")
+        if type(name) is not str:
+            raise self._bad(index, "name", "text", ev)
         if "ts" not in ev:
             return
-        ts, dur = self._times(ev, index)
+        ts = ev["ts"]
+        dur = ev.get("dur", 0)
+        if type(ts) not in _NUMBER or not -MAX_US < ts < MAX_US or type(dur) not in _NUMBER \
+                or not 0 <= dur < MAX_US:
+            ts, dur = self._times(ev, index)  # raises, naming the field
         tid = _as_int(ev.get("tid"), -1)
         known = self._op_kinds.get(name)
         if known is None:  # what the name says is decided once per name, not per event
@@ -274,17 +294,22 @@ class _Collector:
         if not (isinstance(dims, list) and isinstance(types, list) and isinstance(concrete, list)
                 and all(type(t) is str for t in types) and all(type(c) is str for c in concrete)):
             return -1  # without record_shapes (or in a foreign form) the op is attributed but not priced
-        key = repr((dims, types, concrete))
+        strides = args.get("Input Strides")
+        if not isinstance(strides, list) or len(strides) != len(dims):
+            strides = []  # older profilers write none; a foreign form is dropped, the shapes still price the op
+        key = repr((dims, types, concrete, strides))
         shape_id = self._shape_ids.get(key)
         if shape_id is None:
             shape_id = self._shape_ids[key] = len(self.shapes)
-            self.shapes.append(OpShape(tuple(dims), tuple(types), tuple(concrete)))
+            self.shapes.append(OpShape(tuple(dims), tuple(types), tuple(concrete), tuple(strides)))
         return shape_id
 
 
 def _as_int(value: Any, default: int, bits: int = 64) -> int:
     """An id (device, stream, correlation) as written, or ``default`` for anything that is not a whole number
     that fits the column (``bits``: int32 for devices, int64 otherwise)."""
+    if type(value) is int and -_INT32_LIMIT <= value < _INT32_LIMIT:  # the common case, decided at once
+        return value
     if isinstance(value, bool):
         return default
     number: int | None = None
@@ -310,12 +335,27 @@ def _us_to_ns(values: array, base_us: int = 0) -> np.ndarray:
     return np.rint(rel * 1000.0).astype(np.int64) + np.int64(base_us) * 1000
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Decoding allocates millions of short-lived dicts and lists, and every few hundred allocations the cyclic
+    collector walks them (about half of the read time on a 60 MB trace). JSON values cannot form reference
+    cycles and the reader keeps none, so reference counting frees everything; the collector's previous state
+    is restored afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def read_kineto(path: Path) -> TraceData:
     path = Path(path)
     collector = _Collector(path)
     meta: dict[str, Any] = {}
     saw_events = False
-    with reading(path), open_text(path) as fh:
+    with _cyclic_gc_paused(), reading(path), open_text(path) as fh:
         stream = _Stream(fh, path)
         stream.expect("{")
         while True:
@@ -339,14 +379,21 @@ def read_kineto(path: Path) -> TraceData:
 
 
 def _read_events(stream: _Stream, collector: _Collector) -> None:
-    """The hot loop: one ``raw_decode`` per event with everything else inlined (method calls per event
-    cost more than the decoding itself)."""
+    """The hot loop. With a fast decoder installed (:mod:`analysis.traces.fast_io`), every run of complete events
+    in the buffer is decoded in one call: the text from an event's start up to the last ``},`` in the buffer is
+    decoded as an array; when that succeeds the cut was between two events (decoding from an element's start
+    ends only where the real parse is back at the array's level), else the events up to that cut are decoded
+    one at a time, as without a fast decoder: one ``raw_decode`` per event with everything else inlined (method
+    calls per event cost more than the decoding itself), which also words every error."""
     stream.expect("[")
     add = collector.add
+    kept = _KEPT_CATS  # events of other categories are dropped here, without a call
     decode = _DECODE
+    batch_decode = fast_io.json_decoder()[1]
     skip = _WS_COMMA.match
     buf, pos = stream.buf, stream.pos
     index = 0
+    one_by_one_until = -1  # after a failed batch: one event at a time up to its cut
     while True:
         pos = skip(buf, pos).end()  # type: ignore[union-attr]  # a '*' pattern always matches
         if pos >= len(buf):
@@ -354,21 +401,42 @@ def _read_events(stream: _Stream, collector: _Collector) -> None:
             if not stream.fill():
                 raise UserError(f"{stream.path}: truncated JSON (the file ends inside 'traceEvents')")
             buf, pos = stream.buf, stream.pos
+            one_by_one_until = -1
             continue
         if buf[pos] == "]":
             stream.buf, stream.pos = buf, pos + 1
             return
+        if batch_decode is not None and pos > one_by_one_until and buf[pos] == "{":
+            cut = buf.rfind("},", pos, pos + _RUN_CHARS)
+            if cut > pos:
+                try:
+                    events = batch_decode("[" + buf[pos:cut + 1] + "]")
+                except ValueError:  # orjson's and msgspec's decode errors are ValueErrors
+                    one_by_one_until = cut
+                else:
+                    for ev in events:
+                        if type(ev) is not dict:
+                            raise invalid(f"{stream.path}: traceEvents[{index}]", "an event object", ev)
+                        cat = ev.get("cat")
+                        if type(cat) is str and cat in kept:
+                            add(ev, index)
+                        index += 1
+                    pos = cut + 1
+                    continue
         try:
             ev, end = decode(buf, pos)
         except json.JSONDecodeError as exc:
             stream.buf, stream.pos = buf, pos
             stream._refill_or_raise(exc)
             buf, pos = stream.buf, stream.pos
+            one_by_one_until = -1
             continue
         pos = end
         if type(ev) is not dict:
             raise invalid(f"{stream.path}: traceEvents[{index}]", "an event object", ev)
-        add(ev, index)
+        cat = ev.get("cat")
+        if type(cat) is str and cat in kept:
+            add(ev, index)
         index += 1
 
 
@@ -377,18 +445,13 @@ def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
     firsts = [min(a) for a in (col.dev_ts, col.rt_ts, col.cpu_ts, col.op_ts) if len(a)]
     base = int(min(firsts)) if firsts else 0
     if len(col.dev_ts):
-        starts, durs = _us_to_ns(col.dev_ts, base), _us_to_ns(col.dev_dur)
-        for i, name in enumerate(col.dev_name):
-            b.add_event(name, int(starts[i]), int(durs[i]), col.dev_kind[i], col.dev_device[i],
-                        col.dev_stream[i], col.dev_corr[i])
+        b.add_events(col.dev_name, _us_to_ns(col.dev_ts, base), _us_to_ns(col.dev_dur), col.dev_kind,
+                     col.dev_device, col.dev_stream, col.dev_corr)
     elif len(col.cpu_ts):
-        starts, durs = _us_to_ns(col.cpu_ts, base), _us_to_ns(col.cpu_dur)
-        for i, name in enumerate(col.cpu_name):
-            b.add_event(name, int(starts[i]), int(durs[i]), CPU_KERNEL, -1, col.cpu_tid[i], -1)
+        b.add_events(col.cpu_name, _us_to_ns(col.cpu_ts, base), _us_to_ns(col.cpu_dur), CPU_KERNEL, -1,
+                     col.cpu_tid, -1)
     if len(col.rt_ts):
-        starts, durs = _us_to_ns(col.rt_ts, base), _us_to_ns(col.rt_dur)
-        for i, name in enumerate(col.rt_name):
-            b.add_runtime(name, int(starts[i]), int(durs[i]), col.rt_corr[i])
+        b.add_runtimes(col.rt_name, _us_to_ns(col.rt_ts, base), _us_to_ns(col.rt_dur), col.rt_corr)
     for name, ts, end, on_device in col.steps:
         b.steps.append(StepWindow(name, base * 1000 + round((ts - base) * 1000),
                                   base * 1000 + round((end - base) * 1000), on_device))

@@ -73,11 +73,13 @@ class KernelAggregate:
 
 @dataclass(frozen=True)
 class OpShape:
-    """What ``record_shapes`` wrote for one op call: ``Input Dims``, ``Input type``, ``Concrete Inputs``."""
+    """What ``record_shapes`` wrote for one op call: ``Input Dims``, ``Input type``, ``Concrete Inputs`` and,
+    where the profiler wrote them (PyTorch 2.1 and later), ``Input Strides`` (empty otherwise)."""
 
     dims: tuple[Any, ...]
     types: tuple[str, ...]
     concrete: tuple[str, ...]
+    strides: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -220,6 +222,37 @@ class TraceBuilder:
         self.device.append(device)
         self.stream.append(stream)
         self.correlation.append(correlation)
+
+    def name_ids(self, names: list[str]) -> np.ndarray:
+        """Interned ids of many names at once (one dict lookup per name, new names added in order)."""
+        for name in dict.fromkeys(names):
+            self.intern(name)
+        ids = self._name_ids
+        return np.fromiter((ids[n] for n in names), dtype=np.int32, count=len(names))
+
+    def add_events(self, names: list[str], start_ns: np.ndarray, dur_ns: np.ndarray, kind: Any, device: Any,
+                   stream: Any, correlation: Any) -> None:
+        """Many device events at once: the column form of :meth:`add_event` (scalars or arrays per column)."""
+        n = len(names)
+
+        def column(values: Any, dtype: Any) -> bytes:
+            return np.broadcast_to(np.asarray(values, dtype=dtype), (n,)).tobytes()
+
+        self.start_ns.frombytes(column(start_ns, np.int64))
+        self.dur_ns.frombytes(column(np.maximum(np.asarray(dur_ns, dtype=np.int64), 0), np.int64))
+        self.name_id.frombytes(self.name_ids(names).tobytes())
+        self.kind.frombytes(column(kind, np.int8))
+        self.device.frombytes(column(device, np.int32))
+        self.stream.frombytes(column(stream, np.int64))
+        self.correlation.frombytes(column(correlation, np.int64))
+
+    def add_runtimes(self, names: list[str], start_ns: np.ndarray, dur_ns: np.ndarray, correlation: Any) -> None:
+        """Many runtime calls at once: the column form of :meth:`add_runtime`."""
+        n = len(names)
+        self.rt_start_ns.frombytes(np.asarray(start_ns, dtype=np.int64).tobytes())
+        self.rt_dur_ns.frombytes(np.maximum(np.asarray(dur_ns, dtype=np.int64), 0).tobytes())
+        self.rt_name_id.frombytes(self.name_ids(names).tobytes())
+        self.rt_correlation.frombytes(np.broadcast_to(np.asarray(correlation, dtype=np.int64), (n,)).tobytes())
 
     def add_runtime(self, name: str, start_ns: int, dur_ns: int, correlation: int = -1) -> None:
         self.rt_start_ns.append(start_ns)

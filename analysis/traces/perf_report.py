@@ -28,6 +28,8 @@ from analysis.traces.launch import LaunchAnalysis, analyze_launches, sync_table
 from analysis.traces.model import TraceData
 from analysis.traces.ops import attribute, kernel_summary, ops_by_category, ops_summary, unlinked_sentence
 from analysis.traces.readers import read_trace
+from analysis.traces.replay import ReplaySet, ReplayShape, trace_shapes
+from analysis.traces.replay_report import build_replay_set, replay_paths, write_replay_set
 from analysis.traces.roofline import device_peaks, device_sentence, roofline_table
 from analysis.traces.timeline import WINDOW_RULES, Timeline, Window, gpu_timeline, measured_window
 
@@ -72,6 +74,8 @@ class RankResult:
     roofline: pd.DataFrame
     notes: list[str]  # the window rule, the unlinked kernels, the device and its peaks
     unlinked: int
+    replay_shapes: list[ReplayShape] = field(default_factory=list)  # GEMM/CONV shapes for node replay (-r)
+    family_ms: dict[str, float] = field(default_factory=dict)  # GEMM/CONV kernel time of the trace
 
 
 @dataclass
@@ -142,12 +146,14 @@ def analyze_rank(trace: TraceData, rank: int, window_rule: str = "steps") -> Ran
     fallback = " (asked for GPU steps; the trace has none)" if window_rule == "steps" and window.rule == "span" else ""
     notes = [f"Timeline window: {window.describe()}{fallback}.", unlinked_sentence(trace, attr),
              device_sentence(trace, peaks)]
+    replay_shapes, family_ms = trace_shapes(trace, attr)
     return RankResult(
         rank=rank, trace=trace, timeline=timeline, kernels=kernels, categories=category_table(trace, kernels),
         steps=kernels_per_step(trace), launch=analyze_launches(trace, timeline), sync=sync_table(trace),
         short_histogram=short_kernel_histogram(trace), window=window, ops_categories=ops_by_category(trace, attr),
         ops=ops_summary(trace, attr), kernel_parents=kernel_summary(trace, attr),
-        roofline=roofline_table(trace, attr, peaks), notes=notes, unlinked=attr.unlinked)
+        roofline=roofline_table(trace, attr, peaks), notes=notes, unlinked=attr.unlinked,
+        replay_shapes=replay_shapes, family_ms=family_ms)
 
 
 def load_group(group: TraceGroup, window_rule: str = "steps") -> list[RankResult]:
@@ -338,26 +344,49 @@ def write_report(report: PerfReport, output_base: Path, formats: list[str]) -> l
     return written
 
 
+def replay_set_for(results: list[RankResult], base: Path | None = None) -> ReplaySet:
+    """The node replay set of one configuration (every rank's GEMM/CONV shapes, 99 % of each family's time)."""
+    shown = [str(r.trace.path.relative_to(base)) if base is not None and r.trace.path.is_relative_to(base)
+             else str(r.trace.path) for r in results]
+    devices = sorted({d for r in results for d in r.trace.device_names})
+    platforms = sorted({r.trace.platform for r in results})
+    return build_replay_set([(r.replay_shapes, r.family_ms) for r in results], shown, devices,
+                            ", ".join(platforms))
+
+
 def generate_perf_reports(base: Path, rank_pattern: str = "rank_", ext: str | None = None,
                           filters: list[str] | None = None, output: Path | None = None,
                           formats: list[str] | None = None, all_kernels: bool = False, top: int = 50,
-                          dry_run: bool = False, window_rule: str = "steps") -> list[tuple[TraceGroup, list[Path]]]:
+                          dry_run: bool = False, window_rule: str = "steps",
+                          replay: bool = False) -> list[tuple[TraceGroup, list[Path]]]:
     """Find the trace groups and write one report per group; with ``dry_run`` only plan (nothing is read).
 
     ``window_rule``: ``steps`` (GPU-side ProfilerStep windows when the trace has them, else the span) or
-    ``span`` (always the span of all GPU events)."""
+    ``span`` (always the span of all GPU events). ``replay``: also write each group's node replay set and its
+    vendor command lines (``<report>_replay_set.json``, ``<report>_replay_commands.sh``)."""
     if window_rule not in WINDOW_RULES:
         raise UserError(f"--window {window_rule}: expected one of {', '.join(WINDOW_RULES)}")
     formats = formats or ["xlsx"]
     groups = find_trace_groups(base, rank_pattern, ext, filters, output)
     if dry_run:
-        return [(group, group.outputs(formats)) for group in groups]
+        return [(group, group.outputs(formats) + (_replay_outputs(group) if replay else [])) for group in groups]
     # Every trace is read (and every report built) before the first file is written: a bad trace in the last
     # configuration must not leave the reports of the first ones behind as if the run had worked.
     reports = []
     for group in groups:
         results = load_group(group, window_rule)
         title = str(group.directory.relative_to(base)) if group.directory != base else group.directory.name
-        reports.append((group, build_report(results, title or group.directory.name, None if all_kernels else top,
-                                            base)))
-    return [(group, write_report(report, group.output_base, formats)) for group, report in reports]
+        report = build_report(results, title or group.directory.name, None if all_kernels else top, base)
+        reports.append((group, report, replay_set_for(results, base) if replay else None))
+    done = []
+    for group, report, replay_set in reports:
+        written = write_report(report, group.output_base, formats)
+        if replay_set is not None:
+            written += write_replay_set(replay_set, group.output_base)
+        done.append((group, written))
+    return done
+
+
+def _replay_outputs(group: TraceGroup) -> list[Path]:
+    paths = replay_paths(group.output_base)
+    return [paths["set"], paths["commands"]]

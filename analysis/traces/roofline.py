@@ -32,11 +32,11 @@ _BYTES = {"double": 8, "long int": 8, "long": 8, "c10::complex<float>": 8, "floa
           "c10::float8_e5m2fnuz": 1, "c10::float8_e8m0fnu": 1}
 _PRECISION = {"c10::bfloat16": "bf16", "c10::half": "fp16", "float": "fp32", "double": "fp64"}
 
-_GEMM_OPS = {"aten::mm", "aten::addmm", "aten::_addmm_activation", "aten::bmm", "aten::baddbmm", "aten::matmul",
+GEMM_OPS = {"aten::mm", "aten::addmm", "aten::_addmm_activation", "aten::bmm", "aten::baddbmm", "aten::matmul",
              "aten::linear", "aten::_scaled_mm"}
-_CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::miopen_convolution",
+CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::miopen_convolution",
              "aten::mkldnn_convolution", "aten::convolution_backward"}
-_SDPA_OPS = {"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
+SDPA_OPS = {"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
              "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
              "aten::_flash_attention_forward", "aten::_efficient_attention_forward"}
 
@@ -47,7 +47,7 @@ ROOFLINE_COLUMNS = ["family", "op", "shape", "dtype", "calls", "kernel time ms",
 
 def has_model(op_name: str) -> bool:
     """Whether :func:`op_work` can price this op (the reader keeps shapes only for these)."""
-    return op_name in _GEMM_OPS or op_name in _CONV_OPS or op_name in _SDPA_OPS or op_name in ELEMENTWISE_OPS
+    return op_name in GEMM_OPS or op_name in CONV_OPS or op_name in SDPA_OPS or op_name in ELEMENTWISE_OPS
 
 
 @dataclass(frozen=True)
@@ -75,14 +75,14 @@ def _tensor(dims: Any) -> tuple[int, ...] | None:
     return None
 
 
-def _concrete(value: str) -> Any:
+def parse_concrete(value: str) -> Any:
     """A ``Concrete Inputs`` entry: '1', '0.', 'False', '[1, 1]' → int, float, bool, list; else the text."""
     text = value.strip()
     if text in ("True", "False"):
         return text == "True"
     if text.startswith("[") and text.endswith("]"):
         parts = [p.strip() for p in text[1:-1].split(",") if p.strip()]
-        return [_concrete(p) for p in parts]
+        return [parse_concrete(p) for p in parts]
     for cast in (int, float):
         try:
             return cast(text)
@@ -91,8 +91,15 @@ def _concrete(value: str) -> Any:
     return text
 
 
+def conv_arg(op: str, key: str, values: Sequence[Any], default: Any) -> Any:
+    """A conv op's argument ``key`` (stride, padding, dilation, transposed, output_padding, groups) from its
+    positional argument values (None where not recorded), or ``default`` when the op has no such argument."""
+    at = _CONV_LAYOUT[op].get(key)
+    return default if at is None or at >= len(values) or values[at] is None else values[at]
+
+
 def _arg(shape: OpShape, i: int, default: Any = None) -> Any:
-    return _concrete(shape.concrete[i]) if i < len(shape.concrete) and shape.concrete[i] != "" else default
+    return parse_concrete(shape.concrete[i]) if i < len(shape.concrete) and shape.concrete[i] != "" else default
 
 
 def _numel(t: Sequence[int]) -> int:
@@ -102,11 +109,11 @@ def _numel(t: Sequence[int]) -> int:
 def op_work(name: str, shape: OpShape) -> OpWork | None:
     """FLOPs and bytes of one op call, or None when the op has no model or its shapes are not usable."""
     try:
-        if name in _GEMM_OPS:
+        if name in GEMM_OPS:
             return _gemm(name, shape)
-        if name in _CONV_OPS:
+        if name in CONV_OPS:
             return _conv(name, shape)
-        if name in _SDPA_OPS:
+        if name in SDPA_OPS:
             return _sdpa(name, shape)
         if name in ELEMENTWISE_OPS:
             return _elementwise(shape)
@@ -257,9 +264,23 @@ class DevicePeaks:
 
 
 # Peaks are the vendors' published dense figures (NVIDIA datasheets print sparse Tensor Core numbers with a
-# footnote; dense is half of those, as the architecture whitepaper lists). FP32 is the matrix/Tensor FP32 rate
-# where the vendor has one (AMD), else the CUDA-core FP32 rate (NVIDIA: PyTorch runs FP32 GEMMs there unless
-# TF32 is allowed). MI355X has no TF32 entry in its datasheet.
+# footnote, "shown with sparsity, specifications 1/2 lower without sparsity"; dense is half of those, as the
+# Hopper architecture whitepaper's table lists). FP32 is the matrix/Tensor FP32 rate where the vendor has one
+# (AMD), else the CUDA-core FP32 rate (NVIDIA: PyTorch runs FP32 GEMMs there unless TF32 is allowed); FP64 is the
+# matrix / FP64 Tensor Core rate. MI355X (CDNA 4) has no TF32 in its datasheet. Sources, re-checked for this
+# table:
+# - MI300X, MI325X: AMD's product pages (amd.com/en/products/accelerators/instinct/mi300/mi300x.html,
+#   .../mi325x.html) and ROCm's "AMD Instinct MI300 series microarchitecture" peak-performance table
+#   (rocm.docs.amd.com, conceptual/gpu-arch/mi300): FP64/FP32 matrix 163.4, TF32 653.7, FP16/BF16 1307.4,
+#   FP8 2614.9 TFLOP/s non-sparse; HBM3 5.3 TB/s (MI300X), HBM3E 6 TB/s (MI325X, same compute).
+# - MI355X: AMD's product page (amd.com/en/products/accelerators/instinct/mi350/mi355x.html) and the CDNA 4
+#   white paper: FP64 78.6, FP32 157.3, FP16/BF16 2516.6, FP8 5033.2 TFLOP/s dense (10.1 PFLOP/s FP8 with
+#   sparsity); HBM3E 8 TB/s.
+# - H100 SXM5: NVIDIA H100 datasheet (nvidia.com/en-us/data-center/h100) and the NVIDIA H100 Tensor Core GPU
+#   Architecture whitepaper: FP64 Tensor 66.9, FP32 66.9, TF32 494.7, FP16/BF16 989.4, FP8 1978.9 TFLOP/s
+#   dense (datasheet: 67 / 67 / 989* / 1979* / 3958*, * sparse); HBM3 3.35 TB/s.
+# - H200 SXM: NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200): the same Tensor Core rates as H100 SXM
+#   (67 / 67 / 989* / 1979* / 3958*, * sparse), HBM3e 4.8 TB/s. H200 NVL (lower clocks) is not this entry.
 DEVICE_PEAKS = (
     (re.compile(r"MI300X"), DevicePeaks(
         "AMD Instinct MI300X", {"fp64": 163.4, "fp32": 163.4, "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4,
