@@ -156,12 +156,12 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
 class _Rounds:
     """The executor of the run's timing rounds, opened when a shard is to run (Ray is joined only then)."""
 
-    def __init__(self, run: Run, request: CompareRequest, console: Console) -> None:
+    def __init__(self, run: Run, request: CompareRequest, console: Console, executor: Executor | None = None) -> None:
         self.run = run
         self.request = request
         self.console = console
         self.heard = NodeFacts()
-        self._executor: Executor | None = None
+        self._executor = executor
 
     def executor(self) -> Executor:
         if self._executor is None:
@@ -337,7 +337,14 @@ def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run
         todo = [shard_sets[int(spec.name.rsplit("-", 1)[1])] for spec in pending]
         for shards in todo:
             shards.clear(keep_current=not pipeline.forced(specs[shards.number - 1]))
-        run_shards(todo, rounds.executor(), rounds.say, rounds.heard.add)
+        try:
+            run_shards(todo, rounds.executor(), rounds.say, rounds.heard.add)
+        except BaseException:
+            # Interrupted, or a shard failed: the rounds whose shards all finished are recorded all the same.
+            for spec, shards in zip(specs, shard_sets.values(), strict=True):
+                if spec in pending and not shards.missing():
+                    pipeline.run_joint_stage(spec)
+            raise
     return [pipeline.run_joint_stage(spec) for spec in specs]
 
 

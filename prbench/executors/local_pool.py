@@ -13,9 +13,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from prbench.executors import MAX_ATTEMPTS, DeviceSlot, ShardFailed, ShardOutcome, ShardTask
+from prbench.executors import MAX_ATTEMPTS, DeviceSlot, RunnerSpec, ShardFailed, ShardOutcome, ShardTask
 from prbench.executors.node import NodeRunners, cpu_slots, node_name
-from prbench.runners import StageLost
+from prbench.runners import Runner, StageLost
 
 _POLL_S = 0.2  # how often the calling thread looks up from waiting (Ctrl-C is only seen between waits)
 
@@ -29,7 +29,8 @@ class _Attempt:
 class LocalPool:
     name = "local"
 
-    def __init__(self, devices: list[str], platform: str = "cpu", say: Callable[[str], None] = print) -> None:
+    def __init__(self, devices: list[str], platform: str = "cpu", say: Callable[[str], None] = print,
+                 make: Callable[[RunnerSpec], Runner] | None = None) -> None:
         node = node_name()
         cpu_devices = sum(1 for d in devices if d == "cpu")
         cpu_index = iter(range(cpu_devices))
@@ -38,7 +39,7 @@ class LocalPool:
         self.platform = platform
         self.say = say
         # One device: the stage's own lines go to the terminal as before; several: one line per finished shard.
-        self.node = NodeRunners(node, say=say, stream_output=len(self.slots) == 1)
+        self.node = NodeRunners(node, say=say, stream_output=len(self.slots) == 1, make=make)
 
     def run(self, tasks: list[ShardTask], done: Callable[[ShardOutcome], None]) -> None:
         pending: queue.Queue[_Attempt] = queue.Queue()

@@ -136,12 +136,15 @@ def _close_log(log, log_failures: list[OSError]) -> None:
 def _prepare_child(cpus: frozenset[int] | None, die_with_parent: bool) -> None:
     """In the stage's process, before it starts.
 
-    A host started with SIGINT ignored (a background job, nohup) passes that on, and the graceful stop in
-    ``_stop`` is a SIGINT: take it back. ``cpus``: the executor's CPU device. ``die_with_parent``: SIGKILL when
+    A host started with SIGINT ignored (a background job, nohup) or blocked passes that on, and the graceful stop
+    in ``_stop`` is a SIGINT: take it back. ``cpus``: the executor's CPU device. ``die_with_parent``: SIGKILL when
     the process (strictly: the thread) that started the stage dies, so a killed node process leaves no stage
     behind; the stage's workers then read the end of their input and leave too.
     """
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # A child inherits its starter's signal mask across exec: a thread that blocks SIGINT (a Ray actor's thread)
+    # would leave the stage deaf to the graceful stop.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if cpus:
         os.sched_setaffinity(0, cpus)
     if die_with_parent:
