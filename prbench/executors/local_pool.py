@@ -30,7 +30,7 @@ class LocalPool:
     name = "local"
 
     def __init__(self, devices: list[str], platform: str = "cpu", say: Callable[[str], None] = print,
-                 make: Callable[[RunnerSpec], Runner] | None = None) -> None:
+                 make: Callable[[RunnerSpec], Runner] | None = None, stream_output: bool | None = None) -> None:
         node = node_name()
         cpu_devices = sum(1 for d in devices if d == "cpu")
         cpu_index = iter(range(cpu_devices))
@@ -39,7 +39,8 @@ class LocalPool:
         self.platform = platform
         self.say = say
         # One device: the stage's own lines go to the terminal as before; several: one line per finished shard.
-        self.node = NodeRunners(node, say=say, stream_output=len(self.slots) == 1, make=make)
+        stream = len(self.slots) == 1 if stream_output is None else stream_output
+        self.node = NodeRunners(node, say=say, stream_output=stream, make=make)
 
     def run(self, tasks: list[ShardTask], done: Callable[[ShardOutcome], None]) -> None:
         pending: queue.Queue[_Attempt] = queue.Queue()
