@@ -124,6 +124,7 @@ def _warm_up(executor: Executor) -> None:
     from prbench.executors.ray_cluster import RayExecutor
 
     assert isinstance(executor, RayExecutor)
+    executor.start_actors()
     ray.get([actor.handle.where.remote() for actor in executor.actors])
     for actor in executor.actors:
         actor.slot = ray.get(actor.handle.where.remote())[0]

@@ -121,6 +121,16 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
     _check_devices(request)
     tree = upstream_tree(request.suite, request.recipe, request.upstream_src)
     compare_plan = plan(request)  # every ref and patch is checked before anything is written
+    rounds = _Rounds(request, console)
+    try:
+        return _compare(request, console, compare_plan, tree, rounds)
+    finally:
+        rounds.close()
+
+
+def _compare(request: CompareRequest, console: Console, compare_plan: ComparePlan, tree: Path | None,
+             rounds: _Rounds) -> tuple[Run, Any]:
+    rounds.executor()  # a Ray cluster is joined (and its GPUs counted) before anything runs
     # The run is ours (its lock) until the report is written; a second invocation on it is refused meanwhile.
     with RunStore(request.runs_dir).create_or_open(request.run_id, _settings(request, compare_plan, tree),
                                                    __version__) as run:
@@ -138,26 +148,23 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
                          runner_spec)
             _prepare_kernels(side, request, tree)
             sides.append(side)
-        rounds = _Rounds(run, request, console)
-        try:
-            _time_models(sides, request, run, console, rounds)
-            _time_kernels(sides, request, run, rounds)
-        finally:
-            rounds.close()
+        _time_models(sides, request, run, console, rounds)
+        _time_kernels(sides, request, run, rounds)
         if request.profile:
             for side in sides:
                 _profile(side, request)
-        locks[RUN_NODES] = node_summary(rounds.round_paths(), rounds.heard, _earlier_nodes(run))
+        locks[RUN_NODES] = node_summary(sorted(run.path(JOINT).glob("*/round-*.json")), rounds.heard,
+                                        _earlier_nodes(run))
         atomic_io.write_json(run.path("lock.json"), locks)
         paths = render_run_report(run, _report_settings(request, tree))
     return run, paths
 
 
 class _Rounds:
-    """The executor of the run's timing rounds, opened when a shard is to run (Ray is joined only then)."""
+    """The executor of the run's timing rounds: opened at the start (a Ray cluster that cannot be joined is a
+    one-line error before any stage), closed at the end."""
 
-    def __init__(self, run: Run, request: CompareRequest, console: Console, executor: Executor | None = None) -> None:
-        self.run = run
+    def __init__(self, request: CompareRequest, console: Console, executor: Executor | None = None) -> None:
         self.request = request
         self.console = console
         self.heard = NodeFacts()
@@ -173,9 +180,6 @@ class _Rounds:
 
     def say(self, line: str) -> None:
         self.console.print(line, markup=False, highlight=False)
-
-    def round_paths(self) -> list[Path]:
-        return sorted(self.run.path(JOINT).glob("*/round-*.json"))
 
     def close(self) -> None:
         if self._executor is not None:

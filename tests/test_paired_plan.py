@@ -217,7 +217,7 @@ def rounds_on(sides: list[_Side], run: Any, tmp_path: Path, devices: list[str] |
     """The rounds' executor: the local pool, running every stage through the sides' fake runner."""
     fake = sides[0].pipeline.runner
     pool = LocalPool(devices or ["cpu"], say=lambda line: None, make=lambda spec: fake)  # type: ignore[arg-type,return-value]
-    return _Rounds(run, request(tmp_path), Console(file=io.StringIO()), executor=pool)
+    return _Rounds(request(tmp_path), Console(file=io.StringIO()), executor=pool)
 
 
 def request(tmp_path: Path, recipe: str = "cpu-local", rounds: int = 3, passes: int = 1) -> CompareRequest:

@@ -141,7 +141,11 @@ def _ray_address_ok(address: str) -> bool:
 def _require_ray() -> None:
     import importlib.util
 
-    if importlib.util.find_spec("ray") is None:
+    try:
+        spec = importlib.util.find_spec("ray")
+    except (ImportError, ValueError):  # a broken or blocked install is no install
+        spec = None
+    if spec is None:
         raise UserError(f"--executor ray: Ray is not installed; install the extra with: {RAY_INSTALL_HINT}")
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import time
 from collections import deque
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from prbench.executors import MAX_ATTEMPTS, DeviceSlot, ShardFailed, ShardOutcom
 from prbench.executors.node import NodeRunners, cpu_slots, node_name
 from prbench.runners import CODE_ROOT, StageLost
 
+PROBE_TIMEOUT_S = 10.0
 ACTOR_READY_S = 120.0  # a new actor that is not placed by then means the cluster has no free GPU for it
 _POLL_S = 0.5
 _STOP_GRACE_S = 30.0  # after Ctrl-C: how long running shards get to stop before their actors are killed
@@ -91,10 +93,11 @@ class RayExecutor:
         self.platform = platform
         self.say = say
         root = str(code_root or CODE_ROOT)
+        _probe(address)
         try:
             ray.init(address=address, runtime_env={"env_vars": {"PYTHONPATH": root}}, log_to_driver=False,
                      logging_level=logging.WARNING)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
             raise UserError(f"--ray-address {address}: cannot join the Ray cluster ({_first_line(exc)}); start one "
                             "with `ray start --head` or give its address") from None
         gpus = int(ray.cluster_resources().get("GPU", 0))
@@ -104,13 +107,20 @@ class RayExecutor:
                             "(`ray start --num-gpus N` on a CPU-only cluster gives each actor a share of the CPUs)")
         # num_cpus=0: the actor's device is its GPU; two calls at once, so interrupt() reaches a running shard.
         self._remote = ray.remote(ShardActor).options(num_gpus=1, num_cpus=0, max_concurrency=2, max_restarts=0)
-        self.actors = [self._ask_for_actor() for _ in range(gpus)]
+        self.gpus = gpus
+        self.actors: list[_Actor] = []  # asked for on the first shards: no GPU is held while the host compiles
         self.say(f"ray: {gpus} GPU(s) in the cluster at {address}: one actor each")
 
     def _ask_for_actor(self) -> _Actor:
         return _Actor(self._remote.remote(self.platform), asked_at=time.monotonic())
 
+    def start_actors(self) -> None:
+        """One actor per GPU of the cluster (once; those that died are replaced as shards are lost)."""
+        if not self.actors:
+            self.actors = [self._ask_for_actor() for _ in range(self.gpus)]
+
     def run(self, tasks: list[ShardTask], done: Callable[[ShardOutcome], None]) -> None:
+        self.start_actors()
         pending: deque[_Attempt] = deque(_Attempt(t) for t in tasks)
         starting: dict[Any, _Actor] = {a.handle.where.remote(): a for a in self.actors if a.slot is None}
         idle = [a for a in self.actors if a.slot is not None]
@@ -214,6 +224,27 @@ class RayExecutor:
 class _Lost:
     reason: str
     actor_died: bool
+
+
+def _probe(address: str) -> None:
+    """A head that does not answer is one line now (Ray itself retries for minutes, logging as it goes)."""
+    target = address
+    if address == "auto":  # RAY_ADDRESS, else the cluster `ray start` last started on this machine
+        from ray._private.services import canonicalize_bootstrap_address
+
+        try:
+            target = canonicalize_bootstrap_address("auto") or ""
+        except (ConnectionError, ValueError):
+            target = ""
+        if not target:
+            raise UserError("--ray-address auto: no Ray cluster on this machine (no RAY_ADDRESS, no `ray start`); "
+                            "start one with `ray start --head` or give its address")
+    host, _, port = target.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        raise UserError(f"--ray-address {address}: nothing answers at {target} ({exc.strerror or exc}); start the "
+                        "cluster with `ray start --head` or give its address") from None
 
 
 def _where(actor: _Actor) -> str:
