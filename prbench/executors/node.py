@@ -54,6 +54,7 @@ class NodeRunners:
         self._facts: dict[RunnerSpec, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._active: set[Runner] = set()
+        self._host: dict[str, Any] | None = None
 
     def runner(self, spec: RunnerSpec) -> Runner:
         with self._lock:
@@ -62,9 +63,12 @@ class NodeRunners:
             return self._runners[spec]
 
     def facts(self) -> dict[str, Any]:
-        """What this node is, and the image ids its docker runners use."""
-        facts: dict[str, Any] = {"host": node_name(), "kernel": host_platform.release(),
-                                 "machine": host_platform.machine(), "cpu": _cpu_model(), "gpus": _gpu_names()}
+        """What this node is, and the image ids its docker runners use (the host's facts are read once: asking
+        the GPU tools costs a process per shard otherwise)."""
+        if self._host is None:
+            self._host = {"host": node_name(), "kernel": host_platform.release(), "machine": host_platform.machine(),
+                          "cpu": _cpu_model(), "gpus": _gpu_names()}
+        facts: dict[str, Any] = dict(self._host)
         for spec, extra in self._facts.items():
             if extra:
                 facts.setdefault("images", {})[spec.image or ""] = extra
