@@ -387,18 +387,23 @@ def verify(ctx, lock, image=None):
 @task(
     name="store",
     help={
-        "action": "list (every item), verify (hash every item again), export (into --file), import (from --file)",
+        "action": "list (every item), verify (hash every item again), export (into --file), import (from --file), "
+                  "fetch (the wheels --recipe's image installs, for its base image's Python: later builds run "
+                  "offline)",
         "file": "The tar that export writes and import reads (one file holding the objects and their index)",
         "lock": "export only the items this lock.json lists (an image's lock or a run's lock.json)",
         "store": "Store directory (default: $PRBENCH_STORE, else ~/.cache/prbench/store)",
+        "recipe": "fetch only: the Docker recipe (name in recipes/ or a .toml path) whose wheels to fetch",
     },
 )
 @user_facing
-def store_task(ctx, action, file=None, lock=None, store=None):
-    """The content-addressed store of build inputs: list, verify, or move it to another machine as one tar."""
+def store_task(ctx, action, file=None, lock=None, store=None, recipe=None):
+    """The content-addressed store of build inputs: list, verify, fetch a recipe's wheels, or move it to another
+    machine as one tar."""
     from prbench.store_command import run_store_action
 
-    run_store_action(action, store_dir=store, file=_optional_path(file), lock=_optional_path(lock))
+    run_store_action(action, store_dir=store, file=_optional_path(file), lock=_optional_path(lock),
+                     recipe=_recipe(ctx, recipe) if recipe else None)
 
 
 # --- compare (the main job) -------------------------------------------------------------------------------

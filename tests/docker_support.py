@@ -78,25 +78,26 @@ class StandIns:
     triton_commit: str
 
 
+def skip_unless_ci(reason: str) -> None:
+    """Skip for what this machine lacks; under CI fail instead (CI must never pass silently)."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI is set, so the docker tests must not be skipped")
+    pytest.skip(reason)
+
+
 def require_engine():
-    """A docker-py client, or skip; under CI a missing engine fails instead (CI must never pass silently)."""
+    """A docker-py client with the local base image, or skip (fail under CI)."""
     import docker
 
     try:
         client = docker.from_env()
         client.ping()
     except docker.errors.DockerException as exc:
-        reason = f"no Docker engine reachable ({' '.join(str(exc).split())[:160]})"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}; CI is set, so the docker tests must not be skipped")
-        pytest.skip(reason)
+        skip_unless_ci(f"no Docker engine reachable ({' '.join(str(exc).split())[:160]})")
     try:
         client.images.get(BASE_IMAGE)
     except docker.errors.ImageNotFound:
-        message = f"base image {BASE_IMAGE} missing: run .ci/base-image.sh"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_unless_ci(f"base image {BASE_IMAGE} missing: run .ci/base-image.sh")
     return client
 
 

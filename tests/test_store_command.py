@@ -3,7 +3,9 @@ what one lock needs), and every mistake is one line with exit status 2."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +110,89 @@ def test_a_mistake_is_one_line_and_exit_2(tmp_path, store, args, expected) -> No
     assert lines[-1].startswith("error: ") and expected in lines[-1], lines
     assert sum(line.startswith("error: ") for line in lines) == 1
     assert not (tmp_path / "out.tar").exists()
+
+
+# --- fetch: a recipe's wheels into the store, so its builds run offline ---------------------------------------
+
+
+def _wheel_recipe(directory: Path, torch_sha: str) -> Path:
+    path = directory / "wheels.toml"
+    path.write_text(f'''
+platform = "cpu"
+runner = "docker"
+[base_image]
+name = "prbench-test/bookworm:base"
+digest = "sha256:{"e" * 64}"
+[pytorch]
+wheel = "torch==2.13.0+cpu"
+sha256 = "{torch_sha}"
+[pip]
+extra = ["app==1.0"]
+''', encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def fetching(tmp_path: Path, monkeypatch) -> Path:
+    """pip sees only a local wheelhouse (torch, app needing lib); the base image's Python is read without Docker."""
+    from store_support import write_wheel
+
+    from prbench.store import WheelTarget
+
+    house = tmp_path / "wheelhouse"
+    torch = write_wheel(house, "torch", "2.13.0+cpu")
+    write_wheel(house, "app", "1.0", requires=("lib>=2",))
+    write_wheel(house, "lib", "2.0")
+    for key in list(os.environ):
+        if key.startswith("PIP_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(house))
+    target = WheelTarget("3.11", ("manylinux_2_28_x86_64", "linux_x86_64"), abi="cp311")
+    monkeypatch.setattr("prbench.wheels.base_image_target", lambda recipe, store: lambda: target)
+    return torch
+
+
+def test_fetch_puts_a_recipes_wheels_in_the_store_and_later_needs_no_index(tmp_path: Path, fetching, capsys,
+                                                                           monkeypatch) -> None:
+    from prbench.recipes import load_recipe
+    from prbench.store_command import run_store_action
+
+    torch = fetching
+    recipe = load_recipe(str(_wheel_recipe(tmp_path, hashlib.sha256(torch.read_bytes()).hexdigest())), tmp_path)
+    run_store_action("fetch", store_dir=str(tmp_path / "store"), file=None, lock=None, recipe=recipe)
+
+    assert capsys.readouterr().out.splitlines()[-1] == f"store {tmp_path / 'store'}: 3 wheel(s) for recipe wheels"
+    names = sorted(item.name for item in Store(tmp_path / "store").items())
+    assert names == ["app-1.0-py3-none-any.whl", "lib-2.0-py3-none-any.whl", "torch-2.13.0+cpu-py3-none-any.whl"]
+
+    # Months later, the wheelhouse is gone: the store alone is enough.
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nowhere"))
+    run_store_action("fetch", store_dir=str(tmp_path / "store"), file=None, lock=None, recipe=recipe)
+    assert "all 2 for cp311" in capsys.readouterr().out
+
+
+def test_fetch_refuses_a_wheel_whose_bytes_are_not_the_pinned_ones(tmp_path: Path, fetching) -> None:
+    from analysis.errors import UserError
+    from prbench.recipes import load_recipe
+    from prbench.store_command import run_store_action
+
+    torch = fetching
+    recipe = load_recipe(str(_wheel_recipe(tmp_path, "0" * 64)), tmp_path)
+    with pytest.raises(UserError, match=r"^wheel torch==2\.13\.0\+cpu: the recipe pins sha256 0{64}, but pip "
+                                        rf"download gave torch-2\.13\.0\+cpu-py3-none-any\.whl with sha256 "
+                                        rf"{hashlib.sha256(torch.read_bytes()).hexdigest()}$"):
+        run_store_action("fetch", store_dir=str(tmp_path / "store"), file=None, lock=None, recipe=recipe)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["fetch"], "error: store fetch: --recipe is needed (the recipe whose wheels to fetch)"),
+    (["list", "--recipe", "cpu-docker"], "error: store list: --recipe is for fetch only"),
+    (["fetch", "--recipe", "cpu-local"], "error: store fetch: recipe cpu-local runs locally; fetch is for Docker "
+                                         "recipes (their images install wheels from the store)"),
+])
+def test_fetch_flag_mistakes_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    result = invoke(*args, "--store", str(tmp_path / "store"), cwd=ROOT)
+    assert result.returncode == 2
+    assert result.stderr.strip() == message
