@@ -449,6 +449,16 @@ def store_task(ctx, action, file=None, lock=None, store=None, recipe=None):
         "profile": "Also profile each side's models (torch.profiler, compiled graphs with -p); diffed in the report",
         "store": _BUILD_HELP["store"] + "; docker recipes only",
         "save_base": _SAVE_BASE_HELP + "; docker recipes only",
+        "executor": "Where the timing rounds' shards run: local (this machine's --devices, default) or ray (one "
+                    "actor per GPU of a Ray cluster; needs the extra: pip install -e \".[ray]\")",
+        "ray_address": "With --executor ray: auto (the cluster this machine joined; default), ray://HOST:PORT "
+                       "(Ray Client) or HOST:PORT (the head); nodes must see the run directory and the code at "
+                       "the same paths",
+        "devices": "With --executor local: the devices shards run on at once, one each: cpu (default on a CPU "
+                   "recipe), cpu,cpu (two CPU devices sharing the CPUs), or GPU indices 0,1,... (default 0)",
+        "shard_size": "Blocks (kernel jobs or models, each with its partner) per shard of a timing round; a "
+                      "shard runs base and PR on one device, and a finished shard is never redone (default 0: a "
+                      "round is one shard)",
     },
     iterable=["env", "inductor_config", "force"],
 )
@@ -459,7 +469,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             kernel_warmup="10", kernel_iterations="30", kernel_timeout="300", rounds=None, passes=None,
             models_per_process="0", confidence=None, alpha=None, margin=None, threshold=None, noise=None,
             min_ms=None, fail_on="never", force=None, python=None, profile=False, suite_source="builtin",
-            upstream_src=None, store=None, save_base=False):
+            upstream_src=None, store=None, save_base=False, executor="local", ray_address=None, devices=None,
+            shard_size="0"):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
     from analysis.flag_values import real_number, whole_number
@@ -478,6 +489,11 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     kernel_timeout_s = real_number("--kernel-timeout", kernel_timeout, above=0)
     python = _python_flag(python)
     inductor_values = _inductor_config_flag(inductor_config)
+    from prbench.executors import check_executor
+
+    executor = check_executor(executor, ray_address)
+    checked_shard_size = whole_number("--shard-size", shard_size, minimum=0)
+    device_list = _compare_devices(devices, executor)
 
     from rich.console import Console
 
@@ -499,6 +515,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         profile=bool(profile),
         store=resolve_path(store) if store else None,
         save_base=bool(save_base),
+        executor=executor, ray_address=ray_address, devices=device_list, shard_size=checked_shard_size,
     )
     console = Console()
     the_run, paths = run_compare(request, console)
@@ -508,6 +525,19 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     console.print(f"summary: {paths.summary_json}")
     console.print(f"status: invoke status --run {the_run.run_id}")
     _exit_on(paths.summary, fail_on)
+
+
+def _compare_devices(devices: str | None, executor: str) -> tuple[str, ...]:
+    """--devices: the local pool's devices (checked against this machine's GPUs); Ray places shards itself."""
+    from analysis.errors import UserError
+    from prbench.kernel_stages import check_devices
+    from stages.kernels import parse_devices
+
+    if devices is None:
+        return ()
+    if executor != "local":
+        raise UserError(f"--devices: only with --executor local (--executor {executor} places shards itself)")
+    return tuple(parse_devices(check_devices(devices)))
 
 
 def _exit_on(summary, fail_on: str) -> None:

@@ -67,6 +67,8 @@ class RoundRecord:
     wall_s: float
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)  # side → pid, device, cpu affinity, starts
     visits: list[Visit] = field(default_factory=list)
+    # Where each shard of the round ran (``analysis.round_shards``): its blocks, node, device, CPUs and timing.
+    shards: list[dict[str, Any]] = field(default_factory=list)
 
 
 def round_file(directory: Path, number: int, side: str | None = None) -> Path:
@@ -92,7 +94,9 @@ def read_round(path: Path) -> RoundRecord:
         kind=kind, round=expect_int(data.get("round"), f"{where} round", minimum=1), sides=sides,
         started_at=expect_str(data.get("started_at", ""), f"{where} started_at"),
         wall_s=expect_number(data.get("wall_s", 0.0), f"{where} wall_s", minimum=0),
-        workers=expect_object(data.get("workers", {}), f"{where} workers"), visits=visits)
+        workers=expect_object(data.get("workers", {}), f"{where} workers"), visits=visits,
+        shards=[expect_object(s, f"{where} shards[{i}]")
+                for i, s in enumerate(expect_list(data.get("shards", []), f"{where} shards"))])
 
 
 def _side(value: Any, where: str) -> str:

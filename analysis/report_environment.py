@@ -6,8 +6,8 @@ from typing import Any
 
 import pandas as pd
 
-_ENV_PRIORITY = ("commit", "sha", "ref", "digest", "image", "device", "gpu", "cpu", "rocm", "hip", "cuda", "torch",
-                 "triton", "driver", "python", "platform", "recipe", "overlay")
+_ENV_PRIORITY = ("commit", "sha", "ref", "digest", "image", "ran on", "device", "gpu", "cpu", "rocm", "hip", "cuda",
+                 "torch", "triton", "driver", "python", "platform", "recipe", "overlay")
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, str]:
@@ -72,13 +72,32 @@ def lock_summary(lock: Any) -> dict[str, str]:
     return out
 
 
+def placements(nodes: Any) -> dict[str, str]:
+    """Where the timing rounds ran (the lock's ``nodes``, written by ``prbench.shard_rounds.node_summary``):
+    ``{node: "GPU 0, GPU 1 (12 shards)"}``. Both sides of every shard ran on the same device, so this is one
+    value for both."""
+    if not isinstance(nodes, dict):
+        return {}
+    out = {}
+    for node, entry in nodes.items():
+        if isinstance(entry, dict):
+            devices = ", ".join(str(d) for d in entry.get("devices") or [])
+            out[str(node)] = f"{devices} ({entry.get('shards', 0)} shards)"
+    return out
+
+
 def with_lock_summaries(base_env: dict[str, Any], pr_env: dict[str, Any],
                         lock: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Both sides' env.json with their lock's identity entries under ``lock``, for the environment table."""
+    """Both sides' env.json with their lock's identity entries under ``lock`` and the nodes and devices the rounds
+    ran on under ``ran on``, for the environment table."""
     sides = []
+    ran_on = placements(lock.get("nodes")) if isinstance(lock, dict) else {}
     for name, env in (("base", base_env), ("pr", pr_env)):
         summary = lock_summary(lock.get(name)) if isinstance(lock, dict) else {}
-        sides.append({**env, "lock": summary} if summary else env)
+        side = {**env, "lock": summary} if summary else dict(env)
+        if ran_on:
+            side["ran on"] = ran_on
+        sides.append(side)
     return sides[0], sides[1]
 
 

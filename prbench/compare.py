@@ -26,16 +26,17 @@ from analysis.kernel_results import results_from_rounds
 from analysis.paired_rounds import read_rounds, round_file, side_samples
 from analysis.verdict_settings import VerdictSettings
 from prbench import __version__
+from prbench.executors import Executor, RunnerSpec, open_executor
+from prbench.lock import RUN_NODES
 from prbench.paired_plan import PairedTiming, PlanSide, kernel_plan, model_plan, ok_models
 from prbench.pipeline import JOINT, Pipeline, PreparedVariant, StageSpec
 from prbench.recipes import Recipe
 from prbench.run_report import render_run_report
-from prbench.runners import Runner, StageCommand
 from prbench.runners.local import LocalRunner
-from prbench.runstore import Run, RunStore
+from prbench.runstore import Run, RunStore, input_hash
+from prbench.shard_rounds import NodeFacts, RoundShards, SideRunner, node_summary, round_shards, run_shards
 from prbench.stage_commands import (
     organized_dir,
-    paired_command,
     profile_index,
     profiles_dir,
     suite_source_command,
@@ -87,6 +88,10 @@ class CompareRequest:
     profile: bool = False  # torch.profiler traces of the suite models, diffed in the report
     store: Path | None = None  # docker recipes: the store builds take their inputs from (None: Store.at())
     save_base: bool = False  # docker recipes: docker save the base image into the store, listed in the locks
+    executor: str = "local"  # where the rounds' shards run: "local" (this machine's devices) or "ray"
+    ray_address: str | None = None  # --executor ray: auto, ray://HOST:PORT or HOST:PORT
+    devices: tuple[str, ...] = ()  # --executor local: the devices, one shard at a time each (): the recipe's one
+    shard_size: int = 0  # blocks per shard of a round (0: a round is one shard)
 
 
 def validate_force(force: list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -113,8 +118,19 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
     if not isinstance(request.models_per_process, int) or request.models_per_process < 0:
         raise UserError(f"--models-per-process {request.models_per_process!r}: expected 0 (all models in one "
                         "worker) or a positive number of models per worker")
+    _check_devices(request)
     tree = upstream_tree(request.suite, request.recipe, request.upstream_src)
     compare_plan = plan(request)  # every ref and patch is checked before anything is written
+    rounds = _Rounds(request, console)
+    try:
+        return _compare(request, console, compare_plan, tree, rounds)
+    finally:
+        rounds.close()
+
+
+def _compare(request: CompareRequest, console: Console, compare_plan: ComparePlan, tree: Path | None,
+             rounds: _Rounds) -> tuple[Run, Any]:
+    rounds.executor()  # a Ray cluster is joined (and its GPUs counted) before anything runs
     # The run is ours (its lock) until the report is written; a second invocation on it is refused meanwhile.
     with RunStore(request.runs_dir).create_or_open(request.run_id, _settings(request, compare_plan, tree),
                                                    __version__) as run:
@@ -125,26 +141,79 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
         sides: list[_Side] = []
         for plan_side in (compare_plan.base, compare_plan.pr):
             console.print(f"[bold]{plan_side.name}[/]: {plan_side.how}")
-            runner, locks[plan_side.name] = _environment(plan_side, request, compare_plan, run)
+            runner, locks[plan_side.name], runner_spec = _environment(plan_side, request, compare_plan, run)
             pipeline = Pipeline(run, runner, console=console, force=request.force)
             local_overlay = plan_side.overlay if not request.recipe.is_docker else None
-            side = _Side(pipeline, pipeline.prepare(_variant(plan_side, request), local_overlay, request.python))
+            side = _Side(pipeline, pipeline.prepare(_variant(plan_side, request), local_overlay, request.python),
+                         runner_spec)
             _prepare_kernels(side, request, tree)
             sides.append(side)
-        _time_models(sides, request, run, console)
-        _time_kernels(sides, request, run)
+        _time_models(sides, request, run, console, rounds)
+        _time_kernels(sides, request, run, rounds)
         if request.profile:
             for side in sides:
                 _profile(side, request)
+        locks[RUN_NODES] = node_summary(sorted(run.path(JOINT).glob("*/round-*.json")), rounds.heard,
+                                        _earlier_nodes(run))
         atomic_io.write_json(run.path("lock.json"), locks)
         paths = render_run_report(run, _report_settings(request, tree))
     return run, paths
 
 
-def _environment(side: VariantPlan, request: CompareRequest, compare_plan: ComparePlan, run: Run) -> tuple[Any, Any]:
-    """The runner for one side and its lock: the local Python, or the image built for the side."""
+class _Rounds:
+    """The executor of the run's timing rounds: opened at the start (a Ray cluster that cannot be joined is a
+    one-line error before any stage), closed at the end."""
+
+    def __init__(self, request: CompareRequest, console: Console, executor: Executor | None = None) -> None:
+        self.request = request
+        self.console = console
+        self.heard = NodeFacts()
+        self._executor = executor
+
+    def executor(self) -> Executor:
+        if self._executor is None:
+            devices = list(self.request.devices) or [_device(self.request)]
+            self._executor = open_executor(self.request.executor, devices=devices,
+                                           platform=self.request.recipe.platform,
+                                           ray_address=self.request.ray_address, say=self.say)
+        return self._executor
+
+    def say(self, line: str) -> None:
+        self.console.print(line, markup=False, highlight=False)
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
+
+
+def _earlier_nodes(run: Run) -> dict[str, Any]:
+    path = run.path("lock.json")
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    nodes = earlier.get("nodes") if isinstance(earlier, dict) else None
+    return nodes if isinstance(nodes, dict) else {}
+
+
+def _check_devices(request: CompareRequest) -> None:
+    on_cpu = request.recipe.platform == "cpu"
+    wrong = [d for d in request.devices if (d == "cpu") != on_cpu]
+    if wrong:
+        expected = "cpu (one entry per CPU device)" if on_cpu else "GPU indices"
+        raise UserError(f"--devices {','.join(request.devices)}: recipe {request.recipe.name} runs on "
+                        f"{request.recipe.platform}; expected {expected}")
+
+
+def _environment(side: VariantPlan, request: CompareRequest, compare_plan: ComparePlan,
+                 run: Run) -> tuple[Any, Any, RunnerSpec]:
+    """The runner for one side, its lock, and how another node runs its stages: the local Python, or the image
+    built for the side (a node without it builds it from that lock and the store)."""
+    platform = request.recipe.platform
     if not request.recipe.is_docker:
-        return LocalRunner(python=request.python), local_lock(request.python, side)
+        return (LocalRunner(python=request.python), local_lock(request.python, side),
+                RunnerSpec("local", platform=platform, python=request.python))
     from prbench.images import docker_client, plan_build
     from prbench.lock import build_and_lock, read_lock
     from prbench.runners.docker import DockerRunner
@@ -163,8 +232,10 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
     outcome = build_and_lock(build_plan, client, request.runs_dir / "images",
                              lock_path=run.path(side.name, "lock.json"), store=Store.at(request.store),
                              save_base=request.save_base)
-    runner = DockerRunner(outcome.result.image_id, request.recipe.platform, writable=[run.root], client=client)
-    return runner, read_lock(outcome.lock_path)
+    runner = DockerRunner(outcome.result.image_id, platform, writable=[run.root], client=client)
+    spec = RunnerSpec("docker", platform=platform, image=outcome.result.tag, image_id=outcome.result.image_id,
+                      lock=outcome.lock_path, store=Store.at(request.store).root, writable=(run.root,))
+    return runner, read_lock(outcome.lock_path), spec
 
 
 def _variant(side: VariantPlan, request: CompareRequest) -> Variant:
@@ -182,6 +253,7 @@ def _variant(side: VariantPlan, request: CompareRequest) -> Variant:
 class _Side:
     pipeline: Pipeline
     prepared: PreparedVariant
+    runner_spec: RunnerSpec
     suite_hash: str = ""
     organize_hash: str = ""
 
@@ -229,33 +301,55 @@ def _round_files(run: Run, kind: str, number: int, side: str, request: CompareRe
 
 
 def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run, upstream: dict[str, str],
-                settings: dict[str, Any], build_plan: Callable[[], Plan]) -> list[str]:
-    """The paired rounds of one kind, each a joint stage (a finished round is kept); their input hashes."""
-    plan_path = run.path(JOINT, kind, "plan.json")
+                settings: dict[str, Any], build_plan: Callable[[], Plan], rounds: _Rounds) -> list[str]:
+    """The paired rounds of one kind, each a joint stage; their input hashes.
+
+    The shards of every round still to do go to the executor together (``prbench.shard_rounds``); then each
+    round's stage merges its shards into the round file (a round done earlier is skipped, as before).
+    """
+    pipeline = sides[0].pipeline
     names = [s.prepared.variant.name for s in sides]
-    hashes = []
+    shard_sets: dict[int, RoundShards] = {}
+    specs: list[StageSpec] = []
     for number in range(1, _timing(request).rounds + 1):
         outputs = sorted({_round_files(run, kind, number, name, request) for name in names})
+        inputs = {"kind": kind, "upstream": upstream, "settings": settings, "round": number,
+                  "docker": request.recipe.is_docker}
+        if request.shard_size:  # runs recorded before there were shards keep their input hashes
+            inputs["shard_size"] = request.shard_size
 
-        def commands(number: int = number, outputs: list[Path] = outputs) -> list[tuple[Runner, StageCommand]]:
-            write_plan(plan_path, build_plan())
-            if not request.recipe.is_docker:
-                return [(sides[0].pipeline.runner, paired_command(plan_path, number, outputs[0], ",".join(names)))]
-            # One side per image; odd rounds base first, even rounds PR first.
-            order = sides if number % 2 else sides[::-1]
-            return [(s.pipeline.runner, paired_command(plan_path, number, _round_files(
-                run, kind, number, s.prepared.variant.name, request), s.prepared.variant.name)) for s in order]
+        def merge(number: int = number) -> None:
+            shard_sets[number].merge()
 
-        hashes.append(sides[0].pipeline.run_joint_stage(StageSpec(
-            name=f"{kind}-round-{number}",
-            inputs={"kind": kind, "upstream": upstream, "settings": settings, "round": number,
-                    "docker": request.recipe.is_docker},
-            outputs=outputs,
-            commands=commands,
-            summarize=partial(_round_summary, outputs),
-            reset=partial(_remove, outputs),
-        )))
-    return hashes
+        def reset(number: int = number, outputs: list[Path] = outputs) -> None:
+            _remove(outputs)
+            if number in shard_sets:
+                shard_sets[number].clear(keep_current=True)
+
+        specs.append(StageSpec(name=f"{kind}-round-{number}", inputs=inputs, outputs=outputs, host=merge,
+                               summarize=partial(_round_summary, outputs), reset=reset))
+    pending = [spec for spec in specs if pipeline.joint_pending(spec)]
+    if pending:
+        plan_path = run.path(JOINT, kind, "plan.json")
+        the_plan = build_plan()
+        write_plan(plan_path, the_plan)
+        runners = [SideRunner(s.prepared.variant.name, s.runner_spec) for s in sides]
+        for number, spec in enumerate(specs, start=1):
+            shard_sets[number] = round_shards(kind, number, input_hash(dict(spec.inputs)), run.path(JOINT, kind),
+                                              plan_path, len(the_plan.blocks), request.shard_size, runners,
+                                              apart=request.recipe.is_docker, logs=run.path(JOINT, "logs"))
+        todo = [shard_sets[int(spec.name.rsplit("-", 1)[1])] for spec in pending]
+        for shards in todo:
+            shards.clear(keep_current=not pipeline.forced(specs[shards.number - 1]))
+        try:
+            run_shards(todo, rounds.executor(), rounds.say, rounds.heard.add)
+        except BaseException:
+            # Interrupted, or a shard failed: the rounds whose shards all finished are recorded all the same.
+            for spec, shards in zip(specs, shard_sets.values(), strict=True):
+                if spec in pending and not shards.missing():
+                    pipeline.run_joint_stage(spec)
+            raise
+    return [pipeline.run_joint_stage(spec) for spec in specs]
 
 
 def _remove(paths: list[Path]) -> None:
@@ -272,7 +366,7 @@ def _side_rounds(run: Run, kind: str, side: str, request: CompareRequest) -> lis
     return [_round_files(run, kind, n, side, request) for n in range(1, _timing(request).rounds + 1)]
 
 
-def _time_models(sides: list[_Side], request: CompareRequest, run: Run, console: Console) -> None:
+def _time_models(sides: list[_Side], request: CompareRequest, run: Run, console: Console, rounds: _Rounds) -> None:
     """Model rounds: the compiled step of every model that ran on both sides, interleaved base/PR."""
     if request.suite.source == "upstream":
         console.print("[yellow]models: the upstream harness's models cannot be rebuilt by the paired model worker; "
@@ -288,7 +382,7 @@ def _time_models(sides: list[_Side], request: CompareRequest, run: Run, console:
                          settings, lambda: model_plan(
                              plan_sides, suite=request.suite, device=_device(request),
                              platform=request.recipe.platform, per_process=request.models_per_process,
-                             logs=run.path(JOINT, "logs"), passes=_timing(request).passes))
+                             logs=run.path(JOINT, "logs"), passes=_timing(request).passes), rounds)
     for side in sides:
         name = side.prepared.variant.name
         out = side.prepared.directory / "suite" / "paired_samples.json"
@@ -301,7 +395,7 @@ def _time_models(sides: list[_Side], request: CompareRequest, run: Run, console:
         ))
 
 
-def _time_kernels(sides: list[_Side], request: CompareRequest, run: Run) -> None:
+def _time_kernels(sides: list[_Side], request: CompareRequest, run: Run, rounds: _Rounds) -> None:
     """Kernel rounds: every organized kernel, each paired kernel timed back to back with its partner.
 
     Timing base and PR at different moments lets the machine's drift (clock, thermals, neighbours) pose as a
@@ -313,7 +407,7 @@ def _time_kernels(sides: list[_Side], request: CompareRequest, run: Run) -> None
                              _plan_sides(sides), device=_device(request), platform=request.recipe.platform,
                              warmup=request.kernels.warmup, iterations=request.kernels.iterations,
                              timeout_s=request.kernels.timeout_s, logs=run.path(JOINT, "logs"),
-                             passes=_timing(request).passes))
+                             passes=_timing(request).passes), rounds)
     for side in sides:
         name, directory = side.prepared.variant.name, side.prepared.directory
         side.pipeline.run_stage(side.prepared, StageSpec(

@@ -159,6 +159,9 @@ def write_lock(lock: dict[str, Any], path: Path) -> None:
     atomic_io.write_json(path, lock)
 
 
+RUN_NODES = "nodes"  # in a run's lock.json: {node: {devices, shards, facts}} (prbench.shard_rounds.node_summary)
+
+
 def read_lock(path: Path) -> dict[str, Any]:
     """An image's lock (``<runs>/images/<recipe>-<hash>/lock.json`` or a run side's ``<run>/<side>/lock.json``)."""
     return _checked(_load(path), str(path))
@@ -167,9 +170,12 @@ def read_lock(path: Path) -> dict[str, Any]:
 def read_locks(path: Path) -> list[tuple[str | None, dict[str, Any]]]:
     """The image locks in ``path``: an image's lock (side None), or both sides of a run's ``lock.json``."""
     data = _load(path)
-    if isinstance(data, dict) and data and "lock_version" not in data and set(data) <= {"base", "pr"}:
+    # A run's lock.json: both sides' image locks, and (``nodes``) where its timing rounds ran, which is no image.
+    if isinstance(data, dict) and data and "lock_version" not in data and set(data) - {RUN_NODES} <= {"base", "pr"}:
         sides: list[tuple[str | None, dict[str, Any]]] = []
         for side, lock in data.items():
+            if side == RUN_NODES:
+                continue
             if isinstance(lock, dict) and lock.get("runner") == "local":
                 raise UserError(f"--lock: {path} is the lock of a run on the local runner ({side} side: the "
                                 "installed torch); there is no image to rebuild or verify")
@@ -237,7 +243,7 @@ def host_facts(info: dict[str, Any]) -> dict[str, Any]:
         "cpu": cpu_model(),
         "amdgpu_driver": _read_first_line("/sys/module/amdgpu/version"),
         "nvidia_driver": _read_first_line("/proc/driver/nvidia/version"),
-        "gpus": _gpu_names(),
+        "gpus": gpu_names(),
         "docker_os": info.get("OperatingSystem", ""),
         "docker_runtimes": sorted((info.get("Runtimes") or {}).keys()),
     }
@@ -266,7 +272,7 @@ def _read_first_line(path: str) -> str | None:
         return None
 
 
-def _gpu_names() -> list[str]:
+def gpu_names() -> list[str]:
     commands = [["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                 ["rocm-smi", "--showproductname", "--csv"]]
     for argv in commands:

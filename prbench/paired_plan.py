@@ -163,7 +163,7 @@ def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: in
     base, pr = (side.name for side in sides)
     partner = partners(indexes[base][1], indexes[pr][1])
     return Plan(kind="kernels", worker=KERNEL_WORKER, device=device, sides=plan_sides,
-                blocks=pair_jobs(jobs[base], jobs[pr], partner), passes=passes)
+                blocks=pair_jobs(jobs[base], jobs[pr], partner), passes=passes, platform=platform)
 
 
 # --- models ----------------------------------------------------------------------------------------------------
@@ -204,5 +204,6 @@ def model_plan(sides: list[PlanSide], *, suite: SuiteRequest, device: str, platf
                                          prepare=[jobs[m][0] for m in models])
     groups = [models[i:i + per_process] for i in range(0, len(models), per_process)] if per_process else []
     return Plan(kind="models", worker=MODEL_WORKER, device=device, sides=plan_sides,
-                blocks=[{"base": jobs[m][1], "pr": jobs[m][1]} for m in models], groups=groups, passes=passes)
+                blocks=[{"base": jobs[m][1], "pr": jobs[m][1]} for m in models], groups=groups, passes=passes,
+                platform=platform)
 

@@ -138,13 +138,22 @@ class Pipeline:
         return self._run_recorded(f"{prepared.variant.name}/{spec.name}", inputs, spec, execute)
 
     def run_joint_stage(self, spec: StageSpec) -> str:
-        """Run a stage of the whole run (``pair/<name>``) unless it is already done with the same inputs."""
-        return self._run_recorded(f"{JOINT}/{spec.name}", dict(spec.inputs), spec, lambda: self._run_joint(spec))
+        """Run a stage of the whole run (``pair/<name>``) unless it is already done with the same inputs; its
+        ``host`` step, or else its ``commands``."""
+        execute = spec.host if spec.host is not None else lambda: self._run_joint(spec)
+        return self._run_recorded(f"{JOINT}/{spec.name}", dict(spec.inputs), spec, execute)
+
+    def forced(self, spec: StageSpec) -> bool:
+        # "--force kernels" also redoes the timing rounds "kernels-round-1", "kernels-round-2", ...
+        return spec.name in self.force or spec.name.split("-")[0] in self.force
+
+    def joint_pending(self, spec: StageSpec) -> bool:
+        """Whether ``run_joint_stage(spec)`` would run it (not done with the same inputs, or forced)."""
+        return self.forced(spec) or not self.run.is_done(f"{JOINT}/{spec.name}", input_hash(dict(spec.inputs)))
 
     def _run_recorded(self, key: str, inputs: dict[str, Any], spec: StageSpec, execute: Callable[[], None]) -> str:
         digest = input_hash(inputs)
-        # "--force kernels" also redoes the timing rounds "kernels-round-1", "kernels-round-2", ...
-        forced = spec.name in self.force or spec.name.split("-")[0] in self.force
+        forced = self.forced(spec)
         if not forced and self.run.is_done(key, digest):
             self.console.print(f"[dim]{key}: done earlier with the same inputs, skipped[/]")
             return digest

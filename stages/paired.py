@@ -1,6 +1,7 @@
 """Stage ``paired``: one timing round of base and PR, interleaved item by item in fresh worker processes.
 
     python -m stages.paired --plan PLAN.json --round N --out FILE [--sides base,pr|base|pr]
+                            [--blocks 0-31,40 --device D --node NAME]
 
 The host writes the plan (``prbench.paired_plan``); this stage runs round ``N`` of it and writes one
 ``analysis.paired_rounds.RoundRecord`` to ``--out`` (atomically, at the end: an interrupted round leaves
@@ -18,6 +19,11 @@ visit record per item (a C++ graph job times all its kernels). A worker that cra
 ``timeout_s`` costs error visits for that job's items, the job is skipped for the rest of the round on that side,
 and the worker is restarted (models re-prepared) for the next block.
 
+A round may be cut into shards (``analysis.round_shards``): ``--blocks`` times only those blocks (their items are
+the only ones prepared), on ``--device`` instead of the plan's (the workers' environment is pinned to it again,
+with the plan's ``platform``), and the record's ``shards`` entry says where it ran (``--node``). The block numbers,
+passes and ABBA order are the plan's, so the shards' records merge into the round's record.
+
 With ``--sides base`` (or ``pr``) only that side's jobs are timed: docker recipes run the two sides in their
 own images, one stage per side, alternating which side goes first from round to round.
 
@@ -28,7 +34,8 @@ Plan (JSON)::
      "sides": {"base": {"env": {...}, "log": PATH, "prepare": [job, ...], "organized": DIR | null}, "pr": ...},
      "groups": [[model, ...], ...],            (models, optional; [] = one group of everything)
      "blocks": [{"base": job | null, "pr": job | null}, ...],
-     "passes": P}                               (optional, default 1)
+     "passes": P,                               (optional, default 1)
+     "platform": "cpu" | "cuda" | "rocm"}       (optional: how --device pins a worker; default cuda)
 
 ``prepare`` jobs go to every fresh worker before its first visit, both sides at once: a model is built,
 compiled and warmed up; a kernel job's module is loaded (``"kind": "load"``).
@@ -58,9 +65,10 @@ from analysis.atomic_io import write_json
 from analysis.errors import UserError
 from analysis.paired_rounds import ROUND_KINDS, SIDES, RoundRecord, Visit, write_round
 from analysis.records import is_number
+from analysis.round_shards import parse_block_ranges
 from stages.entry import StageArgumentParser, run_as_script
 from stages.progress import progress_line
-from stages.worker_process import Worker, WorkerFailure, last_cpu, reply_entry, reply_outcomes
+from stages.worker_process import Worker, WorkerFailure, device_env, last_cpu, reply_entry, reply_outcomes
 
 Job = dict[str, Any]
 Block = dict[str, Job | None]
@@ -83,6 +91,7 @@ class Plan:
     blocks: list[Block]
     groups: list[list[str]] = field(default_factory=list)
     passes: int = 1  # the blocks are walked this many times per round
+    platform: str = ""  # cpu, cuda or rocm: how a worker is pinned to another device (--device); "" = cuda
 
 
 def job_items(job: Job) -> dict[str, str]:
@@ -113,7 +122,7 @@ def _parse_plan(data: dict[str, Any]) -> Plan:
     sides = {name: SidePlan(**side) for name, side in data["sides"].items()}
     plan = Plan(kind=data["kind"], worker=data["worker"], device=str(data["device"]), sides=sides,
                 blocks=list(data["blocks"]), groups=[list(g) for g in data.get("groups") or []],
-                passes=data.get("passes", 1))
+                passes=data.get("passes", 1), platform=str(data.get("platform", "")))
     if not isinstance(plan.passes, int) or isinstance(plan.passes, bool) or plan.passes < 1:
         raise ValueError(f"passes {plan.passes!r} is not a positive whole number")
     if plan.kind not in ROUND_KINDS:
@@ -141,11 +150,14 @@ def _parse_plan(data: dict[str, Any]) -> Plan:
 class Side:
     """One side's worker in a round: fresh at the start of each group, restarted (and re-prepared) after a crash."""
 
-    def __init__(self, name: str, plan: Plan, cpus: set[int] | None, say: Callable[[str], None]) -> None:
+    def __init__(self, name: str, plan: Plan, cpus: set[int] | None, say: Callable[[str], None],
+                 device: str | None = None) -> None:
         side = plan.sides[name]
         self.name = name
         self.say = say
         env = {k: v for k, v in {**os.environ, **side.env}.items() if v is not None}
+        if device is not None and device != plan.device:  # a shard placed on another device than the plan's
+            env = device_env(device, plan.platform or ("cpu" if device == "cpu" else "cuda"), env)
         self.worker = Worker(name, plan.worker, env, Path(side.log), cpus)
         self.all_prepares = side.prepare
         self.prepares: list[Job] = []
@@ -252,36 +264,69 @@ def _label(block: Block) -> str:
     return name if len(job["kernels"]) == 1 else f"{name} ({len(job['kernels'])} kernels)"
 
 
-def _groups(plan: Plan, blocks: list[tuple[int, Block]]) -> list[tuple[set[str] | None, list[tuple[int, Block]]]]:
-    """The blocks of each group, in plan order (one group of everything without groups)."""
+def _block_items(blocks: list[tuple[int, Block]]) -> set[str]:
+    return {item for _, block in blocks for job in block.values() if job for item in job_items(job).values()}
+
+
+def _groups(plan: Plan, blocks: list[tuple[int, Block]]) -> list[tuple[set[str], list[tuple[int, Block]]]]:
+    """The items and blocks of each group that has blocks to time, in plan order (one group without groups).
+
+    Only the items of ``blocks`` are prepared: a shard of the round loads and compiles its own items only.
+    """
+    items = _block_items(blocks)
     if not plan.groups:
-        return [(None, blocks)]
-    out: list[tuple[set[str] | None, list[tuple[int, Block]]]] = []
+        return [(items, blocks)] if blocks else []
+    out: list[tuple[set[str], list[tuple[int, Block]]]] = []
     for group in plan.groups:
-        members = set(group)
-        out.append((members, [(i, b) for i, b in blocks
-                              if any(set(job_items(j).values()) & members for j in b.values() if j)]))
+        members = set(group) & items
+        mine = [(i, b) for i, b in blocks if any(set(job_items(j).values()) & members for j in b.values() if j)]
+        if mine:
+            out.append((members, mine))
     return out
 
 
-def _remove_best_configs(plan: Plan, sides: list[str]) -> None:
+def _remove_best_configs(plan: Plan, sides: list[str], blocks: list[tuple[int, Block]]) -> None:
+    """A previous round's autotune choice must not spare this round the autotuning. The whole round clears every
+    side's directory; a shard only its own kernels' files (a shard of another round may be tuning the others)."""
+    whole = len(blocks) == len(plan.blocks)
     for side in sides:
         organized = plan.sides[side].organized
-        if organized:
-            for stale in Path(organized).rglob("*.best_config"):
-                stale.unlink()  # a previous round's autotune choice must not spare this round the autotuning
+        if not organized:
+            continue
+        if whole:
+            stale = list(Path(organized).rglob("*.best_config"))
+        else:
+            stale = [Path(job["path"]).with_suffix(".best_config") for _, block in blocks
+                     if (job := block.get(side)) and "path" in job]
+        for path in stale:
+            path.unlink(missing_ok=True)
 
 
-def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], None] = print) -> RoundRecord:
+@dataclass(frozen=True)
+class Placement:
+    """Where a shard of a round runs: a subset of the plan's blocks (None: all), the device (None: the plan's) and
+    the node's name (recorded, not used)."""
+
+    blocks: list[int] | None = None
+    device: str | None = None
+    node: str = ""
+
+
+def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], None] = print,
+              placement: Placement | None = None) -> RoundRecord:
+    placement = placement or Placement()
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    cpus = {last_cpu()} if plan.device == "cpu" else None
-    blocks = [(i, b) for i, b in enumerate(plan.blocks) if any(b.get(s) is not None for s in sides)]
-    _remove_best_configs(plan, sides)
-    where = f"pinned to CPU {min(cpus)}" if cpus else f"GPU {plan.device}"
+    device = placement.device or plan.device
+    cpus = {last_cpu()} if device == "cpu" else None
+    chosen = set(range(len(plan.blocks)) if placement.blocks is None else placement.blocks)
+    blocks = [(i, b) for i, b in enumerate(plan.blocks)
+              if i in chosen and any(b.get(s) is not None for s in sides)]
+    _remove_best_configs(plan, sides, [(i, b) for i, b in enumerate(plan.blocks) if i in chosen])
+    where = f"pinned to CPU {min(cpus)}" if cpus else f"GPU {device}"
     say(f"pair: round {number}, {plan.kind}, sides {','.join(sides)}, {len(blocks)} blocks × {plan.passes} "
-        f"pass(es), {where}")
-    workers = {side: Side(side, plan, cpus, say) for side in sides}
+        f"pass(es), {where}" + (f" on {placement.node}" if placement.node else ""))
+    workers = {side: Side(side, plan, cpus, say, device) for side in sides}
     visits: list[Visit] = []
     done, total = 0, len(blocks) * plan.passes
     try:
@@ -305,9 +350,11 @@ def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], No
     finally:
         for worker in workers.values():
             worker.worker.stop()
-    return RoundRecord(kind=plan.kind, round=number, sides=sides, started_at=started_at,
-                       wall_s=round(time.monotonic() - t0, 3),
-                       workers={s: w.describe(plan.device) for s, w in workers.items()}, visits=visits)
+    wall_s = round(time.monotonic() - t0, 3)
+    shard = {"blocks": sorted(chosen), "node": placement.node, "device": device, "cpus": sorted(cpus or []),
+             "sides": sides, "started_at": started_at, "wall_s": wall_s}
+    return RoundRecord(kind=plan.kind, round=number, sides=sides, started_at=started_at, wall_s=wall_s,
+                       workers={s: w.describe(device) for s, w in workers.items()}, visits=visits, shards=[shard])
 
 
 def start_order(sides: list[str], number: int) -> list[str]:
@@ -339,12 +386,32 @@ def parse_sides(spec: str, plan: Plan, plan_path: Path) -> list[str]:
     return [s for s in SIDES if s in sides]
 
 
+def _shard_blocks(spec: str | None, plan: Plan, plan_path: Path) -> list[int] | None:
+    if spec is None:
+        return None
+    blocks = parse_block_ranges(spec)
+    beyond = [b for b in blocks if b >= len(plan.blocks)]
+    if beyond:
+        raise UserError(f"--blocks {spec}: the plan {plan_path} has {len(plan.blocks)} blocks (no block {beyond[0]})")
+    return blocks
+
+
+def _device_flag(device: str | None) -> str | None:
+    if device is not None and device != "cpu" and not device.isdigit():
+        raise UserError(f"--device {device!r}: expected cpu or a GPU index")
+    return device
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = StageArgumentParser(prog="python -m stages.paired", description=__doc__.splitlines()[0])
     parser.add_argument("--plan", type=Path, required=True, help="the plan JSON written by the host")
     parser.add_argument("--round", type=int, required=True, help="round number, 1-based (decides who goes first)")
     parser.add_argument("--out", type=Path, required=True, help="round file to write")
     parser.add_argument("--sides", default="base,pr", help="base,pr (interleaved), or one side only")
+    parser.add_argument("--blocks", default=None, help="only these blocks of the plan (a shard): ranges like 0-31,40")
+    parser.add_argument("--device", default=None, help="the device to time on instead of the plan's: cpu or a GPU "
+                                                       "index (where the executor placed the shard)")
+    parser.add_argument("--node", default="", help="the node's name, recorded in the round file's shards")
     return parser
 
 
@@ -354,8 +421,10 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--round {args.round}: rounds are numbered from 1")
     plan = read_plan(args.plan)
     sides = parse_sides(args.sides, plan, args.plan)
+    placement = Placement(blocks=_shard_blocks(args.blocks, plan, args.plan), device=_device_flag(args.device),
+                          node=args.node)
     try:
-        record = run_round(plan, args.round, sides, say=lambda line: print(line, flush=True))
+        record = run_round(plan, args.round, sides, say=lambda line: print(line, flush=True), placement=placement)
     except KeyboardInterrupt:
         print("pair: interrupted; the round is redone next time", flush=True)
         return 130

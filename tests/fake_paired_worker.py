@@ -6,6 +6,9 @@ A job's ``behave`` decides: ``ok`` (default), ``crash`` (SIGSEGV), ``hang`` (nev
 and the ways a reply can be broken on the result channel: ``garbage`` (a stray non-JSON line before the real
 reply), ``half`` (a reply cut in the middle), ``list`` (JSON that is not an object), ``nan`` (NaN samples). A
 kernels job (``stages.kernels.Job``, which has no ``behave``) takes it from its file name: ``/x/garbage.py``.
+``sleep`` (seconds ``sleep_s`` before replying: a long kernel), and for the executors' tests ``kill-parent`` /
+``kill-grandparent``: the first time (no file at the job's ``marker`` yet) SIGKILL the paired stage that started this
+worker, or the process that started that stage (a Ray actor), as a node going down would.
 Samples are ``[ms] * iterations`` (``ms`` default 1.0). Models must be prepared before they are timed. Every job
 prints one line (pid, CPU affinity, what it did) to the worker's log, for the tests to read.
 """
@@ -43,6 +46,19 @@ def behave(job: dict[str, Any]) -> None:
         time.sleep(3600)
     if what == "error":
         raise RuntimeError("the kernel raised")
+    if what == "sleep":
+        time.sleep(float(job.get("sleep_s", 1.0)))
+    if what in ("kill-parent", "kill-grandparent") and not Path(job["marker"]).exists():
+        Path(job["marker"]).write_text(str(os.getpid()))
+        stage = os.getppid()
+        os.kill(stage if what == "kill-parent" else parent_of(stage), signal.SIGKILL)
+        os._exit(0)  # nobody is left to read a reply
+
+
+def parent_of(pid: int) -> int:
+    # /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces, so split after its closing parenthesis.
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
 
 
 def handle(job: dict[str, Any]) -> dict[str, Any]:

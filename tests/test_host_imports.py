@@ -1,4 +1,5 @@
-"""The host never imports torch: every ``invoke`` command would otherwise pay seconds before doing anything."""
+"""The host never imports torch (or Ray unless asked): every ``invoke`` command would otherwise pay seconds before doing
+anything."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 HOST_MODULES = ("prbench.compare", "prbench.suite_stage", "prbench.paired_plan", "prbench.publish",
                 "prbench.node_replay", "tasks")
-HEAVY = ("torch", "transformers", "triton")
+HEAVY = ("torch", "transformers", "triton", "ray")  # ray: only with --executor ray
 
 
 @pytest.mark.parametrize("module", HOST_MODULES)

@@ -41,3 +41,14 @@ def test_a_local_side_shows_the_torch_it_imported_and_no_lock_means_no_rows() ->
 
     assert lock_summary(local) == {"torch (local)": "2.13.0+cpu", "torch git (local)": "e" * 40}
     assert with_lock_summaries({"a": 1}, {"a": 2}, {}) == ({"a": 1}, {"a": 2})
+
+
+def test_the_table_lists_the_nodes_and_devices_the_shards_ran_on_once_for_both_sides() -> None:
+    nodes = {"gpu-node-1": {"devices": ["GPU 0", "GPU 1"], "shards": 12, "facts": {"host": "gpu-node-1"}},
+             "gpu-node-2": {"devices": ["GPU 3"], "shards": 5}}
+
+    table = environment_table(*with_lock_summaries({"runner": "local"}, {"runner": "local"}, {"nodes": nodes}))
+    rows = {row.setting: (row.base, row.pr, row.same) for row in table.itertuples()}
+
+    assert rows["ran on.gpu-node-1"] == ("GPU 0, GPU 1 (12 shards)", "GPU 0, GPU 1 (12 shards)", "✓")
+    assert rows["ran on.gpu-node-2"] == ("GPU 3 (5 shards)", "GPU 3 (5 shards)", "✓")

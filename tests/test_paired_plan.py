@@ -15,7 +15,9 @@ from rich.console import Console
 
 from analysis.kernel_index import IndexRow, write_index
 from analysis.paired_rounds import read_round, side_samples, write_round
-from prbench.compare import CompareRequest, _Side, _time_kernels, _time_models
+from prbench.compare import CompareRequest, _Rounds, _Side, _time_kernels, _time_models
+from prbench.executors import RunnerSpec
+from prbench.executors.local_pool import LocalPool
 from prbench.paired_plan import PairedTiming, PlanSide, kernel_plan, model_plan, pair_jobs
 from prbench.pipeline import Pipeline
 from prbench.recipes import load_recipe
@@ -206,8 +208,16 @@ def sides_of(tmp_path: Path, runner: FakeRunner, recipe: str = "cpu-local", forc
         write_index(prepared.directory / "organized" / "index.csv", rows)
         (prepared.directory / "suite").mkdir(exist_ok=True)
         (prepared.directory / "suite" / "suite.csv").write_text(SUITE)
-        sides.append(_Side(pipeline, prepared, suite_hash=f"s-{name}", organize_hash=f"o-{name}"))
+        sides.append(_Side(pipeline, prepared, RunnerSpec("local"), suite_hash=f"s-{name}",
+                           organize_hash=f"o-{name}"))
     return sides, run, out
+
+
+def rounds_on(sides: list[_Side], run: Any, tmp_path: Path, devices: list[str] | None = None) -> _Rounds:
+    """The rounds' executor: the local pool, running every stage through the sides' fake runner."""
+    fake = sides[0].pipeline.runner
+    pool = LocalPool(devices or ["cpu"], say=lambda line: None, make=lambda spec: fake)  # type: ignore[arg-type,return-value]
+    return _Rounds(request(tmp_path), Console(file=io.StringIO()), executor=pool)
 
 
 def request(tmp_path: Path, recipe: str = "cpu-local", rounds: int = 3, passes: int = 1) -> CompareRequest:
@@ -218,15 +228,16 @@ def request(tmp_path: Path, recipe: str = "cpu-local", rounds: int = 3, passes: 
 
 def test_an_interrupted_round_is_redone_and_finished_rounds_are_kept(tmp_path: Path) -> None:
     calls: list[tuple[int, str]] = []
-    sides, run, _ = sides_of(tmp_path, FakeRunner(calls, interrupt=3))
+    runner = FakeRunner(calls, interrupt=3)
+    sides, run, _ = sides_of(tmp_path, runner)
     with pytest.raises(KeyboardInterrupt):
-        _time_kernels(sides, request(tmp_path), run)
+        _time_kernels(sides, request(tmp_path), run, rounds_on(sides, run, tmp_path))
     assert run.record("pair/kernels-round-2").status == StageStatus.DONE
-    assert run.record("pair/kernels-round-3").status == StageStatus.INTERRUPTED
+    assert run.record("pair/kernels-round-3") is None  # its shard left nothing: nothing to record
 
     calls.clear()
     sides, run, console = sides_of(tmp_path, FakeRunner(calls))
-    _time_kernels(sides, request(tmp_path), run)
+    _time_kernels(sides, request(tmp_path), run, rounds_on(sides, run, tmp_path))
 
     assert calls == [(3, "base,pr")]
     assert "pair/kernels-round-1: done earlier with the same inputs, skipped" in console.getvalue()
@@ -241,7 +252,7 @@ def test_an_interrupted_round_is_redone_and_finished_rounds_are_kept(tmp_path: P
 
     calls.clear()
     sides, run, _ = sides_of(tmp_path, FakeRunner(calls), force=("kernels",))
-    _time_kernels(sides, request(tmp_path), run)
+    _time_kernels(sides, request(tmp_path), run, rounds_on(sides, run, tmp_path))
     assert calls == [(1, "base,pr"), (2, "base,pr"), (3, "base,pr")]  # --force kernels redoes every round
 
 
@@ -249,7 +260,7 @@ def test_docker_rounds_run_one_side_per_image_alternating_which_goes_first(tmp_p
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     calls: list[tuple[int, str]] = []
     sides, run, _ = sides_of(tmp_path, FakeRunner(calls, crash={(2, "base")}), recipe="cuda-h100")
-    _time_kernels(sides, request(tmp_path, recipe="cuda-h100"), run)
+    _time_kernels(sides, request(tmp_path, recipe="cuda-h100"), run, rounds_on(sides, run, tmp_path, ["0"]))
 
     assert calls == [(1, "base"), (1, "pr"), (2, "pr"), (2, "base"), (3, "base"), (3, "pr")]
     assert read_round(run.path("pair", "kernels", "round-002-pr.json")).sides == ["pr"]
@@ -266,7 +277,7 @@ def test_docker_rounds_run_one_side_per_image_alternating_which_goes_first(tmp_p
 def test_model_rounds_give_each_side_its_paired_samples(tmp_path: Path) -> None:
     calls: list[tuple[int, str]] = []
     sides, run, _ = sides_of(tmp_path, FakeRunner(calls))
-    _time_models(sides, request(tmp_path, passes=2), run, Console(file=io.StringIO()))
+    _time_models(sides, request(tmp_path, passes=2), run, Console(file=io.StringIO()), rounds_on(sides, run, tmp_path))
 
     assert calls == [(1, "base,pr"), (2, "base,pr"), (3, "base,pr")]
     paired = json.loads(run.path("pr", "suite", "paired_samples.json").read_text())

@@ -22,6 +22,7 @@ from analysis.dynamo_csv import (
     read_suite_csv,
 )
 from analysis.errors import UserError
+from prbench.executors import RunnerSpec
 from prbench.runners import CODE_ROOT, StageFailed
 from stages.suite import archived_graph_modules
 from stages.upstream_suite import (
@@ -396,7 +397,8 @@ def test_compare_runs_the_upstream_stage_and_a_source_change_redoes_the_suite(tm
         request = compare.CompareRequest(base="installed", pr="installed", recipe=recipe, runs_dir=tmp_path,
                                          suite=SuiteRequest(source=source))
         pipeline = RecordingPipeline()
-        compare._prepare_kernels(compare._Side(pipeline, prepared), request, tree)  # type: ignore[arg-type]
+        side = compare._Side(pipeline, prepared, RunnerSpec("local"))  # type: ignore[arg-type]
+        compare._prepare_kernels(side, request, tree)
         suites[source] = pipeline.specs[0]
     upstream = suites["upstream"].command()
     assert upstream.module == "stages.upstream_suite"

@@ -20,6 +20,11 @@ class StageFailed(UserError):
     """A stage exited non-zero; the message names the stage and its log file."""
 
 
+class StageLost(StageFailed):
+    """The stage's process was killed from outside (a signal it did not ask for: the OOM killer, a node going down,
+    someone's ``kill``): nothing is wrong with its inputs, so an executor may run it again elsewhere."""
+
+
 # Stages report a user mistake as one line "error: <what, naming the file or flag>" and exit non-zero.
 STAGE_ERROR_PREFIX = "error: "
 
@@ -57,6 +62,8 @@ class StageCommand:
     timeout_s: float | None = None
     # Called with every line the stage prints (the host's progress display follows the stage through it).
     on_line: Callable[[str], None] | None = None
+    # The CPUs the stage (and what it starts) may run on; None: the runner's own. A CPU "device" of an executor.
+    cpus: frozenset[int] | None = None
 
     @property
     def label(self) -> str:
@@ -71,5 +78,10 @@ class Runner(Protocol):
         ...
 
     def run(self, command: StageCommand) -> None:
-        """Run the stage to completion; raise StageFailed on a non-zero exit or timeout."""
+        """Run the stage to completion; raise StageFailed on a non-zero exit or timeout (StageLost when it was
+        killed from outside)."""
+        ...
+
+    def interrupt(self) -> None:
+        """Ask the stage running now (from another thread) to stop as on Ctrl-C; nothing when none runs."""
         ...

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from analysis.errors import UserError
-from prbench.runners import CODE_ROOT, ErrorLineTracker, StageCommand, StageFailed
+from prbench.runners import CODE_ROOT, ErrorLineTracker, StageCommand, StageFailed, StageLost
 
 IMAGE_CODE = "/opt/prbench/code"  # our code baked into the image (tools layer): the fallback on PYTHONPATH
 VIDEO_GID = 44  # Debian/Ubuntu's fixed gid for "video"
@@ -124,6 +124,7 @@ class DockerRunner:
         self.shm_size = shm_size
         self.stream_output = stream_output
         self.output = output
+        self._running: Any = None
 
     def environment(self, command: StageCommand) -> dict[str, str]:
         env = {"HOME": "/tmp", **command.env}
@@ -142,6 +143,7 @@ class DockerRunner:
             # No bridge networks exist on our hosts: a stage that needs the network shares the host's.
             "network_mode": "host" if self.network else "none",
             "labels": {"dev.prbench.stage": command.label},
+            **({"cpuset_cpus": ",".join(map(str, sorted(command.cpus)))} if command.cpus else {}),
             **gpu_options(self.platform, self.shm_size).kwargs,
         }
 
@@ -157,6 +159,7 @@ class DockerRunner:
             reason = " ".join(str(exc).split())
             raise StageFailed(f"stage {command.label}: cannot create a container: {reason}") from None
         log = _open_log(command.log_path)
+        self._running = container
         try:
             container.start()
             errors = ErrorLineTracker(command.on_line)
@@ -172,12 +175,21 @@ class DockerRunner:
             _stop(container)
             raise
         finally:
+            self._running = None
             _remove(container)
             if log:
                 log.close()
         code = result.get("StatusCode", -1)
+        if code == 137:  # SIGKILL from outside (the OOM killer, docker kill): the stage itself did nothing wrong
+            raise StageLost(f"stage {command.label} was killed in {self.image[:19]} (exit code 137)")
         if code != 0:
             raise errors.failure(command, f"failed in {self.image[:19]} with exit code {code}")
+
+    def interrupt(self) -> None:
+        """Stop the running stage's container as Ctrl-C would (SIGINT, then SIGKILL)."""
+        container = self._running
+        if container is not None:
+            _stop(container)
 
     def _image_id(self) -> str:
         from prbench.images import image_present

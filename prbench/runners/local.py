@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import threading
+from functools import partial
 from pathlib import Path
 
-from prbench.runners import CODE_ROOT, STAGE_ERROR_PREFIX, ErrorLineTracker, StageCommand, StageFailed
+from prbench.runners import CODE_ROOT, STAGE_ERROR_PREFIX, ErrorLineTracker, StageCommand, StageFailed, StageLost
 
 # Variables from the calling shell that would silently change what a stage measures.
+_PR_SET_PDEATHSIG = 1  # prctl(2)
 _SCRUBBED = ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_FORCE_DISABLE_CACHES")
 
 
 class LocalRunner:
     name = "local"
 
-    def __init__(self, python: str | None = None, stream_output: bool = True) -> None:
+    def __init__(self, python: str | None = None, stream_output: bool = True, die_with_parent: bool = False) -> None:
         self.python = python or sys.executable
         self.stream_output = stream_output
+        # An executor's node process (a Ray actor) may be killed outright; its stage must not outlive it.
+        self.die_with_parent = die_with_parent
+        self._running: subprocess.Popen | None = None
+        self._interrupted = False
 
     def environment(self, command: StageCommand) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
@@ -43,10 +50,11 @@ class LocalRunner:
                 text=True,
                 errors="replace",
                 start_new_session=True,  # so an interrupt or timeout can stop the whole process group
-                preexec_fn=_take_sigint_back,
+                preexec_fn=partial(_prepare_child, command.cpus, self.die_with_parent),
             )
         except OSError as exc:
             raise StageFailed(f"stage {command.label}: cannot start {self.python} ({exc.strerror})") from None
+        self._running, self._interrupted = proc, False
         # A reader thread copies output so the main thread can enforce the timeout while output flows.
         errors = ErrorLineTracker(command.on_line)
         log_failures: list[OSError] = []
@@ -62,6 +70,7 @@ class LocalRunner:
             _stop(proc)
             raise
         finally:
+            self._running = None
             # The stage has exited: whatever is left of its group (a helper that ignores SIGINT, a worker
             # pool) is killed, so nothing outlives the stage or keeps the output pipe open.
             _kill_group(proc)
@@ -75,8 +84,20 @@ class LocalRunner:
             failure = log_failures[0]
             failure.filename = failure.filename or str(command.log_path)
             raise failure
+        if self._interrupted:
+            raise KeyboardInterrupt
+        if code < 0 and -code != signal.SIGINT:
+            where = f"; log: {command.log_path}" if command.log_path else ""
+            raise StageLost(f"stage {command.label} was killed ({_signal_name(-code)}){where}")
         if code != 0:
             raise errors.failure(command, f"failed with exit code {code}")
+
+    def interrupt(self) -> None:
+        """Stop the running stage as Ctrl-C would (SIGINT, then SIGKILL); its ``run`` raises KeyboardInterrupt."""
+        proc = self._running
+        if proc is not None:
+            self._interrupted = True
+            _stop(proc)
 
     def _copy_output(self, proc: subprocess.Popen, log, errors: ErrorLineTracker,
                      log_failures: list[OSError]) -> None:
@@ -112,10 +133,29 @@ def _close_log(log, log_failures: list[OSError]) -> None:
             log_failures.append(exc)
 
 
-def _take_sigint_back() -> None:
-    """In the stage's process, before it starts: a host started with SIGINT ignored (a background job, nohup)
-    passes that on, and the graceful stop in ``_stop`` is a SIGINT."""
+def _prepare_child(cpus: frozenset[int] | None, die_with_parent: bool) -> None:
+    """In the stage's process, before it starts.
+
+    A host started with SIGINT ignored (a background job, nohup) or blocked passes that on, and the graceful stop
+    in ``_stop`` is a SIGINT: take it back. ``cpus``: the executor's CPU device. ``die_with_parent``: SIGKILL when
+    the process (strictly: the thread) that started the stage dies, so a killed node process leaves no stage
+    behind; the stage's workers then read the end of their input and leave too.
+    """
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # A child inherits its starter's signal mask across exec: a thread that blocks SIGINT (a Ray actor's thread)
+    # would leave the stage deaf to the graceful stop.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    if die_with_parent:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -1,0 +1,108 @@
+"""The local pool (the default executor): this machine's devices, one shard at a time on each.
+
+``--devices cpu`` (the default on a CPU recipe) is one device: the shards run one after the other, as the rounds
+always did. ``--devices 0,1`` runs two shards at once, one per GPU; ``--devices cpu,cpu`` two CPU devices, each
+with its share of the CPUs (``prbench.executors.node.cpu_slots``). A thread per device takes the next shard; the
+calling thread hears of each finished one, and on Ctrl-C stops them all.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from prbench.executors import MAX_ATTEMPTS, DeviceSlot, RunnerSpec, ShardFailed, ShardOutcome, ShardTask
+from prbench.executors.node import NodeRunners, cpu_slots, node_name
+from prbench.runners import Runner, StageLost
+
+_POLL_S = 0.2  # how often the calling thread looks up from waiting (Ctrl-C is only seen between waits)
+
+
+@dataclass
+class _Attempt:
+    task: ShardTask
+    number: int = 1
+
+
+class LocalPool:
+    name = "local"
+
+    def __init__(self, devices: list[str], platform: str = "cpu", say: Callable[[str], None] = print,
+                 make: Callable[[RunnerSpec], Runner] | None = None, stream_output: bool | None = None) -> None:
+        node = node_name()
+        cpu_devices = sum(1 for d in devices if d == "cpu")
+        cpu_index = iter(range(cpu_devices))
+        self.slots = [DeviceSlot(node, d, cpu_slots(next(cpu_index), cpu_devices) if d == "cpu" else None)
+                      for d in devices]
+        self.platform = platform
+        self.say = say
+        # One device: the stage's own lines go to the terminal as before; several: one line per finished shard.
+        stream = len(self.slots) == 1 if stream_output is None else stream_output
+        self.node = NodeRunners(node, say=say, stream_output=stream, make=make)
+
+    def run(self, tasks: list[ShardTask], done: Callable[[ShardOutcome], None]) -> None:
+        pending: queue.Queue[_Attempt] = queue.Queue()
+        for task in tasks:
+            pending.put(_Attempt(task))
+        results: queue.Queue[tuple[_Attempt, DeviceSlot, float | BaseException]] = queue.Queue()
+        stop = threading.Event()
+
+        def device_loop(slot: DeviceSlot) -> None:
+            while not stop.is_set():
+                try:
+                    attempt = pending.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    outcome: float | BaseException = self.node.run_shard(attempt.task, slot)
+                except BaseException as exc:  # the calling thread decides; KeyboardInterrupt after interrupt()
+                    outcome = exc
+                results.put((attempt, slot, outcome))
+
+        remaining = len(tasks)
+        threads: list[threading.Thread] = []
+        failure: BaseException | None = None
+        try:
+            while remaining:
+                # Lost shards go back in the queue: start a loop for every idle device while there is work.
+                threads = [t for t in threads if t.is_alive()]
+                for slot in self.slots[len(threads):] if not stop.is_set() else []:
+                    if pending.empty():
+                        break
+                    thread = threading.Thread(target=device_loop, args=(slot,), daemon=True)
+                    thread.start()
+                    threads.append(thread)
+                try:
+                    attempt, slot, outcome = results.get(timeout=_POLL_S)
+                except queue.Empty:
+                    if stop.is_set() and not any(t.is_alive() for t in threads) and results.empty():
+                        break  # a failure stopped the devices, and the shards they were running have ended
+                    continue
+                remaining -= 1
+                if isinstance(outcome, float):
+                    done(ShardOutcome(attempt.task.key, slot, outcome, attempt.number, self.node.facts()))
+                elif isinstance(outcome, StageLost) and attempt.number < MAX_ATTEMPTS:
+                    self.say(f"{attempt.task.key}: lost on {slot.describe()} ({outcome}); running it again")
+                    pending.put(_Attempt(attempt.task, attempt.number + 1))
+                    remaining += 1
+                elif failure is None:
+                    failure = outcome
+                    stop.set()  # no new shard; those running finish and are kept
+        except KeyboardInterrupt:
+            stop.set()
+            self.say("interrupted: stopping the running shards (finished ones are kept)")
+            self.node.interrupt()
+            for thread in threads:
+                thread.join()
+            raise
+        for thread in threads:
+            thread.join()
+        if isinstance(failure, StageLost):
+            raise ShardFailed(f"lost {MAX_ATTEMPTS} times: {failure}") from None
+        if failure is not None:
+            raise failure
+
+    def close(self) -> None:
+        """Nothing to let go: the runners hold no process between shards."""
