@@ -67,6 +67,9 @@ class RoundRecord:
     wall_s: float
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)  # side → pid, device, cpu affinity, starts
     visits: list[Visit] = field(default_factory=list)
+    # models: side → model → seconds of the first compiled call when the round prepared it (torch.compile
+    # from the side's warm Inductor cache): a repeated compile per round, so its spread is known
+    compiles: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
 
 def round_file(directory: Path, number: int, side: str | None = None) -> Path:
@@ -92,7 +95,25 @@ def read_round(path: Path) -> RoundRecord:
         kind=kind, round=expect_int(data.get("round"), f"{where} round", minimum=1), sides=sides,
         started_at=expect_str(data.get("started_at", ""), f"{where} started_at"),
         wall_s=expect_number(data.get("wall_s", 0.0), f"{where} wall_s", minimum=0),
-        workers=expect_object(data.get("workers", {}), f"{where} workers"), visits=visits)
+        workers=expect_object(data.get("workers", {}), f"{where} workers"), visits=visits,
+        compiles=_compiles(data.get("compiles", {}), f"{where} compiles"))
+
+
+def _compiles(value: Any, where: str) -> dict[str, dict[str, list[float]]]:
+    sides = expect_object(value, where)
+    return {_side(side, f"{where}: {side}"): {str(model): [expect_number(x, f"{where}.{side}.{model}", minimum=0)
+                                                           for x in expect_list(times, f"{where}.{side}.{model}")]
+                                              for model, times in expect_object(models, f"{where}.{side}").items()}
+            for side, models in sides.items()}
+
+
+def side_compiles(records: list[RoundRecord], side: str) -> dict[str, list[float]]:
+    """Every first-call time (s) a side's rounds recorded per model, rounds in order (older rounds have none)."""
+    out: dict[str, list[float]] = {}
+    for record in sorted(records, key=lambda r: r.round):
+        for model, times in record.compiles.get(side, {}).items():
+            out.setdefault(model, []).extend(times)
+    return out
 
 
 def _side(value: Any, where: str) -> str:
