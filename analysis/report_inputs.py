@@ -156,3 +156,15 @@ def _add_provenance(run_dir: Path, inputs: ReportInputs) -> None:
     if rounds:
         records = read_rounds(rounds)
         inputs.base_compiles, inputs.pr_compiles = (side_compiles(records, side) for side in ("base", "pr"))
+
+
+def check_kernels_asked(inputs: ReportInputs) -> None:
+    """Every kernel asked for (`--kernel`) is a kernel of the run, by its base or PR name."""
+    names: set[str] = set()
+    for frame in (inputs.base_kernels, inputs.pr_kernels):
+        if frame is not None:
+            names.update(frame["kernel_name"].astype(str))
+    for name in inputs.kernels_asked:
+        if name not in names:
+            raise UserError(f"--kernel {name}: no kernel of this name in the run (see kernels_compare.csv for the "
+                            "names)")

@@ -377,6 +377,7 @@ def unpaired_note(kc: KernelComparison, name: str) -> str:
     for side, frame in (("base", kc.only_base), ("the PR", kc.only_pr)):
         if (frame["kernel_name"] == name).any():
             return f"only in {side}: it has no partner to diff with; see the fusion changes"
+    # `analysis.report_inputs.check_kernels_asked` refuses unknown names before anything is rendered.
     raise UserError(f"--kernel {name}: no kernel of this name in the run (see kernels_compare.csv for the names)")
 
 

@@ -23,12 +23,14 @@ def render_run_report(run: Run, settings: ReportSettings | None = None,
     has them (``invoke compare``: the flags it validated), else with the settings the manifest recorded;
     ``kernels_asked``: kernels whose code diff the report adds (and `ReportPaths.kernel_details` holds in full)."""
     from analysis.report import render_report
+    from analysis.report_inputs import check_kernels_asked
 
     out_dir = run.path(REPORT_DIR)
+    inputs = _load(run, settings)
+    inputs.kernels_asked = kernels_asked
+    check_kernels_asked(inputs)  # a mistyped name must not cost the report the run already has
     with run.stage("report", _stage_inputs(run)) as record:
         try:
-            inputs = _load(run, settings)
-            inputs.kernels_asked = kernels_asked
             paths = render_report(inputs, out_dir)
         except BaseException:
             shutil.rmtree(out_dir, ignore_errors=True)

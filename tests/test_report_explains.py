@@ -250,6 +250,8 @@ def test_invoke_report_kernel_prints_the_whole_diff(tmp_path: Path) -> None:
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines() == [
         "error: --kernel nope: no kernel of this name in the run (see kernels_compare.csv for the names)"]
+    # The typo cost nothing: the report rendered before is still there, current.
+    assert (tmp_path / "runs" / "r1" / "report" / "report.md").read_text(encoding="utf-8") == text
 
 
 def test_a_renumbered_kernel_has_no_diff_and_triton_launch_facts_come_from_the_file() -> None:
@@ -271,3 +273,39 @@ def test_a_damaged_launch_cost_file_is_one_line(tmp_path: Path) -> None:
 
     with pytest.raises(UserError, match=r"launch_cost\.json: graphs\[0\]\.launches: expected a finite number"):
         read_launch_cost(path)
+
+
+def test_a_large_run_with_long_diffs_still_fits_a_pr_comment(tmp_path: Path) -> None:
+    """Hundreds of changed kernels with long bodies: the diffs shrink before anything a reviewer needs first."""
+    from analysis.report import MAX_MARKDOWN_CHARS, ReportInputs
+
+    rng = np.random.default_rng(3)
+    body = "\n".join(f"    auto tmp{i} = at::vec::Vectorized<float>::loadu(in_ptr0 + x{i % 7}, {{w}});"
+                     for i in range(400))
+    frames = {}
+    for side, width, ms in (("base", 16, 0.01), ("pr", 8, 0.02)):
+        rows, samples = [], {}
+        for k in range(300):
+            text = f"// KERNEL CALLS: 1\nextern \"C\" void kernel(float* in_ptr0)\n{{\n{body.format(w=width)}\n}}\n"
+            path = f"cpp/cpp_fused_op{k}_{k}.cpp"
+            (tmp_path / side / "organized" / path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / side / "organized" / path).write_text(text)
+            ident = identify_cpp(f"cpp_fused_op{k}_{k}", text)
+            grid = round_draws(rng, ms, 3, 5, 0.01, 0.002, None)
+            samples[path] = grid.tolist()
+            rows.append({"category": "cpp", "kernel_name": f"cpp_fused_op{k}_{k}", "body_hash": ident.body_hash,
+                         "shape_key": "x0_8192", "legacy_key": f"cpp_fused_op{k}_x8192_r0", "path": path,
+                         "calls": 1, "graphs": f"{BERT}/0_inference_{side}", "backend": "cpp", "source": "g",
+                         "n": 15, "median_ms": ms, "mean_ms": ms, "std_ms": 0.0, "min_ms": ms, "gb": "",
+                         "gb_per_s": "", "status": "ok", "error": ""})
+        frames[side] = (pd.DataFrame(rows, columns=list(KERNEL_COLUMNS)), samples)
+
+    paths = render_report(ReportInputs(base_kernels=frames["base"][0], pr_kernels=frames["pr"][0],
+                                       base_kernel_samples=frames["base"][1], pr_kernel_samples=frames["pr"][1],
+                                       base_organized=tmp_path / "base" / "organized",
+                                       pr_organized=tmp_path / "pr" / "organized"), tmp_path / "report")
+
+    text = paths.report_md.read_text(encoding="utf-8")
+    assert len(text) <= MAX_MARKDOWN_CHARS
+    assert text.count("```diff") >= 2 and "more diff lines: `invoke report RUN --kernel NAME`" in text
+    assert text.count("<details>") == text.count("</details>")
