@@ -308,7 +308,7 @@ class _DetailSource:
     def detail(self, row: dict[str, Any], index: int) -> KernelDetail:
         if index not in self.made:
             summary = (f"{fmt_x(row['speedup'])} (CI {ci_text(row['ci_low'], row['ci_high'])}), {row['verdict']}; "
-                       f"{fmt_ms(row['base_median_ms'])} → {fmt_ms(row['pr_median_ms'])} ms × "
+                       f"{_ms3(row['base_median_ms'])} → {_ms3(row['pr_median_ms'])} ms × "
                        f"{fmt_num(row['base_calls'])} launches; in {row['where']}")
             self.made[index] = pair_detail(row, self.inputs.base_organized, self.inputs.pr_organized, summary)
         return self.made[index]
@@ -329,6 +329,11 @@ class _DetailSource:
             else:
                 out.append(f"`{name}`: {unpaired_note(self.kc, name)}\n")
         return out
+
+
+def _ms3(x: Any) -> str:
+    """Three significant digits: a C++ kernel of 0.2 µs would read 0.0002 → 0.0002 with four decimals."""
+    return f"{float(x):.3g}" if finite(x) else "–"
 
 
 def render_detail(detail: KernelDetail, lines: int) -> str:
