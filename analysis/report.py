@@ -8,7 +8,8 @@ from a run directory) and writes ``out_dir``. Each step lives in its own module:
 - ``analysis.report_environment``: the environment and lock tables;
 - ``analysis.report_markdown``: report.md, fitted under GitHub's comment limit;
 - ``analysis.report_plots``: the PNGs;
-- what explains the numbers: ``analysis.kernel_source`` (code diffs, launch configurations),
+- what explains the numbers: ``analysis.kernel_source`` (code diffs, launch configurations) and
+  ``analysis.report_kernel_details`` (their collapsed blocks),
   ``analysis.fusion_changes``, ``analysis.time_decomposition``, ``analysis.model_resources``;
 - ``analysis.rendering``: cell formats, Markdown tables, templates, CSV and xlsx (shared with the trace reports).
 """

@@ -6,17 +6,14 @@ cut by priority (regressions first; `Caps.shrink`) and say how many rows live in
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from analysis.errors import UserError
 from analysis.gates import Gate
 from analysis.kernel_compare import KernelComparison
 from analysis.kernel_index import where_launched
-from analysis.kernel_source import KernelDetail, pair_detail
 from analysis.model_compare import ModelComparison
 from analysis.projection import Projection
 from analysis.rendering import (
@@ -36,6 +33,7 @@ from analysis.rendering import (
 )
 from analysis.report_environment import environment_table, flatten, lock_identity, with_lock_summaries
 from analysis.report_inputs import ReportInputs
+from analysis.report_kernel_details import KernelDetails
 from analysis.report_verdict import control_rows, report_verdict
 from analysis.time_decomposition import Decomposition
 from analysis.verdict_settings import percent
@@ -191,11 +189,11 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
                 "gates_table": markdown_table(gate_rows, GATE_COLUMNS_MD, 10, None) if gates else None,
                 "decomposition": explanations.decomposition, "mean_peak": _mean_peaks(mc),
                 **_renamed(kc)}
-    details = _DetailSource(inputs, kc)
+    details = _details(inputs, kc)
     caps = Caps()
     while True:
         text = template.render({**base_ctx, **_defaults(), **_sections(inputs, kc, mc, proj, env, caps),
-                                **_explained(explanations, details, caps)})
+                                **_explained(explanations, details, caps, inputs.kernels_asked)})
         if len(text) <= MAX_MARKDOWN_CHARS:
             return text
         if not caps.shrink():
@@ -297,102 +295,24 @@ def _mean_peaks(mc: ModelComparison | None) -> tuple[str, str]:
     return fmt_gb(mc.summary.base.mean_peak_gb), fmt_gb(mc.summary.pr.mean_peak_gb)
 
 
-class _DetailSource:
-    """The kernel detail blocks, made once per kernel (the Markdown is rendered several times while it is fitted)."""
-
-    def __init__(self, inputs: ReportInputs, kc: KernelComparison | None) -> None:
-        self.inputs = inputs
-        self.kc = kc
-        self.made: dict[int, KernelDetail] = {}
-
-    def detail(self, row: dict[str, Any], index: int) -> KernelDetail:
-        if index not in self.made:
-            summary = (f"{fmt_x(row['speedup'])} (CI {ci_text(row['ci_low'], row['ci_high'])}), {row['verdict']}; "
-                       f"{_ms3(row['base_median_ms'])} → {_ms3(row['pr_median_ms'])} ms × "
-                       f"{fmt_num(row['base_calls'])} launches; in {row['where']}")
-            self.made[index] = pair_detail(row, self.inputs.base_organized, self.inputs.pr_organized, summary)
-        return self.made[index]
-
-    def blocks(self, frame: pd.DataFrame, limit: int, lines: int) -> list[str]:
-        return [render_detail(self.detail(row, int(index)), lines)
-                for index, row in zip(frame.index[:limit], frame.head(limit).to_dict("records"), strict=True)]
-
-    def asked(self, lines: int) -> list[str]:
-        if self.kc is None or not self.inputs.kernels_asked:
-            return []
-        shown = _kernel_views(self.kc)[0]
-        out = []
-        for name in self.inputs.kernels_asked:
-            hit = shown[(shown["base_name"] == name) | (shown["pr_name"] == name)]
-            if len(hit):
-                out.extend(self.blocks(hit, len(hit), lines))
-            else:
-                out.append(f"`{name}`: {unpaired_note(self.kc, name)}\n")
-        return out
-
-
-def _ms3(x: Any) -> str:
-    """Three significant digits: a C++ kernel of 0.2 µs would read 0.0002 → 0.0002 with four decimals."""
-    return f"{float(x):.3g}" if finite(x) else "–"
-
-
-def render_detail(detail: KernelDetail, lines: int) -> str:
-    """A collapsed block: the pair's numbers and models in the summary, its launch and its code diff inside."""
-    if detail.diff is None:
-        body, changed = f"_{detail.missing}_", "source not available"
-    elif detail.diff.identical:
-        body, changed = "_The normalised code is identical on both sides (only names or comments differ)._", \
-            "identical code"
-    else:
-        diff_lines = detail.diff.text.splitlines()
-        more = len(diff_lines) - lines
-        shown = "\n".join(diff_lines[:lines])
-        fence = "~~~~" if "```" in shown else "```"
-        tail = (f"\n_{more} more diff lines: `invoke report RUN --kernel NAME` prints the whole diff._"
-                if more > 0 else "")
-        body = f"{fence}diff\n{shown}\n{fence}{tail}"
-        changed = f"{detail.diff.changed_lines} lines changed"
-    summary = html.escape(f"{detail.summary}; {changed}", quote=False)
-    return (f"<details><summary><code>{html.escape(detail.title, quote=False)}</code>: {summary}</summary>\n\n"
-            f"- launch, base: `{detail.base_launch}`\n- launch, PR: `{detail.pr_launch}`\n\n{body}\n\n</details>\n")
+def _details(inputs: ReportInputs, kc: KernelComparison | None) -> KernelDetails:
+    shown = _kernel_views(kc)[0] if kc is not None else None
+    return KernelDetails(inputs.base_organized, inputs.pr_organized, kc, shown)
 
 
 def asked_kernel_texts(inputs: ReportInputs, kc: KernelComparison | None) -> list[str]:
-    """The kernels the user asked for, each as plain text with its whole diff (for a terminal)."""
-    if kc is None:
-        return []
-    source = _DetailSource(inputs, kc)
-    shown = _kernel_views(kc)[0]
-    texts = []
-    for name in inputs.kernels_asked:
-        hit = shown[(shown["base_name"] == name) | (shown["pr_name"] == name)]
-        if not len(hit):
-            texts.append(f"{name}: {unpaired_note(kc, name)}")
-            continue
-        for index, row in zip(hit.index, hit.to_dict("records"), strict=True):
-            d = source.detail(row, int(index))
-            body = d.missing if d.diff is None else (d.diff.text or "identical normalised code")
-            texts.append(f"{d.title}: {d.summary}\nlaunch, base: {d.base_launch}\nlaunch, PR:   {d.pr_launch}\n"
-                         f"{body}\n")
-    return texts
+    """The kernels the user asked for (`--kernel`), each as plain text with its whole diff (for a terminal)."""
+    return _details(inputs, kc).asked_texts(inputs.kernels_asked)
 
 
-def unpaired_note(kc: KernelComparison, name: str) -> str:
-    """Why an asked-for kernel has no diff: it is on one side only, or not in the run at all."""
-    for side, frame in (("base", kc.only_base), ("the PR", kc.only_pr)):
-        if (frame["kernel_name"] == name).any():
-            return f"only in {side}: it has no partner to diff with; see the fusion changes"
-    # `analysis.report_inputs.check_kernels_asked` refuses unknown names before anything is rendered.
-    raise UserError(f"--kernel {name}: no kernel of this name in the run (see kernels_compare.csv for the names)")
-
-
-def _explained(explanations: Explanations, details: _DetailSource, caps: Caps) -> dict[str, Any]:
+def _explained(explanations: Explanations, details: KernelDetails, caps: Caps, asked: tuple[str, ...]
+               ) -> dict[str, Any]:
     ctx: dict[str, Any] = {}
     if details.kc is not None:
         _, regressed, improved = _kernel_views(details.kc)
         ctx["regression_diffs"] = details.blocks(regressed, caps.diffs, caps.diff_lines)
         ctx["improvement_diffs"] = details.blocks(improved, caps.diffs, caps.diff_lines)
-        ctx["asked_diffs"] = details.asked(caps.diff_lines)
+        ctx["asked_diffs"] = details.asked_blocks(asked, caps.diff_lines)
     if explanations.fusion is not None:
         ctx["fusion_table"] = markdown_table(explanations.fusion, FUSION_COLUMNS_MD, caps.fusion, "fusion_changes.csv")
     if explanations.decomposition is not None:
