@@ -7,6 +7,7 @@ manifest's settings, so a report can be re-rendered without re-running anything.
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,13 +159,19 @@ def _add_provenance(run_dir: Path, inputs: ReportInputs) -> None:
         inputs.base_compiles, inputs.pr_compiles = (side_compiles(records, side) for side in ("base", "pr"))
 
 
-def check_kernels_asked(inputs: ReportInputs) -> None:
-    """Every kernel asked for (`--kernel`) is a kernel of the run, by its base or PR name."""
-    names: set[str] = set()
-    for frame in (inputs.base_kernels, inputs.pr_kernels):
-        if frame is not None:
-            names.update(frame["kernel_name"].astype(str))
-    for name in inputs.kernels_asked:
-        if name not in names:
+def check_kernels_asked(run_dir: Path, names: tuple[str, ...]) -> None:
+    """Every kernel asked for (`--kernel`) is named in ``base/`` or ``pr/kernels.csv`` of the run. A table that
+    cannot be read is left to the report's own reading, which says what is wrong with it."""
+    if not names:
+        return
+    known: set[str] = set()
+    for side in ("base", "pr"):
+        try:
+            with open(Path(run_dir) / side / "kernels.csv", newline="", encoding="utf-8") as handle:
+                known.update(row.get("kernel_name") or "" for row in csv.DictReader(handle))
+        except (OSError, UnicodeDecodeError, csv.Error):
+            return
+    for name in names:
+        if name not in known:
             raise UserError(f"--kernel {name}: no kernel of this name in the run (see kernels_compare.csv for the "
                             "names)")

@@ -26,11 +26,11 @@ def render_run_report(run: Run, settings: ReportSettings | None = None,
     from analysis.report_inputs import check_kernels_asked
 
     out_dir = run.path(REPORT_DIR)
-    inputs = _load(run, settings)
-    inputs.kernels_asked = kernels_asked
-    check_kernels_asked(inputs)  # a mistyped name must not cost the report the run already has
+    check_kernels_asked(run.root, kernels_asked)  # a mistyped name must not cost the run its current report
     with run.stage("report", _stage_inputs(run)) as record:
         try:
+            inputs = _load(run, settings)
+            inputs.kernels_asked = kernels_asked
             paths = render_report(inputs, out_dir)
         except BaseException:
             shutil.rmtree(out_dir, ignore_errors=True)
