@@ -588,11 +588,14 @@ def compare_kernels(ctx, base, pr, samples_base=None, samples_pr=None, semantics
         "run": "Run id under the runs directory (its base/ and pr/ are compared)",
         "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)",
         "fail_on": "Exit 1 when the verdict is: regression, inconclusive (or a regression), never (default)",
-    }
+        "kernel": "A kernel (base or PR name, repeatable) whose code diff and launch configuration the report adds "
+                  "in a collapsed block and this command prints in full",
+    },
+    iterable=["kernel"],
 )
 @user_facing
 @holds_run(_runs_dir)
-def report(ctx, run, runs_dir=None, fail_on="never"):
+def report(ctx, run, runs_dir=None, fail_on="never", kernel=None):
     """Re-render <run>/report/ (report.md, CSVs, report.xlsx, plots) from the run's files; nothing is re-run."""
     from analysis.verdict_settings import check_fail_on
     from prbench.run_report import render_run_report
@@ -600,7 +603,9 @@ def report(ctx, run, runs_dir=None, fail_on="never"):
 
     fail_on = check_fail_on(fail_on)
     with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as target:
-        paths = render_run_report(target)
+        paths = render_run_report(target, kernels_asked=tuple(kernel or ()))
+    for text in paths.kernel_details:
+        print(text)
     print(paths.verdict)
     print(f"report: {paths.report_md} ({paths.characters} characters; CSVs, report.xlsx and plots beside it)")
     print(f"summary: {paths.summary_json}")

@@ -262,7 +262,7 @@ def _side(frame: pd.DataFrame, rows: list[int], samples: RoundSamples | None, pr
     ok = (part["status"].str.lower().isin(["ok", ""])) & (part["median_ms"] > 0)
     medians = _round_medians(part, samples, ok)
     out = pd.DataFrame({
-        f"{prefix}_name": part["kernel_name"], f"{prefix}_path": part["path"],
+        f"{prefix}_name": part["kernel_name"], f"{prefix}_path": part["path"], f"{prefix}_graphs": part["graphs"],
         f"{prefix}_median_ms": part["median_ms"], f"{prefix}_spread": [robust_spread(m) for m in medians],
         f"{prefix}_n": part["n"], f"{prefix}_calls": weights, f"{prefix}_ms_per_step": part["median_ms"] * weights,
         f"{prefix}_ok": ok, f"{prefix}_status": part["status"], f"{prefix}_error": part["error"],
@@ -321,7 +321,7 @@ def _priority_order(table: pd.DataFrame) -> pd.DataFrame:
 def _unpaired(frame: pd.DataFrame, rows: list[int]) -> pd.DataFrame:
     part = frame.iloc[rows].reset_index(drop=True)
     weights, _ = _weights(part)
-    cols = ["category", "kernel_name", "body_hash", "shape_key", "legacy_key", "path", "median_ms", "status"]
+    cols = ["category", "kernel_name", "body_hash", "shape_key", "legacy_key", "path", "graphs", "median_ms", "status"]
     out = part[cols].copy()
     out["calls"] = weights
     out["ms_per_step"] = part["median_ms"] * weights

@@ -158,6 +158,36 @@ def graph_label(wrapper_source: str, fallback: str) -> str:
     return match.group("id").strip() if match else fallback
 
 
+def graph_file_stem(wrapper_source: str, module_stem: str) -> str:
+    """The organized name of a compiled graph module: ``<aot id>_<8 characters of its cache stem>`` (e.g.
+    ``3_inference_5cookhfs``), unique within a cache; the `graphs` column of the index names graphs this way."""
+    return f"{graph_label(wrapper_source, module_stem)}_{module_stem[1:9]}"
+
+
+def graph_key(entry: str) -> str:
+    """What a `graphs` entry (``<model>/<graph file stem>``) names independently of the cache it came from:
+    ``<model>/<aot id>`` (``BertForMaskedLM/0_inference``). Base and PR compile the same graph of a model into
+    modules with different cache names, so this is the key the two sides share."""
+    model, _, stem = entry.strip().rpartition("/")
+    aot_id = stem.rpartition("_")[0] if "_" in stem else stem
+    return f"{model}/{aot_id}" if model else aot_id
+
+
+def graph_entries(graphs: str) -> list[str]:
+    """The entries of a `graphs` cell (``;``-separated), in order, without empties."""
+    return [g.strip() for g in str(graphs or "").split(";") if g.strip()]
+
+
+def graph_keys(graphs: str) -> frozenset[str]:
+    """The `graph_key` of every entry of a `graphs` cell."""
+    return frozenset(graph_key(entry) for entry in graph_entries(graphs))
+
+
+def where_launched(graphs: str) -> str:
+    """A `graphs` cell for a reader: ``model/aot id`` entries, sorted, comma-separated ("–" when empty)."""
+    return ", ".join(sorted(graph_keys(graphs))) or "–"
+
+
 def benchmark_model_name(wrapper_source: str) -> str | None:
     """The model named at compile time (``--only``), or None when Inductor wrote ``'None'``."""
     match = _BENCH_NAME.search(wrapper_source)

@@ -69,6 +69,9 @@ class RoundRecord:
     visits: list[Visit] = field(default_factory=list)
     # Where each shard of the round ran (``analysis.round_shards``): its blocks, node, device, CPUs and timing.
     shards: list[dict[str, Any]] = field(default_factory=list)
+    # models: side → model → seconds of the first compiled call when the round prepared it (torch.compile
+    # from the side's warm Inductor cache): a repeated compile per round, so its spread is known
+    compiles: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
 
 def round_file(directory: Path, number: int, side: str | None = None) -> Path:
@@ -96,7 +99,25 @@ def read_round(path: Path) -> RoundRecord:
         wall_s=expect_number(data.get("wall_s", 0.0), f"{where} wall_s", minimum=0),
         workers=expect_object(data.get("workers", {}), f"{where} workers"), visits=visits,
         shards=[expect_object(s, f"{where} shards[{i}]")
-                for i, s in enumerate(expect_list(data.get("shards", []), f"{where} shards"))])
+                for i, s in enumerate(expect_list(data.get("shards", []), f"{where} shards"))],
+        compiles=_compiles(data.get("compiles", {}), f"{where} compiles"))
+
+
+def _compiles(value: Any, where: str) -> dict[str, dict[str, list[float]]]:
+    sides = expect_object(value, where)
+    return {_side(side, f"{where}: {side}"): {str(model): [expect_number(x, f"{where}.{side}.{model}", minimum=0)
+                                                           for x in expect_list(times, f"{where}.{side}.{model}")]
+                                              for model, times in expect_object(models, f"{where}.{side}").items()}
+            for side, models in sides.items()}
+
+
+def side_compiles(records: list[RoundRecord], side: str) -> dict[str, list[float]]:
+    """Every first-call time (s) a side's rounds recorded per model, rounds in order (older rounds have none)."""
+    out: dict[str, list[float]] = {}
+    for record in sorted(records, key=lambda r: r.round):
+        for model, times in record.compiles.get(side, {}).items():
+            out.setdefault(model, []).extend(times)
+    return out
 
 
 def _side(value: Any, where: str) -> str:

@@ -46,6 +46,12 @@ class Projection:
     unattributed_pr: int
 
 
+def kernel_owners(graphs: str, models: list[str]) -> list[str]:
+    """The models a kernel belongs to, by its `graphs` cell (see the module docstring); with a single model in
+    the suite, every kernel is that model's."""
+    return list(models) if len(models) == 1 else _owners(graphs, models)
+
+
 def _owners(graphs: str, models: list[str]) -> list[str]:
     tokens = [t for t in _SPLIT.split(graphs or "") if t]
     found = []
@@ -62,7 +68,7 @@ def attribute(kernels: pd.DataFrame, models: list[str]) -> tuple[pd.DataFrame, i
     calls = timed["calls"].where(timed["calls"] > 0, 1.0).fillna(1.0)
     rows, unclaimed = [], 0
     for graphs, median, n_calls in zip(timed["graphs"], timed["median_ms"], calls, strict=True):
-        owners = models if len(models) == 1 else _owners(graphs, models)
+        owners = kernel_owners(graphs, models)
         if not owners:
             unclaimed += 1
             continue

@@ -44,6 +44,23 @@ def fmt_ms(x: Any) -> str:
     return f"{x:.4f}" if abs(x) < 1 else f"{x:.3f}" if abs(x) < 100 else f"{x:.1f}"
 
 
+def fmt_gb(x: Any) -> str:
+    """A size given in GB (10⁹ bytes, the suite's unit) in the unit that reads best: kB, MB or GB."""
+    if not finite(x):
+        return "–"
+    size = float(x) * 1e9
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(size) >= scale:
+            value = size / scale
+            return f"{value:.3g} {unit}" if abs(value) < 100 else f"{value:.0f} {unit}"
+    return f"{size:.0f} B"
+
+
+def fmt_delta_ms(x: Any) -> str:
+    """A signed change in ms (PR − base): + is slower."""
+    return f"{float(x):+.4f}" if finite(x) else "–"
+
+
 def fmt_pct(x: Any) -> str:
     return f"{float(x):+.1f} %" if finite(x) else "–"
 
@@ -167,7 +184,8 @@ def jinja_env() -> jinja2.Environment:
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    env.filters.update(x=fmt_x, ms=fmt_ms, pct=fmt_pct, share=fmt_share, num=fmt_num, md=frame_table)
+    env.filters.update(x=fmt_x, ms=fmt_ms, pct=fmt_pct, share=fmt_share, num=fmt_num, md=frame_table, gb=fmt_gb,
+                       dms=fmt_delta_ms)
     return env
 
 

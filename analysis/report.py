@@ -8,6 +8,9 @@ from a run directory) and writes ``out_dir``. Each step lives in its own module:
 - ``analysis.report_environment``: the environment and lock tables;
 - ``analysis.report_markdown``: report.md, fitted under GitHub's comment limit;
 - ``analysis.report_plots``: the PNGs;
+- what explains the numbers: ``analysis.kernel_source`` (code diffs, launch configurations) and
+  ``analysis.report_kernel_details`` (their collapsed blocks),
+  ``analysis.fusion_changes``, ``analysis.time_decomposition``, ``analysis.model_resources``;
 - ``analysis.rendering``: cell formats, Markdown tables, templates, CSV and xlsx (shared with the trace reports).
 """
 
@@ -21,16 +24,19 @@ import pandas as pd
 
 from analysis import atomic_io
 from analysis.errors import UserError
+from analysis.fusion_changes import fusion_changes
 from analysis.gates import Gate, model_gates
 from analysis.kernel_compare import KernelComparison, compare_kernels
 from analysis.model_compare import ModelComparison, compare_models
+from analysis.model_resources import model_resources
 from analysis.projection import Projection, project
 from analysis.rendering import write_csv, write_xlsx
 from analysis.report_environment import environment_table, flatten, with_lock_summaries
 from analysis.report_inputs import ReportInputs, ReportSettings, load_report_inputs
-from analysis.report_markdown import MAX_MARKDOWN_CHARS, render_markdown
-from analysis.report_plots import plot_categories, plot_distribution
+from analysis.report_markdown import MAX_MARKDOWN_CHARS, Explanations, asked_kernel_texts, render_markdown
+from analysis.report_plots import plot_categories, plot_distribution, plot_waterfall
 from analysis.report_verdict import summarize_comparison, summary_frame
+from analysis.time_decomposition import Decomposition, decompose
 from analysis.verdict_summary import write_summary
 
 __all__ = ["MAX_MARKDOWN_CHARS", "ReportInputs", "ReportPaths", "ReportSettings", "load_report_inputs",
@@ -59,6 +65,7 @@ class ReportPaths:
     kernel_comparison: KernelComparison | None = None  # the analyses behind the files, for callers to print
     model_comparison: ModelComparison | None = None
     projection: Projection | None = None
+    kernel_details: list[str] = field(default_factory=list)  # the asked kernels' diffs in full, for a terminal
 
 
 @dataclass
@@ -69,6 +76,9 @@ class _Analyses:
     mc: ModelComparison | None
     gates: list[Gate]
     proj: Projection | None
+    fusion: pd.DataFrame | None = None  # `analysis.fusion_changes`
+    decomposition: Decomposition | None = None
+    resources: pd.DataFrame | None = None  # `analysis.model_resources`
 
 
 @dataclass
@@ -87,7 +97,10 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
     stats = inputs.settings.stats.validate()
     files = _Files(sheets=[("Summary", summary_frame(found.kc, found.mc, found.proj, found.gates))])
     _write_kernel_files(found.kc, out_dir, files)
+    _write_table(files, out_dir, "fusion_changes.csv", found.fusion, "Fusion changes")
     _write_model_files(found.mc, found.proj, out_dir, files)
+    _write_table(files, out_dir, "model_resources.csv", found.resources, "Compile and memory")
+    _write_decomposition(found.decomposition, out_dir, files)
     _add_environment_sheets(inputs, files)
     if inputs.trace_diff_md:
         atomic_io.write_text(out_dir / "trace_diff.md", inputs.trace_diff_md)
@@ -95,7 +108,8 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
     summary = summarize_comparison(found.kc, found.mc, found.gates, stats)
     summary_json = write_summary(out_dir, summary)
     xlsx = write_xlsx(out_dir / "report.xlsx", files.sheets)
-    text = render_markdown(inputs, found.kc, found.mc, found.proj, files.plots, found.gates)
+    text = render_markdown(inputs, found.kc, found.mc, found.proj, files.plots, found.gates,
+                           Explanations(found.fusion, found.decomposition, found.resources))
     report_md = out_dir / "report.md"
     atomic_io.write_text(report_md, text)
     return ReportPaths(out_dir=out_dir, report_md=report_md, xlsx=xlsx,
@@ -103,7 +117,8 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
                        models_csv=out_dir / "models_compare.csv" if found.mc is not None else None,
                        csvs=files.csvs, plots=[out_dir / p for p in files.plots.values()], characters=len(text),
                        verdict=summary["verdict"], summary_json=summary_json, summary=summary,
-                       kernel_comparison=found.kc, model_comparison=found.mc, projection=found.proj)
+                       kernel_comparison=found.kc, model_comparison=found.mc, projection=found.proj,
+                       kernel_details=asked_kernel_texts(inputs, found.kc))
 
 
 def _analyse(inputs: ReportInputs) -> _Analyses:
@@ -119,7 +134,14 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
                         stats, inputs.base_model_rounds, inputs.pr_model_rounds,
                         inputs.model_blocks) if has_suite else None
     gates = model_gates(mc, stats.confidence) if mc is not None else []
-    return _Analyses(kc, mc, gates, _projection(inputs) if kc is not None and mc is not None else None)
+    found = _Analyses(kc, mc, gates, _projection(inputs) if kc is not None and mc is not None else None)
+    if kc is not None:
+        found.fusion = fusion_changes(kc.only_base, kc.only_pr)
+    if mc is not None:
+        found.resources = model_resources(mc, inputs.base_compiles, inputs.pr_compiles)
+        if kc is not None:
+            found.decomposition = decompose(kc, mc, inputs.base_launch_cost, inputs.pr_launch_cost)
+    return found
 
 
 def _projection(inputs: ReportInputs) -> Projection:
@@ -155,6 +177,21 @@ def _write_model_files(mc: ModelComparison | None, proj: Projection | None, out_
     if proj is not None:
         files.csvs.append(write_csv(out_dir / "projection.csv", proj.table))
         files.sheets.append(("Projection", proj.table))
+
+
+def _write_table(files: _Files, out_dir: Path, name: str, frame: pd.DataFrame | None, sheet: str) -> None:
+    if frame is not None:
+        files.csvs.append(write_csv(out_dir / name, frame))
+        files.sheets.append((sheet, frame))
+
+
+def _write_decomposition(decomposition: Decomposition | None, out_dir: Path, files: _Files) -> None:
+    """Where the PR's time went: its table and its waterfall."""
+    if decomposition is None:
+        return
+    _write_table(files, out_dir, "time_decomposition.csv", decomposition.table, "Where the time went")
+    if len(decomposition.table):
+        files.plots["waterfall"] = plot_waterfall(decomposition, out_dir / "time_waterfall.png").name
 
 
 def _add_environment_sheets(inputs: ReportInputs, files: _Files) -> None:

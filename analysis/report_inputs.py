@@ -7,6 +7,7 @@ manifest's settings, so a report can be re-rendered without re-running anything.
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +18,17 @@ import pandas as pd
 from analysis.dynamo_csv import read_suite_samples
 from analysis.errors import UserError
 from analysis.kernel_compare import read_kernels_csv
+from analysis.launch_cost import LAUNCH_COST_FILE, LaunchCost, read_launch_cost
 from analysis.model_compare import read_suite_frame
-from analysis.paired_rounds import PAIRED_DIR, PairedBlocks, RoundSamples, read_paired_blocks, read_round_samples
+from analysis.paired_rounds import (
+    PAIRED_DIR,
+    PairedBlocks,
+    RoundSamples,
+    read_paired_blocks,
+    read_round_samples,
+    read_rounds,
+    side_compiles,
+)
 from analysis.verdict_settings import VerdictSettings
 
 
@@ -51,6 +61,13 @@ class ReportInputs:
     settings: ReportSettings = field(default_factory=ReportSettings)
     trace_diff_md: str | None = None
     title: str = "prbench: performance of this PR"
+    base_organized: Path | None = None  # <side>/organized: the kernel sources the diffs are made from
+    pr_organized: Path | None = None
+    base_launch_cost: LaunchCost | None = None  # <side>/launch_cost.json
+    pr_launch_cost: LaunchCost | None = None
+    base_compiles: dict[str, list[float]] = field(default_factory=dict)  # model → first-call s of each round
+    pr_compiles: dict[str, list[float]] = field(default_factory=dict)
+    kernels_asked: tuple[str, ...] = ()  # kernels whose code diff the user asked for (`invoke report --kernel`)
 
 
 
@@ -121,8 +138,40 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
             inputs.model_blocks = read_paired_blocks(run_dir / PAIRED_DIR / "models", inputs.settings.rounds)
     if not kernels and not suite:
         raise UserError(f"{run_dir}: nothing to compare (no kernels.csv or suite/suite.csv under base/ and pr/)")
+    _add_provenance(run_dir, inputs)
     trace = run_dir / "report" / "trace_diff.md"
     if trace.exists():
         inputs.trace_diff_md = trace.read_text(encoding="utf-8")
     return inputs
 
+
+
+def _add_provenance(run_dir: Path, inputs: ReportInputs) -> None:
+    """What explains the numbers: the kernel sources, each side's launch cost and the rounds' repeated compiles."""
+    organized = [run_dir / side / "organized" for side in ("base", "pr")]
+    if all(d.is_dir() for d in organized):
+        inputs.base_organized, inputs.pr_organized = organized
+    inputs.base_launch_cost = read_launch_cost(run_dir / "base" / LAUNCH_COST_FILE)
+    inputs.pr_launch_cost = read_launch_cost(run_dir / "pr" / LAUNCH_COST_FILE)
+    rounds = sorted((run_dir / PAIRED_DIR / "models").glob("round-*.json"))
+    if rounds:
+        records = read_rounds(rounds)
+        inputs.base_compiles, inputs.pr_compiles = (side_compiles(records, side) for side in ("base", "pr"))
+
+
+def check_kernels_asked(run_dir: Path, names: tuple[str, ...]) -> None:
+    """Every kernel asked for (`--kernel`) is named in ``base/`` or ``pr/kernels.csv`` of the run. A table that
+    cannot be read is left to the report's own reading, which says what is wrong with it."""
+    if not names:
+        return
+    known: set[str] = set()
+    for side in ("base", "pr"):
+        try:
+            with open(Path(run_dir) / side / "kernels.csv", newline="", encoding="utf-8") as handle:
+                known.update(row.get("kernel_name") or "" for row in csv.DictReader(handle))
+        except (OSError, UnicodeDecodeError, csv.Error):
+            return
+    for name in names:
+        if name not in known:
+            raise UserError(f"--kernel {name}: no kernel of this name in the run (see kernels_compare.csv for the "
+                            "names)")

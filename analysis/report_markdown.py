@@ -13,12 +13,16 @@ import pandas as pd
 
 from analysis.gates import Gate
 from analysis.kernel_compare import KernelComparison
+from analysis.kernel_index import where_launched
 from analysis.markdown_fit import cut_markdown
 from analysis.model_compare import ModelComparison
 from analysis.projection import Projection
 from analysis.rendering import (
     Column,
     ci_text,
+    finite,
+    fmt_delta_ms,
+    fmt_gb,
     fmt_ms,
     fmt_num,
     fmt_p,
@@ -30,11 +34,14 @@ from analysis.rendering import (
 )
 from analysis.report_environment import environment_table, flatten, lock_identity, with_lock_summaries
 from analysis.report_inputs import ReportInputs
+from analysis.report_kernel_details import KernelDetails
 from analysis.report_verdict import control_rows, report_verdict
+from analysis.time_decomposition import Decomposition
 from analysis.verdict_settings import percent
 
 MAX_MARKDOWN_CHARS = 65_000
 _NAME_WIDTH = 64  # kernel names can run to hundreds of characters; the CSV keeps them whole
+_WHERE_WIDTH = 72  # a kernel shared by many models lists them all in the CSV's `graphs`
 
 def _with_ci(frame: pd.DataFrame) -> pd.DataFrame:
     shown = frame.copy()
@@ -46,11 +53,20 @@ def _kernel_display(table: pd.DataFrame) -> pd.DataFrame:
     shown = _with_ci(table)
     renamed = shown["base_name"] != shown["pr_name"]
     shown["kernel"] = shown["base_name"].where(~renamed, shown["base_name"] + " → " + shown["pr_name"])
+    shown["where"] = [where_launched(f"{b};{p}") for b, p in zip(shown["base_graphs"], shown["pr_graphs"],
+                                                                  strict=True)]
+    return shown
+
+
+def _unpaired_display(frame: pd.DataFrame) -> pd.DataFrame:
+    shown = frame.copy()
+    shown["where"] = [where_launched(g) for g in shown["graphs"]]
     return shown
 
 
 KERNEL_COLUMNS_MD = [
-    Column("kernel", "kernel (base → PR)", width=_NAME_WIDTH), Column("category", "category"),
+    Column("kernel", "kernel (base → PR)", width=_NAME_WIDTH), Column("where", "models / graphs", width=_WHERE_WIDTH),
+    Column("category", "category"),
     Column("base_median_ms", "base ms", fmt_ms), Column("pr_median_ms", "PR ms", fmt_ms),
     Column("speedup", "speedup", fmt_x), Column("ci", "CI"), Column("q_value", "q", fmt_p),
     Column("base_calls", "calls", fmt_num), Column("verdict", "verdict"), Column("matched_by", "matched by"),
@@ -63,7 +79,8 @@ CATEGORY_COLUMNS_MD = [
     Column("inconclusive", "inconclusive", fmt_num),
 ]
 UNPAIRED_COLUMNS_MD = [
-    Column("kernel_name", "kernel", width=_NAME_WIDTH), Column("category", "category"),
+    Column("kernel_name", "kernel", width=_NAME_WIDTH), Column("where", "models / graphs", width=_WHERE_WIDTH),
+    Column("category", "category"),
     Column("median_ms", "ms", fmt_ms), Column("calls", "calls", fmt_num), Column("ms_per_step", "ms/step", fmt_ms),
 ]
 MODEL_COLUMNS_MD = [
@@ -88,6 +105,31 @@ PROJECTION_COLUMNS_MD = [
     Column("measured_speedup", "measured", fmt_x), Column("kernels_base", "kernels", fmt_num),
     Column("note", "note"),
 ]
+FUSION_COLUMNS_MD = [
+    Column("group", "group", fmt_num), Column("graphs", "models / graphs", width=_WHERE_WIDTH),
+    Column("base_kernels", "base kernels", width=_NAME_WIDTH * 2), Column("pr_kernels", "PR kernels",
+                                                                         width=_NAME_WIDTH * 2),
+    Column("base_launches", "launches base", fmt_num), Column("pr_launches", "PR", fmt_num),
+    Column("base_ms_per_step", "base ms/step", fmt_ms), Column("pr_ms_per_step", "PR ms/step", fmt_ms),
+    Column("delta_ms_per_step", "Δ ms/step", fmt_delta_ms), Column("shared_ops", "ops in common", width=60),
+    Column("change", "change"),
+]
+DECOMPOSITION_COLUMNS_MD = [
+    Column("model", "model", width=40), Column("base_ms", "base ms", fmt_ms),
+    Column("measured_delta_ms", "measured Δ", fmt_delta_ms), Column("measured_range", "measured Δ range"),
+    Column("changed_code_ms", "code changed", fmt_delta_ms),
+    Column("identical_code_ms", "identical code (control)", fmt_delta_ms),
+    Column("fusion_kernels_ms", "fusion: kernels", fmt_delta_ms), Column("launches", "launches base → PR"),
+    Column("launch_ms", "fusion: launches × cost", fmt_delta_ms), Column("remainder_ms", "remainder", fmt_delta_ms),
+    Column("explained_share", "explained by kernels", fmt_share),
+]
+RESOURCE_COLUMNS_MD = [
+    Column("model", "model", width=40), Column("base_compile_s", "compile base s", fmt_num),
+    Column("pr_compile_s", "PR s", fmt_num), Column("compile_ratio", "PR / base", fmt_x),
+    Column("base_repeat_s", "repeated compiles base"), Column("pr_repeat_s", "repeated compiles PR"),
+    Column("compile_verdict", "compile time"), Column("base_peak", "peak base"), Column("pr_peak", "peak PR"),
+    Column("compression_ratio", "compression PR / base", fmt_x), Column("memory_verdict", "memory"),
+]
 LOCK_COLUMNS_MD = [Column("key", "lock entry", width=64), Column("value", "value", width=96)]
 ENV_COLUMNS_MD = [Column("setting", "setting", width=48), Column("base", "base", width=72),
                   Column("pr", "PR", width=72), Column("same", "")]
@@ -106,10 +148,14 @@ class Caps:
     details_models: int = 300
     unpaired: int = 50
     trace_chars: int = 20_000
+    diffs: int = 5  # top regressions and top improvements that get their code diff
+    diff_lines: int = 80  # lines of each diff shown
+    fusion: int = 30
 
     def shrink(self) -> bool:
         """Cut the least important content first; False when nothing is left to cut."""
-        for name, floor in (("details_kernels", 0), ("unpaired", 5), ("details_models", 0), ("trace_chars", 2000),
+        for name, floor in (("details_kernels", 0), ("unpaired", 5), ("diff_lines", 12), ("fusion", 5),
+                            ("diffs", 2), ("details_models", 0), ("trace_chars", 2000),
                             ("categories", 10), ("env", 15), ("projection", 10), ("models", 10), ("top", 5)):
             value = getattr(self, name)
             if value > floor:
@@ -118,9 +164,20 @@ class Caps:
         return False
 
 
+@dataclass(frozen=True)
+class Explanations:
+    """What explains the numbers (each None when its inputs are missing)."""
+
+    fusion: pd.DataFrame | None = None  # analysis.fusion_changes
+    decomposition: Decomposition | None = None
+    resources: pd.DataFrame | None = None  # analysis.model_resources
+
+
 def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparison | None,
-                    proj: Projection | None, plots: dict[str, str], gates: list[Gate]) -> str:
+                    proj: Projection | None, plots: dict[str, str], gates: list[Gate],
+                    explanations: Explanations | None = None) -> str:
     """Render report.md, shrinking tables until it fits under MAX_MARKDOWN_CHARS."""
+    explanations = explanations or Explanations()
     template = jinja_env().get_template("report.md.j2")
     env = environment_table(*with_lock_summaries(inputs.base_env, inputs.pr_env, inputs.lock))
     stats = inputs.settings.stats
@@ -131,10 +188,13 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
                 "max_chars": MAX_MARKDOWN_CHARS, "confidence": percent(stats.confidence),
                 "controls_table": markdown_table(control_rows(kc, mc, stats), CONTROL_COLUMNS_MD, 10, None),
                 "gates_table": markdown_table(gate_rows, GATE_COLUMNS_MD, 10, None) if gates else None,
+                "decomposition": explanations.decomposition, "mean_peak": _mean_peaks(mc),
                 **_renamed(kc)}
+    details = _details(inputs, kc)
     caps = Caps()
     while True:
-        text = template.render({**base_ctx, **_defaults(), **_sections(inputs, kc, mc, proj, env, caps)})
+        text = template.render({**base_ctx, **_defaults(), **_sections(inputs, kc, mc, proj, env, caps),
+                                **_explained(explanations, details, caps, inputs.kernels_asked)})
         if len(text) <= MAX_MARKDOWN_CHARS:
             return text
         if not caps.shrink():
@@ -168,8 +228,10 @@ def _sections(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelCompar
             top_improvements=markdown_table(improved, KERNEL_COLUMNS_MD, caps.top, "kernels_compare.csv"),
             category_table=markdown_table(kc.categories, CATEGORY_COLUMNS_MD, caps.categories, "kernel_categories.csv"),
             all_kernels=markdown_table(shown, KERNEL_COLUMNS_MD, caps.details_kernels, "kernels_compare.csv"),
-            only_base=markdown_table(kc.only_base, UNPAIRED_COLUMNS_MD, caps.unpaired, "kernels_only_base.csv"),
-            only_pr=markdown_table(kc.only_pr, UNPAIRED_COLUMNS_MD, caps.unpaired, "kernels_only_pr.csv"),
+            only_base=markdown_table(_unpaired_display(kc.only_base), UNPAIRED_COLUMNS_MD, caps.unpaired,
+                                     "kernels_only_base.csv"),
+            only_pr=markdown_table(_unpaired_display(kc.only_pr), UNPAIRED_COLUMNS_MD, caps.unpaired,
+                                   "kernels_only_pr.csv"),
         )
     if mc is not None:
         models = _with_ci(mc.table)
@@ -217,6 +279,47 @@ def _renamed(kc: KernelComparison | None) -> dict[str, Any]:
 
 def _defaults() -> dict[str, Any]:
     keys = ("top_regressions", "top_improvements", "category_table", "all_kernels", "only_base", "only_pr",
-            "models_table", "all_models", "projection_table", "trace_diff")
-    return dict.fromkeys(keys)
+            "models_table", "all_models", "projection_table", "trace_diff", "fusion_table", "decomposition_table",
+            "resources_table")
+    return {**dict.fromkeys(keys), "regression_diffs": [], "improvement_diffs": [], "asked_diffs": []}
+
+
+def _mean_peaks(mc: ModelComparison | None) -> tuple[str, str]:
+    if mc is None:
+        return "–", "–"
+    return fmt_gb(mc.summary.base.mean_peak_gb), fmt_gb(mc.summary.pr.mean_peak_gb)
+
+
+def _details(inputs: ReportInputs, kc: KernelComparison | None) -> KernelDetails:
+    shown = _kernel_views(kc)[0] if kc is not None else None
+    return KernelDetails(inputs.base_organized, inputs.pr_organized, kc, shown)
+
+
+def asked_kernel_texts(inputs: ReportInputs, kc: KernelComparison | None) -> list[str]:
+    """The kernels the user asked for (`--kernel`), each as plain text with its whole diff (for a terminal)."""
+    return _details(inputs, kc).asked_texts(inputs.kernels_asked)
+
+
+def _explained(explanations: Explanations, details: KernelDetails, caps: Caps, asked: tuple[str, ...]
+               ) -> dict[str, Any]:
+    ctx: dict[str, Any] = {}
+    if details.kc is not None:
+        _, regressed, improved = _kernel_views(details.kc)
+        ctx["regression_diffs"] = details.blocks(regressed, caps.diffs, caps.diff_lines)
+        ctx["improvement_diffs"] = details.blocks(improved, caps.diffs, caps.diff_lines)
+        ctx["asked_diffs"] = details.asked_blocks(asked, caps.diff_lines)
+    if explanations.fusion is not None:
+        ctx["fusion_table"] = markdown_table(explanations.fusion, FUSION_COLUMNS_MD, caps.fusion, "fusion_changes.csv")
+    if explanations.decomposition is not None:
+        table = explanations.decomposition.table.copy()
+        table["measured_range"] = [f"{fmt_delta_ms(lo)} … {fmt_delta_ms(hi)}" if finite(lo) and finite(hi) else "–"
+                                   for lo, hi in zip(table["measured_low_ms"], table["measured_high_ms"], strict=True)]
+        table["launches"] = [f"{fmt_num(b)} → {fmt_num(p)}" for b, p in zip(table["base_launches"],
+                                                                             table["pr_launches"], strict=True)]
+        ctx["decomposition_table"] = markdown_table(table, DECOMPOSITION_COLUMNS_MD, caps.models,
+                                                    "time_decomposition.csv")
+    if explanations.resources is not None:
+        ctx["resources_table"] = markdown_table(explanations.resources, RESOURCE_COLUMNS_MD, caps.models,
+                                                "model_resources.csv")
+    return ctx
 

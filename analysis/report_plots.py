@@ -1,4 +1,5 @@
-"""The report's PNG plots: the distribution of per-kernel speedups and the per-category geomeans.
+"""The report's PNG plots: the distribution of per-kernel speedups, the per-category geomeans and the waterfall of
+where the PR's time went.
 
 matplotlib is imported when a plot is drawn (Agg, no pyplot state), so reading or fitting a report never pays for it.
 """
@@ -6,6 +7,7 @@ matplotlib is imported when a plot is drawn (Agg, no pyplot state), so reading o
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ import numpy as np
 from analysis import atomic_io
 from analysis.kernel_compare import KernelComparison
 from analysis.rendering import finite
+from analysis.time_decomposition import COMPONENTS, Decomposition
 
 
 def _figure():
@@ -59,3 +62,32 @@ def plot_categories(kc: KernelComparison, path: Path) -> Path:
     ax.set_title("Per-category geomean speedup")
     return _save_png(fig, path)
 
+
+
+def plot_waterfall(decomposition: Decomposition, path: Path) -> Path:
+    """Base step → each component of the change → PR step, for one step of every model together (or the one
+    model), in ms; the measured PR step's interval is drawn on the last bar."""
+    row = decomposition.table.iloc[-1]
+    steps = [(label, float(row[key])) for key, label in COMPONENTS]
+    base, pr = float(row["base_ms"]), float(row["pr_ms"])
+    fig = _figure()
+    ax = fig.add_subplot()
+    labels = ["base step", *(label for label, _ in steps), "PR step"]
+    level = base
+    ax.bar(0, base, color="#8c8c8c")
+    for i, (_, delta) in enumerate(steps, 1):
+        value = delta if finite(delta) else 0.0
+        ax.bar(i, value, bottom=level, color="#c44e52" if value > 0 else "#55a868")
+        ax.text(i, level + max(value, 0.0), f"{value:+.4f}" if finite(delta) else "none", ha="center",
+                va="bottom", fontsize=7)
+        level += value
+    low, high = float(row["measured_low_ms"]), float(row["measured_high_ms"])
+    error = ([[pr - (base + low)], [(base + high) - pr]] if finite(low) and finite(high) else None)
+    ax.bar(len(labels) - 1, pr, color="#4c72b0", yerr=error, capsize=4)
+    floor = min(base, pr, level) * 0.9
+    ax.set_ylim(bottom=floor)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels([textwrap.fill(label, 16) for label in labels], fontsize=7)
+    ax.set_ylabel("ms per step")
+    ax.set_title(f"Where the PR's time went: {row['model']} (PR − base {float(row['measured_delta_ms']):+.4f} ms)")
+    return _save_png(fig, path)

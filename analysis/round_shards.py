@@ -59,7 +59,7 @@ def merge_shards(records: list[RoundRecord]) -> RoundRecord:
 
     Visits keep their block, pass and position, so the paired view reads them as if one process had timed them;
     ``started_s`` counts from its own shard's start. ``workers`` holds, per side, every device, CPU and pid of its
-    shards, ``wall_s`` the longest shard, ``shards`` where each ran.
+    shards, ``wall_s`` the longest shard, ``shards`` where each ran, ``compiles`` every shard's first-call times.
     """
     if not records:
         raise ValueError("a round needs at least one shard")
@@ -73,7 +73,18 @@ def merge_shards(records: list[RoundRecord]) -> RoundRecord:
                        started_at=min(r.started_at for r in records), wall_s=max(r.wall_s for r in records),
                        workers={side: _merged_workers([r.workers[side] for r in records if side in r.workers])
                                 for side in sides},
-                       visits=visits, shards=[shard for r in records for shard in r.shards])
+                       visits=visits, shards=[shard for r in records for shard in r.shards],
+                       compiles=_merged_compiles(records))
+
+
+def _merged_compiles(records: list[RoundRecord]) -> dict[str, dict[str, list[float]]]:
+    """Each side's first-call times per model, over every shard that prepared the model."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for record in records:
+        for side, models in record.compiles.items():
+            for model, times in models.items():
+                out.setdefault(side, {}).setdefault(model, []).extend(times)
+    return out
 
 
 def _merged_workers(parts: list[dict[str, Any]]) -> dict[str, Any]:

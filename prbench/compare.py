@@ -36,6 +36,8 @@ from prbench.runners.local import LocalRunner
 from prbench.runstore import Run, RunStore, input_hash
 from prbench.shard_rounds import NodeFacts, RoundShards, SideRunner, node_summary, round_shards, run_shards
 from prbench.stage_commands import (
+    launch_cost_command,
+    launch_cost_path,
     organized_dir,
     profile_index,
     profiles_dir,
@@ -52,7 +54,7 @@ from stages.paired import Plan, write_plan
 if TYPE_CHECKING:  # analysis.report_inputs imports pandas: only when a report is rendered
     from analysis.report_inputs import ReportSettings
 
-STAGES = ("suite", "organize", "models", "kernels", "profile", "report")
+STAGES = ("suite", "organize", "launch_cost", "models", "kernels", "profile", "report")
 
 
 @dataclass(frozen=True)
@@ -259,7 +261,7 @@ class _Side:
 
 
 def _prepare_kernels(side: _Side, request: CompareRequest, upstream_src: Path | None) -> None:
-    """suite → organize for one side."""
+    """suite → organize → launch_cost for one side."""
     pipeline, prepared = side.pipeline, side.prepared
     directory = prepared.directory
     organized = organized_dir(directory)
@@ -279,6 +281,14 @@ def _prepare_kernels(side: _Side, request: CompareRequest, upstream_src: Path | 
         command=lambda: variant_organize_command(directory),
         summarize=lambda: {"kernels": _count_rows(organized / "index.csv")},
         reset=lambda: shutil.rmtree(organized, ignore_errors=True),
+    ))
+    # What one more or one fewer kernel launch costs this side's graphs: the report prices fusion changes with it.
+    pipeline.run_stage(prepared, StageSpec(
+        name="launch_cost",
+        inputs={"organize": side.organize_hash},
+        outputs=[launch_cost_path(directory)],
+        command=lambda: launch_cost_command(directory),
+        reset=lambda: launch_cost_path(directory).unlink(missing_ok=True),
     ))
 
 

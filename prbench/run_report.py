@@ -17,15 +17,21 @@ if TYPE_CHECKING:  # analysis.report imports pandas and matplotlib: only when a 
     from analysis.report_inputs import ReportSettings
 
 
-def render_run_report(run: Run, settings: ReportSettings | None = None) -> ReportPaths:
+def render_run_report(run: Run, settings: ReportSettings | None = None,
+                      kernels_asked: tuple[str, ...] = ()) -> ReportPaths:
     """Render ``<run>/report/`` from the run's files as its ``report`` stage, with ``settings`` when the caller
-    has them (``invoke compare``: the flags it validated), else with the settings the manifest recorded."""
+    has them (``invoke compare``: the flags it validated), else with the settings the manifest recorded;
+    ``kernels_asked``: kernels whose code diff the report adds (and `ReportPaths.kernel_details` holds in full)."""
     from analysis.report import render_report
+    from analysis.report_inputs import check_kernels_asked
 
     out_dir = run.path(REPORT_DIR)
+    check_kernels_asked(run.root, kernels_asked)  # a mistyped name must not cost the run its current report
     with run.stage("report", _stage_inputs(run)) as record:
         try:
-            paths = render_report(_load(run, settings), out_dir)
+            inputs = _load(run, settings)
+            inputs.kernels_asked = kernels_asked
+            paths = render_report(inputs, out_dir)
         except BaseException:
             shutil.rmtree(out_dir, ignore_errors=True)
             raise

@@ -123,6 +123,18 @@ def variant_organize_command(variant_dir: Path) -> StageCommand:
                             graph_models=graph_models_path(variant_dir))
 
 
+def launch_cost_path(variant_dir: Path) -> Path:
+    from analysis.launch_cost import LAUNCH_COST_FILE
+
+    return variant_dir / LAUNCH_COST_FILE
+
+
+def launch_cost_command(variant_dir: Path) -> StageCommand:
+    """``python -m stages.launch_cost`` on a variant's organized graphs (its stage environment, so its torch)."""
+    return StageCommand(module="stages.launch_cost", args=["--dir", str(organized_dir(variant_dir)),
+                                                           "--out", str(launch_cost_path(variant_dir))])
+
+
 def kernels_command(organized: Path, out: Path | None = None, *, devices: str = "cpu", warmup: int = 10,
                     iterations: int = 30, timeout_s: float = 300.0, cache_dir: Path | None = None,
                     work_dir: Path | None = None, filter_regex: str | None = None, platform: str = "auto",

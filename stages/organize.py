@@ -47,7 +47,7 @@ from analysis.kernel_index import (
     benchmark_model_name,
     cut_kernels,
     embedded_kernels,
-    graph_label,
+    graph_file_stem,
     graph_module_problem,
     launch_counts,
     looks_like_graph_module,
@@ -193,7 +193,7 @@ def collect(scan: CacheScan, graph_models: dict[str, list[str]] | None = None
     graphs: dict[str, str] = {}
     for path in scan.wrappers:
         text = _read(path)
-        graph_file = f"{graph_label(text, path.stem)}_{path.stem[1:9]}.py"
+        graph_file = f"{graph_file_stem(text, path.stem)}.py"
         graphs[graph_file] = text
         models = graph_models.get(path.stem) or [m for m in [benchmark_model_name(text)] if m]
         graph_names = [f"{model}/{graph_file[:-3]}" for model in models] or [graph_file[:-3]]

@@ -164,6 +164,7 @@ class Side:
         # item → why this side cannot time it in this round (its prepare failed, or it killed the worker)
         self.failed: dict[str, str] = {}
         self.start_error = ""
+        self.compiles: dict[str, list[float]] = {}  # model → first-call seconds of each prepare in this round
 
     def start_group(self, items: set[str] | None) -> None:
         """A fresh worker for the group's items (None: everything)."""
@@ -205,6 +206,8 @@ class Side:
             # The first call's time shows whether the compile loaded the side's warm cache (seconds, not minutes).
             compile_s = entry.get("compile_s", 0.0)
             first = f"{compile_s:.1f} s" if is_number(compile_s) else "unknown"
+            if not errors and is_number(compile_s):
+                self.compiles.setdefault(job["model"], []).append(float(compile_s))
             done = f"failed: {errors[0]}" if errors else f"ok, first call {first}"
             self.say(f"pair: prepared {self.name} {job['model']}: {done}")
         elif errors:
@@ -354,7 +357,8 @@ def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], No
     shard = {"blocks": sorted(chosen), "node": placement.node, "device": device, "cpus": sorted(cpus or []),
              "sides": sides, "started_at": started_at, "wall_s": wall_s}
     return RoundRecord(kind=plan.kind, round=number, sides=sides, started_at=started_at, wall_s=wall_s,
-                       workers={s: w.describe(device) for s, w in workers.items()}, visits=visits, shards=[shard])
+                       workers={s: w.describe(device) for s, w in workers.items()}, visits=visits, shards=[shard],
+                       compiles={s: w.compiles for s, w in workers.items() if w.compiles})
 
 
 def start_order(sides: list[str], number: int) -> list[str]:

@@ -40,9 +40,23 @@ def test_compare_writes_a_pr_ready_report(compared):
     pairs = pd.read_csv(run / "report" / "kernels_compare.csv")
     assert len(pairs) > 0 and (pairs["category"] == "cpp").all()
     manifest = json.loads((run / "manifest.json").read_text())
-    for key in [f"{side}/{stage}" for side in ("base", "pr") for stage in ("suite", "organize", "models", "kernels")
+    stages = ("suite", "organize", "launch_cost", "models", "kernels")
+    for key in [f"{side}/{stage}" for side in ("base", "pr") for stage in stages
                 ] + [f"pair/{kind}-round-{n}" for kind in ("models", "kernels") for n in (1, 2, 3)] + ["report"]:
         assert manifest["stages"][key]["status"] == "done", key
+    # What explains the numbers: each kernel row names its model, the time decomposition prices launches with
+    # the cost measured on each side's graphs, and each model round recorded its compiles.
+    assert "ElectraForCausalLM/" in report.split("### Top regressions", 1)[1].split("###", 1)[0] or \
+        "_none_" in report.split("### Top regressions", 1)[1].split("###", 1)[0]
+    for side in ("base", "pr"):
+        cost = json.loads((run / side / "launch_cost.json").read_text())
+        assert cost["backend"] == "cpp" and cost["per_launch_us"] > 0
+    assert "Cost of one launch: " in report and "µs per launch" in report
+    parts = pd.read_csv(run / "report" / "time_decomposition.csv")
+    components = parts[["changed_code_ms", "identical_code_ms", "fusion_ms", "remainder_ms"]].fillna(0).sum(axis=1)
+    assert (components - parts["measured_delta_ms"]).abs().max() < 1e-9
+    resources = pd.read_csv(run / "report" / "model_resources.csv")
+    assert resources.loc[0, "base_repeat_s"].endswith("3 compiles)")
     # Base and PR are timed item by item in each round, ABBA, the first side alternating between blocks, rounds
     # and passes.
     for kind in ("models", "kernels"):
@@ -85,7 +99,7 @@ def test_running_again_redoes_nothing_and_report_rerenders(compared):
                    "--kernel-iterations", "10", "--rounds", "3", "--passes", "2")
     assert again.returncode == 0, again.stderr[-2000:]
     stages = [k for k in json.loads((run / "manifest.json").read_text())["stages"] if k != "report"]
-    assert len(stages) == 14
+    assert len(stages) == 16
     for key in stages:
         assert f"{key}: done earlier with the same inputs, skipped" in again.stdout, key
     rendered = invoke("report", "e2e", "--runs-dir", str(run.parent))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from analysis.paired_rounds import read_round
+from analysis.paired_rounds import read_round, write_round
 from stages.paired import Plan, SidePlan, read_plan, run_round, side_order, start_order, write_plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def test_a_crash_or_a_hang_is_an_error_visit_and_the_worker_is_restarted(tmp_pat
 
 
 def test_models_are_prepared_first_and_re_prepared_after_a_crash(tmp_path: Path) -> None:
-    prepare = [{"kind": "prepare", "model": m, "timeout_s": 30} for m in ("A", "B", "C")]
+    prepare = [{"kind": "prepare", "model": m, "timeout_s": 30, "compile_s": 1.5} for m in ("A", "B", "C")]
     time_job = {"kind": "time", "iterations": 2, "timeout_s": 30}
     blocks = [{"base": {**time_job, "model": "A", "behave": "crash"}, "pr": {**time_job, "model": "A"}},
               {"base": {**time_job, "model": "B"}, "pr": {**time_job, "model": "B"}},
@@ -108,6 +108,10 @@ def test_models_are_prepared_first_and_re_prepared_after_a_crash(tmp_path: Path)
     log = (tmp_path / "base.log").read_text()
     assert log.count("prepare B") == 2  # the restarted worker prepared its models again before timing B
     assert (tmp_path / "pr.log").read_text().count("prepare B") == 1
+    # Every compile is recorded with its first call's time: the report shows their spread per model and side.
+    assert record.compiles["base"]["B"] == [1.5, 1.5] and record.compiles["pr"]["B"] == [1.5]
+    write_round(tmp_path / "round.json", record)
+    assert read_round(tmp_path / "round.json").compiles == record.compiles
 
 
 def test_model_groups_get_fresh_workers_and_a_failed_prepare_fails_only_its_model(tmp_path: Path) -> None:

@@ -94,8 +94,8 @@ def test_workbook_has_one_sheet_per_table_with_excel_safe_names(tmp_path: Path) 
     paths = render_report(ReportInputs(base, pr, bs, ps, suite, suite, ss, ss, lock={"base": {"x": 1}}), tmp_path)
 
     names = load_workbook(paths.xlsx, read_only=True).sheetnames
-    assert names == ["Summary", "Kernels", "Categories", "Only in base", "Only in PR", "Models", "Projection",
-                     "Environment", "Lock"]
+    assert names == ["Summary", "Kernels", "Categories", "Only in base", "Only in PR", "Fusion changes", "Models",
+                     "Projection", "Compile and memory", "Where the time went", "Environment", "Lock"]
     assert sheet_name("a/very:long*name?that[goes]on and on and on", set()) == "a_very_long_name_that_goes_on a"
     assert len(sheet_name("x" * 40, {"x" * 31})) <= 31
 

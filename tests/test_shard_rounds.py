@@ -75,6 +75,9 @@ def test_model_rounds_shard_by_model_and_prepare_only_their_own(tmp_path: Path) 
     assert not [v for v in record.visits if v.error]
     prepared = [line for line in (tmp_path / "base-workers.log").read_text().splitlines() if line.startswith("prepare")]
     assert len(prepared) == 3  # each shard's worker compiled its own model only
+    # the merged round keeps every shard's first-call times: the report's compile spread sees all three models
+    assert {side: sorted(models) for side, models in record.compiles.items()} == {
+        "base": ["ModelA", "ModelB", "ModelC"], "pr": ["ModelA", "ModelB", "ModelC"]}
 
 
 def test_finished_shards_are_never_redone(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from prbench.runners import StageCommand
 from prbench.stage_commands import (
     ProfileSettings,
     kernels_command,
+    launch_cost_command,
     organize_command,
     paired_command,
     profile_command,
@@ -61,6 +62,11 @@ def test_organize_commands_are_what_the_organize_stage_parses(tmp_path: Path) ->
     assert variant.cache == tmp_path / "base" / "inductor-cache.tar.gz"
     assert variant.graph_models == tmp_path / "base" / "suite" / "graph_models.json"
     assert variant.extract_to == tmp_path / "base" / "work" / "extracted-cache"
+
+
+def test_launch_cost_command_is_what_the_launch_cost_stage_parses(tmp_path: Path) -> None:
+    args = parse(launch_cost_command(tmp_path / "base"))
+    assert (args.dir, args.out) == (tmp_path / "base" / "organized", tmp_path / "base" / "launch_cost.json")
 
 
 def test_kernels_command_is_what_the_kernels_stage_parses(tmp_path: Path) -> None:
@@ -134,7 +140,8 @@ def test_a_bug_keeps_its_traceback() -> None:
 
 
 @pytest.mark.parametrize("module", ["stages.suite", "stages.upstream_suite", "stages.organize", "stages.kernels",
-                                    "stages.profile", "stages.paired", "stages.model_worker"])
+                                    "stages.profile", "stages.paired", "stages.model_worker",
+                                    "stages.launch_cost"])
 def test_every_stage_goes_through_the_wrapper(module: str) -> None:
     source = (ROOT / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8")
     assert 'if __name__ == "__main__":\n    run_as_script(main)' in source

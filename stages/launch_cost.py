@@ -1,0 +1,147 @@
+"""Stage ``launch_cost``: what one kernel launch costs a compiled graph of this environment, beyond the kernel.
+
+    python -m stages.launch_cost --dir ORGANIZED --out FILE [--graphs 3] [--passes 200]
+
+The report prices a change in the number of kernel launches per step (a fusion that merged two kernels saves one
+launch) with this cost, so it is measured where the graphs run, on the variant's own graphs: each of up to
+``--graphs`` C++ graph modules of ``ORGANIZED/graphs`` is run once to record its kernel calls
+(`stages.cpp_replay.record_launches`), then the recorded calls are made ``--passes`` times, as the graph's
+``call()`` makes them, each timed by the wall clock (the buffers it writes restored first, untimed, as the kernel
+replay does), and the same passes again under the profiler for the kernels' own event time. The schema and the
+arithmetic are `analysis.launch_cost`'s. Triton graphs are not measured (a GPU launch is asynchronous: its cost is
+not the wall time of a pass); the file then says so."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from analysis.errors import UserError
+from analysis.kernel_index import embedded_kernels, read_index
+from analysis.launch_cost import GraphLaunchCost, LaunchCost, write_launch_cost
+from stages import cpp_replay
+from stages.entry import StageArgumentParser, run_as_script
+from stages.kernels import load_module, seeded_args
+
+GRAPHS_DIR = "graphs"
+
+
+def cpp_graphs(organized: Path, limit: int) -> list[Path]:
+    """The graph modules holding the most C++ kernel launches first (they give the steadiest figure)."""
+    counts: dict[str, int] = {}
+    for row in read_index(organized / "index.csv"):
+        if row.backend == "cpp" and row.source.startswith(f"{GRAPHS_DIR}/"):
+            counts[row.source] = counts.get(row.source, 0) + max(row.calls, 1)
+    ranked = sorted(counts, key=lambda source: (-counts[source], source))
+    return [organized / source for source in ranked[:limit] if (organized / source).is_file()]
+
+
+def _restore(launch: cpp_replay.Launch) -> None:
+    """The buffers the launch may write, back to what they held when the graph made it: without this an in-place
+    kernel runs on its own output, values drift (and an index buffer can send a gather out of bounds)."""
+    for live, before in launch.saved:
+        live.copy_(before)
+
+
+def _clock_overhead_ns(samples: int = 2000) -> float:
+    """What one pair of ``perf_counter_ns`` calls adds to a timed call; subtracted from every launch."""
+    gaps = []
+    for _ in range(samples):
+        start = time.perf_counter_ns()
+        gaps.append(time.perf_counter_ns() - start)
+    return float(statistics.median(gaps))
+
+
+def _pass_wall_us(launches: list[cpp_replay.Launch], passes: int) -> float:
+    """Median over passes of the summed wall time of the calls themselves (restores are not timed)."""
+    clock_ns = _clock_overhead_ns()
+    walls = []
+    for _ in range(passes):
+        total = 0
+        for launch in launches:
+            _restore(launch)
+            start = time.perf_counter_ns()
+            launch.function(*launch.args)
+            total += time.perf_counter_ns() - start
+        walls.append((total - clock_ns * len(launches)) / 1000.0)
+    return float(statistics.median(walls))
+
+
+def _pass_kernel_us(launches: list[cpp_replay.Launch], passes: int) -> float:
+    """Median over passes of the kernels' own profiler-event time (the same calls on the same restored values)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(passes):
+            for launch in launches:
+                _restore(launch)
+                launch.function(*launch.args)
+    events = [e.self_cpu_time_total for e in prof.events() if cpp_replay.PROFILER_EVENT.match(e.name)]
+    if not events:
+        return 0.0
+    if len(events) % passes:  # not one event per launch: the mean is all that can be said
+        return sum(events) / passes
+    size = len(events) // passes
+    return float(statistics.median(sum(events[i: i + size]) for i in range(0, len(events), size)))
+
+
+def measure_graph(path: Path, passes: int, index: int) -> GraphLaunchCost:
+    module: Any = load_module(str(path), f"prbench_launch_cost_{index}")
+    names = [k.variable for k in embedded_kernels(path.read_text(encoding="utf-8")) if k.backend == "cpp"]
+    writable = cpp_replay.writable_arguments(str(path))
+    launches = cpp_replay.record_launches(module, seeded_args(module), names, writable)
+    if not launches:
+        return GraphLaunchCost(path.stem, 0, 0.0, 0.0)
+    for _ in range(max(passes // 10, 3)):  # warm-up: caches, branch predictors, the binding's first calls
+        for launch in launches:
+            launch.replay()
+    wall = _pass_wall_us(launches, passes)
+    kernel = _pass_kernel_us(launches, passes)
+    return GraphLaunchCost(path.stem, len(launches), wall, kernel)
+
+
+def measure(organized: Path, graphs: int, passes: int) -> LaunchCost:
+    paths = cpp_graphs(organized, graphs)
+    if not paths:
+        return LaunchCost("triton", reason="no C++ graph in this run: the launch cost of Triton kernels is not "
+                                           "measured (an asynchronous GPU launch is not the wall time of a pass)")
+    results, skipped = [], []
+    for i, path in enumerate(paths, 1):
+        print(f"[launch_cost] {i}/{len(paths)} {path.name}", flush=True)
+        try:
+            results.append(measure_graph(path, passes, i))
+        except Exception as exc:  # a graph that cannot be loaded or run here costs its figure, not the stage
+            reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+            print(f"warning: {path.name}: not measured ({type(exc).__name__}: {reason})", flush=True)
+            skipped.append(f"{path.name}: {type(exc).__name__}")
+    return LaunchCost("cpp", results, reason="" if results else "no graph could be run: " + "; ".join(skipped))
+
+
+def build_parser() -> StageArgumentParser:
+    parser = StageArgumentParser(prog="python -m stages.launch_cost", description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, required=True, help="the organized directory (index.csv, graphs/)")
+    parser.add_argument("--out", type=Path, required=True, help="where to write launch_cost.json")
+    parser.add_argument("--graphs", type=int, default=3, help="how many C++ graphs to measure (most launches first)")
+    parser.add_argument("--passes", type=int, default=200, help="back-to-back passes over a graph's launches")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.graphs < 1 or args.passes < 1:
+        raise UserError("--graphs and --passes: expected whole numbers ≥ 1")
+    from stages.environment import apply_inductor_config
+
+    apply_inductor_config()
+    cost = measure(args.dir.resolve(), args.graphs, args.passes)
+    write_launch_cost(args.out, cost)
+    value = cost.per_launch_us
+    said = f"{value:.3f} µs per launch" if value is not None else cost.reason
+    print(f"launch_cost: {said} → {args.out}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    run_as_script(main)
