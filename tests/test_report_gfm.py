@@ -50,8 +50,9 @@ def test_the_report_renders_on_github_with_every_table_details_block_and_link_wh
     assert gfm_problems(text, report_dir) == []
     html = render_gfm(text)
     assert html.count("<table>") == len(source_tables(text)) >= 12
-    assert html.count("<details>") == html.count("</details>") == 5  # lock, all pairs, only base, only PR, models
-    assert html.count("<img src=") == 2  # the two plots, which exist next to report.md (checked above)
+    # lock, the code of the top regression and of the top improvement, all pairs, only base, only PR, models
+    assert html.count("<details>") == html.count("</details>") == 7
+    assert html.count("<img src=") == 3  # the three plots (speedups, models, time waterfall), next to report.md
     assert "more rows in kernels_compare.csv" in text  # the tables were cut, and stayed well formed
 
 
