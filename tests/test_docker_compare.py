@@ -18,7 +18,7 @@ pytestmark = pytest.mark.docker
 
 EXAMPLE = PROJECT / "examples" / "cpu-prefer-256bit-vectors.patch"
 SHIPPED = PROJECT / "recipes" / "cpu-docker.toml"
-MODELS = "ElectraForCausalLM,DistilBertForMaskedLM"  # two tiny models, as the issue asks
+MODELS = "ElectraForCausalLM,DistilBertForMaskedLM"  # two tiny models: kernels shared across models, still quick
 OFFLINE = {"PIP_NO_INDEX": "1"}
 
 
