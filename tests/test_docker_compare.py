@@ -2,8 +2,9 @@
 image from the pinned torch wheel and the PR as an overlay layer on it, runs every stage in containers without
 network, writes the report on the host from the two images' locks, and builds nothing the second time.
 
-The wheels come from the store only: pip may not reach any index during these tests (``PIP_NO_INDEX``). CI fills
-the store beforehand with ``invoke store fetch --recipe`` (see .ci/run); elsewhere the tests skip until it is."""
+The wheels come from the store only: pip may not reach any index during these tests (``PIP_NO_INDEX``). The
+session's own store (tests never build from the user's) is seeded with the wheels of the user's store, which CI
+fills beforehand with ``invoke store fetch --recipe`` (see .ci/run); elsewhere the tests skip until it holds them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from docker_support import PROJECT, base_image_id, invoke, require_engine, skip_unless_ci
+
+from prbench.store import DEFAULT_STORE, Store
 
 pytestmark = pytest.mark.docker
 
@@ -35,12 +38,21 @@ def recipe(tmp_path_factory: pytest.TempPathFactory, client) -> Path:
     text = re.sub(r'(?m)^digest = "sha256:[0-9a-f]{64}"', f'digest = "{base_image_id(client)}"', text)
     path = tmp_path_factory.mktemp("recipes") / "cpu-docker.toml"
     path.write_text(text, encoding="utf-8")
+    _wheels_from_the_users_store()
     fetched = invoke("store", "fetch", "--recipe", str(path), env=OFFLINE)
     if fetched.returncode != 0:
         skip_unless_ci(f"the store lacks the wheels of {SHIPPED.name} and pip may not download them during tests: "
                        f"run `invoke store fetch --recipe` on a copy pinned to this machine's base "
                        f"({(fetched.stderr.strip().splitlines() or ['no output'])[-1][:200]})")
     return path
+
+
+def _wheels_from_the_users_store() -> None:
+    """Copy the wheels of the user's store (read only) into the session's; each is hashed again on the way."""
+    users, session = Store(DEFAULT_STORE.expanduser()), Store.at()
+    for item in users.items():
+        if item.kind == "wheel" and users.object_path(item.sha256).is_file():
+            session.add_file(users.path(item), kind=item.kind, name=item.name, origin=item.origin)
 
 
 def _compare(recipe: Path, runs: Path):
