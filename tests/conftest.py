@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -21,6 +22,15 @@ def _a_store_of_the_sessions_own(tmp_path_factory: pytest.TempPathFactory) -> It
         os.environ.pop(STORE_ENV, None)
     else:
         os.environ[STORE_ENV] = previous
+
+
+@pytest.fixture
+def python_handles_ctrl_c() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt here, also when pytest runs as a background job: there SIGINT is ignored,
+    and ``_thread.interrupt_main`` (a test's simulated Ctrl-C) would do nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def _gpu_available() -> bool:

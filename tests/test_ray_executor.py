@@ -96,7 +96,8 @@ def test_an_actor_killed_mid_run_costs_only_its_shard(cluster: str, tmp_path: Pa
         (f"pointwise/k{i}.py", side) for i in range(4) for side in ("base", "pr")}
 
 
-def test_ctrl_c_stops_the_cluster_work_and_keeps_the_finished_shards(cluster: str, tmp_path: Path) -> None:
+def test_ctrl_c_stops_the_cluster_work_and_keeps_the_finished_shards(cluster: str, tmp_path: Path,
+                                                                     python_handles_ctrl_c) -> None:
     from prbench.executors.ray_cluster import RayExecutor
 
     blocks = [kernel_block("k0"), kernel_block("k1", behave="sleep", sleep_s=120)]
@@ -111,8 +112,12 @@ def test_ctrl_c_stops_the_cluster_work_and_keeps_the_finished_shards(cluster: st
 
     threading.Thread(target=press_ctrl_c, daemon=True).start()
     started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        run_shards(rounds, executor, lambda line: None)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_shards(rounds, executor, lambda line: None)
+    finally:
+        # A driver left connected is ended by Ray once the cluster goes away: that would end pytest with it.
+        executor.close()
 
     assert time.monotonic() - started < 90  # not the 120 s kernel
     assert rounds[0].missing() == [1]

@@ -109,7 +109,7 @@ def test_a_stage_killed_mid_run_is_run_again_and_nothing_is_lost(tmp_path: Path)
         (f"pointwise/k{i}.py", side) for i in range(3) for side in ("base", "pr")}
 
 
-def test_ctrl_c_stops_the_running_shards_and_keeps_the_finished_ones(tmp_path: Path) -> None:
+def test_ctrl_c_stops_the_running_shards_and_keeps_the_finished_ones(tmp_path: Path, python_handles_ctrl_c) -> None:
     blocks = [kernel_block("k0"), kernel_block("k1", behave="sleep", sleep_s=60)]
     rounds = shards_of(tmp_path, write_fake_plan(tmp_path, blocks), 2, shard_size=1)
 
