@@ -7,17 +7,19 @@ The host writes the plan (``prbench.paired_plan``); this stage runs round ``N`` 
 ``analysis.paired_rounds.RoundRecord`` to ``--out`` (atomically, at the end: an interrupted round leaves
 nothing behind and is redone).
 
-Per round, every side gets a FRESH worker (``python -m <plan.worker> --worker``) on the plan's device; on the
-CPU both are pinned to the same single CPU (the last one this stage may use), so neither side gets a better
-core. Models are prepared first (built, compiled from the side's warm Inductor cache, warmed up); with
-``groups`` each group of models gets its own fresh workers. Then the blocks are walked in order: block ``i``
-is timed A, B, B, A with A = base when ``(i + N + p) % 2 == 0``, else PR, so each side goes first once and last
-once per block (a drift, or an advantage of running right after the other process, cancels), and the starting
-side alternates between blocks, rounds and passes. The blocks are walked ``passes`` times (pass ``p`` = 0, 1,
-...), all of them each time, so an item's visits are spread over the round. Each visit of a side's job gives one
-visit record per item (a C++ graph job times all its kernels). A worker that crashes or hangs past the job's
-``timeout_s`` costs error visits for that job's items, the job is skipped for the rest of the round on that side,
-and the worker is restarted (models re-prepared) for the next block.
+Per round, every side gets a FRESH worker (``python -m <plan.worker> --worker``) on the plan's device; on the CPU
+both are pinned to the same single CPU (the last one this stage may use), so neither side gets a better core, and
+each worker's environment carries a padding variable of random length (``LAYOUT_PAD_VAR``), drawn per worker and
+round, so no side keeps a luckier memory layout for the whole comparison. Models are prepared first (built,
+compiled from the side's warm Inductor cache, warmed up); with ``groups`` each group of models gets its own fresh
+workers. Then the blocks are walked in order: block ``i`` is timed A, B, B, A with A = base when ``(i + N + p) % 2
+== 0``, else PR, so each side goes first once and last once per block (a drift, or an advantage of running right
+after the other process, cancels), and the starting side alternates between blocks, rounds and passes. The blocks
+are walked ``passes`` times (pass ``p`` = 0, 1, ...), all of them each time, so an item's visits are spread over
+the round. Each visit of a side's job gives one visit record per item (a C++ graph job times all its kernels). A
+worker that crashes or hangs past the job's ``timeout_s`` costs error visits for that job's items, the job is
+skipped for the rest of the round on that side, and the worker is restarted (models re-prepared) for the next
+block.
 
 A round may be cut into shards (``analysis.round_shards``): ``--blocks`` times only those blocks (their items are
 the only ones prepared), on ``--device`` instead of the plan's (the workers' environment is pinned to it again,
@@ -54,6 +56,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -72,6 +75,13 @@ from stages.worker_process import Worker, WorkerFailure, device_env, last_cpu, r
 
 Job = dict[str, Any]
 Block = dict[str, Job | None]
+
+# A variable of random length in each worker's environment. The sides' environments differ by fixed amounts
+# (their paths say base/ or pr/), and the environment's size sets where the stack starts and how it is aligned,
+# which can move a process's speed by a percent or more for as long as it lives. Drawn afresh per worker and round,
+# that layout becomes part of the round-to-round spread the intervals carry instead of a fixed offset between sides.
+LAYOUT_PAD_VAR = "PRBENCH_LAYOUT_PAD"
+LAYOUT_PAD_MAX = 4096
 
 
 @dataclass
@@ -151,13 +161,15 @@ class Side:
     """One side's worker in a round: fresh at the start of each group, restarted (and re-prepared) after a crash."""
 
     def __init__(self, name: str, plan: Plan, cpus: set[int] | None, say: Callable[[str], None],
-                 device: str | None = None) -> None:
+                 device: str | None = None, layout_pad: int = 0) -> None:
         side = plan.sides[name]
         self.name = name
         self.say = say
         env = {k: v for k, v in {**os.environ, **side.env}.items() if v is not None}
         if device is not None and device != plan.device:  # a shard placed on another device than the plan's
             env = device_env(device, plan.platform or ("cpu" if device == "cpu" else "cuda"), env)
+        env[LAYOUT_PAD_VAR] = "x" * layout_pad
+        self.layout_pad = layout_pad
         self.worker = Worker(name, plan.worker, env, Path(side.log), cpus)
         self.all_prepares = side.prepare
         self.prepares: list[Job] = []
@@ -235,7 +247,8 @@ class Side:
 
     def describe(self, device: str) -> dict[str, Any]:
         cpus = sorted(self.worker.cpus) if self.worker.cpus is not None else []
-        return {"device": device, "cpus": cpus, "pids": self.worker.pids, "starts": self.worker.starts}
+        return {"device": device, "cpus": cpus, "pids": self.worker.pids, "starts": self.worker.starts,
+                "layout_pad": self.layout_pad}
 
 
 def outcomes(job: Job, reply: dict[str, Any]) -> dict[str, tuple[list[float], str]]:
@@ -316,7 +329,8 @@ class Placement:
 
 
 def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], None] = print,
-              placement: Placement | None = None) -> RoundRecord:
+              placement: Placement | None = None, layout: random.Random | None = None) -> RoundRecord:
+    """Time round ``number``; ``layout`` draws each worker's environment padding (fresh entropy by default)."""
     placement = placement or Placement()
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
@@ -329,7 +343,8 @@ def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], No
     where = f"pinned to CPU {min(cpus)}" if cpus else f"GPU {device}"
     say(f"pair: round {number}, {plan.kind}, sides {','.join(sides)}, {len(blocks)} blocks × {plan.passes} "
         f"pass(es), {where}" + (f" on {placement.node}" if placement.node else ""))
-    workers = {side: Side(side, plan, cpus, say, device) for side in sides}
+    layout = layout or random.Random()
+    workers = {side: Side(side, plan, cpus, say, device, layout.randrange(LAYOUT_PAD_MAX)) for side in sides}
     visits: list[Visit] = []
     done, total = 0, len(blocks) * plan.passes
     try:

@@ -64,7 +64,8 @@ def parent_of(pid: int) -> int:
 
 def handle(job: dict[str, Any]) -> dict[str, Any]:
     label = job.get("model") or ",".join(job.get("kernels", {}))
-    print(f"{job.get('kind', 'kernel')} {label} pid {os.getpid()} cpus {sorted(os.sched_getaffinity(0))}", flush=True)
+    print(f"{job.get('kind', 'kernel')} {label} pid {os.getpid()} cpus {sorted(os.sched_getaffinity(0))} "
+          f"pad {len(os.environ.get('PRBENCH_LAYOUT_PAD', '-'))}", flush=True)
     behave(job)
     samples = [float("nan") if behaviour(job) == "nan" else float(job.get("ms", 1.0))] * int(job.get("iterations", 3))
     if job.get("kind") == "prepare":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 
 from analysis.paired_rounds import read_round, write_round
-from stages.paired import Plan, SidePlan, read_plan, run_round, side_order, start_order, write_plan
+from stages.paired import LAYOUT_PAD_MAX, Plan, SidePlan, read_plan, run_round, side_order, start_order, write_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = "tests.fake_paired_worker"
@@ -68,6 +70,22 @@ def test_both_sides_are_fresh_workers_pinned_to_the_same_last_cpu(tmp_path: Path
     assert f"cpus [{cpu}]" in (tmp_path / "base.log").read_text()
     again = run_round(plan(tmp_path, [both("k0")]), 2, ["base", "pr"], say=lambda _: None)
     assert again.workers["base"]["pids"] != record.workers["base"]["pids"]  # a round never reuses a worker
+
+
+def test_each_worker_gets_an_environment_of_random_size_drawn_afresh_every_round(tmp_path: Path) -> None:
+    """The sides' environments differ by a fixed size (their paths); a random pad per worker and round turns the
+    memory layout that size sets into round-to-round spread instead of a fixed offset between the sides."""
+    draws = random.Random(7)
+    pads = []
+    for number in (1, 2, 3):
+        record = run_round(plan(tmp_path, [both("k0")]), number, ["base", "pr"], say=lambda _: None, layout=draws)
+        pads += [record.workers["base"]["layout_pad"], record.workers["pr"]["layout_pad"]]
+
+    again = random.Random(7)
+    assert pads == [again.randrange(LAYOUT_PAD_MAX) for _ in range(6)]
+    assert len(set(pads)) == 6 and all(0 <= pad < LAYOUT_PAD_MAX for pad in pads)
+    logged = [int(n) for n in re.findall(r"pad (\d+)", (tmp_path / "base.log").read_text())]
+    assert sorted(set(logged)) == sorted(pads[0::2])  # what each base worker really had in its environment
 
 
 def test_a_crash_or_a_hang_is_an_error_visit_and_the_worker_is_restarted(tmp_path: Path) -> None:
