@@ -379,12 +379,17 @@ def _pipeline_output(log: Path, verbose: bool) -> Iterator[Any]:
         yield Console(file=handle, width=120)
 
 
+def background_load() -> BackgroundLoad:
+    """The load ``--load`` runs: the header and the JSON describe this one."""
+    return BackgroundLoad(max_seconds=LOAD_MAX_SECONDS, quiet=True)
+
+
 @contextlib.contextmanager
 def _maybe_load(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
-    with BackgroundLoad(max_seconds=LOAD_MAX_SECONDS, quiet=True):
+    with background_load():
         yield
 
 
@@ -521,7 +526,7 @@ def plan_from(args: argparse.Namespace) -> MeasurePlan:
 
 
 def header(plan: MeasurePlan) -> str:
-    load = f"background load ({BackgroundLoad().settings.describe()})" if plan.load else "no background load"
+    load = f"background load ({background_load().settings.describe()})" if plan.load else "no background load"
     positive = f", positive control {EXAMPLE_PATCH.name}" if plan.positive else ""
     timing = f"{plan.rounds or 'default'} rounds, {plan.passes or 'default'} passes"
     return (f"A/A: {plan.repeat} x installed vs installed, {timing}, models {plan.models}, recipe "
@@ -541,7 +546,7 @@ def collect(args: argparse.Namespace) -> tuple[list[Repeat], dict[str, Any]]:
     elif args.measure:
         plan = plan_from(args)
         origin = {"mode": "measure", **asdict(plan), "runs_dir": str(plan.runs_dir),
-                  "load": BackgroundLoad().settings.describe() if plan.load else None}
+                  "load": background_load().settings.describe() if plan.load else None}
         _check_fields()
         print(header(plan), flush=True)
         if plan.positive and _has_avx512() is False:
