@@ -1,6 +1,7 @@
 """Projected end-to-end effect: what the kernel speedups imply for each model (Amdahl), next to the measured one.
 
-For a model m with base compiled latency L (suite ``abs_latency``, ms per step):
+For a model m with base compiled latency L (ms per step, as the model comparison measured it: the paired
+model rounds where they ran, else the suite's ``abs_latency``):
 
 * its kernels are the kernels.csv rows whose ``graphs`` names m (tokens split on ``;``, ``|``, ``,`` or
   whitespace; a token matches when it is the model name or starts with ``<model>/``, ``<model>:``, ``<model>#``
@@ -11,6 +12,8 @@ For a model m with base compiled latency L (suite ``abs_latency``, ms per step):
 * kernel speedup S = K_base / K_pr (each side's own kernels, paired or not, so new and vanished kernels count);
 * projected model speedup = 1 / ((1 − s) + s / S), the non-kernel time assumed unchanged.
 
+The measured speedup beside the projection is the model comparison's own (per model its estimate, for "(all
+models)" the total-latency one), so the projection, the model table and the time decomposition quote one figure.
 The "(all models)" row treats one step of every model as a single workload, so it needs no attribution.
 """
 
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.model_compare import passing
+from analysis.model_compare import ModelComparison
 
 ALL_MODELS = "(all models)"
 _SPLIT = re.compile(r"[;|,\s]+")
@@ -31,10 +34,11 @@ _SUFFIX_SEPARATORS = ("/", ":", "#", "@")
 
 METHOD_NOTE = (
     "share = Σ(kernel median ms × launches per step) over the kernels whose `graphs` names the model, divided "
-    "by the model's base compiled latency (`abs_latency`); kernels listed under k models give 1/k of their "
-    "launches to each. Projected speedup = 1 / ((1 − share) + share / S) with S = Σbase kernel time / Σpr "
-    "kernel time of that model (Amdahl; non-kernel time assumed unchanged). Standalone kernel timings miss "
-    "overlap and cache effects, so a share above 100 % is shown as measured and clipped for the projection."
+    "by the model's base compiled latency as the model comparison measured it; kernels listed under k models "
+    "give 1/k of their launches to each. Projected speedup = 1 / ((1 − share) + share / S) with "
+    "S = Σbase kernel time / Σpr kernel time of that model (Amdahl; non-kernel time assumed unchanged). "
+    "Standalone kernel timings miss overlap and cache effects, so a share above 100 % is shown as measured and "
+    "clipped for the projection."
 )
 
 
@@ -95,26 +99,23 @@ def _row(model: str, latency: float, measured: float, kb: float, kp: float, nb: 
             "projected_speedup": _amdahl(share, speed), "measured_speedup": measured, "note": note}
 
 
-def project(base_kernels: pd.DataFrame, pr_kernels: pd.DataFrame, base_suite: pd.DataFrame,
-            pr_suite: pd.DataFrame) -> Projection:
-    """Projected vs measured model speedups for models that passed on both sides (see the module docstring)."""
-    ok_base = base_suite[passing(base_suite) & (base_suite["abs_latency"] > 0)]
-    ok_pr = pr_suite[passing(pr_suite) & (pr_suite["abs_latency"] > 0)]
-    latency = ok_base.groupby("name")["abs_latency"].first()
-    latency_pr = ok_pr.groupby("name")["abs_latency"].first()
-    models = sorted(set(latency.index) & set(latency_pr.index))
-    per_base, lost_base = attribute(base_kernels, models)
-    per_pr, lost_pr = attribute(pr_kernels, models)
+def project(base_kernels: pd.DataFrame, pr_kernels: pd.DataFrame, models: ModelComparison) -> Projection:
+    """Projected vs measured model speedups for the models compared on both sides (see the module docstring)."""
+    compared = models.table[np.isfinite(models.table["speedup"].to_numpy(dtype=float))]
+    compared = compared.drop_duplicates("model", keep="first").set_index("model")
+    names = sorted(compared.index)
+    per_base, lost_base = attribute(base_kernels, names)
+    per_pr, lost_pr = attribute(pr_kernels, names)
     kb = per_base.groupby("model")["ms_per_step"].agg(["sum", "count"])
     kp = per_pr.groupby("model")["ms_per_step"].agg(["sum", "count"])
     rows = []
-    for m in models:
-        rows.append(_row(m, float(latency[m]), float(latency[m] / latency_pr[m]),
+    for m in names:
+        rows.append(_row(m, float(compared.at[m, "base_latency_ms"]), float(compared.at[m, "speedup"]),
                          float(kb["sum"].get(m, 0.0)), float(kp["sum"].get(m, 0.0)),
                          int(kb["count"].get(m, 0)), int(kp["count"].get(m, 0))))
-    if len(models) > 1:
-        total_l = float(latency[models].sum())
-        rows.append(_row(ALL_MODELS, total_l, total_l / float(latency_pr[models].sum()),
+    if len(names) > 1:
+        rows.append(_row(ALL_MODELS, float(compared["base_latency_ms"].sum()),
+                         models.summary.total_latency.speedup,
                          _timed_total(base_kernels), _timed_total(pr_kernels),
                          _timed_count(base_kernels), _timed_count(pr_kernels)))
     table = pd.DataFrame(rows, columns=["model", "base_latency_ms", "base_kernel_ms", "pr_kernel_ms",

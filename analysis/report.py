@@ -134,7 +134,7 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
                         stats, inputs.base_model_rounds, inputs.pr_model_rounds,
                         inputs.model_blocks) if has_suite else None
     gates = model_gates(mc, stats.confidence) if mc is not None else []
-    found = _Analyses(kc, mc, gates, _projection(inputs) if kc is not None and mc is not None else None)
+    found = _Analyses(kc, mc, gates, _projection(inputs, mc) if kc is not None and mc is not None else None)
     if kc is not None:
         found.fusion = fusion_changes(kc.only_base, kc.only_pr)
     if mc is not None:
@@ -144,14 +144,11 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
     return found
 
 
-def _projection(inputs: ReportInputs) -> Projection:
+def _projection(inputs: ReportInputs, mc: ModelComparison) -> Projection:
     from analysis.kernel_compare import check_kernels_frame
-    from analysis.model_compare import check_suite_frame
 
     return project(check_kernels_frame(inputs.base_kernels, "base kernels"),
-                   check_kernels_frame(inputs.pr_kernels, "PR kernels"),
-                   check_suite_frame(inputs.base_suite, "base suite"),
-                   check_suite_frame(inputs.pr_suite, "PR suite"))
+                   check_kernels_frame(inputs.pr_kernels, "PR kernels"), mc)
 
 
 def _write_kernel_files(kc: KernelComparison | None, out_dir: Path, files: _Files) -> None:

@@ -129,12 +129,33 @@ def test_projection_is_amdahl_on_the_kernel_share() -> None:
     pr_k = base_k.copy()
     pr_k["median_ms"] = [0.5, 0.5]  # 2 ms per step: kernels twice as fast
 
-    row = project(base_k, pr_k, base_suite, pr_suite).table.set_index("model").loc["Solo"]
+    row = project(base_k, pr_k, compare_models(base_suite, pr_suite)).table.set_index("model").loc["Solo"]
 
     assert row["share"] == pytest.approx(0.4)
     assert row["kernel_speedup"] == pytest.approx(2.0)
     assert row["projected_speedup"] == pytest.approx(1 / (0.6 + 0.4 / 2))
     assert row["measured_speedup"] == pytest.approx(10.0 / 8.0)
+
+
+def test_the_projection_quotes_the_paired_rounds_not_the_suites_single_latency() -> None:
+    """The suite's one-shot latencies say the PR is 1.25× faster; the paired rounds (what the model table and the
+    time decomposition report) say it is unchanged: the projection's "measured" is the paired figure too."""
+    models = {"Bert": 10.0, "GPT2": 20.0}
+    base_suite, _ = suite_frame(models, seed=13)
+    pr_suite, _ = suite_frame(models, seed=14)
+    base_suite["abs_latency"], pr_suite["abs_latency"] = [10.0, 20.0], [8.0, 16.0]
+    kernels, _ = kernels_frame(kernel_specs(2, seed=15, models=("Bert", "GPT2")), seed=16, cv=0.0)
+    compared = compare_models(base_suite, pr_suite, paired_base=model_rounds(models, seed=17, round_cv=0.002),
+                              paired_pr=model_rounds(models, seed=18, round_cv=0.002))
+
+    table = project(kernels, kernels, compared).table.set_index("model")
+
+    by_model = compared.table.set_index("model")
+    for name in models:
+        assert table.loc[name, "measured_speedup"] == pytest.approx(by_model.loc[name, "speedup"])
+        assert table.loc[name, "measured_speedup"] == pytest.approx(1.0, abs=0.02)
+        assert table.loc[name, "base_latency_ms"] == pytest.approx(by_model.loc[name, "base_latency_ms"])
+    assert table.loc[ALL_MODELS, "measured_speedup"] == pytest.approx(compared.summary.total_latency.speedup)
 
 
 def test_projection_attributes_kernels_to_models_by_the_graphs_column() -> None:
@@ -146,7 +167,7 @@ def test_projection_attributes_kernels_to_models_by_the_graphs_column() -> None:
     kernels.loc[2, "graphs"] = "Bert/graph_1;GPT2:graph_0"  # shared: half of its launches go to each model
     kernels.loc[1, "graphs"] = "GPT2/graph_0"
 
-    table = project(kernels, kernels, suite, suite).table.set_index("model")
+    table = project(kernels, kernels, compare_models(suite, suite)).table.set_index("model")
 
     assert table.loc["Bert", "base_kernel_ms"] == pytest.approx(1.0 + 2.0)
     assert table.loc["GPT2", "base_kernel_ms"] == pytest.approx(2.0 + 2.0)
