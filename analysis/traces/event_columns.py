@@ -50,8 +50,8 @@ def times(ts: Sequence[Any], dur: Sequence[Any], limit: float) -> tuple[np.ndarr
     if not (all_of(ts, NUMBER_TYPES) and all_of(dur, NUMBER_TYPES)):
         return None
     try:
-        start = np.array(ts, dtype=np.float64)
-        length = np.array(dur, dtype=np.float64)
+        start = np.fromiter(ts, dtype=np.float64, count=len(ts))
+        length = np.fromiter(dur, dtype=np.float64, count=len(dur))
     except OverflowError:  # an integer beyond the float range (only the standard library decodes those)
         return None
     if not (((start > -limit) & (start < limit)).all() and ((length >= 0) & (length < limit)).all()):
@@ -64,7 +64,7 @@ def ids(values: Sequence[Any], bits: int = 64) -> np.ndarray | None:
     if not all_of(values, INT_TYPES):
         return None
     try:
-        column = np.array(values, dtype=np.int64)
+        column = np.fromiter(values, dtype=np.int64, count=len(values))
     except OverflowError:
         return None
     if bits < 64 and column.size:

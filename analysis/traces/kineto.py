@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import marshal
 import math
 import re
 from array import array
@@ -170,7 +171,7 @@ class _Collector:
         self._op_flags: list[tuple[bool, bool, bool]] = []  # by name id: (priced, region, cpu kernel)
         self.shapes: list[OpShape] = []
         self._shape_ids: dict[str, int] = {}
-        self._shape_of_fields: dict[str, int] = {}  # the four fields as written → shape id or −1 (column path)
+        self._shape_of_fields: dict[bytes, int] = {}  # the four fields as written → shape id or −1 (column path)
         # (index in traceEvents, name, ts, dur, tid): the index keeps regions from user annotations and cpu_ops in
         # file order however they were collected.
         self.regions: list[tuple[int, str, float, float, int]] = []
@@ -209,18 +210,24 @@ class _Collector:
         if not columns.all_of(cats, _CAT_TYPES):
             return None
         group = np.fromiter(map(_GROUP_OF.get, cats, repeat(_DROPPED)), dtype=np.int8, count=len(cats))
+        # The used events grouped (a stable sort keeps file order within a group), each group a slice.
+        used = np.flatnonzero(group)
+        order = used[np.argsort(group[used], kind="stable")].tolist()
+        ends = np.cumsum(np.bincount(group[used], minlength=_GROUP_ANNOTATION + 1)).tolist()
+        grouped = list(map(events.__getitem__, order))
         commits = []
         for code, read in ((_GROUP_DEVICE, self._device_columns), (_GROUP_RUNTIME, self._runtime_columns),
                            (_GROUP_OP, self._op_columns), (_GROUP_ANNOTATION, self._annotation_columns)):
-            where = np.flatnonzero(group == code).tolist()
-            if where:
-                commit = read(list(map(events.__getitem__, where)), [first + i for i in where])
+            lo, hi = ends[code - 1], ends[code]
+            if hi > lo:
+                commit = read(grouped[lo:hi], first, order[lo:hi])
                 if commit is None:
                     return None
                 commits.append(commit)
         return commits
 
-    def _device_columns(self, evs: list[dict[str, Any]], indices: list[int]) -> Callable[[], None] | None:
+    def _device_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
+        """The device activities of a run (``evs``: events ``first + where[i]`` of traceEvents)."""
         names, ph, ts, dur, args, cats = columns.fields(evs, ("name", "ph", "ts", "dur", "args", "cat"),
                                                         ("", None, None, 0, None, None))
         if not columns.all_of(names, columns.STR_TYPES) or set(ph) != {"X"}:
@@ -249,7 +256,7 @@ class _Collector:
             self.dev_corr.frombytes(corr.tobytes())
         return commit
 
-    def _runtime_columns(self, evs: list[dict[str, Any]], indices: list[int]) -> Callable[[], None] | None:
+    def _runtime_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
         names = columns.field(evs, "name", "")
         if not columns.all_of(names, columns.STR_TYPES):
             return None
@@ -276,7 +283,7 @@ class _Collector:
             self.rt_tid.frombytes(tid.tobytes())
         return commit
 
-    def _op_columns(self, evs: list[dict[str, Any]], indices: list[int]) -> Callable[[], None] | None:
+    def _op_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
         names, ts, dur, tids = columns.fields(evs, ("name", "ts", "dur", "tid"), ("", None, 0, None))
         if not columns.all_of(names, columns.STR_TYPES):
             return None
@@ -302,7 +309,7 @@ class _Collector:
             self.op_name.frombytes(name_id.tobytes())
             self.op_shape.frombytes(shape.tobytes())
             for i in np.flatnonzero(region).tolist():
-                self.regions.append((indices[i], names[i], ts[i], dur[i], int(tid[i])))
+                self.regions.append((first + where[i], names[i], ts[i], dur[i], int(tid[i])))
             at = np.flatnonzero(cpu_kernel)
             if at.size:
                 self.cpu_ts.frombytes(span[0][at].tobytes())
@@ -311,12 +318,12 @@ class _Collector:
                 self.cpu_tid.frombytes(tid[at].tobytes())
         return commit
 
-    def _annotation_columns(self, evs: list[dict[str, Any]], indices: list[int]) -> Callable[[], None]:
+    def _annotation_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None]:
         """Annotations are few: :meth:`add` reads them, after the rest of the run is known to be regular (so an
         error it raises is the run's first)."""
         def commit() -> None:
-            for ev, index in zip(evs, indices, strict=True):
-                self.add(ev, index)
+            for ev, i in zip(evs, where, strict=True):
+                self.add(ev, first + i)
         return commit
 
     def add(self, ev: dict[str, Any], index: int) -> None:
@@ -450,9 +457,9 @@ class _Collector:
         args = columns.field(evs, "args")
         if not columns.all_of(args, columns.DICT_TYPES):
             return [self._shape(ev, "") for ev in evs]
-        # repr tells JSON values apart (quoted text, 1 vs 1.0 vs true, null vs a missing []), so equal keys mean
-        # equal fields, hence equal answers.
-        keys = list(map(repr, zip(columns.field(args, "Input Dims"), columns.field(args, "Input type"),
+        # marshal writes every type apart (text, 1 vs 1.0 vs true, null vs a missing []) and can be read back, so
+        # equal keys mean equal fields, hence equal answers (twice as fast as repr).
+        keys = list(map(marshal.dumps, zip(columns.field(args, "Input Dims"), columns.field(args, "Input type"),
                                   columns.field(args, "Concrete Inputs", []), columns.field(args, "Input Strides"),
                                   strict=True)))
         seen = self._shape_of_fields
