@@ -3,6 +3,7 @@ the standard library does, including the layouts where a run of events cannot be
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gzip
 import json
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fuzz_readers import dumps, mutated  # the fuzzers' mutations of a valid document
+from test_fuzz_readers import DELETE, dumps, mutated, odd_numbers  # the fuzzers' mutations and odd values
 
 from analysis.errors import UserError
 from analysis.traces import fast_io, kineto, read_trace
@@ -219,10 +220,42 @@ _trace_docs = st.fixed_dictionaries({"traceEvents": st.lists(st.one_of(
     _events("python_function", ["f"], st.just({}))), min_size=1, max_size=40)})
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
+# Values a field may hold in a foreign or damaged trace: some are refused (a NaN time), some read as a default
+# (a device beyond int32, a boolean id), some parsed (an id written as text).
+_odd_values = st.one_of(odd_numbers, st.booleans(), st.none(), st.sampled_from(["0x1f", "12", "", "X", "kernel"]),
+                        st.lists(st.integers(0, 3), max_size=2), st.just({"correlation": 1}))
+
+
+@st.composite
+def _odd_traces(draw: st.DrawFn) -> Any:
+    """A regular trace with up to four fields of its events (top-level or in args) replaced by an odd value or
+    deleted, or a whole event replaced (a bare number, a list)."""
+    doc = draw(_trace_docs)
+    events = doc["traceEvents"]
+    for _ in range(draw(st.integers(0, 4))):
+        i = draw(st.integers(0, len(events) - 1))
+        if draw(st.integers(0, 9)) == 0:
+            events[i] = draw(st.one_of(odd_numbers, st.lists(st.integers(), max_size=2)))
+            continue
+        if not isinstance(events[i], dict):
+            continue
+        event = dict(events[i])
+        target = event
+        if isinstance(event.get("args"), dict) and event["args"] and draw(st.booleans()):
+            target = event["args"] = dict(event["args"])
+        key = draw(st.sampled_from(sorted(target)))
+        if draw(st.integers(0, 4)) == 0:
+            del target[key]
+        else:
+            target[key] = draw(_odd_values)
+        events[i] = event
+    return doc
+
+
+@settings(max_examples=100, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(doc=mutated(_trace_docs), stdlib=st.booleans())
-def test_given_any_mutated_trace_column_wise_and_one_at_a_time_give_the_same_trace_or_error(
+@given(doc=st.one_of(_odd_traces(), mutated(_trace_docs)), stdlib=st.booleans())
+def test_given_any_odd_trace_column_wise_and_one_at_a_time_give_the_same_trace_or_error(
         tmp_path_factory: pytest.TempPathFactory, doc: Any, stdlib: bool) -> None:
     path = tmp_path_factory.mktemp("doc") / "rank_0.json"
     path.write_text(dumps(doc))
@@ -233,3 +266,64 @@ def test_given_any_mutated_trace_column_wise_and_one_at_a_time_give_the_same_tra
             m.delenv(fast_io.STDLIB_ENV, raising=False)
 
         assert _outcome(path, one_at_a_time=False) == _outcome(path, one_at_a_time=True)
+
+
+_ODD_FIELDS = [(key, value) for key, values in {
+    "ts": [float("inf"), float("nan"), -1e300, 1e308, "5", True, None, DELETE, 2**70],
+    "dur": [-1, float("nan"), float("inf"), None, "3", False, DELETE],
+    "name": [5, None, ["k"], DELETE],
+    "ph": ["i", [], None, DELETE],
+    "tid": [2**64, -(2**63) - 1, "7", "0x10", 1.5, True, None, DELETE],
+    "pid": [2**40, "3", None],
+    "cat": [["kernel"], {"a": 1}, 5, None],
+    "args": [None, [], "x", DELETE],
+    "args.device": [2**31, -(2**31) - 1, 2**40, "1", 2.0, True, None, DELETE],
+    "args.stream": [2**63, "0x10", 7.5, False, None, DELETE],
+    "args.correlation": [2**64, "12", "abc", 3.0, None, [1], DELETE],
+    "args.Input Dims": [None, "x", [["a"]], DELETE],
+    "args.Input type": [[1], None, DELETE],
+    "args.Concrete Inputs": [[1], None, "x"],
+    "args.Input Strides": [[[1]], None, "x"],
+}.items() for value in values]
+
+
+def _small_trace() -> list[dict[str, Any]]:
+    """One event of each kind the reader keeps, all regular."""
+    kernel_args = {"device": 0, "stream": 7, "correlation": 1}
+    return [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 50.0,
+         "args": {"Input Dims": [[4, 8], [8, 2]], "Input type": ["float", "float"], "Concrete Inputs": ["", ""],
+                  "Input Strides": [[8, 1], [2, 1]]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 12.5, "dur": 4,
+         "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "Cijk_gemm", "pid": 0, "tid": 7, "ts": 20, "dur": 9.5,
+         "args": kernel_args},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH", "pid": 0, "tid": 7, "ts": 40, "dur": 2,
+         "args": kernel_args},
+        {"ph": "X", "cat": "user_annotation", "name": "## Call CompiledFxGraph abc ##", "pid": 1, "tid": 1,
+         "ts": 5, "dur": 80, "args": {}},
+    ]
+
+
+@pytest.mark.parametrize("mode", ["fast", "stdlib"])
+@pytest.mark.parametrize(("key", "value"), _ODD_FIELDS, ids=[f"{k}={v!r}" for k, v in _ODD_FIELDS])
+def test_an_odd_field_in_any_kept_event_reads_the_same_column_wise_as_one_at_a_time(
+        key: str, value: Any, mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each odd value in turn in the cpu_op, the runtime call, the kernel and the memcpy of a small trace: the
+    column-wise check must refuse the run whenever one event at a time reads that event differently."""
+    if mode == "stdlib":
+        monkeypatch.setenv(fast_io.STDLIB_ENV, "stdlib")
+    for target in range(4):
+        events = copy.deepcopy(_small_trace())
+        holder, field = (events[target].setdefault("args", {}), key[5:]) if key.startswith("args.") \
+            else (events[target], key)
+        if not isinstance(holder, dict):
+            continue
+        if value is DELETE:
+            holder.pop(field, None)
+        else:
+            holder[field] = value
+        path = tmp_path / f"{target}.json"
+        path.write_text(dumps({"traceEvents": events * 3}))
+
+        assert _outcome(path, one_at_a_time=False) == _outcome(path, one_at_a_time=True), target

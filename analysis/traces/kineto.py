@@ -230,7 +230,7 @@ class _Collector:
         """The device activities of a run (``evs``: events ``first + where[i]`` of traceEvents)."""
         names, ph, ts, dur, args, cats = columns.fields(evs, ("name", "ph", "ts", "dur", "args", "cat"),
                                                         ("", None, None, 0, None, None))
-        if not columns.all_of(names, columns.STR_TYPES) or set(ph) != {"X"}:
+        if not columns.all_of(names, columns.STR_TYPES) or ph.count("X") != len(ph):  # (a ph may be unhashable)
             return None
         span = columns.times(ts, dur, MAX_US)
         if span is None or not columns.all_of(args, columns.DICT_TYPES):
@@ -400,10 +400,10 @@ class _Collector:
 
     def _runtime(self, ev: dict[str, Any], index: int) -> None:
         name = self._name(ev, index)
+        self.runtime_names.add(name)  # not only when the cache misses: the column path fills the cache too
         keep = self._keep_runtime.get(name)
         if keep is None:
             keep = self._keep_runtime[name] = bool(_RUNTIME_KEEP.search(name))
-            self.runtime_names.add(name)
         if keep and "ts" in ev:
             ts, dur = self._times(ev, index)
             self.rt_ts.append(ts)
