@@ -244,7 +244,7 @@ class _Collector:
         def commit() -> None:
             kind = np.fromiter(map(_DEVICE_CATS.__getitem__, cats), dtype=np.int8, count=len(cats))
             legacy = self._legacy_copy
-            for name in dict.fromkeys(names).keys() - legacy.keys():
+            for name in set(names) - legacy.keys():
                 legacy[name] = bool(ROCM_LEGACY_COPY.match(name))
             kind[(kind == KERNEL) & np.fromiter(map(legacy.__getitem__, names), dtype=bool, count=len(names))] = MEMCPY
             self.dev_ts.frombytes(span[0].tobytes())
@@ -261,7 +261,7 @@ class _Collector:
         if not columns.all_of(names, columns.STR_TYPES):
             return None
         keep = self._keep_runtime
-        for name in dict.fromkeys(names).keys() - keep.keys():  # a cache: which names are worth keeping
+        for name in set(names) - keep.keys():  # a cache: which names are worth keeping
             keep[name] = bool(_RUNTIME_KEEP.search(name))
         wanted = list(map(keep.__getitem__, names))
         kept, kept_names = list(compress(evs, wanted)), list(compress(names, wanted))
@@ -294,9 +294,10 @@ class _Collector:
 
         def commit() -> None:
             known = self._op_kinds
-            for name in dict.fromkeys(names):
-                if name not in known:
-                    self._new_op_name(name)
+            if not known.keys() >= set(names):
+                for name in dict.fromkeys(names):  # ids in order of first appearance, as one at a time
+                    if name not in known:
+                        self._new_op_name(name)
             name_id = np.fromiter(map(_FIRST, map(known.__getitem__, names)), dtype=np.int32, count=len(names))
             priced, region, cpu_kernel = np.array(self._op_flags, dtype=bool).reshape(-1, 3)[name_id].T
             shape = np.full(len(names), -1, dtype=np.int32)
@@ -605,7 +606,7 @@ def _read_events(stream: _Stream, collector: _Collector) -> None:
             cut = _run_end(buf, pos)
             if cut > pos:
                 try:
-                    events = batch_decode("[" + buf[pos:cut + 1] + "]")
+                    events = batch_decode("".join(("[", buf[pos:cut + 1], "]")))
                 except ValueError:  # orjson's and msgspec's decode errors are ValueErrors
                     one_by_one_until = cut
                 else:
@@ -613,6 +614,14 @@ def _read_events(stream: _Stream, collector: _Collector) -> None:
                     collector.add_run(events, index)
                     index += len(events)
                     pos = cut + 1
+                    continue
+            elif len(buf) - pos < _RUN_CHARS and not stream.eof:
+                # No event boundary in what is buffered: read on, rather than fail a decode at the buffer's end
+                # (a JSONDecodeError counts the lines of the whole buffer).
+                stream.buf, stream.pos = buf, pos
+                if stream.fill():
+                    buf, pos = stream.buf, stream.pos
+                    one_by_one_until = -1
                     continue
         try:
             ev, end = decode(buf, pos)
