@@ -1,12 +1,14 @@
 """Reader for PyTorch profiler (Kineto) Chrome traces, ``.json`` or gzip-compressed, streamed.
 
 A Kineto trace is one JSON object whose ``traceEvents`` array dominates the file. Loading it whole with
-``json.load`` needs several times the file size in Python objects, so this reader decodes one event at a time
-from a bounded text buffer (the C-accelerated ``raw_decode``), keeps only what the analyses use (device
-activities, launch/memcpy/sync runtime calls, ``ProfilerStep`` windows, host ops as (start, duration, thread,
-name) columns plus the recorded shapes and strides of the ops the roofline prices, compiled-graph regions, and on
-CPU-only traces the Inductor C++ kernel cpu_ops) in compact columns, and drops every other event at once. After
-reading, each launch is linked to its innermost enclosing op and only the ops that launched something are kept.
+``json.load`` needs several times the file size in Python objects, so this reader decodes a bounded text buffer
+a run of events at a time (a fast decoder, else the C-accelerated ``raw_decode`` event by event), reads each run
+column by column (:mod:`analysis.traces.event_columns`; a run with anything irregular is read one event at a time,
+with the same result), keeps only what the analyses use (device activities, launch/memcpy/sync runtime calls,
+``ProfilerStep`` windows, host ops as (start, duration, thread, name) columns plus the recorded shapes and strides
+of the ops the roofline prices, compiled-graph regions, and on CPU-only traces the Inductor C++ kernel cpu_ops) in
+compact columns, and drops every other event at once. After reading, each launch is linked to its innermost
+enclosing op and only the ops that launched something are kept.
 """
 
 from __future__ import annotations
@@ -143,6 +145,8 @@ class _Collector:
 
     The events it keeps are validated (a text ``ts``, a NaN or negative ``dur`` would otherwise become a wrong
     timeline); events it drops are not looked at beyond their ``cat``, so the check costs nothing on them.
+    :meth:`add_run` takes many events at once and is what the reader calls; :meth:`add` (one event) is its
+    reference, used for the runs the column-wise checks refuse.
     """
 
     def __init__(self, path: Path) -> None:
