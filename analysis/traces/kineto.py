@@ -659,7 +659,8 @@ def _run_end(buf: str, pos: int) -> int:
 
 def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
     b = TraceBuilder(path, "kineto")
-    firsts = [min(a) for a in (col.dev_ts, col.rt_ts, col.cpu_ts, col.op_ts) if len(a)]
+    firsts = [float(np.frombuffer(a, dtype=np.float64).min()) for a in (col.dev_ts, col.rt_ts, col.cpu_ts, col.op_ts)
+              if len(a)]
     base = int(min(firsts)) if firsts else 0
     if len(col.dev_ts):
         b.add_events(col.dev_name, _us_to_ns(col.dev_ts, base), _us_to_ns(col.dev_dur), col.dev_kind,
