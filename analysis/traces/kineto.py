@@ -319,7 +319,7 @@ class _Collector:
             if at.size:
                 self.cpu_ts.frombytes(span[0][at].tobytes())
                 self.cpu_dur.frombytes(span[1][at].tobytes())
-                self.cpu_name.extend(names[i] for i in at.tolist())
+                self.cpu_name.extend(map(names.__getitem__, at.tolist()))
                 self.cpu_tid.frombytes(tid[at].tobytes())
         return commit
 
