@@ -50,10 +50,12 @@ from analysis.traces.ops import COMPILED_REGION, innermost_enclosing
 from analysis.traces.roofline import has_model
 
 _CHUNK_CHARS = 4 * 1024 * 1024
-# A run of events decoded in one call spans at most this much text: its objects live until it is collected.
-_RUN_CHARS = 1024 * 1024
-# Events decoded one at a time are handed to the collector in runs of this many (see _Collector.add_run).
-_RUN_EVENTS = 4096
+# A run of events decoded in one call spans at most this much text. Short runs are faster: the objects of a run
+# then stay in the CPU caches while its columns are read (1 MB runs took about a fifth longer on a 60 MB trace).
+_RUN_CHARS = 128 * 1024
+# Events decoded one at a time are handed to the collector in runs of this many (see _Collector.add_run), short
+# for the same reason.
+_RUN_EVENTS = 512
 _INT32_LIMIT = 1 << 31
 # A syntax error this far before the end of the buffer cannot be explained by the buffer being cut short.
 _CUT_MARGIN = 1024 * 1024
