@@ -466,9 +466,9 @@ class _Collector:
             return [self._shape(ev, "") for ev in evs]
         # marshal writes every type apart (text, 1 vs 1.0 vs true, null vs a missing []) and can be read back, so
         # equal keys mean equal fields, hence equal answers (twice as fast as repr).
-        keys = list(map(marshal.dumps, zip(columns.field(args, "Input Dims"), columns.field(args, "Input type"),
-                                  columns.field(args, "Concrete Inputs", []), columns.field(args, "Input Strides"),
-                                  strict=True)))
+        fields = zip(columns.field(args, "Input Dims"), columns.field(args, "Input type"),
+                     columns.field(args, "Concrete Inputs", []), columns.field(args, "Input Strides"), strict=True)
+        keys = list(map(marshal.dumps, fields))
         seen = self._shape_of_fields
         found: list[Any] = list(map(seen.get, keys))
         for i in [i for i, shape_id in enumerate(found) if shape_id is None]:
