@@ -20,10 +20,12 @@ RSS (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` read by a wrapper process that run
 
 Goals: total within 2× of the parse limit; ≥ 3× faster than HTA; peak memory ≤ 2× the file size.
 
-Measured 2026-11-25 on the shared 2-core box while an A/A run loaded it (``--skip-hta --repeat 3``, orjson + isal,
-medians): ``--size-mb 281``: prbench 5.18 s, limit 2.59 s (2.00×; read_trace alone 1.86×), stdlib 9.41 s,
-335 MiB peak (1.19× the file); ``--size-mb 60 --gzip``: prbench 1.66 s, limit 0.62 s (2.68×; read_trace alone
-1.87×: the imports of numpy and pandas, about 0.3 s, weigh on a small file).
+Measured 2026-11-25 on the shared 2-core box while other work loaded it (orjson + isal, ``--skip-hta --repeat 3``;
+wall times there swing up to 2× from run to run, so three benchmark runs each): ``--size-mb 281``: prbench / limit
+2.00×, 3.09×, 1.40× (the reader before the column-wise runs: 3.13× in the run beside the second), peak 323–335 MiB
+(1.15–1.19× the file); ``--size-mb 60 --gzip``: 2.68×, 1.47×, 2.12× (before: 3.38×), peak 127–140 MiB. In CPU time
+(``time.process_time``, three interleaved rounds on the 281 MB trace) prbench took 4.70 s, the previous reader
+6.13 s and the limit 2.04 s (medians): 2.3×.
 """
 
 from __future__ import annotations
