@@ -169,6 +169,7 @@ def test_real_traces_take_the_column_wise_path_for_every_event(mode: str, monkey
         monkeypatch.setenv(fast_io.STDLIB_ENV, "stdlib")
     else:
         name, decode = fast_io.json_decoder()
+        assert decode is not None
 
         def counting(text: str) -> Any:
             try:
@@ -178,10 +179,16 @@ def test_real_traces_take_the_column_wise_path_for_every_event(mode: str, monkey
                 raise
         monkeypatch.setattr(fast_io, "json_decoder", lambda: (name, counting))
     one_at_a_time: list[str] = []
-    for handler in ("_device", "_runtime", "_cpu_op"):
+
+    def spy(handler: str) -> Any:
         real = getattr(kineto._Collector, handler)
-        monkeypatch.setattr(kineto._Collector, handler,
-                            lambda self, *a, _real=real, _name=handler: (one_at_a_time.append(_name), _real(self, *a)))
+
+        def counted(self: Any, *args: Any) -> Any:
+            one_at_a_time.append(handler)
+            return real(self, *args)
+        return counted
+    for handler in ("_device", "_runtime", "_cpu_op"):
+        monkeypatch.setattr(kineto._Collector, handler, spy(handler))
     lambda_names = [p for p in KINETO if b"}, " in gzip.decompress(p.read_bytes())]
     monkeypatch.setattr(kineto, "_RUN_CHARS", 16 * 1024)  # many runs per fixture, so many cuts
 
@@ -268,7 +275,7 @@ def test_given_any_odd_trace_column_wise_and_one_at_a_time_give_the_same_trace_o
         assert _outcome(path, one_at_a_time=False) == _outcome(path, one_at_a_time=True)
 
 
-_ODD_FIELDS = [(key, value) for key, values in {
+_ODD_VALUES: dict[str, list[Any]] = {
     "ts": [float("inf"), float("nan"), -1e300, 1e308, "5", True, None, DELETE, 2**70],
     "dur": [-1, float("nan"), float("inf"), None, "3", False, DELETE],
     "name": [5, None, ["k"], DELETE],
@@ -284,7 +291,8 @@ _ODD_FIELDS = [(key, value) for key, values in {
     "args.Input type": [[1], None, DELETE],
     "args.Concrete Inputs": [[1], None, "x"],
     "args.Input Strides": [[[1]], None, "x"],
-}.items() for value in values]
+}
+_ODD_FIELDS = [(key, value) for key, values in _ODD_VALUES.items() for value in values]
 
 
 def _small_trace() -> list[dict[str, Any]]:
