@@ -19,6 +19,13 @@ RSS (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` read by a wrapper process that run
   launchers) when AMD's TraceLens imports in ``--tracelens-python``; else the column says "not installed".
 
 Goals: total within 2× of the parse limit; ≥ 3× faster than HTA; peak memory ≤ 2× the file size.
+
+Measured 2026-11-25 on the shared 2-core box while other work loaded it (orjson + isal, ``--skip-hta --repeat 3``;
+wall times there swing up to 2× from run to run, so three benchmark runs each, the first with 1 MB runs):
+``--size-mb 281``: prbench / limit 2.00×, 3.09×, 1.40× (the reader before the column-wise runs: 3.13× in the run
+beside the second), peak 323–335 MiB (1.15–1.19× the file); ``--size-mb 60 --gzip``: 2.68×, 1.47×, 2.12×
+(before: 3.38×), peak 127–140 MiB. In CPU time (``time.process_time``, three interleaved rounds on the 281 MB
+trace) prbench took 4.70 s, the previous reader 6.13 s and the limit 2.04 s (medians): 2.3×.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from analysis.traces import read_trace
 from analysis.traces.ops import (
@@ -184,3 +186,27 @@ def test_the_innermost_enclosing_interval_is_found_per_thread() -> None:
     found = innermost_enclosing(starts, ends, tids, points, point_tids)
 
     assert found.tolist() == [2, 1, 0, 3, -1, 4, -1]
+
+
+def _innermost_by_definition(starts: np.ndarray, ends: np.ndarray, tids: np.ndarray, point: int,
+                             point_tid: int) -> int:
+    """The definition, one interval at a time: of the intervals on the point's thread holding it, the one that
+    started last (ties: the shorter, then the later in the input)."""
+    holding = [i for i in range(starts.size) if tids[i] == point_tid and starts[i] <= point < ends[i]]
+    return max(holding, key=lambda i: (starts[i], -ends[i], i), default=-1)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 20), st.integers(0, 2)), max_size=25),
+       st.lists(st.tuples(st.integers(-2, 70), st.integers(0, 3)), max_size=25))
+def test_nested_overlapping_and_touching_intervals_give_the_innermost_by_its_definition(
+        intervals: list[tuple[int, int, int]], queries: list[tuple[int, int]]) -> None:
+    starts = np.array([s for s, _, _ in intervals], dtype=np.int64)
+    ends = starts + np.array([d for _, d, _ in intervals], dtype=np.int64)
+    tids = np.array([t for _, _, t in intervals], dtype=np.int64)
+    points = np.array([p for p, _ in queries], dtype=np.int64)
+    point_tids = np.array([t for _, t in queries], dtype=np.int64)
+
+    found = innermost_enclosing(starts, ends, tids, points, point_tids)
+
+    assert found.tolist() == [_innermost_by_definition(starts, ends, tids, p, t) for p, t in queries]

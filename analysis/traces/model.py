@@ -227,8 +227,7 @@ class TraceBuilder:
         """Interned ids of many names at once (one dict lookup per name, new names added in order)."""
         for name in dict.fromkeys(names):
             self.intern(name)
-        ids = self._name_ids
-        return np.fromiter((ids[n] for n in names), dtype=np.int32, count=len(names))
+        return np.fromiter(map(self._name_ids.__getitem__, names), dtype=np.int32, count=len(names))
 
     def add_events(self, names: list[str], start_ns: np.ndarray, dur_ns: np.ndarray, kind: Any, device: Any,
                    stream: Any, correlation: Any) -> None:

@@ -44,35 +44,51 @@ def innermost_enclosing(starts: np.ndarray, ends: np.ndarray, tids: np.ndarray,
                         points: np.ndarray, point_tids: np.ndarray) -> np.ndarray:
     """For each point, the index of the innermost interval on the same thread with start ≤ point < end, or −1.
 
-    One sweep per thread over intervals sorted by (start, longest first) with a stack of open intervals; the
-    top of the stack that is still open at a point is the latest-started interval holding it.
+    Innermost is the latest-started interval still open at the point (ties: the shorter, then the later in the
+    input). With the intervals sorted by (thread, start, longest first), that is the last position j ≤ k with
+    end[j] > point, k being the last interval of the point's thread that starts at or before it. Every point is
+    answered at once: a table of running maxima of ``ends`` over blocks of 2^l positions lets each point jump
+    back over whole blocks that closed before it, widest first (a binary search per point, in numpy).
     """
     out = np.full(points.size, -1, dtype=np.int64)
     if starts.size == 0 or points.size == 0:
         return out
     order = np.lexsort((-ends, starts, tids))
-    p_order = np.lexsort((points, point_tids))
-    s_sorted, e_sorted, t_sorted = starts[order].tolist(), ends[order].tolist(), tids[order].tolist()
-    n = len(s_sorted)
-    j = 0
-    stack: list[int] = []
-    current_tid = None
-    for pi, p, ptid in zip(p_order.tolist(), points[p_order].tolist(), point_tids[p_order].tolist(), strict=True):
-        if ptid != current_tid:
-            current_tid = ptid
-            stack.clear()
-            while j < n and t_sorted[j] < ptid:  # threads come in the same order for points and intervals
-                j += 1
-        while j < n and t_sorted[j] == ptid and s_sorted[j] <= p:
-            while stack and e_sorted[stack[-1]] <= s_sorted[j]:
-                stack.pop()
-            stack.append(j)
-            j += 1
-        while stack and e_sorted[stack[-1]] <= p:
-            stack.pop()
-        if stack:
-            out[pi] = order[stack[-1]]
+    s_sorted, e_sorted, t_sorted = starts[order], ends[order], tids[order]
+    first = np.searchsorted(t_sorted, point_tids, side="left")  # the thread's first interval
+    last = _last_starting_at_or_before(t_sorted, s_sorted, point_tids, points)
+    maxima = [e_sorted]  # maxima[l][i] = max(ends[i − 2^l + 1 .. i])
+    while (1 << len(maxima)) <= e_sorted.size:
+        prev, width = maxima[-1], 1 << (len(maxima) - 1)
+        maxima.append(np.concatenate([prev[:width], np.maximum(prev[width:], prev[:-width])]))
+    cur = last.copy()
+    for level in range(len(maxima) - 1, -1, -1):
+        width = 1 << level
+        inside = cur - width + 1 >= first
+        at = np.flatnonzero(inside)
+        closed = maxima[level][cur[at]] <= points[at]
+        cur[at[closed]] -= width
+    found = (cur >= first) & (cur >= 0)
+    found[found] = e_sorted[cur[found]] > points[found]
+    out[found] = order[cur[found]]
     return out
+
+
+def _last_starting_at_or_before(t_sorted: np.ndarray, s_sorted: np.ndarray, point_tids: np.ndarray,
+                                points: np.ndarray) -> np.ndarray:
+    """Position of the last interval (sorted by thread, then start) on the point's thread starting at or before
+    the point; below the thread's first position when there is none."""
+    n = t_sorted.size
+    # Merge points into the sorted intervals by (thread, time), an interval before a point at the same time.
+    keys_tid = np.concatenate([t_sorted, point_tids])
+    keys_time = np.concatenate([s_sorted, points])
+    is_point = np.concatenate([np.zeros(n, dtype=np.int8), np.ones(points.size, dtype=np.int8)])
+    merged = np.lexsort((is_point, keys_time, keys_tid))
+    intervals_before = np.cumsum(is_point[merged] == 0)  # intervals up to and including each merged position
+    last = np.empty(points.size, dtype=np.int64)
+    point_at = merged >= n
+    last[merged[point_at] - n] = intervals_before[point_at] - 1
+    return last
 
 
 @dataclass(frozen=True)
