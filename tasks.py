@@ -449,16 +449,20 @@ def store_task(ctx, action, file=None, lock=None, store=None, recipe=None):
         "profile": "Also profile each side's models (torch.profiler, compiled graphs with -p); diffed in the report",
         "store": _BUILD_HELP["store"] + "; docker recipes only",
         "save_base": _SAVE_BASE_HELP + "; docker recipes only",
-        "executor": "Where the timing rounds' shards run: local (this machine's --devices, default) or ray (one "
-                    "actor per GPU of a Ray cluster; needs the extra: pip install -e \".[ray]\")",
+        "executor": "Where the suite's and the timing rounds' shards run: local (this machine's --devices, "
+                    "default) or ray (one actor per GPU of a Ray cluster; needs the extra: pip install -e "
+                    "\".[ray]\"); with several devices each side's suite is compiled in shards of models",
         "ray_address": "With --executor ray: auto (the cluster this machine joined; default), ray://HOST:PORT "
-                       "(Ray Client) or HOST:PORT (the head); nodes must see the run directory and the code at "
-                       "the same paths",
+                       "(Ray Client) or HOST:PORT (the head); nodes must see the run directory (one shared file "
+                       "system: suite shards and round records are written there) and the code at the same paths",
         "devices": "With --executor local: the devices shards run on at once, one each: cpu (default on a CPU "
                    "recipe), cpu,cpu (two CPU devices sharing the CPUs), or GPU indices 0,1,... (default 0)",
         "shard_size": "Blocks (kernel jobs or models, each with its partner) per shard of a timing round; a "
                       "shard runs base and PR on one device, and a finished shard is never redone (default 0: a "
                       "round is one shard)",
+        "suite_shard_size": "Models per shard of the suite's compile stage, each shard on any device with its own "
+                            "Inductor cache, merged per side afterwards (default: 1 with --executor ray or several "
+                            "--devices, else 0: one suite stage per side)",
     },
     iterable=["env", "inductor_config", "force"],
 )
@@ -470,7 +474,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             models_per_process="0", confidence=None, alpha=None, margin=None, threshold=None, noise=None,
             min_ms=None, fail_on="never", force=None, python=None, profile=False, suite_source="builtin",
             upstream_src=None, store=None, save_base=False, executor="local", ray_address=None, devices=None,
-            shard_size="0"):
+            shard_size="0", suite_shard_size=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
     from analysis.flag_values import real_number, whole_number
@@ -493,6 +497,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
 
     executor = check_executor(executor, ray_address)
     checked_shard_size = whole_number("--shard-size", shard_size, minimum=0)
+    checked_suite_shards = None if suite_shard_size is None else whole_number("--suite-shard-size", suite_shard_size,
+                                                                              minimum=0)
     device_list = _compare_devices(devices, executor)
 
     from rich.console import Console
@@ -516,6 +522,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         store=resolve_path(store) if store else None,
         save_base=bool(save_base),
         executor=executor, ray_address=ray_address, devices=device_list, shard_size=checked_shard_size,
+        suite_shard_size=checked_suite_shards,
     )
     console = Console()
     the_run, paths = run_compare(request, console)
