@@ -282,14 +282,13 @@ def _suite_shard_size(request: CompareRequest, rounds: _Rounds) -> int:
     return spread_shard_size(request.suite_shard_size, request.executor, len(request.devices))
 
 
-def _suite_spec(side: _Side, request: CompareRequest, upstream_src: Path | None, shard_size: int) -> StageSpec:
+def _suite_spec(side: _Side, request: CompareRequest, upstream_src: Path | None) -> StageSpec:
+    """The suite stage of one side. How it is cut is not one of its inputs: the same models with the same settings
+    are the same suite, so a suite done on one device is kept when the run goes on over a cluster, and back."""
     directory = side.prepared.directory
-    inputs = stage_inputs(request.suite, upstream_src)
-    if shard_size:  # a suite of one stage keeps the input hash it always had
-        inputs["suite_shard_size"] = shard_size
     return StageSpec(
         name="suite",
-        inputs=inputs,
+        inputs=stage_inputs(request.suite, upstream_src),
         outputs=suite_outputs(directory),
         # stages.upstream_suite when request.suite.source == "upstream", else stages.suite
         command=lambda: suite_source_command(directory, request.suite, upstream_src),
@@ -302,7 +301,7 @@ def _run_suites(sides: list[_Side], request: CompareRequest, upstream_src: Path 
     """Each side's suite stage: one stage per side, or (several devices) both sides' shards through the executor
     together, then each side's stage merges its shards (``prbench.suite_shards``)."""
     shard_size = _suite_shard_size(request, rounds)
-    specs = [_suite_spec(side, request, upstream_src, shard_size) for side in sides]
+    specs = [_suite_spec(side, request, upstream_src) for side in sides]
     if shard_size:
         pending: list[tuple[_Side, StageSpec, SuiteShards]] = []
         for side, spec in zip(sides, specs, strict=True):

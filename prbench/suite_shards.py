@@ -5,11 +5,11 @@ With more than one device (``--devices cpu,cpu``, ``--devices 0,1``, or ``--exec
 is cut into shards of ``--suite-shard-size`` models (default 1). A shard runs ``stages.suite`` over its models on
 whatever device the executor gives it: compiling is not a paired measurement, so base and PR shards go anywhere,
 and the two sides' shards are handed to the executor together. Each shard works in
-``<side>/work/suite-shards/<suite inputs hash>/shard-KKK/``: its own ``suite/`` (suite.csv, samples.json,
-graph_models.json), its own Inductor cache and TMPDIR (no two compiles share a cache directory, on one node or
-many), and ``shard.json``, written by the stage last (``analysis.suite_shards``): a shard with its record is
-finished and never redone (the directory is named by the stage's inputs); one without was interrupted or lost and
-runs again, keeping the models it finished (as the suite stage resumes).
+``<side>/work/suite-shards/<suite inputs hash>-<models per shard>/shard-KKK/``: its own ``suite/`` (suite.csv,
+samples.json, graph_models.json), its own Inductor cache and TMPDIR (no two compiles share a cache directory, on
+one node or many), and ``shard.json``, written by the stage last (``analysis.suite_shards``): a shard with its
+record is finished and never redone (the directory is named by the stage's inputs and the cut); one without was
+interrupted or lost and runs again, keeping the models it finished (as the suite stage resumes).
 
 When every shard of a side is there, the side's ``suite`` stage merges them (`SuiteShards.merge`): the rows, samples
 and graph lists in model-list order into ``<side>/suite/``, the shards' Inductor caches into the side's cache
@@ -81,7 +81,9 @@ class SuiteShards:
 
     @property
     def directory(self) -> Path:
-        return self.variant_dir / "work" / SHARDS_DIR / self.digest
+        """Named by the suite's inputs and the cut: a shard's files never mix with those of another cut."""
+        size = len(self.shards[0]) if self.shards else 0
+        return self.variant_dir / "work" / SHARDS_DIR / f"{self.digest}-{size}"
 
     def shard_dir(self, index: int) -> Path:
         return self.directory / f"shard-{index + 1:03d}"
