@@ -9,6 +9,7 @@ on a local Ray cluster whose actor running a shard is killed mid-compile, and ev
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ import sys
 import tarfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,12 @@ from analysis.suite_shards import (
     read_shard_record,
     write_shard_record,
 )
-from prbench.executors import RunnerSpec, ShardOutcome
+from prbench.executors import DeviceSlot, RunnerSpec, ShardOutcome, ShardTask
 from prbench.executors.local_pool import LocalPool
 from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT
 from prbench.runners.local import LocalRunner
-from prbench.shard_rounds import run_tasks
+from prbench.shard_rounds import NodeFacts, node_summary, run_tasks
 from prbench.stage_commands import cache_archive, suite_command, suite_dir
 from prbench.suite_shards import SuiteShards, spread_shard_size, suite_shards
 from prbench.suite_stage import SuiteRequest
@@ -65,32 +66,56 @@ def side_cache(variant_dir: Path) -> Path:
 # --- what a shard's stage leaves, by hand ----------------------------------------------------------------------
 
 
-def fake_shard(shards: SuiteShards, index: int, *, graphs: dict[str, list[str]], cache_files: dict[str, str],
-               ok: bool = True) -> None:
-    """The files shard ``index``'s stage writes: rows (ok or fail), samples, graph lists, its cache, its record."""
+def write_shard(work: Path, models: tuple[str, ...], record: Path, *, graphs: dict[str, list[str]],
+                cache_files: dict[str, str], ok: bool = True, cpus: tuple[int, ...] = (0,)) -> None:
+    """What a shard's stage leaves in ``work``: rows (ok or fail), samples, graph lists, its cache, its record."""
     from stages.suite import SuiteSettings
 
-    work = shards.shard_dir(index)
     out = suite_dir(work)
     out.mkdir(parents=True)
-    settings = SuiteSettings(out=out, models=shards.shards[index], size="tiny", mode="inference", dtype="float32",
-                             warmup=3, iterations=10, device="cpu", cpu_backend="cpp", backend="inductor",
-                             cache_archive=None)
-    rows = [failure_row(m, settings, RuntimeError("boom")) for m in shards.shards[index]]
+    settings = SuiteSettings(out=out, models=models, size="tiny", mode="inference", dtype="float32", warmup=3,
+                             iterations=10, device="cpu", cpu_backend="cpp", backend="inductor", cache_archive=None)
+    rows = [failure_row(m, settings, RuntimeError("boom")) for m in models]
     if ok:
         for row in rows:
             row["status"] = "ok"
     write_suite_csv(out / "suite.csv", rows)
-    (out / "samples.json").write_text(
-        "{" + ",".join(f'"{m}": {{"eager": [1.0], "compiled": [0.5]}}' for m in shards.shards[index]) + "}")
+    (out / "samples.json").write_text(json.dumps({m: {"eager": [1.0], "compiled": [0.5]} for m in models}))
     (out / "graph_models.json").write_text(json.dumps(graphs))
     for name, text in cache_files.items():
         path = work / "inductor-cache" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    write_shard_record(shards.record(index), ShardRecord(models=shards.shards[index], node="n1", device="cpu",
-                                                         cpus=(index,), started_at="2026-01-01T00:00:00+00:00",
-                                                         wall_s=1.0))
+    write_shard_record(record, ShardRecord(models=models, node="n1", device="cpu", cpus=cpus,
+                                           started_at="2026-01-01T00:00:00+00:00", wall_s=1.0))
+
+
+def fake_shard(shards: SuiteShards, index: int, *, graphs: dict[str, list[str]], cache_files: dict[str, str],
+               ok: bool = True) -> None:
+    write_shard(shards.shard_dir(index), shards.shards[index], shards.record(index), graphs=graphs,
+                cache_files=cache_files, ok=ok, cpus=(index,))
+
+
+class CompilingExecutor:
+    """An executor that "runs" each suite shard by writing what its stage would (from the shard's command line)."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def run(self, tasks: list[ShardTask], done: Callable[[ShardOutcome], None]) -> None:
+        self.calls.append([t.key for t in tasks])
+        for task in tasks:
+            (step,) = task.steps
+            args = build_parser().parse_args(step.command.args)
+            models = tuple(args.models.split(","))
+            write_shard(args.out.parent, models, args.shard_record, graphs={f"g-{m}": [m] for m in models},
+                        cache_files={f"{m}.py": m for m in models})
+            done(ShardOutcome(task.key, DeviceSlot("n1", "cpu", frozenset({0})), 0.1, 1, {"host": "n1"}))
+
+    def close(self) -> None:
+        """Nothing held."""
 
 
 def test_the_models_are_cut_in_list_order_and_zero_is_one_shard() -> None:
@@ -188,6 +213,53 @@ def test_clearing_keeps_the_current_inputs_shards_unless_forced(tmp_path: Path) 
     assert not stale.exists() and shards.missing() == [1]
     shards.clear(keep_current=False)
     assert shards.missing() == [0, 1]
+
+
+def test_compare_hands_both_sides_shards_to_the_executor_at_once_and_keeps_a_finished_suite(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from prbench import compare
+    from prbench.pipeline import Pipeline
+    from prbench.runstore import RunStore
+
+    recipe = load_recipe("cpu-local", CODE_ROOT / "recipes")
+    request = compare.CompareRequest(base="installed", pr="installed", recipe=recipe, runs_dir=tmp_path,
+                                     suite=SuiteRequest(models=TWO, warmup=3, iterations=10), devices=("cpu", "cpu"))
+    executor = CompilingExecutor()
+    console = Console(file=io.StringIO())
+    for attempt in (1, 2):
+        with RunStore(tmp_path).create_or_open("r", {}, "test") as run:
+            sides = []
+            for name in ("base", "pr"):
+                pipeline = Pipeline(run, LocalRunner(), console=console)
+                prepared = pipeline.prepare(Variant(name=name, recipe=recipe), None, sys.executable)
+                sides.append(compare._Side(pipeline, prepared, LOCAL))
+            compare._run_suites(sides, request, None, compare._Rounds(request, console, executor=executor))
+            placements = compare._suite_placements(run, sides)
+        if attempt == 1:
+            (keys,) = executor.calls  # one call: the two sides' shards together
+            assert sorted(k.split(" (")[0] for k in keys) == ["base suite shard 1/2", "base suite shard 2/2",
+                                                              "pr suite shard 1/2", "pr suite shard 2/2"]
+    assert len(executor.calls) == 1  # the second invocation found both suites done
+    for side in ("base", "pr"):
+        assert [r["name"] for r in read_suite_csv(tmp_path / "r" / side / "suite" / "suite.csv")] == TWO.split(",")
+        with tarfile.open(tmp_path / "r" / side / "inductor-cache.tar.gz") as tar:
+            assert sorted(tar.getnames()) == [f"inductor-cache/{m}.py" for m in sorted(TWO.split(","))]
+    assert len(placements) == 4
+    nodes = node_summary([], NodeFacts({"n1": {"host": "n1"}}), {}, placements)
+    assert nodes == {"n1": {"devices": ["CPU 0"], "shards": 4, "facts": {"host": "n1"}}}
+
+
+def test_on_one_device_the_suite_stays_one_stage_per_side(tmp_path: Path) -> None:
+    from prbench import compare
+
+    recipe = load_recipe("cpu-local", CODE_ROOT / "recipes")
+    request = compare.CompareRequest(base="installed", pr="installed", recipe=recipe, runs_dir=tmp_path)
+    rounds = compare._Rounds(request, console=None, executor=CompilingExecutor())  # type: ignore[arg-type]
+    assert compare._suite_shard_size(request, rounds) == 0
+    spread = compare.CompareRequest(base="installed", pr="installed", recipe=recipe, runs_dir=tmp_path,
+                                    devices=("cpu", "cpu"))
+    assert compare._suite_shard_size(spread, rounds) == 1
 
 
 # --- real compiles ---------------------------------------------------------------------------------------------
