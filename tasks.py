@@ -730,12 +730,17 @@ def organize(ctx, cache, out, rep="100", warmup="10", extract_to=None):
         "timeout": "Seconds per kernel before its worker is killed and restarted (default: 300)",
         "cache_dir": "TORCHINDUCTOR_CACHE_DIR of the compile, so C++ graphs are not recompiled",
         "filter": "Only kernels whose organized path matches this regular expression",
+        "executor": "local (default: one stage, one worker per --devices entry) or ray (shards of kernel jobs, one "
+                    "actor per GPU of a Ray cluster; --dir and --out on a file system every node shares)",
+        "ray_address": "With --executor ray: auto (default), ray://HOST:PORT or HOST:PORT",
+        "shard_size": "Kernel jobs (a Triton kernel, or a graph's C++ kernels) per shard through the executor; a "
+                      "finished shard is never redone (default 0: one stage with --executor local, 64 with ray)",
     }
 )
 @user_facing
 @holds_runs_under("out", "dir")
 def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, timeout="300", cache_dir=None,
-            filter=None):
+            filter=None, executor="local", ray_address=None, shard_size=None):
     """Time every organized kernel in crash-isolated workers (kernels.csv, kernel_samples.json, kernels_seed.csv)."""
     from analysis.errors import UserError
     from analysis.flag_values import real_number, regular_expression, whole_number
@@ -750,12 +755,23 @@ def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, time
     timeout_s = real_number("--timeout", timeout, above=0)
     if filter is not None:
         regular_expression("--filter", filter)
+    from prbench.executors import check_executor
+
+    executor = check_executor(executor, ray_address)
+    jobs_per_shard = whole_number("--shard-size", shard_size if shard_size is not None
+                                  else (KERNEL_SHARD_SIZE if executor == "ray" else 0), minimum=0)
+    if executor == "ray" and devices is not None:
+        raise UserError("--devices: only with --executor local (--executor ray places shards itself)")
     device_spec = check_devices(default_devices(devices))
     organized = resolve_path(dir)
     if not (organized / "index.csv").is_file():
         raise UserError(f"--dir {organized}: no index.csv (run `invoke organize` first)")
     out_path = resolve_path(out) if out else organized.parent
     cache_path = resolve_path(cache_dir) if cache_dir else None
+    if executor == "ray" or jobs_per_shard:
+        _kernels_over_executor(organized, out_path, device_spec, warmup_calls, timed_calls, timeout_s, cache_path,
+                               filter, executor, ray_address, jobs_per_shard)
+        return
     command = kernels_command(
         organized, out_path, devices=device_spec, warmup=warmup_calls, iterations=timed_calls,
         timeout_s=timeout_s, cache_dir=cache_path, filter_regex=filter,
@@ -763,3 +779,26 @@ def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, time
     )
     run_stage(command)
     print(f"kernels: {out_path / 'kernels.csv'}")
+
+
+KERNEL_SHARD_SIZE = 64  # jobs per shard of `invoke kernels --executor ray` unless --shard-size says
+
+
+def _kernels_over_executor(organized, out_path, device_spec, warmup_calls, timed_calls, timeout_s, cache_path,
+                           filter_regex, executor_name, ray_address, shard_size):
+    """`invoke kernels` in shards of kernel jobs through the executor (``prbench.kernel_shards``)."""
+    from prbench.executors import open_executor
+    from prbench.kernel_shards import KernelRequest, executor_platform, time_kernels
+    from prbench.kernel_stages import kernel_stage_env
+    from stages.kernels import parse_devices
+
+    request = KernelRequest(organized=organized, out=out_path, warmup=warmup_calls, iterations=timed_calls,
+                            timeout_s=timeout_s, cache_dir=cache_path, filter_regex=filter_regex,
+                            env=kernel_stage_env(cache_path))
+    executor = open_executor(executor_name, devices=parse_devices(device_spec), platform=executor_platform(organized),
+                             ray_address=ray_address)
+    try:
+        rows = time_kernels(request, shard_size, executor)
+    finally:
+        executor.close()
+    print(f"kernels: {rows} kernels -> {out_path / 'kernels.csv'}")
