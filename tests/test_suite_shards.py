@@ -101,12 +101,15 @@ class CompilingExecutor:
 
     name = "fake"
 
-    def __init__(self) -> None:
+    def __init__(self, ctrl_c_after: int | None = None) -> None:
         self.calls: list[list[str]] = []
+        self.ctrl_c_after = ctrl_c_after  # shards to finish before the user presses Ctrl-C
 
     def run(self, tasks: list[ShardTask], done: Callable[[ShardOutcome], None]) -> None:
         self.calls.append([t.key for t in tasks])
-        for task in tasks:
+        for number, task in enumerate(tasks):
+            if number == self.ctrl_c_after:
+                raise KeyboardInterrupt
             (step,) = task.steps
             args = build_parser().parse_args(step.command.args)
             models = tuple(args.models.split(","))
@@ -215,7 +218,8 @@ def test_clearing_keeps_the_current_inputs_shards_unless_forced(tmp_path: Path) 
     assert shards.missing() == [0, 1]
 
 
-def test_compare_hands_both_sides_shards_to_the_executor_at_once_and_keeps_a_finished_suite(tmp_path: Path) -> None:
+def compare_suites(tmp_path: Path, executor: CompilingExecutor) -> list[dict[str, Any]]:
+    """The suite step of ``invoke compare --devices cpu,cpu`` for both sides of run ``r``; where the shards ran."""
     from rich.console import Console
 
     from prbench import compare
@@ -225,21 +229,24 @@ def test_compare_hands_both_sides_shards_to_the_executor_at_once_and_keeps_a_fin
     recipe = load_recipe("cpu-local", CODE_ROOT / "recipes")
     request = compare.CompareRequest(base="installed", pr="installed", recipe=recipe, runs_dir=tmp_path,
                                      suite=SuiteRequest(models=TWO, warmup=3, iterations=10), devices=("cpu", "cpu"))
-    executor = CompilingExecutor()
     console = Console(file=io.StringIO())
-    for attempt in (1, 2):
-        with RunStore(tmp_path).create_or_open("r", {}, "test") as run:
-            sides = []
-            for name in ("base", "pr"):
-                pipeline = Pipeline(run, LocalRunner(), console=console)
-                prepared = pipeline.prepare(Variant(name=name, recipe=recipe), None, sys.executable)
-                sides.append(compare._Side(pipeline, prepared, LOCAL))
-            compare._run_suites(sides, request, None, compare._Rounds(request, console, executor=executor))
-            placements = compare._suite_placements(run, sides)
-        if attempt == 1:
-            (keys,) = executor.calls  # one call: the two sides' shards together
-            assert sorted(k.split(" (")[0] for k in keys) == ["base suite shard 1/2", "base suite shard 2/2",
-                                                              "pr suite shard 1/2", "pr suite shard 2/2"]
+    with RunStore(tmp_path).create_or_open("r", {}, "test") as run:
+        sides = []
+        for name in ("base", "pr"):
+            pipeline = Pipeline(run, LocalRunner(), console=console)
+            prepared = pipeline.prepare(Variant(name=name, recipe=recipe), None, sys.executable)
+            sides.append(compare._Side(pipeline, prepared, LOCAL))
+        compare._run_suites(sides, request, None, compare._Rounds(request, console, executor=executor))
+        return compare._suite_placements(run, sides)
+
+
+def test_compare_hands_both_sides_shards_to_the_executor_at_once_and_keeps_a_finished_suite(tmp_path: Path) -> None:
+    executor = CompilingExecutor()
+    compare_suites(tmp_path, executor)
+    (keys,) = executor.calls  # one call: the two sides' shards together
+    assert sorted(k.split(" (")[0] for k in keys) == ["base suite shard 1/2", "base suite shard 2/2",
+                                                      "pr suite shard 1/2", "pr suite shard 2/2"]
+    placements = compare_suites(tmp_path, executor)
     assert len(executor.calls) == 1  # the second invocation found both suites done
     for side in ("base", "pr"):
         assert [r["name"] for r in read_suite_csv(tmp_path / "r" / side / "suite" / "suite.csv")] == TWO.split(",")
@@ -248,6 +255,20 @@ def test_compare_hands_both_sides_shards_to_the_executor_at_once_and_keeps_a_fin
     assert len(placements) == 4
     nodes = node_summary([], NodeFacts({"n1": {"host": "n1"}}), {}, placements)
     assert nodes == {"n1": {"devices": ["CPU 0"], "shards": 4, "facts": {"host": "n1"}}}
+
+
+def test_after_ctrl_c_a_side_whose_shards_finished_is_recorded_and_only_the_rest_runs_again(tmp_path: Path) -> None:
+    interrupted = CompilingExecutor(ctrl_c_after=3)  # base's two shards and pr's first finish
+    with pytest.raises(KeyboardInterrupt):
+        compare_suites(tmp_path, interrupted)
+    assert (tmp_path / "r" / "base" / "suite" / "suite.csv").is_file()
+    assert not (tmp_path / "r" / "pr" / "suite" / "suite.csv").exists()
+
+    resumed = CompilingExecutor()
+    compare_suites(tmp_path, resumed)
+    (keys,) = resumed.calls
+    assert [k.split(" (")[0] for k in keys] == ["pr suite shard 2/2"]
+    assert [r["name"] for r in read_suite_csv(tmp_path / "r" / "pr" / "suite" / "suite.csv")] == TWO.split(",")
 
 
 def test_on_one_device_the_suite_stays_one_stage_per_side(tmp_path: Path) -> None:
