@@ -449,16 +449,20 @@ def store_task(ctx, action, file=None, lock=None, store=None, recipe=None):
         "profile": "Also profile each side's models (torch.profiler, compiled graphs with -p); diffed in the report",
         "store": _BUILD_HELP["store"] + "; docker recipes only",
         "save_base": _SAVE_BASE_HELP + "; docker recipes only",
-        "executor": "Where the timing rounds' shards run: local (this machine's --devices, default) or ray (one "
-                    "actor per GPU of a Ray cluster; needs the extra: pip install -e \".[ray]\")",
+        "executor": "Where the suite's and the timing rounds' shards run: local (this machine's --devices, "
+                    "default) or ray (one actor per GPU of a Ray cluster; needs the extra: pip install -e "
+                    "\".[ray]\"); with several devices each side's suite is compiled in shards of models",
         "ray_address": "With --executor ray: auto (the cluster this machine joined; default), ray://HOST:PORT "
-                       "(Ray Client) or HOST:PORT (the head); nodes must see the run directory and the code at "
-                       "the same paths",
+                       "(Ray Client) or HOST:PORT (the head); nodes must see the run directory (one shared file "
+                       "system: suite shards and round records are written there) and the code at the same paths",
         "devices": "With --executor local: the devices shards run on at once, one each: cpu (default on a CPU "
                    "recipe), cpu,cpu (two CPU devices sharing the CPUs), or GPU indices 0,1,... (default 0)",
         "shard_size": "Blocks (kernel jobs or models, each with its partner) per shard of a timing round; a "
                       "shard runs base and PR on one device, and a finished shard is never redone (default 0: a "
                       "round is one shard)",
+        "suite_shard_size": "Models per shard of the suite's compile stage, each shard on any device with its own "
+                            "Inductor cache, merged per side afterwards (default: 1 with --executor ray or several "
+                            "--devices, else 0: one suite stage per side)",
     },
     iterable=["env", "inductor_config", "force"],
 )
@@ -470,7 +474,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             models_per_process="0", confidence=None, alpha=None, margin=None, threshold=None, noise=None,
             min_ms=None, fail_on="never", force=None, python=None, profile=False, suite_source="builtin",
             upstream_src=None, store=None, save_base=False, executor="local", ray_address=None, devices=None,
-            shard_size="0"):
+            shard_size="0", suite_shard_size=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
     from analysis.flag_values import real_number, whole_number
@@ -493,6 +497,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
 
     executor = check_executor(executor, ray_address)
     checked_shard_size = whole_number("--shard-size", shard_size, minimum=0)
+    checked_suite_shards = None if suite_shard_size is None else whole_number("--suite-shard-size", suite_shard_size,
+                                                                              minimum=0)
     device_list = _compare_devices(devices, executor)
 
     from rich.console import Console
@@ -516,6 +522,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         store=resolve_path(store) if store else None,
         save_base=bool(save_base),
         executor=executor, ray_address=ray_address, devices=device_list, shard_size=checked_shard_size,
+        suite_shard_size=checked_suite_shards,
     )
     console = Console()
     the_run, paths = run_compare(request, console)
@@ -723,12 +730,17 @@ def organize(ctx, cache, out, rep="100", warmup="10", extract_to=None):
         "timeout": "Seconds per kernel before its worker is killed and restarted (default: 300)",
         "cache_dir": "TORCHINDUCTOR_CACHE_DIR of the compile, so C++ graphs are not recompiled",
         "filter": "Only kernels whose organized path matches this regular expression",
+        "executor": "local (default: one stage, one worker per --devices entry) or ray (shards of kernel jobs, one "
+                    "actor per GPU of a Ray cluster; --dir and --out on a file system every node shares)",
+        "ray_address": "With --executor ray: auto (default), ray://HOST:PORT or HOST:PORT",
+        "shard_size": "Kernel jobs (a Triton kernel, or a graph's C++ kernels) per shard through the executor; a "
+                      "finished shard is never redone (default 0: one stage with --executor local, 64 with ray)",
     }
 )
 @user_facing
 @holds_runs_under("out", "dir")
 def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, timeout="300", cache_dir=None,
-            filter=None):
+            filter=None, executor="local", ray_address=None, shard_size=None):
     """Time every organized kernel in crash-isolated workers (kernels.csv, kernel_samples.json, kernels_seed.csv)."""
     from analysis.errors import UserError
     from analysis.flag_values import real_number, regular_expression, whole_number
@@ -743,12 +755,23 @@ def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, time
     timeout_s = real_number("--timeout", timeout, above=0)
     if filter is not None:
         regular_expression("--filter", filter)
+    from prbench.executors import check_executor
+
+    executor = check_executor(executor, ray_address)
+    jobs_per_shard = whole_number("--shard-size", shard_size if shard_size is not None
+                                  else (KERNEL_SHARD_SIZE if executor == "ray" else 0), minimum=0)
+    if executor == "ray" and devices is not None:
+        raise UserError("--devices: only with --executor local (--executor ray places shards itself)")
     device_spec = check_devices(default_devices(devices))
     organized = resolve_path(dir)
     if not (organized / "index.csv").is_file():
         raise UserError(f"--dir {organized}: no index.csv (run `invoke organize` first)")
     out_path = resolve_path(out) if out else organized.parent
     cache_path = resolve_path(cache_dir) if cache_dir else None
+    if executor == "ray" or jobs_per_shard:
+        _kernels_over_executor(organized, out_path, device_spec, warmup_calls, timed_calls, timeout_s, cache_path,
+                               filter, executor, ray_address, jobs_per_shard)
+        return
     command = kernels_command(
         organized, out_path, devices=device_spec, warmup=warmup_calls, iterations=timed_calls,
         timeout_s=timeout_s, cache_dir=cache_path, filter_regex=filter,
@@ -756,3 +779,26 @@ def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, time
     )
     run_stage(command)
     print(f"kernels: {out_path / 'kernels.csv'}")
+
+
+KERNEL_SHARD_SIZE = 64  # jobs per shard of `invoke kernels --executor ray` unless --shard-size says
+
+
+def _kernels_over_executor(organized, out_path, device_spec, warmup_calls, timed_calls, timeout_s, cache_path,
+                           filter_regex, executor_name, ray_address, shard_size):
+    """`invoke kernels` in shards of kernel jobs through the executor (``prbench.kernel_shards``)."""
+    from prbench.executors import open_executor
+    from prbench.kernel_shards import KernelRequest, executor_platform, time_kernels
+    from prbench.kernel_stages import kernel_stage_env
+    from stages.kernels import parse_devices
+
+    request = KernelRequest(organized=organized, out=out_path, warmup=warmup_calls, iterations=timed_calls,
+                            timeout_s=timeout_s, cache_dir=cache_path, filter_regex=filter_regex,
+                            env=kernel_stage_env(cache_path))
+    executor = open_executor(executor_name, devices=parse_devices(device_spec), platform=executor_platform(organized),
+                             ray_address=ray_address)
+    try:
+        rows = time_kernels(request, shard_size, executor)
+    finally:
+        executor.close()
+    print(f"kernels: {rows} kernels -> {out_path / 'kernels.csv'}")

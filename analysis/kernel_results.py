@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from analysis.atomic_io import atomic_path, write_json
+from analysis.errors import UserError
 from analysis.kernel_identity import kernel_num_gb, strip_paas_suffix
 from analysis.kernel_index import INDEX_COLUMNS, IndexRow, read_index
 from analysis.paired_rounds import RoundRecord, RoundSamples, side_samples, visit_errors
+from analysis.records import expect_object, read_json, reading
 
 # The kernels.csv contract (docs/architecture.md), defined here only: the index columns + the timing columns.
 # Its one writer is `write_results`; its one reader is `analysis.kernel_compare.read_kernels_csv` (a frame).
@@ -98,6 +100,36 @@ def write_results(out: Path, rows: list[KernelRow], samples: RoundSamples) -> No
     _write_csv(out / "kernels.csv", list(KERNEL_COLUMNS), (r.as_dict() for r in rows))
     _write_csv(out / "kernels_seed.csv", list(SEED_COLUMNS), (seed_row(r) for r in rows))
     write_json(out / "kernel_samples.json", samples)
+
+
+def merge_result_files(parts: list[Path], out: Path, order: list[str]) -> int:
+    """The kernel files of one run under ``out`` from those of its shards (directories written by
+    `write_results`, each over some of the index's kernels): rows in the index's order (``order``: organized
+    paths), every shard's samples. Returns how many rows. A shard's malformed file is a UserError naming it."""
+    rows: dict[str, dict[str, str]] = {}
+    seeds: dict[str, dict[str, str]] = {}
+    samples: dict[str, Any] = {}
+    for part in parts:
+        rows.update((r["path"], r) for r in _read_csv(part / "kernels.csv", KERNEL_COLUMNS))
+        seeds.update((r["filename"], r) for r in _read_csv(part / "kernels_seed.csv", SEED_COLUMNS))
+        samples.update(expect_object(read_json(part / "kernel_samples.json", "kernel samples"),
+                                     str(part / "kernel_samples.json")))
+    missing = [path for path in order if path not in rows]
+    if missing:
+        raise UserError(f"kernels: no shard has a row for {missing[0]}; run the command again")
+    _write_csv(out / "kernels.csv", list(KERNEL_COLUMNS), (rows[p] for p in order))
+    _write_csv(out / "kernels_seed.csv", list(SEED_COLUMNS), (seeds[p] for p in order if p in seeds))
+    write_json(out / "kernel_samples.json", {p: samples[p] for p in order if p in samples})
+    return len(order)
+
+
+def _read_csv(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
+    with reading(path, f"a CSV with the columns {','.join(columns)}"), open(path, newline="",
+                                                                            encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        if tuple(reader.fieldnames or ()) != columns:
+            raise UserError(f"{path}: expected the columns {','.join(columns)}")
+        return list(reader)
 
 
 def _write_csv(path: Path, columns: list[str], rows: Iterable[dict[str, Any]]) -> None:

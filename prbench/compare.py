@@ -1,6 +1,7 @@
 """``invoke compare``: plan both variants, run their stages (resumable), then compare and report.
 
-Per variant: suite → organize. Then the paired timing rounds of the run (``pair/models-round-N``, then
+Per variant: suite (spread over the executor's devices when it has several: ``prbench.suite_shards``) →
+organize. Then the paired timing rounds of the run (``pair/models-round-N``, then
 ``pair/kernels-round-N``): base and PR timed item by item in fresh workers, the unit of replication being the
 round; each side then derives its files from the rounds (``<side>/models`` → ``suite/paired_samples.json``,
 ``<side>/kernels`` → ``kernels.csv``, ``kernel_samples.json``, ``kernels_seed.csv``). The report stage reads
@@ -34,7 +35,15 @@ from prbench.recipes import Recipe
 from prbench.run_report import render_run_report
 from prbench.runners.local import LocalRunner
 from prbench.runstore import Run, RunStore, input_hash
-from prbench.shard_rounds import NodeFacts, RoundShards, SideRunner, node_summary, round_shards, run_shards
+from prbench.shard_rounds import (
+    NodeFacts,
+    RoundShards,
+    SideRunner,
+    node_summary,
+    round_shards,
+    run_shards,
+    run_tasks,
+)
 from prbench.stage_commands import (
     launch_cost_command,
     launch_cost_path,
@@ -45,6 +54,7 @@ from prbench.stage_commands import (
     variant_organize_command,
     variant_profile_command,
 )
+from prbench.suite_shards import SuiteShards, spread_shard_size, suite_shards
 from prbench.suite_stage import SuiteRequest, clear_outputs, stage_inputs, suite_outputs, upstream_tree
 from prbench.suite_stage import summarize as summarize_suite
 from prbench.variant_plan import ComparePlan, VariantPlan, local_lock, plan_docker, plan_local
@@ -94,6 +104,8 @@ class CompareRequest:
     ray_address: str | None = None  # --executor ray: auto, ray://HOST:PORT or HOST:PORT
     devices: tuple[str, ...] = ()  # --executor local: the devices, one shard at a time each (): the recipe's one
     shard_size: int = 0  # blocks per shard of a round (0: a round is one shard)
+    # models per shard of the suite (None: 1 when the executor has several devices or is Ray, else 0: one stage)
+    suite_shard_size: int | None = None
 
 
 def validate_force(force: list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -146,25 +158,26 @@ def _compare(request: CompareRequest, console: Console, compare_plan: ComparePla
             runner, locks[plan_side.name], runner_spec = _environment(plan_side, request, compare_plan, run)
             pipeline = Pipeline(run, runner, console=console, force=request.force)
             local_overlay = plan_side.overlay if not request.recipe.is_docker else None
-            side = _Side(pipeline, pipeline.prepare(_variant(plan_side, request), local_overlay, request.python),
-                         runner_spec)
-            _prepare_kernels(side, request, tree)
-            sides.append(side)
+            sides.append(_Side(pipeline, pipeline.prepare(_variant(plan_side, request), local_overlay,
+                                                          request.python), runner_spec))
+        _run_suites(sides, request, tree, rounds)
+        for side in sides:
+            _prepare_kernels(side)
         _time_models(sides, request, run, console, rounds)
         _time_kernels(sides, request, run, rounds)
         if request.profile:
             for side in sides:
                 _profile(side, request)
         locks[RUN_NODES] = node_summary(sorted(run.path(JOINT).glob("*/round-*.json")), rounds.heard,
-                                        _earlier_nodes(run))
+                                        _earlier_nodes(run), _suite_placements(run, sides))
         atomic_io.write_json(run.path("lock.json"), locks)
         paths = render_run_report(run, _report_settings(request, tree))
     return run, paths
 
 
 class _Rounds:
-    """The executor of the run's timing rounds: opened at the start (a Ray cluster that cannot be joined is a
-    one-line error before any stage), closed at the end."""
+    """The executor of the run's timing rounds and suite shards: opened at the start (a Ray cluster that cannot be
+    joined is a one-line error before any stage), closed at the end."""
 
     def __init__(self, request: CompareRequest, console: Console, executor: Executor | None = None) -> None:
         self.request = request
@@ -260,12 +273,20 @@ class _Side:
     organize_hash: str = ""
 
 
-def _prepare_kernels(side: _Side, request: CompareRequest, upstream_src: Path | None) -> None:
-    """suite → organize → launch_cost for one side."""
-    pipeline, prepared = side.pipeline, side.prepared
-    directory = prepared.directory
-    organized = organized_dir(directory)
-    side.suite_hash = pipeline.run_stage(prepared, StageSpec(
+def _suite_shard_size(request: CompareRequest, rounds: _Rounds) -> int:
+    """Models per suite shard (0: the suite is one stage per side). The upstream harness is never cut."""
+    if request.suite.source == "upstream":
+        if request.suite_shard_size:
+            rounds.say("suite: the upstream harness runs as one stage per side; --suite-shard-size is not used")
+        return 0
+    return spread_shard_size(request.suite_shard_size, request.executor, len(request.devices))
+
+
+def _suite_spec(side: _Side, request: CompareRequest, upstream_src: Path | None) -> StageSpec:
+    """The suite stage of one side. How it is cut is not one of its inputs: the same models with the same settings
+    are the same suite, so a suite done on one device is kept when the run goes on over a cluster, and back."""
+    directory = side.prepared.directory
+    return StageSpec(
         name="suite",
         inputs=stage_inputs(request.suite, upstream_src),
         outputs=suite_outputs(directory),
@@ -273,7 +294,62 @@ def _prepare_kernels(side: _Side, request: CompareRequest, upstream_src: Path | 
         command=lambda: suite_source_command(directory, request.suite, upstream_src),
         summarize=lambda: summarize_suite(directory),
         reset=lambda: clear_outputs(directory),
-    ))
+    )
+
+
+def _run_suites(sides: list[_Side], request: CompareRequest, upstream_src: Path | None, rounds: _Rounds) -> None:
+    """Each side's suite stage: one stage per side, or (several devices) both sides' shards through the executor
+    together, then each side's stage merges its shards (``prbench.suite_shards``)."""
+    shard_size = _suite_shard_size(request, rounds)
+    specs = [_suite_spec(side, request, upstream_src) for side in sides]
+    if shard_size:
+        pending: list[tuple[_Side, StageSpec, SuiteShards]] = []
+        for side, spec in zip(sides, specs, strict=True):
+            prepared = side.prepared
+            shards = suite_shards(prepared.variant.name, prepared.directory,
+                                  side.pipeline.stage_digest(prepared, spec), request.suite, shard_size,
+                                  side.runner_spec, prepared.env, prepared.python_path)
+            spec.command = None
+            spec.host = partial(shards.merge, Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"]))
+            spec.summarize = partial(_sharded_summary, prepared.directory, shards)
+            if side.pipeline.stage_pending(prepared, spec):
+                shards.clear(keep_current=not side.pipeline.forced(spec))
+                pending.append((side, spec, shards))
+        tasks = [shards.task(i) for _, _, shards in pending for i in shards.missing()]
+        try:
+            run_tasks(tasks, rounds.executor(), rounds.say, "suite", f"suite shards of {len(pending)} side(s)",
+                      rounds.heard.add)
+        except BaseException:
+            # Interrupted, or a shard failed: a side whose shards all finished is recorded all the same.
+            for side, spec, shards in pending:
+                if not shards.missing():
+                    side.suite_hash = side.pipeline.run_stage(side.prepared, spec)
+            raise
+    for side, spec in zip(sides, specs, strict=True):
+        side.suite_hash = side.pipeline.run_stage(side.prepared, spec)
+
+
+def _sharded_summary(directory: Path, shards: SuiteShards) -> dict[str, Any]:
+    """The suite's summary, and where each of its shards ran (the run lock's ``nodes`` reads them back)."""
+    return {**summarize_suite(directory), "shards": shards.placements()}
+
+
+def _suite_placements(run: Run, sides: list[_Side]) -> list[dict[str, Any]]:
+    """Where the suite shards of both sides ran, as their stages recorded it (none for a suite of one stage)."""
+    placements: list[dict[str, Any]] = []
+    for side in sides:
+        record = run.record(f"{side.prepared.variant.name}/suite")
+        shards = record.summary.get("shards") if record is not None else None
+        if isinstance(shards, list):
+            placements += [s for s in shards if isinstance(s, dict)]
+    return placements
+
+
+def _prepare_kernels(side: _Side) -> None:
+    """organize → launch_cost for one side (after its suite)."""
+    pipeline, prepared = side.pipeline, side.prepared
+    directory = prepared.directory
+    organized = organized_dir(directory)
     side.organize_hash = pipeline.run_stage(prepared, StageSpec(
         name="organize",
         inputs={"suite": side.suite_hash},

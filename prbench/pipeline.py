@@ -147,6 +147,15 @@ class Pipeline:
         # "--force kernels" also redoes the timing rounds "kernels-round-1", "kernels-round-2", ...
         return spec.name in self.force or spec.name.split("-")[0] in self.force
 
+    def stage_digest(self, prepared: PreparedVariant, spec: StageSpec) -> str:
+        """The input hash ``run_stage(prepared, spec)`` records (and skips by)."""
+        return input_hash({"variant": prepared.variant.identity_hash(), **spec.inputs})
+
+    def stage_pending(self, prepared: PreparedVariant, spec: StageSpec) -> bool:
+        """Whether ``run_stage(prepared, spec)`` would run it (not done with the same inputs, or forced)."""
+        key = f"{prepared.variant.name}/{spec.name}"
+        return self.forced(spec) or not self.run.is_done(key, self.stage_digest(prepared, spec))
+
     def joint_pending(self, spec: StageSpec) -> bool:
         """Whether ``run_joint_stage(spec)`` would run it (not done with the same inputs, or forced)."""
         return self.forced(spec) or not self.run.is_done(f"{JOINT}/{spec.name}", input_hash(dict(spec.inputs)))

@@ -122,15 +122,21 @@ def run_shards(rounds: list[RoundShards], executor: Executor, say: Callable[[str
                on_done: Callable[[ShardOutcome], None] = lambda outcome: None) -> None:
     """Every missing shard of ``rounds`` through the executor, all at once; a progress line per finished one."""
     tasks = [r.task(i) for r in rounds for i in r.missing()]
+    run_tasks(tasks, executor, say, "pair", f"shards of {len(rounds)} round(s)", on_done)
+
+
+def run_tasks(tasks: list[ShardTask], executor: Executor, say: Callable[[str], None], tag: str, what: str,
+              on_done: Callable[[ShardOutcome], None] = lambda outcome: None) -> None:
+    """``tasks`` through the executor, with ``[tag] i/N`` progress lines (``what``: what the N are)."""
     if not tasks:
         return
     finished = [0]
-    say(f"[pair] 0/{len(tasks)} shards of {len(rounds)} round(s) to run ({executor.name} executor)")
+    say(f"[{tag}] 0/{len(tasks)} {what} to run ({executor.name} executor)")
 
     def done(outcome: ShardOutcome) -> None:
         finished[0] += 1
         again = f", attempt {outcome.attempts}" if outcome.attempts > 1 else ""
-        say(f"[pair] {finished[0]}/{len(tasks)} {outcome.key} on {outcome.slot.describe()}: "
+        say(f"[{tag}] {finished[0]}/{len(tasks)} {outcome.key} on {outcome.slot.describe()}: "
             f"{outcome.wall_s:.1f} s{again}")
         on_done(outcome)
 
@@ -147,18 +153,20 @@ class NodeFacts:
         self.facts[outcome.slot.node] = dict(outcome.facts)
 
 
-def node_summary(round_paths: list[Path], heard: NodeFacts, earlier: dict[str, Any]) -> dict[str, Any]:
-    """``{node: {"devices": [...], "shards": N, "facts": {...}}}`` from the round files' ``shards`` entries, with
-    the facts heard now or recorded by an earlier invocation (``earlier``: the previous lock's ``nodes``)."""
+def node_summary(round_paths: list[Path], heard: NodeFacts, earlier: dict[str, Any],
+                 other_shards: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``{node: {"devices": [...], "shards": N, "facts": {...}}}`` from the round files' ``shards`` entries and
+    ``other_shards`` (the suite's, ``prbench.suite_shards``: the same node, device and cpus fields), with the facts
+    heard now or recorded by an earlier invocation (``earlier``: the previous lock's ``nodes``)."""
     nodes: dict[str, Any] = {}
-    for record in read_rounds([p for p in round_paths if p.is_file()]):
-        for shard in record.shards:
-            name = str(shard.get("node") or "this machine")
-            entry = nodes.setdefault(name, {"devices": [], "shards": 0})
-            device = _device_label(shard)
-            if device not in entry["devices"]:
-                entry["devices"].append(device)
-            entry["shards"] += 1
+    rounds = [shard for record in read_rounds([p for p in round_paths if p.is_file()]) for shard in record.shards]
+    for shard in [*rounds, *(other_shards or [])]:
+        name = str(shard.get("node") or "this machine")
+        entry = nodes.setdefault(name, {"devices": [], "shards": 0})
+        device = _device_label(shard)
+        if device not in entry["devices"]:
+            entry["devices"].append(device)
+        entry["shards"] += 1
     for name, entry in nodes.items():
         facts = heard.facts.get(name) or (earlier.get(name) or {}).get("facts")
         if facts:

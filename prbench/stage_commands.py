@@ -64,20 +64,35 @@ def profile_index(profiles: Path) -> Path:
 
 def suite_command(variant_dir: Path, settings: SuiteRequest, variant: Variant | None = None) -> StageCommand:
     """``python -m stages.suite`` for one variant directory, with the variant's stage environment."""
+    args = [*_suite_args(suite_dir(variant_dir), settings, settings.models, settings.device),
+            "--cache-archive", str(cache_archive(variant_dir))]
+    env = variant.stage_environment(variant_dir) if variant is not None else {}
+    return StageCommand(module="stages.suite", args=args, env=env)
+
+
+def suite_shard_command(out: Path, settings: SuiteRequest, models: tuple[str, ...], record: Path,
+                        platform: str) -> StageCommand:
+    """One shard of a spread suite (``prbench.suite_shards``): ``models`` into ``out``, its record last. The executor
+    adds ``--device`` (where it placed the shard) and ``--node``; the host archives the merged cache."""
+    args = [*_suite_args(out, settings, ",".join(models), None), "--shard-record", str(record)]
+    if platform == "rocm":
+        args += ["--platform", "rocm"]
+    return StageCommand(module="stages.suite", args=args)
+
+
+def _suite_args(out: Path, settings: SuiteRequest, models: str, device: str | None) -> list[str]:
     args = [
-        "--out", str(suite_dir(variant_dir)),
-        "--models", settings.models,
+        "--out", str(out),
+        "--models", models,
         "--size", settings.size,
         "--mode", settings.mode,
         "--dtype", settings.dtype,
         "--warmup", str(settings.warmup),
         "--iterations", str(settings.iterations),
-        "--device", settings.device,
-        "--cpu-backend", settings.cpu_backend,
-        "--cache-archive", str(cache_archive(variant_dir)),
     ]
-    env = variant.stage_environment(variant_dir) if variant is not None else {}
-    return StageCommand(module="stages.suite", args=args, env=env)
+    if device is not None:
+        args += ["--device", device]
+    return [*args, "--cpu-backend", settings.cpu_backend]
 
 
 def upstream_command(variant_dir: Path, settings: SuiteRequest, pytorch_src: Path) -> StageCommand:

@@ -1,7 +1,7 @@
 """Stage ``kernels``: time every organized kernel in long-lived, crash-isolated worker processes.
 
     python -m stages.kernels --dir ORGANIZED [--out DIR] [--devices cpu|0,1,...] [--warmup N] [--iterations N]
-                             [--timeout S] [--cache-dir DIR] [--filter REGEX]
+                             [--timeout S] [--cache-dir DIR] [--filter REGEX] [--jobs 0-31,40 --device D --node N]
 
 One worker per device (pinned with CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES) imports kernel modules and
 times them in-process, so a kernel costs one import and its timed calls instead of a Python start-up
@@ -24,6 +24,8 @@ timing; each visit draws the inputs again from the same seed.
 Writes ``kernels.csv`` (index columns + ``n,median_ms,mean_ms,std_ms,min_ms,gb,gb_per_s,status,error``),
 ``kernel_samples.json`` in the round format with this run as its one round ({organized relative path:
 [[ms, ...]]}) and ``kernels_seed.csv`` (the seed's ``relative_dir,filename,kernel_name,ms_per_call,gb_per_s``).
+``--jobs`` (with ``--device``, ``--node``) is one shard of ``invoke kernels`` over an executor
+(``prbench.kernel_shards``): those jobs of the plan on that one device, the outputs holding only their kernels.
 The worker protocol is ``stages.worker_process``; ``invoke compare`` drives the same workers through the paired
 orchestrator ``stages.paired`` (jobs from `plan_jobs`).
 """
@@ -44,6 +46,7 @@ from typing import Any
 from analysis.errors import UserError
 from analysis.kernel_index import IndexRow, graph_module_problem, read_index
 from analysis.kernel_results import KernelRow, kernel_gb, summarize_rounds, write_results
+from analysis.round_shards import parse_block_ranges
 from stages import cpp_replay
 from stages.entry import StageArgumentParser, run_as_script
 from stages.progress import progress_line
@@ -356,6 +359,7 @@ class RunSettings:
     work_dir: Path
     filter: str | None
     interpreter_iterations: int
+    jobs: list[int] | None = None  # one shard of the plan's jobs (``prbench.kernel_shards``); None: every job
 
 
 def parse_devices(spec: str) -> list[str]:
@@ -393,14 +397,30 @@ def load_rows(organized: Path, pattern: str | None) -> list[IndexRow]:
     return rows
 
 
+def shard_of(jobs: list[Job], rows: list[IndexRow], chosen: list[int]) -> tuple[list[Job], list[IndexRow]]:
+    """The chosen jobs of the plan and the index rows they time (one shard of an executor's run)."""
+    beyond = [j for j in chosen if j >= len(jobs)]
+    if beyond:
+        raise UserError(f"--jobs: job {beyond[0]} is beyond the plan's {len(jobs)} jobs (0-{len(jobs) - 1})")
+    wanted = set(chosen)
+    picked = [job for job in jobs if job.id in wanted]
+    covered = {path for job in picked for path in job.kernels.values()}
+    return picked, [row for row in rows if row.path in covered]
+
+
 def run(settings: RunSettings) -> list[KernelRow]:
     rows = load_rows(settings.organized, settings.filter)
-    for stale in settings.organized.rglob("*.best_config"):
-        stale.unlink()  # a previous run's autotune choice must not spare this run the autotuning
     on_cpu = all(d == "cpu" for d in settings.devices)
     interpreted = on_cpu and any(r.backend == "triton" for r in rows)
     jobs = plan_jobs(rows, settings.organized, settings.warmup, settings.iterations, settings.timeout_s,
                      settings.interpreter_iterations if interpreted else None)
+    if settings.jobs is not None:
+        jobs, rows = shard_of(jobs, rows, settings.jobs)
+        stale = [(settings.organized / r.path).with_suffix(".best_config") for r in rows]  # other shards' are theirs
+    else:
+        stale = list(settings.organized.rglob("*.best_config"))
+    for path in stale:
+        path.unlink(missing_ok=True)  # a previous run's autotune choice must not spare this run the autotuning
     base_env = dict(os.environ)
     if interpreted:
         base_env["TRITON_INTERPRET"] = "1"
@@ -440,6 +460,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--filter", default=None, help="only kernels whose organized path matches this regex")
     parser.add_argument("--interpreter-iterations", type=int, default=INTERPRETER_ITERATIONS,
                         help="timed calls for Triton kernels in the CPU interpreter (~1 s each; no warm-up)")
+    parser.add_argument("--jobs", default=None,
+                        help="only these jobs of the plan, as ranges like 0-31,40 (one shard of an executor's run; "
+                             "the outputs then hold only their kernels)")
+    parser.add_argument("--device", default=None,
+                        help="the one device to time on instead of --devices (an executor's placement): cpu or a "
+                             "GPU index")
+    parser.add_argument("--node", default="", help="the node's name (an executor's placement), shown in the log")
     return parser
 
 
@@ -452,7 +479,11 @@ def main(argv: list[str] | None = None) -> int:
     apply_inductor_config()
     if args.dir is None:
         raise UserError("--dir is required")
-    devices = parse_devices(args.devices)
+    devices = parse_devices(args.device or args.devices)
+    if args.device is not None and len(devices) != 1:
+        raise UserError(f"--device {args.device!r}: expected cpu or one GPU index")
+    if args.node:
+        print(f"kernels: on node {args.node}, device {devices[0]}", flush=True)
     out = args.out or args.dir.resolve().parent
     settings = RunSettings(
         organized=args.dir.resolve(), out=out, devices=devices,
@@ -461,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
         cache_dir=args.cache_dir.resolve() if args.cache_dir else None,
         work_dir=(args.work_dir or out / "work" / "kernels").resolve(), filter=args.filter,
         interpreter_iterations=args.interpreter_iterations,
+        jobs=parse_block_ranges(args.jobs, "--jobs") if args.jobs is not None else None,
     )
     results = run(settings)
     failed = [r for r in results if r.status != "ok"]

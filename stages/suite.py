@@ -2,7 +2,8 @@
 
     python -m stages.suite --out DIR [--models A,B|all|tiny-default] [--size tiny|full]
         [--mode inference|training] [--dtype float32|bfloat16|float16|amp] [--warmup 10] [--iterations 30]
-        [--device cpu|cuda] [--cpu-backend cpp|triton] [--cache-archive PATH]
+        [--device cpu|cuda|GPU index] [--cpu-backend cpp|triton] [--cache-archive PATH]
+        [--platform cuda|rocm --node NAME --shard-record PATH]
 
 Per model, as the dynamo harness does: a warm-up of each side (the first eager and first compiled calls are
 timed: ``compilation_latency`` = first compiled − first eager, ``first_run_s`` = first compiled call), then
@@ -12,11 +13,17 @@ iteration). Both are rewritten atomically after every model, so the stage is res
 have an ``ok`` row with the same settings are skipped, everything else is (re)measured. A fresh run (no row
 to keep yet) starts from an empty Inductor cache; at the end that cache is archived to ``--cache-archive``.
 A model that fails gets a ``fail`` row and the others go on; the stage exits non-zero only when none ran.
+
+As one shard of a suite spread over an executor's devices (``prbench.suite_shards``) the stage is told the device
+it was placed on (``--device 0``: CUDA on that GPU only, made the one visible GPU the ``--platform`` way) and the
+node's name, and writes ``--shard-record`` (``analysis.suite_shards``) once every model was tried: then it exits 0
+even when no model ran, since the host judges the whole suite.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import shutil
 import sys
@@ -42,7 +49,6 @@ from analysis.dynamo_csv import (
 from analysis.errors import UserError
 from analysis.suite_options import (
     CPU_BACKENDS,
-    DEVICES,
     DTYPES,
     MODES,
     SIZES,
@@ -51,6 +57,7 @@ from analysis.suite_options import (
     check_numbers,
     resolve_models,
 )
+from analysis.suite_shards import ShardRecord, write_shard_record
 from stages.entry import StageArgumentParser, run_as_script
 from stages.progress import progress
 
@@ -96,12 +103,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32", choices=DTYPES)
     p.add_argument("--warmup", type=int, default=10, help="warm-up calls per side (at least 3)")
     p.add_argument("--iterations", type=int, default=30, help="timed calls per side (at least 10)")
-    p.add_argument("--device", default="cpu", choices=DEVICES)
+    p.add_argument("--device", default="cpu", type=_device_flag,
+                   help="cpu, cuda, or a GPU index (an executor's placement: CUDA on that GPU only)")
     p.add_argument("--cpu-backend", default="cpp", choices=CPU_BACKENDS,
                    help="Inductor CPU codegen: C++ (default) or Triton through the interpreter (correctness only)")
     p.add_argument("--backend", default="inductor", help="torch.compile backend (aot_eager for quick debugging)")
     p.add_argument("--cache-archive", type=Path, default=None, help="tar.gz to write the Inductor cache to")
+    p.add_argument("--platform", default="cuda", choices=("cuda", "rocm"),
+                   help="how a GPU index given to --device is made the only visible GPU")
+    p.add_argument("--node", default="", help="the node's name, recorded in --shard-record")
+    p.add_argument("--shard-record", type=Path, default=None,
+                   help="one shard of a spread suite: write where it ran here, last, and exit 0 once every model "
+                        "was tried")
     return p
+
+
+def _device_flag(text: str) -> str:
+    if text in ("cpu", "cuda") or text.isdigit():
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: expected cpu, cuda or a GPU index")
+
+
+def pin_device(device: str, platform: str) -> str:
+    """The device the suite runs on: a GPU index is made the only visible GPU (before torch is imported), which
+    CUDA then calls ``cuda``, so the rows say ``cuda`` wherever the shard ran."""
+    if not device.isdigit():
+        return device
+    from stages.worker_process import device_env
+
+    pinned = device_env(device, platform, dict(os.environ))
+    for gone in set(os.environ) - set(pinned):
+        del os.environ[gone]
+    os.environ.update(pinned)
+    return "cuda"
 
 
 def hub_offline() -> None:
@@ -419,8 +453,21 @@ def finish_archive(settings: SuiteSettings, cache_dir: Path, rows: list[Row]) ->
         say("warning: no compiled graph modules in the Inductor cache (was TORCHINDUCTOR_CACHE_DIR overridden?)")
 
 
+def write_record(args: argparse.Namespace, placed: str, settings: SuiteSettings, started: dt.datetime,
+                 wall_s: float) -> None:
+    """Where this shard ran: written last, so its presence says every model of the shard was tried."""
+    cpus = tuple(sorted(os.sched_getaffinity(0))) if placed == "cpu" else ()
+    write_shard_record(args.shard_record, ShardRecord(
+        models=settings.models, node=args.node, device=placed, cpus=cpus,
+        started_at=started.isoformat(timespec="seconds"), wall_s=round(wall_s, 3)))
+    say(f"shard record -> {args.shard_record}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    started = dt.datetime.now(dt.UTC)
+    placed = args.device
+    args.device = pin_device(args.device, args.platform)
     try:
         check_numbers(args.warmup, args.iterations, args.cpu_backend, args.device)
         cache_dir = prepare_environment(args)
@@ -448,6 +495,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     print_summary(rows)
     finish_archive(settings, cache_dir, rows)
+    if args.shard_record is not None:
+        write_record(args, placed, settings, started, (dt.datetime.now(dt.UTC) - started).total_seconds())
+        return 0
     return 0 if any(r["status"] == STATUS_OK for r in rows) else 1
 
 

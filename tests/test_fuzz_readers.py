@@ -35,6 +35,7 @@ from analysis.kernel_compare import read_kernels_csv
 from analysis.kernel_index import INDEX_COLUMNS, read_index
 from analysis.kernel_results import KERNEL_COLUMNS
 from analysis.paired_rounds import read_round, read_round_samples
+from analysis.suite_shards import read_shard_record
 from analysis.traces import read_trace
 from analysis.traces.perf_report import analyze_rank
 from prbench.runstore import MANIFEST, RunStore
@@ -47,6 +48,7 @@ T = TypeVar("T")
 EXAMPLES = {
     "kineto": 150, "kineto_cut": 40, "rocprof_csv": 100, "rocprofv3_json": 60, "nsys": 100, "compiled_module": 40,
     "kernels_csv": 100, "manifest": 100, "round": 100, "round_samples": 80, "suite_files": 60, "index_csv": 60,
+    "suite_shard": 60,
 }
 GENERATED_CASES = sum(EXAMPLES.values())
 
@@ -413,6 +415,24 @@ def test_given_a_round_file_of_any_shape_resuming_reads_it_or_names_the_field(sc
         assert result.round >= 1 and all(v.side in ("base", "pr") for v in result.visits)
         for visit_ in result.visits:
             assert_samples_are_times(visit_.samples)
+
+
+shard_record_valid = st.fixed_dictionaries({
+    "models": st.lists(st.sampled_from(["BertForMaskedLM", "T5Small"]), max_size=2), "node": st.just("n1"),
+    "device": st.sampled_from(["cpu", "0"]), "cpus": st.lists(st.integers(0, 7), max_size=2),
+    "started_at": st.just("2025-01-01T00:00:00"), "wall_s": durations})
+
+
+@fuzz("suite_shard")
+@given(record=mutated(shard_record_valid))
+def test_given_a_suite_shard_record_of_any_shape_resuming_reads_it_or_names_the_field(scratch: Path,
+                                                                                      record: Any) -> None:
+    path = new_dir(scratch) / "shard.json"
+    path.write_text(dumps(record))
+    result = read_or_refuse(read_shard_record, path)
+    if result is not None:
+        assert all(isinstance(m, str) for m in result.models) and result.wall_s >= 0
+        assert all(isinstance(c, int) and c >= 0 for c in result.cpus)
 
 
 round_samples_valid = st.dictionaries(st.sampled_from(["pointwise/a.py", "cpp/b.cpp", "M"]),

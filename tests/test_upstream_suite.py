@@ -398,7 +398,7 @@ def test_compare_runs_the_upstream_stage_and_a_source_change_redoes_the_suite(tm
                                          suite=SuiteRequest(source=source))
         pipeline = RecordingPipeline()
         side = compare._Side(pipeline, prepared, RunnerSpec("local"))  # type: ignore[arg-type]
-        compare._prepare_kernels(side, request, tree)
+        compare._run_suites([side], request, tree, compare._Rounds(request, console=None))  # type: ignore[arg-type]
         suites[source] = pipeline.specs[0]
     upstream = suites["upstream"].command()
     assert upstream.module == "stages.upstream_suite"
