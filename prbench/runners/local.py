@@ -22,10 +22,11 @@ _SCRUBBED = ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH
 class LocalRunner:
     name = "local"
 
-    def __init__(self, python: str | None = None, stream_output: bool = True, die_with_parent: bool = False) -> None:
+    def __init__(self, python: str | None = None, stream_output: bool = True, die_with_parent: bool = True) -> None:
         self.python = python or sys.executable
         self.stream_output = stream_output
-        # An executor's node process (a Ray actor) may be killed outright; its stage must not outlive it.
+        # The host or an executor's node process (a Ray actor) may be killed outright (SIGKILL, the OOM killer):
+        # its stage, in a session of its own that no terminal signal reaches, must not outlive it.
         self.die_with_parent = die_with_parent
         self._running: subprocess.Popen | None = None
         self._interrupted = False
