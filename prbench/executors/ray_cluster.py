@@ -124,7 +124,7 @@ class RayExecutor:
                             "(`ray start --num-gpus N` on a CPU-only cluster gives each actor a share of the CPUs)")
         # num_cpus=0: the actor's device is its GPU; two calls at once, so interrupt() reaches a running shard.
         self._remote = ray.remote(ShardActor).options(num_gpus=1, num_cpus=0, max_concurrency=2, max_restarts=0)
-        self._cleanup = ray.remote(remove_left_containers).options(num_cpus=0)
+        self._cleanup = ray.remote(remove_left_containers)
         self.gpus = gpus
         self.actors: list[_Actor] = []  # asked for on the first shards: no GPU is held while the host compiles
         self.nodes: dict[str, str] = {}  # Ray node id → name, of every node an actor ran on
@@ -224,7 +224,7 @@ class RayExecutor:
         node = self.nodes.get(node_id, node_id[:12])
         placement = NodeAffinitySchedulingStrategy(node_id, soft=False)
         try:
-            removed = ray.get(self._cleanup.options(scheduling_strategy=placement).remote(labels),
+            removed = ray.get(self._cleanup.options(num_cpus=0, scheduling_strategy=placement).remote(labels),
                               timeout=_CLEANUP_S)
         except (RayError, UserError) as exc:  # the node is gone (its containers with it), no engine
             self.say(f"ray: could not remove {what} on {node} ({_first_line(exc)})")

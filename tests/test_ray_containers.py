@@ -1,0 +1,71 @@
+"""A Ray actor that dies while its shard runs in a container leaves that container running: nothing waits for it any
+more. On a real Ray cluster on this machine (one fake GPU) and the real Docker engine: the actor running a docker
+shard is killed (SIGKILL); the driver has the dead actor's container removed on its node before the shard runs
+again, so the retry has the device to itself, and when the executor closes nothing of the run is left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from prbench.executors import RunnerSpec, ShardOutcome, ShardTask, StageStep
+from prbench.runners import OWNER_LABEL, RUN_LABEL, SHARD_LABEL, SIDE_LABEL, StageCommand
+from tests.ray_support import local_cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.docker]
+pytest.importorskip("ray")
+
+BASE_IMAGE = "prbench-test/bookworm:base"
+KEY = "kernels round 1 shard 1/1"
+
+
+def docker_shard(run: Path) -> ShardTask:
+    """The slow stand-in stage (``tests.slow_stage``) in a container of the base image, as a one-step shard."""
+    files = {name: run / name for name in ("marker", "beat", "out")}
+    spec = RunnerSpec("docker", platform="cpu", image=BASE_IMAGE, writable=(run,), run=run)
+    args = [arg for name, path in files.items() for arg in (f"--{name}", str(path))]
+    command = StageCommand("tests.slow_stage", args, labels={SHARD_LABEL: KEY, SIDE_LABEL: "base"})
+    return ShardTask(KEY, (StageStep(spec, command),), (files["out"],))
+
+
+def test_a_dead_actors_container_is_removed_before_its_shard_runs_again_and_none_is_left(tmp_path: Path) -> None:
+    from docker_support import require_engine
+
+    from prbench.executors.ray_cluster import RayExecutor
+
+    client = require_engine()
+    run = tmp_path / "run"
+    run.mkdir()
+    of_the_run = {"label": f"{RUN_LABEL}={run.resolve()}"}
+    killed: dict[str, str] = {}
+
+    def kill_the_actor_mid_shard() -> None:
+        deadline = time.monotonic() + 120
+        while not (run / "marker").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        (container,) = client.containers.list(filters=of_the_run)
+        killed.update(container=container.id, shard=container.labels[SHARD_LABEL])
+        owner_pid = int(container.labels[OWNER_LABEL].rsplit(":", 1)[1])  # the actor that started it
+        os.kill(owner_pid, signal.SIGKILL)
+
+    lines: list[str] = []
+    outcomes: list[ShardOutcome] = []
+    with local_cluster(gpus=1) as address:
+        executor = RayExecutor(address, platform="cpu", say=lines.append)
+        threading.Thread(target=kill_the_actor_mid_shard, daemon=True).start()
+        try:
+            executor.run([docker_shard(run)], outcomes.append)
+        finally:
+            executor.close()
+
+    assert killed["shard"] == KEY
+    assert [o.attempts for o in outcomes] == [2]  # lost once with its actor, then run again
+    assert (run / "out").read_text() == "alone"  # the first attempt's container no longer beat when it started
+    assert any("removed the containers of the dead actor" in line and killed["container"][:12] in line
+               for line in lines), lines
+    assert client.containers.list(all=True, filters=of_the_run) == []
