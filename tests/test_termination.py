@@ -194,3 +194,36 @@ def _exists(client, container_id: str) -> bool:
     except docker.errors.NotFound:
         return False
     return True
+
+
+@pytest.mark.docker
+def test_compare_removes_what_a_killed_invocation_of_its_run_left_and_leaves_none_itself(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from docker_support import require_engine
+    from rich.console import Console
+
+    from prbench.compare import _no_containers_left
+    from prbench.runners.docker import run_labels
+
+    client = require_engine()
+    run = SimpleNamespace(root=tmp_path / "runs" / "r", run_id="r")
+    request = SimpleNamespace(recipe=SimpleNamespace(is_docker=True))
+    of_the_run = {"label": f"{RUN_LABEL}={run.root}"}
+
+    def container_of_the_run():  # a stage container whose owner was killed outright (SIGKILL): nothing removes it
+        return client.containers.run(BASE_IMAGE, ["sleep", "300"], detach=True, network_mode="none",
+                                     labels={**run_labels(run.root), "dev.prbench.owner": "gone:1"})
+
+    left = container_of_the_run()
+    console = Console(record=True, width=200)
+    try:
+        with _no_containers_left(run, request, console):  # type: ignore[arg-type]
+            assert client.containers.list(all=True, filters=of_the_run) == []
+            container_of_the_run()  # one the run itself leaves (a signal between create and start)
+        assert client.containers.list(all=True, filters=of_the_run) == []
+    finally:
+        for container in client.containers.list(all=True, filters=of_the_run):
+            container.remove(force=True)
+    said = console.export_text()
+    assert f"removed 1 container(s) an earlier invocation of run r left running: {left.short_id}" in said
