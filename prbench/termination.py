@@ -41,17 +41,19 @@ def terminate_as_interrupt() -> Iterator[None]:
 
     Only the first signal raises: a second one (a CI runner repeats its SIGTERM) would cut short the stop it
     started, and leave the very container the first one is removing. A signal the process was started with
-    ignored (``nohup`` ignores SIGHUP) stays ignored. The handlers in place before are back after the block.
+    ignored (``nohup`` ignores SIGHUP) stays ignored. The handlers in place before are back after the block. A
+    library that turns whatever its wait was interrupted by into a plain ``KeyboardInterrupt`` (Ray's ``wait`` and
+    ``get`` do) does not hide the signal: what leaves the block is `Terminated`.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    raised = threading.Event()
+    received: list[int] = []
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        if raised.is_set():
+        if received:
             return
-        raised.set()
+        received.append(signum)
         raise Terminated(signum)
 
     previous = {signum: signal.getsignal(signum) for signum in TERMINATING_SIGNALS}
@@ -60,6 +62,10 @@ def terminate_as_interrupt() -> Iterator[None]:
             signal.signal(signum, handler)
     try:
         yield
+    except KeyboardInterrupt as exc:
+        if received and not isinstance(exc, Terminated):
+            raise Terminated(received[0]) from exc
+        raise
     finally:
         _restore(previous)
 

@@ -48,6 +48,22 @@ def test_sigterm_raises_terminated_once_and_a_second_one_lets_the_stop_finish(si
     assert caught.value.signum == signal.SIGTERM and caught.value.exit_code == 143
 
 
+def test_a_library_that_turns_the_signal_into_a_plain_interrupt_does_not_hide_it(sigterm_raises: None) -> None:
+    def wait_as_ray_does() -> None:  # Ray's wait() and get() raise KeyboardInterrupt() for whatever interrupted them
+        try:
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt from None
+
+    with pytest.raises(Terminated) as caught, terminate_as_interrupt():
+        wait_as_ray_does()
+    assert caught.value.exit_code == 129
+    with pytest.raises(KeyboardInterrupt) as plain, terminate_as_interrupt():
+        raise KeyboardInterrupt  # Ctrl-C stays Ctrl-C
+    assert not isinstance(plain.value, Terminated)
+
+
 def test_the_handlers_are_back_after_the_task_and_an_ignored_sighup_stays_ignored(sigterm_raises: None) -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # started under nohup
     before = signal.getsignal(signal.SIGTERM)
