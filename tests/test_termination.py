@@ -156,6 +156,41 @@ def test_a_host_killed_outright_takes_its_local_stage_along(tmp_path: Path, host
     assert lock_is_free(tmp_path / "runs" / "held")
 
 
+def test_a_runner_running_a_stage_per_device_stops_them_all(tmp_path: Path) -> None:
+    """``--devices cpu,cpu``: one runner, two stages at once (one per device thread); Ctrl-C or SIGTERM stops both."""
+    import threading
+
+    from prbench.runners import StageCommand
+    from prbench.runners.local import LocalRunner
+
+    runner = LocalRunner(stream_output=False)
+    ended: dict[int, BaseException | None] = {}
+    markers = [tmp_path / f"marker-{device}" for device in (0, 1)]
+
+    def device(index: int) -> None:
+        files = [f"--marker={markers[index]}", f"--beat={tmp_path / f'beat-{index}'}", f"--out={tmp_path / 'out'}"]
+        try:
+            runner.run(StageCommand("tests.slow_stage", files))
+            ended[index] = None
+        except BaseException as exc:
+            ended[index] = exc
+
+    threads = [threading.Thread(target=device, args=(index,)) for index in (0, 1)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 60
+    while not all(marker.exists() for marker in markers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pids = [int(marker.read_text().split()[0]) for marker in markers]
+
+    runner.interrupt()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert [type(ended.get(index)) for index in (0, 1)] == [KeyboardInterrupt, KeyboardInterrupt]
+    assert not [pid for pid in pids if running(pid)]
+
+
 @pytest.mark.docker
 def test_a_host_told_to_end_leaves_no_container_of_the_run(tmp_path: Path, hosts: list[subprocess.Popen]) -> None:
     from docker_support import require_engine

@@ -169,7 +169,8 @@ class DockerRunner:
         self.stream_output = stream_output
         self.output = output
         self.labels = dict(labels or {})  # every container's (the run's: `run_labels`), besides the command's
-        self._running: Any = None
+        self._running: set[Any] = set()  # the containers running now (one per device of an executor)
+        self._lock = threading.Lock()
 
     def environment(self, command: StageCommand) -> dict[str, str]:
         env = {"HOME": "/tmp", **command.env}
@@ -205,7 +206,8 @@ class DockerRunner:
             reason = " ".join(str(exc).split())
             raise StageFailed(f"stage {command.label}: cannot create a container: {reason}") from None
         log = None
-        self._running = container
+        with self._lock:
+            self._running.add(container)
         try:
             log = _open_log(command.log_path)
             container.start()
@@ -222,7 +224,8 @@ class DockerRunner:
             _stop(container)
             raise
         finally:
-            self._running = None
+            with self._lock:
+                self._running.discard(container)
             _remove(container)
             if log:
                 log.close()
@@ -233,9 +236,10 @@ class DockerRunner:
             raise errors.failure(command, f"failed in {self.image[:19]} with exit code {code}")
 
     def interrupt(self) -> None:
-        """Stop the running stage's container as Ctrl-C would (SIGINT, then SIGKILL)."""
-        container = self._running
-        if container is not None:
+        """Stop the running stages' containers as Ctrl-C would (SIGINT, then SIGKILL)."""
+        with self._lock:
+            running = list(self._running)
+        for container in running:
             _stop(container)
 
     def _image_id(self) -> str:
