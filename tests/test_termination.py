@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -156,14 +157,13 @@ def test_a_host_killed_outright_takes_its_local_stage_along(tmp_path: Path, host
     assert lock_is_free(tmp_path / "runs" / "held")
 
 
-def test_a_runner_running_a_stage_per_device_stops_them_all(tmp_path: Path) -> None:
-    """``--devices cpu,cpu``: one runner, two stages at once (one per device thread); Ctrl-C or SIGTERM stops both."""
+def run_a_stage_per_device(runner: Any, tmp_path: Path) -> dict[int, BaseException | None]:
+    """``--devices cpu,cpu``: one runner, two stages at once (one per device thread); then Ctrl-C or SIGTERM on the
+    host: the pool calls ``interrupt()``. How each device's ``run`` ended."""
     import threading
 
     from prbench.runners import StageCommand
-    from prbench.runners.local import LocalRunner
 
-    runner = LocalRunner(stream_output=False)
     ended: dict[int, BaseException | None] = {}
     markers = [tmp_path / f"marker-{device}" for device in (0, 1)]
 
@@ -183,12 +183,38 @@ def test_a_runner_running_a_stage_per_device_stops_them_all(tmp_path: Path) -> N
         time.sleep(0.1)
     pids = [int(marker.read_text().split()[0]) for marker in markers]
 
+    assert len(pids) == 2
     runner.interrupt()
     for thread in threads:
         thread.join(timeout=60)
+    return ended
+
+
+def test_a_runner_running_a_stage_per_device_stops_them_all(tmp_path: Path) -> None:
+    from prbench.runners.local import LocalRunner
+
+    markers = [tmp_path / f"marker-{device}" for device in (0, 1)]
+    ended = run_a_stage_per_device(LocalRunner(stream_output=False), tmp_path)
 
     assert [type(ended.get(index)) for index in (0, 1)] == [KeyboardInterrupt, KeyboardInterrupt]
-    assert not [pid for pid in pids if running(pid)]
+    assert not [pid for pid in (int(marker.read_text().split()[0]) for marker in markers) if running(pid)]
+
+
+@pytest.mark.docker
+def test_a_docker_runner_running_a_stage_per_device_stops_them_all(tmp_path: Path) -> None:
+    from docker_support import require_engine
+
+    from prbench.runners.docker import DockerRunner, run_labels
+
+    client = require_engine()
+    runner = DockerRunner(BASE_IMAGE, "cpu", writable=[tmp_path], stream_output=False, labels=run_labels(tmp_path))
+    of_the_run = {"label": f"{RUN_LABEL}={tmp_path.resolve()}"}
+    try:
+        run_a_stage_per_device(runner, tmp_path)
+        assert client.containers.list(all=True, filters=of_the_run) == []
+    finally:
+        for container in client.containers.list(all=True, filters=of_the_run):
+            container.remove(force=True)
 
 
 @pytest.mark.docker
