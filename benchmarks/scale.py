@@ -127,7 +127,7 @@ def _warm_up(executor: Executor) -> None:
     executor.start_actors()
     ray.get([actor.handle.where.remote() for actor in executor.actors])
     for actor in executor.actors:
-        actor.slot = ray.get(actor.handle.where.remote())[0]
+        actor.slot, actor.pid, actor.node_id = ray.get(actor.handle.where.remote())
 
 
 def run(executors: list[str], device_counts: list[int], workload: Workload) -> list[Measurement]:

@@ -16,6 +16,7 @@ from analysis.errors import UserError
 from analysis.io_errors import ENVIRONMENT_ERRORS, describe
 from prbench.run_lock import command_label, locked_runs
 from prbench.runstore import MANIFEST, valid_run_id
+from prbench.termination import Terminated, terminate_as_interrupt
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +32,9 @@ class OneLineParser(argparse.ArgumentParser):
 def user_facing(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a task body, the one error boundary of the CLI: UserError → ``Exit`` with its one-line message (exit 2);
     what the machine refused (a full disk, a read-only or missing file, a file that does not decode) → one line
-    naming the file and what to do (exit 2); Ctrl-C → exit 130. Anything else is a bug and keeps its traceback.
+    naming the file and what to do (exit 2); Ctrl-C → exit 130; SIGTERM or SIGHUP take Ctrl-C's path (stages
+    stopped, containers removed, the run's lock released) and exit 128 + the signal (143 for SIGTERM). Anything
+    else is a bug and keeps its traceback.
     """
 
     @functools.wraps(fn)
@@ -39,9 +42,13 @@ def user_facing(fn: Callable[..., Any]) -> Callable[..., Any]:
         # Who is running, for the line another invocation gets if this one holds a run ("invoke compare").
         label = command_label.set(f"invoke {fn.__name__.replace('_', '-')}")
         try:
-            return fn(*args, **kwargs)
+            with terminate_as_interrupt():
+                return fn(*args, **kwargs)
         except UserError as exc:
             raise Exit(f"error: {exc}", code=2) from None
+        except Terminated as exc:
+            raise Exit(f"terminated ({exc.signal_name}): running stages stopped, finished work is kept; run the same "
+                       "command again to resume", code=exc.exit_code) from None
         except KeyboardInterrupt:
             raise Exit("interrupted: finished work is kept; run the same command again to resume", code=130) from None
         except ENVIRONMENT_ERRORS as exc:

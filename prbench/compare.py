@@ -10,10 +10,11 @@ only the run directory, so ``invoke report RUN`` re-renders it later without re-
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -147,7 +148,7 @@ def _compare(request: CompareRequest, console: Console, compare_plan: ComparePla
     rounds.executor()  # a Ray cluster is joined (and its GPUs counted) before anything runs
     # The run is ours (its lock) until the report is written; a second invocation on it is refused meanwhile.
     with RunStore(request.runs_dir).create_or_open(request.run_id, _settings(request, compare_plan, tree),
-                                                   __version__) as run:
+                                                   __version__) as run, _no_containers_left(run, request, console):
         # The report is always rendered anew at the end: until then the old one must not look current.
         run.retire_report()
         console.print(f"run [bold]{run.run_id}[/] in {run.root}")
@@ -173,6 +174,33 @@ def _compare(request: CompareRequest, console: Console, compare_plan: ComparePla
         atomic_io.write_json(run.path("lock.json"), locks)
         paths = render_run_report(run, _report_settings(request, tree))
     return run, paths
+
+
+@contextlib.contextmanager
+def _no_containers_left(run: Run, request: CompareRequest, console: Console) -> Iterator[None]:
+    """Docker recipes: the containers an earlier invocation of the run left when it was killed outright (SIGKILL:
+    nothing of it could stop them) are removed before anything runs, and none of the run outlives this one. The
+    run's lock is held: no live process owns a container of the run on this machine."""
+    if not request.recipe.is_docker:
+        yield
+        return
+    import requests
+
+    import docker
+    from prbench.images import docker_client
+    from prbench.runners.docker import remove_containers, run_labels
+
+    client, labels = docker_client(), run_labels(run.root)
+    left = remove_containers(client, labels)
+    if left:
+        console.print(f"removed {len(left)} container(s) an earlier invocation of run {run.run_id} left running: "
+                      f"{', '.join(left)}", markup=False, highlight=False)
+    try:
+        yield
+    finally:
+        # On the way out of an error or an interrupt: that error is the one to report, not the engine's.
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+            remove_containers(client, labels)
 
 
 class _Rounds:
@@ -231,7 +259,7 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
                 RunnerSpec("local", platform=platform, python=request.python))
     from prbench.images import docker_client, plan_build
     from prbench.lock import build_and_lock, read_lock
-    from prbench.runners.docker import DockerRunner
+    from prbench.runners.docker import DockerRunner, run_labels
     from prbench.store import Store
 
     overlay_path = None
@@ -247,9 +275,11 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
     outcome = build_and_lock(build_plan, client, request.runs_dir / "images",
                              lock_path=run.path(side.name, "lock.json"), store=Store.at(request.store),
                              save_base=request.save_base)
-    runner = DockerRunner(outcome.result.image_id, platform, writable=[run.root], client=client)
+    runner = DockerRunner(outcome.result.image_id, platform, writable=[run.root], client=client,
+                          labels=run_labels(run.root))
     spec = RunnerSpec("docker", platform=platform, image=outcome.result.tag, image_id=outcome.result.image_id,
-                      lock=outcome.lock_path, store=Store.at(request.store).root, writable=(run.root,))
+                      lock=outcome.lock_path, store=Store.at(request.store).root, writable=(run.root,),
+                      run=run.root)
     return runner, read_lock(outcome.lock_path), spec
 
 

@@ -32,7 +32,7 @@ from analysis.errors import UserError
 from analysis.io_errors import NoSpaceLeft, no_space_in, no_space_message
 from analysis.paired_rounds import PAIRED_DIR
 from prbench.overlay import PythonOverlay, installed_package_dir
-from prbench.runners import Runner, StageCommand, StageFailed
+from prbench.runners import SIDE_LABEL, Runner, StageCommand, StageFailed
 from prbench.runstore import Run, input_hash
 from prbench.variants import Variant
 
@@ -197,6 +197,7 @@ class Pipeline:
         command = spec.command()
         command.env = {**prepared.env, **command.env}
         command.python_path = [*prepared.python_path, *command.python_path]
+        command.labels = {SIDE_LABEL: prepared.variant.name, **command.labels}
         if command.log_path is None:
             command.log_path = prepared.directory / "logs" / f"{spec.name}.log"
         with StageProgress(self.console, f"{prepared.variant.name}/{spec.name}") as progress:

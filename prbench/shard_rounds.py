@@ -25,7 +25,7 @@ from analysis.errors import UserError
 from analysis.paired_rounds import read_round, read_rounds, round_file, write_round
 from analysis.round_shards import block_ranges, merge_shards, partition_blocks
 from prbench.executors import Executor, RunnerSpec, ShardOutcome, ShardTask, StageStep
-from prbench.runners import StageCommand
+from prbench.runners import SHARD_LABEL, SIDE_LABEL, StageCommand
 from prbench.stage_commands import paired_command
 
 SHARDS_DIR = "shards"
@@ -78,18 +78,20 @@ class RoundShards:
         files = self.files(index)
         if not self.apart:
             names = ",".join(side.name for side in self.sides)
-            steps = [StageStep(self.sides[0].runner, self._command(files[0], names, ranges, log))]
+            steps = [StageStep(self.sides[0].runner, self._command(files[0], names, ranges, log, label))]
         else:
             # One side per image; odd rounds base first, even rounds PR first.
             order = list(zip(self.sides, files, strict=True))
             order = order if self.number % 2 else order[::-1]
-            steps = [StageStep(side.runner, self._command(out, side.name, ranges, log)) for side, out in order]
+            steps = [StageStep(side.runner, self._command(out, side.name, ranges, log, label))
+                     for side, out in order]
         return ShardTask(key=label, steps=tuple(steps), outputs=tuple(files))
 
-    def _command(self, out: Path, sides: str, ranges: str, log: Path) -> StageCommand:
+    def _command(self, out: Path, sides: str, ranges: str, log: Path, shard: str) -> StageCommand:
         command = paired_command(self.plan, self.number, out, sides)
         command.args += ["--blocks", ranges]
         command.log_path = log
+        command.labels = {SHARD_LABEL: shard, SIDE_LABEL: sides}
         return command
 
     def merge(self) -> None:

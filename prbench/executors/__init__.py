@@ -47,6 +47,7 @@ class RunnerSpec:
     lock: Path | None = None  # docker: the image's lock.json, to build it where it is missing
     store: Path | None = None  # docker: the store the lock's items are in
     writable: tuple[Path, ...] = ()
+    run: Path | None = None  # docker: the run directory its containers are labelled with (to find what is left)
 
 
 @dataclass(frozen=True)

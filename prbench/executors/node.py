@@ -43,7 +43,7 @@ def cpu_slots(index: int, count: int, affinity: set[int] | None = None) -> froze
 class NodeRunners:
     """The runners of one node, made on first use and kept (a docker runner's image is found or built once)."""
 
-    def __init__(self, node: str, say: Callable[[str], None] = print, die_with_parent: bool = False,
+    def __init__(self, node: str, say: Callable[[str], None] = print, die_with_parent: bool = True,
                  stream_output: bool = False, make: Callable[[RunnerSpec], Runner] | None = None) -> None:
         self.node = node
         self.make = make  # instead of the runner a spec names (tests: a runner that fakes the stage)
@@ -83,11 +83,12 @@ class NodeRunners:
             return LocalRunner(python=spec.python, stream_output=self.stream_output,
                                die_with_parent=self.die_with_parent), {}
         if spec.kind == "docker":
-            from prbench.runners.docker import DockerRunner
+            from prbench.runners.docker import DockerRunner, run_labels
 
             image_id = self._image_here(spec)
             runner = DockerRunner(image_id, spec.platform, writable=list(spec.writable),
-                                  stream_output=self.stream_output)
+                                  stream_output=self.stream_output,
+                                  labels=run_labels(spec.run) if spec.run is not None else None)
             return runner, {"id": image_id, "same_as_host": image_id == spec.image_id}
         raise UserError(f"executor: unknown runner kind {spec.kind!r}")
 

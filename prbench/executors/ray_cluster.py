@@ -13,8 +13,11 @@ cluster.
 
 An actor that dies (its node went down, its process was killed) costs the shard it was running: the shard goes
 back in the queue, a new actor is asked for (wherever the cluster has a free GPU), and the run goes on with the
-actors it has. Ctrl-C asks every actor to stop its stage (SIGINT, as on the host), then kills the actors. Stages
-started by an actor die with it (``LocalRunner(die_with_parent=True)``).
+actors it has. Ctrl-C (and SIGTERM, ``prbench.termination``) asks every actor to stop its stage (SIGINT, as on the
+host), then kills the actors. Stages started by an actor die with it (``LocalRunner(die_with_parent=True)``); a
+container does not, so before the shard runs again a task on the dead actor's node removes the containers that
+actor started (found by their labels: the run and the actor's pid, ``prbench.runners.docker``), and when the
+executor closes, every node it used is rid of the run's containers. A node that is gone took its containers along.
 
 Ray is imported by this module only, and this module only by ``prbench.executors.open_executor`` for ``ray``.
 """
@@ -32,17 +35,20 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from analysis.errors import UserError
 from prbench.executors import MAX_ATTEMPTS, DeviceSlot, ShardFailed, ShardOutcome, ShardTask
 from prbench.executors.node import NodeRunners, cpu_slots, node_name
-from prbench.runners import CODE_ROOT, StageLost
+from prbench.runners import CODE_ROOT, OWNER_LABEL, RUN_LABEL, StageLost
+from prbench.termination import handlers_kept
 
 PROBE_TIMEOUT_S = 10.0
 ACTOR_READY_S = 120.0  # a new actor that is not placed by then means the cluster has no free GPU for it
 _POLL_S = 0.5
 _STOP_GRACE_S = 30.0  # after Ctrl-C: how long running shards get to stop before their actors are killed
+_CLEANUP_S = 60.0  # how long removing a node's left containers may take before the run goes on without it
 
 
 class ShardActor:
@@ -60,10 +66,10 @@ class ShardActor:
             self.slot = DeviceSlot(node, gpu)
         self.runners = NodeRunners(node, die_with_parent=True)
 
-    def where(self) -> tuple[DeviceSlot, int]:
+    def where(self) -> tuple[DeviceSlot, int, str]:
         import os
 
-        return self.slot, os.getpid()
+        return self.slot, os.getpid(), ray.get_runtime_context().get_node_id()
 
     def run_shard(self, task: ShardTask) -> tuple[float, dict[str, Any]]:
         return self.runners.run_shard(task, self.slot), self.runners.facts()
@@ -83,6 +89,16 @@ class _Actor:
     handle: Any
     slot: DeviceSlot | None = None
     asked_at: float = 0.0
+    pid: int = 0  # the actor's process: the owner of the containers it starts
+    node_id: str = ""  # Ray's id of its node: where a task must run to remove those containers
+
+
+def remove_left_containers(labels: dict[str, str]) -> list[str]:
+    """On a node (a Ray task placed there): remove the containers with ``labels``; the short ids removed."""
+    from prbench.images import docker_client
+    from prbench.runners.docker import remove_containers
+
+    return remove_containers(docker_client(), labels)
 
 
 class RayExecutor:
@@ -95,8 +111,9 @@ class RayExecutor:
         root = str(code_root or CODE_ROOT)
         _probe(address)
         try:
-            ray.init(address=address, runtime_env={"env_vars": {"PYTHONPATH": root}}, log_to_driver=False,
-                     logging_level=logging.WARNING)
+            with handlers_kept():  # ray.init makes SIGTERM a plain exit, which would skip stopping the cluster's work
+                ray.init(address=address, runtime_env={"env_vars": {"PYTHONPATH": root}}, log_to_driver=False,
+                         logging_level=logging.WARNING)
         except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
             raise UserError(f"--ray-address {address}: cannot join the Ray cluster ({_first_line(exc)}); start one "
                             "with `ray start --head` or give its address") from None
@@ -107,8 +124,11 @@ class RayExecutor:
                             "(`ray start --num-gpus N` on a CPU-only cluster gives each actor a share of the CPUs)")
         # num_cpus=0: the actor's device is its GPU; two calls at once, so interrupt() reaches a running shard.
         self._remote = ray.remote(ShardActor).options(num_gpus=1, num_cpus=0, max_concurrency=2, max_restarts=0)
+        self._cleanup = ray.remote(remove_left_containers)
         self.gpus = gpus
         self.actors: list[_Actor] = []  # asked for on the first shards: no GPU is held while the host compiles
+        self.nodes: dict[str, str] = {}  # Ray node id → name, of every node an actor ran on
+        self.runs: set[Path] = set()  # the run directories of the docker shards given (their containers' label)
         self.say(f"ray: {gpus} GPU(s) in the cluster at {address}: one actor each")
 
     def _ask_for_actor(self) -> _Actor:
@@ -120,6 +140,7 @@ class RayExecutor:
             self.actors = [self._ask_for_actor() for _ in range(self.gpus)]
 
     def run(self, tasks: list[ShardTask], done: Callable[[ShardOutcome], None]) -> None:
+        self.runs.update(run for task in tasks for run in _container_runs(task))
         self.start_actors()
         pending: deque[_Attempt] = deque(_Attempt(t) for t in tasks)
         starting: dict[Any, _Actor] = {a.handle.where.remote(): a for a in self.actors if a.slot is None}
@@ -153,6 +174,7 @@ class RayExecutor:
                         else:
                             pending.append(_Attempt(attempt.task, attempt.number + 1))
                         if outcome.actor_died:
+                            self._remove_containers_of(actor, attempt.task)  # before the shard runs again
                             replacement = self._replace(actor)
                             starting[replacement.handle.where.remote()] = replacement
                         else:
@@ -181,13 +203,34 @@ class RayExecutor:
 
     def _placed(self, actor: _Actor, ref: Any) -> bool:
         try:
-            actor.slot, pid = ray.get(ref)
+            actor.slot, actor.pid, actor.node_id = ray.get(ref)
         except (RayActorError, RayTaskError) as exc:
             self.say(f"ray: an actor did not start ({_first_line(exc)})")
             self.actors.remove(actor)
             return False
-        self.say(f"ray: actor pid {pid} on {actor.slot.describe()}")
+        self.nodes[actor.node_id] = actor.slot.node
+        self.say(f"ray: actor pid {actor.pid} on {actor.slot.describe()}")
         return True
+
+    def _remove_containers_of(self, dead: _Actor, task: ShardTask) -> None:
+        """The containers the dead actor started for ``task``'s run are still running on its node (nothing waits
+        for them any more): remove them there, so the shard's next attempt has its device to itself."""
+        assert dead.slot is not None
+        for run in _container_runs(task):
+            labels = {RUN_LABEL: str(run), OWNER_LABEL: f"{dead.slot.node}:{dead.pid}"}
+            self._remove_on(dead.node_id, labels, f"the containers of the dead actor (pid {dead.pid})")
+
+    def _remove_on(self, node_id: str, labels: dict[str, str], what: str) -> None:
+        node = self.nodes.get(node_id, node_id[:12])
+        placement = NodeAffinitySchedulingStrategy(node_id, soft=False)
+        try:
+            removed = ray.get(self._cleanup.options(num_cpus=0, scheduling_strategy=placement).remote(labels),
+                              timeout=_CLEANUP_S)
+        except (RayError, UserError) as exc:  # the node is gone (its containers with it), no engine
+            self.say(f"ray: could not remove {what} on {node} ({_first_line(exc)})")
+            return
+        if removed:
+            self.say(f"ray: removed {what} on {node}: {', '.join(removed)}")
 
     def _replace(self, dead: _Actor) -> _Actor:
         self.actors.remove(dead)
@@ -217,6 +260,12 @@ class RayExecutor:
         for actor in self.actors:
             ray.kill(actor.handle)
         self.actors = []
+        # What a killed actor was running (Ctrl-C past the grace period), or a dead one left where its removal
+        # failed: nothing of the run stays on the nodes it used.
+        for node_id in self.nodes:
+            for run in sorted(self.runs):
+                self._remove_on(node_id, {RUN_LABEL: str(run)}, f"the containers left of run {run.name}")
+        self.nodes = {}
         ray.shutdown()
 
 
@@ -245,6 +294,12 @@ def _probe(address: str) -> None:
     except OSError as exc:
         raise UserError(f"--ray-address {address}: nothing answers at {target} ({exc.strerror or exc}); start the "
                         "cluster with `ray start --head` or give its address") from None
+
+
+def _container_runs(task: ShardTask) -> set[Path]:
+    """The runs whose labels ``task``'s containers carry (none for a local recipe's shard)."""
+    return {step.runner.run.resolve() for step in task.steps
+            if step.runner.kind == "docker" and step.runner.run is not None}
 
 
 def _where(actor: _Actor) -> str:

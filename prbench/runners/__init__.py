@@ -28,6 +28,13 @@ class StageLost(StageFailed):
 # Stages report a user mistake as one line "error: <what, naming the file or flag>" and exit non-zero.
 STAGE_ERROR_PREFIX = "error: "
 
+# The labels a stage's container carries (``StageCommand.labels`` and the Docker runner's own): whose it is, so that
+# what a killed host or actor left running can be found by run, shard and side, and removed.
+RUN_LABEL = "dev.prbench.run"  # the run directory, absolute
+SHARD_LABEL = "dev.prbench.shard"  # an executor's shard ("kernels round 3 shard 2/4")
+SIDE_LABEL = "dev.prbench.side"  # "base", "pr" (a variant's name)
+OWNER_LABEL = "dev.prbench.owner"  # <host>:<pid> of the process that started the container and waits for it
+
 
 class ErrorLineTracker:
     """Follows a stage's output: remembers its last ``error:`` line, so a failure reads as the stage's own
@@ -64,6 +71,9 @@ class StageCommand:
     on_line: Callable[[str], None] | None = None
     # The CPUs the stage (and what it starts) may run on; None: the runner's own. A CPU "device" of an executor.
     cpus: frozenset[int] | None = None
+    # What the stage's container is labelled with beyond the runner's own labels (docker: the shard and side, so
+    # what a killed process left running can be found and removed; ``prbench.runners.docker``).
+    labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def label(self) -> str:

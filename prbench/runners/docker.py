@@ -12,6 +12,11 @@ are added so a non-root process can open ``/dev/kfd`` and ``/dev/dri``.
 
 The image is checked to be present and run by id: ``containers.run`` would silently pull on a miss.
 Containers get no network unless the stage asks for it.
+
+A container is removed when its stage ends, however it ends (an error, a timeout, Ctrl-C, SIGTERM). Only a process
+killed outright (SIGKILL, a lost Ray actor) cannot do that, so every container carries labels that say whose it
+is (``prbench.runners``: the run, the shard and side, the owning process), and `remove_containers` removes what
+such a process left: the executor before it runs the shard again, ``invoke compare`` when it starts and ends.
 """
 
 from __future__ import annotations
@@ -19,14 +24,24 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import socket
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from analysis.errors import UserError
-from prbench.runners import CODE_ROOT, ErrorLineTracker, StageCommand, StageFailed, StageLost
+from prbench.runners import (
+    CODE_ROOT,
+    OWNER_LABEL,
+    RUN_LABEL,
+    ErrorLineTracker,
+    StageCommand,
+    StageFailed,
+    StageLost,
+)
 
 IMAGE_CODE = "/opt/prbench/code"  # our code baked into the image (tools layer): the fallback on PYTHONPATH
 VIDEO_GID = 44  # Debian/Ubuntu's fixed gid for "video"
@@ -65,6 +80,34 @@ def gpu_options(platform: str, shm_size: str = "16G", dev: Path = Path("/dev")) 
             "shm_size": shm_size,
         })
     return GpuOptions({})
+
+
+def run_labels(run_root: Path) -> dict[str, str]:
+    """The label every container of the run at ``run_root`` carries."""
+    return {RUN_LABEL: str(run_root.resolve())}
+
+
+def owner_label(pid: int | None = None, host: str | None = None) -> str:
+    """The owner label's value for process ``pid`` (default: this one) of ``host`` (default: this machine)."""
+    return f"{host or socket.gethostname()}:{pid if pid is not None else os.getpid()}"
+
+
+def remove_containers(client: Any, labels: Mapping[str, str]) -> list[str]:
+    """Remove every container that carries all of ``labels`` (one of them the run's), killing it if it runs;
+    the short ids of those removed. One already gone (its owner removed it meanwhile) is no error."""
+    import docker
+
+    if RUN_LABEL not in labels:  # a filter without the run could reach another run's containers
+        raise ValueError(f"remove_containers: the labels must name the run ({RUN_LABEL})")
+    removed = []
+    filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
+    for container in client.containers.list(all=True, filters=filters):
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            continue
+        removed.append(str(container.short_id))
+    return removed
 
 
 def mounts_for(command: StageCommand, writable: list[Path], code_root: Path = CODE_ROOT) -> dict[str, dict[str, str]]:
@@ -112,6 +155,7 @@ class DockerRunner:
         shm_size: str = "16G",
         stream_output: bool = True,
         output: IO[str] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         from prbench.images import docker_client
 
@@ -124,7 +168,9 @@ class DockerRunner:
         self.shm_size = shm_size
         self.stream_output = stream_output
         self.output = output
-        self._running: Any = None
+        self.labels = dict(labels or {})  # every container's (the run's: `run_labels`), besides the command's
+        self._running: set[Any] = set()  # the containers running now (one per device of an executor)
+        self._lock = threading.Lock()
 
     def environment(self, command: StageCommand) -> dict[str, str]:
         env = {"HOME": "/tmp", **command.env}
@@ -142,7 +188,8 @@ class DockerRunner:
             "user": self.user,
             # No bridge networks exist on our hosts: a stage that needs the network shares the host's.
             "network_mode": "host" if self.network else "none",
-            "labels": {"dev.prbench.stage": command.label},
+            "labels": {"dev.prbench.stage": command.label, OWNER_LABEL: owner_label(), **self.labels,
+                       **command.labels},
             **({"cpuset_cpus": ",".join(map(str, sorted(command.cpus)))} if command.cpus else {}),
             **gpu_options(self.platform, self.shm_size).kwargs,
         }
@@ -158,9 +205,11 @@ class DockerRunner:
         except docker.errors.APIError as exc:
             reason = " ".join(str(exc).split())
             raise StageFailed(f"stage {command.label}: cannot create a container: {reason}") from None
-        log = _open_log(command.log_path)
-        self._running = container
+        log = None
+        with self._lock:
+            self._running.add(container)
         try:
+            log = _open_log(command.log_path)
             container.start()
             errors = ErrorLineTracker(command.on_line)
             reader = threading.Thread(target=self._copy_logs, args=(container, log, errors), daemon=True)
@@ -175,7 +224,8 @@ class DockerRunner:
             _stop(container)
             raise
         finally:
-            self._running = None
+            with self._lock:
+                self._running.discard(container)
             _remove(container)
             if log:
                 log.close()
@@ -186,9 +236,10 @@ class DockerRunner:
             raise errors.failure(command, f"failed in {self.image[:19]} with exit code {code}")
 
     def interrupt(self) -> None:
-        """Stop the running stage's container as Ctrl-C would (SIGINT, then SIGKILL)."""
-        container = self._running
-        if container is not None:
+        """Stop the running stages' containers as Ctrl-C would (SIGINT, then SIGKILL)."""
+        with self._lock:
+            running = list(self._running)
+        for container in running:
             _stop(container)
 
     def _image_id(self) -> str:

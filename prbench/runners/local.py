@@ -22,13 +22,17 @@ _SCRUBBED = ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH
 class LocalRunner:
     name = "local"
 
-    def __init__(self, python: str | None = None, stream_output: bool = True, die_with_parent: bool = False) -> None:
+    def __init__(self, python: str | None = None, stream_output: bool = True, die_with_parent: bool = True) -> None:
         self.python = python or sys.executable
         self.stream_output = stream_output
-        # An executor's node process (a Ray actor) may be killed outright; its stage must not outlive it.
+        # The host or an executor's node process (a Ray actor) may be killed outright (SIGKILL, the OOM killer):
+        # its stage, in a session of its own that no terminal signal reaches, must not outlive it.
         self.die_with_parent = die_with_parent
-        self._running: subprocess.Popen | None = None
-        self._interrupted = False
+        # Every stage running now: an executor with several devices runs one per device through the same runner,
+        # and interrupt() must reach them all.
+        self._running: set[subprocess.Popen] = set()
+        self._interrupted: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
 
     def environment(self, command: StageCommand) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
@@ -54,7 +58,8 @@ class LocalRunner:
             )
         except OSError as exc:
             raise StageFailed(f"stage {command.label}: cannot start {self.python} ({exc.strerror})") from None
-        self._running, self._interrupted = proc, False
+        with self._lock:
+            self._running.add(proc)
         # A reader thread copies output so the main thread can enforce the timeout while output flows.
         errors = ErrorLineTracker(command.on_line)
         log_failures: list[OSError] = []
@@ -70,7 +75,10 @@ class LocalRunner:
             _stop(proc)
             raise
         finally:
-            self._running = None
+            with self._lock:
+                self._running.discard(proc)
+                interrupted = proc in self._interrupted
+                self._interrupted.discard(proc)
             # The stage has exited: whatever is left of its group (a helper that ignores SIGINT, a worker
             # pool) is killed, so nothing outlives the stage or keeps the output pipe open.
             _kill_group(proc)
@@ -84,7 +92,7 @@ class LocalRunner:
             failure = log_failures[0]
             failure.filename = failure.filename or str(command.log_path)
             raise failure
-        if self._interrupted:
+        if interrupted:
             raise KeyboardInterrupt
         if code < 0 and -code != signal.SIGINT:
             where = f"; log: {command.log_path}" if command.log_path else ""
@@ -93,10 +101,11 @@ class LocalRunner:
             raise errors.failure(command, f"failed with exit code {code}")
 
     def interrupt(self) -> None:
-        """Stop the running stage as Ctrl-C would (SIGINT, then SIGKILL); its ``run`` raises KeyboardInterrupt."""
-        proc = self._running
-        if proc is not None:
-            self._interrupted = True
+        """Stop the running stages as Ctrl-C would (SIGINT, then SIGKILL); their ``run`` raises KeyboardInterrupt."""
+        with self._lock:
+            running = list(self._running)
+            self._interrupted.update(running)
+        for proc in running:
             _stop(proc)
 
     def _copy_output(self, proc: subprocess.Popen, log, errors: ErrorLineTracker,
