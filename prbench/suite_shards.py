@@ -48,6 +48,7 @@ from analysis.suite_shards import (
     read_shard_record,
 )
 from prbench.executors import RunnerSpec, ShardTask, StageStep
+from prbench.runners import SHARD_LABEL, SIDE_LABEL
 from prbench.stage_commands import cache_archive, suite_dir, suite_shard_command
 from prbench.suite_stage import SuiteRequest
 from stages.suite import GRAPH_MODELS, archive_cache
@@ -106,6 +107,7 @@ class SuiteShards:
         command.python_path = list(self.python_path)
         command.log_path = self.variant_dir / "logs" / f"suite-shard-{index + 1:03d}.log"
         label = f"{self.side} suite shard {index + 1}/{len(self.shards)} ({', '.join(self.shards[index])})"
+        command.labels = {SHARD_LABEL: label, SIDE_LABEL: self.side}
         return ShardTask(key=label, steps=(StageStep(self.runner, command),), outputs=(self.record(index),))
 
     def records(self) -> list[ShardRecord]:
