@@ -1,14 +1,18 @@
-"""Shared test setup: GPU tests are skipped where no GPU is visible; builds use a store of the session's own."""
+"""Shared test setup: GPU tests are skipped where no GPU is visible; builds use a store of the session's own; the
+real compare that several modules read runs once per session."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from prbench.store import STORE_ENV
+from tests.electra_compare import run_electra_compare
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -22,6 +26,13 @@ def _a_store_of_the_sessions_own(tmp_path_factory: pytest.TempPathFactory) -> It
         os.environ.pop(STORE_ENV, None)
     else:
         os.environ[STORE_ENV] = previous
+
+
+@pytest.fixture(scope="session")
+def electra_compare(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    """``invoke compare`` of the README's example PR on one tiny model (``tests/electra_compare.py``): the run
+    directory and the process. Its readers redo no stage of it (a test that does works on a ``copy_run``)."""
+    return run_electra_compare(tmp_path_factory.mktemp("electra"))
 
 
 @pytest.fixture
