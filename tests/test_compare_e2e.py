@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from cli_support import invoke_in_process
 
 from tests.electra_compare import ELECTRA_FLAGS, invoke
 
@@ -103,7 +104,7 @@ def test_a_pr_touching_compiled_code_is_refused_before_anything_is_written(tmp_p
         "diff --git a/aten/src/ATen/native/Foo.cpp b/aten/src/ATen/native/Foo.cpp\n"
         "--- a/aten/src/ATen/native/Foo.cpp\n+++ b/aten/src/ATen/native/Foo.cpp\n@@ -1 +1 @@\n-a\n+b\n"
     )
-    proc = invoke("compare", "--base=installed", f"--pr={patch}", "--runs-dir", str(tmp_path / "runs"))
+    proc = invoke_in_process("compare", "--base=installed", f"--pr={patch}", "--runs-dir", str(tmp_path / "runs"))
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Foo.cpp" in lines[0] and "Docker recipe" in lines[0]
@@ -112,7 +113,7 @@ def test_a_pr_touching_compiled_code_is_refused_before_anything_is_written(tmp_p
 
 
 def test_a_git_ref_without_a_pytorch_clone_is_a_clear_error(tmp_path):
-    proc = invoke("compare", "--base=installed", "--pr=abc1234", "--runs-dir", str(tmp_path / "runs"))
+    proc = invoke_in_process("compare", "--base=installed", "--pr=abc1234", "--runs-dir", str(tmp_path / "runs"))
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == [
         "error: --pr=abc1234: not 'installed' nor an existing patch file; a git ref needs --pytorch-src"
