@@ -25,6 +25,8 @@ from prbench.overlay import PythonOverlay, installed_package_dir
 from prbench.recipes import Recipe, WheelPin
 
 if TYPE_CHECKING:
+    import git
+
     from prbench.store import Store
 
 INSTALLED = "installed"
@@ -59,8 +61,10 @@ def installed_torch(python: str) -> tuple[str, str | None]:
 
 def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str) -> ComparePlan:
     """Plan both sides for the local runner (installed torch + overlays)."""
-    version, installed_commit = installed_torch(python)
     repo = gitrefs.open_repo(pytorch_src) if pytorch_src else None
+    for name, spec in (("base", base), ("pr", pr)):
+        _refuse_what_needs_no_torch(name, spec, repo)
+    version, installed_commit = installed_torch(python)
     base_plan = _plan_side("base", base, None, repo, installed_commit, version)
     pr_plan = _plan_side("pr", pr, base_plan, repo, installed_commit, version)
     package = None
@@ -157,22 +161,32 @@ def local_lock(python: str, side: VariantPlan) -> dict[str, object]:
     }
 
 
+def _refuse_what_needs_no_torch(name: str, spec: str, repo: git.Repo | None) -> None:
+    """A side that cannot be planned whatever torch is installed stops before torch is imported (seconds)."""
+    flag = f"--{name}"
+    if spec == INSTALLED:
+        return
+    if Path(spec).is_file():
+        if name == "base":
+            raise UserError(f"{flag}={spec}: a patch file describes a PR; give it as --pr and a ref as --base")
+        PythonOverlay.from_patch_file(Path(spec), flag=flag)  # a file the local runner cannot overlay is named
+    elif repo is None:
+        raise UserError(f"{flag}={spec}: not 'installed' nor an existing patch file; a git ref needs --pytorch-src")
+
+
 def _plan_side(name, spec, base_plan, repo, installed_commit, version) -> VariantPlan:
     flag = f"--{name}"
     if spec == INSTALLED:
         return VariantPlan(name, INSTALLED, None, f"installed torch {version} as is")
     path = Path(spec)
     if path.is_file():
-        if base_plan is None:
-            raise UserError(f"{flag}={spec}: a patch file describes a PR; give it as --pr and a ref as --base")
         patch = PythonOverlay.from_patch_file(path, flag=flag)
         combined = patch if base_plan.overlay is None else PythonOverlay.from_text(
             base_plan.overlay.patch_text + patch.patch_text, origin=f"{base_plan.overlay.origin} + {path}", flag=flag
         )
         how = f"{base_plan.how} + Python overlay {path.name} ({len(patch.files)} files)"
         return VariantPlan(name, base_plan.pytorch_ref, combined, how)
-    if repo is None:
-        raise UserError(f"{flag}={spec}: not 'installed' nor an existing patch file; a git ref needs --pytorch-src")
+    assert repo is not None, "refused before planning"
     sha = gitrefs.resolve(repo, spec, flag)
     if installed_commit is None:
         raise UserError(f"{flag}={spec}: the installed torch records no git commit, so no overlay can be made")

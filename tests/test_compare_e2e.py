@@ -3,29 +3,22 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from cli_support import invoke_in_process
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "examples" / "cpu-prefer-256bit-vectors.patch"
+from tests.electra_compare import ELECTRA_FLAGS, invoke
+
+# The run is the session's ``electra_compare`` (tests/conftest.py), shared with test_compare_ray.py: on one worker
+# under ``pytest -n``, so that it runs once.
+pytestmark = pytest.mark.xdist_group("electra-compare")
 
 
-def invoke(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=1500)
-
-
-@pytest.fixture(scope="module")
-def compared(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
-    runs = tmp_path_factory.mktemp("runs")
-    proc = invoke("compare", "--base=installed", f"--pr={EXAMPLE}", "--models", "ElectraForCausalLM",
-                  "--runs-dir", str(runs), "--run", "e2e", "--iterations", "10", "--warmup", "3",
-                  "--kernel-iterations", "10", "--rounds", "3", "--passes", "2")
-    return runs / "e2e", proc
+@pytest.fixture
+def compared(electra_compare):
+    return electra_compare
 
 
 @pytest.mark.integration
@@ -94,15 +87,13 @@ def test_the_pr_side_really_ran_the_patched_inductor(compared):
 @pytest.mark.integration
 def test_running_again_redoes_nothing_and_report_rerenders(compared):
     run, _ = compared
-    again = invoke("compare", "--base=installed", f"--pr={EXAMPLE}", "--models", "ElectraForCausalLM",
-                   "--runs-dir", str(run.parent), "--run", "e2e", "--iterations", "10", "--warmup", "3",
-                   "--kernel-iterations", "10", "--rounds", "3", "--passes", "2")
+    again = invoke("compare", *ELECTRA_FLAGS, "--runs-dir", str(run.parent), "--run", run.name)
     assert again.returncode == 0, again.stderr[-2000:]
     stages = [k for k in json.loads((run / "manifest.json").read_text())["stages"] if k != "report"]
     assert len(stages) == 16
     for key in stages:
         assert f"{key}: done earlier with the same inputs, skipped" in again.stdout, key
-    rendered = invoke("report", "e2e", "--runs-dir", str(run.parent))
+    rendered = invoke("report", run.name, "--runs-dir", str(run.parent))
     assert rendered.returncode == 0, rendered.stderr
     assert (run / "report" / "report.md").exists()
 
@@ -113,7 +104,7 @@ def test_a_pr_touching_compiled_code_is_refused_before_anything_is_written(tmp_p
         "diff --git a/aten/src/ATen/native/Foo.cpp b/aten/src/ATen/native/Foo.cpp\n"
         "--- a/aten/src/ATen/native/Foo.cpp\n+++ b/aten/src/ATen/native/Foo.cpp\n@@ -1 +1 @@\n-a\n+b\n"
     )
-    proc = invoke("compare", "--base=installed", f"--pr={patch}", "--runs-dir", str(tmp_path / "runs"))
+    proc = invoke_in_process("compare", "--base=installed", f"--pr={patch}", "--runs-dir", str(tmp_path / "runs"))
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Foo.cpp" in lines[0] and "Docker recipe" in lines[0]
@@ -122,7 +113,7 @@ def test_a_pr_touching_compiled_code_is_refused_before_anything_is_written(tmp_p
 
 
 def test_a_git_ref_without_a_pytorch_clone_is_a_clear_error(tmp_path):
-    proc = invoke("compare", "--base=installed", "--pr=abc1234", "--runs-dir", str(tmp_path / "runs"))
+    proc = invoke_in_process("compare", "--base=installed", "--pr=abc1234", "--runs-dir", str(tmp_path / "runs"))
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines() == [
         "error: --pr=abc1234: not 'installed' nor an existing patch file; a git ref needs --pytorch-src"

@@ -5,29 +5,19 @@ actors, and the nodes and devices listed in the report's environment table."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 
+from tests.electra_compare import ELECTRA_FLAGS, copy_run, invoke
 from tests.ray_support import local_cluster
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "examples" / "cpu-prefer-256bit-vectors.patch"
-COMMON = ("--base=installed", f"--pr={EXAMPLE}", "--models", "ElectraForCausalLM", "--run", "r", "--iterations",
-          "10", "--warmup", "3", "--kernel-iterations", "10", "--rounds", "3", "--passes", "2")
-
-pytestmark = [pytest.mark.integration, pytest.mark.ray]
+# The local pool's run is the session's ``electra_compare`` (tests/conftest.py), shared with test_compare_e2e.py:
+# on one worker under ``pytest -n``, so that it runs once.
+pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.xdist_group("electra-compare")]
 pytest.importorskip("ray")
-
-
-def invoke(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=1800, env={**os.environ, **(env or {})})
 
 
 def results(run: Path) -> dict[str, Any]:
@@ -47,17 +37,17 @@ def results(run: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any], Path, str]:
-    runs = tmp_path_factory.mktemp("runs")
-    local = invoke("compare", *COMMON, "--runs-dir", str(runs))
+def both(electra_compare, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any], Path, str]:
+    local_run, local = electra_compare
     assert local.returncode == 0, local.stdout[-3000:] + local.stderr[-3000:]
-    on_local = results(runs / "r")
+    run = copy_run(local_run, tmp_path_factory.mktemp("runs"))
+    on_local = results(run)
     with local_cluster(gpus=2) as address:
         # The same run again, its rounds redone on the cluster (the suite and the organized kernels are kept).
-        ray = invoke("compare", *COMMON, "--runs-dir", str(runs), "--executor", "ray", "--ray-address", address,
-                     "--shard-size", "2", "--force", "models", "--force", "kernels")
+        ray = invoke("compare", *ELECTRA_FLAGS, "--runs-dir", str(run.parent), "--run", run.name, "--executor", "ray",
+                     "--ray-address", address, "--shard-size", "2", "--force", "models", "--force", "kernels")
     assert ray.returncode == 0, ray.stdout[-3000:] + ray.stderr[-3000:]
-    return on_local, results(runs / "r"), runs / "r", ray.stdout
+    return on_local, results(run), run, ray.stdout
 
 
 def test_ray_writes_the_same_files_and_pairs_as_the_local_pool(both) -> None:

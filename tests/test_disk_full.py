@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_support import invoke_in_process
 from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
 from rich.console import Console
 
@@ -92,8 +93,7 @@ def test_invoke_report_on_a_full_disk_is_one_line_and_leaves_nothing_half_writte
     run = finished_comparison(runs)
     fill(small_disk, leave_kib=32)  # room for the manifest, not for the report's tables, plots and workbook
 
-    proc = subprocess.run([sys.executable, "-m", "invoke", "report", "r1", "--runs-dir", str(runs)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    proc = invoke_in_process("report", "r1", "--runs-dir", str(runs))
 
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()

@@ -27,7 +27,9 @@ from prbench.images import build_image, plan_build
 from prbench.patches import PATCHES_DIR
 from prbench.recipes import load_recipe
 
-pytestmark = pytest.mark.docker
+# Under ``pytest -n``, the docker tests that build stand-in images share one worker: they build (and remove) images
+# of the same tags.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker-standins")]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ import git
 import pytest
 from docker_support import base_image_id, commit_all, invoke, make_standins, require_engine, write_recipe
 
-pytestmark = pytest.mark.docker
+# Under ``pytest -n``, the docker tests that build stand-in images share one worker: they build (and remove) images
+# of the same tags.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker-standins")]
 
 
 @pytest.fixture(scope="module")

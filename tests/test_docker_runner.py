@@ -18,7 +18,9 @@ from prbench.recipes import load_recipe
 from prbench.runners import StageCommand, StageFailed
 from prbench.runners.docker import DockerRunner
 
-pytestmark = pytest.mark.docker
+# Under ``pytest -n``, the docker tests that build stand-in images share one worker: they build (and remove) images
+# of the same tags.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker-standins")]
 
 CACHE = Path(__file__).resolve().parent / "fixtures" / "docker_cache"
 PROBE = '''\

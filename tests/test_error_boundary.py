@@ -6,11 +6,10 @@ from __future__ import annotations
 import errno
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_support import invoke_in_process
 from invoke import Exit
 
 from analysis import atomic_io
@@ -120,8 +119,7 @@ def test_invoke_report_on_an_unreadable_input_is_one_line_and_leaves_no_current_
     (run / "report").mkdir()
     (run / "report" / "report.md").write_text("# prbench: PR vs base\n\nverdict: improved\n")
 
-    proc = subprocess.run([sys.executable, "-m", "invoke", "report", "r1", "--runs-dir", str(tmp_path / "runs")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = invoke_in_process("report", "r1", "--runs-dir", str(tmp_path / "runs"))
 
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [

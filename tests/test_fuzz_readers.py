@@ -4,8 +4,8 @@ usable or refuses it with one line that names the file — never a traceback, ne
 Every property test feeds generated files to a public reader and accepts exactly two outcomes: a valid result
 (checked for the invariants the analyses rely on) or a `UserError` whose message is one line containing the
 file's path. The generated cases per test are the ``max_examples`` below; `GENERATED_CASES` is their sum.
-The CLI cases at the end run the real commands in a subprocess: exit status non-zero, one line on stderr, no
-traceback, and no partial output left behind.
+The CLI cases at the end run the real commands (invoke's tasks in this process, the stages in a subprocess): exit
+status non-zero, one line on stderr, no traceback, and no partial output left behind.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 import pytest
+from cli_support import invoke_in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -487,8 +488,7 @@ def test_given_the_suites_files_in_any_shape_a_resumed_run_reads_them_or_names_t
 
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    return invoke_in_process("--search-root", str(ROOT), *args)
 
 
 def stage(module: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -9,12 +9,12 @@ import json
 import math
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from cli_support import invoke_in_process
 from compare_data import kernel_specs, kernels_frame
 
 from analysis.errors import UserError
@@ -26,8 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def invoke(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    return invoke_in_process(*args)
 
 
 # --- the seed's kernel_perf_simple.py --------------------------------------------------------------------

@@ -14,7 +14,8 @@ from analysis.kernel_identity import identify_triton, is_triton_kernel_source
 from analysis.kernel_index import IndexRow, embedded_kernels, is_graph_wrapper
 from stages.organize import organize
 
-pytestmark = pytest.mark.integration
+# Under ``pytest -n`` the module's tests share one worker, and so the caches its session fixtures compile.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kernels-integration")]
 
 ROOT = Path(__file__).resolve().parents[1]
 MAKER = Path(__file__).parent / "make_kernel_cache.py"

@@ -10,11 +10,11 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from cli_support import invoke_in_process
 
 from analysis.errors import UserError
 from analysis.traces import read_trace
@@ -263,9 +263,7 @@ def test_the_host_builds_the_command_line_the_stage_parses(tmp_path: Path) -> No
 
 
 def _invoke(*args: str) -> subprocess.CompletedProcess[str]:
-    invoke = Path(sys.executable).with_name("invoke")
-    cmd = [str(invoke)] if invoke.exists() else [sys.executable, "-m", "invoke"]
-    return subprocess.run([*cmd, "-r", str(ROOT), *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return invoke_in_process("-r", str(ROOT), *args)
 
 
 def test_without_a_gpu_r_writes_the_replay_set_and_commands_then_stops_with_one_line(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from cli_support import invoke_in_process
 
 from analysis.errors import UserError
 from analysis.kernel_index import INDEX_COLUMNS, read_index
@@ -167,10 +168,7 @@ def test_invoke_organize_reports_bad_input_in_one_line(tmp_path: Path, kind: str
     else:
         cache = tmp_path / "cache.tar.gz"
         cache.write_text("garbage")
-    result = subprocess.run(
-        [sys.executable, "-m", "invoke", "organize", "--cache", str(cache), "--out", str(tmp_path / "out")],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )
+    result = invoke_in_process("organize", "--cache", str(cache), "--out", str(tmp_path / "out"))
     output = (result.stdout + result.stderr).strip()
     assert result.returncode != 0
     assert len(output.splitlines()) == 1, output
@@ -287,9 +285,7 @@ def test_invoke_organize_of_an_archive_without_kernels_leaves_no_log_in_out(tmp_
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(tmp_path / "c", arcname="c")
 
-    result = subprocess.run(
-        [sys.executable, "-m", "invoke", "organize", "--cache", str(archive), "--out", str(tmp_path / "out")],
-        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = invoke_in_process("organize", "--cache", str(archive), "--out", str(tmp_path / "out"))
 
     output = (result.stdout + result.stderr).strip()
     assert result.returncode == 2 and output == (

@@ -6,12 +6,12 @@ from __future__ import annotations
 import gzip
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import openpyxl
 import pandas as pd
 import pytest
+from cli_support import invoke_in_process
 
 from analysis.errors import UserError
 from analysis.traces import read_trace
@@ -25,9 +25,7 @@ TIMELINE_ROWS = ["computation_time", "exposed_comm_time", "exposed_memcpy_time",
 
 
 def _invoke(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    invoke = Path(sys.executable).with_name("invoke")
-    cmd = [str(invoke)] if invoke.exists() else [sys.executable, "-m", "invoke"]
-    return subprocess.run([*cmd, "-r", str(ROOT), *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return invoke_in_process("-r", str(ROOT), *args, cwd=cwd)
 
 
 @pytest.fixture

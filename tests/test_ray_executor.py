@@ -19,7 +19,8 @@ from prbench.shard_rounds import run_shards
 from tests.ray_support import local_cluster
 from tests.shard_support import kernel_block, model_block, round_shape, shards_of, write_fake_plan
 
-pytestmark = [pytest.mark.integration, pytest.mark.ray]  # a real cluster: out of the unit tier
+# A real cluster: out of the unit tier; under ``pytest -n`` the module's tests share one worker, and so its cluster.
+pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.xdist_group("ray-executor")]
 ray = pytest.importorskip("ray")
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from cli_support import invoke_in_process
 from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
 
 from analysis.errors import UserError
@@ -30,8 +30,7 @@ MODELS = {"BertForMaskedLM": 40.0, "GPT2": 30.0, "T5Small": 60.0}
 
 
 def invoke(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    return invoke_in_process(*args)
 
 
 def test_a_5000_kernel_report_fits_github_and_the_csv_keeps_every_row(tmp_path: Path) -> None:

@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from cli_support import invoke_in_process
 from compare_data import model_rounds, round_draws, suite_frame, write_variant
 
 from analysis.errors import UserError
@@ -237,16 +236,14 @@ def test_invoke_report_kernel_prints_the_whole_diff(tmp_path: Path) -> None:
     make_run(tmp_path)
     runs = str(tmp_path / "runs")
 
-    result = subprocess.run([sys.executable, "-m", "invoke", "report", "r1", "--runs-dir", runs, "--kernel", TANH],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = invoke_in_process("report", "r1", "--runs-dir", runs, "--kernel", TANH)
 
     assert result.returncode == 0, result.stderr
     assert f"--- base/{TANH}\n+++ pr/{TANH}" in result.stdout
     assert "launch, base: C++" in result.stdout
     text = (tmp_path / "runs" / "r1" / "report" / "report.md").read_text(encoding="utf-8")
     assert "### Kernels asked for (`--kernel`)" in text
-    missing = subprocess.run([sys.executable, "-m", "invoke", "report", "r1", "--runs-dir", runs, "--kernel", "nope"],
-                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+    missing = invoke_in_process("report", "r1", "--runs-dir", runs, "--kernel", "nope")
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines() == [
         "error: --kernel nope: no kernel of this name in the run (see kernels_compare.csv for the names)"]

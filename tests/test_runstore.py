@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_support import invoke_in_process
 
 from analysis.errors import UserError
 from prbench.runstore import MANIFEST, Run, RunStore, StageStatus, input_hash
@@ -226,10 +226,7 @@ def test_latest_without_runs_is_a_user_error(tmp_path: Path) -> None:
 
 
 def invoke_status(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", "--search-root", str(PROJECT), "status", *args],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
-    )
+    return invoke_in_process("--search-root", str(PROJECT), "status", *args, env={"COLUMNS": "200"})
 
 
 def test_invoke_status_shows_every_stage_of_the_latest_run(tmp_path: Path) -> None:

@@ -7,10 +7,10 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_support import invoke_in_process
 
 from prbench.store import Store, StoreItem
 
@@ -18,8 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def invoke(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(ROOT), "store", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=60)
+    return invoke_in_process("-r", str(ROOT), "store", *args, cwd=cwd)
 
 
 @pytest.fixture

@@ -9,7 +9,9 @@ from docker_support import BASE_IMAGE, require_engine
 
 from prbench.store import Store, StoreError, StoreItem
 
-pytestmark = pytest.mark.docker
+# Under ``pytest -n``, the docker tests that build stand-in images share one worker: they build (and remove) images
+# of the same tags.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker-standins")]
 
 
 @pytest.fixture(scope="module")
