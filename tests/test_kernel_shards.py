@@ -112,6 +112,7 @@ def cluster() -> Iterator[str]:
 
 @pytest.mark.integration
 @pytest.mark.ray
+@pytest.mark.xdist_group("ray-executor")  # one worker starts the Ray clusters of these modules, one at a time
 def test_the_kernel_shards_spread_over_the_ray_actors_and_give_the_files_of_one_stage(cluster: str,
                                                                                      tmp_path: Path) -> None:
     from prbench.executors.ray_cluster import RayExecutor

@@ -21,7 +21,7 @@ from prbench.executors import RunnerSpec, ShardOutcome, ShardTask, StageStep
 from prbench.runners import OWNER_LABEL, RUN_LABEL, SHARD_LABEL, SIDE_LABEL, StageCommand
 from tests.ray_support import local_cluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.docker]
+pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.docker, pytest.mark.xdist_group("ray-executor")]
 pytest.importorskip("ray")
 
 BASE_IMAGE = "prbench-test/bookworm:base"

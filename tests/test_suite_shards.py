@@ -321,6 +321,7 @@ def run_spread(shards: SuiteShards, executor: Any, lines: list[str]) -> list[Sha
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("suite-shards")  # with the Ray test below: one worker compiles the module's suite once
 def test_two_cpu_devices_of_the_local_pool_give_the_suite_of_one_stage(one_stage: dict[str, Any],
                                                                        tmp_path: Path) -> None:
     shards = shards_for(tmp_path / "base")
@@ -375,6 +376,7 @@ def _parent_of(pid: int) -> int:
 
 @pytest.mark.integration
 @pytest.mark.ray
+@pytest.mark.xdist_group("suite-shards")
 def test_a_ray_cluster_gives_the_same_suite_and_retries_the_shard_whose_actor_was_killed(
         one_stage: dict[str, Any], cluster: str, tmp_path: Path) -> None:
     from prbench.executors.ray_cluster import RayExecutor
