@@ -50,6 +50,7 @@ def test_sigterm_raises_terminated_once_and_a_second_one_lets_the_stop_finish(si
 
 
 def test_a_library_that_turns_the_signal_into_a_plain_interrupt_does_not_hide_it(sigterm_raises: None) -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)  # a terminal's process (pytest may run under nohup: SIGHUP ignored)
     def wait_as_ray_does() -> None:  # Ray's wait() and get() raise KeyboardInterrupt() for whatever interrupted them
         try:
             os.kill(os.getpid(), signal.SIGHUP)
@@ -90,12 +91,20 @@ def hosts() -> Iterator[list[subprocess.Popen]]:
                 host.communicate()
 
 
+def _as_from_a_terminal() -> None:
+    """A host started from a terminal: SIGHUP and SIGINT at their defaults, even when pytest runs under nohup or
+    as a background job (which ignore them, and a child inherits that)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_host(hosts: list[subprocess.Popen], tmp_path: Path, *extra: str) -> tuple[subprocess.Popen,
                                                                                       dict[str, Path]]:
     files = {name: tmp_path / name for name in ("marker", "beat", "out")}
     host = subprocess.Popen([sys.executable, str(HOST), "hold", "--runs", str(tmp_path / "runs"),
                              *(f"--{name}={path}" for name, path in files.items()), *extra],
-                            cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_as_from_a_terminal)
     hosts.append(host)
     deadline = time.monotonic() + 60
     while not files["marker"].exists():
