@@ -97,7 +97,8 @@ _STATS_HELP = {
     "confidence": "Level of every confidence interval in the report (default 0.95)",
     "alpha": "False-discovery rate of the per-kernel and per-model tests, Benjamini-Hochberg (default 0.05)",
     "margin": "Equivalence margin: 'equivalent' means the whole interval lies within ±margin (default 0.02)",
-    "threshold": "Smallest effect called improved/regressed (default: the margin)",
+    "threshold": "Effect a change must be shown to exceed (its whole interval beyond it) to be called "
+                 "improved/regressed (default: the margin)",
     "noise": "Robust spread of a side's round medians at which it is flagged noisy (default 0.10)",
     "min_ms": "Leave kernels faster than this many ms on both sides out of the summary (default 0)",
 }

@@ -18,8 +18,10 @@ each side's samples are reduced to one median per round, and:
 * **tests**: two-sided t p-values per item, Benjamini–Hochberg adjusted across the family, so a report of
   40 kernels is not expected to hold two false "regressed" rows;
 * **verdicts**: *equivalent* when the whole interval lies within ±margin (two one-sided tests at
-  ``(1 − confidence) / 2`` each), *improved/regressed* when the adjusted p is below alpha and the effect is at
-  least the threshold, else *inconclusive*;
+  ``(1 − confidence) / 2`` each), *improved/regressed* when the adjusted p is below alpha and the whole
+  interval lies beyond ±threshold (a one-sided test that the effect exceeds the threshold, the mirror of the
+  equivalence test), else *inconclusive*. Asking only for a significant point beyond the threshold flagged
+  one model in five loaded A/A runs: an effect of 2.3 % whose interval reached down to 0.7 %;
 * **controls**: a population that cannot have changed (kernels identical on both sides) and a split-half of
   the base side's rounds (odd against even rounds, Welch) are put through the same machinery; their
   false-positive share is reported, and when a control fails, effects smaller than what it produced are not
@@ -196,21 +198,22 @@ def within_margin(est: Estimate, margin: float) -> bool:
     return est.has_interval and 1 / (1 + margin) <= est.ci_low and est.ci_high <= 1 + margin
 
 
+def beyond(est: Estimate, effect: float) -> bool:
+    """The whole interval lies beyond ±effect: the change is shown to be at least that large."""
+    return est.has_interval and (est.ci_low >= 1 + effect or est.ci_high <= 1 / (1 + effect))
+
+
 def classify(est: Estimate, q_value: float, settings: VerdictSettings, resolution: float = 0.0) -> str:
     """improved / regressed / equivalent / inconclusive for one item.
 
-    ``resolution`` is the relative effect a failed control produced: smaller effects are not called changes.
+    ``resolution`` is the relative effect a failed control produced: a change must be shown to exceed it too.
     """
     if not math.isfinite(est.speedup):
         return "inconclusive"
     if within_margin(est, settings.margin):
         return "equivalent"
-    effect = abs(math.log(est.speedup))
-    # A failed control's own largest item must be refused too: its effect comes back through exp/log1p, so
-    # "no larger than what the control produced" is tested with a rounding tolerance.
-    refused = resolution > 0 and effect <= math.log1p(resolution) * (1 + 1e-9)
-    if (math.isfinite(q_value) and q_value < settings.alpha and effect >= math.log1p(settings.effect_floor)
-            and not refused and not est.contains(1.0)):
+    significant = math.isfinite(q_value) and q_value < settings.alpha
+    if significant and beyond(est, max(settings.effect_floor, resolution)):
         return "improved" if est.speedup > 1 else "regressed"
     return "inconclusive"
 

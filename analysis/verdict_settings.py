@@ -26,7 +26,7 @@ class VerdictSettings:
     confidence: float = 0.95  # level of every interval the report shows
     alpha: float = 0.05  # false-discovery rate of the per-item tests (Benjamini–Hochberg)
     margin: float = 0.02  # equivalence margin: "equivalent" = the whole interval lies within ±margin
-    threshold: float | None = None  # smallest effect called improved/regressed; None = the margin
+    threshold: float | None = None  # a change must be shown beyond it to be called one; None = the margin
     noise: float = ROUND_SPREAD_LIMIT  # robust relative spread of a side's round medians at which it is flagged noisy
     min_ms: float = 0.0  # kernels faster than this on both sides stay out of the summary
 

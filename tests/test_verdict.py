@@ -100,6 +100,8 @@ def test_a_real_shift_in_every_round_is_found_with_few_rounds() -> None:
         (1.250, 1.200, 1.300, 1e-4, "improved"),
         (1.250, 1.200, 1.300, 0.2, "inconclusive"),  # the adjusted p decides, not the raw interval
         (1.015, 1.005, 1.030, 1e-4, "inconclusive"),  # significant, below the 2 % threshold, not inside the margin
+        (1.023, 1.007, 1.039, 0.035, "inconclusive"),  # significant and 2.3 %, but it may be 0.7 %: not shown > 2 %
+        (0.960, 0.940, 0.979, 1e-4, "regressed"),  # the whole interval beyond −2 %
     ],
 )
 def test_verdicts_are_three_way_with_equivalence(speedup: float, low: float, high: float, q: float,
@@ -109,10 +111,12 @@ def test_verdicts_are_three_way_with_equivalence(speedup: float, low: float, hig
 
 
 def test_a_wider_margin_makes_more_things_equivalent_and_a_failed_control_refuses_small_effects() -> None:
-    est = Estimate(1.03, 1.01, 1.05, 1e-4, 5, PAIRED)
+    est = Estimate(1.08, 1.06, 1.10, 1e-4, 5, PAIRED)
     assert classify(est, 1e-4, SETTINGS) == "improved"
-    assert classify(est, 1e-4, VerdictSettings(margin=0.06)) == "equivalent"
-    assert classify(est, 1e-4, SETTINGS, resolution=0.05) == "inconclusive"
+    assert classify(est, 1e-4, VerdictSettings(margin=0.12)) == "equivalent"
+    # 8 % is beyond the 7 % a failed control produced, but the interval reaches down to 6 %.
+    assert classify(est, 1e-4, SETTINGS, resolution=0.07) == "inconclusive"
+    assert classify(est, 1e-4, SETTINGS, resolution=0.05) == "improved"
 
 
 def test_benjamini_hochberg_adjusts_across_the_family_and_keeps_untested_items_untested() -> None:
