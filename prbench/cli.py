@@ -19,6 +19,7 @@ from prbench.runstore import MANIFEST, valid_run_id
 from prbench.termination import Terminated, terminate_as_interrupt
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+HELP_FLAGS = ("-h", "--help")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -37,10 +38,17 @@ def user_facing(fn: Callable[..., Any]) -> Callable[..., Any]:
     else is a bug and keeps its traceback.
     """
 
+    # A task whose name is taken by one of its flags is defined as NAME_task ("store").
+    name = fn.__name__.removesuffix("_task").replace("_", "-")
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # invoke hands a help flag written after a task to that task's positional argument ("invoke report --help").
+        if any(isinstance(value, str) and value in HELP_FLAGS for value in (*args[1:], *kwargs.values())):
+            raise Exit(f"error: a help flag was read as an argument of {name}; for its help run: invoke --help {name}",
+                       code=2)
         # Who is running, for the line another invocation gets if this one holds a run ("invoke compare").
-        label = command_label.set(f"invoke {fn.__name__.replace('_', '-')}")
+        label = command_label.set(f"invoke {name}")
         try:
             with terminate_as_interrupt():
                 return fn(*args, **kwargs)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_support import invoke_in_process
 from invoke import Collection
 
 import tasks
@@ -51,3 +52,13 @@ def test_readme_quick_start_is_exactly_two_commands():
 def test_ci_runs_the_readme_test_command_verbatim():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert _readme_commands()[1] in ci.splitlines()
+
+
+@pytest.mark.parametrize("name", sorted(n for n in _collection().task_names if len(_collection()[n].positional) == 1))
+def test_help_after_a_task_with_a_positional_argument_points_to_its_help(name):
+    # invoke reads "--help" written after such a task as its argument, not as a help request (with two positional
+    # arguments invoke itself says one is missing).
+    out = invoke_in_process(name, "--help")
+    assert out.returncode == 2
+    assert out.stderr.strip() == (f"error: a help flag was read as an argument of {name}; "
+                                  f"for its help run: invoke --help {name}")
