@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from invoke import task
 
+from analysis.verdict_settings import FLAG_HELP as STATS_FLAG_HELP
 from prbench.cli import LongOnlyFlags, config_value, holds_run, holds_runs_under, resolve_path, user_facing
 
 
@@ -91,17 +92,6 @@ def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms):
     values = {key: real_number("--" + key.replace("_", "-"), value)
               for key, value in given.items() if value is not None}
     return VerdictSettings(**values).validate()
-
-
-_STATS_HELP = {
-    "confidence": "Level of every confidence interval in the report (default 0.95)",
-    "alpha": "False-discovery rate of the per-kernel and per-model tests, Benjamini-Hochberg (default 0.05)",
-    "margin": "Equivalence margin: 'equivalent' means the whole interval lies within ±margin (default 0.02)",
-    "threshold": "Effect a change must be shown to exceed (its whole interval beyond it) to be called "
-                 "improved/regressed (default: the margin)",
-    "noise": "Robust spread of a side's round medians at which it is flagged noisy (default 0.10)",
-    "min_ms": "Leave kernels faster than this many ms on both sides out of the summary (default 0)",
-}
 
 
 _SUITE_HELP = {
@@ -442,7 +432,7 @@ def store_task(ctx, action, file=None, lock=None, store=None, recipe=None):
                   "average out visit-to-visit noise (default 16 on the CPU, 2 on a GPU)",
         "models_per_process": "Models kept compiled in one worker per side and round (0 = all; lower it when "
                               "a GPU cannot hold every model twice)",
-        **_STATS_HELP,
+        **STATS_FLAG_HELP,
         "fail_on": "Exit 1 when the verdict is: regression (a regressed kernel/model summary or a failed "
                    "dashboard check), inconclusive (that or anything not shown to be fine), never (default)",
         "force": "Stage to redo even if done: suite, organize, kernels, profile or report (repeatable)",
@@ -570,7 +560,7 @@ def _exit_on(summary, fail_on: str) -> None:
         "samples_pr": "kernel_samples.json of the PR variant",
         "semantics": "prbench (pair by body hash, intervals over timing rounds) or seed (kernel_perf_simple.py "
                      "exactly)",
-        **_STATS_HELP,
+        **STATS_FLAG_HELP,
         "out": "Directory for kernels_compare.csv, report.md, report.xlsx, plots (seed: seed_compare.csv)",
     }
 )

@@ -51,6 +51,22 @@ class VerdictSettings:
         return out
 
 
+_DEFAULTS = VerdictSettings()
+# The help of every statistical flag, for `invoke compare`, `invoke report`, `invoke compare-kernels` and the
+# benchmarks alike (keys are the fields; the flag is --<field> with '_' as '-').
+FLAG_HELP = {
+    "confidence": f"Level of every confidence interval in the report (default {_DEFAULTS.confidence})",
+    "alpha": "False-discovery rate of the per-kernel and per-model tests, Benjamini-Hochberg "
+             f"(default {_DEFAULTS.alpha})",
+    "margin": "Equivalence margin: 'equivalent' means the whole interval lies within ±margin "
+              f"(default {_DEFAULTS.margin})",
+    "threshold": "Effect a change must be shown to exceed (its whole interval beyond it) to be called "
+                 "improved/regressed (default: the margin)",
+    "noise": f"Robust spread of a side's round medians at which it is flagged noisy (default {_DEFAULTS.noise:.2f})",
+    "min_ms": f"Leave kernels faster than this many ms on both sides out of the summary (default {_DEFAULTS.min_ms:g})",
+}
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 

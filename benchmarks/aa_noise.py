@@ -36,7 +36,7 @@ from background_load import BackgroundLoad
 from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.flag_values import whole_number
-from analysis.verdict_settings import VerdictSettings, check_rounds
+from analysis.verdict_settings import FLAG_HELP, VerdictSettings, check_rounds
 from prbench.cli import OneLineParser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -468,16 +468,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--verbose", action="store_true",
                    help="show the pipeline's output (default: appended to <runs-dir>/<prefix>.log)")
     st = p.add_argument_group("statistics (--measure and the CSV mode; a --run keeps its own)")
-    st.add_argument("--confidence", type=float, default=defaults.confidence,
-                    help=f"interval level (default {defaults.confidence})")
-    st.add_argument("--alpha", type=float, default=defaults.alpha,
-                    help=f"false-discovery rate of the per-item tests (default {defaults.alpha})")
-    st.add_argument("--margin", type=float, default=defaults.margin,
-                    help=f"equivalence margin: 'equivalent' = interval within ±margin (default {defaults.margin})")
-    st.add_argument("--threshold", type=float, default=None,
-                    help="smallest effect called improved/regressed (default: the margin)")
-    st.add_argument("--noise", type=float, default=defaults.noise,
-                    help=f"spread of a side's round medians at which it is flagged noisy (default {defaults.noise})")
+    for name in ("confidence", "alpha", "margin", "threshold", "noise"):
+        st.add_argument(f"--{name}", type=float, default=getattr(defaults, name), help=FLAG_HELP[name])
     p.add_argument("--positive-run", action="append", default=[], metavar="RUN_ID",
                    help="with --run: a finished positive-control run, in the order of the --run ids (repeatable)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="directory that holds runs (default: runs)")
