@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_support import invoke_in_process
 
 from analysis.errors import UserError
 from analysis.flag_values import real_number, regular_expression, whole_number
@@ -67,14 +68,33 @@ def _invoke(command: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], 
     return proc, shown, imported
 
 
+def _command_line(command: str, tmp_path: Path) -> str:
+    line = command.format(tmp=tmp_path)
+    return line + f" --runs-dir {tmp_path}/runs" if command.startswith("compare") else line
+
+
 @pytest.mark.parametrize(("command", "expected"), BAD_FLAGS, ids=[c for c, _ in BAD_FLAGS])
 def test_a_bad_flag_is_one_line_before_anything_runs(tmp_path: Path, command: str, expected: str) -> None:
-    proc, lines, imported = _invoke(command.format(tmp=tmp_path) + f" --runs-dir {tmp_path}/runs"
-                                    if command.startswith("compare") else command.format(tmp=tmp_path), tmp_path)
+    proc = invoke_in_process("-r", str(ROOT), *_command_line(command, tmp_path).split(), cwd=tmp_path)
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
     assert proc.returncode == 2, lines
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines
-    assert "invoke" in imported and not imported & HEAVY, sorted(imported & HEAVY)
     assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
+
+
+# A bad flag of each task (and the statistical settings of compare), run as the user runs it: a fresh interpreter
+# whose import log is read.
+IMPORT_CHECKED = [case for case in BAD_FLAGS if case[0] in {
+    "perf-report {tmp} -t abc", "trace-diff a.json b.json -t 0", "kernels -d {tmp} -i 0",
+    "organize cache.tar.gz {tmp}/out -r 0", "profile suite.csv {tmp}/out --steps 0", "build --max-jobs -1",
+    "compare --pr installed --alpha 5", "compare --pr installed --rounds 2", "publish --repo o --pr 1"}]
+
+
+@pytest.mark.parametrize(("command", "expected"), IMPORT_CHECKED, ids=[c for c, _ in IMPORT_CHECKED])
+def test_a_bad_flag_is_refused_before_torch_is_imported(tmp_path: Path, command: str, expected: str) -> None:
+    proc, lines, imported = _invoke(_command_line(command, tmp_path), tmp_path)
+    assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], lines
+    assert "invoke" in imported and not imported & HEAVY, sorted(imported & HEAVY)
 
 
 @pytest.mark.parametrize(("flag", "value"), [("--inductor-config", "cpp.simdlen=abc"),
@@ -121,8 +141,7 @@ STALE_PATCH = """diff --git a/torch/_inductor/config.py b/torch/_inductor/config
 def test_a_pr_patch_that_does_not_apply_fails_before_the_base_side_runs(tmp_path: Path) -> None:
     patch = tmp_path / "stale.patch"
     patch.write_text(STALE_PATCH)
-    proc = subprocess.run([sys.executable, "-m", "invoke", "compare", f"--pr={patch}", "--runs-dir",
-                           str(tmp_path / "runs")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = invoke_in_process("compare", f"--pr={patch}", "--runs-dir", str(tmp_path / "runs"))
     lines = (proc.stdout + proc.stderr).strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, lines
     assert f"overlay {patch}: does not apply to the installed torch" in lines[0]

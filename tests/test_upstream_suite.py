@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cli_support import invoke_in_process
 
 from analysis.dynamo_csv import (
     SUITE_COLUMNS,
@@ -353,7 +354,7 @@ def test_invoke_suite_and_compare_reject_a_bad_source_before_writing_anything(tm
     runs = tmp_path / "runs"
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     for task, extra in (("suite", []), ("compare", ["--pr", "installed"])):
-        proc = invoke(tmp_path, task, *args, *extra, "--runs-dir", str(runs), "--run", "r1")
+        proc = invoke_in_process(task, *args, *extra, "--runs-dir", str(runs), "--run", "r1", cwd=CODE_ROOT)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode != 0 and len(lines) == 1 and message in lines[0], (task, proc.stderr)
         assert not runs.exists()
