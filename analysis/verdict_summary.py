@@ -85,7 +85,9 @@ def phrase(label: str, verdict: str, est: Estimate, counts: dict[str, int], n: i
         return f"{label} {pct:.1f} % {'faster' if verdict == 'improved' else 'slower'} ({numbers})"
     why = ""
     floors = [x for x in (resolution * 100, est.half_width_pct) if math.isfinite(x) and x > 0]
-    if floors:  # resolution 0 means "no control failed", not "resolves everything"
+    if resolution == 0 and est.has_interval and not est.contains(1.0):
+        why = f": a change, but not shown to exceed ±{percent(settings.effect_floor)}"
+    elif floors:  # resolution 0 means "no control failed", not "resolves everything"
         why = f": this run cannot resolve effects below {max(floors):.1f} %"
     elif not est.has_interval:
         why = ": no replication (one round per side)"

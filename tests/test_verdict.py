@@ -32,7 +32,7 @@ from analysis.verdict import (
     summarize_family,
 )
 from analysis.verdict_settings import VerdictSettings, check_rounds
-from analysis.verdict_summary import fail_reasons
+from analysis.verdict_summary import fail_reasons, phrase
 
 SETTINGS = VerdictSettings()
 
@@ -265,3 +265,17 @@ def test_blocks_pair_only_rounds_that_timed_both_sides_together_and_only_matchin
     assert blocks is not None
     assert block_matrix(blocks, [("M", "M")], np.ones((1, 5))) is None  # five round medians, three rounds
     assert math.isnan(blocks.round_log_ratios("M", "other")[0])  # never timed in the same block
+
+
+def test_an_inconclusive_summary_says_whether_it_found_a_change_too_small_to_call_or_could_not_resolve_one() -> None:
+    counts = {"inconclusive": 4}
+    beyond_one = Estimate(1.03, 1.01, 1.05, 1e-4, 10, PAIRED)
+    assert phrase("models", "inconclusive", beyond_one, counts, 4, SETTINGS, 0.0) == (
+        "models inconclusive (geomean 1.030×, 95 % CI 1.010×–1.050×; 4 inconclusive of 4): a change, but not shown "
+        "to exceed ±2 %")
+    wide = Estimate(1.01, 0.97, 1.05, 0.6, 10, PAIRED)
+    assert phrase("models", "inconclusive", wide, counts, 4, SETTINGS, 0.0).endswith(
+        ": this run cannot resolve effects below 4.0 %")
+    # A failed control refused the change: that is what the line says, not "a change".
+    assert phrase("models", "inconclusive", beyond_one, counts, 4, SETTINGS, 0.06).endswith(
+        ": this run cannot resolve effects below 6.0 %")
