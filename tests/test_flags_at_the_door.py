@@ -84,10 +84,10 @@ def test_a_bad_flag_is_one_line_before_anything_runs(tmp_path: Path, command: st
 
 # A bad flag of each task (and the statistical settings of compare), run as the user runs it: a fresh interpreter
 # whose import log is read.
-IMPORT_CHECKED = [case for case in BAD_FLAGS if case[0] in {
+IMPORT_CHECKED = [(command, dict(BAD_FLAGS)[command]) for command in (
     "perf-report {tmp} -t abc", "trace-diff a.json b.json -t 0", "kernels -d {tmp} -i 0",
     "organize cache.tar.gz {tmp}/out -r 0", "profile suite.csv {tmp}/out --steps 0", "build --max-jobs -1",
-    "compare --pr installed --alpha 5", "compare --pr installed --rounds 2", "publish --repo o --pr 1"}]
+    "compare --pr installed --alpha 5", "compare --pr installed --rounds 2", "publish --repo o --pr 1")]
 
 
 @pytest.mark.parametrize(("command", "expected"), IMPORT_CHECKED, ids=[c for c, _ in IMPORT_CHECKED])
