@@ -3,6 +3,7 @@ real compare that several modules read runs once per session."""
 
 from __future__ import annotations
 
+import compileall
 import os
 import signal
 import subprocess
@@ -14,6 +15,20 @@ import pytest
 
 from prbench.store import STORE_ENV
 from tests.electra_compare import run_electra_compare
+
+_PROJECT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile the project's own modules once, before the xdist workers start: every Python process the tests
+    start (workers, ``invoke`` and stage subprocesses, hundreds of them) imports them, and where
+    PYTHONDONTWRITEBYTECODE is set (as on these machines) each would compile them again and keep nothing.
+    The bytecode lands in the ``__pycache__`` folders git ignores; installed packages already have theirs."""
+    if hasattr(config, "workerinput"):
+        return  # the controller did it
+    for package in ("prbench", "analysis", "stages", "tests"):
+        compileall.compile_dir(_PROJECT / package, quiet=2)
+    compileall.compile_file(_PROJECT / "tasks.py", quiet=2)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -56,12 +71,13 @@ def _gpu_available() -> bool:
 @pytest.hookimpl(trylast=True)  # after pytest-xdist has put each test in its group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _warn_if_groups_are_ignored(config, items)
-    if _gpu_available():
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    # Asking torch costs its import (seconds per xdist worker): only when a gpu test is still selected.
+    if not gpu_items or _gpu_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs a GPU (none visible to torch)")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip_gpu)
+    for item in gpu_items:
+        item.add_marker(skip_gpu)
 
 
 def _warn_if_groups_are_ignored(config: pytest.Config, items: list[pytest.Item]) -> None:

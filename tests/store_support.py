@@ -136,7 +136,8 @@ def http_server(files: dict[str, bytes]) -> Iterator[Server]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for serve_forever's next poll (0.5 s by default): poll often so each test ends at once.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     try:
         yield Server(f"http://127.0.0.1:{server.server_address[1]}", files, requests)
