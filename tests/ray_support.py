@@ -59,10 +59,11 @@ def _wait_for(address: str, gpus: int, head: subprocess.Popen) -> None:
 
 
 def _stop(head: subprocess.Popen, temp: str) -> None:
-    """SIGTERM to the head's group (``ray start --block`` stops what it started), then whatever is left of the
-    processes that belong to this cluster (workers run in groups of their own, with the session dir open)."""
+    """Ctrl-C to the head's group (``ray start --block`` stops what it started: about a second, where SIGTERM
+    takes it some 30 s), then whatever is left of the processes that belong to this cluster (workers run in groups
+    of their own, with the session dir open)."""
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(head.pid, signal.SIGTERM)
+        os.killpg(head.pid, signal.SIGINT)
     try:
         head.wait(timeout=30)
     except subprocess.TimeoutExpired:

@@ -43,7 +43,10 @@ def test_compare_writes_a_pr_ready_report(compared):
         "_none_" in report.split("### Top regressions", 1)[1].split("###", 1)[0]
     for side in ("base", "pr"):
         cost = json.loads((run / side / "launch_cost.json").read_text())
-        assert cost["backend"] == "cpp" and cost["per_launch_us"] > 0
+        # Measured, not assumed: a number for each side. It may be 0: the tiny model's graph spends ~200 µs a pass
+        # in its kernels and ~1 µs in its 9 launches, so on a loaded machine the kernels' profiled passes can take
+        # longer than the timed ones (a CI run saw wall 271.2 µs, kernels 279.8 µs) and the cost is clipped at 0.
+        assert cost["backend"] == "cpp" and cost["per_launch_us"] >= 0
     assert "Cost of one launch: " in report and "µs per launch" in report
     parts = pd.read_csv(run / "report" / "time_decomposition.csv")
     components = parts[["changed_code_ms", "identical_code_ms", "fusion_ms", "remainder_ms"]].fillna(0).sum(axis=1)
