@@ -36,13 +36,20 @@ def local_cluster(gpus: int) -> Iterator[str]:
     head = subprocess.Popen([ray, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port),
                              "--num-cpus", "2", "--num-gpus", str(gpus), "--include-dashboard=false",
                              "--disable-usage-stats", f"--temp-dir={temp}"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=_hear_ctrl_c)
     address = f"127.0.0.1:{port}"
     try:
         _wait_for(address, gpus, head)
         yield address
     finally:
         _stop(head, temp)
+
+
+def _hear_ctrl_c() -> None:
+    """Under a pytest started in the background SIGINT is ignored, and a child inherits that: the head would then
+    not hear the Ctrl-C that stops it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for(address: str, gpus: int, head: subprocess.Popen) -> None:

@@ -10,6 +10,8 @@ import pytest
 from stages.cpp_replay import record_launches, time_launches, writable_arguments
 from stages.kernels import load_module
 
+pytestmark = pytest.mark.xdist_group("torch-in-process")  # torch in the test process: one worker imports it
+
 # A stand-in for a compiled graph module: the same shape of source (kernels bound with their argument types, a
 # Runner whose call() launches them), with Python kernels that open the profiler event Inductor's C++ kernels
 # open when compiled with cpp.enable_kernel_profile.

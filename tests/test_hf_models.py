@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import math
+from types import ModuleType
 
 import pytest
-import torch
 
-from stages import hf_models
-from stages.hf_models import MODEL_NAMES, TINY_DEFAULT, UnknownModelError, build, loss_of, resolve_models
+from analysis.suite_options import MODEL_NAMES, TINY_DEFAULT, UnknownModelError, resolve_models
+
+# stages.hf_models imports torch, so the tests import it (not collection), on the worker of the tests that run torch
+# in their own process: one xdist worker pays for the import, not both.
+pytestmark = pytest.mark.xdist_group("torch-in-process")
+
+
+@pytest.fixture
+def hf_models() -> ModuleType:
+    from stages import hf_models
+
+    return hf_models
 
 
 @pytest.fixture(autouse=True)
@@ -20,26 +30,28 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("name", MODEL_NAMES)
-def test_every_model_runs_a_forward_and_a_training_step_in_eager(name: str) -> None:
-    built = build(name, size="tiny", mode="training")
+def test_every_model_runs_a_forward_and_a_training_step_in_eager(name: str, hf_models: ModuleType) -> None:
+    import torch
+
+    built = hf_models.build(name, size="tiny", mode="training")
     assert built.batch_size == 2 and built.seq_len == 32
     assert built.inputs["input_ids"].shape == (2, 32)
     assert built.model.training
 
-    loss = loss_of(built.model(**built.inputs))
+    loss = hf_models.loss_of(built.model(**built.inputs))
     loss.backward()
     assert loss.ndim == 0 and math.isfinite(loss.item())
     grads = [p.grad for p in built.model.parameters() if p.requires_grad]
     assert any(g is not None and g.abs().sum() > 0 for g in grads)
 
-    inference = build(name, size="tiny", mode="inference")
+    inference = hf_models.build(name, size="tiny", mode="inference")
     assert not inference.model.training
     with torch.no_grad():
         out = inference.model(**inference.inputs)
-    assert math.isfinite(loss_of(out).item())
+    assert math.isfinite(hf_models.loss_of(out).item())
 
 
-def test_the_default_tiny_suite_covers_eight_families() -> None:
+def test_the_default_tiny_suite_covers_eight_families(hf_models: ModuleType) -> None:
     classes = {hf_models.spec(n).family for n in TINY_DEFAULT}
     assert {"bert", "gpt2", "t5", "distilbert", "roberta", "albert", "bart", "electra"} <= classes
     assert resolve_models("tiny-default") == list(TINY_DEFAULT)
@@ -48,23 +60,25 @@ def test_the_default_tiny_suite_covers_eight_families() -> None:
 
 
 @pytest.mark.integration
-def test_building_twice_gives_the_same_weights_and_inputs() -> None:
-    first = build("BertForMaskedLM")
-    second = build("BertForMaskedLM")
+def test_building_twice_gives_the_same_weights_and_inputs(hf_models: ModuleType) -> None:
+    import torch
+
+    first = hf_models.build("BertForMaskedLM")
+    second = hf_models.build("BertForMaskedLM")
     for a, b in zip(first.model.state_dict().values(), second.model.state_dict().values(), strict=True):
         assert torch.equal(a, b)
     for key in first.inputs:
         assert torch.equal(first.inputs[key], second.inputs[key])
 
 
-def test_an_unknown_model_is_a_clear_error_listing_the_known_ones() -> None:
+def test_an_unknown_model_is_a_clear_error_listing_the_known_ones(hf_models: ModuleType) -> None:
     with pytest.raises(UnknownModelError, match=r"unknown model 'Bert' .*BertForMaskedLM"):
-        build("Bert")
+        hf_models.build("Bert")
     with pytest.raises(UnknownModelError, match="NoSuchModel"):
         resolve_models("BertForMaskedLM,NoSuchModel")
 
 
-def test_full_size_uses_the_default_configs_and_the_suites_shapes() -> None:
+def test_full_size_uses_the_default_configs_and_the_suites_shapes(hf_models: ModuleType) -> None:
     import transformers
 
     t5 = hf_models.config_for("T5Small", "full")
@@ -79,8 +93,10 @@ def test_full_size_uses_the_default_configs_and_the_suites_shapes() -> None:
     assert (tiny.n_embd, tiny.n_layer, tiny.n_head, tiny.vocab_size, tiny.pad_token_id) == (64, 2, 2, 1000, 0)
 
 
-def test_dtype_and_batch_size_are_honoured() -> None:
-    built = build("DistilBertForMaskedLM", dtype=torch.bfloat16, batch_size=3)
+def test_dtype_and_batch_size_are_honoured(hf_models: ModuleType) -> None:
+    import torch
+
+    built = hf_models.build("DistilBertForMaskedLM", dtype=torch.bfloat16, batch_size=3)
     assert {p.dtype for p in built.model.parameters()} == {torch.bfloat16}
     assert built.inputs["input_ids"].shape == (3, 32)
     assert built.inputs["input_ids"].dtype == torch.int64

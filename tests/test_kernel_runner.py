@@ -181,6 +181,7 @@ def test_summary_statistics_and_bandwidth() -> None:
     assert (failed.status, failed.median_ms, failed.error) == ("fail", None, "worker crashed (SIGSEGV)")
 
 
+@pytest.mark.xdist_group("torch-in-process")  # torch in the test process: one worker imports it
 def test_every_visit_times_the_same_input_values(tmp_path: Path) -> None:
     """Kernel time can depend on the values: base and PR, and every visit of each, get the same seeded draw."""
     import torch

@@ -38,6 +38,9 @@ MI300 = FIXTURES / "mi300_bert-small-uncased.json.gz"
 MI250 = FIXTURES / "mi250_minitoy_train_rocm6.2.json.gz"
 GEMMS = ("aten::addmm", "aten::mm")
 
+# These import torch (stages.node_replay) in the test process: one xdist worker runs them all and pays for it once.
+TORCH_IN_PROCESS = pytest.mark.xdist_group("torch-in-process")
+
 
 def _kernels_by_op_call(path: Path) -> list[tuple[str, str, list[tuple[str, float]]]]:
     """Independently of the reader: every addmm/mm cpu_op call, its recorded inputs, and the kernels (name, µs)
@@ -252,6 +255,7 @@ def test_the_comparison_puts_replayed_next_to_in_trace_time_and_lists_what_faile
     assert "Replayed on AMD Instinct MI300X" in markdown and "| gemm-1 |" in markdown
 
 
+@TORCH_IN_PROCESS
 def test_the_host_builds_the_command_line_the_stage_parses(tmp_path: Path) -> None:
     from stages.node_replay import build_parser
 
@@ -266,6 +270,7 @@ def _invoke(*args: str) -> subprocess.CompletedProcess[str]:
     return invoke_in_process("-r", str(ROOT), *args)
 
 
+@TORCH_IN_PROCESS
 def test_without_a_gpu_r_writes_the_replay_set_and_commands_then_stops_with_one_line(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
@@ -300,6 +305,7 @@ def test_on_a_gpu_every_shape_is_replayed_and_compared_with_its_trace_time(tmp_p
     assert table.count("| gemm-") == 4 and "replay / trace" in table
 
 
+@TORCH_IN_PROCESS
 def test_the_recorded_inputs_rebuild_a_call_torch_runs_with_the_recorded_strides() -> None:
     """The replay's own tensor builder and call, on the CPU: each fixture GEMM and the written convs run, and
     the operands keep the layout the trace recorded (a transposed weight stays a transposed view)."""
@@ -320,6 +326,7 @@ def test_the_recorded_inputs_rebuild_a_call_torch_runs_with_the_recorded_strides
     assert weight.stride() == (1, 512) and weight.dtype == torch.bfloat16 and not weight.is_contiguous()
 
 
+@TORCH_IN_PROCESS
 def test_a_vendor_tool_on_path_is_run_and_its_printed_time_read(tmp_path: Path) -> None:
     """The stage's tool runner with stand-ins for hipblaslt-bench: one prints its CSV, one fails."""
     from stages.node_replay import run_tool
