@@ -4,6 +4,7 @@ killed stage run again, Ctrl-C stopping what runs and keeping what finished."""
 from __future__ import annotations
 
 import _thread
+import sys
 import threading
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from analysis.errors import UserError
 from analysis.paired_rounds import read_round
 from analysis.round_shards import block_ranges, parse_block_ranges, partition_blocks
-from prbench.executors import ShardOutcome, check_executor
+from prbench.executors import ShardOutcome, check_executor, open_executor
 from prbench.executors.local_pool import LocalPool
 from prbench.executors.node import cpu_slots
 from prbench.shard_rounds import run_shards
@@ -130,6 +131,21 @@ def test_ctrl_c_stops_the_running_shards_and_keeps_the_finished_ones(tmp_path: P
     pids = [int(line.split(" pid ")[1].split()[0]) for log in logs for line in log.splitlines() if "k1" in line]
     time.sleep(0.5)
     assert pids and not [p for p in pids if Path(f"/proc/{p}").exists()]  # no worker outlived the stop
+
+
+def test_a_ray_install_that_cannot_be_imported_is_one_line_saying_how_to_reinstall(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch
+                                                                                   ) -> None:
+    broken = tmp_path / "ray"
+    broken.mkdir()
+    (broken / "__init__.py").write_text('raise ImportError("libray.so: cannot open shared object file")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
+    monkeypatch.delitem(sys.modules, "prbench.executors.ray_cluster", raising=False)
+
+    with pytest.raises(UserError, match=r'^--executor ray: Ray is installed but cannot be imported \(libray\.so: '
+                                        r'cannot open shared object file\); reinstall it with: pip install -e'):
+        open_executor("ray", devices=["cpu"], platform="cpu")
 
 
 def test_ray_without_ray_installed_is_one_line_saying_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

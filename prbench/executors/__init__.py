@@ -155,7 +155,11 @@ def open_executor(name: str, *, devices: list[str], platform: str, ray_address: 
     """The executor ``name``: the local pool over ``devices``, or the Ray cluster at ``ray_address``."""
     if name == "ray":
         _require_ray()
-        from prbench.executors.ray_cluster import RayExecutor
+        try:
+            from prbench.executors.ray_cluster import RayExecutor
+        except ImportError as exc:  # installed, but its import fails (a half-removed or mismatched install)
+            raise UserError(f"--executor ray: Ray is installed but cannot be imported ({exc}); reinstall it with: "
+                            f"{RAY_INSTALL_HINT}") from exc
 
         return RayExecutor(ray_address or "auto", platform=platform, code_root=code_root, say=say)
     from prbench.executors.local_pool import LocalPool
