@@ -7,6 +7,7 @@ import compileall
 import os
 import signal
 import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,18 +15,34 @@ from pathlib import Path
 import pytest
 
 from prbench.store import STORE_ENV
+from tests.docker_support import VEC_ISA_OK
 from tests.electra_compare import run_electra_compare
 
 _PROJECT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Compile the project's own modules once, before the xdist workers start: every Python process the tests
-    start (workers, ``invoke`` and stage subprocesses, hundreds of them) imports them, and where
-    PYTHONDONTWRITEBYTECODE is set (as on these machines) each would compile them again and keep nothing.
-    The bytecode lands in the ``__pycache__`` folders git ignores; installed packages already have theirs."""
-    if hasattr(config, "workerinput"):
-        return  # the controller did it
+    _skip_the_inductor_isa_probe()
+    # pytest keeps the test modules it has rewritten for its assertions only where Python may write bytecode;
+    # under PYTHONDONTWRITEBYTECODE (as on these machines) every worker rewrote all of them in every run (~2 s).
+    sys.dont_write_bytecode = False
+    if not hasattr(config, "workerinput"):  # the controller, before the xdist workers start
+        _compile_the_projects_bytecode()
+
+
+def _skip_the_inductor_isa_probe() -> None:
+    """Inductor's ISA probe compiles and loads one test program per candidate vector ISA (~10 s) in every process
+    that compiles with an empty cache: every suite, profile and replay stage the tests start. Skipped, Inductor takes
+    the ISAs the CPU's flags list, which is the probe's choice wherever the compiler builds all of them (g++ 12 here
+    and in CI). ``TORCHINDUCTOR_VEC_ISA_OK=0`` in the environment brings the probe back."""
+    os.environ.setdefault(VEC_ISA_OK, "1")
+
+
+def _compile_the_projects_bytecode() -> None:
+    """Every Python process the tests start (workers, ``invoke`` and stage subprocesses, hundreds of them) imports
+    the project's modules, and where PYTHONDONTWRITEBYTECODE is set (as on these machines) each would compile them
+    again and keep nothing. The bytecode lands in the ``__pycache__`` folders git ignores; installed packages
+    already have theirs."""
     for package in ("prbench", "analysis", "stages", "tests"):
         compileall.compile_dir(_PROJECT / package, quiet=2)
     compileall.compile_file(_PROJECT / "tasks.py", quiet=2)

@@ -23,6 +23,7 @@ TEST_RECIPES = Path(__file__).resolve().parent / "recipes"
 BASE_IMAGE = "prbench-test/bookworm:base"
 ZERO_DIGEST = "sha256:" + "0" * 64
 ZERO_COMMIT = "0" * 40
+VEC_ISA_OK = "TORCHINDUCTOR_VEC_ISA_OK"  # torch's switch for its ISA probe (tests/conftest.py sets it)
 
 _BUILD_AMD = '''\
 """Stand-in hipify: marks the tree so the test can see it ran, with the arch it saw."""
