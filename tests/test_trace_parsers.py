@@ -110,6 +110,37 @@ def test_a_corrupt_gzip_read_by_isal_or_zlib_ng_is_one_line(tmp_path: Path) -> N
     assert str(err.value).startswith(f"{bad}: ") and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("value", ["18446744073709551616", "NaN"], ids=["beyond-64-bits", "nan"])
+def test_a_rocprofv3_json_value_the_fast_decoder_refuses_is_named_as_the_standard_library_names_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    trace = tmp_path / "results.json"
+    trace.write_text('{"rocprofiler-sdk-tool": [{"buffer_records": {"kernel_dispatch": ['
+                     f'{{"start_timestamp": 10, "end_timestamp": 20}}, {{"start_timestamp": {value}, '
+                     '"end_timestamp": 30}]}}]}')
+    errors = []
+    for mode in ("fast", "stdlib"):
+        with pytest.raises(UserError) as err:
+            _read(trace, monkeypatch, mode)
+        errors.append(str(err.value))
+
+    # orjson reads an integer beyond 64 bits as the nearest float, json keeps it whole: the value shown differs
+    where = f"{trace}: rocprofiler-sdk-tool[0].buffer_records.kernel_dispatch[1].start_timestamp: expected a time"
+    assert errors[0].startswith(where) and errors[1].startswith(where)
+
+
+def test_a_broken_rocprofv3_json_gets_the_standard_librarys_words_from_the_fast_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = tmp_path / "results.json"
+    trace.write_text('{"rocprofiler-sdk-tool": [{"agents": [}]}')
+    errors = []
+    for mode in ("fast", "stdlib"):
+        with pytest.raises(UserError) as err:
+            _read(trace, monkeypatch, mode)
+        errors.append(str(err.value))
+
+    assert errors[0] == errors[1] == f"{trace}: invalid JSON (Expecting value)"
+
+
 def test_msgspec_decodes_runs_when_orjson_is_absent(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("msgspec")
     real = fast_io._module

@@ -21,6 +21,7 @@ from typing import Any
 
 from analysis.errors import UserError
 from analysis.records import expect_list, expect_ns, expect_object, parse_cell, parse_ns
+from analysis.traces import fast_io
 from analysis.traces.categories import ROCM_LEGACY_COPY
 from analysis.traces.fileio import open_text, reading
 from analysis.traces.model import KERNEL, MEMCPY, KernelAggregate, TraceBuilder, TraceData
@@ -42,7 +43,7 @@ def _kind(name: str) -> int:
 def read_rocprofv3_json(path: Path) -> TraceData:
     with reading(path), open_text(path) as fh:
         try:
-            doc = json.load(fh)
+            doc = fast_io.load_document(fh.read())
         except json.JSONDecodeError as exc:
             if exc.pos >= len(exc.doc) - 1:
                 raise UserError(f"{path}: truncated JSON (the file ends in the middle of a value)") from None
