@@ -31,10 +31,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _skip_the_inductor_isa_probe() -> None:
-    """Inductor's ISA probe compiles and loads one test program per candidate vector ISA (~10 s) in every process
+    """Inductor's ISA probe compiles and loads one test program per candidate vector ISA (about 8 s) in every process
     that compiles with an empty cache: every suite, profile and replay stage the tests start. Skipped, Inductor takes
     the ISAs the CPU's flags list, which is the probe's choice wherever the compiler builds all of them (g++ 12 here
-    and in CI). ``TORCHINDUCTOR_VEC_ISA_OK=0`` in the environment brings the probe back."""
+    and in CI). ``TORCHINDUCTOR_VEC_ISA_OK=`` (empty) in the environment brings the probe back; ``0`` would turn
+    vectorization off."""
     os.environ.setdefault(VEC_ISA_OK, "1")
 
 
