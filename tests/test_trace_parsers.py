@@ -41,6 +41,16 @@ def _read(path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> TraceData:
         return read_trace(path)
 
 
+def _errors_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The one-line errors of reading ``path`` with the fast libraries, then with the standard library."""
+    errors = []
+    for mode in ("fast", "stdlib"):
+        with pytest.raises(UserError) as err:
+            _read(path, monkeypatch, mode)
+        errors.append(str(err.value))
+    return errors
+
+
 def _same(a: TraceData, b: TraceData) -> None:
     for column in ("start_ns", "dur_ns", "kind", "device", "stream", "correlation", "rt_start_ns", "rt_dur_ns",
                    "rt_correlation", "event_op", "event_graph"):
@@ -89,11 +99,7 @@ def test_values_only_the_standard_library_decodes_fall_back_to_it(tmp_path: Path
     assert _read(path, monkeypatch, "fast").dur_ns.tolist() == [5000, 5000]
     path.write_text(json.dumps({"traceEvents": [kernel, kernel, dict(kernel, dur=float("nan")), kernel]}))
 
-    messages = []
-    for mode in ("fast", "stdlib"):
-        with pytest.raises(UserError) as err:
-            _read(path, monkeypatch, mode)
-        messages.append(str(err.value))
+    messages = _errors_both_ways(path, monkeypatch)
 
     assert messages[0] == messages[1] == (f"{path}: traceEvents[2] 'dur': expected a finite duration ≥ 0 in µs, "
                                           "found nan")
@@ -117,11 +123,7 @@ def test_a_rocprofv3_json_value_the_fast_decoder_refuses_is_named_as_the_standar
     trace.write_text('{"rocprofiler-sdk-tool": [{"buffer_records": {"kernel_dispatch": ['
                      f'{{"start_timestamp": 10, "end_timestamp": 20}}, {{"start_timestamp": {value}, '
                      '"end_timestamp": 30}]}}]}')
-    errors = []
-    for mode in ("fast", "stdlib"):
-        with pytest.raises(UserError) as err:
-            _read(trace, monkeypatch, mode)
-        errors.append(str(err.value))
+    errors = _errors_both_ways(trace, monkeypatch)
 
     # orjson reads an integer beyond 64 bits as the nearest float, json keeps it whole: the value shown differs
     where = f"{trace}: rocprofiler-sdk-tool[0].buffer_records.kernel_dispatch[1].start_timestamp: expected a time"
@@ -132,11 +134,7 @@ def test_a_broken_rocprofv3_json_gets_the_standard_librarys_words_from_the_fast_
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     trace = tmp_path / "results.json"
     trace.write_text('{"rocprofiler-sdk-tool": [{"agents": [}]}')
-    errors = []
-    for mode in ("fast", "stdlib"):
-        with pytest.raises(UserError) as err:
-            _read(trace, monkeypatch, mode)
-        errors.append(str(err.value))
+    errors = _errors_both_ways(trace, monkeypatch)
 
     assert errors[0] == errors[1] == f"{trace}: invalid JSON (Expecting value)"
 
