@@ -52,7 +52,7 @@ def load_document(text: str) -> Any:
     One difference stays: orjson reads an integer beyond 64 bits as the nearest float, json as an int."""
     decode = json_decoder()[1]
     if decode is not None:
-        with contextlib.suppress(Exception):  # each fast decoder has error types of its own: json decides below
+        with contextlib.suppress(ValueError):  # orjson's and msgspec's decode errors are ValueErrors; json decides
             return decode(text)
     return json.loads(text)
 
