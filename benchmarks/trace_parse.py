@@ -2,12 +2,15 @@
 the same large trace.
 
     python benchmarks/trace_parse.py [--size-mb 500] [--gzip] [--repeat 3] [--fixture PATH] [--workdir DIR]
-                                     [--hta-venv DIR] [--skip-hta] [--tracelens-python PATH] [--keep]
+                                     [--hta-venv DIR] [--skip-hta] [--tracelens-python PATH] [--keep] [--reuse]
 
 Builds a trace of at least ``--size-mb`` MB by replicating a real fixture's events with shifted timestamps
 (and shifted correlation / External ids so launch links stay one-to-one; ``--gzip``: then gzip it), then runs
 each column in its own subprocess, ``--repeat`` times, and reports the median and best wall time and the peak
-RSS (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` read by a wrapper process that runs nothing else). Columns:
+RSS (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` read by a wrapper process that runs nothing else). The ``prbench``
+and ``limit`` runs alternate (limit, prbench, limit, prbench, …) and the ratio quoted is the median of each
+round's prbench / limit, so a box whose pace drifts during the benchmark slows both sides of a ratio alike.
+Columns:
 
 - ``prbench``: ``read_trace`` + GPU timeline + kernel categories, imports included (the readers' fast path
   when installed); the last line also gives ``read_trace`` alone;
@@ -186,7 +189,18 @@ def tracelens_importable(python: str) -> bool:
 
 def repeated(cmd: list[str], env: dict[str, str], repeat: int) -> dict[str, Any]:
     """``repeat`` runs of one column: median in-process seconds and wall time, the largest peak RSS."""
-    runs = [measure(cmd, env) for _ in range(repeat)]
+    return summarised([measure(cmd, env) for _ in range(repeat)])
+
+
+def alternated(first: tuple[list[str], dict[str, str]], second: tuple[list[str], dict[str, str]], repeat: int
+               ) -> tuple[dict[str, Any], dict[str, Any], list[float]]:
+    """Two columns run in turn, ``repeat`` rounds: their summaries and each round's second / first."""
+    rounds = [(measure(*first), measure(*second)) for _ in range(repeat)]
+    ratios = sorted(b["seconds"] / a["seconds"] for a, b in rounds)
+    return summarised([a for a, _ in rounds]), summarised([b for _, b in rounds]), ratios
+
+
+def summarised(runs: list[dict[str, Any]]) -> dict[str, Any]:
     medians: dict[str, Any] = {key: statistics.median(r[key] for r in runs)
                                for key in ("seconds", "read_seconds") if key in runs[0]}
     return {**runs[-1], **medians,
@@ -209,6 +223,26 @@ def table(rows: list[tuple[str, dict[str, Any] | str]], limit: dict[str, Any]) -
     return "\n".join(lines)
 
 
+def prepared_trace(args: argparse.Namespace, trace_dir: Path) -> tuple[Path, int]:
+    """The trace to read (built, or with ``--reuse`` the one left by an earlier run) and its JSON size."""
+    target = trace_dir / ("rank-0.json.gz" if args.gzip else "rank-0.json")
+    t0 = time.perf_counter()
+    if args.reuse:
+        if not (args.workdir and target.exists()):
+            raise SystemExit(f"--reuse: no {target.name} in {trace_dir} (build it first with --workdir and --keep)")
+        with gzip.open(target) if args.gzip else open(target, "rb") as fh:
+            size = sum(map(len, iter(lambda: fh.read(1 << 24), b"")))
+    else:
+        size = build_trace(args.fixture, trace_dir / "rank-0.json", args.size_mb)
+        if args.gzip:
+            with open(trace_dir / "rank-0.json", "rb") as raw, gzip.open(target, "wb", compresslevel=6) as gz:
+                shutil.copyfileobj(raw, gz)
+            (trace_dir / "rank-0.json").unlink()
+    print(f"{'reused' if args.reuse else 'built'} {target} ({size / 2**20:.0f} MiB of JSON, "
+          f"{target.stat().st_size / 2**20:.0f} MiB on disk) in {time.perf_counter() - t0:.1f}s", flush=True)
+    return target, size
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:2] == ["--measure", "--"]:
@@ -225,27 +259,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracelens-python", default=sys.executable,
                         help="interpreter in which AMD's TraceLens imports (default: this one)")
     parser.add_argument("--keep", action="store_true", help="keep the generated trace")
+    parser.add_argument("--reuse", action="store_true",
+                        help="use (and keep) the trace a --keep run left in --workdir (then --size-mb is ignored)")
     args = parser.parse_args(argv)
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="trace-parse-"))
     trace_dir = workdir / "trace"
     trace_dir.mkdir(parents=True, exist_ok=True)
-    target = trace_dir / "rank-0.json"
     try:
-        t0 = time.perf_counter()
-        size = build_trace(args.fixture, target, args.size_mb)
-        if args.gzip:
-            with open(target, "rb") as raw, gzip.open(target.with_suffix(".json.gz"), "wb", compresslevel=6) as gz:
-                shutil.copyfileobj(raw, gz)
-            target.unlink()
-            target = target.with_suffix(".json.gz")
-        print(f"built {target} ({size / 2**20:.0f} MiB of JSON, {target.stat().st_size / 2**20:.0f} MiB on disk) "
-              f"in {time.perf_counter() - t0:.1f}s", flush=True)
+        target, size = prepared_trace(args, trace_dir)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                    OMP_NUM_THREADS="1")
         rows: list[tuple[str, dict[str, Any] | str]] = []
-        limit = repeated([sys.executable, "-c", LIMIT, str(target)], env, args.repeat)
-        ours = repeated([sys.executable, "-c", OURS, str(target)], env, args.repeat)
+        limit, ours, ratios = alternated(([sys.executable, "-c", LIMIT, str(target)], env),
+                                         ([sys.executable, "-c", OURS, str(target)], env), args.repeat)
         stdlib = repeated([sys.executable, "-c", OURS, str(target)], dict(env, PRBENCH_TRACE_PARSER="stdlib"),
                           args.repeat)
         rows += [("prbench", ours), ("prbench stdlib (json + gzip)", stdlib), (f"limit ({limit['parser']})", limit)]
@@ -265,11 +292,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             rows.append(("TraceLens (minimal)", "not installed"))
         print(table(rows, limit))
-        print(f"prbench / limit = {ours['seconds'] / limit['seconds']:.2f}x (goal <= 2); read_trace alone (after "
-              f"the imports, median {ours['read_seconds']:.2f} s) / limit = "
-              f"{ours['read_seconds'] / limit['seconds']:.2f}x")
+        print(f"prbench / limit = {statistics.median(ratios):.2f}x, median of {len(ratios)} alternating rounds "
+              f"({', '.join(f'{r:.2f}' for r in ratios)}; goal <= 2); read_trace alone (after the imports, median "
+              f"{ours['read_seconds']:.2f} s) / limit = {ours['read_seconds'] / limit['seconds']:.2f}x")
     finally:
-        if not args.keep:
+        if not (args.keep or args.reuse):
             shutil.rmtree(trace_dir, ignore_errors=True)
     return 0
 
