@@ -4,6 +4,7 @@ run on the CPU), started with ``ray start --head --block`` in its own process gr
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -15,8 +16,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 90.0
+# Skips a module without the ray extra. It looks for the package without importing it: importing Ray costs each
+# pytest process about half a second when it collects the module, also in the tiers that deselect its tests.
+NEEDS_RAY = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                               reason="needs the ray extra (pip install -e '.[ray]')")
 
 
 def _free_port() -> int:

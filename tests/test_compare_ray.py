@@ -12,12 +12,11 @@ import pandas as pd
 import pytest
 
 from tests.electra_compare import ELECTRA_FLAGS, copy_run, invoke
-from tests.ray_support import local_cluster
+from tests.ray_support import NEEDS_RAY, local_cluster
 
 # The local pool's run is the session's ``electra_compare`` (tests/conftest.py), shared with test_compare_e2e.py:
 # on one worker under ``pytest -n``, so that it runs once.
-pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.xdist_group("electra-compare")]
-pytest.importorskip("ray")
+pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.xdist_group("electra-compare"), NEEDS_RAY]
 
 
 def results(run: Path) -> dict[str, Any]:

@@ -32,6 +32,7 @@ def test_no_host_module_imports_torch() -> None:
     assert imported == {module: [] for module in HOST_MODULES}
 
 
+@pytest.mark.xdist_group("torch-in-process")  # torch in the test process: one worker imports it
 def test_suite_options_match_the_model_specs() -> None:
     """The torch-free names are the ones the stage can build (hf_models refuses to import otherwise)."""
     pytest.importorskip("torch")

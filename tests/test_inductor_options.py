@@ -18,6 +18,9 @@ from analysis.errors import UserError
 from prbench import inductor_options
 from prbench.inductor_options import check_inductor_config
 
+# The tests of the host's torch import it in the test process: one xdist worker imports it for all of them.
+pytestmark = pytest.mark.xdist_group("torch-in-process")
+
 WHERE = "recipes/x.toml: key 'inductor_config'"
 
 

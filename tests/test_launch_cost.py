@@ -7,6 +7,7 @@ import csv
 import textwrap
 from pathlib import Path
 
+import pytest
 from test_cpp_replay import GRAPH
 
 from analysis.kernel_index import INDEX_COLUMNS
@@ -52,6 +53,7 @@ def organized(root: Path, graph_text: str | None) -> Path:
     return root
 
 
+@pytest.mark.xdist_group("torch-in-process")  # torch in the test process: one worker imports it
 def test_the_cost_is_the_wall_time_of_a_launch_minus_the_kernels_own_time(tmp_path: Path) -> None:
     root = organized(tmp_path / "organized", SLOW_LAUNCH)
 

@@ -19,10 +19,10 @@ import pytest
 
 from prbench.executors import RunnerSpec, ShardOutcome, ShardTask, StageStep
 from prbench.runners import OWNER_LABEL, RUN_LABEL, SHARD_LABEL, SIDE_LABEL, StageCommand
-from tests.ray_support import local_cluster
+from tests.ray_support import NEEDS_RAY, local_cluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.docker, pytest.mark.xdist_group("ray-executor")]
-pytest.importorskip("ray")
+pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.docker, pytest.mark.xdist_group("ray-executor"),
+              NEEDS_RAY]
 
 BASE_IMAGE = "prbench-test/bookworm:base"
 KEY = "kernels round 1 shard 1/1"

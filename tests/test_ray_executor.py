@@ -16,12 +16,11 @@ from analysis.paired_rounds import read_round
 from prbench.executors import ShardOutcome
 from prbench.executors.local_pool import LocalPool
 from prbench.shard_rounds import run_shards
-from tests.ray_support import local_cluster
+from tests.ray_support import NEEDS_RAY, local_cluster
 from tests.shard_support import kernel_block, model_block, round_shape, shards_of, write_fake_plan
 
 # A real cluster: out of the unit tier; under ``pytest -n`` the module's tests share one worker, and so its cluster.
-pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.xdist_group("ray-executor")]
-ray = pytest.importorskip("ray")
+pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.xdist_group("ray-executor"), NEEDS_RAY]
 
 
 @pytest.fixture(scope="module")

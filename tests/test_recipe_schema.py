@@ -224,6 +224,7 @@ def test_a_build_resolves_patches_by_the_same_rule(patches_dir: Path) -> None:
 # --- Inductor settings ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.xdist_group("torch-in-process")  # torch in the test process: one worker imports it
 def test_a_misspelt_inductor_setting_fails_naming_the_file_and_the_setting(tmp_path: Path) -> None:
     pytest.importorskip("torch._inductor.config")
     path = write(tmp_path, set_key(docker_recipe(), "inductor_config", {"triton.cudagraph": False}))
