@@ -23,12 +23,12 @@ Columns:
 
 Goals: total within 2× of the parse limit; ≥ 3× faster than HTA; peak memory ≤ 2× the file size.
 
-Measured 2026-11-25 on the shared 2-core box while other work loaded it (orjson + isal, ``--skip-hta --repeat 3``;
-wall times there swing up to 2× from run to run, so three benchmark runs each, the first with 1 MB runs):
-``--size-mb 281``: prbench / limit 2.00×, 3.09×, 1.40× (the reader before the column-wise runs: 3.13× in the run
-beside the second), peak 323–335 MiB (1.15–1.19× the file); ``--size-mb 60 --gzip``: 2.68×, 1.47×, 2.12×
-(before: 3.38×), peak 127–140 MiB. In CPU time (``time.process_time``, three interleaved rounds on the 281 MB
-trace) prbench took 4.70 s, the previous reader 6.13 s and the limit 2.04 s (medians): 2.3×.
+Measured 2026-11-26 on the shared 2-core box (orjson + isal, ``--skip-hta --repeat 5``, alternating rounds):
+``--size-mb 281``: prbench / limit 1.95x, 1.89x idle and 1.90x beside ``background_load.py --workers 1``
+(single rounds 1.58x–2.39x; the limit 2.1–2.4 s idle, prbench 4.1–5.4 s), peak 326 MiB (1.16x the file);
+``--size-mb 60 --gzip``: 2.18x (rounds 1.57x–2.53x; the imports of numpy and pandas are about 0.4 s of its
+1.6 s). The limit of the same 281 MB file took 3.0–3.4 s an hour before these runs (and prbench 4.3–7.0 s,
+one column after the other, 1.59x): quote the ratio of alternating rounds, not a time.
 """
 
 from __future__ import annotations
