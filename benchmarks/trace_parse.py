@@ -240,7 +240,7 @@ def prepared_trace(args: argparse.Namespace, trace_dir: Path) -> tuple[Path, int
     target = trace_dir / ("rank-0.json.gz" if args.gzip else "rank-0.json")
     t0 = time.perf_counter()
     if args.reuse:
-        if not (args.workdir and target.exists()):
+        if not target.exists():
             raise SystemExit(f"--reuse: no {target.name} in {trace_dir} (build it first with --workdir and --keep)")
         with gzip.open(target) if args.gzip else open(target, "rb") as fh:
             size = sum(map(len, iter(lambda: fh.read(1 << 24), b"")))
@@ -274,10 +274,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true",
                         help="use (and keep) the trace a --keep run left in --workdir (then --size-mb is ignored)")
     args = parser.parse_args(argv)
+    if args.reuse and args.workdir is None:
+        parser.error("--reuse needs the --workdir of the --keep run")
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="trace-parse-"))
     trace_dir = workdir / "trace"
-    trace_dir.mkdir(parents=True, exist_ok=True)
+    if not args.reuse:
+        trace_dir.mkdir(parents=True, exist_ok=True)
     try:
         target, size = prepared_trace(args, trace_dir)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
