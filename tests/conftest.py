@@ -69,6 +69,17 @@ def electra_compare(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, sub
     return run_electra_compare(tmp_path_factory.mktemp("electra"))
 
 
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[str]:
+    """The address of a one-node Ray cluster on this machine with two fake GPUs, for one test module; a test that
+    asks for it is skipped without the ray extra (its module may hold tests that need no Ray)."""
+    pytest.importorskip("ray")
+    from tests.ray_support import local_cluster
+
+    with local_cluster(gpus=2) as address:
+        yield address
+
+
 @pytest.fixture
 def python_handles_ctrl_c() -> Iterator[None]:
     """Ctrl-C raises KeyboardInterrupt here, also when pytest runs as a background job: there SIGINT is ignored,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -101,26 +100,17 @@ def test_invoke_kernels_in_shards_on_two_cpu_devices(tmp_path: Path) -> None:
     assert {name: (tmp_path / "out" / name).read_text() for name in RESULTS} == expected
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    pytest.importorskip("ray")
-    from tests.ray_support import local_cluster
-
-    with local_cluster(gpus=2) as address:
-        yield address
-
-
 @pytest.mark.integration
 @pytest.mark.ray
 @pytest.mark.xdist_group("ray-executor")  # one worker starts the Ray clusters of these modules, one at a time
-def test_the_kernel_shards_spread_over_the_ray_actors_and_give_the_files_of_one_stage(cluster: str,
+def test_the_kernel_shards_spread_over_the_ray_actors_and_give_the_files_of_one_stage(ray_cluster: str,
                                                                                      tmp_path: Path) -> None:
     from prbench.executors.ray_cluster import RayExecutor
 
     organized = organized_with_missing_graphs(tmp_path / "organized", kernels=8)
     expected = one_stage(organized, tmp_path / "one")
     lines: list[str] = []
-    executor = RayExecutor(cluster, platform="cpu", say=lines.append)
+    executor = RayExecutor(ray_cluster, platform="cpu", say=lines.append)
     try:
         time_kernels(request_for(organized, tmp_path / "ray"), 1, executor, lines.append)
     finally:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import _thread
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,17 +15,11 @@ from analysis.paired_rounds import read_round
 from prbench.executors import ShardOutcome
 from prbench.executors.local_pool import LocalPool
 from prbench.shard_rounds import run_shards
-from tests.ray_support import NEEDS_RAY, local_cluster
+from tests.ray_support import NEEDS_RAY
 from tests.shard_support import kernel_block, model_block, round_shape, shards_of, write_fake_plan
 
 # A real cluster: out of the unit tier; under ``pytest -n`` the module's tests share one worker, and so its cluster.
 pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.xdist_group("ray-executor"), NEEDS_RAY]
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    with local_cluster(gpus=2) as address:
-        yield address
 
 
 def on_ray(address: str, rounds, lines: list[str] | None = None) -> list[ShardOutcome]:
@@ -54,7 +47,7 @@ def files_under(directory: Path) -> list[str]:
     return sorted(str(p.relative_to(directory)) for p in directory.rglob("*.json"))
 
 
-def test_kernel_and_model_rounds_spread_over_the_actors_and_match_the_local_pool(cluster: str,
+def test_kernel_and_model_rounds_spread_over_the_actors_and_match_the_local_pool(ray_cluster: str,
                                                                                 tmp_path: Path) -> None:
     kernels = [kernel_block(f"k{i}") for i in range(4)]
     models = [model_block(m) for m in ("ModelA", "ModelB")]
@@ -68,7 +61,7 @@ def test_kernel_and_model_rounds_spread_over_the_actors_and_match_the_local_pool
                              kind="models")]
         runs[executor] = (run, rounds)
     on_local_pool(runs["local"][1])
-    outcomes = on_ray(cluster, runs["ray"][1])
+    outcomes = on_ray(ray_cluster, runs["ray"][1])
 
     assert len({o.slot for o in outcomes}) == 2  # both actors took shards
     assert len(outcomes) == 2 * 2 + 2
@@ -79,12 +72,12 @@ def test_kernel_and_model_rounds_spread_over_the_actors_and_match_the_local_pool
     assert all(s["node"] and s["device"] == "cpu" and s["cpus"] for s in shards)
 
 
-def test_an_actor_killed_mid_run_costs_only_its_shard(cluster: str, tmp_path: Path) -> None:
+def test_an_actor_killed_mid_run_costs_only_its_shard(ray_cluster: str, tmp_path: Path) -> None:
     blocks = [kernel_block("k0"), kernel_block("k1", behave="kill-grandparent", marker=str(tmp_path / "killed")),
               kernel_block("k2"), kernel_block("k3")]
     rounds = shards_of(tmp_path, write_fake_plan(tmp_path, blocks), 4, shard_size=1)
     lines: list[str] = []
-    outcomes = on_ray(cluster, rounds, lines)
+    outcomes = on_ray(ray_cluster, rounds, lines)
 
     assert (tmp_path / "killed").exists()  # the actor running shard 2 was killed with SIGKILL
     attempts = {o.key: o.attempts for o in outcomes}
@@ -96,13 +89,13 @@ def test_an_actor_killed_mid_run_costs_only_its_shard(cluster: str, tmp_path: Pa
         (f"pointwise/k{i}.py", side) for i in range(4) for side in ("base", "pr")}
 
 
-def test_ctrl_c_stops_the_cluster_work_and_keeps_the_finished_shards(cluster: str, tmp_path: Path,
+def test_ctrl_c_stops_the_cluster_work_and_keeps_the_finished_shards(ray_cluster: str, tmp_path: Path,
                                                                      python_handles_ctrl_c) -> None:
     from prbench.executors.ray_cluster import RayExecutor
 
     blocks = [kernel_block("k0"), kernel_block("k1", behave="sleep", sleep_s=120)]
     rounds = shards_of(tmp_path, write_fake_plan(tmp_path, blocks), 2, shard_size=1)
-    executor = RayExecutor(cluster, platform="cpu", say=lambda line: None)
+    executor = RayExecutor(ray_cluster, platform="cpu", say=lambda line: None)
 
     def press_ctrl_c() -> None:
         deadline = time.monotonic() + 60

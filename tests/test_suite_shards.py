@@ -17,7 +17,7 @@ import sys
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -335,15 +335,6 @@ def test_two_cpu_devices_of_the_local_pool_give_the_suite_of_one_stage(one_stage
     assert again == []  # finished shards are never redone
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    pytest.importorskip("ray")
-    from tests.ray_support import local_cluster
-
-    with local_cluster(gpus=2) as address:
-        yield address
-
-
 def kill_the_actor_of(record: Path, log: Path, killed: Path) -> None:
     """Once the shard writing ``record`` started compiling, SIGKILL the Ray actor that runs its stage (the stage's
     parent); its stage dies with it."""
@@ -378,7 +369,7 @@ def _parent_of(pid: int) -> int:
 @pytest.mark.ray
 @pytest.mark.xdist_group("suite-shards")
 def test_a_ray_cluster_gives_the_same_suite_and_retries_the_shard_whose_actor_was_killed(
-        one_stage: dict[str, Any], cluster: str, tmp_path: Path) -> None:
+        one_stage: dict[str, Any], ray_cluster: str, tmp_path: Path) -> None:
     from prbench.executors.ray_cluster import RayExecutor
 
     shards = shards_for(tmp_path / "base")
@@ -386,7 +377,7 @@ def test_a_ray_cluster_gives_the_same_suite_and_retries_the_shard_whose_actor_wa
     threading.Thread(target=kill_the_actor_of, daemon=True, args=(
         shards.record(1), tmp_path / "base" / "logs" / "suite-shard-002.log", killed)).start()
     lines: list[str] = []
-    executor = RayExecutor(cluster, platform="cpu", say=lines.append)
+    executor = RayExecutor(ray_cluster, platform="cpu", say=lines.append)
     try:
         outcomes = run_spread(shards, executor, lines)
     finally:
