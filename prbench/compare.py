@@ -44,6 +44,7 @@ from prbench.shard_rounds import (
     round_shards,
     run_shards,
     run_tasks,
+    time_in_shards,
 )
 from prbench.stage_commands import (
     launch_cost_command,
@@ -342,6 +343,7 @@ def _run_suites(sides: list[_Side], request: CompareRequest, upstream_src: Path 
             spec.command = None
             spec.host = partial(shards.merge, Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"]))
             spec.summarize = partial(_sharded_summary, prepared.directory, shards)
+            spec.ran_before = lambda shards=shards: time_in_shards(shards.placements())
             if side.pipeline.stage_pending(prepared, spec):
                 shards.clear(keep_current=not side.pipeline.forced(spec))
                 pending.append((side, spec, shards))
@@ -443,7 +445,8 @@ def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run
                 shard_sets[number].clear(keep_current=True)
 
         specs.append(StageSpec(name=f"{kind}-round-{number}", inputs=inputs, outputs=outputs, host=merge,
-                               summarize=partial(_round_summary, outputs), reset=reset))
+                               summarize=partial(_round_summary, outputs), reset=reset,
+                               ran_before=partial(_round_time, outputs)))
     pending = [spec for spec in specs if pipeline.joint_pending(spec)]
     if pending:
         plan_path = run.path(JOINT, kind, "plan.json")
@@ -476,6 +479,11 @@ def _remove(paths: list[Path]) -> None:
 def _round_summary(paths: list[Path]) -> dict[str, Any]:
     visits = [v for record in read_rounds(paths) for v in record.visits]
     return {"visits": len(visits), "failed": sum(1 for v in visits if v.error)}
+
+
+def _round_time(paths: list[Path]) -> tuple[str, float] | None:
+    """When the round's shards ran (its stage only merges their records)."""
+    return time_in_shards([shard for record in read_rounds(paths) for shard in record.shards])
 
 
 def _side_rounds(run: Run, kind: str, side: str, request: CompareRequest) -> list[Path]:

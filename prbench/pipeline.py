@@ -87,6 +87,9 @@ class StageSpec:
     host: Callable[[], None] | None = None
     # A joint stage's commands in order, each with the runner it runs in (docker: one per side, in its image).
     commands: Callable[[], list[tuple[Runner, StageCommand]]] | None = None
+    # A stage that records work done before it (its shards, run by an executor; ``host`` only merges them): when
+    # that work began and for how long it ran, which the manifest shows as the stage's (None: not known).
+    ran_before: Callable[[], tuple[str, float] | None] | None = None
 
 
 @dataclass
@@ -178,6 +181,9 @@ class Pipeline:
                     raise UserError(f"stage {key} finished but did not write {self.run.relative(missing[0])}")
                 record.outputs = [self.run.relative(p) for p in spec.outputs]
                 record.summary = spec.summarize()
+                earlier = spec.ran_before() if spec.ran_before is not None else None
+                if earlier is not None:
+                    record.started, record.duration_s = earlier
             except Exception:  # not KeyboardInterrupt: an interrupted attempt is resumed from what it wrote
                 _discard_outputs(spec)
                 raise

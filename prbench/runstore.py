@@ -158,7 +158,9 @@ class Run:
     def stage(self, key: str, inputs: dict[str, Any]) -> Iterator[StageRecord]:
         """Record a stage around the block: running → done / failed / interrupted, with timings.
 
-        The block fills ``record.outputs`` (paths relative to the run directory) and ``record.summary``.
+        The block fills ``record.outputs`` (paths relative to the run directory) and ``record.summary``. A block
+        recording work that ran before the stage (shards on an executor) sets ``record.started`` and
+        ``record.duration_s`` to that work's; the block's own time is added to it.
         Starting a stage retires the run's report: what it was made from is being recomputed.
         """
         self.retire_report()
@@ -180,7 +182,7 @@ class Run:
         rec.status = status
         rec.error = error
         rec.finished = _now()
-        rec.duration_s = round(time.monotonic() - t0, 3)
+        rec.duration_s = round(rec.duration_s + time.monotonic() - t0, 3)
         self.save()
 
     def _finish_after_error(self, rec: StageRecord, status: str, t0: float, error: str) -> None:

@@ -15,6 +15,9 @@ the facts each node reported, for the run's ``lock.json`` (``nodes``) and the re
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
+import math
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -174,6 +177,29 @@ def node_summary(round_paths: list[Path], heard: NodeFacts, earlier: dict[str, A
         if facts:
             entry["facts"] = facts
     return nodes
+
+
+def time_in_shards(placements: list[dict[str, Any]]) -> tuple[str, float] | None:
+    """(start of the first shard, seconds during which at least one shard ran) from shards' placements (a round's
+    ``shards``, a sharded suite's): shards side by side count once, the pause between an interrupted invocation and
+    the one that resumed it not at all. None when no placement carries its start and wall time."""
+    import numpy as np  # numpy, here and in the interval union: imported once a sharded stage is recorded
+
+    from analysis.traces.timeline import union_length
+
+    pieces = []
+    for shard in placements:
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            started = dt.datetime.fromisoformat(str(shard["started_at"]))
+            wall = float(shard["wall_s"])
+            if started.tzinfo is not None and math.isfinite(wall) and wall >= 0:
+                pieces.append((started, str(shard["started_at"]), wall))
+    if not pieces:
+        return None
+    first = min(pieces)
+    starts = np.array([round((started - first[0]).total_seconds() * 1e6) for started, _, _ in pieces], dtype=np.int64)
+    ends = starts + np.array([round(wall * 1e6) for _, _, wall in pieces], dtype=np.int64)
+    return first[1], union_length(starts, ends) / 1e6
 
 
 def _device_label(shard: dict[str, Any]) -> str:

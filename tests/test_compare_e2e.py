@@ -66,6 +66,12 @@ def test_compare_writes_a_pr_ready_report(compared):
             assert all(side == ("base" if (block + record["round"] + p) % 2 == 0 else "pr")
                        for (p, block), side in first.items())
             assert record["workers"]["base"]["cpus"] == record["workers"]["pr"]["cpus"]
+            # The round's stage only merged what its shard timed: `invoke status` shows when the shard ran and for
+            # how long, not the merge's instant.
+            (shard,) = record["shards"]
+            stage = manifest["stages"][f"pair/{kind}-round-{record['round']}"]
+            assert stage["started"] == shard["started_at"] and shard["wall_s"] <= stage["duration_s"] < \
+                shard["wall_s"] + 5
     samples = json.loads((run / "base" / "kernel_samples.json").read_text())
     assert samples and all(len(rounds) == 3 for rounds in samples.values())
     paired = json.loads((run / "pr" / "suite" / "paired_samples.json").read_text())

@@ -17,7 +17,7 @@ from analysis.round_shards import block_ranges, parse_block_ranges, partition_bl
 from prbench.executors import ShardOutcome, check_executor, open_executor
 from prbench.executors.local_pool import LocalPool
 from prbench.executors.node import cpu_slots
-from prbench.shard_rounds import run_shards
+from prbench.shard_rounds import run_shards, time_in_shards
 from tests.shard_support import kernel_block, model_block, round_shape, shards_of, write_fake_plan
 
 
@@ -79,6 +79,15 @@ def test_model_rounds_shard_by_model_and_prepare_only_their_own(tmp_path: Path) 
     # the merged round keeps every shard's first-call times: the report's compile spread sees all three models
     assert {side: sorted(models) for side, models in record.compiles.items()} == {
         "base": ["ModelA", "ModelB", "ModelC"], "pr": ["ModelA", "ModelB", "ModelC"]}
+
+
+def test_a_rounds_time_counts_shards_side_by_side_once_and_no_pause_between_invocations() -> None:
+    shards = [{"started_at": "2026-11-26T10:00:00+00:00", "wall_s": 20.0},  # two devices at once
+              {"started_at": "2026-11-26T10:00:05+00:00", "wall_s": 30.0},
+              {"started_at": "2026-11-26T12:00:00+00:00", "wall_s": 10.0},  # resumed two hours later
+              {"device": "cpu"}, {"started_at": "not a time", "wall_s": 1.0}]  # say nothing of their time
+    assert time_in_shards(shards) == ("2026-11-26T10:00:00+00:00", 45.0)
+    assert time_in_shards(shards[3:]) is None
 
 
 def test_finished_shards_are_never_redone(tmp_path: Path) -> None:

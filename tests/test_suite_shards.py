@@ -253,6 +253,11 @@ def test_compare_hands_both_sides_shards_to_the_executor_at_once_and_keeps_a_fin
         with tarfile.open(tmp_path / "r" / side / "inductor-cache.tar.gz") as tar:
             assert sorted(tar.getnames()) == [f"inductor-cache/{m}.py" for m in sorted(TWO.split(","))]
     assert len(placements) == 4
+    # Each side's suite stage only merged its shards: the manifest says when they ran and for how long.
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    for side in ("base", "pr"):
+        stage = manifest["stages"][f"{side}/suite"]
+        assert stage["started"] == "2026-01-01T00:00:00+00:00" and 1.0 <= stage["duration_s"] < 5
     nodes = node_summary([], NodeFacts({"n1": {"host": "n1"}}), {}, placements)
     assert nodes == {"n1": {"devices": ["CPU 0"], "shards": 4, "facts": {"host": "n1"}}}
 
