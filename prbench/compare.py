@@ -333,8 +333,8 @@ def _run_suites(sides: list[_Side], request: CompareRequest, upstream_src: Path 
     together, then each side's stage merges its shards (``prbench.suite_shards``)."""
     shard_size = _suite_shard_size(request, rounds)
     specs = [_suite_spec(side, request, upstream_src) for side in sides]
+    pending: list[tuple[_Side, StageSpec, SuiteShards]] = []
     if shard_size:
-        pending: list[tuple[_Side, StageSpec, SuiteShards]] = []
         for side, spec in zip(sides, specs, strict=True):
             prepared = side.prepared
             shards = suite_shards(prepared.variant.name, prepared.directory,
@@ -343,10 +343,16 @@ def _run_suites(sides: list[_Side], request: CompareRequest, upstream_src: Path 
             spec.command = None
             spec.host = partial(shards.merge, Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"]))
             spec.summarize = partial(_sharded_summary, prepared.directory, shards)
-            spec.ran_before = lambda shards=shards: time_in_shards(shards.placements())
+            spec.ran_before = partial(_suite_time, shards)
             if side.pipeline.stage_pending(prepared, spec):
                 shards.clear(keep_current=not side.pipeline.forced(spec))
                 pending.append((side, spec, shards))
+    if not pending:
+        _record_suites(sides, specs)
+        return
+    # A spread suite shows as running while its shards run (its stage only merges them).
+    with sides[0].pipeline.run.running_elsewhere(dict(s.pipeline.stage_entry(s.prepared, spec)
+                                                      for s, spec, _ in pending)):
         tasks = [shards.task(i) for _, _, shards in pending for i in shards.missing()]
         try:
             run_tasks(tasks, rounds.executor(), rounds.say, "suite", f"suite shards of {len(pending)} side(s)",
@@ -357,8 +363,17 @@ def _run_suites(sides: list[_Side], request: CompareRequest, upstream_src: Path 
                 if not shards.missing():
                     side.suite_hash = side.pipeline.run_stage(side.prepared, spec)
             raise
+        _record_suites(sides, specs)
+
+
+def _record_suites(sides: list[_Side], specs: list[StageSpec]) -> None:
     for side, spec in zip(sides, specs, strict=True):
         side.suite_hash = side.pipeline.run_stage(side.prepared, spec)
+
+
+def _suite_time(shards: SuiteShards) -> tuple[str, float] | None:
+    """When the side's suite shards ran (its stage only merges them)."""
+    return time_in_shards(shards.placements())
 
 
 def _sharded_summary(directory: Path, shards: SuiteShards) -> dict[str, Any]:
@@ -448,27 +463,30 @@ def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run
                                summarize=partial(_round_summary, outputs), reset=reset,
                                ran_before=partial(_round_time, outputs)))
     pending = [spec for spec in specs if pipeline.joint_pending(spec)]
-    if pending:
-        plan_path = run.path(JOINT, kind, "plan.json")
-        the_plan = build_plan()
-        write_plan(plan_path, the_plan)
-        runners = [SideRunner(s.prepared.variant.name, s.runner_spec) for s in sides]
-        for number, spec in enumerate(specs, start=1):
-            shard_sets[number] = round_shards(kind, number, input_hash(dict(spec.inputs)), run.path(JOINT, kind),
-                                              plan_path, len(the_plan.blocks), request.shard_size, runners,
-                                              apart=request.recipe.is_docker, logs=run.path(JOINT, "logs"))
-        todo = [shard_sets[int(spec.name.rsplit("-", 1)[1])] for spec in pending]
-        for shards in todo:
-            shards.clear(keep_current=not pipeline.forced(specs[shards.number - 1]))
-        try:
-            run_shards(todo, rounds.executor(), rounds.say, rounds.heard.add)
-        except BaseException:
-            # Interrupted, or a shard failed: the rounds whose shards all finished are recorded all the same.
-            for spec, shards in zip(specs, shard_sets.values(), strict=True):
-                if spec in pending and not shards.missing():
-                    pipeline.run_joint_stage(spec)
-            raise
-    return [pipeline.run_joint_stage(spec) for spec in specs]
+    # The pending rounds show as running while their shards run (their stages only merge the shards' records).
+    with run.running_elsewhere(dict(map(pipeline.joint_entry, pending))):
+        if pending:
+            plan_path = run.path(JOINT, kind, "plan.json")
+            the_plan = build_plan()
+            write_plan(plan_path, the_plan)
+            runners = [SideRunner(s.prepared.variant.name, s.runner_spec) for s in sides]
+            for number, spec in enumerate(specs, start=1):
+                shard_sets[number] = round_shards(kind, number, input_hash(dict(spec.inputs)),
+                                                  run.path(JOINT, kind), plan_path, len(the_plan.blocks),
+                                                  request.shard_size, runners, apart=request.recipe.is_docker,
+                                                  logs=run.path(JOINT, "logs"))
+            todo = [shard_sets[int(spec.name.rsplit("-", 1)[1])] for spec in pending]
+            for shards in todo:
+                shards.clear(keep_current=not pipeline.forced(specs[shards.number - 1]))
+            try:
+                run_shards(todo, rounds.executor(), rounds.say, rounds.heard.add)
+            except BaseException:
+                # Interrupted, or a shard failed: the rounds whose shards all finished are recorded all the same.
+                for spec, shards in zip(specs, shard_sets.values(), strict=True):
+                    if spec in pending and not shards.missing():
+                        pipeline.run_joint_stage(spec)
+                raise
+        return [pipeline.run_joint_stage(spec) for spec in specs]
 
 
 def _remove(paths: list[Path]) -> None:

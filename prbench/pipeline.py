@@ -130,7 +130,6 @@ class Pipeline:
 
     def run_stage(self, prepared: PreparedVariant, spec: StageSpec) -> str:
         """Run one stage unless it is already done with the same inputs; return its input hash."""
-        inputs = {"variant": prepared.variant.identity_hash(), **spec.inputs}
 
         def execute() -> None:
             if spec.host is not None:
@@ -138,13 +137,23 @@ class Pipeline:
             else:
                 self._run_command(prepared, spec)
 
-        return self._run_recorded(f"{prepared.variant.name}/{spec.name}", inputs, spec, execute)
+        return self._run_recorded(*self.stage_entry(prepared, spec), spec, execute)
 
     def run_joint_stage(self, spec: StageSpec) -> str:
         """Run a stage of the whole run (``pair/<name>``) unless it is already done with the same inputs; its
         ``host`` step, or else its ``commands``."""
         execute = spec.host if spec.host is not None else lambda: self._run_joint(spec)
-        return self._run_recorded(f"{JOINT}/{spec.name}", dict(spec.inputs), spec, execute)
+        return self._run_recorded(*self.joint_entry(spec), spec, execute)
+
+    @staticmethod
+    def stage_entry(prepared: PreparedVariant, spec: StageSpec) -> tuple[str, dict[str, Any]]:
+        """The manifest key of one side's stage and the inputs it is recorded (and skipped) by."""
+        return f"{prepared.variant.name}/{spec.name}", {"variant": prepared.variant.identity_hash(), **spec.inputs}
+
+    @staticmethod
+    def joint_entry(spec: StageSpec) -> tuple[str, dict[str, Any]]:
+        """The manifest key of a stage of the whole run and the inputs it is recorded (and skipped) by."""
+        return f"{JOINT}/{spec.name}", dict(spec.inputs)
 
     def forced(self, spec: StageSpec) -> bool:
         # "--force kernels" also redoes the timing rounds "kernels-round-1", "kernels-round-2", ...
@@ -152,16 +161,17 @@ class Pipeline:
 
     def stage_digest(self, prepared: PreparedVariant, spec: StageSpec) -> str:
         """The input hash ``run_stage(prepared, spec)`` records (and skips by)."""
-        return input_hash({"variant": prepared.variant.identity_hash(), **spec.inputs})
+        return input_hash(self.stage_entry(prepared, spec)[1])
 
     def stage_pending(self, prepared: PreparedVariant, spec: StageSpec) -> bool:
         """Whether ``run_stage(prepared, spec)`` would run it (not done with the same inputs, or forced)."""
-        key = f"{prepared.variant.name}/{spec.name}"
-        return self.forced(spec) or not self.run.is_done(key, self.stage_digest(prepared, spec))
+        key, inputs = self.stage_entry(prepared, spec)
+        return self.forced(spec) or not self.run.is_done(key, input_hash(inputs))
 
     def joint_pending(self, spec: StageSpec) -> bool:
         """Whether ``run_joint_stage(spec)`` would run it (not done with the same inputs, or forced)."""
-        return self.forced(spec) or not self.run.is_done(f"{JOINT}/{spec.name}", input_hash(dict(spec.inputs)))
+        key, inputs = self.joint_entry(spec)
+        return self.forced(spec) or not self.run.is_done(key, input_hash(inputs))
 
     def _run_recorded(self, key: str, inputs: dict[str, Any], spec: StageSpec, execute: Callable[[], None]) -> str:
         digest = input_hash(inputs)

@@ -178,6 +178,34 @@ class Run:
             raise
         self._finish(rec, StageStatus.DONE, t0, "")
 
+    @contextlib.contextmanager
+    def running_elsewhere(self, stages: dict[str, dict[str, Any]]) -> Iterator[None]:
+        """Show stages as running for the block (``invoke status`` reads them) while their work runs elsewhere:
+        shards on an executor, each stage recorded (``stage``) once its shards are merged. A stage the block
+        leaves unrecorded ends interrupted, or failed with the error that ended the block."""
+        if not stages:
+            yield
+            return
+        self.retire_report()
+        started, t0 = _now(), time.monotonic()
+        marks = {key: StageRecord(status=StageStatus.RUNNING, input_hash=input_hash(inputs), started=started)
+                 for key, inputs in stages.items()}
+        self.manifest.stages.update(marks)
+        self.save()
+        try:
+            yield
+        except KeyboardInterrupt:
+            self._end_unrecorded(marks, StageStatus.INTERRUPTED, t0, "interrupted by the user")
+            raise
+        except BaseException as exc:
+            self._end_unrecorded(marks, StageStatus.FAILED, t0, _one_line(exc))
+            raise
+
+    def _end_unrecorded(self, marks: dict[str, StageRecord], status: str, t0: float, error: str) -> None:
+        for key, rec in marks.items():
+            if self.manifest.stages.get(key) is rec:  # no stage recorded it since
+                self._finish_after_error(rec, status, t0, error)
+
     def _finish(self, rec: StageRecord, status: str, t0: float, error: str) -> None:
         rec.status = status
         rec.error = error

@@ -19,7 +19,10 @@ _STYLE = {
 def print_status(run: Run, console: Console | None = None) -> None:
     console = console or Console()
     table = Table(title=f"run {run.run_id} ({run.root})")
-    for column in ("stage", "status", "duration", "outputs", "note"):
+    # The stage, its status and its duration stay whole on a narrow terminal; outputs and notes wrap.
+    for column in ("stage", "status", "duration"):
+        table.add_column(column, no_wrap=True)
+    for column in ("outputs", "note"):
         table.add_column(column)
     # The manifest is stored key-sorted; show stages in the order they ran.
     for key, rec in sorted(run.manifest.stages.items(), key=lambda item: (item[1].started, item[0])):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import invoke_in_process
 from rich.console import Console
 
 from analysis.kernel_index import IndexRow, write_index
@@ -172,9 +174,11 @@ class FakeRunner:
     name = "fake"
 
     def __init__(self, calls: list[tuple[int, str]], interrupt: int | None = None,
-                 crash: set[tuple[int, str]] | None = None) -> None:
+                 crash: set[tuple[int, str]] | None = None, status_of: Path | None = None) -> None:
         self.calls, self.interrupt, self.crash = calls, interrupt, crash or set()
         self.local = LocalRunner()
+        # With a runs directory: what ``invoke status --run r`` printed as each round's stage ran
+        self.status_of, self.statuses = status_of, list[str]()
 
     def environment(self, command: StageCommand) -> dict[str, str]:
         return self.local.environment(command)
@@ -184,6 +188,8 @@ class FakeRunner:
         args = dict(zip(command.args[::2], command.args[1::2], strict=True))
         number = int(args["--round"])
         self.calls.append((number, args["--sides"]))
+        if self.status_of is not None:
+            self.statuses.append(invoke_in_process("status", "--runs-dir", str(self.status_of), "--run", "r").stdout)
         if number == self.interrupt:
             raise KeyboardInterrupt
         plan = replace(read_plan(Path(args["--plan"])), worker="tests.fake_paired_worker")
@@ -228,12 +234,17 @@ def request(tmp_path: Path, recipe: str = "cpu-local", rounds: int = 3, passes: 
 
 def test_an_interrupted_round_is_redone_and_finished_rounds_are_kept(tmp_path: Path) -> None:
     calls: list[tuple[int, str]] = []
-    runner = FakeRunner(calls, interrupt=3)
+    runner = FakeRunner(calls, interrupt=3, status_of=tmp_path / "runs")
     sides, run, _ = sides_of(tmp_path, runner)
     with pytest.raises(KeyboardInterrupt):
         _time_kernels(sides, request(tmp_path), run, rounds_on(sides, run, tmp_path))
+    # While the shards ran, `invoke status` showed every round still to do as running.
+    for status in runner.statuses:
+        assert all(re.search(rf"pair/kernels-round-{n} +│ running", status) for n in (1, 2, 3)), status
     assert run.record("pair/kernels-round-2").status == StageStatus.DONE
-    assert run.record("pair/kernels-round-3") is None  # its shard left nothing: nothing to record
+    interrupted = run.record("pair/kernels-round-3")  # its shard left nothing but the stage says what happened
+    assert interrupted is not None and (interrupted.status, interrupted.error) == (StageStatus.INTERRUPTED,
+                                                                                   "interrupted by the user")
 
     calls.clear()
     sides, run, console = sides_of(tmp_path, FakeRunner(calls))

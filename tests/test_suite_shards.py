@@ -268,6 +268,9 @@ def test_after_ctrl_c_a_side_whose_shards_finished_is_recorded_and_only_the_rest
         compare_suites(tmp_path, interrupted)
     assert (tmp_path / "r" / "base" / "suite" / "suite.csv").is_file()
     assert not (tmp_path / "r" / "pr" / "suite" / "suite.csv").exists()
+    stages = json.loads((tmp_path / "r" / "manifest.json").read_text())["stages"]
+    assert stages["base/suite"]["status"] == "done"
+    assert (stages["pr/suite"]["status"], stages["pr/suite"]["error"]) == ("interrupted", "interrupted by the user")
 
     resumed = CompilingExecutor()
     compare_suites(tmp_path, resumed)
