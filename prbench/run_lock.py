@@ -191,6 +191,26 @@ def _read_holder(fd: int) -> Holder | None:
         time.sleep(0.02)
 
 
+def holder_of(run_dir: Path) -> Holder | None:
+    """Who is writing the run now, as far as the lock file tells without taking the lock (``invoke status`` must
+    never make a starting writer fail): the holder it names, unless that process is gone from this machine. A
+    holder that let go cleared the file; one that was killed left its line behind, naming a pid that no longer
+    runs (a pid reused since is taken for the holder: the line is only for display)."""
+    try:
+        holder = Holder.parse((Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
+    if holder is None or (holder.host and holder.host != socket.gethostname()):
+        return holder  # another machine's process (a shared file system): it cannot be checked from here
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # it runs, as another user
+    return holder
+
+
 @contextlib.contextmanager
 def locked_runs(run_dirs: list[Path], flag: str = "--run") -> Iterator[None]:
     """Hold the locks of several runs (those that exist) for the block; a task writing into them calls this first."""

@@ -1,24 +1,36 @@
-"""``invoke status``: a table of a run's stages from its manifest."""
+"""``invoke status``: a table of a run's stages from its manifest, and whether a process is writing the run now."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 from rich.console import Console
 from rich.table import Table
 
-from prbench.runstore import Run, StageStatus
+from prbench.run_lock import holder_of
+from prbench.runstore import Run, StageRecord, StageStatus
 
+STOPPED = "stopped"  # recorded as running, but no process is writing the run any more
 _STYLE = {
     StageStatus.DONE: "green",
     StageStatus.RUNNING: "yellow",
     StageStatus.FAILED: "red",
     StageStatus.INTERRUPTED: "magenta",
     StageStatus.STALE: "dim",
+    STOPPED: "magenta",
 }
+_STOPPED_NOTE = ("no process is writing this run: the one that ran this stage ended without recording it "
+                 "(killed?); the same command again resumes it")
 
 
 def print_status(run: Run, console: Console | None = None) -> None:
     console = console or Console()
-    table = Table(title=f"run {run.run_id} ({run.root})")
+    if not run.manifest.stages:
+        console.print(f"run {run.run_id}: no stages recorded yet")
+        return
+    holder = holder_of(run.root)
+    title = f"run {run.run_id} ({run.root})"
+    table = Table(title=title + (f", in use by {holder.describe()}" if holder else ""))
     # The stage, its status and its duration stay whole on a narrow terminal; outputs and notes wrap.
     for column in ("stage", "status", "duration"):
         table.add_column(column, no_wrap=True)
@@ -26,15 +38,20 @@ def print_status(run: Run, console: Console | None = None) -> None:
         table.add_column(column)
     # The manifest is stored key-sorted; show stages in the order they ran.
     for key, rec in sorted(run.manifest.stages.items(), key=lambda item: (item[1].started, item[0])):
-        note = rec.error or ", ".join(f"{k}={v}" for k, v in rec.summary.items())
-        table.add_row(
-            key,
-            f"[{_STYLE.get(rec.status, 'white')}]{rec.status}[/]",
-            f"{rec.duration_s:.1f}s",
-            "\n".join(rec.outputs),
-            note,
-        )
-    if not run.manifest.stages:
-        console.print(f"run {run.run_id}: no stages recorded yet")
-        return
+        status, duration, note = _row(rec, writing=holder is not None)
+        table.add_row(key, f"[{_STYLE.get(status, 'white')}]{status}[/]", duration, "\n".join(rec.outputs), note)
     console.print(table)
+
+
+def _row(rec: StageRecord, writing: bool) -> tuple[str, str, str]:
+    """(status, duration, note) of one stage: a running stage's time so far, or why it is not running."""
+    note = rec.error or ", ".join(f"{k}={v}" for k, v in rec.summary.items())
+    if rec.status != StageStatus.RUNNING:
+        return rec.status, f"{rec.duration_s:.1f}s", note
+    if not writing:
+        return STOPPED, f"{rec.duration_s:.1f}s", _STOPPED_NOTE
+    try:
+        elapsed = (dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(rec.started)).total_seconds()
+    except (TypeError, ValueError):
+        return rec.status, "", note
+    return rec.status, f"{max(elapsed, 0.0):.0f}s so far", note

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pytest
 from cli_support import invoke_in_process
 
 from analysis.errors import UserError
-from prbench.runstore import MANIFEST, Run, RunStore, StageStatus, input_hash
+from prbench.runstore import MANIFEST, Run, RunStore, StageRecord, StageStatus, input_hash
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -258,6 +260,45 @@ def test_invoke_status_shows_every_stage_of_the_latest_run(tmp_path: Path) -> No
     organize = next(line for line in lines if "base/organize" in line)
     assert "done" in suite and "base/suite/suite.csv" in suite and "models=1" in suite
     assert "failed" in organize and "RuntimeError: no kernels in the cache" in organize
+
+
+def test_while_a_process_writes_the_run_status_names_it_and_a_running_stages_time_so_far(tmp_path: Path) -> None:
+    run = RunStore(tmp_path / "runs").create_or_open("r1", {}, "0.1.0")  # this process holds the run
+    with run.running_elsewhere({"pair/kernels-round-1": {"round": 1}}):
+        proc = invoke_status("--runs-dir", str(tmp_path / "runs"))
+
+    assert proc.returncode == 0, proc.stderr
+    assert f"in use by pid {os.getpid()}" in proc.stdout
+    (line,) = [line for line in proc.stdout.splitlines() if "pair/kernels-round-1" in line]
+    assert re.search(r"│ running +│ \d+s so far", line), line
+
+
+@pytest.mark.parametrize("end", ["killed", "lock file gone"])
+def test_a_stage_left_running_by_a_process_that_is_gone_shows_stopped_and_how_to_resume(tmp_path: Path,
+                                                                                      end: str) -> None:
+    run = RunStore(tmp_path / "runs").create_or_open("r1", {}, "0.1.0")
+    run.manifest.stages["base/suite"] = StageRecord(status=StageStatus.RUNNING, input_hash="h", started="x")
+    run.save()
+    run.close()
+    if end == "killed":  # a kill -9 leaves the holder's line in the lock file, naming a pid that is gone
+        (run.root / ".lock").write_text(json.dumps({"pid": _pid_of_a_finished_process(), "command": "invoke compare",
+                                                    "started": "2026-11-26T10:00:00+00:00",
+                                                    "host": socket.gethostname()}))
+    else:
+        (run.root / ".lock").unlink()
+
+    proc = invoke_status("--runs-dir", str(tmp_path / "runs"))
+
+    assert proc.returncode == 0, proc.stderr
+    assert "in use by" not in proc.stdout
+    (line,) = [line for line in proc.stdout.splitlines() if "base/suite" in line]
+    assert "│ stopped │" in line and "no process is writing this run" in line
+
+
+def _pid_of_a_finished_process() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
 
 
 def test_invoke_status_without_runs_is_one_error_line(tmp_path: Path) -> None:
