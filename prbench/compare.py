@@ -28,7 +28,7 @@ from analysis.kernel_results import results_from_rounds
 from analysis.paired_rounds import read_rounds, round_file, side_samples
 from analysis.verdict_settings import VerdictSettings
 from prbench import __version__
-from prbench.executors import Executor, RunnerSpec, open_executor
+from prbench.executors import Executor, RunnerSpec, ShardOutcome, open_executor
 from prbench.lock import RUN_NODES
 from prbench.paired_plan import PairedTiming, PlanSide, kernel_plan, model_plan, ok_models
 from prbench.pipeline import JOINT, Pipeline, PreparedVariant, StageSpec
@@ -351,12 +351,18 @@ def _run_suites(sides: list[_Side], request: CompareRequest, upstream_src: Path 
         _record_suites(sides, specs)
         return
     # A spread suite shows as running while its shards run (its stage only merges them).
-    with sides[0].pipeline.run.running_elsewhere(dict(s.pipeline.stage_entry(s.prepared, spec)
-                                                      for s, spec, _ in pending)):
+    entries = [side.pipeline.stage_entry(side.prepared, spec) for side, spec, _ in pending]
+    with sides[0].pipeline.run.running_elsewhere(dict(entries)) as progress:
+
+        def heard(outcome: ShardOutcome) -> None:
+            rounds.heard.add(outcome)
+            for (key, _), (_, _, shards) in zip(entries, pending, strict=True):
+                progress(key, _shards_done(shards))
+
         tasks = [shards.task(i) for _, _, shards in pending for i in shards.missing()]
         try:
             run_tasks(tasks, rounds.executor(), rounds.say, "suite", f"suite shards of {len(pending)} side(s)",
-                      rounds.heard.add)
+                      heard)
         except BaseException:
             # Interrupted, or a shard failed: a side whose shards all finished is recorded all the same.
             for side, spec, shards in pending:
@@ -464,7 +470,7 @@ def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run
                                ran_before=partial(_round_time, outputs)))
     pending = [spec for spec in specs if pipeline.joint_pending(spec)]
     # The pending rounds show as running while their shards run (their stages only merge the shards' records).
-    with run.running_elsewhere(dict(map(pipeline.joint_entry, pending))):
+    with run.running_elsewhere(dict(map(pipeline.joint_entry, pending))) as progress:
         if pending:
             plan_path = run.path(JOINT, kind, "plan.json")
             the_plan = build_plan()
@@ -478,8 +484,14 @@ def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run
             todo = [shard_sets[int(spec.name.rsplit("-", 1)[1])] for spec in pending]
             for shards in todo:
                 shards.clear(keep_current=not pipeline.forced(specs[shards.number - 1]))
+
+            def heard(outcome: ShardOutcome) -> None:
+                rounds.heard.add(outcome)
+                for shards in todo:
+                    progress(pipeline.joint_entry(specs[shards.number - 1])[0], _shards_done(shards))
+
             try:
-                run_shards(todo, rounds.executor(), rounds.say, rounds.heard.add)
+                run_shards(todo, rounds.executor(), rounds.say, heard)
             except BaseException:
                 # Interrupted, or a shard failed: the rounds whose shards all finished are recorded all the same.
                 for spec, shards in zip(specs, shard_sets.values(), strict=True):
@@ -487,6 +499,11 @@ def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run
                         pipeline.run_joint_stage(spec)
                 raise
         return [pipeline.run_joint_stage(spec) for spec in specs]
+
+
+def _shards_done(shards: RoundShards | SuiteShards) -> dict[str, Any]:
+    """A running stage's progress for ``invoke status``."""
+    return {"shards": f"{len(shards.shards) - len(shards.missing())}/{len(shards.shards)} done"}
 
 
 def _remove(paths: list[Path]) -> None:

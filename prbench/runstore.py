@@ -22,7 +22,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -179,21 +179,27 @@ class Run:
         self._finish(rec, StageStatus.DONE, t0, "")
 
     @contextlib.contextmanager
-    def running_elsewhere(self, stages: dict[str, dict[str, Any]]) -> Iterator[None]:
+    def running_elsewhere(self, stages: dict[str, dict[str, Any]]) -> Iterator[Callable[[str, dict[str, Any]], None]]:
         """Show stages as running for the block (``invoke status`` reads them) while their work runs elsewhere:
-        shards on an executor, each stage recorded (``stage``) once its shards are merged. A stage the block
-        leaves unrecorded ends interrupted, or failed with the error that ended the block."""
-        if not stages:
-            yield
-            return
-        self.retire_report()
+        shards on an executor, each stage recorded (``stage``) once its shards are merged. The block gets
+        ``progress(key, summary)`` to say what a stage has done so far. A stage the block leaves unrecorded ends
+        interrupted, or failed with the error that ended the block."""
         started, t0 = _now(), time.monotonic()
         marks = {key: StageRecord(status=StageStatus.RUNNING, input_hash=input_hash(inputs), started=started)
                  for key, inputs in stages.items()}
-        self.manifest.stages.update(marks)
-        self.save()
+
+        def progress(key: str, summary: dict[str, Any]) -> None:
+            mark = marks[key]
+            if self.manifest.stages.get(key) is mark and mark.summary != summary:
+                mark.summary = summary
+                self.save()
+
+        if marks:
+            self.retire_report()
+            self.manifest.stages.update(marks)
+            self.save()
         try:
-            yield
+            yield progress
         except KeyboardInterrupt:
             self._end_unrecorded(marks, StageStatus.INTERRUPTED, t0, "interrupted by the user")
             raise

@@ -238,9 +238,12 @@ def test_an_interrupted_round_is_redone_and_finished_rounds_are_kept(tmp_path: P
     sides, run, _ = sides_of(tmp_path, runner)
     with pytest.raises(KeyboardInterrupt):
         _time_kernels(sides, request(tmp_path), run, rounds_on(sides, run, tmp_path))
-    # While the shards ran, `invoke status` showed every round still to do as running.
+    # While the shards ran, `invoke status` showed every round still to do as running, with its shards done so far.
     for status in runner.statuses:
         assert all(re.search(rf"pair/kernels-round-{n} +│ running", status) for n in (1, 2, 3)), status
+    last = runner.statuses[-1]  # as round 3's shard started (round 2's end may not be heard yet: it just ended)
+    assert re.search(r"pair/kernels-round-1 .*shards=1/1 done", last), last
+    assert re.search(r"pair/kernels-round-3 .*shards=0/1 done", last), last
     assert run.record("pair/kernels-round-2").status == StageStatus.DONE
     interrupted = run.record("pair/kernels-round-3")  # its shard left nothing but the stage says what happened
     assert interrupted is not None and (interrupted.status, interrupted.error) == (StageStatus.INTERRUPTED,

@@ -129,15 +129,19 @@ def test_a_failing_stage_is_recorded_with_a_one_line_error(run: Run) -> None:
 
 def test_stages_whose_shards_run_elsewhere_show_running_and_those_left_unrecorded_end_failed(run: Run) -> None:
     rounds = {f"pair/kernels-round-{n}": {"round": n} for n in (1, 2)}
-    with pytest.raises(UserError), run.running_elsewhere(rounds):
+    with pytest.raises(UserError), run.running_elsewhere(rounds) as progress:
         assert {k: s["status"] for k, s in manifest_on_disk(run)["stages"].items()} == dict.fromkeys(
             rounds, StageStatus.RUNNING)
+        progress("pair/kernels-round-2", {"shards": "1/2 done"})
+        assert manifest_on_disk(run)["stages"]["pair/kernels-round-2"]["summary"] == {"shards": "1/2 done"}
         with run.stage("pair/kernels-round-1", {"round": 1}):  # its shards finished: merged and recorded
             pass
+        progress("pair/kernels-round-1", {"shards": "2/2 done"})  # too late: the stage's own record stays
         raise UserError("kernel shard 2/2 of round 2 failed: exit status 1")
 
     stages = manifest_on_disk(run)["stages"]
-    assert stages["pair/kernels-round-1"]["status"] == StageStatus.DONE
+    assert (stages["pair/kernels-round-1"]["status"], stages["pair/kernels-round-1"]["summary"]) == (
+        StageStatus.DONE, {})
     assert (stages["pair/kernels-round-2"]["status"], stages["pair/kernels-round-2"]["error"]) == (
         StageStatus.FAILED, "UserError: kernel shard 2/2 of round 2 failed: exit status 1")
 
