@@ -168,14 +168,8 @@ class Run:
         self.manifest.stages[key] = rec
         self.save()
         t0 = time.monotonic()
-        try:
+        with self._ended_by_errors({key: rec}, t0):
             yield rec
-        except KeyboardInterrupt:
-            self._finish_after_error(rec, StageStatus.INTERRUPTED, t0, "interrupted by the user")
-            raise
-        except BaseException as exc:
-            self._finish_after_error(rec, StageStatus.FAILED, t0, _one_line(exc))
-            raise
         self._finish(rec, StageStatus.DONE, t0, "")
 
     @contextlib.contextmanager
@@ -198,19 +192,22 @@ class Run:
             self.retire_report()
             self.manifest.stages.update(marks)
             self.save()
-        try:
+        with self._ended_by_errors(marks, t0):
             yield progress
-        except KeyboardInterrupt:
-            self._end_unrecorded(marks, StageStatus.INTERRUPTED, t0, "interrupted by the user")
-            raise
-        except BaseException as exc:
-            self._end_unrecorded(marks, StageStatus.FAILED, t0, _one_line(exc))
-            raise
 
-    def _end_unrecorded(self, marks: dict[str, StageRecord], status: str, t0: float, error: str) -> None:
-        for key, rec in marks.items():
-            if self.manifest.stages.get(key) is rec:  # no stage recorded it since
-                self._finish_after_error(rec, status, t0, error)
+    @contextlib.contextmanager
+    def _ended_by_errors(self, records: dict[str, StageRecord], t0: float) -> Iterator[None]:
+        """When the block raises, each of ``records`` still in the manifest (no stage recorded its key since) ends
+        interrupted (Ctrl-C) or failed with the error."""
+        try:
+            yield
+        except BaseException as exc:
+            interrupted = isinstance(exc, KeyboardInterrupt)
+            for key, rec in records.items():
+                if self.manifest.stages.get(key) is rec:
+                    self._finish_after_error(rec, StageStatus.INTERRUPTED if interrupted else StageStatus.FAILED,
+                                             t0, "interrupted by the user" if interrupted else _one_line(exc))
+            raise
 
     def _finish(self, rec: StageRecord, status: str, t0: float, error: str) -> None:
         rec.status = status
