@@ -183,7 +183,9 @@ def time_in_shards(placements: list[dict[str, Any]]) -> tuple[str, float] | None
     """(start of the first shard, seconds during which at least one shard ran) from shards' placements (a round's
     ``shards``, a sharded suite's): shards side by side count once, the pause between an interrupted invocation and
     the one that resumed it not at all. None when no placement carries its start and wall time."""
-    import numpy as np  # numpy, here and in the interval union: imported once a sharded stage is recorded
+    # numpy (and, with the interval union, pandas) when a stage timed by its shards is recorded: not when the
+    # command line starts, so a mistyped flag still answers at once.
+    import numpy as np
 
     from analysis.traces.timeline import union_length
 
