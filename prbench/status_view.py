@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from rich.console import Console
 from rich.table import Table
@@ -36,11 +37,16 @@ def print_status(run: Run, console: Console | None = None) -> None:
         table.add_column(column, no_wrap=True)
     for column in ("outputs", "note"):
         table.add_column(column)
-    # The manifest is stored key-sorted; show stages in the order they ran.
-    for key, rec in sorted(run.manifest.stages.items(), key=lambda item: (item[1].started, item[0])):
+    # The manifest is stored key-sorted; show stages in the order they ran (rounds started together by number).
+    for key, rec in sorted(run.manifest.stages.items(), key=lambda item: (item[1].started, _in_number_order(item[0]))):
         status, duration, note = _row(rec, writing=holder is not None)
         table.add_row(key, f"[{_STYLE.get(status, 'white')}]{status}[/]", duration, "\n".join(rec.outputs), note)
     console.print(table)
+
+
+def _in_number_order(key: str) -> list[tuple[int, str]]:
+    """``pair/models-round-2`` before ``pair/models-round-10``."""
+    return [(int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"(\d+)", key)]
 
 
 def _row(rec: StageRecord, writing: bool) -> tuple[str, str, str]:

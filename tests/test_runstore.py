@@ -277,6 +277,15 @@ def test_while_a_process_writes_the_run_status_names_it_and_a_running_stages_tim
     assert re.search(r"│ running +│ \d+s so far", line), line
 
 
+def test_rounds_that_started_together_are_listed_by_number(tmp_path: Path) -> None:
+    run = RunStore(tmp_path / "runs").create_or_open("r1", {}, "0.1.0")
+    with run.running_elsewhere({f"pair/models-round-{n}": {"round": n} for n in range(1, 12)}):
+        proc = invoke_status("--runs-dir", str(tmp_path / "runs"))
+
+    listed = re.findall(r"pair/models-round-(\d+)", proc.stdout)
+    assert listed == [str(n) for n in range(1, 12)], proc.stdout
+
+
 @pytest.mark.parametrize("end", ["killed", "lock file gone"])
 def test_a_stage_left_running_by_a_process_that_is_gone_shows_stopped_and_how_to_resume(tmp_path: Path,
                                                                                       end: str) -> None:
