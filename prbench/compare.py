@@ -353,12 +353,8 @@ def _run_suites(sides: list[_Side], request: CompareRequest, upstream_src: Path 
     # A spread suite shows as running while its shards run (its stage only merges them).
     entries = [side.pipeline.stage_entry(side.prepared, spec) for side, spec, _ in pending]
     with sides[0].pipeline.run.running_elsewhere(dict(entries)) as progress:
-
-        def heard(outcome: ShardOutcome) -> None:
-            rounds.heard.add(outcome)
-            for (key, _), (_, _, shards) in zip(entries, pending, strict=True):
-                progress(key, _shards_done(shards))
-
+        heard = _shard_counter([(key, shards) for (key, _), (_, _, shards) in zip(entries, pending, strict=True)],
+                               progress, rounds.heard.add)
         tasks = [shards.task(i) for _, _, shards in pending for i in shards.missing()]
         try:
             run_tasks(tasks, rounds.executor(), rounds.say, "suite", f"suite shards of {len(pending)} side(s)",
@@ -484,12 +480,8 @@ def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run
             todo = [shard_sets[int(spec.name.rsplit("-", 1)[1])] for spec in pending]
             for shards in todo:
                 shards.clear(keep_current=not pipeline.forced(specs[shards.number - 1]))
-
-            def heard(outcome: ShardOutcome) -> None:
-                rounds.heard.add(outcome)
-                for shards in todo:
-                    progress(pipeline.joint_entry(specs[shards.number - 1])[0], _shards_done(shards))
-
+            heard = _shard_counter([(pipeline.joint_entry(specs[shards.number - 1])[0], shards) for shards in todo],
+                                   progress, rounds.heard.add)
             try:
                 run_shards(todo, rounds.executor(), rounds.say, heard)
             except BaseException:
@@ -501,9 +493,27 @@ def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run
         return [pipeline.run_joint_stage(spec) for spec in specs]
 
 
-def _shards_done(shards: RoundShards | SuiteShards) -> dict[str, Any]:
-    """A running stage's progress for ``invoke status``."""
-    return {"shards": f"{len(shards.shards) - len(shards.missing())}/{len(shards.shards)} done"}
+def _shard_counter(stages: list[tuple[str, RoundShards | SuiteShards]], progress: Callable[[str, dict[str, Any]], None],
+                   also: Callable[[ShardOutcome], None]) -> Callable[[ShardOutcome], None]:
+    """The executor's ``on_done``: counts each stage's finished shards for ``invoke status`` (the records already on
+    disk are read once, here, not again per finished shard) and passes each outcome on to ``also``."""
+    owner: dict[str, str] = {}
+    done: dict[str, int] = {}
+    total: dict[str, int] = {}
+    for key, shards in stages:
+        missing = shards.missing()
+        owner.update({shards.task(i).key: key for i in missing})
+        done[key], total[key] = len(shards.shards) - len(missing), len(shards.shards)
+        progress(key, {"shards": f"{done[key]}/{total[key]} done"})
+
+    def heard(outcome: ShardOutcome) -> None:
+        also(outcome)
+        key = owner.get(outcome.key)
+        if key is not None:
+            done[key] += 1
+            progress(key, {"shards": f"{done[key]}/{total[key]} done"})
+
+    return heard
 
 
 def _remove(paths: list[Path]) -> None:
