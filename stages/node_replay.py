@@ -4,7 +4,11 @@ benchmark tools that are on PATH.
     python -m stages.node_replay --replay-set SET.json --out RESULTS.json [--warmup 10] [--iterations 100]
 
 Each shape's op is called as ``torch.ops.aten.<op>(*inputs)`` on tensors of the recorded sizes, strides and
-dtype (random values), ``--warmup`` times, then ``--iterations`` times each between two device events; the
+dtype (random values), ``--warmup`` times, then ``--iterations`` times each between two device events, with
+the L2 cache flushed before each (outside the events) by the kernel stage's timer. Besides giving every call
+the same cold cache, the flush keeps the GPU busy while the call is dispatched: without it a GEMM of a few
+microseconds is timed as its launch latency (on an H100, 33 µs per call for an addmm whose kernel ran 6 µs in
+its trace). The
 median, mean and standard deviation of those times go into the results (format in
 :mod:`analysis.traces.replay_report`). Then every command line of the set whose tool is on PATH runs (each
 with ``--tool-timeout``) and the time it prints is read. Without a CUDA or ROCm device the stage stops with one
@@ -28,6 +32,7 @@ from analysis.traces.bench_commands import PARSERS, TOOLS
 from analysis.traces.replay import read_replay_set
 from stages.entry import StageArgumentParser, run_as_script
 from stages.environment import apply_inductor_config
+from stages.kernels import DeviceEventTimer, cuda_event_timer
 from stages.progress import progress
 
 MIN_ITERATIONS = 10
@@ -73,17 +78,34 @@ def make_tensor(torch: Any, spec: dict[str, Any], device: Any) -> Any:
     return torch.as_strided(storage, sizes, strides)
 
 
-def overload_for(torch: Any, op_name: str, count: int) -> Any:
-    """The op's overload whose schema takes exactly the ``count`` arguments the profiler recorded (it records
-    keyword-only ones such as addmm's beta and alpha in schema order too), and writes no ``out`` tensor."""
+def overload_for(torch: Any, op_name: str, kinds: list[str]) -> Any:
+    """The op's overload whose schema takes the arguments the profiler recorded, by count and kind (it records
+    keyword-only ones such as addmm's beta and alpha in schema order, and an ``out=`` tensor last, as Inductor's
+    ``extern_kernels.mm(a, b, out=buf)`` passes it). An overload that writes no ``out`` tensor is preferred: with
+    count alone, ``mm(a, b, out=buf)``'s three arguments would pick ``mm.dtype``, whose third is a dtype."""
     packet = getattr(torch.ops.aten, op_name.split("::", 1)[1])
     names = sorted(packet.overloads(), key=lambda name: name != "default")
-    for name in names:
-        overload = getattr(packet, name)
-        arguments = overload._schema.arguments
-        if len(arguments) == count and not any(a.is_out for a in arguments):
-            return overload
-    raise ValueError(f"no overload of {op_name} takes {count} arguments (overloads: {', '.join(names)})")
+    matching = [getattr(packet, name) for name in names
+                if _takes(getattr(packet, name)._schema.arguments, kinds)]
+    if not matching:
+        raise ValueError(f"no overload of {op_name} takes arguments of the kinds {', '.join(kinds) or 'none'} "
+                         f"(overloads: {', '.join(names)})")
+    return min(matching, key=lambda overload: any(a.is_out for a in overload._schema.arguments))
+
+
+def _takes(arguments: Any, kinds: list[str]) -> bool:
+    """Each recorded argument fits its schema slot: a tensor a Tensor, None an optional, a value anything else."""
+    if len(arguments) != len(kinds):
+        return False
+    for argument, kind in zip(arguments, kinds, strict=True):
+        declared = argument.type
+        optional = declared.kind() == "OptionalType"
+        inner = declared.getElementType() if optional else declared
+        if kind == "none" and not optional:
+            return False
+        if kind != "none" and (kind == "tensor") != (inner.kind() == "TensorType"):
+            return False
+    return True
 
 
 def build_call(torch: Any, entry: dict[str, Any], device: Any) -> Callable[[], Any]:
@@ -95,33 +117,20 @@ def build_call(torch: Any, entry: dict[str, Any], device: Any) -> Callable[[], A
             values.append(item["value"])
         else:
             values.append(None)
-    overload = overload_for(torch, entry["op"], len(values))
+    overload = overload_for(torch, entry["op"], [item["kind"] for item in entry["inputs"]])
     arguments = overload._schema.arguments
     args = [v for a, v in zip(arguments, values, strict=True) if not a.kwarg_only]
     kwargs = {a.name: v for a, v in zip(arguments, values, strict=True) if a.kwarg_only}
     return lambda: overload(*args, **kwargs)
 
 
-def time_call(torch: Any, call: Callable[[], Any], warmup: int, iterations: int) -> list[float]:
-    """Per-call times in µs, each between two events recorded on the current stream."""
-    for _ in range(warmup):
-        call()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
-    for start, end in zip(starts, ends, strict=True):
-        start.record()
-        call()
-        end.record()
-    torch.cuda.synchronize()
-    return [1e3 * s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
-
-
-def replay_shape(torch: Any, entry: dict[str, Any], warmup: int, iterations: int) -> dict[str, Any]:
+def replay_shape(torch: Any, timer: DeviceEventTimer, entry: dict[str, Any], warmup: int, iterations: int,
+                 device: Any) -> dict[str, Any]:
     result: dict[str, Any] = {"id": entry["id"], "replay_median_us": None, "replay_mean_us": None,
                               "replay_std_us": None, "samples": 0, "error": None, "tools": {}}
     try:
-        samples = time_call(torch, build_call(torch, entry, torch.device("cuda")), warmup, iterations)
+        call = build_call(torch, entry, device)
+        samples = [1e3 * ms for ms in timer.time(call, warmup, iterations)]
     except (RuntimeError, TypeError, ValueError, AttributeError) as exc:  # an op torch cannot rebuild or run
         result["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return result
@@ -163,10 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     torch = require_gpu(args.replay_set)
     tools = [t for t in TOOLS if shutil.which(t)]
     print(f"[node_replay] {torch.cuda.get_device_name()}; tools on PATH: {', '.join(tools) or 'none'}", flush=True)
+    timer = cuda_event_timer()
     results = []
     for i, entry in enumerate(shapes, 1):
         progress("node_replay", i, len(shapes), f"{entry['id']} {entry['op']} start")
-        result = replay_shape(torch, entry, args.warmup, args.iterations)
+        result = replay_shape(torch, timer, entry, args.warmup, args.iterations, torch.device("cuda"))
         for tool in tools:
             if entry.get("commands", {}).get(tool):
                 result["tools"][tool] = run_tool(tool, entry["commands"][tool], args.tool_timeout)

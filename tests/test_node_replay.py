@@ -326,6 +326,62 @@ def test_the_recorded_inputs_rebuild_a_call_torch_runs_with_the_recorded_strides
     assert weight.stride() == (1, 512) and weight.dtype == torch.bfloat16 and not weight.is_contiguous()
 
 
+GPU_RUN = Path(__file__).parent / "fixtures" / "gpu_h100" / "base" / "profiles"
+
+
+@TORCH_IN_PROCESS
+@pytest.mark.parametrize("trace", ["BertForMaskedLM.json.gz", "graphs/0_inference_xo4ryawt.profile.json.gz"])
+def test_the_gemms_of_a_compiled_model_replay_with_their_recorded_out_buffer(trace: str) -> None:
+    """Given the H100 trace of a model compiled by Inductor, whose GEMMs are ``extern_kernels.mm(a, b, out=buf)``
+    calls (the trace records the out tensor as a third input), every shape rebuilds a call that runs and writes
+    into that buffer. On the H100 each of them failed: three arguments picked ``mm.dtype``, whose third is a dtype."""
+    torch = pytest.importorskip("torch")
+    from stages.node_replay import build_call
+
+    trace_data = read_trace(GPU_RUN / trace)
+    shapes, _ = trace_shapes(trace_data, attribute(trace_data))
+    raw = json.loads(gzip.decompress((GPU_RUN / trace).read_bytes()))["traceEvents"]
+    gemm_ops = {e["name"] for e in raw if e.get("cat") == "cpu_op" and e["name"] in ("aten::mm", "aten::bmm",
+                                                                                       "aten::addmm")}
+
+    outputs = {s.op: build_call(torch, {"op": s.op, "inputs": list(s.inputs)}, torch.device("cpu"))()
+               for s in sorted(shapes, key=lambda s: s.op)}
+
+    assert set(outputs) == gemm_ops == {"aten::mm", "aten::bmm", "aten::addmm"}
+    assert {op: tuple(o.shape) for op, o in outputs.items() if op != "aten::mm"} == {
+        "aten::bmm": (4, 32, 32), "aten::addmm": (64, 1000)}
+
+
+@TORCH_IN_PROCESS
+def test_each_replayed_call_is_timed_after_an_l2_flush_so_its_launch_is_not_timed() -> None:
+    """The replay times with the kernel stage's timer: a flush is enqueued before every timed call's start event
+    (it keeps the GPU busy while the call is dispatched), and the events' milliseconds become microseconds."""
+    torch = pytest.importorskip("torch")
+    from stages.kernels import DeviceEventTimer
+    from stages.node_replay import replay_shape
+
+    log: list[str] = []
+
+    class Event:
+        def record(self) -> None:
+            log.append("event")
+
+        def elapsed_time(self, end: object) -> float:
+            return 0.006
+
+    timer = DeviceEventTimer(Event, lambda: log.append("sync"), lambda: log.append("flush"))
+    entry = {"id": "gemm-1", "op": "aten::mm", "inputs": [
+        {"kind": "tensor", "sizes": [8, 4], "strides": None, "dtype": "float32"},
+        {"kind": "tensor", "sizes": [4, 2], "strides": None, "dtype": "float32"}]}
+
+    result = replay_shape(torch, timer, entry, warmup=2, iterations=10, device=torch.device("cpu"))
+
+    assert result["error"] is None and result["samples"] == 10
+    assert result["replay_median_us"] == pytest.approx(6.0)
+    timed = log[log.index("sync") + 1:]
+    assert timed[:3] == ["flush", "event", "event"] and timed.count("flush") == 10
+
+
 @TORCH_IN_PROCESS
 def test_a_vendor_tool_on_path_is_run_and_its_printed_time_read(tmp_path: Path) -> None:
     """The stage's tool runner with stand-ins for hipblaslt-bench: one prints its CSV, one fails."""

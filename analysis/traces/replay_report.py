@@ -144,7 +144,8 @@ def comparison_markdown(table: pd.DataFrame, replay_set: dict[str, Any], results
     lines = [f"# Node replay: {', '.join(replay_set['source'])}", "",
              f"Replayed on {results.get('device', '?')} with torch {results.get('torch', '?')}: "
              f"{results.get('warmup', '?')} warm-up calls, then {results.get('iterations', '?')} timed calls, "
-             "each between two device events; `replay us` is their median. `trace us` is the mean kernel time "
+             "each between two device events after an L2 flush (cold cache; the flush also keeps the launch "
+             "latency out of the time); `replay us` is their median. `trace us` is the mean kernel time "
              "per call in the trace(s) "
              f"({', '.join(replay_set['devices']) or 'device not recorded'}).", ""]
     lines += [f"- {line}" for line in coverage_lines(replay_set)]
