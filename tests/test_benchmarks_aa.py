@@ -433,3 +433,73 @@ def test_runner_overhead_probe_wraps_the_seed_harness_call() -> None:
 
     assert probed.index("def call(args):\n    begin") < probed.index("if __name__ == '__main__':")
     assert probed.replace(runner_overhead.CALL_PROBE, "") == source
+
+
+def fixture_organized(root: Path) -> list[str]:
+    """An organized directory of the triton213 fixture kernels (index rows as organize writes them, listed out of
+    path order, with a C++ row among them); their relative paths, sorted."""
+    import runner_overhead
+
+    from analysis.kernel_identity import identify_triton
+    from analysis.kernel_index import IndexRow, write_index
+
+    rows = [IndexRow("cpp", "cpp_fused_0", "h", "", "", "cpp/cpp_fused_0.cpp", 1, "", "cpp", "")]
+    for source in sorted(runner_overhead.FIXTURES.glob("triton_*.py"), reverse=True):
+        identity = identify_triton(source.read_text())
+        relative = f"{identity.category}/{source.name}"
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(source.read_text())
+        rows.append(IndexRow(identity.category, identity.kernel_name, identity.body_hash, identity.shape_key,
+                             identity.legacy_key, relative, 1, "", "triton", ""))
+    write_index(root / "index.csv", rows)
+    return sorted(row.path for row in rows if row.backend == "triton")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--organized", "{dir}"], "--organized needs --device"),
+    (["--device", "0"], "--device needs --organized"),
+    (["--organized", "{dir}", "--device", "gpu0"], "--device 'gpu0': expected a GPU index"),
+    (["--organized", "{dir}", "--device", "0"], "--organized {dir}: no index.csv"),
+    (["--organized", "{dir}", "--device", "0", "only-cpp"], "--organized {dir}: index.csv lists no Triton kernels"),
+    (["--organized", "{dir}", "--device", "0", "file-gone"], "is in index.csv but not in the directory"),
+])
+def test_runner_overhead_gpu_mode_mistakes_are_one_line(tmp_path: Path, capsys, argv, message) -> None:
+    import runner_overhead
+
+    from analysis.kernel_index import IndexRow, write_index
+
+    if "only-cpp" in argv:
+        write_index(tmp_path / "index.csv", [IndexRow("cpp", "k", "h", "", "", "cpp/k.cpp", 1, "", "cpp", "")])
+    if "file-gone" in argv:
+        fixture_organized(tmp_path)
+        (tmp_path / "pointwise" / "triton_poi_fused_add_relu_sin_0.py").unlink()
+    argv = [a.format(dir=tmp_path) for a in argv if a not in ("only-cpp", "file-gone")]
+    with pytest.raises(SystemExit) as exc:  # before any kernel runs
+        runner_overhead.main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert message.format(dir=tmp_path) in err
+
+
+def test_runner_overhead_gpu_mode_takes_the_first_triton_kernels_by_path(tmp_path: Path) -> None:
+    import runner_overhead
+
+    from analysis.benchmark_line import rewrite_benchmark_line
+    from analysis.kernel_index import read_index
+
+    source = tmp_path / "organized"
+    paths = fixture_organized(source)
+
+    rows = runner_overhead.triton_rows(source, 3)
+    assert [row.path for row in rows] == paths[:3]
+    assert [row.path for row in runner_overhead.triton_rows(source, 10)] == paths  # all there are
+
+    copy = tmp_path / "tmp" / "organized"
+    seed_paths = runner_overhead.copy_organized(source, rows, copy)
+    assert read_index(copy / "index.csv") == rows
+    assert sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*.py")) == paths[:3]
+    assert seed_paths == [tmp_path / "tmp" / "seed" / path for path in paths[:3]]
+    for path, seed_path in zip(paths[:3], seed_paths, strict=True):
+        timed = rewrite_benchmark_line((source / path).read_text(), rep=0, warmup=0)
+        assert (copy / path).read_text() == timed
+        assert seed_path.read_text() == runner_overhead.add_probe(timed)

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# The GPU path end to end on one NVIDIA GPU, unattended: a lent GPU machine comes for minutes, with no network
+# and no Docker, so everything it needs travels with the checkout and every step is bounded by its own timeout
+# (a step that hangs or fails is logged and the next one still runs).
+#
+#   OUT=/tmp/gpu-check bash benchmarks/gpu_check.sh [STEP ...]
+#
+# Steps (default: all, in this order):
+#   env        GPU, driver, Python, torch, Triton, transformers versions; installs the host packages the GPU
+#              machine lacks from .whl/ (wheels downloaded beforehand) and git from .tools/ when it has none
+#   compare    invoke compare on recipes/cuda-local.toml: the installed torch against a PR made here from the
+#              installed torch's own config.py (reductions looped instead of persistent: changes the Triton
+#              code of every reduction kernel), with --profile; then the node replay (perf-report -r) of the
+#              base side's compiled-model trace
+#   replay-fixture  perf-report -r on the H100 trace in tests/fixtures (its GEMMs replayed on this GPU)
+#   gpu-tests  pytest -m gpu
+#   overhead   benchmarks/runner_overhead.py on the compare's real CUDA kernel files
+#   aa         benchmarks/aa_noise.py --measure on the same recipe (the installed torch against itself)
+# A failed or timed-out compare ends the script there: what follows needs its run, and the time is better spent
+# on a fixed rerun. Knobs: BUDGET (seconds for the whole script, default 560), RECIPE (a local recipe: cpu-local
+# tries the script without a GPU), MODELS, SIZE, DTYPE, ROUNDS, AA_REPEAT, AA_MODELS, OVERHEAD_KERNELS, and
+# <STEP>_TIMEOUT in seconds.
+#
+# Runs and logs go to $WORK; $OUT gets summary.txt and gpu-check.tar.gz with the small real outputs (kernel files,
+# kernels.csv, round records, traces, reports, the A/A JSON, every step's log) that become test fixtures.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 2
+OUT=${OUT:-$ROOT/gpu-check-out}
+WORK=${WORK:-/tmp/prbench-gpu-check}  # runs and logs; $OUT gets the packed outputs and the summary only
+PY=${PYTHON:-python3}
+RECIPE=${RECIPE:-cuda-local}
+MODELS=${MODELS:-BertForMaskedLM}
+SIZE=${SIZE:-tiny}
+DTYPE=${DTYPE:-float32}
+ROUNDS=${ROUNDS:-3}
+AA_REPEAT=${AA_REPEAT:-1}
+AA_MODELS=${AA_MODELS:-$MODELS}
+RUNS=$WORK/runs
+mkdir -p "$OUT" "$RUNS"
+SUMMARY=$WORK/summary.txt
+export PYTHONUNBUFFERED=1
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+
+# The whole script ends inside BUDGET seconds (a lent machine's call has a hard limit), packing included.
+DEADLINE=$((SECONDS + ${BUDGET:-560}))
+
+# step NAME SECONDS COMMAND...: run under a timeout (cut to what the budget has left), log to $WORK/NAME.log,
+# print its tail and its outcome.
+step() {
+    local name=$1 limit=$2 begin=$SECONDS rc left=$((DEADLINE - SECONDS - 20))
+    shift 2
+    [ "$left" -lt "$limit" ] && limit=$left
+    if [ "$limit" -lt 10 ]; then
+        note "--- $name: skipped (the budget is spent)"
+        return 1
+    fi
+    echo "=== $name (limit ${limit}s) $(date -u +%T)"
+    timeout -k 15 "$limit" "$@" >"$WORK/$name.log" 2>&1
+    rc=$?
+    tail -n "${TAIL_LINES:-12}" "$WORK/$name.log"
+    note "--- $name: rc=$rc in $((SECONDS - begin)) s$([ $rc = 124 ] && echo ' (timed out)')"
+    return $rc
+}
+
+host_packages() {
+    if ls .whl/*.whl >/dev/null 2>&1; then
+        "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/prbench-site \
+            .whl/*.whl || return 1
+        export PYTHONPATH=/tmp/prbench-site:$ROOT
+    fi
+    if ! command -v git >/dev/null && ls .tools/git_*.deb >/dev/null 2>&1; then
+        dpkg -x .tools/git_*.deb /tmp/prbench-git || return 1
+        export PATH=/tmp/prbench-git/usr/bin:$PATH GIT_EXEC_PATH=/tmp/prbench-git/usr/lib/git-core
+    fi
+    "$PY" -c "import invoke, git, docker, openpyxl" && git --version
+}
+
+step_env() {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | tee -a "$SUMMARY"
+    host_packages >"$WORK/install.log" 2>&1 || note "install: failed (see install.log)"
+    tail -n 3 "$WORK/install.log"
+    "$PY" - <<'EOF' 2>&1 | tee -a "$SUMMARY"
+import platform, torch, triton, transformers
+print(f"python {platform.python_version()}, torch {torch.__version__} (CUDA {torch.version.cuda}), "
+      f"triton {triton.__version__}, transformers {transformers.__version__}, cuda available {torch.cuda.is_available()}, "
+      f"device {torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}, cpus {__import__('os').cpu_count()}")
+EOF
+}
+
+# The PR: one line of the installed torch's own config.py, so the diff applies to whatever torch is there.
+make_pr_patch() {
+    "$PY" - "$1" <<'EOF'
+import difflib, os, sys, torch
+source_path = os.path.join(os.path.dirname(torch.__file__), "_inductor", "config.py")
+text = open(source_path, encoding="utf-8").read()
+old = '"TORCHINDUCTOR_PERSISTENT_REDUCTIONS", "1"'
+if text.count(old) != 1:
+    sys.exit(f"{source_path}: expected exactly one {old}")
+changed = text.replace(old, '"TORCHINDUCTOR_PERSISTENT_REDUCTIONS", "0"')
+name = "torch/_inductor/config.py"
+diff = "".join(difflib.unified_diff(text.splitlines(True), changed.splitlines(True), f"a/{name}", f"b/{name}"))
+open(sys.argv[1], "w", encoding="utf-8").write(f"diff --git a/{name} b/{name}\n{diff}")
+EOF
+}
+
+latest_run() { ls -1d "$RUNS"/*/ 2>/dev/null | tail -n 1; }
+
+step_compare() {
+    make_pr_patch "$WORK/looped-reductions.patch" || return 1
+    # GPU utilization (share of each 200 ms in which a kernel ran), matched to the stages' times afterwards.
+    nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 200 \
+        >"$WORK/gpu-utilization.csv" 2>/dev/null &
+    local sampler=$!
+    local begin=$SECONDS
+    step compare "${COMPARE_TIMEOUT:-300}" "$PY" -m invoke compare --recipe "$RECIPE" --base=installed \
+        --pr="$WORK/looped-reductions.patch" --models "$MODELS" --size "$SIZE" --dtype "$DTYPE" --rounds "$ROUNDS" \
+        --profile --runs-dir "$RUNS"
+    local rc=$?
+    COMPARE_SECONDS=$((SECONDS - begin))
+    kill "$sampler" 2>/dev/null
+    local run
+    run=$(latest_run)
+    [ -n "$run" ] || return 1
+    COMPARE_RUN=$run
+    TAIL_LINES=60 step status 60 "$PY" -m invoke status --runs-dir "$RUNS"
+    [ -d "$run/base/profiles" ] || { note "replay: no base/profiles in $run"; return 1; }
+    [ $rc = 0 ] || return $rc
+    TAIL_LINES=40 step replay "${REPLAY_TIMEOUT:-90}" "$PY" -m invoke perf-report -b "$run/base/profiles" -r \
+        --format md,csv
+    return 0
+}
+
+# The node replay of a real H100 trace recorded elsewhere: its bf16 GEMMs timed on this GPU next to their trace time.
+step_replay_fixture() {
+    mkdir -p "$WORK/replay-h100" && cp tests/fixtures/traces/h100_bert-small-uncased.json.gz "$WORK/replay-h100/"
+    TAIL_LINES=30 step replay-fixture "${REPLAY_TIMEOUT:-90}" "$PY" -m invoke perf-report -b "$WORK/replay-h100" -r \
+        --format md
+}
+
+step_gpu_tests() {
+    step gpu-tests "${GPU_TESTS_TIMEOUT:-120}" "$PY" -m pytest -q -m gpu -p no:cacheprovider -o addopts="" \
+        $(grep -l "mark.gpu" tests/test_*.py)
+}
+
+step_overhead() {
+    local run=${COMPARE_RUN:-$(latest_run)}
+    [ -n "$run" ] && [ -f "$run/base/organized/index.csv" ] || { note "overhead: no organized kernels"; return 1; }
+    step overhead "${OVERHEAD_TIMEOUT:-120}" "$PY" benchmarks/runner_overhead.py --organized "$run/base/organized" \
+        --device 0 --kernels "${OVERHEAD_KERNELS:-3}"
+}
+
+step_aa() {
+    # An A/A is the compare's pipeline without the profile: starting it without about that much time left
+    # would only spend the budget on a run that cannot finish.
+    local left=$((DEADLINE - SECONDS))
+    if [ -n "${COMPARE_SECONDS:-}" ] && [ "$left" -lt $((COMPARE_SECONDS * 9 / 10)) ]; then
+        note "--- aa: skipped (the compare took ${COMPARE_SECONDS} s; ${left} s left)"
+        return 1
+    fi
+    step aa "${AA_TIMEOUT:-240}" "$PY" benchmarks/aa_noise.py --measure --recipe "$RECIPE" --repeat "$AA_REPEAT" \
+        --rounds "$ROUNDS" --models "$AA_MODELS" --runs-dir "$RUNS" --json "$WORK/aa.json"
+}
+
+# The small real outputs: no Inductor caches, no worker caches, no compiled binaries.
+pack() {
+    (cd "$WORK" && find . -type f \( -name '*.py' -o -name '*.csv' -o -name '*.json' -o -name '*.json.gz' \
+        -o -name '*.md' -o -name '*.txt' -o -name '*.log' -o -name '*.patch' -o -name '*.sh' \) -size -8M \
+        -not -path '*/work/*' -not -path '*/inductor-cache/*' -not -path '*/triton/*' \
+        | tar -czf "$OUT/gpu-check.tar.gz" -T -)
+    ls -la "$OUT/gpu-check.tar.gz" | tee -a "$SUMMARY"
+    cp "$SUMMARY" "$OUT/summary.txt"
+}
+
+main() {
+    local steps=("$@")
+    [ ${#steps[@]} -gt 0 ] || steps=(env compare replay-fixture aa overhead gpu-tests)
+    step_env
+    for name in "${steps[@]}"; do
+        case $name in
+            env) ;;
+            compare) step_compare || { note "compare failed: the steps after it are not run"; break; } ;;
+            gpu-tests) step_gpu_tests ;;
+            replay-fixture) step_replay_fixture ;;
+            overhead) step_overhead ;;
+            aa) step_aa ;;
+            *) note "unknown step $name (expected env, compare, replay-fixture, gpu-tests, overhead, aa)"; exit 2 ;;
+        esac
+    done
+    pack
+    cat "$SUMMARY"
+}
+
+main "$@"
