@@ -3,7 +3,9 @@
 Three parts:
 
 * **pairing** (`pair_kernels`): kernels are matched by ``body_hash``+``shape_key`` first (robust to renumbering),
-  then by the seed's ``legacy_key``, then by ``kernel_name``. Each stage only sees rows the earlier stages left;
+  then by the seed's ``legacy_key``, then by the fused ops and shapes whatever the codegen kind
+  (``fused_ops_name``+``shape_key``: a persistent reduction that a PR makes a looped one), then by
+  ``kernel_name``. Each stage only sees rows the earlier stages left;
   rows that share a key on one side are paired in a fixed order (path, name) one to one, never as a cartesian
   product, and leftovers fall through to the next stage or end up "only in base / only in PR". The paired
   timing stage pairs with the same function, so it interleaves exactly the pairs compared here.
@@ -28,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import UserError
+from analysis.kernel_identity import fused_ops_name
 from analysis.kernel_results import KERNEL_COLUMNS, NUMERIC_KERNEL_COLUMNS
 from analysis.noise_rules import rounds_are_noisy
 from analysis.paired_rounds import PairedBlocks, RoundSamples
@@ -52,7 +55,7 @@ _NUMERIC_COLUMNS = NUMERIC_KERNEL_COLUMNS
 SEED_MIN_MS = 0.008  # kernel_perf_simple.py: `threshold = 0.008`
 SEED_NAME_PATTERN = r"^triton_poi_"  # kernel_perf_simple.py keeps pointwise kernels only
 
-MATCH_METHODS = ("body_hash+shape_key", "legacy_key", "kernel_name")
+MATCH_METHODS = ("body_hash+shape_key", "legacy_key", "ops+shape_key", "kernel_name")
 
 
 # --- reading ---------------------------------------------------------------------------------------------
@@ -157,6 +160,9 @@ def _stage_keys(frame: pd.DataFrame, method: str) -> pd.Series:
     if method == "body_hash+shape_key":
         ok = frame["body_hash"] != ""
         return (frame["body_hash"] + "|" + frame["shape_key"]).where(ok, "")
+    if method == "ops+shape_key":
+        ok = frame["shape_key"] != ""
+        return (frame["kernel_name"].map(fused_ops_name) + "|" + frame["shape_key"]).where(ok, "")
     return frame[method]
 
 

@@ -10,7 +10,10 @@ key. The identity of a kernel here is
 * ``shape_key``: the problem size (``x``, ``y``, ``z``, ``r0_``, ``r1_`` numels) from the body literals, or,
   for dynamic shapes, from the harness's ``get_args()`` values zipped with the kernel's parameters;
 * ``legacy_key``: the seed's ``<name without index> _x<xnumel>_r<r0_numel>`` (0 where a numel is absent; the
-  seed's shell script left it empty), kept as a fallback for matching and for its CSV.
+  seed's shell script left it empty), kept as a fallback for matching and for its CSV;
+* ``fused_ops_name``: the name without its kind and ordinal, which with ``shape_key`` matches the same ops
+  generated another way (a PR that turns persistent reductions into looped ones renames ``triton_per_*`` to
+  ``triton_red_*`` and changes every body, while the kernels still compute the same thing on the same shapes).
 
 Works on Triton kernel modules from torch 2.4 (``def triton_(``, ``rnumel``, list ``size_hints``) to 2.13
 (``r0_numel``, dict ``size_hints``) and on Inductor's C++ kernels (``cpp_fused_*``, category ``cpp``).
@@ -48,6 +51,7 @@ _DEF_AFTER_JIT = re.compile(r"^@triton\.jit\s*\n(def\s+(\w+)\s*\((?P<params>[^)]
 _TOP_LEVEL_LINE = re.compile(r"^\S", re.M)
 _NUMEL_LITERAL = re.compile(r"^[ \t]+(?P<axis>x|y|z|r0_|r1_|r)numel\s*=\s*(?P<value>\d+)\s*$", re.M)
 _INDEX_SUFFIX = re.compile(r"_\d+$")
+_KIND_PREFIX = re.compile(r"^triton_[a-z]+_(?=fused_)")  # triton_poi_, triton_per_, triton_red_, ...
 # paas-organize suffixes: ``<name>_<cache-file-hash>`` (old) or ``<name>.<8 hex>`` (new).
 _PAAS_SUFFIX = re.compile(r"^(?P<base>.*_\d+)(?:_[A-Za-z0-9]+|\.[0-9a-f]{8})$")
 _KERNEL_CALLS = re.compile(r"^#\s*KERNEL CALLS:.*$", re.M)
@@ -110,6 +114,12 @@ def triton_kernel_name(source: str) -> str:
 def kernel_base_name(kernel_name: str) -> str:
     """Name without the paas hash suffix and without Inductor's per-graph ordinal."""
     return _INDEX_SUFFIX.sub("", strip_paas_suffix(kernel_name))
+
+
+def fused_ops_name(kernel_name: str) -> str:
+    """The ops a kernel fuses, without its codegen kind and ordinal: ``triton_per_fused_add_view_10`` (a
+    persistent reduction) and ``triton_red_fused_add_view_10`` (the same ops as a looped one) → ``fused_add_view``."""
+    return _KIND_PREFIX.sub("", kernel_base_name(kernel_name))
 
 
 def strip_paas_suffix(kernel_name: str) -> str:

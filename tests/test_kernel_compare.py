@@ -123,7 +123,8 @@ def test_renumbered_kernels_pair_by_body_and_shape() -> None:
 
     pairing = pair_kernels(base, pr)
 
-    assert pairing.summary.by_method == {"body_hash+shape_key": 40, "legacy_key": 0, "kernel_name": 0}
+    assert pairing.summary.by_method == {"body_hash+shape_key": 40, "legacy_key": 0, "ops+shape_key": 0,
+                                         "kernel_name": 0}
     assert pairing.summary.only_base == pairing.summary.only_pr == 0
     paired_stems = {(base.at[b, "body_hash"], pr.at[p, "body_hash"]) for b, p in
                     zip(pairing.pairs["base_row"], pairing.pairs["pr_row"], strict=True)}
@@ -136,14 +137,14 @@ def test_fallback_keys_and_unpaired_kernels_are_reported() -> None:
     pr, _ = kernels_frame(specs, seed=8)
     # Kernels 0-2: the PR's body hash changed (a codegen change) but the seed's legacy key still matches.
     pr.loc[0:2, "body_hash"] = "changed"
-    # Kernels 3-4: neither hash nor legacy key match, the generated name does.
-    pr.loc[3:4, ["body_hash", "legacy_key"]] = ["other", "other_key"]
+    # Kernels 3-4: neither hash, legacy key nor shapes match, the generated name does.
+    pr.loc[3:4, ["body_hash", "legacy_key", "shape_key"]] = ["other", "other_key", "x999"]
     # Kernel 5 vanished in the PR and the PR gained a new kernel.
     pr.loc[5, ["body_hash", "legacy_key", "kernel_name"]] = ["new", "new_key", "triton_poi_new_99"]
 
     s = pair_kernels(base, pr).summary
 
-    assert s.by_method == {"body_hash+shape_key": 4, "legacy_key": 3, "kernel_name": 2}
+    assert s.by_method == {"body_hash+shape_key": 4, "legacy_key": 3, "ops+shape_key": 0, "kernel_name": 2}
     assert (s.only_base, s.only_pr) == (1, 1)
 
 
@@ -414,3 +415,29 @@ def test_a_failure_row_with_empty_timing_cells_is_read() -> None:
     frame = check_kernels_frame(pd.DataFrame([row]), "base kernels")
 
     assert frame["median_ms"].isna().all() and frame["n"].tolist() == [0]
+
+
+H100_RUN = Path(__file__).parent / "fixtures" / "gpu_h100"
+
+
+def test_a_pr_that_loops_persistent_reductions_pairs_each_with_its_looped_twin() -> None:
+    """Given the H100 run of a PR that turns Inductor's persistent reductions off, every `triton_per_*` kernel of
+    the base became a `triton_red_*` kernel with another body: they pair as the same fused ops on the same shapes
+    (before, all six ended up "only in base" / "only in PR" and the verdict saw the five unchanged kernels only),
+    and only the unchanged pointwise kernels are the run's identical-code control."""
+    from analysis.kernel_compare import read_kernels_csv
+
+    base = read_kernels_csv(H100_RUN / "base" / "kernels.csv")
+    pr = read_kernels_csv(H100_RUN / "pr" / "kernels.csv")
+    samples = [read_round_samples(H100_RUN / side / "kernel_samples.json") for side in ("base", "pr")]
+
+    result = compare_kernels(base, pr, *samples)
+
+    table = result.table
+    names = dict(zip(table["base_name"], table["pr_name"], strict=True))
+    loops = {b: p for b, p in names.items() if b.startswith("triton_per_")}
+    assert len(loops) == 6 and all(p == "triton_red_" + b.removeprefix("triton_per_") for b, p in loops.items())
+    looped = table["base_name"].isin(loops)
+    assert set(table.loc[looped, "matched_by"]) == {"ops+shape_key"} and not table.loc[looped, "control"].any()
+    assert set(table.loc[~looped, "matched_by"]) == {"body_hash+shape_key"} and table.loc[~looped, "control"].all()
+    assert (result.pairing.only_base, result.pairing.only_pr) == (0, 0)
