@@ -132,7 +132,8 @@ def _side(data: dict[str, Any], name: str) -> SideResult | None:
     if block is None:
         return None
     control = ((data.get("control") or {}).get(name)) or {}
-    passed = control.get("passed")
+    # A control that could not run (a split-half needs four rounds) says passed: nothing failed, nothing shown.
+    passed = control.get("passed") if control.get("available", True) else None
     return SideResult(
         verdict=str(block.get("verdict", "")), geomean=_number(block, "geomean"), ci_low=_number(block, "ci_low"),
         ci_high=_number(block, "ci_high"), n=_count(block, "n"), improved=_count(block, "improved"),

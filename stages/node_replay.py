@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 result["tools"][tool] = run_tool(tool, entry["commands"][tool], args.tool_timeout)
         results.append(result)
     atomic_io.write_json(args.out, {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                    "warmup": args.warmup, "iterations": args.iterations,
+                                    "warmup": args.warmup, "iterations": args.iterations, "l2_flush": True,
                                     "python": sys.version.split()[0], "results": results})
     progress("node_replay", len(shapes), len(shapes), f"done: {args.out}")
     return 0

@@ -503,3 +503,19 @@ def test_runner_overhead_gpu_mode_takes_the_first_triton_kernels_by_path(tmp_pat
         timed = rewrite_benchmark_line((source / path).read_text(), rep=0, warmup=0)
         assert (copy / path).read_text() == timed
         assert seed_path.read_text() == runner_overhead.add_probe(timed)
+
+
+def test_a_control_that_could_not_run_is_not_counted_as_passed() -> None:
+    """The H100 A/A had 3 rounds: its models' split-half could not run (summary.json: available false, passed
+    true, since nothing failed). The A/A says "-" for it and counts it in neither "passed" nor "known"."""
+    data = summary()
+    data["control"]["models"] = {**control_block(True, "split-half"), "available": False, "geomean": None,
+                                 "reason": "3 round(s); a split-half needs at least 4 (two per half)"}
+    repeats = [aa_noise.Repeat(1, aa_noise.parse_summary(data, "aa1"))]
+
+    totals = aa_noise.aggregate(repeats)
+
+    assert (totals.sides["models"].controls_passed, totals.sides["models"].controls_known) == (0, 0)
+    assert (totals.sides["kernels"].controls_passed, totals.sides["kernels"].controls_known) == (1, 1)
+    assert "models" in aa_noise.repeat_line(repeats[0]).split("|")[1] and "control -" in aa_noise.repeat_line(
+        repeats[0]).split("|")[1]

@@ -7,7 +7,8 @@ lines, and the table comparing replayed with in-trace times.
 - ``<report>_replay_results.json``: what ``stages.node_replay`` measured (written by the stage);
 - ``<report>_replay.md`` and ``<report>_replay.csv``: replayed vs in-trace time per shape.
 
-The results file holds ``device``, ``torch``, ``warmup``, ``iterations`` and ``results``: per shape ``id``,
+The results file holds ``device``, ``torch``, ``warmup``, ``iterations``, ``l2_flush`` (true: each timed call
+followed an L2 flush; absent in results written before the replay flushed) and ``results``: per shape ``id``,
 ``replay_median_us``, ``replay_mean_us``, ``replay_std_us``, ``samples``, ``error`` (why torch could not replay
 it, else null) and ``tools``: ``{tool: {"us": time per call or null, "error": ..., "commands": [...]}}`` for
 each tool that was on PATH.
@@ -140,12 +141,16 @@ def coverage_lines(replay_set: dict[str, Any]) -> list[str]:
     return lines
 
 
+# Results written before the replay flushed the L2 say nothing of it: their calls were timed with the launch in.
+FLUSHED = " after an L2 flush (a cold cache; the flush also keeps the launch latency out of the time)"
+
+
 def comparison_markdown(table: pd.DataFrame, replay_set: dict[str, Any], results: dict[str, Any]) -> str:
     lines = [f"# Node replay: {', '.join(replay_set['source'])}", "",
              f"Replayed on {results.get('device', '?')} with torch {results.get('torch', '?')}: "
              f"{results.get('warmup', '?')} warm-up calls, then {results.get('iterations', '?')} timed calls, "
-             "each between two device events after an L2 flush (cold cache; the flush also keeps the launch "
-             "latency out of the time); `replay us` is their median. `trace us` is the mean kernel time "
+             f"each between two device events{FLUSHED if results.get('l2_flush') else ''}; `replay us` is "
+             "their median. `trace us` is the mean kernel time "
              "per call in the trace(s) "
              f"({', '.join(replay_set['devices']) or 'device not recorded'}).", ""]
     lines += [f"- {line}" for line in coverage_lines(replay_set)]
