@@ -7,8 +7,10 @@ The host writes the plan (``prbench.paired_plan``); this stage runs round ``N`` 
 ``analysis.paired_rounds.RoundRecord`` to ``--out`` (atomically, at the end: an interrupted round leaves
 nothing behind and is redone).
 
-Per round, every side gets a FRESH worker (``python -m <plan.worker> --worker``) on the plan's device; on the CPU
-both are pinned to the same single CPU (the last one this stage may use), so neither side gets a better core, and
+Per round, every side gets a FRESH worker (``python -m <plan.worker> --worker``) on the plan's device; for the
+timed visits both are pinned to the same single CPU (the last one this stage may use), so neither side gets a
+better core (on a GPU too: a small model's step is launch-bound, and unpinned workers on an H100 ran whole visits
+at 0.76 or 1.9 ms depending on the process), and
 each worker's environment carries a padding variable of random length (``LAYOUT_PAD_VAR``), drawn per worker and
 round, so no side keeps a luckier memory layout for the whole comparison. Models are prepared first (built,
 compiled from the side's warm Inductor cache, warmed up); with ``groups`` each group of models gets its own fresh
@@ -335,12 +337,12 @@ def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], No
     started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     device = placement.device or plan.device
-    cpus = {last_cpu()} if device == "cpu" else None
+    cpus = {last_cpu()}
     chosen = set(range(len(plan.blocks)) if placement.blocks is None else placement.blocks)
     blocks = [(i, b) for i, b in enumerate(plan.blocks)
               if i in chosen and any(b.get(s) is not None for s in sides)]
     _remove_best_configs(plan, sides, [(i, b) for i, b in enumerate(plan.blocks) if i in chosen])
-    where = f"pinned to CPU {min(cpus)}" if cpus else f"GPU {device}"
+    where = f"pinned to CPU {min(cpus)}" + ("" if device == "cpu" else f", GPU {device}")
     say(f"pair: round {number}, {plan.kind}, sides {','.join(sides)}, {len(blocks)} blocks × {plan.passes} "
         f"pass(es), {where}" + (f" on {placement.node}" if placement.node else ""))
     layout = layout or random.Random()

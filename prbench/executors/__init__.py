@@ -69,7 +69,8 @@ class ShardTask:
 
 @dataclass(frozen=True)
 class DeviceSlot:
-    """A device a shard runs on: a GPU index, or the CPU (``cpus``: the CPUs given to that CPU device)."""
+    """A device a shard runs on: a GPU index, or the CPU; ``cpus``: the node's CPUs given to the device (its
+    shard's stage runs on them, and pins its timed workers to the last of them)."""
 
     node: str
     device: str  # "cpu" or a GPU index as the node's processes see it
@@ -112,9 +113,9 @@ class Executor(Protocol):
 
 
 def placed(command: StageCommand, slot: DeviceSlot) -> StageCommand:
-    """The command as it runs on ``slot``: the stage is told the device and node, a CPU device's CPUs are its own."""
+    """The command as it runs on ``slot``: the stage is told the device and node, and runs on the slot's CPUs."""
     return dataclasses.replace(command, args=[*command.args, "--device", slot.device, "--node", slot.node],
-                               cpus=slot.cpus if slot.device == "cpu" else None, on_line=None)
+                               cpus=slot.cpus, on_line=None)
 
 
 def check_executor(name: str, ray_address: str | None) -> str:

@@ -1,9 +1,10 @@
 """The local pool (the default executor): this machine's devices, one shard at a time on each.
 
 ``--devices cpu`` (the default on a CPU recipe) is one device: the shards run one after the other, as the rounds
-always did. ``--devices 0,1`` runs two shards at once, one per GPU; ``--devices cpu,cpu`` two CPU devices, each
-with its share of the CPUs (``prbench.executors.node.cpu_slots``). A thread per device takes the next shard; the
-calling thread hears of each finished one, and on Ctrl-C stops them all.
+always did. ``--devices 0,1`` runs two shards at once, one per GPU; ``--devices cpu,cpu`` two CPU devices. Each
+device gets its share of the CPUs (``prbench.executors.node.cpu_slots``), where its shards run and pin their timed
+workers. A thread per device takes the next shard; the calling thread hears of each finished one, and on Ctrl-C
+stops them all.
 """
 
 from __future__ import annotations
@@ -32,10 +33,7 @@ class LocalPool:
     def __init__(self, devices: list[str], platform: str = "cpu", say: Callable[[str], None] = print,
                  make: Callable[[RunnerSpec], Runner] | None = None, stream_output: bool | None = None) -> None:
         node = node_name()
-        cpu_devices = sum(1 for d in devices if d == "cpu")
-        cpu_index = iter(range(cpu_devices))
-        self.slots = [DeviceSlot(node, d, cpu_slots(next(cpu_index), cpu_devices) if d == "cpu" else None)
-                      for d in devices]
+        self.slots = [DeviceSlot(node, d, cpu_slots(i, len(devices))) for i, d in enumerate(devices)]
         self.platform = platform
         self.say = say
         # One device: the stage's own lines go to the terminal as before; several: one line per finished shard.

@@ -30,9 +30,9 @@ def node_name() -> str:
 
 
 def cpu_slots(index: int, count: int, affinity: set[int] | None = None) -> frozenset[int]:
-    """The CPUs of CPU device ``index`` of ``count``: the CPUs this process may use, split in ``count`` parts from
-    the last CPU down (the paired stage pins to the last CPU it may use; CPU 0 takes the interrupts). More devices
-    than CPUs share them."""
+    """The CPUs of device ``index`` of ``count`` (CPU devices or GPUs): the CPUs this process may use, split in
+    ``count`` parts from the last CPU down (the paired stage pins to the last CPU it may use; CPU 0 takes the
+    interrupts). More devices than CPUs share them."""
     cpus = sorted(affinity if affinity is not None else os.sched_getaffinity(0), reverse=True)
     if count <= len(cpus):
         per = len(cpus) // count

@@ -57,13 +57,10 @@ class ShardActor:
     def __init__(self, platform: str) -> None:
         node = node_name()
         gpu = str(ray.get_gpu_ids()[0])
-        if platform == "cpu":
-            # A fake GPU of a CPU-only cluster: the CPU device of the same number on this node.
-            here = ray.get_runtime_context().get_node_id()
-            count = next(int(n["Resources"].get("GPU", 1)) for n in ray.nodes() if n["NodeID"] == here)
-            self.slot = DeviceSlot(node, "cpu", cpu_slots(int(gpu), count))
-        else:
-            self.slot = DeviceSlot(node, gpu)
+        # The GPU's share of the node's CPUs; a fake GPU of a CPU-only cluster is the CPU device of that number.
+        here = ray.get_runtime_context().get_node_id()
+        count = next(int(n["Resources"].get("GPU", 1)) for n in ray.nodes() if n["NodeID"] == here)
+        self.slot = DeviceSlot(node, "cpu" if platform == "cpu" else gpu, cpu_slots(int(gpu), count))
         self.runners = NodeRunners(node, die_with_parent=True)
 
     def where(self) -> tuple[DeviceSlot, int, str]:
