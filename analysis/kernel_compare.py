@@ -5,10 +5,10 @@ Three parts:
 * **pairing** (`pair_kernels`): kernels are matched by ``body_hash``+``shape_key`` first (robust to renumbering),
   then by the seed's ``legacy_key``, then by the fused ops and shapes whatever the codegen kind
   (``fused_ops_name``+``shape_key``: a persistent reduction that a PR makes a looped one), then by
-  ``kernel_name``. Each stage only sees rows the earlier stages left;
-  rows that share a key on one side are paired in a fixed order (path, name) one to one, never as a cartesian
-  product, and leftovers fall through to the next stage or end up "only in base / only in PR". The paired
-  timing stage pairs with the same function, so it interleaves exactly the pairs compared here.
+  ``kernel_name``. Each stage only sees rows the earlier stages left; rows that share a key on one side are
+  paired in a fixed order (path, name) one to one, never as a cartesian product, and leftovers fall through to
+  the next stage or end up "only in base / only in PR". The paired timing stage pairs with the same function,
+  so it interleaves exactly the pairs compared here.
 * **per-pair statistics**: each side's per-round samples (``kernel_samples.json``) become round medians, and
   the paired rounds' blocks (where both sides were timed together) give each round's log ratio; the speedup,
   its interval, its adjusted p-value and its verdict come from `analysis.verdict` (the round is the unit of

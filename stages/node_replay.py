@@ -8,8 +8,7 @@ dtype (random values), ``--warmup`` times, then ``--iterations`` times each betw
 the L2 cache flushed before each (outside the events) by the kernel stage's timer. Besides giving every call
 the same cold cache, the flush keeps the GPU busy while the call is dispatched: without it a GEMM of a few
 microseconds is timed as its launch latency (on an H100, 33 µs per call for an addmm whose kernel ran 6 µs in
-its trace). The
-median, mean and standard deviation of those times go into the results (format in
+its trace). The median, mean and standard deviation of those times go into the results (format in
 :mod:`analysis.traces.replay_report`). Then every command line of the set whose tool is on PATH runs (each
 with ``--tool-timeout``) and the time it prints is read. Without a CUDA or ROCm device the stage stops with one
 line saying so (exit 2), before it times anything.
