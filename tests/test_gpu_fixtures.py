@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from cli_support import invoke_in_process
+from trace_support import kernels_by_op_call
 
 from analysis.kernel_compare import pair_kernels, read_kernels_csv
 from analysis.kernel_identity import identify_triton
@@ -381,20 +382,13 @@ def test_the_h100_aa_read_back_from_its_run_says_what_the_h100_measured(tmp_path
 
 
 def _trace_gemm_calls(path: Path) -> dict[tuple[int, int, int], tuple[int, float]]:
-    """(m, n, k) → (addmm calls, kernel µs of those calls), joined here: the kernels whose launch (same
-    correlation id, same thread) lies inside the addmm op."""
-    events = _events(path)
-    kernels = {e["args"]["correlation"]: e["dur"] for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"}
-    launches = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
-                and e.get("args", {}).get("correlation") in kernels]
+    """(m, n, k) → (addmm calls, kernel µs of those calls), from the raw trace's independent join."""
     out: dict[tuple[int, int, int], list[float]] = defaultdict(lambda: [0, 0.0])
-    for op in (e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::addmm"):
-        inside = [kernels[r["args"]["correlation"]] for r in launches
-                  if r["tid"] == op["tid"] and op["ts"] <= r["ts"] < op["ts"] + op["dur"]]
+    for op, inside in kernels_by_op_call(path, ("aten::addmm",)):
         if inside:
             _bias, (m, k), (_, n) = op["args"]["Input Dims"][:3]
             out[(m, n, k)][0] += 1
-            out[(m, n, k)][1] += sum(inside)
+            out[(m, n, k)][1] += sum(us for _, us in inside)
     return {key: (int(c), us) for key, (c, us) in out.items()}
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from cli_support import invoke_in_process
+from trace_support import kernels_by_op_call
 
 from analysis.errors import UserError
 from analysis.traces import read_trace
@@ -36,27 +37,15 @@ ROOT = Path(__file__).resolve().parents[1]
 H100 = FIXTURES / "h100_bert-small-uncased.json.gz"
 MI300 = FIXTURES / "mi300_bert-small-uncased.json.gz"
 MI250 = FIXTURES / "mi250_minitoy_train_rocm6.2.json.gz"
-GEMMS = ("aten::addmm", "aten::mm")
 
 # These import torch (stages.node_replay) in the test process: one xdist worker runs them all and pays for it once.
 TORCH_IN_PROCESS = pytest.mark.xdist_group("torch-in-process")
 
 
 def _kernels_by_op_call(path: Path) -> list[tuple[str, str, list[tuple[str, float]]]]:
-    """Independently of the reader: every addmm/mm cpu_op call, its recorded inputs, and the kernels (name, µs)
-    whose launch (a runtime event on the same thread inside the op) has their correlation id."""
-    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-    kernels = {e["args"]["correlation"]: (e["name"], e["dur"]) for e in events
-               if e.get("cat") == "kernel" and e.get("ph") == "X"}
-    launches = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver") and "ts" in e
-                and e.get("args", {}).get("correlation") in kernels]
-    calls = []
-    for op in (e for e in events if e.get("cat") == "cpu_op" and e.get("name") in GEMMS):
-        inside = [kernels[r["args"]["correlation"]] for r in launches
-                  if r["tid"] == op["tid"] and op["ts"] <= r["ts"] < op["ts"] + op["dur"]]
-        key = json.dumps([op["args"]["Input Dims"], op["args"].get("Input Strides")])
-        calls.append((op["name"], key, inside))
-    return calls
+    """Every addmm/mm call of the raw trace: its name, its recorded inputs (dims and strides), its kernels."""
+    return [(op["name"], json.dumps([op["args"]["Input Dims"], op["args"].get("Input Strides")]), inside)
+            for op, inside in kernels_by_op_call(path)]
 
 
 @pytest.mark.parametrize("path", [H100, MI300, MI250], ids=["h100", "mi300x", "mi250"])
