@@ -1,16 +1,19 @@
 """Shared test setup: GPU tests are skipped where no GPU is visible; builds use a store of the session's own; the
-real compare that several modules read runs once per session."""
+real compare that several modules read runs once per session; a unit-tier test that starts Python fails."""
 
 from __future__ import annotations
 
 import compileall
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,6 +63,39 @@ def _a_store_of_the_sessions_own(tmp_path_factory: pytest.TempPathFactory) -> It
         os.environ.pop(STORE_ENV, None)
     else:
         os.environ[STORE_ENV] = previous
+
+
+_SLOW_TIERS = ("integration", "docker", "gpu")
+_PYTHON = re.compile(r"python[0-9.]*$")
+
+
+@pytest.fixture(autouse=True)
+def _the_unit_tier_starts_no_python(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unit tier (``-m "not integration and not docker and not gpu"``) is what runs inside the test process:
+    a Python process costs a fraction of a second to start and import, and tests that start stages, workers,
+    pip or ``invoke`` made the tier slower than an edit-test loop can wait for. Such a test is marked
+    ``integration``; one that is not fails here, naming the mark it needs. Other programs (git) stay allowed."""
+    if any(request.node.get_closest_marker(tier) for tier in _SLOW_TIERS):
+        return
+    start = subprocess.Popen.__init__
+
+    def refuse_python(self: subprocess.Popen, args: Any, *rest: Any, **kwargs: Any) -> None:
+        program = _program(args, kwargs.get("executable"))
+        if _PYTHON.search(os.path.basename(program)) and (os.path.exists(program) or shutil.which(program)):
+            pytest.fail(f"{request.node.nodeid} starts {program}: mark it @pytest.mark.integration "
+                        f"(the unit tier runs in the test process)", pytrace=False)
+        start(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse_python)
+
+
+def _program(args: Any, executable: Any) -> str:
+    """The program a Popen starts: ``executable=``, else the first word of a command line (a shell one too)."""
+    if executable is not None:
+        return os.fsdecode(executable)
+    if isinstance(args, (str, bytes)):
+        return os.fsdecode(args).split()[0]
+    return os.fsdecode(args if isinstance(args, os.PathLike) else args[0])
 
 
 @pytest.fixture(scope="session")

@@ -230,6 +230,7 @@ def stand_in(monkeypatch: pytest.MonkeyPatch, run_compare: Any) -> None:
     monkeypatch.setattr(prbench.suite_stage.SuiteRequest, "validate", lambda self: ["BertForMaskedLM"])
 
 
+@pytest.mark.integration
 def test_measure_runs_fresh_aa_and_positive_comparisons_under_load(tmp_path: Path, capsys, monkeypatch) -> None:
     seen: list[tuple[FakeRequest, list[int]]] = []
 
@@ -301,6 +302,7 @@ def _wait_gone(pids: list[int], seconds: float) -> bool:
     return False
 
 
+@pytest.mark.integration
 def test_background_load_starts_and_stops_within_a_second_or_two(capsys) -> None:
     begin = time.monotonic()
     with BackgroundLoad(workers=2, min_duty=0.05, max_duty=0.3, period_s=2, max_seconds=60) as load:
@@ -313,6 +315,7 @@ def test_background_load_starts_and_stops_within_a_second_or_two(capsys) -> None
     assert "background load: 2 worker(s), duty 5%-30%" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_background_load_stops_by_itself_after_max_seconds() -> None:
     load = BackgroundLoad(workers=1, min_duty=0.05, max_duty=0.2, max_seconds=0.5, quiet=True).start()
     try:
@@ -322,6 +325,7 @@ def test_background_load_stops_by_itself_after_max_seconds() -> None:
         load.stop()
 
 
+@pytest.mark.integration
 def test_background_load_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
     code = ("import sys, time; sys.path.insert(0, sys.argv[1]); from background_load import BackgroundLoad; "
             "load = BackgroundLoad(workers=1, min_duty=0.05, max_duty=0.2, max_seconds=60, quiet=True).start(); "

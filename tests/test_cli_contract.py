@@ -20,6 +20,7 @@ def _collection() -> Collection:
     return Collection.from_module(tasks)
 
 
+@pytest.mark.integration
 def test_invoke_list_shows_the_main_tasks():
     out = subprocess.run([sys.executable, "-m", "invoke", "--list"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

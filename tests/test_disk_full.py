@@ -117,6 +117,7 @@ CHATTY_STAGE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_a_stage_whose_log_fills_the_disk_fails_naming_the_log_and_does_not_hang(small_disk: Path,
                                                                                   tmp_path: Path) -> None:
     code = tmp_path / "code"

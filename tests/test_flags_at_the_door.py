@@ -91,6 +91,7 @@ IMPORT_CHECKED = [(command, dict(BAD_FLAGS)[command]) for command in (
 
 
 @pytest.mark.parametrize(("command", "expected"), IMPORT_CHECKED, ids=[c for c, _ in IMPORT_CHECKED])
+@pytest.mark.integration
 def test_a_bad_flag_is_refused_before_torch_is_imported(tmp_path: Path, command: str, expected: str) -> None:
     proc, lines, imported = _invoke(_command_line(command, tmp_path), tmp_path)
     assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], lines
@@ -99,6 +100,7 @@ def test_a_bad_flag_is_refused_before_torch_is_imported(tmp_path: Path, command:
 
 @pytest.mark.parametrize(("flag", "value"), [("--inductor-config", "cpp.simdlen=abc"),
                                              ("--inductor-config", "cpp.no_such_setting=1")])
+@pytest.mark.integration
 def test_a_wrong_inductor_setting_fails_before_the_run_exists(tmp_path: Path, flag: str, value: str) -> None:
     proc, lines, _ = _invoke(f"compare --pr installed {flag} {value} --runs-dir {tmp_path}/runs", tmp_path)
     assert proc.returncode == 2 and len(lines) == 1, lines
@@ -138,6 +140,7 @@ STALE_PATCH = """diff --git a/torch/_inductor/config.py b/torch/_inductor/config
 """
 
 
+@pytest.mark.integration
 def test_a_pr_patch_that_does_not_apply_fails_before_the_base_side_runs(tmp_path: Path) -> None:
     patch = tmp_path / "stale.patch"
     patch.write_text(STALE_PATCH)

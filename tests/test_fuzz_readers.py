@@ -560,6 +560,7 @@ def test_given_a_kernels_csv_with_inf_compare_kernels_says_so_in_one_line_and_wr
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.integration
 def test_given_a_bad_filter_the_kernels_stage_names_the_flag(tmp_path: Path) -> None:
     organized = tmp_path / "organized"
     organized.mkdir()
@@ -571,6 +572,7 @@ def test_given_a_bad_filter_the_kernels_stage_names_the_flag(tmp_path: Path) -> 
     assert files_under(tmp_path) == {Path("organized"), Path("organized/index.csv")}
 
 
+@pytest.mark.integration
 def test_given_an_archive_without_kernels_organize_names_it_and_leaves_no_out(tmp_path: Path) -> None:
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "notes.py").write_text("x = 1\n")
@@ -590,6 +592,7 @@ def test_given_an_archive_without_kernels_organize_names_it_and_leaves_no_out(tm
     (b"name,status\nBert,ok\xff\n", "not a suite.csv (not UTF-8 text"),
     ("name,status\nBert,fail\n", "--models: Bert not ok in"),
 ], ids=["no-name-column", "not-utf8", "model-not-ok"])
+@pytest.mark.integration
 def test_given_a_bad_suite_csv_the_profile_stage_says_so_and_creates_no_out(tmp_path: Path, content: str | bytes,
                                                                             expected: str) -> None:
     suite = tmp_path / "suite.csv"

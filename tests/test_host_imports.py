@@ -17,6 +17,7 @@ HOST_MODULES = ("prbench.compare", "prbench.suite_stage", "prbench.paired_plan",
 HEAVY = ("torch", "transformers", "triton", "ray")  # ray: only with --executor ray
 
 
+@pytest.mark.integration
 def test_no_host_module_imports_torch() -> None:
     # A fresh interpreter: this test process may have imported torch for other tests already. The modules are
     # imported one after another and the heavy packages read after each, so the first one to bring them in is named.

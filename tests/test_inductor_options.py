@@ -127,6 +127,7 @@ def test_no_overrides_import_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     check_inductor_config({}, WHERE)
 
 
+@pytest.mark.integration
 def test_the_host_checks_a_recipe_without_importing_torch() -> None:
     code = ("import sys; from prbench.inductor_options import check_inductor_config as c; "
             "c({'cpp.simdlen': 8, 'triton.cudagraphs': False}, 'x'); "

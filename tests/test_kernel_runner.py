@@ -84,12 +84,14 @@ def test_two_workers_share_the_kernels(tmp_path: Path) -> None:
     assert workers == {"worker0[cpu]", "worker1[cpu]"}
 
 
+@pytest.mark.integration
 def test_missing_index_is_one_line_error(tmp_path: Path) -> None:
     result = run_stage("--dir", str(tmp_path))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [f"error: --dir {tmp_path}: no index.csv (run organize first)"]
 
 
+@pytest.mark.integration
 def test_invoke_kernels_bad_dir_is_one_line(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "invoke", "kernels", "--dir", str(tmp_path)], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
@@ -197,6 +199,7 @@ def test_every_visit_times_the_same_input_values(tmp_path: Path) -> None:
     assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
 
 
+@pytest.mark.integration
 def test_a_bad_filter_regex_is_one_line_naming_the_flag(tmp_path: Path) -> None:
     organized = organized_dir(tmp_path / "organized", {})
 
@@ -210,6 +213,7 @@ def test_a_bad_filter_regex_is_one_line_naming_the_flag(tmp_path: Path) -> None:
     assert not (tmp_path / "kernels.csv").exists()
 
 
+@pytest.mark.integration
 def test_a_damaged_index_names_its_line(tmp_path: Path) -> None:
     organized = organized_dir(tmp_path / "organized", {})
     index = organized / "index.csv"

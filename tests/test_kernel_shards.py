@@ -53,6 +53,7 @@ def test_the_jobs_are_cut_in_plan_order(tmp_path: Path) -> None:
     assert executor_platform(organized) == "cpu"  # C++ kernels only: CPU devices
 
 
+@pytest.mark.integration
 def test_two_cpu_devices_give_the_files_of_one_stage_and_a_second_run_redoes_nothing(tmp_path: Path) -> None:
     organized = organized_with_missing_graphs(tmp_path / "organized")
     expected = one_stage(organized, tmp_path / "one")
@@ -71,6 +72,7 @@ def test_two_cpu_devices_give_the_files_of_one_stage_and_a_second_run_redoes_not
     assert again == ["[kernels] 3 of 3 shards done earlier, kept"]
 
 
+@pytest.mark.integration
 def test_a_shard_the_merge_lacks_is_one_line(tmp_path: Path) -> None:
     organized = organized_with_missing_graphs(tmp_path / "organized")
     one_stage(organized, tmp_path / "one")
@@ -79,6 +81,7 @@ def test_a_shard_the_merge_lacks_is_one_line(tmp_path: Path) -> None:
                            [f"pointwise/cpp_fused_k{i}.cpp" for i in range(6)])
 
 
+@pytest.mark.integration
 def test_jobs_beyond_the_plan_are_refused_in_one_line(tmp_path: Path) -> None:
     organized = organized_with_missing_graphs(tmp_path / "organized")
     done = subprocess.run([sys.executable, "-m", "stages.kernels", "--dir", str(organized), "--out",
@@ -88,6 +91,7 @@ def test_jobs_beyond_the_plan_are_refused_in_one_line(tmp_path: Path) -> None:
     assert done.stderr.strip() == "error: --jobs: job 3 is beyond the plan's 3 jobs (0-2)"
 
 
+@pytest.mark.integration
 def test_invoke_kernels_in_shards_on_two_cpu_devices(tmp_path: Path) -> None:
     organized = organized_with_missing_graphs(tmp_path / "organized")
     expected = one_stage(organized, tmp_path / "one")

@@ -85,6 +85,7 @@ def survivors(pgid: int, grace_s: float = 3.0) -> list[int]:
     return alive
 
 
+@pytest.mark.integration
 def test_a_stage_runs_with_its_env_and_python_path_first(tmp_path: Path, stage_dir: Path, monkeypatch) -> None:
     # Variables in the user's shell that would silently change what a stage measures are dropped.
     monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
@@ -109,6 +110,7 @@ def test_a_stage_runs_with_its_env_and_python_path_first(tmp_path: Path, stage_d
     assert seen["cwd"] == str(CODE_ROOT)
 
 
+@pytest.mark.integration
 def test_output_goes_to_the_log_and_the_console(tmp_path: Path, stage_dir: Path, capsys) -> None:
     log = tmp_path / "base" / "logs" / "suite.log"
 
@@ -120,6 +122,7 @@ def test_output_goes_to_the_log_and_the_console(tmp_path: Path, stage_dir: Path,
     assert "hello from the stage" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_a_failing_stage_raises_stage_failed_naming_the_log(tmp_path: Path, stage_dir: Path) -> None:
     log = tmp_path / "logs" / "kernels.log"
 
@@ -131,11 +134,13 @@ def test_a_failing_stage_raises_stage_failed_naming_the_log(tmp_path: Path, stag
     assert "Traceback: something broke" in log.read_text()
 
 
+@pytest.mark.integration
 def test_a_python_that_does_not_exist_is_stage_failed(tmp_path: Path, stage_dir: Path) -> None:
     with pytest.raises(StageFailed, match="cannot start /no/such/python"):
         LocalRunner(python="/no/such/python", stream_output=False).run(command(stage_dir, "report", tmp_path))
 
 
+@pytest.mark.integration
 def test_a_timeout_stops_the_whole_process_group(tmp_path: Path, stage_dir: Path) -> None:
     log = tmp_path / "logs" / "suite.log"
     started = time.monotonic()
@@ -151,6 +156,7 @@ def test_a_timeout_stops_the_whole_process_group(tmp_path: Path, stage_dir: Path
 
 
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+@pytest.mark.integration
 def test_a_timeout_while_output_flows_logs_cleanly(tmp_path: Path, stage_dir: Path) -> None:
     log = tmp_path / "chatty.log"
 
@@ -161,6 +167,7 @@ def test_a_timeout_while_output_flows_logs_cleanly(tmp_path: Path, stage_dir: Pa
     assert survivors(json.loads((tmp_path / "pids.json").read_text())["pgid"]) == []
 
 
+@pytest.mark.integration
 def test_a_stage_error_line_becomes_the_one_line_failure_and_lines_reach_the_host(tmp_path: Path,
                                                                                    stage_dir: Path) -> None:
     seen: list[str] = []

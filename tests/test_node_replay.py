@@ -260,6 +260,7 @@ def _invoke(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @TORCH_IN_PROCESS
+@pytest.mark.integration
 def test_without_a_gpu_r_writes_the_replay_set_and_commands_then_stops_with_one_line(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

@@ -175,6 +175,7 @@ def test_invoke_organize_reports_bad_input_in_one_line(tmp_path: Path, kind: str
     assert "Traceback" not in output and str(cache) in output
 
 
+@pytest.mark.integration
 def test_stage_cli_exits_non_zero_with_one_error_line(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -223,6 +224,7 @@ def test_a_truncated_graph_module_is_a_warning_and_its_kernels_keep_their_rows(
     assert (tmp_path / "organized" / "graphs" / f"{cpp[0].graphs}.py").is_file()
 
 
+@pytest.mark.integration
 def test_the_kernel_runner_gives_each_kernel_of_a_truncated_graph_module_a_failure_row(tmp_path: Path) -> None:
     cache = make_cache(tmp_path / "cache")
     kernel = _truncated_cpp_graph(cache)
@@ -278,6 +280,7 @@ def test_an_error_while_writing_leaves_an_earlier_organized_tree_as_it_was(
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".organized.")] == []
 
 
+@pytest.mark.integration
 def test_invoke_organize_of_an_archive_without_kernels_leaves_no_log_in_out(tmp_path: Path) -> None:
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "not_a_kernel.py").write_text("x = 1\n")

@@ -36,6 +36,7 @@ def both(name: str, base_ms: float = 1.0, pr_ms: float = 2.0, **kwargs: Any) -> 
     return {"base": kernel_job(name, ms=base_ms, **kwargs), "pr": kernel_job(name, ms=pr_ms, **kwargs)}
 
 
+@pytest.mark.integration
 def test_blocks_alternate_abba_and_the_first_side_alternates_between_rounds(tmp_path: Path) -> None:
     blocks = [both(f"k{i}") for i in range(4)]
     lines: list[str] = []
@@ -61,6 +62,7 @@ def test_the_side_whose_worker_starts_first_alternates_between_rounds() -> None:
     assert start_order(["pr"], 2) == ["pr"]
 
 
+@pytest.mark.integration
 def test_both_sides_are_fresh_workers_pinned_to_the_same_last_cpu(tmp_path: Path) -> None:
     record = run_round(plan(tmp_path, [both("k0")]), 1, ["base", "pr"], say=lambda _: None)
 
@@ -72,6 +74,7 @@ def test_both_sides_are_fresh_workers_pinned_to_the_same_last_cpu(tmp_path: Path
     assert again.workers["base"]["pids"] != record.workers["base"]["pids"]  # a round never reuses a worker
 
 
+@pytest.mark.integration
 def test_on_a_gpu_both_workers_are_pinned_to_the_same_last_cpu_too(tmp_path: Path) -> None:
     """On an H100, unpinned workers timed a launch-bound model step at 0.76 ms in one process and 1.9 ms in the
     other, visit after visit: a GPU round pins both sides' timed visits to one CPU, as a CPU round does."""
@@ -85,6 +88,7 @@ def test_on_a_gpu_both_workers_are_pinned_to_the_same_last_cpu_too(tmp_path: Pat
     assert f"pinned to CPU {cpu}, GPU 0" in lines[0]
 
 
+@pytest.mark.integration
 def test_each_worker_gets_an_environment_of_random_size_drawn_afresh_every_round(tmp_path: Path) -> None:
     """The sides' environments differ by a fixed size (their paths); a random pad per worker and round turns the
     memory layout that size sets into round-to-round spread instead of a fixed offset between the sides."""
@@ -101,6 +105,7 @@ def test_each_worker_gets_an_environment_of_random_size_drawn_afresh_every_round
     assert sorted(set(logged)) == sorted(pads[0::2])  # what each base worker really had in its environment
 
 
+@pytest.mark.integration
 def test_a_crash_or_a_hang_is_an_error_visit_and_the_worker_is_restarted(tmp_path: Path) -> None:
     blocks = [
         {"base": kernel_job("crasher", behave="crash"), "pr": kernel_job("crasher")},
@@ -124,6 +129,7 @@ def test_a_crash_or_a_hang_is_an_error_visit_and_the_worker_is_restarted(tmp_pat
     assert [v.position for v in record.visits if v.block == 4] == [0, 1]  # a one-sided block: its side twice
 
 
+@pytest.mark.integration
 def test_models_are_prepared_first_and_re_prepared_after_a_crash(tmp_path: Path) -> None:
     prepare = [{"kind": "prepare", "model": m, "timeout_s": 30, "compile_s": 1.5} for m in ("A", "B", "C")]
     time_job = {"kind": "time", "iterations": 2, "timeout_s": 30}
@@ -145,6 +151,7 @@ def test_models_are_prepared_first_and_re_prepared_after_a_crash(tmp_path: Path)
     assert read_round(tmp_path / "round.json").compiles == record.compiles
 
 
+@pytest.mark.integration
 def test_model_groups_get_fresh_workers_and_a_failed_prepare_fails_only_its_model(tmp_path: Path) -> None:
     prepare = [{"kind": "prepare", "model": "A", "timeout_s": 30},
                {"kind": "prepare", "model": "B", "timeout_s": 30, "behave": "error"},
@@ -160,6 +167,7 @@ def test_model_groups_get_fresh_workers_and_a_failed_prepare_fails_only_its_mode
     assert "prepare C" not in (tmp_path / "base.log").read_text().split("prepare B")[0]
 
 
+@pytest.mark.integration
 def test_one_side_only_times_that_sides_jobs(tmp_path: Path) -> None:
     blocks = [both("k0"), {"base": None, "pr": kernel_job("only_pr")}]
     record = run_round(plan(tmp_path, blocks), 2, ["pr"], say=lambda _: None)
@@ -174,6 +182,7 @@ def run_stage(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
+@pytest.mark.integration
 def test_the_stage_writes_the_round_file(tmp_path: Path) -> None:
     write_plan(tmp_path / "plan.json", plan(tmp_path, [both("k0")]))
     result = run_stage("--plan", str(tmp_path / "plan.json"), "--round", "3", "--out", str(tmp_path / "r.json"))
@@ -192,6 +201,7 @@ def test_the_stage_writes_the_round_file(tmp_path: Path) -> None:
     (json.dumps({"kind": "kernels", "worker": FAKE, "device": "cpu", "sides": {"base": {"env": {}, "log": "l"}},
                  "blocks": [{"base": None}]}), "block 0 has no job"),
 ])
+@pytest.mark.integration
 def test_a_bad_plan_is_one_line_naming_the_file(tmp_path: Path, content: str, expected: str) -> None:
     path = tmp_path / "plan.json"
     path.write_text(content)
@@ -203,6 +213,7 @@ def test_a_bad_plan_is_one_line_naming_the_file(tmp_path: Path, content: str, ex
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.integration
 def test_a_side_the_plan_lacks_is_one_line(tmp_path: Path) -> None:
     one_side = plan(tmp_path, [{"base": kernel_job("k0")}])
     del one_side.sides["pr"]

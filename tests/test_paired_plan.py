@@ -108,6 +108,7 @@ def test_the_plan_holds_only_how_a_workers_environment_differs(tmp_path: Path, m
     assert worker["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "base" / "cache")
 
 
+@pytest.mark.integration
 def test_a_round_walks_every_block_once_per_pass_and_pools_the_visits(tmp_path: Path) -> None:
     """Three passes over two graph jobs: each item gets three ABBA blocks spread over the round, the first side
     alternating from pass to pass, and the round's samples of a side are all its visits together."""
@@ -232,6 +233,7 @@ def request(tmp_path: Path, recipe: str = "cpu-local", rounds: int = 3, passes: 
                           suite=SuiteRequest(models="BertForMaskedLM,T5Small", warmup=3, iterations=10))
 
 
+@pytest.mark.integration
 def test_an_interrupted_round_is_redone_and_finished_rounds_are_kept(tmp_path: Path) -> None:
     calls: list[tuple[int, str]] = []
     runner = FakeRunner(calls, interrupt=3, status_of=tmp_path / "runs")
@@ -270,6 +272,7 @@ def test_an_interrupted_round_is_redone_and_finished_rounds_are_kept(tmp_path: P
     assert calls == [(1, "base,pr"), (2, "base,pr"), (3, "base,pr")]  # --force kernels redoes every round
 
 
+@pytest.mark.integration
 def test_docker_rounds_run_one_side_per_image_alternating_which_goes_first(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     calls: list[tuple[int, str]] = []
@@ -288,6 +291,7 @@ def test_docker_rounds_run_one_side_per_image_alternating_which_goes_first(tmp_p
     assert plan.device == "0" and plan.sides["base"].env["CUDA_VISIBLE_DEVICES"] == "0"
 
 
+@pytest.mark.integration
 def test_model_rounds_give_each_side_its_paired_samples(tmp_path: Path) -> None:
     calls: list[tuple[int, str]] = []
     sides, run, _ = sides_of(tmp_path, FakeRunner(calls))

@@ -98,6 +98,7 @@ def times_run(prepared: PreparedVariant) -> int:
     return len(counter.read_text()) if counter.exists() else 0
 
 
+@pytest.mark.integration
 def test_a_stage_runs_once_and_is_skipped_the_second_time(run: Run, code: Path) -> None:
     pipe, console = pipeline(run)
     prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
@@ -110,6 +111,7 @@ def test_a_stage_runs_once_and_is_skipped_the_second_time(run: Run, code: Path) 
     assert "base/suite: done earlier with the same inputs, skipped" in console.getvalue()
 
 
+@pytest.mark.integration
 def test_a_finished_stage_is_recorded_with_outputs_relative_to_the_run(run: Run, code: Path) -> None:
     pipe, _ = pipeline(run)
     prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
@@ -124,6 +126,7 @@ def test_a_finished_stage_is_recorded_with_outputs_relative_to_the_run(run: Run,
     assert "running the fake suite" in (run.root / "base" / "logs" / "suite.log").read_text()
 
 
+@pytest.mark.integration
 def test_a_later_invocation_resumes_and_skips_finished_work(tmp_path: Path, run: Run, code: Path) -> None:
     pipe, _ = pipeline(run)
     prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
@@ -137,6 +140,7 @@ def test_a_later_invocation_resumes_and_skips_finished_work(tmp_path: Path, run:
     assert "skipped" in console.getvalue()
 
 
+@pytest.mark.integration
 def test_force_redoes_a_finished_stage(run: Run, code: Path) -> None:
     pipe, _ = pipeline(run)
     prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
@@ -148,6 +152,7 @@ def test_force_redoes_a_finished_stage(run: Run, code: Path) -> None:
     assert times_run(prepared) == 2
 
 
+@pytest.mark.integration
 def test_changed_inputs_redo_the_stage(run: Run, code: Path) -> None:
     pipe, _ = pipeline(run)
     prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
@@ -162,6 +167,7 @@ def test_changed_inputs_redo_the_stage(run: Run, code: Path) -> None:
     assert len({first, second, third}) == 3
 
 
+@pytest.mark.integration
 def test_a_deleted_output_redoes_the_stage(run: Run, code: Path) -> None:
     pipe, _ = pipeline(run)
     prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
@@ -174,6 +180,7 @@ def test_a_deleted_output_redoes_the_stage(run: Run, code: Path) -> None:
     assert (prepared.directory / "suite" / "suite.json").exists()
 
 
+@pytest.mark.integration
 def test_a_failing_stage_is_recorded_and_retried_next_time(run: Run, code: Path) -> None:
     pipe, _ = pipeline(run)
     prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
@@ -187,6 +194,7 @@ def test_a_failing_stage_is_recorded_and_retried_next_time(run: Run, code: Path)
     assert times_run(prepared) == 2
 
 
+@pytest.mark.integration
 def test_a_stage_that_skips_its_output_fails_naming_it(run: Run, code: Path) -> None:
     pipe, _ = pipeline(run)
     prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
@@ -198,6 +206,7 @@ def test_a_stage_that_skips_its_output_fails_naming_it(run: Run, code: Path) -> 
     assert record is not None and record.status == StageStatus.FAILED
 
 
+@pytest.mark.integration
 def test_prepare_writes_env_json_and_the_stage_sees_that_environment(run: Run, code: Path) -> None:
     pipe, _ = pipeline(run)
 
@@ -219,6 +228,7 @@ def test_prepare_writes_env_json_and_the_stage_sees_that_environment(run: Run, c
     assert seen["TORCHINDUCTOR_BENCHMARK_KERNEL"] == "1"
 
 
+@pytest.mark.integration
 def test_prepare_with_an_overlay_puts_the_shadow_first_on_the_stage_path(run: Run, code: Path) -> None:
     installed = Path(importlib.util.find_spec("torch").submodule_search_locations[0])
     old = (installed / "_inductor" / "config.py").read_text()
@@ -239,6 +249,7 @@ def test_prepare_with_an_overlay_puts_the_shadow_first_on_the_stage_path(run: Ru
     assert seen["PYTHONPATH"].split(":")[:2] == [str(shadow), str(code)]
 
 
+@pytest.mark.integration
 def test_reset_clears_stale_work_only_when_the_old_attempt_cannot_be_resumed(run: Run, code: Path) -> None:
     pipe, _ = pipeline(run)
     prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
@@ -262,6 +273,7 @@ def test_reset_clears_stale_work_only_when_the_old_attempt_cannot_be_resumed(run
     assert resets == ["reset", "reset", "reset"]
 
 
+@pytest.mark.integration
 def test_a_stage_that_fails_after_writing_leaves_no_output_but_keeps_its_log(run: Run, code: Path) -> None:
     pipe, _ = pipeline(run)
     prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
@@ -280,6 +292,7 @@ def test_a_stage_that_fails_after_writing_leaves_no_output_but_keeps_its_log(run
     assert out.exists() and times_run(prepared) == 2
 
 
+@pytest.mark.integration
 def test_a_stage_that_failed_on_a_full_disk_says_so_in_one_line(run: Run, code: Path) -> None:
     pipe, _ = pipeline(run)
     prepared = pipe.prepare(variant(), overlay=None, python=sys.executable)
@@ -294,6 +307,7 @@ def test_a_stage_that_failed_on_a_full_disk_says_so_in_one_line(run: Run, code: 
     assert "log: " in message and "\n" not in message
 
 
+@pytest.mark.integration
 def test_a_joint_stage_belongs_to_the_run_logs_there_and_is_forced_by_its_kind(run: Run, code: Path) -> None:
     pipe, console = pipeline(run)
     out = run.path("pair", "kernels", "round-001.json")

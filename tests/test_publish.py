@@ -80,6 +80,7 @@ def publish_in_process(runs: Path, github: FakeGitHub, **flags: str) -> None:
         publish_run(run, target, environ={"GITHUB_TOKEN": TOKEN})
 
 
+@pytest.mark.integration
 def test_the_first_publish_adds_one_comment_and_the_second_updates_it(runs: Path) -> None:
     with FakeGitHub(page_size=2) as github:
         # The PR already has a discussion: five comments, one of them quoting an earlier prbench comment.
@@ -149,6 +150,7 @@ def test_each_refusal_is_one_line_naming_the_pr_and_what_to_do(runs: Path, refus
     assert expected in message and "\n" not in message and TOKEN not in message
 
 
+@pytest.mark.integration
 def test_a_refusal_on_the_command_line_is_one_line_and_exit_2(runs: Path) -> None:
     with FakeGitHub() as github:
         github.refuse = Refusal(401, {"message": "Bad credentials"})
@@ -172,6 +174,7 @@ def test_an_api_that_does_not_answer_is_one_line(runs: Path) -> None:
                                  f"comments of o/r#1: check --api-url (http://127.0.0.1:{port}) and the network")
 
 
+@pytest.mark.integration
 def test_without_a_token_publish_names_the_variables_and_sends_nothing(runs: Path) -> None:
     with FakeGitHub() as github:
         result = invoke_publish(runs, "--repo", "o/r", "--pr", "1", "--api-url", github.url, token=None)
@@ -266,6 +269,7 @@ def test_the_archive_holds_the_whole_report_the_lock_and_the_manifest(runs: Path
     assert (runs / "r1" / "report.tar.gz").read_bytes() == first  # the same report gives the same bytes
 
 
+@pytest.mark.integration
 def test_dry_run_prints_every_request_and_the_comment_and_sends_nothing(runs: Path) -> None:
     with FakeGitHub() as github:
         result = invoke_publish(runs, "--repo", "o/r", "--pr", "1", "--api-url", github.url, "--dry-run", token=None)
@@ -278,6 +282,7 @@ def test_dry_run_prints_every_request_and_the_comment_and_sends_nothing(runs: Pa
     assert comment.startswith(MARKER) and "## Kernels" in comment and gfm_problems(comment) == []
 
 
+@pytest.mark.integration
 def test_the_token_is_nowhere_on_disk_nor_in_any_output(runs: Path, tmp_path: Path) -> None:
     outputs = []
     with FakeGitHub() as github:

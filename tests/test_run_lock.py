@@ -99,6 +99,7 @@ def refusal(pid: int, flag: str = "--run") -> re.Pattern[str]:
     ["compare", "--pr", "installed"],
     ["report"],
 ])
+@pytest.mark.integration
 def test_a_second_invocation_on_a_busy_run_is_refused_at_once_naming_the_holder(
         runs: Path, busy: subprocess.Popen, task: list[str]) -> None:
     before = sorted(p.name for p in (runs / "same").iterdir())
@@ -113,6 +114,7 @@ def test_a_second_invocation_on_a_busy_run_is_refused_at_once_naming_the_holder(
     assert sorted(p.name for p in (runs / "same").iterdir()) == before  # it did nothing in the run
 
 
+@pytest.mark.integration
 def test_a_task_writing_into_a_run_by_path_is_refused_too(runs: Path, busy: subprocess.Popen) -> None:
     proc, seconds = invoke("kernels", "--dir", str(runs / "same" / "base" / "organized"))
 
@@ -120,6 +122,7 @@ def test_a_task_writing_into_a_run_by_path_is_refused_too(runs: Path, busy: subp
     assert refusal(busy.pid, flag="--out").fullmatch(proc.stderr.strip()), proc.stderr
 
 
+@pytest.mark.integration
 def test_invoke_status_reads_a_busy_run_without_waiting(runs: Path, busy: subprocess.Popen) -> None:
     proc, seconds = invoke("status", "--run", "same", "--runs-dir", str(runs))
 
@@ -127,6 +130,7 @@ def test_invoke_status_reads_a_busy_run_without_waiting(runs: Path, busy: subpro
     assert "no stages recorded yet" in proc.stdout and seconds < 10
 
 
+@pytest.mark.integration
 def test_a_lock_left_by_a_killed_process_is_taken_over(runs: Path) -> None:
     RunStore(runs).create_or_open("same", {}, "0.1.0").close()
     holder = start_holder(runs / "same")
@@ -139,6 +143,7 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(runs: Path) -> None:
         assert probe(run.root).startswith(f"run 'same' is in use by pid {os.getpid()} ")
 
 
+@pytest.mark.integration
 def test_of_many_processes_starting_the_same_run_at_once_exactly_one_gets_it(runs: Path) -> None:
     (runs / "same").mkdir(parents=True)
     go = runs / "go"
@@ -169,6 +174,7 @@ def test_of_many_processes_starting_the_same_run_at_once_exactly_one_gets_it(run
     assert outcomes == ["refused"] * 5 + ["won"]
 
 
+@pytest.mark.integration
 def test_ctrl_c_in_the_holder_releases_the_run_while_the_process_lives_on(runs: Path) -> None:
     (runs / "same").mkdir(parents=True)
     holder = start_holder(runs / "same")
@@ -183,6 +189,7 @@ def test_ctrl_c_in_the_holder_releases_the_run_while_the_process_lives_on(runs: 
 
 
 @pytest.mark.parametrize("failure", [KeyboardInterrupt, RuntimeError])
+@pytest.mark.integration
 def test_an_interrupt_or_an_error_inside_the_run_lets_go_of_it(runs: Path, failure: type[BaseException]) -> None:
     with pytest.raises(failure), RunStore(runs).create_or_open("same", {}, "0.1.0") as run, \
             run.stage("base/suite", {}):
@@ -192,6 +199,7 @@ def test_an_interrupt_or_an_error_inside_the_run_lets_go_of_it(runs: Path, failu
     assert (runs / "same" / LOCK_FILE).read_text() == ""  # a clean release names nobody
 
 
+@pytest.mark.integration
 def test_one_process_may_open_its_own_run_twice_and_holds_it_until_both_close(runs: Path) -> None:
     store = RunStore(runs)
     first = store.create_or_open("same", {}, "0.1.0")
@@ -211,6 +219,7 @@ def test_a_run_opened_to_be_read_cannot_be_written(runs: Path) -> None:
         run.save()
 
 
+@pytest.mark.integration
 def test_the_refusal_names_another_process_when_the_holder_wrote_nothing(runs: Path) -> None:
     (runs / "same").mkdir(parents=True)
     holder = start_holder(runs / "same")

@@ -46,6 +46,7 @@ def test_cpu_devices_share_the_cpus_from_the_last_one_down() -> None:
                                                            frozenset({0})]
 
 
+@pytest.mark.integration
 def test_shards_on_two_cpu_devices_give_the_round_file_of_one_process(tmp_path: Path) -> None:
     blocks = [kernel_block(f"k{i}") for i in range(4)]
     whole_dir, sharded_dir = tmp_path / "whole", tmp_path / "sharded"
@@ -67,6 +68,7 @@ def test_shards_on_two_cpu_devices_give_the_round_file_of_one_process(tmp_path: 
     assert pr.samples == [2.0, 2.0, 2.0]
 
 
+@pytest.mark.integration
 def test_model_rounds_shard_by_model_and_prepare_only_their_own(tmp_path: Path) -> None:
     blocks = [model_block(m) for m in ("ModelA", "ModelB", "ModelC")]
     rounds = shards_of(tmp_path, write_fake_plan(tmp_path, blocks, kind="models"), 3, shard_size=1, kind="models")
@@ -90,6 +92,7 @@ def test_a_rounds_time_counts_shards_side_by_side_once_and_no_pause_between_invo
     assert time_in_shards(shards[3:]) is None
 
 
+@pytest.mark.integration
 def test_finished_shards_are_never_redone(tmp_path: Path) -> None:
     blocks = [kernel_block(f"k{i}") for i in range(3)]
     rounds = shards_of(tmp_path, write_fake_plan(tmp_path, blocks), 3, shard_size=1)
@@ -106,6 +109,7 @@ def test_finished_shards_are_never_redone(tmp_path: Path) -> None:
     assert {v.block for v in read_round(rounds[0].round_files()[0]).visits} == {0, 1, 2}
 
 
+@pytest.mark.integration
 def test_a_stage_killed_mid_run_is_run_again_and_nothing_is_lost(tmp_path: Path) -> None:
     blocks = [kernel_block("k0"), kernel_block("k1", behave="kill-parent", marker=str(tmp_path / "killed")),
               kernel_block("k2")]
@@ -119,6 +123,7 @@ def test_a_stage_killed_mid_run_is_run_again_and_nothing_is_lost(tmp_path: Path)
         (f"pointwise/k{i}.py", side) for i in range(3) for side in ("base", "pr")}
 
 
+@pytest.mark.integration
 def test_ctrl_c_stops_the_running_shards_and_keeps_the_finished_ones(tmp_path: Path, python_handles_ctrl_c) -> None:
     blocks = [kernel_block("k0"), kernel_block("k1", behave="sleep", sleep_s=60)]
     rounds = shards_of(tmp_path, write_fake_plan(tmp_path, blocks), 2, shard_size=1)

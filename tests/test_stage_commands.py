@@ -168,6 +168,7 @@ def test_the_host_follows_the_one_progress_format() -> None:
 # --- the stage's own error line reaches the user ---------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_invoke_profile_shows_the_stage_s_own_error_line(tmp_path: Path) -> None:
     """The task does not read the suite CSV; the stage refuses it, and its words are the one line shown."""
     suite = tmp_path / "suite.csv"
@@ -199,6 +200,7 @@ run_as_script(main)
 """
 
 
+@pytest.mark.integration
 def test_a_stage_stops_on_sigint_even_when_its_host_ignored_sigint(tmp_path: Path) -> None:
     """prbench started from a background job (or nohup) hands SIGINT on as ignored; the runner still stops a
     stage with SIGINT first, and the stage ends as interrupted (exit 130) instead of waiting for SIGKILL."""

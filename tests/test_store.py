@@ -291,6 +291,7 @@ def wheelhouse(tmp_path) -> Path:
     return house
 
 
+@pytest.mark.integration
 def test_wheels_are_downloaded_for_the_target_with_their_dependencies(tmp_path, wheelhouse, offline_pip) -> None:
     store = Store(tmp_path / "store")
     lines: list[str] = []
@@ -306,6 +307,7 @@ def test_wheels_are_downloaded_for_the_target_with_their_dependencies(tmp_path, 
     assert sorted(item.name for item in store.items()) == [item.name for item in items]
 
 
+@pytest.mark.integration
 def test_pinned_wheels_already_in_the_store_need_no_pip_at_all(tmp_path, wheelhouse, offline_pip,
                                                              monkeypatch) -> None:
     store = Store(tmp_path / "store")
@@ -318,6 +320,7 @@ def test_pinned_wheels_already_in_the_store_need_no_pip_at_all(tmp_path, wheelho
     assert again == first
 
 
+@pytest.mark.integration
 def test_unpinned_requirements_resolve_again_without_downloading_what_the_store_has(
         tmp_path, wheelhouse, offline_pip) -> None:
     store = Store(tmp_path / "store")
@@ -331,6 +334,7 @@ def test_unpinned_requirements_resolve_again_without_downloading_what_the_store_
     assert "(0 downloaded, 2 from the store)" in lines[-1]
 
 
+@pytest.mark.integration
 def test_a_pip_failure_is_one_line_with_pips_reason(tmp_path, wheelhouse, offline_pip) -> None:
     with pytest.raises(StoreError) as refused:
         Store(tmp_path / "store").add_wheels(["nothere==9"], TARGET, emit=lambda _: None,
@@ -502,6 +506,7 @@ def test_a_build_that_edits_a_materialized_file_does_not_touch_the_store(tmp_pat
     assert Store(store.root).path(item).read_text() == "pristine"
 
 
+@pytest.mark.integration
 def test_a_stored_wheel_the_index_contradicts_is_fetched_again(tmp_path, wheelhouse, offline_pip) -> None:
     """Same file name, other bytes (a rebuilt wheel): pip checks the index's sha256 and fetches the index's file;
     the store keeps both and returns the one pip installed."""
@@ -523,6 +528,7 @@ def test_a_stored_wheel_the_index_contradicts_is_fetched_again(tmp_path, wheelho
     assert {item.sha256 for item in store.items()} == {old[0].sha256, old[1].sha256, sha256_of(app)}
 
 
+@pytest.mark.integration
 def test_a_pinned_wheel_whose_dependency_is_not_stored_goes_to_pip(tmp_path, wheelhouse, offline_pip) -> None:
     store = Store(tmp_path / "store")
     store.add_file(wheelhouse / "app-1.0-py3-none-any.whl", kind="wheel", name="app-1.0-py3-none-any.whl",

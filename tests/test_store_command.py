@@ -153,6 +153,7 @@ def fetching(tmp_path: Path, monkeypatch) -> Path:
     return torch
 
 
+@pytest.mark.integration
 def test_fetch_puts_a_recipes_wheels_in_the_store_and_later_needs_no_index(tmp_path: Path, fetching, capsys,
                                                                            monkeypatch) -> None:
     from prbench.recipes import load_recipe
@@ -172,6 +173,7 @@ def test_fetch_puts_a_recipes_wheels_in_the_store_and_later_needs_no_index(tmp_p
     assert "all 2 for cp311" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_fetch_refuses_a_wheel_whose_bytes_are_not_the_pinned_ones(tmp_path: Path, fetching) -> None:
     from analysis.errors import UserError
     from prbench.recipes import load_recipe

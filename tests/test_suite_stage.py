@@ -154,6 +154,7 @@ def test_a_failing_model_gets_a_fail_row_and_the_others_go_on(tmp_path: Path, mo
         (["--models", "GPT3"], "error: --models: unknown model 'GPT3'"),
     ],
 )
+@pytest.mark.integration
 def test_the_stage_rejects_bad_values_in_one_line(tmp_path: Path, extra: list[str], message: str) -> None:
     out = tmp_path / "suite"
     proc = subprocess.run([*stage_argv(out), *extra], env=stage_env(tmp_path), cwd=CODE_ROOT,
@@ -179,6 +180,7 @@ def invoke(tmp_path: Path, *args: str, timeout: float = 900) -> subprocess.Compl
         (["--runs-dir", "{file}/runs"], "cannot create the runs directory"),
     ],
 )
+@pytest.mark.integration
 def test_invoke_suite_user_errors_are_one_line_and_leave_nothing_behind(tmp_path: Path, args: list[str],
                                                                         message: str) -> None:
     a_file = tmp_path / "a-file"
@@ -240,6 +242,7 @@ def test_invoke_suite_compiles_two_tiny_models_and_archives_the_inductor_cache(t
     assert "already done with the same inputs" in again.stdout
 
 
+@pytest.mark.integration
 def test_a_truncated_samples_json_from_an_earlier_attempt_is_one_error_line(tmp_path: Path) -> None:
     out = tmp_path / "suite"
     out.mkdir()

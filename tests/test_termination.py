@@ -132,6 +132,7 @@ def stage_status(run: Path) -> str:
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+@pytest.mark.integration
 def test_a_host_told_to_end_stops_its_stage_releases_the_run_and_says_so_in_one_line(
         tmp_path: Path, hosts: list[subprocess.Popen], signum: int, code: int) -> None:
     host, files = start_host(hosts, tmp_path)
@@ -152,6 +153,7 @@ def test_a_host_told_to_end_stops_its_stage_releases_the_run_and_says_so_in_one_
     assert not files["out"].exists()
 
 
+@pytest.mark.integration
 def test_a_host_killed_outright_takes_its_local_stage_along(tmp_path: Path, hosts: list[subprocess.Popen]) -> None:
     host, files = start_host(hosts, tmp_path)
     stage_pid = int(files["marker"].read_text().split()[0])
@@ -199,6 +201,7 @@ def run_a_stage_per_device(runner: Any, tmp_path: Path) -> dict[int, BaseExcepti
     return ended
 
 
+@pytest.mark.integration
 def test_a_runner_running_a_stage_per_device_stops_them_all(tmp_path: Path) -> None:
     from prbench.runners.local import LocalRunner
 

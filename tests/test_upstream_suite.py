@@ -196,6 +196,7 @@ def test_ingesting_maps_dynamo_columns_and_marks_failures(tmp_path: Path) -> Non
 # --- the stage, end to end -----------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_the_stage_runs_each_model_in_the_tree_and_writes_the_suite_files(tmp_path: Path) -> None:
     src = pytorch_tree(tmp_path)
     proc = run_stage(tmp_path, src, "--models", "BertForMaskedLM,Broken,Crashes,T5Small", "--mode", "training")
@@ -229,6 +230,7 @@ def test_the_stage_runs_each_model_in_the_tree_and_writes_the_suite_files(tmp_pa
     assert "[upstream] 2 ok, 2 failed" in proc.stdout
 
 
+@pytest.mark.integration
 def test_a_second_run_keeps_the_models_that_ran_and_retries_the_failures(tmp_path: Path) -> None:
     src = pytorch_tree(tmp_path)
     assert run_stage(tmp_path, src, "--models", "BertForMaskedLM,Broken").returncode == 0
@@ -243,6 +245,7 @@ def test_a_second_run_keeps_the_models_that_ran_and_retries_the_failures(tmp_pat
         "inductor-cache/be/cbertformaskedlm.py"]
 
 
+@pytest.mark.integration
 def test_the_stage_exits_non_zero_when_every_model_failed(tmp_path: Path) -> None:
     proc = run_stage(tmp_path, pytorch_tree(tmp_path), "--models", "Broken,Crashes")
     assert proc.returncode == 1
@@ -250,6 +253,7 @@ def test_the_stage_exits_non_zero_when_every_model_failed(tmp_path: Path) -> Non
     assert len(read_suite_csv(tmp_path / "run" / "base" / "suite" / "suite.csv")) == 2
 
 
+@pytest.mark.integration
 def test_use_runner_runs_the_whole_suite_through_runner_py(tmp_path: Path) -> None:
     proc = run_stage(tmp_path, pytorch_tree(tmp_path), "--use-runner", "--models", "all")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -271,6 +275,7 @@ def test_use_runner_runs_the_whole_suite_through_runner_py(tmp_path: Path) -> No
         (["--models", ","], "error: --models: no model named"),
     ],
 )
+@pytest.mark.integration
 def test_the_stage_rejects_bad_values_in_one_line_and_writes_nothing(tmp_path: Path, extra: list[str],
                                                                      message: str) -> None:
     src = pytorch_tree(tmp_path)
@@ -281,6 +286,7 @@ def test_the_stage_rejects_bad_values_in_one_line_and_writes_nothing(tmp_path: P
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.integration
 def test_upstream_command_runs_the_stage_through_the_local_runner(tmp_path: Path) -> None:
     from prbench.recipes import load_recipe
     from prbench.runners.local import LocalRunner
@@ -321,6 +327,7 @@ def invoke(tmp_path: Path, task: str, *args: str) -> subprocess.CompletedProcess
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.integration
 def test_invoke_suite_with_the_upstream_source_runs_the_harness_in_the_tree(tmp_path: Path) -> None:
     src = pytorch_tree(tmp_path)
     runs = tmp_path / "runs"

@@ -27,6 +27,7 @@ def job(number: int, behaviour: str) -> Job:
 
 
 @pytest.mark.parametrize("broken", ["garbage", "half", "list"])
+@pytest.mark.integration
 def test_a_garbled_reply_fails_one_kernel_and_the_next_kernel_runs(tmp_path: Path, broken: str) -> None:
     worker = fake_worker(tmp_path)
     lines: list[str] = []
@@ -43,6 +44,7 @@ def test_a_garbled_reply_fails_one_kernel_and_the_next_kernel_runs(tmp_path: Pat
     assert len(lines) == 3  # every job reported: no driver thread died
 
 
+@pytest.mark.integration
 def test_nan_samples_fail_that_kernel_with_the_reason(tmp_path: Path) -> None:
     outcomes = run_jobs([job(0, "nan"), job(1, "ok")], [fake_worker(tmp_path)], progress=lambda _: None)
 
@@ -51,6 +53,7 @@ def test_nan_samples_fail_that_kernel_with_the_reason(tmp_path: Path) -> None:
     assert outcomes["pointwise/k1.py"].samples == [1.0, 1.0, 1.0]
 
 
+@pytest.mark.integration
 def test_the_worker_itself_raises_a_protocol_error_and_is_stopped(tmp_path: Path) -> None:
     worker = fake_worker(tmp_path)
     worker.start()
@@ -76,6 +79,7 @@ def test_a_mis_shaped_reply_is_an_error_for_its_items(reply: dict[str, object], 
     assert reply_outcomes(reply, ["k"]) == {"k": ([], error)}
 
 
+@pytest.mark.integration
 def test_a_paired_round_records_a_garbled_reply_as_one_error_visit(tmp_path: Path) -> None:
     def kernel_job(name: str, behave: str) -> dict[str, object]:
         return {"path": f"/organized/{name}.py", "kernels": {name: f"pointwise/{name}.py"}, "behave": behave,
