@@ -46,6 +46,12 @@ def test_cpu_devices_share_the_cpus_from_the_last_one_down() -> None:
                                                            frozenset({0})]
 
 
+def test_gpus_numbered_past_the_nodes_count_still_get_their_own_cpus() -> None:
+    """A Ray node started with CUDA_VISIBLE_DEVICES=2,3 gives its actors GPU ids 2 and 3 of two GPUs."""
+    shares = [cpu_slots(gpu, 2, {0, 1, 2, 3}) for gpu in (2, 3)]
+    assert shares == [frozenset({3, 2}), frozenset({1, 0})]
+
+
 @pytest.mark.integration
 def test_shards_on_two_cpu_devices_give_the_round_file_of_one_process(tmp_path: Path) -> None:
     blocks = [kernel_block(f"k{i}") for i in range(4)]

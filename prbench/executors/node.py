@@ -32,8 +32,10 @@ def node_name() -> str:
 def cpu_slots(index: int, count: int, affinity: set[int] | None = None) -> frozenset[int]:
     """The CPUs of device ``index`` of ``count`` (CPU devices or GPUs): the CPUs this process may use, split in
     ``count`` parts from the last CPU down (the paired stage pins to the last CPU it may use; CPU 0 takes the
-    interrupts). More devices than CPUs share them."""
+    interrupts). More devices than CPUs share them. An index beyond ``count`` wraps around: a Ray actor's GPU id
+    is the GPU's number on the machine (``CUDA_VISIBLE_DEVICES=2,3`` gives ids 2 and 3 of a node with two GPUs)."""
     cpus = sorted(affinity if affinity is not None else os.sched_getaffinity(0), reverse=True)
+    index %= count
     if count <= len(cpus):
         per = len(cpus) // count
         return frozenset(cpus[index * per:(index + 1) * per])
