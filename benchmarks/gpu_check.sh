@@ -16,10 +16,13 @@
 #   gpu-tests  pytest -m gpu
 #   overhead   benchmarks/runner_overhead.py on the compare's real CUDA kernel files
 #   aa         benchmarks/aa_noise.py --measure on the same recipe (the installed torch against itself)
+#   startup    benchmarks/kernel_worker_startup.py on the latest run's base kernels, twice with one Triton cache:
+#              where a paired kernel round's worker spends its start-up, cold (round 1) and warm (later rounds)
 # A failed or timed-out compare ends the script there: what follows needs its run, and the time is better spent
 # on a fixed rerun. Knobs: BUDGET (seconds for the whole script, default 560), RECIPE (a local recipe: cpu-local
-# tries the script without a GPU), MODELS, SIZE, DTYPE, ROUNDS, AA_REPEAT, AA_MODELS, OVERHEAD_KERNELS, and
-# <STEP>_TIMEOUT in seconds.
+# tries the script without a GPU), MODELS, SIZE, DTYPE, ROUNDS, PROFILE (0: the compare without --profile and
+# without the replay of its traces), AA_REPEAT, AA_MODELS, AA_ROUNDS, OVERHEAD_KERNELS, and <STEP>_TIMEOUT in
+# seconds. GPU utilization is sampled every 200 ms for the whole script (gpu-utilization.csv).
 #
 # Runs and logs go to $WORK; $OUT gets summary.txt and gpu-check.tar.gz with the small real outputs (kernel files,
 # kernels.csv, round records, traces, reports, the A/A JSON, every step's log) that become test fixtures.
@@ -36,6 +39,8 @@ DTYPE=${DTYPE:-float32}
 ROUNDS=${ROUNDS:-3}
 AA_REPEAT=${AA_REPEAT:-1}
 AA_MODELS=${AA_MODELS:-$MODELS}
+AA_ROUNDS=${AA_ROUNDS:-$ROUNDS}
+PROFILE=${PROFILE:-1}
 RUNS=$WORK/runs
 mkdir -p "$OUT" "$RUNS"
 SUMMARY=$WORK/summary.txt
@@ -82,10 +87,16 @@ step_env() {
     host_packages >"$WORK/install.log" 2>&1 || note "install: failed (see install.log)"
     tail -n 3 "$WORK/install.log"
     "$PY" - <<'EOF' 2>&1 | tee -a "$SUMMARY"
-import platform, torch, triton, transformers
+import os, platform, sys, torch, triton, transformers
 print(f"python {platform.python_version()}, torch {torch.__version__} (CUDA {torch.version.cuda}), "
       f"triton {triton.__version__}, transformers {transformers.__version__}, cuda available {torch.cuda.is_available()}, "
-      f"device {torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}, cpus {__import__('os').cpu_count()}")
+      f"device {torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}, cpus {os.cpu_count()}")
+# Whether a process can keep torch's bytecode beside its sources (else every process compiles it again).
+cached = os.path.join(os.path.dirname(torch.__file__), "_inductor", "__pycache__")
+print(f"bytecode: PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', 'unset')}, "
+      f"PYTHONPYCACHEPREFIX={os.environ.get('PYTHONPYCACHEPREFIX', 'unset')}, "
+      f"torch/_inductor/__pycache__ {'has ' + str(len(os.listdir(cached))) + ' files' if os.path.isdir(cached) else 'absent'}, "
+      f"writable {os.access(os.path.dirname(cached), os.W_OK)}, dont_write_bytecode {sys.dont_write_bytecode}")
 EOF
 }
 
@@ -105,26 +116,23 @@ open(sys.argv[1], "w", encoding="utf-8").write(f"diff --git a/{name} b/{name}\n{
 EOF
 }
 
-latest_run() { ls -1d "$RUNS"/*/ 2>/dev/null | tail -n 1; }
+latest_run() { ls -1dt "$RUNS"/*/ 2>/dev/null | head -n 1; }  # newest first: run names do not sort by time (aa-…)
 
 step_compare() {
     make_pr_patch "$WORK/looped-reductions.patch" || return 1
-    # GPU utilization (share of each 200 ms in which a kernel ran), matched to the stages' times afterwards.
-    nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 200 \
-        >"$WORK/gpu-utilization.csv" 2>/dev/null &
-    local sampler=$!
-    local begin=$SECONDS
+    local begin=$SECONDS profile=()
+    [ "$PROFILE" = 1 ] && profile=(--profile)
     step compare "${COMPARE_TIMEOUT:-300}" "$PY" -m invoke compare --recipe "$RECIPE" --base=installed \
         --pr="$WORK/looped-reductions.patch" --models "$MODELS" --size "$SIZE" --dtype "$DTYPE" --rounds "$ROUNDS" \
-        --profile --runs-dir "$RUNS"
+        "${profile[@]}" --runs-dir "$RUNS"
     local rc=$?
     COMPARE_SECONDS=$((SECONDS - begin))
-    kill "$sampler" 2>/dev/null
     local run
     run=$(latest_run)
     [ -n "$run" ] || return 1
     COMPARE_RUN=$run
     TAIL_LINES=60 step status 60 "$PY" -m invoke status --runs-dir "$RUNS"
+    [ "$PROFILE" = 1 ] || return $rc
     [ -d "$run/base/profiles" ] || { note "replay: no base/profiles in $run"; return 1; }
     [ $rc = 0 ] || return $rc
     TAIL_LINES=40 step replay "${REPLAY_TIMEOUT:-90}" "$PY" -m invoke perf-report -b "$run/base/profiles" -r \
@@ -160,7 +168,31 @@ step_aa() {
         return 1
     fi
     step aa "${AA_TIMEOUT:-240}" "$PY" benchmarks/aa_noise.py --measure --recipe "$RECIPE" --repeat "$AA_REPEAT" \
-        --rounds "$ROUNDS" --models "$AA_MODELS" --runs-dir "$RUNS" --json "$WORK/aa.json"
+        --rounds "$AA_ROUNDS" --models "$AA_MODELS" --runs-dir "$RUNS" --json "$WORK/aa.json"
+}
+
+# A kernel worker's start-up, phase by phase, as a paired round's worker pays it: cold (a fresh Triton cache, as in
+# round 1) then warm (the cache the first pass filled, as in later rounds). The kernels are the latest run's base
+# side (with that side's Inductor cache), or a copy of STARTUP_ORGANIZED (an organized directory, fresh caches).
+step_startup() {
+    local organized inductor run device=0 start
+    if [ -n "${STARTUP_ORGANIZED:-}" ]; then
+        organized=$WORK/startup-organized inductor=$WORK/startup-inductor
+        rm -rf "$organized" "$inductor" && cp -r "$STARTUP_ORGANIZED" "$organized"
+    else
+        run=$(latest_run)
+        organized=${run}base/organized inductor=${run}base/work/inductor-cache
+    fi
+    [ -f "$organized/index.csv" ] || { note "startup: no organized kernels"; return 1; }
+    [ "$RECIPE" = cpu-local ] && device=cpu
+    rm -rf "$WORK/startup-triton" "$WORK/startup-bytecode"
+    for start in cold warm; do
+        # Bytecode kept as the local runner keeps it for every stage and worker (prbench/runners/local.py).
+        TAIL_LINES=50 step "startup-$start" "${STARTUP_TIMEOUT:-90}" env -u PYTHONDONTWRITEBYTECODE \
+            PYTHONPYCACHEPREFIX="$WORK/startup-bytecode" TORCHINDUCTOR_CACHE_DIR="$inductor" \
+            TRITON_CACHE_DIR="$WORK/startup-triton" "$PY" benchmarks/kernel_worker_startup.py \
+            --organized "$organized" --device "$device" --json "$WORK/startup-$start.json"
+    done
 }
 
 # The small real outputs: no Inductor caches, no worker caches, no compiled binaries.
@@ -176,6 +208,13 @@ pack() {
 main() {
     local steps=("$@")
     [ ${#steps[@]} -gt 0 ] || steps=(env compare replay-fixture aa overhead gpu-tests)
+    local sampler=""
+    if command -v nvidia-smi >/dev/null; then
+        # The share of each 200 ms in which a kernel ran, matched to the stages' and rounds' times afterwards.
+        nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 200 \
+            >"$WORK/gpu-utilization.csv" 2>/dev/null &
+        sampler=$!
+    fi
     step_env
     for name in "${steps[@]}"; do
         case $name in
@@ -185,9 +224,16 @@ main() {
             replay-fixture) step_replay_fixture ;;
             overhead) step_overhead ;;
             aa) step_aa ;;
-            *) note "unknown step $name (expected env, compare, replay-fixture, gpu-tests, overhead, aa)"; exit 2 ;;
+            startup) step_startup ;;
+            *) note "unknown step $name (expected env, compare, replay-fixture, gpu-tests, overhead, aa, startup)"
+               exit 2 ;;
         esac
     done
+    if [ -n "$sampler" ]; then
+        kill "$sampler" 2>/dev/null
+        ls -d "$RUNS"/*/ >/dev/null 2>&1 && TAIL_LINES=80 step busy 30 "$PY" benchmarks/gpu_busy_by_stage.py \
+            --utilization "$WORK/gpu-utilization.csv" "$RUNS"/*/
+    fi
     pack
     cat "$SUMMARY"
 }

@@ -14,6 +14,7 @@ from typing import Any
 
 from analysis.errors import UserError
 from prbench.recipes import Recipe
+from prbench.runners.local import torch_keeps_bytecode
 from stages.environment import INDUCTOR_CONFIG_ENV
 
 VARIANT_NAMES = ("base", "pr")
@@ -65,6 +66,12 @@ class Variant:
             # Inductor writes its precompiled header and -p traces under TMPDIR whatever the cache dir says.
             TMPDIR=str(work / "tmp"),
         )
+        if self.recipe.runner == "local" and not torch_keeps_bytecode():
+            # Every stage and every round's worker is a fresh process importing torch._inductor (~1,200 modules):
+            # with no bytecode kept beside torch (an install without .pyc files, and PYTHONDONTWRITEBYTECODE or a
+            # read-only site-packages), each compiled them again, 5 s per process on an H200 machine, most of a
+            # kernel round's worker start-up. The side keeps it here instead ("" unsets the variable).
+            env.update(PYTHONPYCACHEPREFIX=str(work / "bytecode"), PYTHONDONTWRITEBYTECODE="")
         if self.recipe.platform == "cpu":
             # The thread count is baked into C++ codegen and a shared 2-core box is noisy otherwise.
             env["OMP_NUM_THREADS"] = "1"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -11,8 +12,11 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
+from prbench import variants
+from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT, StageCommand, StageFailed
-from prbench.runners.local import LocalRunner
+from prbench.runners.local import LocalRunner, keeps_bytecode
+from prbench.variants import Variant
 
 STAGE = "prbench_test_tiny_stage"
 
@@ -108,6 +112,58 @@ def test_a_stage_runs_with_its_env_and_python_path_first(tmp_path: Path, stage_d
     site = next(i for i, p in enumerate(sys_path) if p.endswith("site-packages"))
     assert sys_path.index(str(shadow)) < sys_path.index(str(CODE_ROOT), 1) < site
     assert seen["cwd"] == str(CODE_ROOT)
+
+
+def _torch_like(root: Path, *pyc_names: str) -> Path:
+    package = root / "torch"
+    (package / "_inductor" / "__pycache__").mkdir(parents=True)
+    for name in pyc_names:
+        (package / "_inductor" / "__pycache__" / name).write_bytes(b"")
+    return package
+
+
+def test_an_install_with_bytecode_for_this_python_keeps_it(tmp_path: Path) -> None:
+    tag = sys.implementation.cache_tag
+    package = _torch_like(tmp_path, f"config.{tag}.pyc")
+
+    assert keeps_bytecode(package, {"PYTHONDONTWRITEBYTECODE": "1"})
+
+
+def test_an_install_without_bytecode_keeps_none_where_the_shell_forbids_writing_it(tmp_path: Path) -> None:
+    # The GPU machine's image: a venv installed without .pyc files, and PYTHONDONTWRITEBYTECODE=1.
+    package = _torch_like(tmp_path, "config.cpython-39.pyc")  # another interpreter's bytecode does not count
+
+    assert not keeps_bytecode(package, {"PYTHONDONTWRITEBYTECODE": "1"})
+    assert keeps_bytecode(package, {})  # the first process writes it beside the sources
+    assert keeps_bytecode(package, {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/mine"})
+
+
+def test_a_local_side_without_kept_bytecode_keeps_it_in_its_work_directory(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(variants, "torch_keeps_bytecode", lambda: False)
+    recipes = CODE_ROOT / "recipes"
+
+    local = Variant(name="base", recipe=load_recipe("cpu-local", recipes)).stage_environment(tmp_path / "base")
+    docker = Variant(name="base", recipe=load_recipe("cpu-docker", recipes)).stage_environment(tmp_path / "base")
+
+    assert local["PYTHONPYCACHEPREFIX"] == str(tmp_path / "base" / "work" / "bytecode")
+    assert local["PYTHONDONTWRITEBYTECODE"] == ""  # laid over the shell's: unset for the stage
+    assert "PYTHONPYCACHEPREFIX" not in docker  # an image's Python is not this one
+    monkeypatch.setattr(variants, "torch_keeps_bytecode", lambda: True)
+    assert "PYTHONPYCACHEPREFIX" not in Variant(name="base", recipe=load_recipe("cpu-local", recipes)) \
+        .stage_environment(tmp_path / "base")
+
+
+@pytest.mark.integration
+def test_a_stage_given_a_bytecode_directory_writes_there_whatever_the_shell_says(tmp_path: Path, stage_dir: Path,
+                                                                              monkeypatch) -> None:
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    cache = tmp_path / "work" / "bytecode"
+    cmd = command(stage_dir, "report", tmp_path, env={"PYTHONPYCACHEPREFIX": str(cache), "PYTHONDONTWRITEBYTECODE": ""})
+
+    LocalRunner(stream_output=False).run(cmd)
+
+    assert list(cache.rglob("json/*.pyc")), "the stage's imports left no bytecode in its directory"
+    assert not list(stage_dir.rglob("*.pyc")), "bytecode was written beside the sources"
 
 
 @pytest.mark.integration

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.util
 import os
 import signal
 import subprocess
@@ -17,6 +18,26 @@ from prbench.runners import CODE_ROOT, STAGE_ERROR_PREFIX, ErrorLineTracker, Sta
 # Variables from the calling shell that would silently change what a stage measures.
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 _SCRUBBED = ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_FORCE_DISABLE_CACHES")
+
+
+def keeps_bytecode(package: Path, environ: dict[str, str]) -> bool:
+    """Whether processes of this Python find ``package``'s bytecode kept: compiled beside the sources already
+    (``<package>/_inductor/__pycache__`` holds this interpreter's .pyc files), written there by the first process,
+    or kept wherever the user's PYTHONPYCACHEPREFIX says."""
+    if environ.get("PYTHONPYCACHEPREFIX"):
+        return True
+    cached = package / "_inductor" / "__pycache__"
+    if cached.is_dir() and any(cached.glob(f"*.{sys.implementation.cache_tag}.pyc")):
+        return True
+    return not environ.get("PYTHONDONTWRITEBYTECODE") and os.access(cached.parent, os.W_OK)
+
+
+def torch_keeps_bytecode() -> bool:
+    """`keeps_bytecode` for the torch this Python would import (found, not imported)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return True  # no torch here: nothing to compile again
+    return keeps_bytecode(Path(next(iter(spec.submodule_search_locations))), dict(os.environ))
 
 
 class LocalRunner:
