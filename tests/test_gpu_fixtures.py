@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from cli_support import invoke_in_process
-from trace_support import kernels_by_op_call
+from trace_support import addmm_calls_by_shape
 
 from analysis.kernel_compare import pair_kernels, read_kernels_csv
 from analysis.kernel_identity import identify_triton
@@ -381,17 +381,6 @@ def test_the_h100_aa_read_back_from_its_run_says_what_the_h100_measured(tmp_path
 # --- 6. node replay on the H100 -------------------------------------------------------------------------------
 
 
-def _trace_gemm_calls(path: Path) -> dict[tuple[int, int, int], tuple[int, float]]:
-    """(m, n, k) → (addmm calls, kernel µs of those calls), from the raw trace's independent join."""
-    out: dict[tuple[int, int, int], list[float]] = defaultdict(lambda: [0, 0.0])
-    for op, inside in kernels_by_op_call(path, ("aten::addmm",)):
-        if inside:
-            _bias, (m, k), (_, n) = op["args"]["Input Dims"][:3]
-            out[(m, n, k)][0] += 1
-            out[(m, n, k)][1] += sum(us for _, us in inside)
-    return {key: (int(c), us) for key, (c, us) in out.items()}
-
-
 def test_the_h100_replay_results_sit_next_to_the_trace_times_of_the_four_gemm_shapes(tmp_path: Path) -> None:
     """Given the replay set of the H100 BERT trace (made here, as ``perf-report -r`` makes it) and what the H100
     replay measured, the comparison shows four addmm rows: replayed median, trace mean per call and their ratio."""
@@ -401,7 +390,7 @@ def test_the_h100_replay_results_sit_next_to_the_trace_times_of_the_four_gemm_sh
     paths = replay_paths(group.output_base)
     results_raw = json.loads(REPLAY_RESULTS.read_text())
     replayed = {r["id"]: r["replay_median_us"] for r in results_raw["results"]}
-    in_trace = _trace_gemm_calls(REPLAYED_TRACE)
+    in_trace = addmm_calls_by_shape(REPLAYED_TRACE)
     assert len(in_trace) == 4
 
     replay_set = read_replay_set(paths["set"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -27,3 +28,14 @@ def kernels_by_op_call(path: Path, ops: tuple[str, ...] = GEMMS) -> list[OpCall]
                   if r["tid"] == op["tid"] and op["ts"] <= r["ts"] < op["ts"] + op["dur"]]
         calls.append((op, inside))
     return calls
+
+
+def addmm_calls_by_shape(path: Path) -> dict[tuple[int, int, int], tuple[int, float]]:
+    """(m, n, k) → (addmm calls, kernel µs of those calls), from the raw trace's independent join."""
+    out: dict[tuple[int, int, int], list[float]] = defaultdict(lambda: [0, 0.0])
+    for op, inside in kernels_by_op_call(path, ("aten::addmm",)):
+        if inside:
+            _bias, (m, k), (_, n) = op["args"]["Input Dims"][:3]
+            out[(m, n, k)][0] += 1
+            out[(m, n, k)][1] += sum(us for _, us in inside)
+    return {key: (int(c), us) for key, (c, us) in out.items()}
