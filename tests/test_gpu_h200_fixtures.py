@@ -110,7 +110,8 @@ def test_the_h200_aa_models_were_timed_on_one_cpu_and_their_verdict_is_the_media
                 visit["samples"])
         per_round.append(statistics.median(
             math.log(statistics.median(b["base"]) / statistics.median(b["pr"])) for b in blocks.values()))
-    mean, half = statistics.mean(per_round), 2.7764451051977987 * statistics.stdev(per_round) / math.sqrt(5)
+    t_975_4 = 2.7764451051977987  # Student t, 97.5th percentile, 4 degrees of freedom (5 rounds, 95 % two-sided)
+    mean, half = statistics.mean(per_round), t_975_4 * statistics.stdev(per_round) / math.sqrt(5)
     summary = json.loads((H200 / "aa" / run / "summary.json").read_text())["models"]
 
     assert PairedBlocks.from_records(read_rounds(rounds)).round_log_ratios(
