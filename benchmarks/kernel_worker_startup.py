@@ -41,7 +41,7 @@ from analysis.kernel_index import read_index  # noqa: E402
 from prbench.cli import OneLineParser  # noqa: E402
 from prbench.compare import KernelSettings  # noqa: E402
 
-PROFILE_LINES = 25  # costliest calls of the first visit, by cumulative time
+PROFILE_LINES = 25  # costliest calls shown per profile (the loads, the first visit), by cumulative time
 FLUSH_SAMPLES = 20
 
 

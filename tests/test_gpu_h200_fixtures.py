@@ -192,3 +192,19 @@ def test_with_the_l2_flushed_the_h200_replays_every_gemm_within_a_quarter_of_its
         calls, us = in_trace[(problem["m"], problem["n"], problem["k"])]
         assert result["error"] is None and result["samples"] == 100
         assert 1.0 <= result["replay_median_us"] / (us / calls) <= 1.25, (result["id"], us / calls)
+
+
+def test_gpu_busy_by_stage_says_in_one_line_what_is_not_a_run_or_not_samples(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty.csv").write_text("not, nvidia-smi\n")
+
+    with pytest.raises(SystemExit) as no_run:
+        gpu_busy_by_stage.main(["--utilization", str(FP16 / "gpu-utilization.csv"), str(tmp_path)])
+    with pytest.raises(SystemExit) as no_samples:
+        gpu_busy_by_stage.main(["--utilization", str(tmp_path / "empty.csv"), str(FP16)])
+
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert no_run.value.code == no_samples.value.code == 2
+    assert errors[-2].endswith(f"{tmp_path}: no manifest.json (not a run directory)")
+    assert errors[-1].endswith(f"--utilization {tmp_path / 'empty.csv'}: no samples (expected nvidia-smi csv,noheader "
+                               "lines)")
