@@ -5,7 +5,7 @@
 #
 #   OUT=/tmp/gpu-check bash benchmarks/gpu_check.sh [STEP ...]
 #
-# Steps (default: all, in this order):
+# Steps (default: env compare replay-fixture aa startup overhead gpu-tests, in that order):
 #   env        GPU, driver, Python, torch, Triton, transformers versions; installs the host packages the GPU
 #              machine lacks from .whl/ (wheels downloaded beforehand) and git from .tools/ when it has none
 #   compare    invoke compare on recipes/cuda-local.toml: the installed torch against a PR made here from the
@@ -207,7 +207,7 @@ pack() {
 
 main() {
     local steps=("$@")
-    [ ${#steps[@]} -gt 0 ] || steps=(env compare replay-fixture aa overhead gpu-tests)
+    [ ${#steps[@]} -gt 0 ] || steps=(env compare replay-fixture aa startup overhead gpu-tests)
     local sampler=""
     if command -v nvidia-smi >/dev/null; then
         # The share of each 200 ms in which a kernel ran, matched to the stages' and rounds' times afterwards.
