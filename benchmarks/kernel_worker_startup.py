@@ -5,14 +5,16 @@
 One process does, in order, what a paired round's kernel worker does: imports torch and the stage, makes its
 timer (on a GPU: the CUDA context and the L2-flush buffer), loads every kernel module (the round's prepare), then
 visits every kernel twice with the compare's warm-up and timed calls. Each phase is timed on the host. The loads and
-the very first visit also run under cProfile and their costliest calls are printed: on an H100 a worker took 9 s
-to get ready and its first visit 2-3 s where later visits took 4 ms, and every round starts fresh workers.
+the very first visit also run under cProfile and their costliest calls are printed, because every round starts
+fresh workers and pays all of it again: on an H200 this showed each worker compiling torch's bytecode anew (5 s of
+its 9 s of loads; see docs/gpu-validation.md), and Triton hashing its own sources on the first call (0.35 s).
 
 On a GPU, each visit's device time (its samples plus one L2 flush per timed call, the flush timed on its own
 here) against the visit's host time says how busy the GPU was while the visit ran.
 
-Run it twice with the same ``--cache-dir`` to see a cold start (kernels compiled) and a warm one (rounds after
-the first, whose workers find their side's caches filled).
+The caches are the environment's (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``, ``PYTHONPYCACHEPREFIX``): run
+it twice with the same ones to see a cold start (kernels compiled) and a warm one (rounds after the first, whose
+workers find their side's caches filled), as ``benchmarks/gpu_check.sh startup`` does.
 """
 
 from __future__ import annotations
