@@ -31,7 +31,7 @@ prbench look worse; there are none in either mode.
   device-event time: both are microseconds for these kernels, so apart from that first call the subtraction
   changes almost nothing either way.
 
-Both methods find torch's bytecode compiled, kept where a local run's stages keep it (``prbench.variants``), and
+Both methods find torch's bytecode compiled, kept where a local run's stages keep it (``prbench.pipeline``), and
 one untimed seed process fills that cache first: on a machine whose install keeps no bytecode, each process would
 otherwise compile some 1,200 modules again (5 s on an H200 machine), a cost neither method should be charged.
 
@@ -61,7 +61,7 @@ from analysis.errors import UserError  # noqa: E402
 from analysis.kernel_identity import identify_triton  # noqa: E402
 from analysis.kernel_index import IndexRow, read_index, write_index  # noqa: E402
 from prbench.cli import OneLineParser  # noqa: E402
-from prbench.runners.local import torch_keeps_bytecode  # noqa: E402
+from prbench.runners.local import python_keeps_bytecode  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "kernels" / "triton213"
 SOURCES = ("triton_poi_fused_add_relu_sin_0", "triton_poi_fused_add_t_0")  # no libdevice: runnable without a shim
@@ -166,7 +166,7 @@ def clean_env(tmp: Path) -> dict[str, str]:
     """Both methods' environment: fresh caches, and torch's bytecode kept as a local run's stages keep it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "TRITON_"))}
     env.update(TMPDIR=str(tmp), OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), TORCHINDUCTOR_CACHE_DIR=str(tmp / "ind"))
-    if not torch_keeps_bytecode():
+    if not python_keeps_bytecode(sys.executable):
         env.update(PYTHONPYCACHEPREFIX=str(tmp / "bytecode"), PYTHONDONTWRITEBYTECODE="")
     return env
 

@@ -33,6 +33,7 @@ from analysis.io_errors import NoSpaceLeft, no_space_in, no_space_message
 from analysis.paired_rounds import PAIRED_DIR
 from prbench.overlay import PythonOverlay, installed_package_dir
 from prbench.runners import SIDE_LABEL, Runner, StageCommand, StageFailed
+from prbench.runners.local import python_keeps_bytecode
 from prbench.runstore import Run, input_hash
 from prbench.variants import Variant
 
@@ -111,7 +112,8 @@ class Pipeline:
         """Write the variant's env.json and (re)build its overlay; return what its stages run with."""
         directory = self.run.path(variant.name)
         directory.mkdir(parents=True, exist_ok=True)
-        env = variant.stage_environment(directory)
+        keep_bytecode = variant.recipe.runner == "local" and not python_keeps_bytecode(python)
+        env = variant.stage_environment(directory, keep_bytecode=keep_bytecode)
         for key in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TMPDIR"):
             Path(env[key]).mkdir(parents=True, exist_ok=True)
         python_path: list[Path] = []

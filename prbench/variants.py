@@ -14,7 +14,6 @@ from typing import Any
 
 from analysis.errors import UserError
 from prbench.recipes import Recipe
-from prbench.runners.local import torch_keeps_bytecode
 from stages.environment import INDUCTOR_CONFIG_ENV
 
 VARIANT_NAMES = ("base", "pr")
@@ -56,8 +55,9 @@ class Variant:
     def merged_inductor_config(self) -> dict[str, Any]:
         return {**self.recipe.inductor_config, **self.inductor_config}
 
-    def stage_environment(self, variant_dir: Path) -> dict[str, str]:
-        """The environment for a stage of this variant; caches live in the variant's work directory."""
+    def stage_environment(self, variant_dir: Path, keep_bytecode: bool = False) -> dict[str, str]:
+        """The environment for a stage of this variant; caches live in the variant's work directory, and so does
+        torch's bytecode with ``keep_bytecode`` (the caller knows the stage's Python: `Pipeline.prepare`)."""
         work = variant_dir / "work"
         env = dict(_STAGE_ENV)
         env.update(
@@ -66,11 +66,11 @@ class Variant:
             # Inductor writes its precompiled header and -p traces under TMPDIR whatever the cache dir says.
             TMPDIR=str(work / "tmp"),
         )
-        if self.recipe.runner == "local" and not torch_keeps_bytecode():
+        if keep_bytecode:
             # Every stage and every round's worker is a fresh process importing torch._inductor (~1,200 modules):
-            # with no bytecode kept beside torch (an install without .pyc files, and PYTHONDONTWRITEBYTECODE or a
-            # read-only site-packages), each compiled them again, 5 s per process on an H200 machine, most of a
-            # kernel round's worker start-up. The side keeps it here instead ("" unsets the variable).
+            # where the stage's Python keeps no bytecode for its torch (an install without .pyc files, and
+            # PYTHONDONTWRITEBYTECODE or a read-only site-packages), each compiled them again, 5 s per process on an
+            # H200 machine, most of a kernel round's worker start-up. The side keeps it here ("" unsets the variable).
             env.update(PYTHONPYCACHEPREFIX=str(work / "bytecode"), PYTHONDONTWRITEBYTECODE="")
         if self.recipe.platform == "cpu":
             # The thread count is baked into C++ codegen and a shared 2-core box is noisy otherwise.

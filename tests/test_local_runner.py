@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -12,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
-from prbench import variants
+from prbench import pipeline
+from prbench.pipeline import Pipeline
 from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT, StageCommand, StageFailed
-from prbench.runners.local import LocalRunner, keeps_bytecode
+from prbench.runners.local import LocalRunner, keeps_bytecode, python_keeps_bytecode
+from prbench.runstore import RunStore
 from prbench.variants import Variant
 
 STAGE = "prbench_test_tiny_stage"
@@ -114,9 +117,16 @@ def test_a_stage_runs_with_its_env_and_python_path_first(tmp_path: Path, stage_d
     assert seen["cwd"] == str(CODE_ROOT)
 
 
+def torch_dir() -> str:
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.submodule_search_locations
+    return spec.submodule_search_locations[0]
+
+
 def _torch_like(root: Path, *pyc_names: str) -> Path:
     package = root / "torch"
     (package / "_inductor" / "__pycache__").mkdir(parents=True)
+    (package / "__init__.py").write_text("")  # a regular package: found before the installed torch
     for name in pyc_names:
         (package / "_inductor" / "__pycache__" / name).write_bytes(b"")
     return package
@@ -126,31 +136,49 @@ def test_an_install_with_bytecode_for_this_python_keeps_it(tmp_path: Path) -> No
     tag = sys.implementation.cache_tag
     package = _torch_like(tmp_path, f"config.{tag}.pyc")
 
-    assert keeps_bytecode(package, {"PYTHONDONTWRITEBYTECODE": "1"})
+    assert keeps_bytecode(package, tag, {"PYTHONDONTWRITEBYTECODE": "1"})
 
 
 def test_an_install_without_bytecode_keeps_none_where_the_shell_forbids_writing_it(tmp_path: Path) -> None:
     # The GPU machine's image: a venv installed without .pyc files, and PYTHONDONTWRITEBYTECODE=1.
     package = _torch_like(tmp_path, "config.cpython-39.pyc")  # another interpreter's bytecode does not count
 
-    assert not keeps_bytecode(package, {"PYTHONDONTWRITEBYTECODE": "1"})
-    assert keeps_bytecode(package, {})  # the first process writes it beside the sources
-    assert keeps_bytecode(package, {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/mine"})
+    assert not keeps_bytecode(package, "cpython-312", {"PYTHONDONTWRITEBYTECODE": "1"})
+    assert keeps_bytecode(package, "cpython-39", {"PYTHONDONTWRITEBYTECODE": "1"})
+    assert keeps_bytecode(package, "cpython-312", {})  # the first process writes it beside the sources
+    assert keeps_bytecode(package, "cpython-312", {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/mine"})
 
 
 def test_a_local_side_without_kept_bytecode_keeps_it_in_its_work_directory(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(variants, "torch_keeps_bytecode", lambda: False)
+    monkeypatch.setattr(pipeline, "python_keeps_bytecode", lambda python: False)
     recipes = CODE_ROOT / "recipes"
+    run = RunStore(tmp_path / "runs").create_or_open("r1", {}, "0.1.0")
 
-    local = Variant(name="base", recipe=load_recipe("cpu-local", recipes)).stage_environment(tmp_path / "base")
+    local = Pipeline(run, LocalRunner(stream_output=False)).prepare(
+        Variant(name="base", recipe=load_recipe("cpu-local", recipes)), None, sys.executable).env
     docker = Variant(name="base", recipe=load_recipe("cpu-docker", recipes)).stage_environment(tmp_path / "base")
 
-    assert local["PYTHONPYCACHEPREFIX"] == str(tmp_path / "base" / "work" / "bytecode")
+    assert local["PYTHONPYCACHEPREFIX"] == str(run.path("base") / "work" / "bytecode")
     assert local["PYTHONDONTWRITEBYTECODE"] == ""  # laid over the shell's: unset for the stage
-    assert "PYTHONPYCACHEPREFIX" not in docker  # an image's Python is not this one
-    monkeypatch.setattr(variants, "torch_keeps_bytecode", lambda: True)
-    assert "PYTHONPYCACHEPREFIX" not in Variant(name="base", recipe=load_recipe("cpu-local", recipes)) \
-        .stage_environment(tmp_path / "base")
+    assert "PYTHONPYCACHEPREFIX" not in docker
+    monkeypatch.setattr(pipeline, "python_keeps_bytecode", lambda python: True)
+    assert "PYTHONPYCACHEPREFIX" not in Pipeline(run, LocalRunner(stream_output=False)).prepare(
+        Variant(name="pr", recipe=load_recipe("cpu-local", recipes)), None, sys.executable).env
+
+
+@pytest.mark.integration
+def test_the_stage_python_is_asked_about_its_own_torch(tmp_path: Path, monkeypatch) -> None:
+    """``--python`` names another interpreter: its torch decides, not the one running prbench."""
+    _torch_like(tmp_path / "site")  # a torch without bytecode, first on that interpreter's path
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={tmp_path / "site"} exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+
+    assert not python_keeps_bytecode(str(wrapper))
+    assert python_keeps_bytecode(sys.executable) == keeps_bytecode(
+        Path(torch_dir()), sys.implementation.cache_tag, dict(os.environ))
 
 
 @pytest.mark.integration

@@ -20,24 +20,37 @@ _PR_SET_PDEATHSIG = 1  # prctl(2)
 _SCRUBBED = ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_FORCE_DISABLE_CACHES")
 
 
-def keeps_bytecode(package: Path, environ: dict[str, str]) -> bool:
-    """Whether processes of this Python find ``package``'s bytecode kept: compiled beside the sources already
-    (``<package>/_inductor/__pycache__`` holds this interpreter's .pyc files), written there by the first process,
-    or kept wherever the user's PYTHONPYCACHEPREFIX says."""
+def keeps_bytecode(package: Path, cache_tag: str, environ: dict[str, str]) -> bool:
+    """Whether processes of an interpreter (bytecode tag ``cache_tag``, e.g. ``cpython-312``) find ``package``'s
+    bytecode kept: compiled beside the sources already (``<package>/_inductor/__pycache__`` holds its .pyc files),
+    written there by the first process, or kept wherever the user's PYTHONPYCACHEPREFIX says."""
     if environ.get("PYTHONPYCACHEPREFIX"):
         return True
     cached = package / "_inductor" / "__pycache__"
-    if cached.is_dir() and any(cached.glob(f"*.{sys.implementation.cache_tag}.pyc")):
+    if cached.is_dir() and any(cached.glob(f"*.{cache_tag}.pyc")):
         return True
     return not environ.get("PYTHONDONTWRITEBYTECODE") and os.access(cached.parent, os.W_OK)
 
 
-def torch_keeps_bytecode() -> bool:
-    """`keeps_bytecode` for the torch this Python would import (found, not imported)."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return True  # no torch here: nothing to compile again
-    return keeps_bytecode(Path(next(iter(spec.submodule_search_locations))), dict(os.environ))
+_FIND_TORCH = ("import importlib.util as u, sys; s = u.find_spec('torch'); "
+               "print(sys.implementation.cache_tag); print(s.submodule_search_locations[0] if s else '')")
+
+
+def python_keeps_bytecode(python: str) -> bool:
+    """`keeps_bytecode` for the torch that ``python`` imports, found and not imported: in this process when it is
+    this interpreter, else by asking that one (a process of a fraction of a second). No torch there: True (nothing
+    to compile again; the stage says what is missing)."""
+    if python == sys.executable:
+        spec = importlib.util.find_spec("torch")
+        tag, where = sys.implementation.cache_tag, (spec.submodule_search_locations or [""])[0] if spec else ""
+    else:
+        shell = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}  # as its stages will see it
+        proc = subprocess.run([python, "-c", _FIND_TORCH], capture_output=True, text=True, check=False, env=shell)
+        lines = proc.stdout.splitlines()
+        if proc.returncode != 0 or len(lines) < 2:
+            return True
+        tag, where = lines[-2], lines[-1]
+    return not where or keeps_bytecode(Path(where), tag, dict(os.environ))
 
 
 class LocalRunner:
