@@ -256,7 +256,8 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
     built for the side (a node without it builds it from that lock and the store)."""
     platform = request.recipe.platform
     if not request.recipe.is_docker:
-        return (LocalRunner(python=request.python), local_lock(request.python, side),
+        assert compare_plan.local is not None  # plan_local described the interpreter
+        return (LocalRunner(python=request.python), local_lock(side, compare_plan.local),
                 RunnerSpec("local", platform=platform, python=request.python))
     from prbench.images import docker_client, plan_build
     from prbench.lock import build_and_lock, read_lock

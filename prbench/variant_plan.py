@@ -16,7 +16,7 @@ import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from analysis.errors import UserError
 from prbench import gitrefs
@@ -42,21 +42,58 @@ class VariantPlan:
 
 
 @dataclass(frozen=True)
+class LocalEnvironment:
+    """The interpreter whose torch both sides of a local comparison run on, as it describes itself: Python, torch
+    and its commit, Triton, CUDA/HIP, the GPU and the host (what a local side's lock records)."""
+
+    facts: dict[str, Any]
+
+    @property
+    def torch_version(self) -> str:
+        return str(self.facts["torch"])
+
+    @property
+    def torch_commit(self) -> str | None:
+        return self.facts.get("torch_git") or None
+
+
+@dataclass(frozen=True)
 class ComparePlan:
     base: VariantPlan
     pr: VariantPlan
     installed_commit: str | None
     merge_base: str | None
+    local: LocalEnvironment | None = None  # the local runner's interpreter (None for Docker recipes)
 
 
-def installed_torch(python: str) -> tuple[str, str | None]:
-    """(version, git commit) of the torch that ``python`` imports."""
-    code = "import torch; print(torch.__version__); print(getattr(torch.version, 'git_version', '') or '')"
-    proc = subprocess.run([python, "-c", code], capture_output=True, text=True)
-    if proc.returncode != 0:
+_NO_TORCH = 3  # the describing process's exit status when torch does not import
+_DESCRIBE = f"""\
+import json, platform, sys
+try:
+    import torch
+except Exception:
+    sys.exit({_NO_TORCH})
+try:
+    import triton; tv = triton.__version__
+except ImportError:
+    tv = None
+print(json.dumps({{'python': sys.version.split()[0], 'executable': sys.executable, 'torch': torch.__version__,
+                  'torch_git': getattr(torch.version, 'git_version', None), 'triton': tv,
+                  'cuda': torch.version.cuda, 'hip': torch.version.hip, 'machine': platform.machine(),
+                  'gpu': torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+                  'kernel': platform.release()}}))
+"""
+
+
+def describe_local_environment(python: str) -> LocalEnvironment:
+    """``python`` describes its torch environment, once per comparison: importing torch takes seconds, and both
+    sides and the plan ask the same interpreter."""
+    proc = subprocess.run([python, "-c", _DESCRIBE], capture_output=True, text=True)
+    if proc.returncode == _NO_TORCH:
         raise UserError(f"--python {python}: cannot import torch")
-    version, _, commit = proc.stdout.strip().partition("\n")
-    return version, (commit.strip() or None)
+    if proc.returncode != 0:
+        raise UserError(f"--python {python}: cannot describe its torch environment")
+    return LocalEnvironment(json.loads(proc.stdout))
 
 
 def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str) -> ComparePlan:
@@ -64,7 +101,8 @@ def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str) -> Com
     repo = gitrefs.open_repo(pytorch_src) if pytorch_src else None
     for name, spec in (("base", base), ("pr", pr)):
         _refuse_what_needs_no_torch(name, spec, repo)
-    version, installed_commit = installed_torch(python)
+    local = describe_local_environment(python)
+    version, installed_commit = local.torch_version, local.torch_commit
     base_plan = _plan_side("base", base, None, repo, installed_commit, version)
     pr_plan = _plan_side("pr", pr, base_plan, repo, installed_commit, version)
     package = None
@@ -75,7 +113,8 @@ def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str) -> Com
     merge_base = None
     if repo is not None and _is_sha(base_plan.pytorch_ref) and _is_sha(pr_plan.pytorch_ref):
         merge_base = gitrefs.merge_base(repo, base_plan.pytorch_ref, pr_plan.pytorch_ref)
-    return ComparePlan(base=base_plan, pr=pr_plan, installed_commit=installed_commit, merge_base=merge_base)
+    return ComparePlan(base=base_plan, pr=pr_plan, installed_commit=installed_commit, merge_base=merge_base,
+                       local=local)
 
 
 def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
@@ -137,27 +176,13 @@ def _wheel_side(name: str, spec: str, recipe: Recipe, store: Store, target) -> V
                        f"(sha256 {pin.sha256[:12]})", pin)
 
 
-def local_lock(python: str, side: VariantPlan) -> dict[str, object]:
+def local_lock(side: VariantPlan, local: LocalEnvironment) -> dict[str, object]:
     """What identifies a local environment: the interpreter, torch, Triton, the overlay and the host."""
-    code = (
-        "import json, platform, sys, torch\n"
-        "try:\n    import triton; tv = triton.__version__\nexcept ImportError:\n    tv = None\n"
-        "print(json.dumps({'python': sys.version.split()[0], 'executable': sys.executable,"
-        " 'torch': torch.__version__, 'torch_git': torch.version.git_version, 'triton': tv,"
-        " 'cuda': torch.version.cuda, 'hip': torch.version.hip, 'machine': platform.machine(),"
-        " 'gpu': torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,"
-        " 'kernel': platform.release()}))"
-    )
-    proc = subprocess.run([python, "-c", code], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise UserError(f"--python {python}: cannot describe its torch environment")
-    facts = json.loads(proc.stdout)
-    facts["cpu"] = cpu_model()
     return {
         "runner": "local",
         "pytorch_ref": side.pytorch_ref,
         "overlay_sha256": side.overlay.sha256 if side.overlay else None,
-        "environment": facts,
+        "environment": {**local.facts, "cpu": cpu_model()},
     }
 
 

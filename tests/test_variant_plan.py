@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import git
@@ -10,9 +12,15 @@ import pytest
 from analysis.errors import UserError
 from prbench import variant_plan
 from prbench.recipes import load_recipe
-from prbench.variant_plan import plan_docker, plan_local
+from prbench.variant_plan import LocalEnvironment, local_lock, plan_docker, plan_local
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _installed_torch(monkeypatch: pytest.MonkeyPatch, version: str, commit: str) -> None:
+    """The interpreter describes a torch of this version and commit (no process is started)."""
+    monkeypatch.setattr(variant_plan, "describe_local_environment",
+                        lambda python: LocalEnvironment({"torch": version, "torch_git": commit}))
 
 
 def _commit(repo: git.Repo, files: dict[str, str], message: str) -> str:
@@ -34,7 +42,7 @@ def pytorch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     shas["pr"] = _commit(repo, {config: "max_fusion_size = 8\nbenchmark_kernel = False\n"}, "pr")
     shas["native"] = _commit(repo, {"aten/src/ATen/native/Fused.cpp": "int f();\n"}, "native")
     shas["root"] = repo.working_dir
-    monkeypatch.setattr(variant_plan, "installed_torch", lambda python: ("2.13.0", shas["installed"]))
+    _installed_torch(monkeypatch, "2.13.0", shas["installed"])
     installed = tmp_path / "site-packages" / "torch"  # what the installed commit ships, for the apply check
     (installed / "_inductor").mkdir(parents=True)
     (installed / "_inductor" / "config.py").write_text("max_fusion_size = 64\n")
@@ -74,7 +82,7 @@ def test_a_patch_file_pr_goes_on_top_of_the_base(pytorch, tmp_path):
 def test_unknown_refs_and_a_missing_installed_commit_are_one_line_errors(pytorch, monkeypatch):
     with pytest.raises(UserError, match=r"^--pr=no-such-branch: unknown ref"):
         plan_local("installed", "no-such-branch", Path(pytorch["root"]), "python")
-    monkeypatch.setattr(variant_plan, "installed_torch", lambda python: ("2.13.0", "f" * 40))
+    _installed_torch(monkeypatch, "2.13.0", "f" * 40)
     with pytest.raises(UserError, match="installed torch's commit ffffffffffff is not in"):
         plan_local("installed", pytorch["pr"], Path(pytorch["root"]), "python")
 
@@ -88,3 +96,32 @@ def test_with_a_docker_recipe_each_side_is_built_at_its_commit(pytorch, tmp_path
     # Compiled changes are fine here: the image rebuilds PyTorch.
     native = plan_docker(pytorch["base"], pytorch["native"], recipe, Path(pytorch["root"]))
     assert native.pr.pytorch_ref == pytorch["native"]
+
+
+def test_a_local_compare_asks_its_interpreter_about_torch_once(monkeypatch):
+    """Importing torch takes seconds: the plan and both sides' locks share one description of the interpreter."""
+    started: list[list[str]] = []
+    facts = {"python": "3.11.7", "torch": "2.13.0+cpu", "torch_git": "a" * 40, "triton": None, "gpu": None}
+
+    def run(argv, **_):
+        started.append(argv)
+        return subprocess.CompletedProcess(argv, 0, stdout=json.dumps(facts) + "\n", stderr="")
+
+    monkeypatch.setattr(variant_plan.subprocess, "run", run)
+    plan = plan_local("installed", "installed", None, "/opt/py/bin/python3")
+    locks = [local_lock(side, plan.local) for side in (plan.base, plan.pr)]
+
+    assert [argv[0] for argv in started] == ["/opt/py/bin/python3"]
+    assert plan.installed_commit == "a" * 40
+    for lock in locks:
+        assert lock["environment"] == {**facts, "cpu": lock["environment"]["cpu"]}
+        assert lock["pytorch_ref"] == "installed" and lock["overlay_sha256"] is None
+
+
+@pytest.mark.parametrize(("status", "error"), [(3, "cannot import torch"),
+                                               (1, "cannot describe its torch environment")])
+def test_an_interpreter_without_a_working_torch_is_one_line_naming_it(monkeypatch, status, error):
+    monkeypatch.setattr(variant_plan.subprocess, "run",
+                        lambda argv, **_: subprocess.CompletedProcess(argv, status, stdout="", stderr="boom"))
+    with pytest.raises(UserError, match=rf"^--python /opt/py/bin/python3: {error}$"):
+        plan_local("installed", "installed", None, "/opt/py/bin/python3")
