@@ -1,4 +1,5 @@
-"""What every stage does first inside its environment: apply the variant's Inductor config overrides."""
+"""What every stage that compiles or runs compiled code does first inside its environment: apply the variant's
+Inductor config overrides (organize, which only reads files, and the upstream launcher do not)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def apply_inductor_config(overrides: dict[str, Any] | None = None) -> dict[str, 
     """Set ``torch._inductor.config`` entries (dotted names such as ``cpp.simdlen``); return what was set."""
     overrides = inductor_overrides() if overrides is None else overrides
     if not overrides:
-        return overrides  # stages that never compile (organize) must run where torch is absent
+        return overrides  # nothing to set: torch is not imported for it
     import torch._inductor.config as inductor_config
 
     for dotted, value in overrides.items():

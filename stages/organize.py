@@ -342,9 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from stages.environment import apply_inductor_config
-
-    apply_inductor_config()  # the stage convention; organize itself reads no Inductor setting
+    # No apply_inductor_config(): organize reads files and compiles nothing, and importing torch to set the
+    # variant's Inductor config (every default recipe has some) cost each organize stage 4-5 s.
     graph_models = read_graph_models(args.graph_models) if args.graph_models else None
     rows = organize(args.cache, args.out, rep=args.rep, warmup=args.warmup, extract_to=args.extract_to,
                     graph_models=graph_models)

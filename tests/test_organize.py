@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from cli_support import invoke_in_process
 
 from analysis.errors import UserError
 from analysis.kernel_index import INDEX_COLUMNS, read_index
+from stages.environment import INDUCTOR_CONFIG_ENV
 from stages.organize import organize
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,6 +176,21 @@ def test_invoke_organize_reports_bad_input_in_one_line(tmp_path: Path, kind: str
     assert result.returncode != 0
     assert len(output.splitlines()) == 1, output
     assert "Traceback" not in output and str(cache) in output
+
+
+@pytest.mark.integration
+def test_the_stage_organizes_without_importing_torch_whatever_inductor_config_the_variant_sets(tmp_path: Path) -> None:
+    """Importing torch to set a config organize never reads cost every organize stage 4-5 s."""
+    cache = make_cache(tmp_path / "cache")
+    code = ("import sys; from stages.organize import main; code = main(sys.argv[1:]); "
+            "print('torch imported' if 'torch' in sys.modules else 'no torch'); sys.exit(code)")
+    result = subprocess.run(
+        [sys.executable, "-c", code, "--cache", str(cache), "--out", str(tmp_path / "out")], cwd=ROOT,
+        env={**os.environ, INDUCTOR_CONFIG_ENV: json.dumps({"cpp.enable_kernel_profile": True})},
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "no torch"
+    assert len(read_index(tmp_path / "out" / "index.csv")) >= 4
 
 
 @pytest.mark.integration
