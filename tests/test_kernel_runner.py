@@ -20,7 +20,9 @@ FIXTURES = Path(__file__).parent / "fixtures" / "kernels"
 
 # Kernel modules that misbehave the three ways a generated kernel can: crash the process, hang, not parse.
 SEGFAULT = "import ctypes\n\ndef get_args():\n    return ()\n\ndef call(args):\n    ctypes.string_at(0)\n"
-HANG = "def get_args():\n    return ()\n\ndef call(args):\n    while True:\n        pass\n"
+# A hang that waits (a deadlock) rather than spins: the timeout is what is tested, and a spinning loop would take a
+# core from the tests running beside this one for the whole timeout.
+HANG = "import time\n\ndef get_args():\n    return ()\n\ndef call(args):\n    while True:\n        time.sleep(1)\n"
 SYNTAX = "def get_args(:\n    return ()\n"
 
 
@@ -56,7 +58,7 @@ def read_rows(path: Path) -> dict[str, dict[str, str]]:
 def test_segfault_hang_and_syntax_error_each_cost_one_row(tmp_path: Path) -> None:
     broken = {"triton_poi_segfault_1": SEGFAULT, "triton_poi_hang_2": HANG, "triton_poi_syntax_3": SYNTAX}
     organized = organized_dir(tmp_path / "organized", broken)
-    result = run_stage("--dir", str(organized), "--timeout", "20", "--devices", "cpu")
+    result = run_stage("--dir", str(organized), "--timeout", "10", "--devices", "cpu")
     assert result.returncode == 0, result.stdout + result.stderr
     rows = read_rows(tmp_path / "kernels.csv")
     assert rows["triton_poi_fused_add_relu_sin_0"]["status"] == "ok"
