@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.errors import UserError
+from prbench.runners.local import installed_torch
 
 PACKAGE = "torch"
 _DIFF_GIT = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
@@ -156,15 +157,10 @@ class PythonOverlay:
 
 def installed_package_dir(python: str) -> Path:
     """Where ``python`` imports torch from (the installed package the overlay shadows)."""
-    code = "import importlib.util as u; print(u.find_spec('torch').submodule_search_locations[0])"
-    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, env=_clean_env())
-    if proc.returncode != 0:
+    found = installed_torch(python)
+    if found is None or found.package is None:
         raise UserError(f"--python {python}: cannot import torch there")
-    return Path(proc.stdout.strip())
-
-
-def _clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return found.package
 
 
 def _changed_paths(text: str) -> list[tuple[str, bool]]:

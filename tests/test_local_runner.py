@@ -14,10 +14,17 @@ import pytest
 
 from analysis.errors import UserError
 from prbench import pipeline
+from prbench.overlay import installed_package_dir
 from prbench.pipeline import Pipeline
 from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT, StageCommand, StageFailed
-from prbench.runners.local import LocalRunner, keeps_bytecode, python_keeps_bytecode
+from prbench.runners.local import (
+    InstalledTorch,
+    LocalRunner,
+    installed_torch,
+    keeps_bytecode,
+    python_keeps_bytecode,
+)
 from prbench.runstore import RunStore
 from prbench.variants import Variant
 
@@ -180,6 +187,25 @@ def test_the_stage_python_is_asked_about_its_own_torch(tmp_path: Path, monkeypat
     assert python_keeps_bytecode(sys.executable) == keeps_bytecode(
         Path(torch_dir()), sys.implementation.cache_tag, dict(os.environ))
 
+
+@pytest.mark.integration
+def test_the_torch_an_interpreter_imports_is_found_without_the_shells_pythonpath(tmp_path: Path, monkeypatch) -> None:
+    """The overlay shadows, and the bytecode check looks at, the torch a stage imports: the calling shell's
+    PYTHONPATH is not the stage's (the runner scrubs it)."""
+    _torch_like(tmp_path / "site")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    found = installed_torch(sys.executable)
+    assert found == InstalledTorch(sys.implementation.cache_tag, Path(torch_dir()))
+    assert installed_package_dir(sys.executable) == Path(torch_dir())
+
+    bare = tmp_path / "python"  # an interpreter without site-packages: no torch there
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    bare.chmod(0o755)
+    assert installed_torch(str(bare)) == InstalledTorch(sys.implementation.cache_tag, None)
+    assert python_keeps_bytecode(str(bare))  # nothing to compile again: the stage says what is missing
+    with pytest.raises(UserError, match=f"^--python {bare}: cannot import torch there$"):
+        installed_package_dir(str(bare))
+    assert installed_torch(str(tmp_path / "no-such-python")) is None
 
 @pytest.mark.integration
 def test_a_stage_given_a_bytecode_directory_writes_there_whatever_the_shell_says(tmp_path: Path, stage_dir: Path,

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -36,21 +37,40 @@ _FIND_TORCH = ("import importlib.util as u, sys; s = u.find_spec('torch'); "
                "print(sys.implementation.cache_tag); print(s.submodule_search_locations[0] if s else '')")
 
 
+@dataclass(frozen=True)
+class InstalledTorch:
+    """Where an interpreter imports torch from, found without importing it."""
+
+    cache_tag: str  # the interpreter's bytecode tag, e.g. cpython-312
+    package: Path | None  # the torch package directory; None when that interpreter has no torch
+
+
+def installed_torch(python: str) -> InstalledTorch | None:
+    """Ask ``python`` (a process of a fraction of a second) with the environment its stages get, so that a
+    PYTHONPATH of the calling shell does not decide; None when it does not run."""
+    shell = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    try:
+        proc = subprocess.run([python, "-c", _FIND_TORCH], capture_output=True, text=True, check=False, env=shell)
+    except OSError:
+        return None
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or len(lines) < 2:
+        return None
+    return InstalledTorch(cache_tag=lines[-2], package=Path(lines[-1]) if lines[-1] else None)
+
+
 def python_keeps_bytecode(python: str) -> bool:
-    """`keeps_bytecode` for the torch that ``python`` imports, found and not imported: in this process when it is
-    this interpreter, else by asking that one (a process of a fraction of a second). No torch there: True (nothing
-    to compile again; the stage says what is missing)."""
+    """`keeps_bytecode` for the torch that ``python`` imports: found in this process when it is this interpreter,
+    else by asking that one. No torch there: True (nothing to compile again; the stage says what is missing)."""
     if python == sys.executable:
         spec = importlib.util.find_spec("torch")
-        tag, where = sys.implementation.cache_tag, (spec.submodule_search_locations or [""])[0] if spec else ""
+        where = (spec.submodule_search_locations or [""])[0] if spec else ""
+        found: InstalledTorch | None = InstalledTorch(sys.implementation.cache_tag, Path(where) if where else None)
     else:
-        shell = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}  # as its stages will see it
-        proc = subprocess.run([python, "-c", _FIND_TORCH], capture_output=True, text=True, check=False, env=shell)
-        lines = proc.stdout.splitlines()
-        if proc.returncode != 0 or len(lines) < 2:
-            return True
-        tag, where = lines[-2], lines[-1]
-    return not where or keeps_bytecode(Path(where), tag, dict(os.environ))
+        found = installed_torch(python)
+    if found is None or found.package is None:
+        return True
+    return keeps_bytecode(found.package, found.cache_tag, dict(os.environ))
 
 
 class LocalRunner:
