@@ -207,6 +207,7 @@ def test_the_torch_an_interpreter_imports_is_found_without_the_shells_pythonpath
         installed_package_dir(str(bare))
     assert installed_torch(str(tmp_path / "no-such-python")) is None
 
+
 @pytest.mark.integration
 def test_a_stage_given_a_bytecode_directory_writes_there_whatever_the_shell_says(tmp_path: Path, stage_dir: Path,
                                                                               monkeypatch) -> None:
