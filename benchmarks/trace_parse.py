@@ -36,6 +36,11 @@ one column after the other, 1.59x): quote the ratio of alternating rounds, not a
 ``--fixture tests/fixtures/traces/h100_bert-small-uncased.json.gz``), 282 MB JSON: prbench / limit 1.26x,
 TraceLens (minimal) 17.9 s against prbench's 3.8 s, peak 2392 against 143 MiB; 60 MB gzip: 1.61x, TraceLens
 5.0 s against 0.94 s.
+
+Measured 2026-11-27 on another 2-core box (AMD EPYC), ``--size-mb 60 --gzip --skip-hta --repeat 7``: 1.82x idle
+(prbench 0.89 s, limit 0.48 s); beside ``background_load.py --workers 1``, 1.91x and 2.36x; idle again an hour
+later (``--repeat 5``), 2.07x, the limit at 0.60 s and prbench at 1.33 s. The ratio follows the box's pace: when
+the box slows, the reader's Python and the imports slow more than the limit's one C call.
 """
 
 from __future__ import annotations
