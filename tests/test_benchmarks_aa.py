@@ -236,8 +236,7 @@ def test_measure_runs_fresh_aa_and_positive_comparisons_under_load(tmp_path: Pat
 
     def fake_run_compare(request: FakeRequest, console: Any = None) -> tuple[Any, Any]:
         print("stage output that belongs in the log")
-        load_pids = [pid for pid in _children() if _is_load_worker(pid)]
-        seen.append((request, load_pids))
+        seen.append((request, _load_workers(expected=2)))
         data = summary() if request.pr == "installed" else regressed_summary()
         write_run(request.runs_dir, request.run_id, data)
         return None, None
@@ -272,6 +271,18 @@ def _children() -> list[int]:
             except (OSError, IndexError, ValueError):
                 continue
     return found
+
+
+def _load_workers(expected: int, wait_s: float = 10.0) -> list[int]:
+    """The children running background_load.py, once ``expected`` of them show (or after ``wait_s``). A child's
+    /proc cmdline reads empty for a moment after Popen returns (the kernel lets the parent go on before it has set
+    up the new program's arguments): on a loaded box, about half of the reads made at once."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = [pid for pid in _children() if _is_load_worker(pid)]
+        if len(found) >= expected or time.monotonic() > deadline:
+            return found
+        time.sleep(0.01)
 
 
 def _is_load_worker(pid: int) -> bool:
