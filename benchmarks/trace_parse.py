@@ -40,7 +40,9 @@ TraceLens (minimal) 17.9 s against prbench's 3.8 s, peak 2392 against 143 MiB; 6
 Measured 2026-11-27 on another 2-core box (AMD EPYC), ``--size-mb 60 --gzip --skip-hta --repeat 7``: 1.82x idle
 (prbench 0.89 s, limit 0.48 s); beside ``background_load.py --workers 1``, 1.91x and 2.36x; idle again an hour
 later (``--repeat 5``), 2.07x, the limit at 0.60 s and prbench at 1.33 s. The ratio follows the box's pace: when
-the box slows, the reader's Python and the imports slow more than the limit's one C call.
+the box slows, the reader's Python and the imports slow more than the limit's one C call. The next evening, same
+command: 1.87x idle (limit 0.55 s), 1.91x beside ``background_load.py --workers 1``, 1.94x idle (prbench 0.89 s,
+limit 0.46 s, ``read_trace`` alone 0.61 s); the imports of numpy and pandas take most of the difference.
 """
 
 from __future__ import annotations
