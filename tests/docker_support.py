@@ -18,6 +18,8 @@ from pathlib import Path
 import git
 import pytest
 
+from prbench.runners import STAGE_LABEL
+
 PROJECT = Path(__file__).resolve().parents[1]
 TEST_RECIPES = Path(__file__).resolve().parent / "recipes"
 BASE_IMAGE = "prbench-test/bookworm:base"
@@ -142,6 +144,12 @@ def make_standins(root: Path) -> StandIns:
 
 def base_image_id(client) -> str:
     return client.images.get(BASE_IMAGE).id
+
+
+def stage_containers(client, image: str) -> list:
+    """Stage containers of ``image``, running or not: under ``pytest -n``, the docker tests of other groups may
+    have stage containers of their own images meanwhile."""
+    return client.containers.list(all=True, filters={"label": STAGE_LABEL, "ancestor": image})
 
 
 def write_recipe(template: str, dest_dir: Path, *, digest: str, pytorch_commit: str, name: str | None = None,

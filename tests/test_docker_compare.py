@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from docker_support import PROJECT, VEC_ISA_OK, base_image_id, invoke, require_engine, skip_unless_ci
+from docker_support import PROJECT, VEC_ISA_OK, base_image_id, invoke, require_engine, skip_unless_ci, stage_containers
 
 from prbench.store import DEFAULT_STORE, Store
 
@@ -81,8 +81,7 @@ def _leftover_containers(client, run: Path) -> list:
     """Stage containers of this run's two images (other docker tests may run stages of their own meanwhile)."""
     locks = json.loads((run / "lock.json").read_text())
     images = {locks[side]["provenance"]["image"]["id"] for side in ("base", "pr")}
-    return [c for image in sorted(images)
-            for c in client.containers.list(all=True, filters={"label": "dev.prbench.stage", "ancestor": image})]
+    return [c for image in sorted(images) for c in stage_containers(client, image)]
 
 
 def test_compare_through_docker_writes_a_report_from_both_images(compared, client) -> None:

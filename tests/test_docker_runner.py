@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from docker_support import base_image_id, make_standins, require_engine, write_recipe
+from docker_support import base_image_id, make_standins, require_engine, stage_containers, write_recipe
 
 from prbench.images import build_image, plan_build
 from prbench.recipes import load_recipe
@@ -52,12 +52,6 @@ def image(tmp_path_factory: pytest.TempPathFactory, client) -> str:
     return result.image_id
 
 
-def _leftover_containers(client, image: str) -> list:
-    """Stage containers of this module's image: under ``pytest -n``, the docker tests of other groups (a compare,
-    the Ray containers) may have stage containers of their own images running meanwhile."""
-    return client.containers.list(all=True, filters={"label": "dev.prbench.stage", "ancestor": image})
-
-
 def _probe(tmp_path: Path) -> Path:
     probe_dir = tmp_path / "probe"
     probe_dir.mkdir()
@@ -80,7 +74,7 @@ def test_organize_runs_in_the_container_and_writes_into_the_run_dir(image: str, 
     assert "rep=7" in kernel.read_text()
     assert (kernel.stat().st_uid, kernel.stat().st_gid) == (os.getuid(), os.getgid())
     assert "organize: 1 kernels (1 pointwise)" in log.read_text()
-    assert _leftover_containers(client, image) == []
+    assert stage_containers(client, image) == []
 
 
 def test_stage_sees_the_image_torch_its_env_and_no_network(image: str, client, tmp_path: Path) -> None:
@@ -102,7 +96,7 @@ def test_a_failing_stage_is_a_clear_error_and_its_container_is_removed(image: st
     with pytest.raises(StageFailed, match=r"stage prbench_probe failed in .* with exit code 3; log: .*probe.log"):
         runner.run(StageCommand("prbench_probe", [], env={"PROBE_EXIT": "3"}, python_path=[_probe(tmp_path)],
                                 log_path=run_dir / "probe.log"))
-    assert _leftover_containers(client, image) == []
+    assert stage_containers(client, image) == []
 
 
 def test_a_stage_past_its_timeout_is_stopped(image: str, client, tmp_path: Path) -> None:
@@ -111,7 +105,7 @@ def test_a_stage_past_its_timeout_is_stopped(image: str, client, tmp_path: Path)
     with pytest.raises(StageFailed, match="timed out after 3s"):
         runner.run(StageCommand("prbench_probe", ["--sleep"], python_path=[_probe(tmp_path)], timeout_s=3))
     assert time.monotonic() - started < 30
-    assert _leftover_containers(client, image) == []
+    assert stage_containers(client, image) == []
 
 
 def test_an_image_that_is_not_present_is_never_pulled(client, tmp_path: Path) -> None:

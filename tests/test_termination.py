@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from prbench.run_lock import RunLock
-from prbench.runners import RUN_LABEL
+from prbench.runners import OWNER_LABEL, RUN_LABEL
 from prbench.runstore import MANIFEST
 from prbench.termination import Terminated, handlers_kept, terminate_as_interrupt
 
@@ -259,7 +259,7 @@ def test_what_a_killed_host_left_is_found_by_its_run_and_removed_and_other_runs_
     client = require_engine()
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
     started = [client.containers.run(BASE_IMAGE, ["sleep", "300"], detach=True, network_mode="none",
-                                     labels={**run_labels(run), "dev.prbench.owner": "gone:1"})
+                                     labels={**run_labels(run), OWNER_LABEL: "gone:1"})
                for run in (ours, ours, theirs)]
     try:
         removed = remove_containers(client, run_labels(ours))
@@ -268,7 +268,7 @@ def test_what_a_killed_host_left_is_found_by_its_run_and_removed_and_other_runs_
         assert [c.id for c in client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={theirs}"})] == [
             started[2].id]
         with pytest.raises(ValueError, match="must name the run"):
-            remove_containers(client, {"dev.prbench.owner": "gone:1"})
+            remove_containers(client, {OWNER_LABEL: "gone:1"})
     finally:
         for container in started:
             if _exists(client, container.id):
@@ -302,7 +302,7 @@ def test_compare_removes_what_a_killed_invocation_of_its_run_left_and_leaves_non
 
     def container_of_the_run():  # a stage container whose owner was killed outright (SIGKILL): nothing removes it
         return client.containers.run(BASE_IMAGE, ["sleep", "300"], detach=True, network_mode="none",
-                                     labels={**run_labels(run.root), "dev.prbench.owner": "gone:1"})
+                                     labels={**run_labels(run.root), OWNER_LABEL: "gone:1"})
 
     left = container_of_the_run()
     console = Console(record=True, width=200)

@@ -33,6 +33,7 @@ STAGE_ERROR_PREFIX = "error: "
 RUN_LABEL = "dev.prbench.run"  # the run directory, absolute
 SHARD_LABEL = "dev.prbench.shard"  # an executor's shard ("kernels round 3 shard 2/4")
 SIDE_LABEL = "dev.prbench.side"  # "base", "pr" (a variant's name)
+STAGE_LABEL = "dev.prbench.stage"  # the stage a container runs; every stage container has it
 OWNER_LABEL = "dev.prbench.owner"  # <host>:<pid> of the process that started the container and waits for it
 
 

@@ -37,6 +37,7 @@ from prbench.runners import (
     CODE_ROOT,
     OWNER_LABEL,
     RUN_LABEL,
+    STAGE_LABEL,
     ErrorLineTracker,
     StageCommand,
     StageFailed,
@@ -188,7 +189,7 @@ class DockerRunner:
             "user": self.user,
             # No bridge networks exist on our hosts: a stage that needs the network shares the host's.
             "network_mode": "host" if self.network else "none",
-            "labels": {"dev.prbench.stage": command.label, OWNER_LABEL: owner_label(), **self.labels,
+            "labels": {STAGE_LABEL: command.label, OWNER_LABEL: owner_label(), **self.labels,
                        **command.labels},
             **({"cpuset_cpus": ",".join(map(str, sorted(command.cpus)))} if command.cpus else {}),
             **gpu_options(self.platform, self.shm_size).kwargs,
