@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
 from prbench.recipes import Recipe
-from stages.environment import INDUCTOR_CONFIG_ENV
+from stages.environment import HEADER_DIR_ENV, INDUCTOR_CONFIG_ENV
 
 VARIANT_NAMES = ("base", "pr")
+DEFAULT_HEADER_DIR = Path("~/.cache/prbench/inductor-headers")
 
 # Environment every stage gets (the seed's run_hf.sh knobs that do not depend on the platform).
 _STAGE_ENV = {
@@ -75,12 +77,22 @@ class Variant:
         if self.recipe.platform == "cpu":
             # The thread count is baked into C++ codegen and a shared 2-core box is noisy otherwise.
             env["OMP_NUM_THREADS"] = "1"
+        header_dir = shared_header_dir()
+        if self.recipe.runner == "local" and header_dir:  # a container sees only the run directory
+            env[HEADER_DIR_ENV] = header_dir
         env.update(self.recipe.env)
         env.update(self.env)
         config = self.merged_inductor_config()
         if config:
             env[INDUCTOR_CONFIG_ENV] = json.dumps(config, sort_keys=True)
         return env
+
+
+def shared_header_dir() -> str:
+    """Where the stages of local recipes share Inductor's precompiled C++ headers (``stages.environment``):
+    ``$PRBENCH_INDUCTOR_HEADERS`` (empty: nowhere, each side's TMPDIR keeps its own), else
+    ``~/.cache/prbench/inductor-headers``."""
+    return os.environ.get(HEADER_DIR_ENV, str(DEFAULT_HEADER_DIR.expanduser()))
 
 
 def parse_assignments(items: list[str] | tuple[str, ...], flag: str) -> dict[str, str]:

@@ -1,15 +1,20 @@
 """What every stage that compiles or runs compiled code does first inside its environment: apply the variant's
-Inductor config overrides (organize, which only reads files, and the upstream launcher do not)."""
+Inductor config overrides and point Inductor at the shared precompiled-header directory (organize, which only
+reads files, and the upstream launcher do neither)."""
 
 from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
 
 INDUCTOR_CONFIG_ENV = "PRBENCH_INDUCTOR_CONFIG"
+# A directory for Inductor's precompiled C++ headers that every stage on the machine shares; unset or empty: each
+# TMPDIR keeps its own, as Inductor does by itself.
+HEADER_DIR_ENV = "PRBENCH_INDUCTOR_HEADERS"
 
 
 def inductor_overrides() -> dict[str, Any]:
@@ -17,11 +22,14 @@ def inductor_overrides() -> dict[str, Any]:
     return json.loads(raw) if raw else {}
 
 
-def apply_inductor_config(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Set ``torch._inductor.config`` entries (dotted names such as ``cpp.simdlen``); return what was set."""
+def prepare_inductor(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Share the precompiled headers (``$PRBENCH_INDUCTOR_HEADERS``), then set ``torch._inductor.config`` entries
+    (dotted names such as ``cpp.simdlen``); return what was set. Neither imports torch when it has nothing to do."""
+    if os.environ.get(HEADER_DIR_ENV):
+        share_precompiled_headers()
     overrides = inductor_overrides() if overrides is None else overrides
     if not overrides:
-        return overrides  # nothing to set: torch is not imported for it
+        return overrides
     import torch._inductor.config as inductor_config
 
     for dotted, value in overrides.items():
@@ -34,3 +42,46 @@ def apply_inductor_config(overrides: dict[str, Any] | None = None) -> dict[str, 
             raise UserError(f"inductor config: unknown key '{dotted}'")
         setattr(owner, leaf, value)
     return overrides
+
+
+def share_precompiled_headers() -> Path | None:
+    """Inductor's directory of precompiled C++ headers, moved to ``$PRBENCH_INDUCTOR_HEADERS`` when that is set.
+
+    The first C++ kernel a process compiles or loads needs a precompiled header (150 MB, about 6 s of g++), which
+    Inductor keeps in a directory it derives from TMPDIR on import. Every side and every suite shard of a run has a
+    TMPDIR of its own, so each built the same header again, and so did every new run. Inductor keys a header by
+    compiler, flags and preprocessed text and builds it under a file lock in that directory, so stages may share
+    one. Inductor has no setting for it: its module globals are set, where this torch has them; otherwise (and
+    where the directory cannot be made) the header stays under TMPDIR. Returns the directory in use, or None
+    without Inductor's C++ code cache."""
+    try:
+        from torch._inductor import codecache
+    except ImportError:  # a torch without Inductor (the stand-in torch of the Docker tests)
+        return None
+    if not hasattr(codecache, "_HEADER_DIR") or not hasattr(codecache, "_HEADER_LOCK_DIR"):
+        return None
+    shared = os.environ.get(HEADER_DIR_ENV, "")
+    if shared:
+        try:
+            os.makedirs(shared, exist_ok=True)
+        except OSError:
+            return Path(codecache._HEADER_DIR)
+        codecache._HEADER_DIR = shared
+        codecache._HEADER_LOCK_DIR = os.path.join(shared, "locks")
+    return Path(codecache._HEADER_DIR)
+
+
+def lend_precompiled_headers(tmpdir: Path) -> None:
+    """Let the Python processes this stage starts with ``TMPDIR=tmpdir`` (a compiled graph's ``-p`` run, which
+    imports no stage code) find this process's precompiled headers: Inductor there looks under
+    ``<tmpdir>/torchinductor_<user>/precompiled_headers``, which becomes a link to them. The link lives in
+    ``tmpdir``, which the stage owns and removes."""
+    ours = share_precompiled_headers()
+    if ours is None:
+        return
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    theirs = tmpdir / Path(default_cache_dir()).name / "precompiled_headers"
+    ours.mkdir(parents=True, exist_ok=True)
+    theirs.parent.mkdir(parents=True, exist_ok=True)
+    theirs.symlink_to(ours, target_is_directory=True)

@@ -244,9 +244,9 @@ def _run_one(worker: Worker, job: Job) -> dict[str, Outcome]:
 
 
 def worker_main(result_fd: int) -> int:
-    from stages.environment import apply_inductor_config
+    from stages.environment import prepare_inductor
 
-    apply_inductor_config()
+    prepare_inductor()
     if os.environ.get("TRITON_INTERPRET") == "1":
         from stages import triton_cpu
 
@@ -474,9 +474,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.worker:
         return worker_main(args.result_fd)
-    from stages.environment import apply_inductor_config
+    from stages.environment import prepare_inductor
 
-    apply_inductor_config()
+    prepare_inductor()
     if args.dir is None:
         raise UserError("--dir is required")
     devices = parse_devices(args.device or args.devices)

@@ -132,9 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.graphs < 1 or args.passes < 1:
         raise UserError("--graphs and --passes: expected whole numbers ≥ 1")
-    from stages.environment import apply_inductor_config
+    from stages.environment import prepare_inductor
 
-    apply_inductor_config()
+    prepare_inductor()
     cost = measure(args.dir.resolve(), args.graphs, args.passes)
     write_launch_cost(args.out, cost)
     value = cost.per_launch_us

@@ -87,9 +87,9 @@ def worker_main(result_fd: int) -> int:
     import torch._dynamo
     import transformers
 
-    from stages.environment import apply_inductor_config
+    from stages.environment import prepare_inductor
 
-    apply_inductor_config()
+    prepare_inductor()
     if os.environ.get("TRITON_INTERPRET") == "1":
         from stages import triton_cpu
 

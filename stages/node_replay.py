@@ -30,7 +30,7 @@ from analysis.errors import UserError
 from analysis.traces.bench_commands import PARSERS, TOOLS
 from analysis.traces.replay import read_replay_set
 from stages.entry import StageArgumentParser, run_as_script
-from stages.environment import apply_inductor_config
+from stages.environment import prepare_inductor
 from stages.kernels import DeviceEventTimer, cuda_event_timer
 from stages.progress import progress
 
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--iterations {args.iterations}: expected at least {MIN_ITERATIONS}")
     if args.warmup < 1:
         raise UserError(f"--warmup {args.warmup}: expected at least 1")
-    apply_inductor_config()
+    prepare_inductor()
     shapes = read_replay_set(args.replay_set)["shapes"]
     if not shapes:
         raise UserError(f"{args.replay_set}: no shapes to replay (no GEMM or CONV op with recorded shapes)")

@@ -342,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # No apply_inductor_config(): organize reads files and compiles nothing, and importing torch to set the
+    # No prepare_inductor(): organize reads files and compiles nothing, and importing torch to set the
     # variant's Inductor config (every default recipe has some) cost each organize stage 4-5 s.
     graph_models = read_graph_models(args.graph_models) if args.graph_models else None
     rows = organize(args.cache, args.out, rep=args.rep, warmup=args.warmup, extract_to=args.extract_to,

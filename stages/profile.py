@@ -169,9 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     only = [m.strip() for m in args.models.split(",") if m.strip()]
     rows = read_suite_rows(args.suite_csv, only)  # before anything is imported or written
 
-    from stages.environment import apply_inductor_config
+    from stages.environment import lend_precompiled_headers, prepare_inductor
 
-    apply_inductor_config()
+    prepare_inductor()
     import torch
     import torch._inductor.config as inductor_config
 
@@ -194,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         graphs_out.mkdir(parents=True, exist_ok=True)
         tmpdir = Path(tempfile.mkdtemp(prefix=".tmp-", dir=graphs_out))
         try:
+            lend_precompiled_headers(tmpdir)  # else every stage's first -p run builds one again (~6 s)
             for graph in sorted(args.graphs.glob("*.py")):
                 print(f"profile: graph {graph.name} -p", flush=True)
                 item = run_graph(graph, graphs_out, tmpdir, args.inductor_cache, args.times, args.repeat)

@@ -474,9 +474,9 @@ def main(argv: list[str] | None = None) -> int:
         settings = resolve_settings(args)  # imports torch (after the environment is set)
     except SuiteInputError as exc:
         raise UserError(str(exc)) from None
-    from stages.environment import apply_inductor_config
+    from stages.environment import prepare_inductor
 
-    apply_inductor_config()
+    prepare_inductor()
     if settings.cpu_backend == "triton":
         from stages import triton_cpu
 

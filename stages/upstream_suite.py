@@ -382,7 +382,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # No apply_inductor_config() here: this process only launches the harness, which is where compiles happen.
+    # No prepare_inductor() here: this process only launches the harness, which is where compiles happen.
     return run(build_parser().parse_args(argv))
 
 

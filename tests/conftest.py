@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from prbench.store import STORE_ENV
+from stages.environment import HEADER_DIR_ENV
 from tests.docker_support import VEC_ISA_OK
 from tests.electra_compare import run_electra_compare
 
@@ -63,6 +64,24 @@ def _a_store_of_the_sessions_own(tmp_path_factory: pytest.TempPathFactory) -> It
         os.environ.pop(STORE_ENV, None)
     else:
         os.environ[STORE_ENV] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _precompiled_headers_of_the_sessions_own(request: pytest.FixtureRequest,
+                                             tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Inductor's precompiled C++ headers (``$PRBENCH_INDUCTOR_HEADERS``): the stages the tests start share one
+    directory made for this run, never the user's ``~/.cache/prbench/inductor-headers``. Under ``pytest -n`` it is
+    the run's, beside the workers' own directories: every worker would build the same header (~6 s of g++)."""
+    base = tmp_path_factory.getbasetemp()
+    directory = (base.parent if hasattr(request.config, "workerinput") else base) / "inductor-headers"
+    directory.mkdir(exist_ok=True)
+    previous = os.environ.get(HEADER_DIR_ENV)
+    os.environ[HEADER_DIR_ENV] = str(directory)
+    yield
+    if previous is None:
+        os.environ.pop(HEADER_DIR_ENV, None)
+    else:
+        os.environ[HEADER_DIR_ENV] = previous
 
 
 _SLOW_TIERS = ("integration", "docker", "gpu")

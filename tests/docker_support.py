@@ -123,7 +123,7 @@ def make_pytorch(path: Path, triton_commit: str, version: str = "2.9.0a0+standin
     repo = git.Repo.init(path)
     (path / "torch").mkdir(parents=True)
     (path / "torch" / "__init__.py").write_text(_TORCH_INIT.format(version=version))
-    # Every stage that compiles starts with stages.environment.apply_inductor_config(), which imports this module.
+    # Every stage that compiles starts with stages.environment.prepare_inductor(), which imports this module.
     (path / "torch" / "_inductor").mkdir()
     (path / "torch" / "_inductor" / "__init__.py").write_text("")
     (path / "torch" / "_inductor" / "config.py").write_text('"""Stand-in Inductor config."""\n')

@@ -3,7 +3,7 @@
 Given the embedded default recipe, when the same code is compiled by the base and the PR variant (each with its
 own cache directory under base/ and pr/), the C++ kernel libraries are byte-identical: nothing about where a side
 lives may change how its kernels are laid out, or every comparison carries a per-side offset that no number of
-timing rounds can remove.
+timing rounds can remove. Both sides share one precompiled C++ header: the first builds it, the second finds it.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ import pytest
 
 from prbench.recipes import load_recipe
 from prbench.variants import Variant
+from stages.environment import HEADER_DIR_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPILE = """
 import torch
-from stages.environment import apply_inductor_config
-apply_inductor_config()
+from stages.environment import prepare_inductor
+prepare_inductor()
 f = torch.compile(lambda x, y: (x.sin() + y).relu().sum(1))
 f(torch.randn(64, 64), torch.randn(64, 64))
 """
@@ -38,10 +39,19 @@ def compiled_libraries(variant: Variant, variant_dir: Path) -> dict[str, str]:
     return {str(p.relative_to(cache)): hashlib.sha256(p.read_bytes()).hexdigest() for p in cache.rglob("*.so")}
 
 
+def precompiled_headers(directory: Path) -> list[Path]:
+    return [p for p in directory.rglob("*.h.*ch") if p.suffix in (".gch", ".pch")]
+
+
 @pytest.mark.integration
-def test_base_and_pr_compile_byte_identical_kernels(tmp_path: Path) -> None:
+def test_base_and_pr_compile_byte_identical_kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    headers = tmp_path / "inductor-headers"
+    monkeypatch.setenv(HEADER_DIR_ENV, str(headers))
     recipe = load_recipe("cpu-local", ROOT / "recipes")
     base = compiled_libraries(Variant("base", recipe), tmp_path / "run" / "base")
     pr = compiled_libraries(Variant("pr", recipe), tmp_path / "run" / "pr")
 
     assert base and base == pr
+    # One header for both sides, and none under either side's TMPDIR.
+    assert len(precompiled_headers(headers)) == 1
+    assert precompiled_headers(tmp_path / "run") == []

@@ -27,6 +27,7 @@ from prbench.runners.local import (
 )
 from prbench.runstore import RunStore
 from prbench.variants import Variant
+from stages.environment import HEADER_DIR_ENV
 
 STAGE = "prbench_test_tiny_stage"
 
@@ -171,6 +172,25 @@ def test_a_local_side_without_kept_bytecode_keeps_it_in_its_work_directory(tmp_p
     monkeypatch.setattr(pipeline, "python_keeps_bytecode", lambda python: True)
     assert "PYTHONPYCACHEPREFIX" not in Pipeline(run, LocalRunner(stream_output=False)).prepare(
         Variant(name="pr", recipe=load_recipe("cpu-local", recipes)), None, sys.executable).env
+
+
+def test_local_sides_share_one_precompiled_header_directory_and_containers_keep_their_own(
+        tmp_path: Path, monkeypatch) -> None:
+    recipes = CODE_ROOT / "recipes"
+    local, docker = load_recipe("cpu-local", recipes), load_recipe("cpu-docker", recipes)
+    monkeypatch.delenv(HEADER_DIR_ENV, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+    default = {Variant(name=side, recipe=local).stage_environment(tmp_path / side)[HEADER_DIR_ENV]
+               for side in ("base", "pr")}
+    assert default == {str(tmp_path / "home" / ".cache" / "prbench" / "inductor-headers")}
+    # A container sees only the run directory: its side keeps the header under its TMPDIR.
+    assert HEADER_DIR_ENV not in Variant(name="base", recipe=docker).stage_environment(tmp_path / "base")
+    monkeypatch.setenv(HEADER_DIR_ENV, str(tmp_path / "mine"))
+    assert Variant(name="base", recipe=local).stage_environment(tmp_path / "base")[HEADER_DIR_ENV] == str(
+        tmp_path / "mine")
+    monkeypatch.setenv(HEADER_DIR_ENV, "")  # empty: not shared
+    assert HEADER_DIR_ENV not in Variant(name="base", recipe=local).stage_environment(tmp_path / "base")
 
 
 @pytest.mark.integration
