@@ -40,7 +40,10 @@ def main() -> int:
         triton_cpu.install()
     else:
         inductor_config.cpp.enable_kernel_profile = True
+    from stages.environment import prepare_inductor
     from stages.hf_models import build
+
+    prepare_inductor({})  # as the stages do: the session's precompiled header, no config of a variant
 
     for name in args.models.split(","):
         built = build(name)
