@@ -4,6 +4,7 @@ reads files, and the upstream launcher do neither)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -77,11 +78,14 @@ def lend_precompiled_headers(tmpdir: Path) -> None:
     ``<tmpdir>/torchinductor_<user>/precompiled_headers``, which becomes a link to them. The link lives in
     ``tmpdir``, which the stage owns and removes."""
     ours = share_precompiled_headers()
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # another torch layout: each -p run builds its own, as before
+        return
     if ours is None:
         return
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
     theirs = tmpdir / Path(default_cache_dir()).name / "precompiled_headers"
-    ours.mkdir(parents=True, exist_ok=True)
-    theirs.parent.mkdir(parents=True, exist_ok=True)
-    theirs.symlink_to(ours, target_is_directory=True)
+    with contextlib.suppress(OSError):  # no links on this file system: the same
+        ours.mkdir(parents=True, exist_ok=True)
+        theirs.parent.mkdir(parents=True, exist_ok=True)
+        theirs.symlink_to(ours, target_is_directory=True)
