@@ -64,7 +64,9 @@ def test_the_cost_is_the_wall_time_of_a_launch_minus_the_kernels_own_time(tmp_pa
     (graph,) = cost.graphs
     assert graph.graph == "0_inference_demo" and graph.launches == 3  # scale, copy, scale
     assert graph.wall_us > graph.kernel_us > 0
-    assert cost.per_launch_us is not None and 200 <= cost.per_launch_us < 2000  # the 200 µs spun outside
+    # The 200 µs spun outside, within the noise of subtracting two medians: the kernels' own time comes from a
+    # separate profiled pass, whose event overhead a loaded box inflates (CI once measured 194.5 µs).
+    assert cost.per_launch_us is not None and 180 <= cost.per_launch_us < 2000
 
 
 def test_a_run_without_cpp_graphs_records_why_there_is_no_figure(tmp_path: Path) -> None:
