@@ -68,4 +68,7 @@ def shifted(model: object):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    from stages.entry import end_process  # (on the path main() set) without the teardown, as the stages end
+
+    end_process(code)
