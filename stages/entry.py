@@ -7,8 +7,8 @@
 - an interrupt: exit 130 (what the stage kept is resumed next time);
 - anything else is a bug and keeps its traceback (Python's own exit 1).
 
-A stage that ended by one of these ways leaves the process without the interpreter's teardown (see
-:func:`end_process`).
+A stage that returned, or ended in one of the first three ways, leaves the process without the interpreter's
+teardown (see :func:`end_process`).
 """
 
 from __future__ import annotations
