@@ -40,13 +40,14 @@ def test_profile_stage_writes_a_trace_with_cpp_kernels_and_steps(tmp_path: Path)
     assert len(kernels_per_step(trace)) == 2
 
 
-# The profile stage's part: it lends its headers to a TMPDIR of its own, then runs a Python process there that
-# imports no stage code (as each compiled graph's -p run does), which says where its Inductor looks for them.
+# The profile stage's part: it shares its headers, lends them to a TMPDIR of its own, then runs a Python process
+# there that imports no stage code (as each compiled graph's -p run does), which says where its Inductor looks.
 LEND_THEN_ASK = """
 import os, shutil, subprocess, sys
 from pathlib import Path
-from stages.environment import lend_precompiled_headers
+from stages.environment import lend_precompiled_headers, prepare_inductor
 tmpdir = Path(sys.argv[1])
+prepare_inductor({})  # as the profile stage starts
 lend_precompiled_headers(tmpdir)
 ask = "import os; from torch._inductor import codecache as c; print(c._HEADER_DIR, os.path.realpath(c._HEADER_DIR))"
 child = {k: v for k, v in os.environ.items() if k != "PRBENCH_INDUCTOR_HEADERS"}
