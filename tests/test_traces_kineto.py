@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,40 @@ def test_small_read_buffers_give_the_same_trace(monkeypatch: pytest.MonkeyPatch,
     assert again.dur_ns.tolist() == reference.dur_ns.tolist()
     assert again.rt_correlation.tolist() == reference.rt_correlation.tolist()
     assert again.steps == reference.steps
+
+
+@pytest.mark.parametrize("runs", ["regular", "irregular"])
+def test_a_trace_repeating_long_kernel_names_is_read_without_a_copy_of_each_name_per_event(
+        runs: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Templated kernel names run to hundreds of characters and every step repeats them: holding the copy decoded
+    # with each event would cost the names' share of the file again.
+    kernels = [f"void gemm_kernel_{i}<{'float, ' * 500}>" for i in range(4)]
+    cpp_kernels = [f"cpp_fused_{i}_{'add_' * 1000}" for i in range(4)]
+    n = 2000
+    events = [{"ph": "X", "cat": "kernel", "name": kernels[i % 4], "ts": 10 * i, "dur": 5,
+               "args": {"device": 0, "stream": 7, "correlation": i}} for i in range(n)]
+    events += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 10 * i, "dur": 1, "tid": 1,
+                "args": {"correlation": i}} for i in range(n)]
+    events += [{"ph": "X", "cat": "cpu_op", "name": cpp_kernels[i % 4], "ts": 10 * i, "dur": 2, "tid": 2}
+               for i in range(n)]
+    if runs == "irregular":  # an event with a list for its category sends its run to the one-by-one reading
+        odd = {"cat": ["other"]}
+        events = [x for i, e in enumerate(events) for x in ((e, odd) if i % 16 == 0 else (e,))]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    names_bytes = sum(len(e.get("name", "")) for e in events)
+    assert names_bytes > 15e6
+    monkeypatch.setattr(kineto, "_CHUNK_CHARS", 64 * 1024)  # the read buffer then holds little of the file
+
+    tracemalloc.start()
+    try:
+        trace = read_trace(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert trace.n_events == n and sorted(trace.names[i] for i in set(trace.name_id.tolist())) == sorted(kernels)
+    assert peak < names_bytes / 3
 
 
 def test_a_cpu_profile_of_a_compiled_model_gives_a_per_kernel_table_of_cpp_kernels() -> None:

@@ -20,7 +20,7 @@ import marshal
 import math
 import re
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from itertools import compress, repeat
 from operator import itemgetter
 from pathlib import Path
@@ -155,6 +155,9 @@ class _Collector:
         self.path = path
         self.dev_ts = array("d")
         self.dev_dur = array("d")
+        # Names are kept as one shared object per distinct name (see _shared): each decoded event brings its own
+        # copy, and a trace repeats a few hundred kernel names, some hundreds of characters long, in every step.
+        self._names: dict[str, str] = {}
         self.dev_name: list[str] = []
         self.dev_kind = array("b")
         self.dev_device = array("i")
@@ -255,7 +258,7 @@ class _Collector:
             kind[(kind == KERNEL) & np.fromiter(map(legacy.__getitem__, names), dtype=bool, count=len(names))] = MEMCPY
             self.dev_ts.frombytes(span[0].tobytes())
             self.dev_dur.frombytes(span[1].tobytes())
-            self.dev_name.extend(names)
+            self.dev_name.extend(self._shared(names))
             self.dev_kind.frombytes(kind.tobytes())
             self.dev_device.frombytes(device.astype(np.int32).tobytes())
             self.dev_stream.frombytes(stream.tobytes())
@@ -284,7 +287,7 @@ class _Collector:
             self.runtime_names.update(names)
             self.rt_ts.frombytes(span[0].tobytes())
             self.rt_dur.frombytes(span[1].tobytes())
-            self.rt_name.extend(kept_names)
+            self.rt_name.extend(self._shared(kept_names))
             self.rt_corr.frombytes(corr.tobytes())
             self.rt_tid.frombytes(tid.tobytes())
         return commit
@@ -321,7 +324,7 @@ class _Collector:
             if at.size:
                 self.cpu_ts.frombytes(span[0][at].tobytes())
                 self.cpu_dur.frombytes(span[1][at].tobytes())
-                self.cpu_name.extend(map(names.__getitem__, at.tolist()))
+                self.cpu_name.extend(self._shared(list(map(names.__getitem__, at.tolist()))))
                 self.cpu_tid.frombytes(tid[at].tobytes())
         return commit
 
@@ -398,7 +401,7 @@ class _Collector:
                 kind = MEMCPY
         self.dev_ts.append(ts)
         self.dev_dur.append(dur)
-        self.dev_name.append(name)
+        self.dev_name.append(self._names.setdefault(name, name))
         self.dev_kind.append(kind)
         # pid is the device index for GPU events, but not necessarily deviceProperties.id (ROCm remaps).
         self.dev_device.append(_as_int(args.get("device", ev.get("pid")), -1, bits=32))
@@ -415,7 +418,7 @@ class _Collector:
             ts, dur = self._times(ev, index)
             self.rt_ts.append(ts)
             self.rt_dur.append(dur)
-            self.rt_name.append(name)
+            self.rt_name.append(self._names.setdefault(name, name))
             self.rt_corr.append(_as_int(self._args(ev, index).get("correlation"), -1))
             self.rt_tid.append(_as_int(ev.get("tid"), -1))
 
@@ -446,8 +449,12 @@ class _Collector:
         if cpu_kernel:
             self.cpu_ts.append(ts)
             self.cpu_dur.append(dur)
-            self.cpu_name.append(name)
+            self.cpu_name.append(self._names.setdefault(name, name))
             self.cpu_tid.append(tid)
+
+    def _shared(self, names: Sequence[str]) -> Iterator[str]:
+        """Each name as the first object seen with its text, so the copies decoded with every event are freed."""
+        return map(self._names.setdefault, names, names)
 
     def _new_op_name(self, name: str) -> tuple[int, bool, bool, bool]:
         """What an op name says, decided once per name, not per event."""
