@@ -23,41 +23,20 @@ against 33.4 s) and 0.78x CPU. About 6 s of g++ per side, shard or new run that 
 from __future__ import annotations
 
 import argparse
-import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from contextlib import nullcontext
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from background_load import BackgroundLoad  # noqa: E402
-
-from stages.environment import HEADER_DIR_ENV  # noqa: E402
+from background_load import BackgroundLoad
+from stage_process import stage_env, suite_args, timed
 
 
 def run_stage(work: Path, models: str, header_dir: str) -> tuple[float, float]:
     """Wall and CPU seconds of one suite stage with a fresh cache and TMPDIR under ``work``."""
-    (work / "tmp").mkdir(parents=True)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
-               TORCHINDUCTOR_VEC_ISA_OK=os.environ.get("TORCHINDUCTOR_VEC_ISA_OK", "1"),
-               TORCHINDUCTOR_COMPILE_THREADS="1", TORCHINDUCTOR_CACHE_DIR=str(work / "inductor-cache"),
-               TMPDIR=str(work / "tmp"), **{HEADER_DIR_ENV: header_dir})
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    begin = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "stages.suite", "--out", str(work / "suite"), "--models", models,
-                           "--warmup", "3", "--iterations", "10"], cwd=ROOT, env=env, capture_output=True,
-                          text=True)
-    wall = time.perf_counter() - begin
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        sys.exit(f"the suite stage failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    env = stage_env(work, header_dir, TORCHINDUCTOR_COMPILE_THREADS="1")
+    return timed([sys.executable, "-m", "stages.suite", *suite_args(work / "suite", models)], env)
 
 
 def main(argv: list[str] | None = None) -> int:

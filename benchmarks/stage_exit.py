@@ -26,22 +26,14 @@ each).
 from __future__ import annotations
 
 import argparse
-import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from contextlib import nullcontext
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from background_load import BackgroundLoad  # noqa: E402
-
-from stages.environment import HEADER_DIR_ENV  # noqa: E402
+from background_load import BackgroundLoad
+from stage_process import stage_env, suite_args, timed
 
 WAYS = ("end_process", "teardown")
 WITH_TEARDOWN = """
@@ -59,30 +51,6 @@ def command(way: str, module: str, args: list[str]) -> list[str]:
     return [sys.executable, "-c", WITH_TEARDOWN, module, *args]
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU seconds of one process (stdin closed: a worker finds no job)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    begin = time.perf_counter()
-    proc = subprocess.run(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    wall = time.perf_counter() - begin
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(argv[:4])} failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
-def stage_env(work: Path, headers: Path) -> dict[str, str]:
-    (work / "tmp").mkdir(parents=True, exist_ok=True)
-    return dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
-                TORCHINDUCTOR_VEC_ISA_OK=os.environ.get("TORCHINDUCTOR_VEC_ISA_OK", "1"),
-                TORCHINDUCTOR_CACHE_DIR=str(work / "inductor-cache"), TMPDIR=str(work / "tmp"),
-                **{HEADER_DIR_ENV: str(headers)})
-
-
-def suite_args(out: Path, models: str) -> list[str]:
-    return ["--out", str(out), "--models", models, "--warmup", "3", "--iterations", "10"]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="DistilBertForMaskedLM", help="the suite's models (default: one tiny)")
@@ -95,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="stage-exit-") as scratch, \
             (BackgroundLoad(workers=1, quiet=True) if args.load else nullcontext()):
         root = Path(scratch)
-        env = stage_env(root / "work", root / "headers")
+        env = stage_env(root / "work", str(root / "headers"))
         timed(command("end_process", "stages.suite", suite_args(root / "first", args.models)), env)  # the cache
         processes = {"worker": ("stages.model_worker", lambda n: ["--worker", "--result-fd", "1"]),
                      "suite": ("stages.suite", lambda n: suite_args(root / f"suite-{n}", args.models))}
