@@ -79,7 +79,7 @@ def _inductor_config_flag(items):
     return values
 
 
-def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms):
+def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share=None):
     """The statistical flags as one validated VerdictSettings (a bad value fails here, before any stage).
 
     The flags arrive as text (None when not given) so that a typo is our one-line error, not a traceback.
@@ -88,7 +88,7 @@ def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms):
     from analysis.verdict_settings import VerdictSettings
 
     given = {"confidence": confidence, "alpha": alpha, "margin": margin, "threshold": threshold, "noise": noise,
-             "min_ms": min_ms}
+             "min_ms": min_ms, "fail_share": fail_share}
     values = {key: real_number("--" + key.replace("_", "-"), value)
               for key, value in given.items() if value is not None}
     return VerdictSettings(**values).validate()
@@ -411,6 +411,11 @@ def store_task(ctx, action, file=None, lock=None, store=None, recipe=None):
                      recipe=_recipe(ctx, recipe) if recipe else None)
 
 
+_FAIL_ON_HELP = ("Exit 1 when the verdict is: regression (a family's headline regressed beyond --threshold, a "
+                 "kernel or model holding at least --fail-share of the step regressed beyond it, or a dashboard "
+                 "check failed), inconclusive (that, or anything not shown to be fine), never (default)")
+
+
 # --- compare (the main job) -------------------------------------------------------------------------------
 
 
@@ -433,8 +438,7 @@ def store_task(ctx, action, file=None, lock=None, store=None, recipe=None):
         "models_per_process": "Models kept compiled in one worker per side and round (0 = all; lower it when "
                               "a GPU cannot hold every model twice)",
         **STATS_FLAG_HELP,
-        "fail_on": "Exit 1 when the verdict is: regression (a regressed kernel/model summary or a failed "
-                   "dashboard check), inconclusive (that or anything not shown to be fine), never (default)",
+        "fail_on": _FAIL_ON_HELP,
         "force": "Stage to redo even if done: suite, organize, kernels, profile or report (repeatable)",
         "python": "Python interpreter whose torch the local runner uses (default: this one)",
         "profile": "Also profile each side's models (torch.profiler, compiled graphs with -p); diffed in the report",
@@ -463,7 +467,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             warmup=None, iterations=None, recipe=None, run=None, runs_dir=None, env=None, inductor_config=None,
             kernel_warmup="10", kernel_iterations="30", kernel_timeout="300", rounds=None, passes=None,
             models_per_process="0", confidence=None, alpha=None, margin=None, threshold=None, noise=None,
-            min_ms=None, fail_on="never", force=None, python=None, profile=False, suite_source="builtin",
+            min_ms=None, fail_share=None, fail_on="never", force=None, python=None, profile=False,
+            suite_source="builtin",
             upstream_src=None, store=None, save_base=False, executor="local", ray_address=None, devices=None,
             shard_size="0", suite_shard_size=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
@@ -472,7 +477,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     from analysis.verdict_settings import check_fail_on, check_rounds
 
     # Every statistical and measurement setting is checked before anything heavy is imported or run.
-    stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms)
+    stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share)
     checked_rounds = None if rounds is None else check_rounds(rounds)
     fail_on = check_fail_on(fail_on)
     if not pr:
@@ -562,30 +567,44 @@ def _exit_on(summary, fail_on: str) -> None:
                      "exactly)",
         **STATS_FLAG_HELP,
         "out": "Directory for kernels_compare.csv, report.md, report.xlsx, plots (seed: seed_compare.csv)",
+        "fail_on": _FAIL_ON_HELP,
     }
 )
 @user_facing
 def compare_kernels(ctx, base, pr, samples_base=None, samples_pr=None, semantics="prbench", confidence=None,
-                    alpha=None, margin=None, threshold=None, noise=None, min_ms=None, out=None):
+                    alpha=None, margin=None, threshold=None, noise=None, min_ms=None, fail_share=None, out=None,
+                    fail_on="never"):
     """Compare two kernel CSVs; the last line printed is `geomean: <value>`."""
+    from invoke import Exit
+
+    from analysis.errors import UserError
     from analysis.report import ReportSettings
+    from analysis.verdict_settings import check_fail_on
+    from analysis.verdict_summary import fail_reasons
     from prbench.kernel_compare_command import compare_kernel_files
 
-    settings = ReportSettings(stats=_verdict_settings(confidence, alpha, margin, threshold, noise, min_ms))
-    lines = compare_kernel_files(
+    fail_on = check_fail_on(fail_on)
+    if fail_on != "never" and semantics == "seed":
+        raise UserError("--fail-on: the seed semantics give one geomean and no verdict; use --semantics prbench")
+    settings = ReportSettings(stats=_verdict_settings(confidence, alpha, margin, threshold, noise, min_ms,
+                                                      fail_share))
+    result = compare_kernel_files(
         resolve_path(base), resolve_path(pr),
         samples_base=resolve_path(samples_base) if samples_base else None,
         samples_pr=resolve_path(samples_pr) if samples_pr else None,
         semantics=semantics, settings=settings, out_dir=resolve_path(out) if out else None,
     )
-    print("\n".join(lines))
+    print("\n".join(result.lines))
+    reasons = fail_reasons(result.summary, fail_on)
+    if reasons:
+        raise Exit(f"--fail-on {fail_on}: " + "; ".join(reasons), code=1)
 
 
 @task(
     help={
         "run": "Run id under the runs directory (its base/ and pr/ are compared)",
         "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)",
-        "fail_on": "Exit 1 when the verdict is: regression, inconclusive (or a regression), never (default)",
+        "fail_on": _FAIL_ON_HELP,
         "kernel": "A kernel (base or PR name, repeatable) whose code diff and launch configuration the report adds "
                   "in a collapsed block and this command prints in full",
     },

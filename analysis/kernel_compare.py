@@ -42,6 +42,7 @@ from analysis.verdict import (
     FamilyJudgement,
     block_matrix,
     family_matrix,
+    halves_matrix,
     judge_family,
     robust_spread,
     round_medians,
@@ -56,6 +57,7 @@ SEED_MIN_MS = 0.008  # kernel_perf_simple.py: `threshold = 0.008`
 SEED_NAME_PATTERN = r"^triton_poi_"  # kernel_perf_simple.py keeps pointwise kernels only
 
 MATCH_METHODS = ("body_hash+shape_key", "legacy_key", "ops+shape_key", "kernel_name")
+IDENTICAL_CODE = MATCH_METHODS[0]  # the pairing stage that matched identical code and shapes
 
 
 # --- reading ---------------------------------------------------------------------------------------------
@@ -228,15 +230,22 @@ class KernelSummary:
     n_summarised: int  # pairs in the summary: both sides ok and above min_ms
     n_failed: int
     n_below_min: int
-    geomean: Estimate  # geomean speedup with its interval over rounds
-    time_weighted: Estimate  # Σ base ms per step / Σ PR ms per step, with its interval over rounds
+    geomean: Estimate  # geomean speedup of the changed pairs with its interval over rounds (secondary figure)
+    time_weighted: Estimate  # the step: Σ base ms / Σ PR ms per step over all kernels, identical ones unchanged
     method: str  # how the intervals were obtained
     weighted_by: str
-    verdicts: dict[str, int]  # improved / regressed / equivalent / inconclusive among the summarised pairs
-    verdict: str  # the family's verdict
+    verdicts: dict[str, int]  # improved / regressed / equivalent / inconclusive among the changed pairs summarised
+    verdict: str  # the family's verdict (analysis.verdict.family_verdict)
     rounds: int  # rounds per side (the unit of replication)
     base_ms_only: float  # per-step time of kernels that exist only in base / only in PR
     pr_ms_only: float
+    code_changed: int  # pairs whose normalised code or shapes differ
+    code_identical: int  # pairs with identical code and shapes (the control family)
+    n_changed: int  # changed pairs in the summary (the effect family)
+    control_verdicts: dict[str, int]  # the identical pairs' own verdicts (an A/A's evidence)
+    detectable_pct: float  # the smallest change in the step this run calls with 80 % power, percent (NaN: none)
+    offsets_used: bool  # pairs were estimated against the identical kernels' per-round mean
+    selection_level: float  # level of the intervals shown for the pairs called changed (NaN: none called)
 
 
 @dataclass
@@ -302,10 +311,14 @@ def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_
     slower = table[["base_median_ms", "pr_median_ms"]].max(axis=1)
     in_summary = both_ok & (slower >= settings.min_ms).to_numpy(dtype=bool)
     # Identical normalised body and shapes on both sides: the same code, so any "change" is the machine's.
-    control = in_summary & (table["matched_by"] == "body_hash+shape_key").to_numpy(dtype=bool)
+    identical = (table["matched_by"] == IDENTICAL_CODE).to_numpy(dtype=bool)
+    control = in_summary & identical
     b_matrix, p_matrix = family_matrix(b_medians), family_matrix(p_medians)
     data = FamilyData(b_matrix, p_matrix, table["base_calls"].to_numpy(float),
-                      block_matrix(blocks, list(zip(table["base_path"], table["pr_path"], strict=True)), b_matrix))
+                      block_matrix(blocks, list(zip(table["base_path"], table["pr_path"], strict=True)), b_matrix),
+                      halves_matrix(blocks, table["base_path"].tolist(), b_matrix),
+                      *_unpaired_rounds(base, pr, pairing, samples_base, samples_pr, b_matrix.shape[1],
+                                        p_matrix.shape[1]))
     judged = judge_family(data, settings, in_summary, control)
     table["speedup"] = [e.speedup if ok else np.nan for e, ok in zip(judged.estimates, both_ok, strict=True)]
     table["ci_low"] = [e.ci_low for e in judged.estimates]
@@ -317,8 +330,35 @@ def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_
     table["noisy"] = rounds_are_noisy(table[["base_spread", "pr_spread"]].max(axis=1), settings.noise).to_numpy()
     table["verdict"] = np.where(both_ok, judged.verdicts, "failed")
     table["control"] = control
+    table["code_changed"] = ~identical
+    table["step_share"] = judged.shares
     table["in_summary"] = in_summary
     return table, judged, int(data.base.shape[1])
+
+
+def _unpaired_rounds(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_base: RoundSamples | None,
+                     samples_pr: RoundSamples | None, rounds_base: int, rounds_pr: int
+                     ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Per round, the time per step of the kernels found on one side only (the fusion changes): their round
+    medians × launches where every round has one, else their CSV median. None for both when there are none."""
+    if not pairing.only_base and not pairing.only_pr:
+        return None, None
+    return (_side_total(base, pairing.only_base, samples_base, rounds_base),
+            _side_total(pr, pairing.only_pr, samples_pr, rounds_pr))
+
+
+def _side_total(frame: pd.DataFrame, rows: list[int], samples: RoundSamples | None, rounds: int) -> np.ndarray:
+    part = frame.iloc[rows].reset_index(drop=True)
+    weights, _ = _weights(part)
+    ok = (part["status"].str.lower().isin(["ok", ""])) & (part["median_ms"] > 0)
+    total = np.zeros(rounds)
+    for medians, median, weight, good in zip(_round_medians(part, samples, ok), part["median_ms"], weights, ok,
+                                             strict=True):
+        if not good:
+            continue
+        per_round = medians if len(medians) == rounds and np.isfinite(medians).all() else np.full(rounds, median)
+        total += weight * per_round
+    return total
 
 
 _VERDICT_RANK = {"regressed": 0, "improved": 1, "inconclusive": 2, "failed": 3, "equivalent": 4}
@@ -391,14 +431,18 @@ def compare_kernels(base: pd.DataFrame, pr: pd.DataFrame, samples_base: RoundSam
     only_base = _unpaired(base, pairing.only_base)
     only_pr = _unpaired(pr, pairing.only_pr)
     in_summary = table["in_summary"].to_numpy(dtype=bool)
+    identical = ~table["code_changed"].to_numpy(dtype=bool)
     _, calls_present = _weights(pd.concat([base, pr], ignore_index=True))
     summary = KernelSummary(
         n_pairs=len(table), n_summarised=int(in_summary.sum()), n_failed=int((table["verdict"] == "failed").sum()),
         n_below_min=int(((table["verdict"] != "failed") & ~table["in_summary"]).sum()),
         geomean=judged.summary.geomean, time_weighted=judged.summary.time_weighted, method=judged.summary.method,
         weighted_by="launches per step (`calls`)" if calls_present else "one launch per kernel (no `calls`)",
-        verdicts=judged.counts(in_summary), verdict=judged.verdict, rounds=rounds,
+        verdicts=judged.counts(judged.changed), verdict=judged.verdict, rounds=rounds,
         base_ms_only=float(only_base["ms_per_step"].sum()), pr_ms_only=float(only_pr["ms_per_step"].sum()),
+        code_changed=int((~identical).sum()), code_identical=int(identical.sum()), n_changed=int(judged.changed.sum()),
+        control_verdicts=judged.counts(judged.control), detectable_pct=100 * judged.detectable,
+        offsets_used=judged.offsets_used, selection_level=judged.selection_level,
     )
     return KernelComparison(_priority_order(table), only_base, only_pr, category_table(table), pairing.summary,
                             summary, settings, judged.controls, judged.resolution,
@@ -414,9 +458,9 @@ def _notes(summary: KernelSummary, judged: FamilyJudgement, samples_base: RoundS
     elif summary.rounds < 2:
         notes.append("one timing round per side: without replication no interval is honest; run "
                      "`invoke compare` (several paired rounds) for verdicts")
-    if summary.n_summarised > judged.summary.n:
-        notes.append(f"{summary.n_summarised - judged.summary.n} pair(s) lack a timing in some round: they have "
-                     "their own estimates but are left out of the per-round summary")
+    if summary.n_changed > judged.summary.n:
+        notes.append(f"{summary.n_changed - judged.summary.n} changed pair(s) lack a timing in some round: they "
+                     "have their own estimates but are left out of the per-round geomean")
     if summary.n_below_min:
         notes.append(f"{summary.n_below_min} pair(s) faster than --min-ms {settings.min_ms} on both sides "
                      "are listed but left out of the summary")

@@ -36,6 +36,7 @@ from analysis.verdict import (
     block_matrix,
     central_ms,
     family_matrix,
+    halves_matrix,
     judge_family,
     robust_spread,
     round_medians,
@@ -113,6 +114,8 @@ class ModelSummary:
     verdict: str
     rounds: int
     paired: bool  # latencies from the paired rounds (else the suite's own, one round per side)
+    detectable_pct: float  # the smallest change in the geomean this run calls with 80 % power, percent
+    selection_level: float  # level of the intervals shown for the models called changed (NaN: none called)
     base: VariantSummary
     pr: VariantSummary
     only_base: list[str]
@@ -184,7 +187,8 @@ def compare_models(base: pd.DataFrame, pr: pd.DataFrame, samples_base: dict[str,
     summary = ModelSummary(
         n_compared=int(compared.sum()), geomean=judged.summary.geomean, total_latency=judged.summary.time_weighted,
         method=judged.summary.method, verdicts=judged.counts(compared), failed=int((~compared).sum()),
-        verdict=judged.verdict, rounds=rounds, paired=paired,
+        verdict=judged.verdict, rounds=rounds, paired=paired, detectable_pct=100 * judged.detectable,
+        selection_level=judged.selection_level,
         base=variant_summary(base), pr=variant_summary(pr), only_base=only_base, only_pr=only_pr,
     )
     if not paired:
@@ -202,8 +206,9 @@ def _model_rows(both: pd.DataFrame, paired_base: RoundSamples | None, paired_pr:
     p_rounds = _latency_rounds(both["name"], both["abs_latency_pr"], ok, paired_pr, samples_pr)
     b_matrix = family_matrix(b_rounds)
     data = FamilyData(b_matrix, family_matrix(p_rounds), np.ones(len(both)),
-                      block_matrix(blocks, [(name, name) for name in both["name"]], b_matrix))
-    judged = judge_family(data, settings, ok)
+                      block_matrix(blocks, [(name, name) for name in both["name"]], b_matrix),
+                      halves_matrix(blocks, both["name"].tolist(), b_matrix))
+    judged = judge_family(data, settings, ok, headline="geomean")
     table = pd.DataFrame({
         "model": both["name"], "mode": both["mode"], "dtype": both["dtype"],
         "base_status": both["status_base"], "pr_status": both["status_pr"],
@@ -220,5 +225,6 @@ def _model_rows(both: pd.DataFrame, paired_base: RoundSamples | None, paired_pr:
         "base_peak_gb": both["dynamo_peak_mem_base"], "pr_peak_gb": both["dynamo_peak_mem_pr"],
         "peak_change_pct": _pct(both["dynamo_peak_mem_pr"], both["dynamo_peak_mem_base"]),
         "verdict": np.where(ok, judged.verdicts, "failed"),
+        "step_share": judged.shares,
     })
     return table, judged, int(data.base.shape[1])

@@ -194,6 +194,29 @@ class PairedBlocks:
         return out
 
 
+    def round_half_log_ratios(self, side: str, item: str) -> list[float]:
+        """Per round: ``log(half A / half B)`` of one side's own blocks of an item, each half the median of its
+        block medians (NaN for a round with fewer than four blocks).
+
+        The blocks of a round, in (pass, block) order, go to the halves two by two (A A B B A A B B …): the
+        side started first in every other pass, so each half holds as many first starts as second ones, and
+        an order effect cancels instead of posing as a difference between the halves. Only the first multiple
+        of four blocks is used, for the same balance.
+        """
+        out = []
+        for number in self.rounds:
+            blocks = self.samples.get((side, item), {}).get(number, {})
+            keys = sorted(blocks)[: len(blocks) // 4 * 4]
+            if not keys:
+                out.append(math.nan)
+                continue
+            medians = [statistics.median(blocks[key]) for key in keys]
+            first = [m for j, m in enumerate(medians) if (j // 2) % 2 == 0]
+            second = [m for j, m in enumerate(medians) if (j // 2) % 2 == 1]
+            out.append(_log_ratio(first, second))
+        return out
+
+
 def read_paired_blocks(directory: Path, rounds: int | None) -> PairedBlocks | None:
     """The blocks of rounds 1..``rounds`` in ``directory`` when each round timed both sides together (one file
     per round); None otherwise (no rounds recorded, a round missing, or one file per side)."""

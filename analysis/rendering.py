@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +134,15 @@ def cell(text: Any, width: int = 0, cut: str = "middle") -> str:
     text = "" if text is None else str(text)
     # Shortened before the pipes are escaped: a cut between "\\" and "|" would leave a bare pipe that splits the cell.
     return _shorten(text.replace("\r", " ").replace("\n", " "), width, cut).replace("|", "\\|")
+
+
+def code_span(text: Any) -> str:
+    """A name as an inline code span outside tables: nothing in it is read as markup (CommonMark: a fence of
+    more backticks than any run inside, padded when the text starts or ends with one)."""
+    text = " ".join(str(text).split())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}" if text else "–"
 
 
 def markdown_table(frame: pd.DataFrame | None, columns: list[Column], max_rows: int | None = None,

@@ -26,12 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.kernel_compare import KernelComparison
+from analysis.kernel_compare import IDENTICAL_CODE, KernelComparison
 from analysis.launch_cost import LaunchCost
 from analysis.model_compare import ModelComparison
 from analysis.projection import ALL_MODELS, kernel_owners
 
-IDENTICAL = "body_hash+shape_key"  # the pairing stage that matched identical code and shapes
 COMPONENTS = (("changed_code_ms", "paired kernels, code changed"),
               ("identical_code_ms", "paired kernels, identical code (control)"),
               ("fusion_ms", "fusion changes (unpaired kernels + launches × cost)"),
@@ -90,7 +89,7 @@ def decompose(kc: KernelComparison, mc: ModelComparison, base_cost: LaunchCost |
     models = compared["model"].astype(str).tolist()
     cost_us, source = launch_cost_figure(base_cost, pr_cost)
     pairs = kc.table
-    identical = (pairs["matched_by"] == IDENTICAL).to_numpy(dtype=bool)
+    identical = (pairs["matched_by"] == IDENTICAL_CODE).to_numpy(dtype=bool)
 
     def side_sum(frame: pd.DataFrame, column: str, graphs: str) -> dict[str, float]:
         return _per_model(frame[column], frame[graphs], models)[0]

@@ -16,7 +16,10 @@ from analysis.errors import UserError
 from analysis.flag_values import whole_number
 from analysis.noise_rules import ROUND_SPREAD_LIMIT
 
-VERDICTS = ("improved", "regressed", "equivalent", "inconclusive")
+VERDICTS = ("improved", "regressed", "equivalent", "inconclusive")  # of an item
+# Of a family, also: "identical" (no item changed: nothing to measure) and "mixed" (the headline improved while
+# an item holding at least --fail-share of the step regressed); see analysis.verdict.family_verdict.
+FAMILY_VERDICTS = (*VERDICTS, "identical", "mixed")
 FAIL_ON = ("never", "regression", "inconclusive")
 MIN_ROUNDS = 3  # a t interval over rounds needs at least two degrees of freedom to mean anything
 
@@ -29,6 +32,7 @@ class VerdictSettings:
     threshold: float | None = None  # a change must be shown beyond it to be called one; None = the margin
     noise: float = ROUND_SPREAD_LIMIT  # robust relative spread of a side's round medians at which it is flagged noisy
     min_ms: float = 0.0  # kernels faster than this on both sides stay out of the summary
+    fail_share: float = 0.01  # a regressed item holding at least this share of the step makes the family regress
 
     @property
     def effect_floor(self) -> float:
@@ -43,6 +47,8 @@ class VerdictSettings:
         _fraction("--noise", self.noise, "a fraction such as 0.10")
         if not (_number(self.min_ms) and self.min_ms >= 0):
             raise UserError(f"--min-ms {self.min_ms}: expected a non-negative number of milliseconds")
+        if not (_number(self.fail_share) and 0 <= self.fail_share <= 1):
+            raise UserError(f"--fail-share {self.fail_share}: expected a fraction of the step in [0, 1] such as 0.01")
         return self
 
     def describe(self) -> dict[str, Any]:
@@ -60,10 +66,12 @@ FLAG_HELP = {
              f"(default {_DEFAULTS.alpha})",
     "margin": "Equivalence margin: 'equivalent' means the whole interval lies within ±margin "
               f"(default {_DEFAULTS.margin})",
-    "threshold": "Effect a change must be shown to exceed (its whole interval beyond it) to be called "
-                 "improved/regressed (default: the margin)",
+    "threshold": "Effect a change must be shown to exceed (a one-sided test, Benjamini-Hochberg over the changed "
+                 "items) to be called improved/regressed (default: the margin)",
     "noise": f"Robust spread of a side's round medians at which it is flagged noisy (default {_DEFAULTS.noise:.2f})",
     "min_ms": f"Leave kernels faster than this many ms on both sides out of the summary (default {_DEFAULTS.min_ms:g})",
+    "fail_share": "A regressed kernel or model holding at least this share of the step makes its family "
+                  f"'regressed' and fails --fail-on regression, whatever the headline (default {_DEFAULTS.fail_share})",
 }
 
 

@@ -1,34 +1,46 @@
 """The machine-readable verdict (``report/summary.json``), the one-line verdict, and ``--fail-on``.
 
-``summary.json`` is the contract for CI users and the benchmarks:
+``summary.json`` is the contract for CI users and the benchmarks (``format_version`` `SUMMARY_FORMAT_VERSION`):
 
-    {"verdict": "<one line>",
-     "kernels": {"verdict", "geomean", "ci_low", "ci_high", "confidence", "n",
-                 "improved", "regressed", "equivalent", "inconclusive", "time_weighted", "rounds"} | null,
-     "models":  {same keys} | null,
+    {"format_version": 2,
+     "verdict": "<one line>",
+     "kernels": {"verdict",            # improved | regressed | mixed | equivalent | inconclusive | identical
+                 "headline": "step",   # which estimate the verdict leads with
+                 "step": {"speedup", "ci_low", "ci_high"},    # Σ base / Σ PR per step, identical kernels unchanged
+                 "geomean", "ci_low", "ci_high",              # geomean over the changed pairs (secondary)
+                 "confidence", "n", "improved", "regressed", "equivalent", "inconclusive",   # changed pairs
+                 "time_weighted", "rounds", "code_changed", "code_identical", "only_base", "only_pr",
+                 "detectable_pct", "regressed_items": [{"name", "speedup", "ci_low", "ci_high", "step_share"}],
+                 "control_verdicts": {"improved", ...}}   # the identical pairs' own verdicts (an A/A's evidence)
+                | null,
+     "models":  {the same keys but the kernel-only ones; "headline": "geomean"} | null,
      "control": {"kernels": {"kind", "geomean", "ci_low", "ci_high", "n", "false_positive_share", "passed",
-                             "available", "reason"} | null, "models": {...} | null,
+                             "available", "reason", "offset_corrected"} | null, "models": {...} | null,
                  "passed": bool, "resolution_pct": float},
      "gates": [{"name", "value", "ci_low", "ci_high", "limit", "bad_when", "status", "detail"}],
      "settings": {...}}
 
-Numbers that do not exist (no interval with one round) are null.
+Numbers that do not exist (no interval with one round) are null. The version goes up when a key is removed or
+renamed or its meaning changes; added keys keep it (readers ignore what they do not know).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from analysis.atomic_io import write_json
 from analysis.errors import UserError
 from analysis.gates import Gate
-from analysis.verdict import ControlResult, Estimate
+from analysis.rendering import code_span
+from analysis.verdict import MIXED, NOTHING_CHANGED, ControlResult, Estimate, headline_verdict
 from analysis.verdict_settings import VERDICTS, VerdictSettings, percent
 
 SUMMARY_FILE = "summary.json"
+SUMMARY_FORMAT_VERSION = 2  # 2: kernels lead with the step, changed and identical pairs apart; regressed items
 
 
 def _num(x: float) -> float | None:
@@ -39,19 +51,44 @@ def _x(x: float) -> str:
     return f"{x:.3f}×" if math.isfinite(x) else "–"
 
 
+def change_pct(speedup: float) -> float:
+    """PR time against base time in percent, the tables' convention: 0.80× is 25 % slower, 1.25× 20 % faster."""
+    return (1.0 / speedup - 1.0) * 100.0
+
+
+@dataclass(frozen=True)
+class Item:
+    """A kernel or model named in the verdict: its speedup, interval and share of the step."""
+
+    name: str
+    speedup: float
+    ci_low: float
+    ci_high: float
+    step_share: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "speedup": _num(self.speedup), "ci_low": _num(self.ci_low),
+                "ci_high": _num(self.ci_high), "step_share": _num(self.step_share)}
+
+
 def family_block(verdict: str, est: Estimate, time_weighted: Estimate, counts: dict[str, int], n: int,
-                 rounds: int, settings: VerdictSettings) -> dict[str, Any]:
-    return {"verdict": verdict, "geomean": _num(est.speedup), "ci_low": _num(est.ci_low),
-            "ci_high": _num(est.ci_high), "confidence": settings.confidence, "n": n,
-            **{v: int(counts.get(v, 0)) for v in VERDICTS},
-            "time_weighted": _num(time_weighted.speedup), "rounds": rounds}
+                 rounds: int, settings: VerdictSettings, headline: str, detectable_pct: float,
+                 regressed: list[Item]) -> dict[str, Any]:
+    return {"verdict": verdict, "headline": headline,
+            "step": {"speedup": _num(time_weighted.speedup), "ci_low": _num(time_weighted.ci_low),
+                     "ci_high": _num(time_weighted.ci_high)},
+            "geomean": _num(est.speedup), "ci_low": _num(est.ci_low), "ci_high": _num(est.ci_high),
+            "confidence": settings.confidence, "n": n, **{v: int(counts.get(v, 0)) for v in VERDICTS},
+            "time_weighted": _num(time_weighted.speedup), "rounds": rounds, "detectable_pct": _num(detectable_pct),
+            "regressed_items": [item.as_dict() for item in regressed]}
 
 
 def _control_dict(control: ControlResult, settings: VerdictSettings) -> dict[str, Any]:
     est = control.summary
     return {"kind": control.kind, "geomean": _num(est.speedup), "ci_low": _num(est.ci_low),
             "ci_high": _num(est.ci_high), "n": control.n, "false_positive_share": _num(control.false_positive_share),
-            "passed": control.passed(settings), "available": control.available, "reason": control.reason}
+            "passed": control.passed(settings), "available": control.available, "reason": control.reason,
+            "offset_corrected": control.offset_corrected, "inflation": control.inflation}
 
 
 def control_block(controls: list[ControlResult], settings: VerdictSettings) -> dict[str, Any] | None:
@@ -70,34 +107,59 @@ def resolution_pct(estimates: list[Estimate], resolutions: list[float]) -> float
     return max([*widths, *(100 * r for r in resolutions if r > 0)], default=math.nan)  # 0: no failed control
 
 
-def phrase(label: str, verdict: str, est: Estimate, counts: dict[str, int], n: int, settings: VerdictSettings,
-           resolution: float) -> str:
-    """One family's part of the verdict line."""
-    level = percent(settings.confidence)
-    ci = f"{level} CI {_x(est.ci_low)}–{_x(est.ci_high)}" if est.has_interval else "no interval"
-    tally = ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS if counts.get(v, 0)) or "none"
-    numbers = f"geomean {_x(est.speedup)}, {ci}; {tally} of {n}"
-    if verdict == "equivalent":
-        margin = percent(settings.margin)
-        return f"{label} neutral within ±{margin} ({numbers})"
-    if verdict in ("improved", "regressed"):
-        pct = abs(est.speedup - 1) * 100 if verdict == "improved" else abs(1 - est.speedup) * 100
-        return f"{label} {pct:.1f} % {'faster' if verdict == 'improved' else 'slower'} ({numbers})"
-    why = ""
+def _ci(est: Estimate, settings: VerdictSettings) -> str:
+    return (f"{percent(settings.confidence)} CI {_x(est.ci_low)}–{_x(est.ci_high)}" if est.has_interval
+            else "no interval")
+
+
+def effect_words(label: str, est: Estimate, settings: VerdictSettings, resolution: float) -> str:
+    """What one estimate shows, in the tables' convention: "<label> 4.1 % slower (0.961×, 95 % CI …)"."""
+    own = headline_verdict(est, settings, resolution)
+    numbers = f"{_x(est.speedup)}, {_ci(est, settings)}"
+    if own in ("improved", "regressed"):
+        return f"{label} {abs(change_pct(est.speedup)):.1f} % {'faster' if own == 'improved' else 'slower'} ({numbers})"
+    if own == "equivalent":
+        return f"{label} neutral within ±{percent(settings.margin)} ({numbers})"
+    return f"{label} inconclusive ({numbers}){_why(est, settings, resolution)}"
+
+
+def _why(est: Estimate, settings: VerdictSettings, resolution: float) -> str:
     floors = [x for x in (resolution * 100, est.half_width_pct) if math.isfinite(x) and x > 0]
     if resolution == 0 and est.has_interval and not est.contains(1.0):
-        why = f": a change, but not shown to exceed ±{percent(settings.effect_floor)}"
-    elif floors:  # resolution 0 means "no control failed", not "resolves everything"
-        why = f": this run cannot resolve effects below {max(floors):.1f} %"
-    elif not est.has_interval:
-        why = ": no replication (one round per side)"
-    return f"{label} inconclusive ({numbers}){why}"
+        return f": a change, but not shown to exceed ±{percent(settings.effect_floor)}"
+    if floors:  # resolution 0 means "no control failed", not "resolves everything"
+        return f": this run cannot resolve effects below {max(floors):.1f} %"
+    if not est.has_interval:
+        return ": no replication (one round per side)"
+    return ""
+
+
+def named(items: list[Item], noun: str, word: str, share: bool) -> str:
+    """"3 kernels regressed (largest: `k` 0.870×, 4.1 % of the step)"; "" for none."""
+    if not items:
+        return ""
+    top = max(items, key=lambda i: abs(math.log(i.speedup)) if i.speedup > 0 else 0.0)
+    where = f", {100 * top.step_share:.1f} % of the step" if share and math.isfinite(top.step_share) else ""
+    plural = noun if len(items) == 1 else noun + "s"
+    return f"{len(items)} {plural} {word} (largest: {code_span(top.name)} {_x(top.speedup)}{where})"
+
+
+def family_phrase(label: str, verdict: str, lead: str, geomean: str, regressed: list[Item], improved: list[Item],
+                  noun: str, share: bool) -> str:
+    """One family's part of the verdict line: its verdict, what changed, the headline, the named items."""
+    items = [t for t in (named(regressed, noun, "regressed", share), named(improved, noun, "improved", share)) if t]
+    return "; ".join([f"{label} **{verdict}**: {lead}", *([geomean] if geomean else []), *items])
+
+
+def unchanged_phrase(label: str, identical: int, pairs: int) -> str:
+    return (f"{label} **{NOTHING_CHANGED}**: no generated kernel changed ({identical} of {pairs} identical), "
+            "so the PR's kernels have nothing to measure")
 
 
 def verdict_line(parts: list[str], controls_passed: bool) -> str:
-    line = "; ".join(parts) if parts else "nothing to compare"
+    line = " — ".join(parts) if parts else "nothing to compare"
     if not controls_passed:
-        line += " — the in-run control failed: smaller effects were not called changes"
+        line += " — the in-run control failed: claims smaller than what it produced were refused"
     return f"**Verdict:** {line}."
 
 
@@ -105,7 +167,7 @@ def build_summary(verdict: str, kernels: dict[str, Any] | None, models: dict[str
                   kernel_control: dict[str, Any] | None, model_control: dict[str, Any] | None, resolution: float,
                   gates: list[Gate], settings: VerdictSettings) -> dict[str, Any]:
     passed = all(c["passed"] for c in (kernel_control, model_control) if c is not None)
-    return {"verdict": verdict, "kernels": kernels, "models": models,
+    return {"format_version": SUMMARY_FORMAT_VERSION, "verdict": verdict, "kernels": kernels, "models": models,
             "control": {"kernels": kernel_control, "models": model_control, "passed": passed,
                         "resolution_pct": _num(resolution)},
             "gates": [g.as_dict() for g in gates], "settings": settings.describe()}
@@ -131,15 +193,23 @@ def read_summary(path: Path) -> dict[str, Any]:
 
 
 def fail_reasons(summary: dict[str, Any], fail_on: str) -> list[str]:
-    """Why ``--fail-on`` should fail this comparison ([] = pass). ``never`` never fails."""
+    """Why ``--fail-on`` should fail this comparison ([] = pass). ``never`` never fails.
+
+    ``regression``: a family whose headline regressed, or any of its items that regressed beyond the threshold
+    holding at least ``fail_share`` of the step (the family verdict is then "regressed" or "mixed"), or a
+    failed dashboard gate. ``inconclusive`` adds inconclusive families and gates and a failed control.
+    """
     if fail_on == "never":
         return []
+    share = (summary.get("settings") or {}).get("fail_share", 0.0)
     reasons = []
-    bad = {"regressed"} | ({"inconclusive"} if fail_on == "inconclusive" else set())
+    bad = {"regressed", MIXED} | ({"inconclusive"} if fail_on == "inconclusive" else set())
     for family in ("kernels", "models"):
         block = summary.get(family)
         if block and block.get("verdict") in bad:
-            reasons.append(f"{family}: {block['verdict']}")
+            heavy = [i for i in block.get("regressed_items", []) if (i.get("step_share") or 0.0) >= share]
+            names = ", ".join(f"{i['name']} {_x(i['speedup'] or math.nan)}" for i in heavy[:3])
+            reasons.append(f"{family}: {block['verdict']}" + (f" ({names})" if names else ""))
     bad_gates = {"fail"} | ({"inconclusive"} if fail_on == "inconclusive" else set())
     reasons += [f"gate {g['name']}: {g['status']}" for g in summary.get("gates", []) if g.get("status") in bad_gates]
     control = summary.get("control") or {}

@@ -36,7 +36,7 @@ from background_load import BackgroundLoad
 from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.flag_values import whole_number
-from analysis.verdict_settings import FLAG_HELP, VerdictSettings, check_rounds
+from analysis.verdict_settings import FLAG_HELP, VERDICTS, VerdictSettings, check_rounds
 from prbench.cli import OneLineParser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,11 +134,17 @@ def _side(data: dict[str, Any], name: str) -> SideResult | None:
     control = ((data.get("control") or {}).get(name)) or {}
     # A control that could not run (a split-half needs four rounds) says passed: nothing failed, nothing shown.
     passed = control.get("passed") if control.get("available", True) else None
+    # With no kernel changed (an A/A is that case), the kernels' evidence is the identical pairs: the control's
+    # interval around the offset between the sides, and each pair's own verdict against the others.
+    shown, counts = block, block
+    if block.get("verdict") == "identical":
+        shown, counts = control, block.get("control_verdicts") or {}
     return SideResult(
-        verdict=str(block.get("verdict", "")), geomean=_number(block, "geomean"), ci_low=_number(block, "ci_low"),
-        ci_high=_number(block, "ci_high"), n=_count(block, "n"), improved=_count(block, "improved"),
-        regressed=_count(block, "regressed"), equivalent=_count(block, "equivalent"),
-        inconclusive=_count(block, "inconclusive"), control_kind=control.get("kind"),
+        verdict=str(block.get("verdict", "")), geomean=_number(shown, "geomean"), ci_low=_number(shown, "ci_low"),
+        ci_high=_number(shown, "ci_high"), n=sum(_count(counts, v) for v in VERDICTS) if shown is control
+        else _count(block, "n"), improved=_count(counts, "improved"),
+        regressed=_count(counts, "regressed"), equivalent=_count(counts, "equivalent"),
+        inconclusive=_count(counts, "inconclusive"), control_kind=control.get("kind"),
         control_passed=None if passed is None else bool(passed),
         control_false_positive_share=_number(control, "false_positive_share"),
     )

@@ -6,8 +6,9 @@ command around it: which files to read, which semantics, where the report goes a
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from analysis.errors import UserError
 
@@ -17,14 +18,21 @@ if TYPE_CHECKING:  # analysis.report imports pandas: only when the command runs
 SEMANTICS = ("prbench", "seed")
 
 
+@dataclass(frozen=True)
+class KernelFilesResult:
+    lines: list[str]  # what the command prints, ``geomean: <value>`` last
+    summary: dict[str, Any] = field(default_factory=dict)  # the summary.json content ({} with seed semantics)
+
+
 def compare_kernel_files(base_csv: Path, pr_csv: Path, samples_base: Path | None = None,
                          samples_pr: Path | None = None, semantics: str = "prbench",
-                         settings: ReportSettings | None = None, out_dir: Path | None = None) -> list[str]:
-    """What ``invoke compare-kernels`` does; returns the lines to print, ``geomean: <value>`` last."""
+                         settings: ReportSettings | None = None, out_dir: Path | None = None) -> KernelFilesResult:
+    """What ``invoke compare-kernels`` does: the lines to print and the verdict ``--fail-on`` reads."""
     if semantics not in SEMANTICS:
         raise UserError(f"--semantics {semantics!r}: expected 'prbench' or 'seed'")
     if semantics == "seed":
-        return _seed_lines(base_csv, pr_csv, ignored_samples=bool(samples_base or samples_pr), out_dir=out_dir)
+        return KernelFilesResult(_seed_lines(base_csv, pr_csv, ignored_samples=bool(samples_base or samples_pr),
+                                             out_dir=out_dir))
     return _prbench_lines(base_csv, pr_csv, samples_base, samples_pr, settings, out_dir)
 
 
@@ -45,12 +53,12 @@ def _seed_lines(base_csv: Path, pr_csv: Path, ignored_samples: bool, out_dir: Pa
 
 
 def _prbench_lines(base_csv: Path, pr_csv: Path, samples_base: Path | None, samples_pr: Path | None,
-                   settings: ReportSettings | None, out_dir: Path | None) -> list[str]:
+                   settings: ReportSettings | None, out_dir: Path | None) -> KernelFilesResult:
     """The paired comparison with its verdict; with ``out_dir`` also the full report (report.md, CSVs, xlsx)."""
     from analysis.kernel_compare import compare_kernels, read_kernels_csv
     from analysis.paired_rounds import read_round_samples
     from analysis.report import ReportInputs, ReportSettings, render_report
-    from analysis.report_verdict import kernel_summary_lines
+    from analysis.report_verdict import kernel_summary_lines, report_verdict, summarize_comparison
 
     settings = settings or ReportSettings()
     inputs = ReportInputs(base_kernels=read_kernels_csv(base_csv), pr_kernels=read_kernels_csv(pr_csv),
@@ -59,11 +67,14 @@ def _prbench_lines(base_csv: Path, pr_csv: Path, samples_base: Path | None, samp
                           settings=settings, title="prbench: kernel comparison")
     if out_dir is not None:
         paths = render_report(inputs, Path(out_dir))
-        kc = paths.kernel_comparison
+        kc, summary = paths.kernel_comparison, paths.summary
         extra = [f"report: {paths.report_md} ({paths.characters} characters); all pairs in {paths.kernels_csv}"]
     else:
         kc = compare_kernels(inputs.base_kernels, inputs.pr_kernels, inputs.base_kernel_samples,
                              inputs.pr_kernel_samples, settings.stats)
+        summary = summarize_comparison(kc, None, [], settings.stats)
         extra = []
     assert kc is not None  # the inputs hold kernel tables, so the report compared them
-    return [*kernel_summary_lines(kc), *extra, f"geomean: {kc.summary.geomean.speedup!r}"]
+    lines = [report_verdict(kc, None, settings.stats), *kernel_summary_lines(kc), *extra,
+             f"geomean: {kc.summary.geomean.speedup!r}"]
+    return KernelFilesResult(lines, summary)

@@ -62,10 +62,11 @@ def round_draws(rng: np.random.Generator, true_ms: float, rounds: int, n_samples
 
 def kernels_frame(specs: list[KernelSpec], seed: int, *, factor: dict[int, float] | None = None,
                   cv: float = 0.02, n_samples: int = 20, index_shift: int = 0, rounds: int = 5,
-                  round_cv: float = 0.01, round_shift: list[float] | None = None
+                  round_cv: float = 0.01, round_shift: list[float] | None = None, changed: frozenset[int] = frozenset()
                   ) -> tuple[pd.DataFrame, dict[str, list[list[float]]]]:
     """One variant's kernels.csv frame and per-round samples. ``factor[i]`` multiplies kernel i's time (PR
-    effects); ``index_shift`` renumbers every kernel (what a PR adding one kernel early in a graph does to names)."""
+    effects); ``changed`` gives kernels a new body without changing their time; ``index_shift`` renumbers every
+    kernel (what a PR adding one kernel early in a graph does to names)."""
     rng = np.random.default_rng(seed)
     factor = factor or {}
     rows, samples = [], {}
@@ -76,7 +77,7 @@ def kernels_frame(specs: list[KernelSpec], seed: int, *, factor: dict[int, float
         samples[path] = grid.tolist()
         draws = grid.ravel()
         # A kernel whose time the PR changes has a different body (that is how a PR changes it).
-        body = s.body_hash if factor.get(i, 1.0) == 1.0 else f"{s.body_hash[:12]}chgd"
+        body = s.body_hash if factor.get(i, 1.0) == 1.0 and i not in changed else f"{s.body_hash[:12]}chgd"
         rows.append({
             "category": s.category, "kernel_name": name, "body_hash": body,
             "shape_key": f"x{s.xnumel}_r{s.r0_numel}", "legacy_key": f"triton_{_PREFIX[s.category]}_{s.stem}"

@@ -178,7 +178,7 @@ def by_name(table: pd.DataFrame) -> pd.DataFrame:
     return table.set_index("base_name")
 
 
-def test_same_variant_twice_gives_an_interval_around_one_and_calls_nothing_a_change() -> None:
+def test_same_variant_twice_says_no_kernel_changed_and_its_control_holds_one() -> None:
     specs = kernel_specs(300, seed=11)
     base, base_samples = kernels_frame(specs, seed=12, cv=0.03)
     pr, pr_samples = kernels_frame(specs, seed=13, cv=0.03)
@@ -187,12 +187,15 @@ def test_same_variant_twice_gives_an_interval_around_one_and_calls_nothing_a_cha
 
     s = result.summary
     assert s.rounds == 5 and set(result.table["rounds"]) == {5}
-    assert s.geomean.contains(1.0), s.geomean
-    assert s.geomean.half_width_pct < 1.0  # 300 kernels × 5 rounds pin the geomean down
-    assert s.verdict == "equivalent"
-    assert s.verdicts["improved"] + s.verdicts["regressed"] == 0  # not even the 5 % a raw test would give
-    assert s.n_summarised == 300 and sum(s.verdicts.values()) == 300
+    # Nothing changed, so nothing is called neutral: there is no effect to measure.
+    assert s.verdict == "identical" and (s.code_changed, s.code_identical, s.n_changed) == (0, 300, 0)
+    assert s.time_weighted.speedup == 1.0 and not s.geomean.has_interval
     identical, split_half = result.controls
+    assert identical.summary.contains(1.0), identical.summary
+    assert identical.summary.half_width_pct < 1.0  # 300 kernels × 5 rounds pin the machine's offset down
+    # Each identical kernel judged against the others: not even the 5 % a raw test would give.
+    assert s.control_verdicts["improved"] + s.control_verdicts["regressed"] == 0
+    assert s.n_summarised == 300 and sum(s.control_verdicts.values()) == 300
     assert (identical.kind, identical.n, split_half.kind) == ("identical kernels", 300, "split-half")
     assert all(c.available and c.passed(result.settings) for c in result.controls)
     assert result.resolution == 0.0 and result.notes == []
@@ -268,44 +271,69 @@ def test_a_busy_round_that_slows_both_sides_cancels_because_rounds_are_paired() 
     shuffled = {path: [rounds[i] for i in (1, 2, 3, 4, 0)] for path, rounds in pr_samples.items()}
     unaligned = compare_kernels(base, pr, base_samples, shuffled)
 
-    assert paired.summary.verdict == "equivalent" and paired.summary.geomean.half_width_pct < 0.5
+    assert paired.controls[0].summary.half_width_pct < 0.5 and paired.controls[0].summary.contains(1.0)
     assert set(paired.table["verdict"]) == {"equivalent"}
-    assert unaligned.summary.verdict == "inconclusive" and unaligned.summary.geomean.half_width_pct > 10
+    assert unaligned.controls[0].summary.half_width_pct > 10
 
 
-def test_a_busy_round_on_one_side_widens_the_summary_instead_of_posing_as_a_change() -> None:
+def test_a_busy_round_on_one_side_is_measured_by_the_identical_kernels_and_taken_out_of_the_changed_ones() -> None:
     specs = kernel_specs(100, seed=30)
+    busy = [1.0, 1.10, 0.98, 1.06, 1.0]  # the PR's processes were slowed in some rounds, every kernel alike
     base, base_samples = kernels_frame(specs, seed=31, cv=0.01, round_cv=0.003)
-    pr, pr_samples = kernels_frame(specs, seed=32, cv=0.01, round_cv=0.003, round_shift=[1.0, 1.10, 0.98, 1.06, 1.0])
+    pr, pr_samples = kernels_frame(specs, seed=32, cv=0.01, round_cv=0.003, round_shift=busy,
+                                   changed=frozenset(range(10)))
 
     result = compare_kernels(base, pr, base_samples, pr_samples)
 
-    s = result.summary
-    # Every kernel looks ~2.7 % slower on average; 100 kernels that agree would make a hair-thin interval over
-    # kernels, but only 5 rounds were replicated and they disagree.
-    assert s.geomean.speedup == pytest.approx(0.974, abs=0.005)
-    assert s.geomean.contains(1.0) and s.geomean.half_width_pct > 4.0
-    assert s.verdict == "inconclusive"
-    assert s.verdicts["regressed"] == s.verdicts["improved"] == 0
+    s, identical = result.summary, result.controls[0]
+    # The 90 identical kernels look ~2.7 % slower on average; only 5 rounds were replicated and they disagree, so
+    # their interval is wide ...
+    assert identical.summary.speedup == pytest.approx(0.974, abs=0.005)
+    assert identical.summary.contains(1.0) and identical.summary.half_width_pct > 4.0
+    # ... but the 10 kernels with new code (and no real change) are measured against them round by round: the
+    # busy rounds cancel, and they are shown to be unchanged.
+    assert s.offsets_used and s.code_changed == 10
+    assert s.geomean.contains(1.0) and s.geomean.half_width_pct < 1.0
+    assert s.verdicts["equivalent"] == 10 and s.verdict == "equivalent"
 
 
-def test_a_machine_bias_on_identical_code_fails_the_control_and_is_not_reported_as_regressions() -> None:
+def test_a_machine_bias_on_identical_code_is_subtracted_so_a_real_change_is_neither_hidden_nor_inflated() -> None:
     specs = kernel_specs(100, seed=30)
     base, base_samples = kernels_frame(specs, seed=31, cv=0.01, round_cv=0.003)
-    # The PR side ran 4 % slower in every round (a slower clock, say), and kernel 7 really is 50 % slower.
-    pr, pr_samples = kernels_frame(specs, seed=32, cv=0.01, round_cv=0.003, round_shift=[1.04] * 5,
-                                   factor={7: 1.5})
+    # The PR side ran 4 % faster in every round (a faster clock, say); kernels 5-9 really are 5 % slower, which
+    # the clock would make look like 1 %: "equivalent" without the control.
+    pr, pr_samples = kernels_frame(specs, seed=32, cv=0.01, round_cv=0.003, round_shift=[1 / 1.04] * 5,
+                                   factor=dict.fromkeys(range(5, 10), 1.05))
 
     result = compare_kernels(base, pr, base_samples, pr_samples)
 
     identical = result.controls[0]
-    assert identical.kind == "identical kernels" and identical.n == 99  # kernel 7 has a new body
-    assert not identical.passed(result.settings) and identical.flagged > 90
-    assert result.resolution == pytest.approx(0.04, abs=0.01)
+    assert identical.kind == "identical kernels" and identical.n == 95  # kernels 5-9 have a new body
+    assert identical.summary.ci_low > 1.03  # the offset, measured ...
+    assert identical.offset_corrected and identical.passed(result.settings)  # ... and taken out of every estimate
     table = by_name(result.table)
-    assert table.loc[base.at[7, "kernel_name"], "verdict"] == "regressed"  # far beyond what the machine did
-    assert (table.loc[table["control"], "verdict"] == "inconclusive").all()  # not 99 false regressions
-    assert result.summary.verdicts["regressed"] == 1
+    changed = table.loc[base.loc[5:9, "kernel_name"]]
+    assert (changed["verdict"] == "regressed").all()
+    assert changed["speedup"].to_numpy() == pytest.approx([1 / 1.05] * 5, rel=0.01)
+    assert (table.loc[table["control"], "verdict"] != "improved").all()  # not 95 false improvements
+    assert result.summary.verdict == "regressed"
+
+
+def test_a_failed_control_without_enough_identical_kernels_refuses_equivalence_as_well_as_change() -> None:
+    specs = kernel_specs(24, seed=30)
+    base, base_samples = kernels_frame(specs, seed=31, cv=0.01, round_cv=0.003)
+    # Four identical kernels (too few to subtract their offset) that the machine made 6 % faster on the PR side,
+    # and 20 changed kernels, truly 1 % slower: within the margin, yet not to be called "equivalent" when the
+    # control shows the run cannot tell 1 % from 6 %.
+    pr, pr_samples = kernels_frame(specs, seed=32, cv=0.01, round_cv=0.003, round_shift=[1 / 1.06] * 5,
+                                   factor=dict.fromkeys(range(4, 24), 1.01 * 1.06))
+
+    result = compare_kernels(base, pr, base_samples, pr_samples)
+
+    identical = result.controls[0]
+    assert identical.n == 4 and not result.summary.offsets_used
+    assert not identical.passed(result.settings) and result.resolution > 0.05
+    assert result.summary.verdicts["equivalent"] == 0 and result.summary.verdicts["regressed"] == 0
     assert result.summary.verdict == "inconclusive"
 
 
@@ -316,6 +344,7 @@ def test_time_weighted_speedup_weights_by_launches_per_step() -> None:
     base["calls"] = [3, 1]
     pr = base.copy()
     pr["median_ms"] = [0.5, 2.5]
+    pr["body_hash"] += "-new"  # the PR changed both kernels' code
 
     s = compare_kernels(base, pr).summary
 
@@ -330,6 +359,7 @@ def test_time_weighted_speedup_has_its_own_interval_over_rounds() -> None:
     base["calls"] = [1, 1]
     base_samples = dict(zip(base["path"], ([[1.0]] * 5, [[10.0]] * 5), strict=True))
     pr = base.copy()
+    pr["body_hash"] += "-new"
     noise = [1.0, 1.01, 0.99, 1.02, 0.98]
     pr_samples = dict(zip(pr["path"], ([[0.5 * n] for n in noise], [[10.0 * n] for n in noise]), strict=True))
 
@@ -374,7 +404,8 @@ def test_invoke_compare_kernels_reads_round_samples_and_uses_the_confidence_aske
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "regressed 1," in out and "control (identical kernels): 0 of 39 flagged" in out
-    shown = re.search(r"geomean speedup \S+ \(CI ([\d.]+)×–([\d.]+)×: 90 ?% ", out)
+    assert "90 % Student-t interval" in out and "90 % CI" in out
+    shown = re.search(r"geomean of the changed pairs \S+ \(CI ([\d.]+)×–([\d.]+)×\)", out)
     assert shown, out
     low, high = float(shown[1]), float(shown[2])
     assert (low, high) == pytest.approx((at_90.geomean.ci_low, at_90.geomean.ci_high), abs=6e-4)

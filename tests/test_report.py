@@ -75,9 +75,11 @@ def test_renumbered_kernels_are_paired_and_the_report_says_how(tmp_path: Path) -
     assert "30 paired kernel(s) have a different name in the PR (renumbered or renamed); matched by " \
            "`body_hash+shape_key` 30" in text
     assert "| only in base | 0 |" in text
-    # No samples were given: the verdict says there is no replication, and the method notes say why.
-    assert "kernels inconclusive (geomean" in paths.verdict and "no interval" in paths.verdict
-    assert "no replication (one round per side)" in paths.verdict
+    # Renumbering is no change: the verdict says no kernel changed (and calls nothing neutral).
+    assert "kernels **identical**: no generated kernel changed (30 of 30 identical)" in paths.verdict
+    assert "neutral" not in paths.verdict
+    assert (paths.summary["kernels"]["code_changed"], paths.summary["kernels"]["code_identical"]) == (0, 30)
+    # No samples were given: the method notes say there is no replication.
     assert "- Note: per-round samples missing on at least one side" in text
     assert paths.summary["kernels"]["ci_low"] is None and paths.summary["control"]["resolution_pct"] is None
 
@@ -172,16 +174,23 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
 
     summary = json.loads(paths.summary_json.read_text())
     assert summary == paths.summary and paths.summary_json == tmp_path / "report" / "summary.json"
-    assert set(summary) == {"verdict", "kernels", "models", "control", "gates", "settings"}
-    family_keys = {"verdict", "geomean", "ci_low", "ci_high", "confidence", "n", "improved", "regressed",
-                   "equivalent", "inconclusive", "time_weighted", "rounds"}
-    for family, n in (("kernels", 50), ("models", 3)):
+    assert set(summary) == {"format_version", "verdict", "kernels", "models", "control", "gates", "settings"}
+    assert summary["format_version"] == 2
+    family_keys = {"verdict", "headline", "step", "geomean", "ci_low", "ci_high", "confidence", "n", "improved",
+                   "regressed", "equivalent", "inconclusive", "time_weighted", "rounds", "detectable_pct",
+                   "regressed_items"}
+    kernel_keys = {"code_changed", "code_identical", "only_base", "only_pr", "control_verdicts"}
+    for family, n, extra in (("kernels", 1, kernel_keys), ("models", 3, set())):
         block = summary[family]
-        assert set(block) == family_keys
+        assert set(block) == family_keys | extra
         assert block["n"] == n and block["rounds"] == 5
         assert sum(block[v] for v in ("improved", "regressed", "equivalent", "inconclusive")) == n
         assert block["ci_low"] <= block["geomean"] <= block["ci_high"]
-    assert summary["kernels"]["improved"] >= 1 and summary["models"]["regressed"] == 1
+    assert summary["kernels"]["improved"] == 1 and summary["models"]["regressed"] == 1
+    assert (summary["kernels"]["code_changed"], summary["kernels"]["code_identical"]) == (1, 49)
+    assert summary["kernels"]["headline"] == "step" and summary["models"]["headline"] == "geomean"
+    assert [i["name"] for i in summary["models"]["regressed_items"]] == ["GPT2"]
+    assert summary["models"]["detectable_pct"] > 2.0  # what it could find is beyond the threshold
     assert summary["verdict"] == paths.verdict and summary["verdict"].startswith("**Verdict:** kernels ")
     control = summary["control"]
     assert set(control) == {"kernels", "models", "passed", "resolution_pct"}
@@ -193,24 +202,27 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
                                                       "peak-memory compression ratio"]
     assert all(set(g) == {"name", "value", "ci_low", "ci_high", "limit", "bad_when", "status", "detail"}
                for g in summary["gates"])
-    assert set(summary["settings"]) == {"confidence", "alpha", "margin", "threshold", "noise", "min_ms"}
+    assert set(summary["settings"]) == {"confidence", "alpha", "margin", "threshold", "noise", "min_ms",
+                                        "fail_share"}
     assert summary["settings"]["threshold"] == 0.02  # the effective value (the margin), not null
 
 
 def test_a_failed_control_is_shown_at_the_top_and_qualifies_the_verdict(tmp_path: Path) -> None:
-    specs = kernel_specs(60, seed=20)
+    specs = kernel_specs(24, seed=20)
     base, bs = kernels_frame(specs, seed=21, cv=0.01, round_cv=0.003)
-    # The PR side ran 4 % slower in every round: identical code looks 4 % slower.
-    pr, ps = kernels_frame(specs, seed=22, cv=0.01, round_cv=0.003, round_shift=[1.04] * 5)
+    # The PR side ran 4 % slower in every round: the 4 identical kernels (too few to subtract the offset) look
+    # 4 % slower, and so do the 20 changed ones, whose code made no difference.
+    pr, ps = kernels_frame(specs, seed=22, cv=0.01, round_cv=0.003, round_shift=[1.04] * 5,
+                           changed=frozenset(range(4, 24)))
 
     paths = render_report(ReportInputs(base, pr, bs, ps), tmp_path)
 
     text = paths.report_md.read_text(encoding="utf-8")
     top = text.split("## Environment", 1)[0]
     assert "**In-run control**" in top
-    assert re.search(r"\| kernels \| identical kernels \| 60 \|.*\| \*\*failed\*\* \|", top)
-    assert re.search(r"\| kernels \| split-half \| 60 \|.*\| passed \|", top)
-    assert "the in-run control failed" in paths.verdict and "kernels inconclusive" in paths.verdict
+    assert re.search(r"\| kernels \| identical kernels \| 4 \|.*\| \*\*failed\*\* \|", top)
+    assert re.search(r"\| kernels \| split-half \| 24 \|.*\| passed \|", top)
+    assert "the in-run control failed" in paths.verdict and "kernels **inconclusive**" in paths.verdict
     assert paths.summary["kernels"]["regressed"] == 0 and paths.summary["control"]["passed"] is False
     assert paths.summary["control"]["resolution_pct"] == pytest.approx(4.0, abs=1.0)
 

@@ -31,7 +31,7 @@ from analysis.verdict import (
     summarize_family,
 )
 from analysis.verdict_settings import VerdictSettings, check_rounds
-from analysis.verdict_summary import fail_reasons, phrase
+from analysis.verdict_summary import effect_words, fail_reasons
 
 SETTINGS = VerdictSettings()
 
@@ -91,33 +91,60 @@ def test_a_real_shift_in_every_round_is_found_with_few_rounds() -> None:
     assert judged.counts()["improved"] == 50
 
 
+def interval(speedup: float, low: float, high: float, rounds: int = 10) -> Estimate:
+    """An estimate whose 95 % t interval over ``rounds`` rounds is [low, high] (its standard error follows)."""
+    from scipy.special import stdtrit
+
+    se = (math.log(high) - math.log(low)) / 2 / float(stdtrit(rounds - 1, 0.975))
+    return Estimate(speedup, low, high, math.nan, rounds, PAIRED, se, rounds - 1)
+
+
 @pytest.mark.parametrize(
-    ("speedup", "low", "high", "q", "verdict"),
+    ("speedup", "low", "high", "verdict"),
     [
-        (1.003, 0.991, 1.012, 0.6, "equivalent"),  # the whole interval inside ±2 %
-        (1.015, 1.011, 1.019, 1e-4, "equivalent"),  # significant but inside the margin: no practical change
-        (1.010, 0.970, 1.050, 0.6, "inconclusive"),  # not significant, yet could be 5 %: NOT "unchanged"
-        (0.800, 0.780, 0.820, 1e-4, "regressed"),
-        (1.250, 1.200, 1.300, 1e-4, "improved"),
-        (1.250, 1.200, 1.300, 0.2, "inconclusive"),  # the adjusted p decides, not the raw interval
-        (1.015, 1.005, 1.030, 1e-4, "inconclusive"),  # significant, below the 2 % threshold, not inside the margin
-        (1.023, 1.007, 1.039, 0.035, "inconclusive"),  # significant and 2.3 %, but it may be 0.7 %: not shown > 2 %
-        (0.960, 0.940, 0.979, 1e-4, "regressed"),  # the whole interval beyond −2 %
+        (1.003, 0.991, 1.012, "equivalent"),  # the whole interval inside ±2 %
+        (1.015, 1.011, 1.019, "equivalent"),  # a change, but shown to be inside the margin: no practical change
+        (1.010, 0.970, 1.050, "inconclusive"),  # not significant, yet could be 5 %: NOT "unchanged"
+        (0.800, 0.780, 0.820, "regressed"),
+        (1.250, 1.200, 1.300, "improved"),
+        (1.015, 1.005, 1.030, "inconclusive"),  # a change, below the 2 % threshold, not inside the margin
+        (1.023, 1.007, 1.039, "inconclusive"),  # 2.3 %, but it may be 0.7 %: "beyond 2 %" is not shown
+        (0.960, 0.940, 0.979, "regressed"),  # shown beyond −2 %
     ],
 )
-def test_verdicts_are_three_way_with_equivalence(speedup: float, low: float, high: float, q: float,
-                                                 verdict: str) -> None:
-    est = Estimate(speedup, low, high, q, 5, PAIRED)
-    assert classify(est, q, SETTINGS) == verdict
+def test_verdicts_are_three_way_with_the_threshold_claim_tested_as_a_claim(speedup: float, low: float, high: float,
+                                                                         verdict: str) -> None:
+    est = interval(speedup, low, high)
+    assert classify(est, est.claim_p(SETTINGS.effect_floor), SETTINGS) == verdict
+
+
+def test_the_claim_test_is_one_sided_against_the_threshold_not_against_zero() -> None:
+    # 2.3 % with a tight interval: the claim "beyond 2 %" is tested, so its p is that of (2.3 % − 2 %) / se.
+    est = interval(1.023, 1.021, 1.025)
+    assert est.claim_p(0.02) < 0.05 < interval(1.023, 1.007, 1.039).claim_p(0.02)
+    assert est.claim_p(0.03) > 0.5  # not shown beyond 3 %
+    assert interval(1 / 1.023, 1 / 1.025, 1 / 1.021).claim_p(0.02) == pytest.approx(est.claim_p(0.02))
+
+
+def test_a_change_shown_beyond_a_threshold_below_the_margin_is_a_change_not_equivalent() -> None:
+    # --threshold 0.01 with the 2 % margin: 1.2-1.8 % faster, shown beyond 1 %.
+    settings = VerdictSettings(threshold=0.01)
+    est = interval(1.015, 1.012, 1.018)
+    assert est.claim_p(0.01) < 0.01
+    assert classify(est, est.claim_p(0.01), settings) == "improved"
 
 
 def test_a_wider_margin_makes_more_things_equivalent_and_a_failed_control_refuses_small_effects() -> None:
-    est = Estimate(1.08, 1.06, 1.10, 1e-4, 5, PAIRED)
-    assert classify(est, 1e-4, SETTINGS) == "improved"
-    assert classify(est, 1e-4, VerdictSettings(margin=0.12)) == "equivalent"
-    # 8 % is beyond the 7 % a failed control produced, but the interval reaches down to 6 %.
-    assert classify(est, 1e-4, SETTINGS, resolution=0.07) == "inconclusive"
-    assert classify(est, 1e-4, SETTINGS, resolution=0.05) == "improved"
+    est = interval(1.08, 1.06, 1.10)
+    assert classify(est, est.claim_p(0.02), SETTINGS) == "improved"
+    assert classify(est, est.claim_p(0.12), VerdictSettings(margin=0.12)) == "equivalent"
+    # 8 % is beyond the 7 % a failed control produced, but not shown to be: the claim is tested against 7 %.
+    assert classify(est, est.claim_p(0.07), SETTINGS, resolution=0.07) == "inconclusive"
+    assert classify(est, est.claim_p(0.05), SETTINGS, resolution=0.05) == "improved"
+    # Equivalence is refused too: the interval widened by what the control produced no longer fits the margin.
+    small = interval(1.002, 0.995, 1.009)
+    assert classify(small, small.claim_p(0.02), SETTINGS) == "equivalent"
+    assert classify(small, small.claim_p(0.03), SETTINGS, resolution=0.03) == "inconclusive"
 
 
 def test_benjamini_hochberg_adjusts_across_the_family_and_keeps_untested_items_untested() -> None:
@@ -282,14 +309,17 @@ def test_blocks_pair_only_rounds_that_timed_both_sides_together_and_only_matchin
 
 
 def test_an_inconclusive_summary_says_whether_it_found_a_change_too_small_to_call_or_could_not_resolve_one() -> None:
-    counts = {"inconclusive": 4}
-    beyond_one = Estimate(1.03, 1.01, 1.05, 1e-4, 10, PAIRED)
-    assert phrase("models", "inconclusive", beyond_one, counts, 4, SETTINGS, 0.0) == (
-        "models inconclusive (geomean 1.030×, 95 % CI 1.010×–1.050×; 4 inconclusive of 4): a change, but not shown "
-        "to exceed ±2 %")
-    wide = Estimate(1.01, 0.97, 1.05, 0.6, 10, PAIRED)
-    assert phrase("models", "inconclusive", wide, counts, 4, SETTINGS, 0.0).endswith(
-        ": this run cannot resolve effects below 4.0 %")
+    beyond_one = interval(1.03, 1.01, 1.05)
+    assert effect_words("models", beyond_one, SETTINGS, 0.0) == (
+        "models inconclusive (1.030×, 95 % CI 1.010×–1.050×): a change, but not shown to exceed ±2 %")
+    wide = interval(1.01, 0.97, 1.05)
+    assert effect_words("models", wide, SETTINGS, 0.0).endswith(": this run cannot resolve effects below 4.0 %")
     # A failed control refused the change: that is what the line says, not "a change".
-    assert phrase("models", "inconclusive", beyond_one, counts, 4, SETTINGS, 0.06).endswith(
+    assert effect_words("models", beyond_one, SETTINGS, 0.06).endswith(
         ": this run cannot resolve effects below 6.0 %")
+
+
+def test_the_verdict_line_counts_percent_slower_as_the_tables_do() -> None:
+    # 0.80×: the PR takes 25 % longer, which is what change_pct shows (+25 %), not "20 % slower".
+    assert effect_words("the step", interval(0.80, 0.78, 0.82), SETTINGS, 0.0).startswith("the step 25.0 % slower")
+    assert effect_words("the step", interval(1.25, 1.2, 1.3), SETTINGS, 0.0).startswith("the step 20.0 % faster")

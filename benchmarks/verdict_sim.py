@@ -1,0 +1,260 @@
+"""The verdict rules against a known truth: round-structured timings simulated and fed through the report's own
+functions (``analysis.kernel_compare.compare_kernels``, ``analysis.report_verdict.summarize_comparison``,
+``analysis.verdict_summary.fail_reasons``), scenario by scenario, many replicates each.
+
+    python benchmarks/verdict_sim.py [--replicates 200] [--rounds 10] [--scenarios aa,hidden,...] [--seed 0]
+        [--out sim.json]
+
+The noise model has the levels a shared machine has (``analysis.verdict``'s premise): per round an offset that
+both sides share (a busy minute), per round and side a process offset (each round starts fresh workers), per
+kernel, round and side its own wander, per visit (one ABBA block) a small scatter, heavy-tailed outliers (a
+preempted block ×1.2–2), a step change inside a round (the machine slows from some pass on, both sides alike),
+and a start-order effect (the side that starts a block runs ``--order-effect`` slower: the first visit warms the
+caches). The two sides are timed in ABBA blocks as ``stages.paired`` times them, with its start-order parity
+(base first when block + round + pass is even), and the blocks reach the comparison as ``PairedBlocks``.
+
+Per scenario it prints, over the replicates:
+
+* coverage: the share of runs whose headline interval (the step: Σ base / Σ PR with identical kernels unchanged)
+  contains the true step effect of the PR's code (goal ≥ 93 %);
+* per-item false positives: among changed-code kernels whose true effect is within ±threshold, the share called
+  improved/regressed (goal ≤ 5 %), and among identical kernels (the control);
+* power: among kernels truly changed by more than the threshold, the share called in the right direction;
+* false "equivalent": among kernels truly 3 % slower, the share called equivalent (goal ≤ 2.5 %);
+* the family verdicts seen, and how often ``--fail-on regression`` fires.
+
+The functions it calls exist in earlier versions of the project too, so the same script measures "before":
+run it with ``PYTHONPATH`` pointing at a checkout of the earlier commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from anywhere; an earlier checkout on PYTHONPATH comes first
+    sys.path.append(str(ROOT))
+
+from analysis.kernel_compare import compare_kernels  # noqa: E402
+from analysis.kernel_results import KERNEL_COLUMNS  # noqa: E402
+from analysis.paired_rounds import PairedBlocks  # noqa: E402
+from analysis.report_verdict import summarize_comparison  # noqa: E402
+from analysis.verdict_settings import VerdictSettings  # noqa: E402
+from analysis.verdict_summary import fail_reasons  # noqa: E402
+
+CALLED = ("improved", "regressed")
+
+
+@dataclass(frozen=True)
+class Noise:
+    round_sd: float = 0.03  # shared by both sides in a round
+    process_sd: float = 0.01  # per round and side: fresh worker processes
+    item_sd: float = 0.01  # per kernel, round and side
+    visit_sd: float = 0.02  # per visit
+    outlier_p: float = 0.02  # a visit preempted
+    step_p: float = 0.3  # a round in which the machine slows from some pass on
+    step_size: float = 0.08
+    order_effect: float = 0.01  # the side that starts a block is this much slower
+    passes: int = 8
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """``n`` kernels; ``changed[i]`` marks a new body, ``effect[i]`` the PR's true relative slowdown (0.05: 5 %
+    slower); ``weights`` the launches per step; ``pr_side`` a constant factor on every PR visit (a faster clock)."""
+
+    name: str
+    what: str
+    n: int
+    changed: np.ndarray
+    effect: np.ndarray
+    true_ms: np.ndarray
+    pr_side: float = 1.0
+
+
+def _scenario(name: str, what: str, n: int, changed_idx: range | list[int], effect: float,
+              heavy: bool = False, pr_side: float = 1.0, seed: int = 7) -> Scenario:
+    rng = np.random.default_rng(seed)
+    changed = np.zeros(n, dtype=bool)
+    changed[list(changed_idx)] = True
+    effect_arr = np.where(changed, effect, 0.0)
+    true_ms = np.exp(rng.uniform(np.log(0.05), np.log(1.0), n))
+    if heavy:  # the changed kernels hold ~95 % of the step
+        light = true_ms[~changed].sum()
+        true_ms[changed] *= 19 * light / true_ms[changed].sum()
+    return Scenario(name, what, n, changed, effect_arr, true_ms, pr_side)
+
+
+SCENARIOS = {
+    "aa": _scenario("aa", "A/A: 100 kernels, none changed", 100, [], 0.0),
+    "aa_changed": _scenario("aa_changed", "20 of 100 kernels with new code but no effect", 100, range(20), 0.0),
+    "hidden": _scenario("hidden", "90 identical + 10 changed 15 % slower", 100, range(10), 0.15),
+    "heavy_few": _scenario("heavy_few", "5 changed kernels holding ~95 % of the time 5.3 % slower", 100, range(5),
+                           0.053, heavy=True),
+    "side_offset": _scenario("side_offset", "PR processes 5 % faster on everything; 10 changed 5.3 % slower", 100,
+                             range(10), 0.053, pr_side=1 / 1.05),
+    "at_threshold": _scenario("at_threshold", "100 changed kernels exactly 2 % slower", 100, range(100), 0.02),
+    "effect_1": _scenario("effect_1", "80 identical + 20 changed 1 % slower", 100, range(20), 0.01),
+    "effect_3": _scenario("effect_3", "80 identical + 20 changed 3 % slower", 100, range(20), 0.03),
+    "effect_10": _scenario("effect_10", "80 identical + 20 changed 10 % slower", 100, range(20), 0.10),
+}
+
+
+def simulate(sc: Scenario, noise: Noise, rounds: int, rng: np.random.Generator
+             ) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict, PairedBlocks]:
+    """Both sides' kernels.csv frames, per-round samples and paired blocks of one comparison."""
+    n, passes = sc.n, noise.passes
+    factor = {"base": np.ones(n), "pr": (1 + sc.effect) * sc.pr_side}
+    paths = [f"k/{i}.py" for i in range(n)]
+    samples: dict[str, dict[str, list[list[float]]]] = {"base": {p: [] for p in paths}, "pr": {p: [] for p in paths}}
+    blocks: dict = {}
+    for k in range(rounds):
+        shared = rng.normal(0, noise.round_sd)
+        process = {side: rng.normal(0, noise.process_sd) for side in factor}
+        step_from = rng.integers(1, passes) if rng.random() < noise.step_p else passes
+        for side in factor:
+            item = rng.normal(0, noise.item_sd, n)
+            # (n, passes) visits: block index = item, so the start parity is (item + round + pass) % 2.
+            base_first = ((np.arange(n)[:, None] + k + np.arange(passes)[None, :]) % 2) == 0
+            first = base_first if side == "base" else ~base_first
+            logs = (np.log(sc.true_ms * factor[side])[:, None] + shared + process[side] + item[:, None]
+                    + rng.normal(0, noise.visit_sd, (n, passes)) + np.where(first, noise.order_effect, 0.0)
+                    + np.where(np.arange(passes)[None, :] >= step_from, noise.step_size, 0.0))
+            outliers = rng.random((n, passes)) < noise.outlier_p
+            visits = np.exp(logs) * np.where(outliers, rng.uniform(1.2, 2.0, (n, passes)), 1.0)
+            for i, path in enumerate(paths):
+                samples[side][path].append(visits[i].tolist())
+                blocks.setdefault((side, path), {})[k + 1] = {(p, i): [float(visits[i, p])] for p in range(passes)}
+    frames = {side: _frame(sc, paths, samples[side], side) for side in factor}
+    return frames["base"], frames["pr"], samples["base"], samples["pr"], PairedBlocks(list(range(1, rounds + 1)),
+                                                                                      blocks)
+
+
+def _frame(sc: Scenario, paths: list[str], samples: dict[str, list[list[float]]], side: str) -> pd.DataFrame:
+    rows = []
+    for i, path in enumerate(paths):
+        body = f"body{i}" + ("-new" if side == "pr" and sc.changed[i] else "")
+        rows.append({"category": "pointwise", "kernel_name": f"triton_poi_fused_op{i}_{i}", "body_hash": body,
+                     "shape_key": "x1024_r1", "legacy_key": f"triton_poi_fused_op{i}_x1024_r1", "path": path,
+                     "calls": 1, "graphs": "M/graph_0", "backend": "triton", "source": path, "n": 1,
+                     "median_ms": float(np.median([np.median(r) for r in samples[path]])), "mean_ms": 0.0,
+                     "std_ms": 0.0, "min_ms": 0.0, "gb": 0.0, "gb_per_s": 0.0, "status": "ok", "error": ""})
+    return pd.DataFrame(rows, columns=list(KERNEL_COLUMNS))
+
+
+@dataclass
+class Tally:
+    runs: int = 0
+    covered: int = 0
+    with_interval: int = 0
+    null_items: int = 0  # changed-code kernels within ±threshold of no change
+    null_called: int = 0
+    control_items: int = 0
+    control_called: int = 0
+    real_items: int = 0  # changed beyond the threshold
+    real_found: int = 0
+    three_pct_items: int = 0
+    three_pct_equivalent: int = 0
+    fail_on: int = 0
+    family: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    def row(self) -> dict:
+        def share(a: int, b: int) -> float | None:
+            return a / b if b else None
+        return {"runs": self.runs, "coverage": share(self.covered, self.with_interval),
+                "item_false_positive": share(self.null_called, self.null_items),
+                "control_false_positive": share(self.control_called, self.control_items),
+                "power": share(self.real_found, self.real_items),
+                "false_equivalent_3pct": share(self.three_pct_equivalent, self.three_pct_items),
+                "fail_on_regression": share(self.fail_on, self.runs), "family_verdicts": dict(self.family),
+                "seconds_per_run": self.seconds / self.runs if self.runs else None}
+
+
+def true_step(sc: Scenario) -> float:
+    """Σ base / Σ PR of one step of the PR's code (the side factor is the machine's, not the PR's)."""
+    return float(sc.true_ms.sum() / (sc.true_ms * (1 + sc.effect)).sum())
+
+
+def run_scenario(sc: Scenario, noise: Noise, rounds: int, replicates: int, settings: VerdictSettings,
+                 seed: int) -> Tally:
+    rng = np.random.default_rng(seed)
+    tally, truth, floor = Tally(), true_step(sc), settings.margin if settings.threshold is None else settings.threshold
+    started = time.perf_counter()
+    for _ in range(replicates):
+        base, pr, sb, sp, blocks = simulate(sc, noise, rounds, rng)
+        kc = compare_kernels(base, pr, sb, sp, settings, blocks)
+        tally.runs += 1
+        step = kc.summary.time_weighted
+        if step.has_interval and step.ci_high > step.ci_low:
+            tally.with_interval += 1
+            tally.covered += step.ci_low <= truth <= step.ci_high
+        table = kc.table.set_index("base_path")
+        verdict = table["verdict"].reindex([f"k/{i}.py" for i in range(sc.n)]).to_numpy()
+        code_changed = (table["matched_by"] != "body_hash+shape_key").reindex(
+            [f"k/{i}.py" for i in range(sc.n)]).to_numpy()
+        called = np.isin(verdict, CALLED)
+        null = code_changed & (np.abs(sc.effect) <= floor)
+        real = sc.effect > floor
+        tally.null_items += int(null.sum())
+        tally.null_called += int((called & null).sum())
+        tally.control_items += int((~code_changed).sum())
+        tally.control_called += int((called & ~code_changed).sum())
+        tally.real_items += int(real.sum())
+        tally.real_found += int(((verdict == "regressed") & real).sum())
+        three = np.isclose(sc.effect, 0.03)
+        tally.three_pct_items += int(three.sum())
+        tally.three_pct_equivalent += int(((verdict == "equivalent") & three).sum())
+        summary = summarize_comparison(kc, None, [], settings)
+        tally.fail_on += bool(fail_reasons(summary, "regression"))
+        tally.family[kc.summary.verdict] += 1
+    tally.seconds = time.perf_counter() - started
+    return tally
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--replicates", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--order-effect", type=float, default=Noise.order_effect)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    names = [s for s in args.scenarios.split(",") if s]
+    unknown = [s for s in names if s not in SCENARIOS]
+    if unknown or args.replicates < 1 or args.rounds < 3:
+        parser.error(f"--scenarios: unknown {', '.join(unknown)} (known: {', '.join(SCENARIOS)})" if unknown
+                     else "--replicates ≥ 1 and --rounds ≥ 3")
+    noise, settings = Noise(order_effect=args.order_effect), VerdictSettings()
+    print(f"verdict simulation: {args.replicates} replicates, {args.rounds} rounds, {noise}")
+    results = {}
+    for i, name in enumerate(names):
+        sc = SCENARIOS[name]
+        row = run_scenario(sc, noise, args.rounds, args.replicates, settings, args.seed + i).row()
+        results[name] = {"what": sc.what, **row}
+        print(f"{name:13s} {sc.what}")
+        shown = {k: v for k, v in row.items() if k not in ("runs", "family_verdicts", "seconds_per_run")}
+        print("    " + "  ".join(f"{k} {_fmt(v)}" for k, v in shown.items())
+              + f"  verdicts {row['family_verdicts']}  ({row['seconds_per_run']:.3f} s a run)", flush=True)
+    if args.out:
+        args.out.write_text(json.dumps({"replicates": args.replicates, "rounds": args.rounds,
+                                        "noise": noise.__dict__, "results": results}, indent=1))
+    return 0
+
+
+def _fmt(share: float | None) -> str:
+    return "–" if share is None else f"{100 * share:.1f}%"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
