@@ -209,7 +209,7 @@ def _kernel_views(kc: KernelComparison) -> tuple[pd.DataFrame, pd.DataFrame, pd.
     cached = getattr(kc, "_views", None)
     if cached is None:
         shown = _kernel_display(kc.table)
-        used = shown[shown["in_summary"]]
+        used = shown[shown["in_summary"] & shown["code_changed"]]  # identical pairs are the control, not effects
         cached = (shown, used[used["verdict"] == "regressed"].sort_values("speedup", kind="stable"),
                   used[used["verdict"] == "improved"].sort_values("speedup", ascending=False, kind="stable"))
         kc._views = cached  # type: ignore[attr-defined]
@@ -265,6 +265,7 @@ def _method(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparis
             "kernel_n": kernel_n, "rounds": rounds, "passes": s.passes,
             "confidence": percent(s.stats.confidence),
             "alpha": s.stats.alpha, "margin": percent(s.stats.margin), "threshold": percent(s.stats.effect_floor),
+            "fail_share": percent(s.stats.fail_share),
             "noise": percent(s.stats.noise), "min_ms": s.stats.min_ms}
 
 
