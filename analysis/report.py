@@ -133,7 +133,8 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
     mc = compare_models(inputs.base_suite, inputs.pr_suite, inputs.base_suite_samples, inputs.pr_suite_samples,
                         stats, inputs.base_model_rounds, inputs.pr_model_rounds,
                         inputs.model_blocks) if has_suite else None
-    gates = model_gates(mc, stats.confidence) if mc is not None else []
+    gates = (model_gates(mc, stats.confidence, inputs.base_compiles, inputs.pr_compiles) if mc is not None
+             else [])
     found = _Analyses(kc, mc, gates, _projection(inputs, mc) if kc is not None and mc is not None else None)
     if kc is not None:
         found.fusion = fusion_changes(kc.only_base, kc.only_pr)
