@@ -7,7 +7,8 @@
   verdict says whether the repeats agree with it: when the two sides' ranges overlap, a ratio past the limit
   may be the machine's spread rather than the PR.
 * **Peak memory**: each side's compiled peak in readable units, and the compression ratio (eager peak / compiled
-  peak) PR vs base; a model fails the rule when PR / base compression is below `COMPRESSION_LIMIT` (0.9×, the dashboard's).
+  peak) PR vs base; a model fails the rule when PR / base compression is below `COMPRESSION_LIMIT` (0.9×, the
+  dashboard's).
 """
 
 from __future__ import annotations
