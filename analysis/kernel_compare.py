@@ -260,6 +260,9 @@ class KernelComparison:
     controls: list[ControlResult]
     resolution: float  # relative effect below which a failed control made verdicts inconclusive
     notes: list[str] = field(default_factory=list)
+    # side → kernel path → its round medians (ms; NaN where a round has none), for the per-round figures built
+    # on the comparison (the projection, the time decomposition); empty without per-round samples
+    round_ms: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
 def _weights(frame: pd.DataFrame) -> tuple[pd.Series, bool]:
@@ -334,6 +337,13 @@ def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_
     table["step_share"] = judged.shares
     table["in_summary"] = in_summary
     return table, judged, int(data.base.shape[1])
+
+
+def _all_round_medians(frame: pd.DataFrame, samples: RoundSamples | None) -> dict[str, np.ndarray]:
+    """Every kernel's round medians by path ({} without per-round samples)."""
+    if not samples:
+        return {}
+    return {path: round_medians(samples[path]) for path in frame["path"] if path in samples}
 
 
 def _unpaired_rounds(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_base: RoundSamples | None,
@@ -446,7 +456,8 @@ def compare_kernels(base: pd.DataFrame, pr: pd.DataFrame, samples_base: RoundSam
     )
     return KernelComparison(_priority_order(table), only_base, only_pr, category_table(table), pairing.summary,
                             summary, settings, judged.controls, judged.resolution,
-                            _notes(summary, judged, samples_base, samples_pr, settings))
+                            _notes(summary, judged, samples_base, samples_pr, settings),
+                            {"base": _all_round_medians(base, samples_base), "pr": _all_round_medians(pr, samples_pr)})
 
 
 def _notes(summary: KernelSummary, judged: FamilyJudgement, samples_base: RoundSamples | None,

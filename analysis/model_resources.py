@@ -1,11 +1,11 @@
 """Compile time and peak memory per model, judged by the dashboard's rules (`analysis.gates` holds the limits).
 
 * **Compile time**: the suite's compile of each side (``compilation_latency``, a cold compile, once per side) and
-  the PR / base ratio; a model is "slower to compile" when the ratio is above `COMPILE_LIMIT` (1.15×). Where the
-  paired model rounds recorded each round's first compiled call (`analysis.paired_rounds.side_compiles`, a
-  compile from the side's warm cache, repeated every round) their median and range are shown per side, and the
-  verdict says whether the repeats agree with it: when the two sides' ranges overlap, a ratio past the limit
-  may be the machine's spread rather than the PR.
+  the PR / base ratio. Where the paired model rounds recorded each round's first compiled call
+  (`analysis.paired_rounds.side_compiles`, a compile from the side's warm cache, repeated every round) their
+  median and range are shown per side, and the verdict is the compile gate's for this model
+  (`analysis.gates.model_compile_ratio`): their ratio with its interval over rounds against `COMPILE_LIMIT`
+  (1.15×); without repeats, the suite's single compiles by value.
 * **Peak memory**: each side's compiled peak in readable units, and the compression ratio (eager peak / compiled
   peak) PR vs base; a model fails the rule when PR / base compression is below `COMPRESSION_LIMIT` (0.9×, the
   dashboard's).
@@ -18,7 +18,7 @@ import statistics
 
 import pandas as pd
 
-from analysis.gates import COMPILE_LIMIT, COMPRESSION_LIMIT
+from analysis.gates import COMPILE_LIMIT, COMPRESSION_LIMIT, model_compile_ratio
 from analysis.model_compare import ModelComparison
 from analysis.rendering import fmt_gb
 
@@ -35,17 +35,19 @@ def _spread(times: list[float]) -> str:
     return f"{statistics.median(times):.2f} s ({min(times):.2f}–{max(times):.2f}, {len(times)} compiles)"
 
 
-def _compile_verdict(ratio: float, base_times: list[float], pr_times: list[float]) -> str:
-    if not math.isfinite(ratio):
+def _compile_verdict(ratio: float, base_times: list[float], pr_times: list[float], confidence: float) -> str:
+    """The compile-time gate's rule for one model (`analysis.gates.model_compile_ratio`), in words."""
+    est = model_compile_ratio(base_times, pr_times, 1.0, ratio, confidence)
+    if not math.isfinite(est.speedup):
         return "not measured"
-    over = ratio > COMPILE_LIMIT
-    verdict = f"slower to compile (> {COMPILE_LIMIT:g}×)" if over else f"within {COMPILE_LIMIT:g}×"
-    if len(base_times) >= 2 and len(pr_times) >= 2:
-        repeat_ratio = statistics.median(pr_times) / statistics.median(base_times)
-        overlap = min(pr_times) <= max(base_times) and min(base_times) <= max(pr_times)
-        verdict += (f"; repeated compiles {repeat_ratio:.2f}×"
-                    + (", ranges overlap: within the machine's spread" if overlap else ", ranges apart"))
-    return verdict
+    if not est.has_interval:
+        return f"slower to compile (> {COMPILE_LIMIT:g}×)" if ratio > COMPILE_LIMIT else f"within {COMPILE_LIMIT:g}×"
+    shown = f"repeated compiles {est.speedup:.2f}× (CI {est.ci_low:.2f}–{est.ci_high:.2f}×)"
+    if est.ci_low > COMPILE_LIMIT:
+        return f"slower to compile (> {COMPILE_LIMIT:g}×): {shown}"
+    if est.ci_high <= COMPILE_LIMIT:
+        return f"within {COMPILE_LIMIT:g}×: {shown}; the suite's single compile {ratio:.2f}×"
+    return f"cannot tell against {COMPILE_LIMIT:g}×: {shown}"
 
 
 def _memory_verdict(compression: float) -> str:
@@ -57,7 +59,7 @@ def _memory_verdict(compression: float) -> str:
 
 
 def model_resources(mc: ModelComparison, base_compiles: dict[str, list[float]] | None = None,
-                    pr_compiles: dict[str, list[float]] | None = None) -> pd.DataFrame:
+                    pr_compiles: dict[str, list[float]] | None = None, confidence: float = 0.95) -> pd.DataFrame:
     """One row per model compared (columns `RESOURCE_COLUMNS`)."""
     base_compiles, pr_compiles = base_compiles or {}, pr_compiles or {}
     rows = []
@@ -70,7 +72,7 @@ def model_resources(mc: ModelComparison, base_compiles: dict[str, list[float]] |
         rows.append({"model": model, "base_compile_s": row["base_compile_s"], "pr_compile_s": row["pr_compile_s"],
                      "compile_ratio": ratio, "base_repeat_s": _spread(b_times), "pr_repeat_s": _spread(p_times),
                      "repeats": min(len(b_times), len(p_times)),
-                     "compile_verdict": _compile_verdict(ratio, b_times, p_times),
+                     "compile_verdict": _compile_verdict(ratio, b_times, p_times, confidence),
                      "base_peak": fmt_gb(row["base_peak_gb"]), "pr_peak": fmt_gb(row["pr_peak_gb"]),
                      "peak_change_pct": row["peak_change_pct"], "compression_ratio": compression,
                      "memory_verdict": _memory_verdict(compression)})

@@ -135,21 +135,23 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
                         inputs.model_blocks) if has_suite else None
     gates = (model_gates(mc, stats.confidence, inputs.base_compiles, inputs.pr_compiles) if mc is not None
              else [])
-    found = _Analyses(kc, mc, gates, _projection(inputs, mc) if kc is not None and mc is not None else None)
+    found = _Analyses(kc, mc, gates, _projection(inputs, kc, mc) if kc is not None and mc is not None else None)
     if kc is not None:
         found.fusion = fusion_changes(kc.only_base, kc.only_pr)
     if mc is not None:
-        found.resources = model_resources(mc, inputs.base_compiles, inputs.pr_compiles)
+        found.resources = model_resources(mc, inputs.base_compiles, inputs.pr_compiles, stats.confidence)
         if kc is not None:
-            found.decomposition = decompose(kc, mc, inputs.base_launch_cost, inputs.pr_launch_cost)
+            found.decomposition = decompose(kc, mc, inputs.base_launch_cost, inputs.pr_launch_cost,
+                                            stats.confidence)
     return found
 
 
-def _projection(inputs: ReportInputs, mc: ModelComparison) -> Projection:
+def _projection(inputs: ReportInputs, kc: KernelComparison, mc: ModelComparison) -> Projection:
     from analysis.kernel_compare import check_kernels_frame
 
     return project(check_kernels_frame(inputs.base_kernels, "base kernels"),
-                   check_kernels_frame(inputs.pr_kernels, "PR kernels"), mc)
+                   check_kernels_frame(inputs.pr_kernels, "PR kernels"), mc, kc.round_ms,
+                   inputs.settings.stats.confidence)
 
 
 def _write_kernel_files(kc: KernelComparison | None, out_dir: Path, files: _Files) -> None:

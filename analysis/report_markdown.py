@@ -102,7 +102,8 @@ GATE_COLUMNS_MD = [
 PROJECTION_COLUMNS_MD = [
     Column("model", "model", width=40), Column("share", "kernel share", fmt_share),
     Column("kernel_speedup", "kernel speedup", fmt_x), Column("projected_speedup", "projected", fmt_x),
-    Column("measured_speedup", "measured", fmt_x), Column("kernels_base", "kernels", fmt_num),
+    Column("projected_ci", "projected CI"), Column("measured_speedup", "measured", fmt_x),
+    Column("kernels_base", "kernels", fmt_num),
     Column("note", "note"),
 ]
 FUSION_COLUMNS_MD = [
@@ -121,7 +122,7 @@ DECOMPOSITION_COLUMNS_MD = [
     Column("identical_code_ms", "identical code (control)", fmt_delta_ms),
     Column("fusion_kernels_ms", "fusion: kernels", fmt_delta_ms), Column("launches", "launches base → PR"),
     Column("launch_ms", "fusion: launches × cost", fmt_delta_ms), Column("remainder_ms", "remainder", fmt_delta_ms),
-    Column("explained_share", "explained by kernels", fmt_share),
+    Column("remainder_range", "remainder range"),
 ]
 RESOURCE_COLUMNS_MD = [
     Column("model", "model", width=40), Column("base_compile_s", "compile base s", fmt_num),
@@ -203,6 +204,11 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
                                 "_Report cut to fit GitHub's comment limit: see the CSVs and report.xlsx._")
 
 
+def _ranges(low: pd.Series, high: pd.Series, fmt: Any) -> list[str]:
+    """An interval per row as "low … high" ("–" where it does not exist)."""
+    return [f"{fmt(lo)} … {fmt(hi)}" if finite(lo) and finite(hi) else "–" for lo, hi in zip(low, high, strict=True)]
+
+
 def _kernel_views(kc: KernelComparison) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """All pairs for display, and the regressions / improvements worst / best first (cached per comparison,
     because the Markdown is rendered several times while it is fitted under the size limit)."""
@@ -238,7 +244,9 @@ def _sections(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelCompar
         ctx["models_table"] = markdown_table(models, MODEL_COLUMNS_MD, caps.models, "models_compare.csv")
         ctx["all_models"] = markdown_table(models, MODEL_COLUMNS_MD, caps.details_models, "models_compare.csv")
     if proj is not None:
-        ctx["projection_table"] = markdown_table(proj.table, PROJECTION_COLUMNS_MD, caps.projection, "projection.csv")
+        ends = proj.table["projected_low"], proj.table["projected_high"]
+        shown = proj.table.assign(projected_ci=_ranges(*ends, fmt_x))
+        ctx["projection_table"] = markdown_table(shown, PROJECTION_COLUMNS_MD, caps.projection, "projection.csv")
     if inputs.trace_diff_md:
         ctx["trace_diff"] = cut_markdown(inputs.trace_diff_md, caps.trace_chars,
                                          "_Trace diff truncated: the full text is in trace_diff.md_")
@@ -313,8 +321,8 @@ def _explained(explanations: Explanations, details: KernelDetails, caps: Caps, a
         ctx["fusion_table"] = markdown_table(explanations.fusion, FUSION_COLUMNS_MD, caps.fusion, "fusion_changes.csv")
     if explanations.decomposition is not None:
         table = explanations.decomposition.table.copy()
-        table["measured_range"] = [f"{fmt_delta_ms(lo)} … {fmt_delta_ms(hi)}" if finite(lo) and finite(hi) else "–"
-                                   for lo, hi in zip(table["measured_low_ms"], table["measured_high_ms"], strict=True)]
+        table["measured_range"] = _ranges(table["measured_low_ms"], table["measured_high_ms"], fmt_delta_ms)
+        table["remainder_range"] = _ranges(table["remainder_low_ms"], table["remainder_high_ms"], fmt_delta_ms)
         table["launches"] = [f"{fmt_num(b)} → {fmt_num(p)}" for b, p in zip(table["base_launches"],
                                                                              table["pr_launches"], strict=True)]
         ctx["decomposition_table"] = markdown_table(table, DECOMPOSITION_COLUMNS_MD, caps.models,

@@ -13,6 +13,11 @@ Per model (and for one step of every model together), with each kernel's time pe
   (Python, allocations, extern calls such as aten matmuls) and how far the standalone timings are from the
   kernels' time inside the graph.
 
+With per-round samples, the kernel components are also formed round by round (base and PR round i ran together)
+and their sum gets a Student-t interval over rounds; the remainder's interval combines it with the measured
+change's (independent rounds: the half-widths add in quadrature), so a remainder is shown with how well it is
+known rather than as a share "explained".
+
 The measured change is PR − base of the model's step as the paired model rounds estimate it
 (`analysis.model_compare`: base step × (1 / speedup − 1), the estimate the verdict uses), with the range its
 interval implies; the "(all models)" row uses the estimate for one step of every model together. The components add
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +35,8 @@ import pandas as pd
 from analysis.kernel_compare import IDENTICAL_CODE, KernelComparison
 from analysis.launch_cost import LaunchCost
 from analysis.model_compare import ModelComparison
-from analysis.projection import ALL_MODELS, kernel_owners
+from analysis.projection import ALL_MODELS, common_rounds, kernel_owners, model_round_ms
+from analysis.verdict import t_interval
 
 COMPONENTS = (("changed_code_ms", "paired kernels, code changed"),
               ("identical_code_ms", "paired kernels, identical code (control)"),
@@ -37,7 +44,8 @@ COMPONENTS = (("changed_code_ms", "paired kernels, code changed"),
               ("remainder_ms", "remainder (wrapper / host)"))
 DECOMPOSITION_COLUMNS = ("model", "base_ms", "pr_ms", "measured_delta_ms", "measured_low_ms", "measured_high_ms",
                          "changed_code_ms", "identical_code_ms", "fusion_kernels_ms", "base_launches",
-                         "pr_launches", "launch_ms", "fusion_ms", "remainder_ms", "explained_share")
+                         "pr_launches", "launch_ms", "fusion_ms", "kernels_low_ms", "kernels_high_ms",
+                         "remainder_ms", "remainder_low_ms", "remainder_high_ms", "explained_share")
 
 
 @dataclass(frozen=True)
@@ -83,8 +91,42 @@ def launch_cost_figure(base: LaunchCost | None, pr: LaunchCost | None) -> tuple[
     return figure, f"{figure:.3f} µs per launch ({detail}; launch_cost.json: {method})"
 
 
+def _kernel_rounds(kc: KernelComparison, models: list[str]) -> dict[str, np.ndarray]:
+    """Per model and round, Σ (PR − base) kernel time per step over every paired and unpaired kernel ({} without
+    two or more rounds on both sides)."""
+    base_rounds, pr_rounds = kc.round_ms.get("base", {}), kc.round_ms.get("pr", {})
+    n = common_rounds(kc.round_ms)
+    if n < 2:
+        return {}
+    pairs, ob, op = kc.table, kc.only_base, kc.only_pr
+    sides = [model_round_ms(pairs[f"{s}_path"], pairs[f"{s}_graphs"], pairs[f"{s}_calls"], pairs[f"{s}_median_ms"],
+                            models, rounds, n) for s, rounds in (("base", base_rounds), ("pr", pr_rounds))]
+    unpaired = [model_round_ms(f["path"], f["graphs"], f["calls"], f["median_ms"], models, rounds, n)
+                for f, rounds in ((ob, base_rounds), (op, pr_rounds))]
+    return {m: (sides[1][m] + unpaired[1][m]) - (sides[0][m] + unpaired[0][m]) for m in models}
+
+
+def _half_width(per_round: np.ndarray | None, confidence: float) -> float:
+    """Half the t interval over rounds of a per-round series (NaN without one)."""
+    if per_round is None or len(per_round) < 2 or not np.isfinite(per_round).all():
+        return math.nan
+    mean, low, _, _ = t_interval(per_round, confidence)
+    return mean - low
+
+
+def _with_intervals(row: dict[str, Any], per_round: np.ndarray | None, confidence: float) -> dict[str, Any]:
+    """The kernels' sum and the remainder with their intervals (see the module docstring)."""
+    kernels = row["changed_code_ms"] + _known(row["identical_code_ms"]) + row["fusion_kernels_ms"]
+    half_k = _half_width(per_round, confidence)
+    half_m = (row["measured_high_ms"] - row["measured_low_ms"]) / 2
+    half_r = math.hypot(half_k, half_m) if math.isfinite(half_k) and math.isfinite(half_m) else math.nan
+    remainder = row["remainder_ms"]
+    return {**row, "kernels_low_ms": kernels - half_k, "kernels_high_ms": kernels + half_k,
+            "remainder_low_ms": remainder - half_r, "remainder_high_ms": remainder + half_r}
+
+
 def decompose(kc: KernelComparison, mc: ModelComparison, base_cost: LaunchCost | None = None,
-              pr_cost: LaunchCost | None = None) -> Decomposition:
+              pr_cost: LaunchCost | None = None, confidence: float = 0.95) -> Decomposition:
     compared = mc.table[mc.table["verdict"] != "failed"]
     models = compared["model"].astype(str).tolist()
     cost_us, source = launch_cost_figure(base_cost, pr_cost)
@@ -105,16 +147,18 @@ def decompose(kc: KernelComparison, mc: ModelComparison, base_cost: LaunchCost |
     unclaimed = sum(_per_model(frame["calls" if "calls" in frame else "base_calls"], frame[graphs], models)[1]
                     for frame, graphs in ((pairs, "base_graphs"), (kc.only_base, "graphs"), (kc.only_pr, "graphs")))
     rows = []
+    per_round = _kernel_rounds(kc, models)
     control_pairs = _per_model(pd.Series(1.0, index=pairs.index)[identical], pairs.loc[identical, "base_graphs"],
                                models)[0]
     for model, base_ms, speedup, low, high in zip(compared["model"], compared["base_latency_ms"],
                                                   compared["speedup"], compared["ci_low"], compared["ci_high"],
                                                   strict=True):
-        rows.append(_row(str(model), float(base_ms), _change(float(base_ms), speedup),
-                         _range(float(base_ms), low, high),
-                         changed_p[model] - changed_b[model],
-                         same_p[model] - same_b[model] if control_pairs[model] else math.nan,
-                         only_p[model] - only_b[model], launches_b[model], launches_p[model], cost_us))
+        rows.append(_with_intervals(
+            _row(str(model), float(base_ms), _change(float(base_ms), speedup), _range(float(base_ms), low, high),
+                 changed_p[model] - changed_b[model],
+                 same_p[model] - same_b[model] if control_pairs[model] else math.nan,
+                 only_p[model] - only_b[model], launches_b[model], launches_p[model], cost_us),
+            per_round.get(str(model)), confidence))
     table = pd.DataFrame(rows, columns=list(DECOMPOSITION_COLUMNS))
     if len(table) > 1:
         total = mc.summary.total_latency
@@ -129,7 +173,9 @@ def decompose(kc: KernelComparison, mc: ModelComparison, base_cost: LaunchCost |
         summed["remainder_ms"] = summed["measured_delta_ms"] - sum(
             _known(summed[c]) for c in ("changed_code_ms", "identical_code_ms", "fusion_ms"))
         summed["explained_share"] = _explained(summed["measured_delta_ms"], summed["remainder_ms"])
-        table = pd.concat([table, pd.DataFrame([{"model": ALL_MODELS, **summed}])], ignore_index=True)
+        every = np.sum([per_round[m] for m in models], axis=0) if per_round else None
+        table = pd.concat([table, pd.DataFrame([_with_intervals({"model": ALL_MODELS, **summed}, every, confidence)])],
+                          ignore_index=True)
     return Decomposition(table, cost_us, source, unclaimed)
 
 
