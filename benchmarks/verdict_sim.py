@@ -16,7 +16,9 @@ caches). The two sides are timed in ABBA blocks as ``stages.paired`` times them,
 Per scenario it prints, over the replicates:
 
 * coverage: the share of runs whose headline interval (the step: Σ base / Σ PR with identical kernels unchanged)
-  contains the true step effect of the PR's code (goal ≥ 93 %);
+  contains the true step effect of the PR's code (goal ≥ 93 %); control coverage: the same for the identical
+  kernels' interval and the true offset between the sides (1.0 but where the PR's processes are faster); how often
+  a control failed;
 * per-item false positives: among changed-code kernels whose true effect is within ±threshold, the share called
   improved/regressed (goal ≤ 5 %), and among identical kernels (the control);
 * power: among kernels truly changed by more than the threshold, the share called in the right direction;
@@ -165,6 +167,9 @@ class Tally:
     three_pct_items: int = 0
     three_pct_equivalent: int = 0
     fail_on: int = 0
+    control_runs: int = 0  # runs whose identical-kernel control has an interval
+    control_covered: int = 0  # ... that contains the true offset between the sides (1 / the PR side's factor)
+    control_failed: int = 0  # runs in which any control failed
     family: Counter = field(default_factory=Counter)
     seconds: float = 0.0
 
@@ -172,6 +177,8 @@ class Tally:
         def share(a: int, b: int) -> float | None:
             return a / b if b else None
         return {"runs": self.runs, "coverage": share(self.covered, self.with_interval),
+                "control_coverage": share(self.control_covered, self.control_runs),
+                "control_failed": share(self.control_failed, self.runs),
                 "item_false_positive": share(self.null_called, self.null_items),
                 "control_false_positive": share(self.control_called, self.control_items),
                 "power": share(self.real_found, self.real_items),
@@ -214,6 +221,11 @@ def run_scenario(sc: Scenario, noise: Noise, rounds: int, replicates: int, setti
         three = np.isclose(sc.effect, 0.03)
         tally.three_pct_items += int(three.sum())
         tally.three_pct_equivalent += int(((verdict == "equivalent") & three).sum())
+        identical = kc.controls[0].summary
+        if identical.has_interval:
+            tally.control_runs += 1
+            tally.control_covered += identical.ci_low <= 1 / sc.pr_side <= identical.ci_high
+        tally.control_failed += not all(c.passed(settings) for c in kc.controls)
         summary = summarize_comparison(kc, None, [], settings)
         tally.fail_on += bool(fail_reasons(summary, "regression"))
         tally.family[kc.summary.verdict] += 1
