@@ -66,6 +66,9 @@ class SideResult:
     control_kind: str | None = None
     control_passed: bool | None = None
     control_false_positive_share: float | None = None
+    # No kernel changed: the offset between the two sides' processes that the identical kernels measured (and
+    # the comparison subtracts), shown beside the A/A's own interval (geomean, low, high)
+    offset: tuple[float | None, float | None, float | None] | None = None
 
     @property
     def ci_contains_one(self) -> bool | None:
@@ -134,19 +137,24 @@ def _side(data: dict[str, Any], name: str) -> SideResult | None:
     control = ((data.get("control") or {}).get(name)) or {}
     # A control that could not run (a split-half needs four rounds) says passed: nothing failed, nothing shown.
     passed = control.get("passed") if control.get("available", True) else None
-    # With no kernel changed (an A/A is that case), the kernels' evidence is the identical pairs: the control's
-    # interval around the offset between the sides, and each pair's own verdict against the others.
-    shown, counts = block, block
+    # With no kernel changed (an A/A is that case) the kernels' evidence is the controls: the split-half (base
+    # against base, paired within rounds) for the interval, and each identical pair judged against the others for
+    # the flagged share. The identical pairs' own summary is the offset between the sides' processes, which the
+    # comparison subtracts: it is shown, not tested against 1.0 (an A/A under load measured 0.991× [0.987, 0.995]
+    # between two processes of the same build).
+    shown, counts, offset = block, block, None
     if block.get("verdict") == "identical":
-        shown, counts = control, block.get("control_verdicts") or {}
+        split = next((c for c in [control, *control.get("others", [])] if c.get("kind") == "split-half"), control)
+        shown, counts = split, block.get("control_verdicts") or {}
+        offset = (_number(control, "geomean"), _number(control, "ci_low"), _number(control, "ci_high"))
     return SideResult(
         verdict=str(block.get("verdict", "")), geomean=_number(shown, "geomean"), ci_low=_number(shown, "ci_low"),
-        ci_high=_number(shown, "ci_high"), n=sum(_count(counts, v) for v in VERDICTS) if shown is control
+        ci_high=_number(shown, "ci_high"), n=sum(_count(counts, v) for v in VERDICTS) if offset
         else _count(block, "n"), improved=_count(counts, "improved"),
         regressed=_count(counts, "regressed"), equivalent=_count(counts, "equivalent"),
         inconclusive=_count(counts, "inconclusive"), control_kind=control.get("kind"),
         control_passed=None if passed is None else bool(passed),
-        control_false_positive_share=_number(control, "false_positive_share"),
+        control_false_positive_share=_number(control, "false_positive_share"), offset=offset,
     )
 
 
@@ -294,8 +302,11 @@ def side_fragment(name: str, side: SideResult | None) -> str:
         return f"{name} -"
     contains = {True: "1.0 in CI", False: "1.0 NOT in CI", None: "no CI"}[side.ci_contains_one]
     control = {True: "pass", False: "FAIL", None: "-"}[side.control_passed]
+    offset = (f", offset between the sides {_x(side.offset[0])} [{_x(side.offset[1])}, {_x(side.offset[2])}] "
+              "(subtracted)" if side.offset else "")
     return (f"{name} {side.verdict} {_x(side.geomean)} [{_x(side.ci_low)}, {_x(side.ci_high)}] {contains}, "
-            f"flagged {side.flagged_share:.1%}, equivalent {side.equivalent_share:.0%} of {side.n}, control {control}")
+            f"flagged {side.flagged_share:.1%}, equivalent {side.equivalent_share:.0%} of {side.n}, control {control}"
+            f"{offset}")
 
 
 def repeat_line(rep: Repeat) -> str:
