@@ -422,6 +422,11 @@ def test_csv_mode_reads_the_summary_the_report_would_write(tmp_path: Path, capsy
     assert check("b") == 0, capsys.readouterr().out
     same = json.loads((tmp_path / "b.out.json").read_text())["repeats"][0]["aa"]
     assert same["kernels"]["ci_contains_one"] and same["kernels"]["n"] == 60 and not same["says_change"]
+    # Nothing changed: the interval is the split-half's; the identical kernels' offset is shown beside it.
+    assert same["kernels"]["verdict"] == "identical" and same["kernels"]["control_kind"] == "identical kernels"
+    offset = same["kernels"]["offset"]
+    assert offset[1] <= offset[0] <= offset[2] and (offset[1], offset[2]) != (same["kernels"]["ci_low"],
+                                                                              same["kernels"]["ci_high"])
     assert check("c") == 1  # 30 % slower kernels are no A/A
     slower = json.loads((tmp_path / "c.out.json").read_text())["repeats"][0]["aa"]
     assert slower["kernels"]["verdict"] == "regressed" and slower["says_change"]
