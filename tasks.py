@@ -431,8 +431,12 @@ _FAIL_ON_HELP = ("Exit 1 when the verdict is: regression (a family's headline re
         "kernel_iterations": "Timed calls per kernel (default 30)",
         "kernel_timeout": "Seconds one kernel may take before it is recorded as failed (default 300)",
         "rounds": "Paired timing rounds for kernels and models: fresh base and PR workers side by side, "
-                  "alternating item by item; the round is the unit of the statistics (at least 3; default 10 on "
-                  "the CPU, 5 on a GPU)",
+                  "alternating item by item; the round is the unit of the statistics. auto (default): from 3 "
+                  "rounds on, stop as soon as the verdicts are settled (valid under this stopping: see the "
+                  "report's method), at most --max-rounds; a number (at least 3): exactly that many",
+        "max_rounds": "With --rounds auto: at most this many rounds of each kind (default 10 on the CPU, 5 on a GPU)",
+        "budget": "With --rounds auto: start no round after this long since the compare began, e.g. 20m, 90s, "
+                  "1.5h (the first 3 rounds always run)",
         "passes": "A-B-B-A blocks per kernel job and model in each round, spread over the round; more passes "
                   "average out visit-to-visit noise (default 16 on the CPU, 2 on a GPU)",
         "models_per_process": "Models kept compiled in one worker per side and round (0 = all; lower it when "
@@ -465,7 +469,8 @@ _FAIL_ON_HELP = ("Exit 1 when the verdict is: regression (a family's headline re
 @holds_run(_runs_dir)
 def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=None, mode=None, dtype=None,
             warmup=None, iterations=None, recipe=None, run=None, runs_dir=None, env=None, inductor_config=None,
-            kernel_warmup="10", kernel_iterations="30", kernel_timeout="300", rounds=None, passes=None,
+            kernel_warmup="10", kernel_iterations="30", kernel_timeout="300", rounds=None, max_rounds=None,
+            budget=None, passes=None,
             models_per_process="0", confidence=None, alpha=None, margin=None, threshold=None, noise=None,
             min_ms=None, fail_share=None, fail_on="never", force=None, python=None, profile=False,
             suite_source="builtin",
@@ -474,11 +479,12 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
     from analysis.flag_values import real_number, whole_number
-    from analysis.verdict_settings import check_fail_on, check_rounds
+    from analysis.sequential import check_rounds_flags
+    from analysis.verdict_settings import check_fail_on
 
     # Every statistical and measurement setting is checked before anything heavy is imported or run.
     stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share)
-    checked_rounds = None if rounds is None else check_rounds(rounds)
+    round_flags = check_rounds_flags(rounds, max_rounds, budget)
     fail_on = check_fail_on(fail_on)
     if not pr:
         raise UserError("--pr: required (a git ref in --pytorch-src, a Python-only patch file, or 'installed')")
@@ -509,7 +515,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         upstream_src=_upstream_src(upstream_src),
         suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, source=suite_source),
         kernels=KernelSettings(warmup=kernel_warmup_calls, iterations=kernel_timed_calls, timeout_s=kernel_timeout_s),
-        rounds=checked_rounds, passes=checked_passes, models_per_process=per_process, stats=stats,
+        rounds=round_flags.rounds, max_rounds=round_flags.max_rounds, budget_s=round_flags.budget_s,
+        passes=checked_passes, models_per_process=per_process, stats=stats,
         env=parse_assignments(env or [], "--env"),
         inductor_config=inductor_values,
         force=validate_force(force or []),

@@ -139,16 +139,24 @@ def _write_csv(path: Path, columns: list[str], rows: Iterable[dict[str, Any]]) -
         writer.writerows(rows)
 
 
-def results_from_rounds(records: list[RoundRecord], side: str, organized: Path, out: Path) -> list[KernelRow]:
-    """One side's kernel files under ``out`` from the paired rounds (every index row; failures with their errors).
-
-    ``kernel_samples.json`` keeps one list per round, empty where the kernel failed that round, so round ``i``
-    of base and round ``i`` of PR stay aligned.
-    """
+def rows_from_rounds(records: list[RoundRecord], side: str, organized: Path
+                     ) -> tuple[list[KernelRow], RoundSamples]:
+    """One side's kernel rows from the paired rounds (every index row; failures with their errors) and the
+    samples of its ``ok`` rows: what `results_from_rounds` writes, and what an adaptive look compares."""
     rows = read_index(organized / "index.csv")
     per_round = side_samples(records, side, [r.path for r in rows])
     errors = visit_errors(records, side)
     results = [summarize_rounds(r, per_round[r.path], kernel_gb(organized / r.path),
                                 "; ".join(errors.get(r.path, [])) or "not timed in any round") for r in rows]
-    write_results(out, results, {r.index.path: per_round[r.index.path] for r in results if r.status == "ok"})
+    return results, {r.index.path: per_round[r.index.path] for r in results if r.status == "ok"}
+
+
+def results_from_rounds(records: list[RoundRecord], side: str, organized: Path, out: Path) -> list[KernelRow]:
+    """One side's kernel files under ``out`` from the paired rounds.
+
+    ``kernel_samples.json`` keeps one list per round, empty where the kernel failed that round, so round ``i``
+    of base and round ``i`` of PR stay aligned.
+    """
+    results, samples = rows_from_rounds(records, side, organized)
+    write_results(out, results, samples)
     return results

@@ -29,6 +29,7 @@ from analysis.paired_rounds import (
     read_rounds,
     side_compiles,
 )
+from analysis.sequential import RoundsUsed, read_rounds_used
 from analysis.verdict_settings import VerdictSettings
 
 
@@ -51,6 +52,7 @@ class ReportInputs:
     pr_suite: pd.DataFrame | None = None
     base_suite_samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     pr_suite_samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    rounds_used: list[RoundsUsed] = field(default_factory=list)  # per kind: the rounds it ran and why no more
     base_model_rounds: RoundSamples = field(default_factory=dict)  # suite/paired_samples.json
     pr_model_rounds: RoundSamples = field(default_factory=dict)
     kernel_blocks: PairedBlocks | None = None  # pair/kernels/round-*.json, visit by visit
@@ -109,6 +111,16 @@ def _manifest_settings(run_dir: Path) -> ReportSettings:
                           rounds=pick("rounds", settings), passes=pick("passes", settings), stats=verdict_settings)
 
 
+def _blocks(run_dir: Path, kind: str, inputs: ReportInputs) -> PairedBlocks | None:
+    """A kind's paired blocks over the rounds it ran (its rounds.json; else the run's --rounds) and, for the
+    method section, how many ran and why."""
+    directory = run_dir / PAIRED_DIR / kind
+    used = read_rounds_used(directory)
+    if used is not None:
+        inputs.rounds_used.append(used)
+    return read_paired_blocks(directory, used.rounds if used is not None else inputs.settings.rounds)
+
+
 def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) -> ReportInputs:
     """Read ``<run>/base`` and ``<run>/pr`` (kernels, samples, suite, env) and ``lock.json``; the settings are
     the caller's (a comparison passes its own down) or, for a re-render, the ones the manifest recorded."""
@@ -125,7 +137,7 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
         samples = _pair_of(run_dir, "kernel_samples.json")
         if samples:
             inputs.base_kernel_samples, inputs.pr_kernel_samples = (read_round_samples(p) for p in samples)
-            inputs.kernel_blocks = read_paired_blocks(run_dir / PAIRED_DIR / "kernels", inputs.settings.rounds)
+            inputs.kernel_blocks = _blocks(run_dir, "kernels", inputs)
     suite = _pair_of(run_dir, "suite/suite.csv")
     if suite:
         inputs.base_suite, inputs.pr_suite = (read_suite_frame(p) for p in suite)
@@ -135,7 +147,7 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
         paired = _pair_of(run_dir, "suite/paired_samples.json")
         if paired:
             inputs.base_model_rounds, inputs.pr_model_rounds = (read_round_samples(p) for p in paired)
-            inputs.model_blocks = read_paired_blocks(run_dir / PAIRED_DIR / "models", inputs.settings.rounds)
+            inputs.model_blocks = _blocks(run_dir, "models", inputs)
     if not kernels and not suite:
         raise UserError(f"{run_dir}: nothing to compare (no kernels.csv or suite/suite.csv under base/ and pr/)")
     _add_provenance(run_dir, inputs)

@@ -267,12 +267,16 @@ def _method(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparis
         ns = pd.concat([kc.table["base_n"], kc.table["pr_n"]]).dropna()
         if len(ns):
             kernel_n = f"median {fmt_num(ns.median())} (range {fmt_num(ns.min())}–{fmt_num(ns.max())})"
-    rounds = s.rounds or max((c.summary.rounds for c in (kc, mc) if c is not None), default=0)
-    return {"warmup": fmt_num(s.warmup) if s.warmup is not None else from_suite("warmup"),
+    rounds: int | str = s.rounds or max((c.summary.rounds for c in (kc, mc) if c is not None), default=0)
+    if inputs.rounds_used:  # each kind ran as many rounds as it needed
+        rounds = ", ".join(f"{u.rounds} ({u.kind})" for u in inputs.rounds_used)
+    return {"rounds_used": [u.describe() for u in inputs.rounds_used if u.mode == "auto"],
+            "warmup": fmt_num(s.warmup) if s.warmup is not None else from_suite("warmup"),
             "iterations": fmt_num(s.iterations) if s.iterations is not None else from_suite("n"),
             "kernel_n": kernel_n, "rounds": rounds, "passes": s.passes,
             "confidence": percent(s.stats.confidence),
-            "alpha": s.stats.alpha, "margin": percent(s.stats.margin), "threshold": percent(s.stats.effect_floor),
+            "alpha": f"{s.stats.alpha:.3g}", "margin": percent(s.stats.margin),
+            "threshold": percent(s.stats.effect_floor),
             "fail_share": percent(s.stats.fail_share),
             "noise": percent(s.stats.noise), "min_ms": s.stats.min_ms}
 

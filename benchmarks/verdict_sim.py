@@ -46,11 +46,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere; an earlier checkout on PYTHONPATH comes first
     sys.path.append(str(ROOT))
 
-from analysis.kernel_compare import compare_kernels  # noqa: E402
+from analysis.kernel_compare import KernelComparison, compare_kernels  # noqa: E402
 from analysis.kernel_results import KERNEL_COLUMNS  # noqa: E402
 from analysis.paired_rounds import PairedBlocks  # noqa: E402
 from analysis.report_verdict import summarize_comparison  # noqa: E402
-from analysis.verdict_settings import VerdictSettings  # noqa: E402
+from analysis.sequential import RoundsPolicy, kernel_look, settled  # noqa: E402
+from analysis.verdict_settings import MIN_ROUNDS, VerdictSettings  # noqa: E402
 from analysis.verdict_summary import fail_reasons  # noqa: E402
 
 CALLED = ("improved", "regressed")
@@ -108,6 +109,7 @@ SCENARIOS = {
     "effect_1": _scenario("effect_1", "80 identical + 20 changed 1 % slower", 100, range(20), 0.01),
     "effect_3": _scenario("effect_3", "80 identical + 20 changed 3 % slower", 100, range(20), 0.03),
     "effect_10": _scenario("effect_10", "80 identical + 20 changed 10 % slower", 100, range(20), 0.10),
+    "effect_30": _scenario("effect_30", "80 identical + 20 changed 30 % slower", 100, range(20), 0.30),
 }
 
 
@@ -141,6 +143,30 @@ def simulate(sc: Scenario, noise: Noise, rounds: int, rng: np.random.Generator
                                                                                       blocks)
 
 
+def first_rounds(sc: Scenario, samples: dict[str, dict[str, list[list[float]]]], blocks: PairedBlocks, n: int
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict, PairedBlocks]:
+    """The same comparison as it stood after its first ``n`` rounds (what an adaptive look sees)."""
+    cut = {side: {path: rounds[:n] for path, rounds in by_path.items()} for side, by_path in samples.items()}
+    paths = list(cut["base"])
+    kept = PairedBlocks(blocks.rounds[:n], {key: {r: b for r, b in by_round.items() if r <= n}
+                                            for key, by_round in blocks.samples.items()})
+    return (_frame(sc, paths, cut["base"], "base"), _frame(sc, paths, cut["pr"], "pr"), cut["base"], cut["pr"],
+            kept)
+
+
+def compare_adaptive(sc: Scenario, samples: dict, blocks: PairedBlocks, policy: RoundsPolicy,
+                     settings: VerdictSettings) -> tuple[KernelComparison, int]:
+    """Look after every round from the minimum on, as `invoke compare --rounds auto` does; the comparison at
+    the run level where it stopped, and how many rounds that took."""
+    run_level, strict = policy.run_settings(settings), policy.strict_settings(settings)
+    for n in range(policy.min_rounds, policy.max_rounds + 1):
+        base, pr, sb, sp, kept = first_rounds(sc, samples, blocks, n)
+        kc = compare_kernels(base, pr, sb, sp, run_level, kept)
+        if n == policy.max_rounds or settled([kernel_look(kc, compare_kernels(base, pr, sb, sp, strict, kept))])[0]:
+            return kc, n
+    raise AssertionError("unreachable: the last look always stops")
+
+
 def _frame(sc: Scenario, paths: list[str], samples: dict[str, list[list[float]]], side: str) -> pd.DataFrame:
     rows = []
     for i, path in enumerate(paths):
@@ -167,6 +193,7 @@ class Tally:
     three_pct_items: int = 0
     three_pct_equivalent: int = 0
     fail_on: int = 0
+    rounds_used: int = 0  # summed over runs
     control_runs: int = 0  # runs whose identical-kernel control has an interval
     control_covered: int = 0  # ... that contains the true offset between the sides (1 / the PR side's factor)
     control_failed: int = 0  # runs in which any control failed
@@ -184,6 +211,7 @@ class Tally:
                 "power": share(self.real_found, self.real_items),
                 "false_equivalent_3pct": share(self.three_pct_equivalent, self.three_pct_items),
                 "fail_on_regression": share(self.fail_on, self.runs), "family_verdicts": dict(self.family),
+                "mean_rounds": self.rounds_used / self.runs if self.runs else None,
                 "seconds_per_run": self.seconds / self.runs if self.runs else None}
 
 
@@ -193,14 +221,18 @@ def true_step(sc: Scenario) -> float:
 
 
 def run_scenario(sc: Scenario, noise: Noise, rounds: int, replicates: int, settings: VerdictSettings,
-                 seed: int) -> Tally:
+                 seed: int, policy: RoundsPolicy | None = None) -> Tally:
     rng = np.random.default_rng(seed)
     tally, truth, floor = Tally(), true_step(sc), settings.margin if settings.threshold is None else settings.threshold
     started = time.perf_counter()
     for _ in range(replicates):
         base, pr, sb, sp, blocks = simulate(sc, noise, rounds, rng)
-        kc = compare_kernels(base, pr, sb, sp, settings, blocks)
+        if policy is None:
+            kc, used = compare_kernels(base, pr, sb, sp, settings, blocks), rounds
+        else:
+            kc, used = compare_adaptive(sc, {"base": sb, "pr": sp}, blocks, policy, settings)
         tally.runs += 1
+        tally.rounds_used += used
         step = kc.summary.time_weighted
         if step.has_interval and step.ci_high > step.ci_low:
             tally.with_interval += 1
@@ -226,7 +258,7 @@ def run_scenario(sc: Scenario, noise: Noise, rounds: int, replicates: int, setti
             tally.control_runs += 1
             tally.control_covered += identical.ci_low <= 1 / sc.pr_side <= identical.ci_high
         tally.control_failed += not all(c.passed(settings) for c in kc.controls)
-        summary = summarize_comparison(kc, None, [], settings)
+        summary = summarize_comparison(kc, None, [], kc.settings)
         tally.fail_on += bool(fail_reasons(summary, "regression"))
         tally.family[kc.summary.verdict] += 1
     tally.seconds = time.perf_counter() - started
@@ -236,7 +268,9 @@ def run_scenario(sc: Scenario, noise: Noise, rounds: int, replicates: int, setti
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicates", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--rounds", default="10", help="rounds per comparison, or auto: adaptive rounds from "
+                        f"{MIN_ROUNDS} up to --max-rounds, stopped as invoke compare stops them")
+    parser.add_argument("--max-rounds", type=int, default=10)
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--order-effect", type=float, default=Noise.order_effect)
@@ -244,22 +278,28 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     names = [s for s in args.scenarios.split(",") if s]
     unknown = [s for s in names if s not in SCENARIOS]
-    if unknown or args.replicates < 1 or args.rounds < 3:
+    auto = args.rounds == "auto"
+    rounds = args.max_rounds if auto else int(args.rounds) if args.rounds.isdigit() else 0
+    if unknown or args.replicates < 1 or rounds < MIN_ROUNDS:
         parser.error(f"--scenarios: unknown {', '.join(unknown)} (known: {', '.join(SCENARIOS)})" if unknown
-                     else "--replicates ≥ 1 and --rounds ≥ 3")
+                     else f"--replicates ≥ 1 and --rounds auto or ≥ {MIN_ROUNDS} (--max-rounds ≥ {MIN_ROUNDS})")
     noise, settings = Noise(order_effect=args.order_effect), VerdictSettings()
-    print(f"verdict simulation: {args.replicates} replicates, {args.rounds} rounds, {noise}")
+    policy = RoundsPolicy(max_rounds=rounds, auto=True) if auto else None
+    print(f"verdict simulation: {args.replicates} replicates, "
+          f"{f'adaptive rounds up to {rounds}' if auto else f'{rounds} rounds'}, {noise}")
     results = {}
     for i, name in enumerate(names):
         sc = SCENARIOS[name]
-        row = run_scenario(sc, noise, args.rounds, args.replicates, settings, args.seed + i).row()
+        row = run_scenario(sc, noise, rounds, args.replicates, settings, args.seed + i, policy).row()
         results[name] = {"what": sc.what, **row}
         print(f"{name:13s} {sc.what}")
-        shown = {k: v for k, v in row.items() if k not in ("runs", "family_verdicts", "seconds_per_run")}
+        shown = {k: v for k, v in row.items()
+                 if k not in ("runs", "family_verdicts", "seconds_per_run", "mean_rounds")}
         print("    " + "  ".join(f"{k} {_fmt(v)}" for k, v in shown.items())
-              + f"  verdicts {row['family_verdicts']}  ({row['seconds_per_run']:.3f} s a run)", flush=True)
+              + f"  verdicts {row['family_verdicts']}  mean rounds {row['mean_rounds']:.1f}"
+              + f"  ({row['seconds_per_run']:.3f} s a run)", flush=True)
     if args.out:
-        args.out.write_text(json.dumps({"replicates": args.replicates, "rounds": args.rounds,
+        args.out.write_text(json.dumps({"replicates": args.replicates, "rounds": args.rounds, "max_rounds": rounds,
                                         "noise": noise.__dict__, "results": results}, indent=1))
     return 0
 

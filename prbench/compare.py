@@ -14,6 +14,7 @@ import contextlib
 import json
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -26,6 +27,15 @@ from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.kernel_results import results_from_rounds
 from analysis.paired_rounds import read_rounds, round_file, side_samples
+from analysis.sequential import (
+    RoundsPolicy,
+    RoundsUsed,
+    kernel_look,
+    model_look,
+    read_rounds_used,
+    settled,
+    write_rounds_used,
+)
 from analysis.verdict_settings import VerdictSettings
 from prbench import __version__
 from prbench.executors import Executor, RunnerSpec, ShardOutcome, open_executor
@@ -90,7 +100,9 @@ class CompareRequest:
     suite: SuiteRequest = field(default_factory=SuiteRequest)
     kernels: KernelSettings = field(default_factory=KernelSettings)
     stats: VerdictSettings = field(default_factory=VerdictSettings)
-    rounds: int | None = None  # paired timing rounds (fresh workers each) of models and kernels (None: by device)
+    rounds: int | None = None  # a fixed number of paired timing rounds (fresh workers each); None: adaptive
+    max_rounds: int | None = None  # adaptive rounds: at most this many (None: the device's default)
+    budget_s: float | None = None  # adaptive rounds: no round starts after this many seconds of the compare
     passes: int | None = None  # ABBA blocks per item in every round (None: by device)
     # 0: every model alive in one worker per side per round; N: groups of N models, fresh workers per group
     # (a GPU without memory for all models of both sides at once).
@@ -213,6 +225,7 @@ class _Rounds:
         self.console = console
         self.heard = NodeFacts()
         self._executor = executor
+        self.started = time.monotonic()  # --budget counts from here
 
     def executor(self) -> Executor:
         if self._executor is None:
@@ -428,7 +441,15 @@ def _device(request: CompareRequest) -> str:
 
 
 def _timing(request: CompareRequest) -> PairedTiming:
-    return PairedTiming.for_device(_device(request), request.rounds, request.passes)
+    """Rounds (the most a kind may run) and passes; checks --rounds, --max-rounds and --passes."""
+    return PairedTiming.for_device(_device(request), request.rounds if request.rounds is not None
+                                   else request.max_rounds, request.passes)
+
+
+def _policy(request: CompareRequest) -> RoundsPolicy:
+    """Fixed --rounds, or adaptive rounds up to the timing's rounds (`analysis.sequential`)."""
+    timing = _timing(request)
+    return RoundsPolicy(max_rounds=timing.rounds, auto=request.rounds is None, budget_s=request.budget_s)
 
 
 def _round_files(run: Run, kind: str, number: int, side: str, request: CompareRequest) -> Path:
@@ -436,62 +457,112 @@ def _round_files(run: Run, kind: str, number: int, side: str, request: CompareRe
     return round_file(run.path(JOINT, kind), number, side if request.recipe.is_docker else None)
 
 
+Look = Callable[[int], tuple[bool, str]]  # after N rounds of a kind: (stop, why) — `analysis.sequential`
+
+
 def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run, upstream: dict[str, str],
-                settings: dict[str, Any], build_plan: Callable[[], Plan], rounds: _Rounds) -> list[str]:
+                settings: dict[str, Any], build_plan: Callable[[], Plan], rounds: _Rounds,
+                look: Look | None = None) -> list[str]:
     """The paired rounds of one kind, each a joint stage; their input hashes.
 
-    The shards of every round still to do go to the executor together (``prbench.shard_rounds``); then each
-    round's stage merges its shards into the round file (a round done earlier is skipped, as before).
+    Fixed rounds: all of them. Adaptive rounds (``look`` given, `analysis.sequential`): the minimum first, then
+    one at a time until ``look`` says the verdicts are settled, ``--max-rounds`` is reached or ``--budget`` is
+    spent; ``pair/<kind>/rounds.json`` says how many ran and why. The shards of a batch of rounds go to the
+    executor together (``prbench.shard_rounds``); then each round's stage merges its shards into the round file
+    (a round done earlier is skipped, as before).
     """
-    pipeline = sides[0].pipeline
-    names = [s.prepared.variant.name for s in sides]
-    shard_sets: dict[int, RoundShards] = {}
-    specs: list[StageSpec] = []
-    for number in range(1, _timing(request).rounds + 1):
-        outputs = sorted({_round_files(run, kind, number, name, request) for name in names})
-        inputs = {"kind": kind, "upstream": upstream, "settings": settings, "round": number,
-                  "docker": request.recipe.is_docker}
-        if request.shard_size:  # runs recorded before there were shards keep their input hashes
-            inputs["shard_size"] = request.shard_size
+    policy = _policy(request)
+    batches = _RoundBatches(kind, sides, request, run, upstream, settings, build_plan, rounds)
+    adaptive = policy.auto and look is not None
+    used = policy.min_rounds if adaptive else policy.max_rounds
+    hashes = batches.run(1, used)
+    reason = "fixed"
+    while adaptive and look is not None:
+        stop, why = look(used)
+        spent = time.monotonic() - rounds.started
+        if stop or used == policy.max_rounds or (policy.budget_s is not None and spent >= policy.budget_s):
+            reason = (why if stop else f"--max-rounds reached ({why})" if used == policy.max_rounds
+                      else f"--budget {policy.budget_s:g} s spent after {spent:.0f} s ({why})")
+            break
+        rounds.say(f"{kind}: after {used} round(s) {why}: one more round")
+        hashes += batches.run(used + 1, used + 1)
+        used += 1
+    write_rounds_used(run.path(JOINT, kind), RoundsUsed(kind, used, reason, "auto" if adaptive else "fixed",
+                                                         policy.max_rounds))
+    if adaptive:
+        rounds.say(f"{kind}: {used} round(s): {reason}")
+    return hashes
 
-        def merge(number: int = number) -> None:
-            shard_sets[number].merge()
 
-        def reset(number: int = number, outputs: list[Path] = outputs) -> None:
+class _RoundBatches:
+    """The stages of a kind's rounds 1..max, run a batch of consecutive rounds at a time."""
+
+    def __init__(self, kind: str, sides: list[_Side], request: CompareRequest, run: Run, upstream: dict[str, str],
+                 settings: dict[str, Any], build_plan: Callable[[], Plan], rounds: _Rounds) -> None:
+        self.kind, self.sides, self.request, self.run_ = kind, sides, request, run
+        self.build_plan, self.rounds = build_plan, rounds
+        self.pipeline = sides[0].pipeline
+        self.shard_sets: dict[int, RoundShards] = {}
+        self.specs = [self._spec(number, upstream, settings) for number in range(1, _timing(request).rounds + 1)]
+
+    def _spec(self, number: int, upstream: dict[str, str], settings: dict[str, Any]) -> StageSpec:
+        names = [s.prepared.variant.name for s in self.sides]
+        outputs = sorted({_round_files(self.run_, self.kind, number, name, self.request) for name in names})
+        inputs = {"kind": self.kind, "upstream": upstream, "settings": settings, "round": number,
+                  "docker": self.request.recipe.is_docker}
+        if self.request.shard_size:  # runs recorded before there were shards keep their input hashes
+            inputs["shard_size"] = self.request.shard_size
+
+        def merge() -> None:
+            self.shard_sets[number].merge()
+
+        def reset() -> None:
             _remove(outputs)
-            if number in shard_sets:
-                shard_sets[number].clear(keep_current=True)
+            if number in self.shard_sets:
+                self.shard_sets[number].clear(keep_current=True)
 
-        specs.append(StageSpec(name=f"{kind}-round-{number}", inputs=inputs, outputs=outputs, host=merge,
-                               summarize=partial(_round_summary, outputs), reset=reset,
-                               ran_before=partial(_round_time, outputs)))
-    pending = [spec for spec in specs if pipeline.joint_pending(spec)]
-    # The pending rounds show as running while their shards run (their stages only merge the shards' records).
-    with run.running_elsewhere(dict(map(pipeline.joint_entry, pending))) as progress:
-        if pending:
-            plan_path = run.path(JOINT, kind, "plan.json")
-            the_plan = build_plan()
-            write_plan(plan_path, the_plan)
-            runners = [SideRunner(s.prepared.variant.name, s.runner_spec) for s in sides]
-            for number, spec in enumerate(specs, start=1):
-                shard_sets[number] = round_shards(kind, number, input_hash(dict(spec.inputs)),
-                                                  run.path(JOINT, kind), plan_path, len(the_plan.blocks),
-                                                  request.shard_size, runners, apart=request.recipe.is_docker,
-                                                  logs=run.path(JOINT, "logs"))
-            todo = [shard_sets[int(spec.name.rsplit("-", 1)[1])] for spec in pending]
-            for shards in todo:
-                shards.clear(keep_current=not pipeline.forced(specs[shards.number - 1]))
-            heard = _shard_counter([(pipeline.joint_entry(specs[shards.number - 1])[0], shards) for shards in todo],
-                                   progress, rounds.heard.add)
-            try:
-                run_shards(todo, rounds.executor(), rounds.say, heard)
-            except BaseException:
-                # Interrupted, or a shard failed: the rounds whose shards all finished are recorded all the same.
-                for spec, shards in zip(specs, shard_sets.values(), strict=True):
-                    if spec in pending and not shards.missing():
-                        pipeline.run_joint_stage(spec)
-                raise
-        return [pipeline.run_joint_stage(spec) for spec in specs]
+        return StageSpec(name=f"{self.kind}-round-{number}", inputs=inputs, outputs=outputs, host=merge,
+                         summarize=partial(_round_summary, outputs), reset=reset,
+                         ran_before=partial(_round_time, outputs))
+
+    def _shards(self) -> None:
+        """The plan (built once, when a round first has to run) and every round's shards on it."""
+        if self.shard_sets:
+            return
+        plan_path = self.run_.path(JOINT, self.kind, "plan.json")
+        the_plan = self.build_plan()
+        write_plan(plan_path, the_plan)
+        runners = [SideRunner(s.prepared.variant.name, s.runner_spec) for s in self.sides]
+        for number, spec in enumerate(self.specs, start=1):
+            self.shard_sets[number] = round_shards(self.kind, number, input_hash(dict(spec.inputs)),
+                                                   self.run_.path(JOINT, self.kind), plan_path,
+                                                   len(the_plan.blocks), self.request.shard_size, runners,
+                                                   apart=self.request.recipe.is_docker,
+                                                   logs=self.run_.path(JOINT, "logs"))
+
+    def run(self, first: int, last: int) -> list[str]:
+        """Rounds ``first``..``last`` (1-based): the pending ones' shards, then every one's stage; their hashes."""
+        batch = self.specs[first - 1:last]
+        pipeline = self.pipeline
+        pending = [spec for spec in batch if pipeline.joint_pending(spec)]
+        # The pending rounds show as running while their shards run (their stages only merge the shards' records).
+        with self.run_.running_elsewhere(dict(map(pipeline.joint_entry, pending))) as progress:
+            if pending:
+                self._shards()
+                todo = [self.shard_sets[int(spec.name.rsplit("-", 1)[1])] for spec in pending]
+                for shards in todo:
+                    shards.clear(keep_current=not pipeline.forced(self.specs[shards.number - 1]))
+                heard = _shard_counter([(pipeline.joint_entry(self.specs[shards.number - 1])[0], shards)
+                                        for shards in todo], progress, self.rounds.heard.add)
+                try:
+                    run_shards(todo, self.rounds.executor(), self.rounds.say, heard)
+                except BaseException:
+                    # Interrupted, or a shard failed: the rounds whose shards all finished are recorded all the same.
+                    for spec in pending:
+                        if not self.shard_sets[int(spec.name.rsplit("-", 1)[1])].missing():
+                            pipeline.run_joint_stage(spec)
+                    raise
+            return [pipeline.run_joint_stage(spec) for spec in batch]
 
 
 def _shard_counter(stages: list[tuple[str, RoundShards | SuiteShards]], progress: Callable[[str, dict[str, Any]], None],
@@ -533,7 +604,61 @@ def _round_time(paths: list[Path]) -> tuple[str, float] | None:
 
 
 def _side_rounds(run: Run, kind: str, side: str, request: CompareRequest) -> list[Path]:
-    return [_round_files(run, kind, n, side, request) for n in range(1, _timing(request).rounds + 1)]
+    return [_round_files(run, kind, n, side, request) for n in range(1, _rounds_run(run, kind, request) + 1)]
+
+
+def _rounds_run(run: Run, kind: str, request: CompareRequest) -> int:
+    """How many rounds of a kind ran (its rounds.json; all of them in a run from before adaptive rounds)."""
+    used = read_rounds_used(run.path(JOINT, kind))
+    return used.rounds if used is not None else _timing(request).rounds
+
+
+def _round_paths(run: Run, kind: str, rounds: int, sides: list[_Side], request: CompareRequest) -> list[Path]:
+    """Every round file of rounds 1..``rounds`` (one per round, or one per side and round for docker recipes)."""
+    return sorted({_round_files(run, kind, n, s.prepared.variant.name, request) for s in sides
+                   for n in range(1, rounds + 1)})
+
+
+def _look_settings(request: CompareRequest) -> tuple[VerdictSettings, VerdictSettings]:
+    policy = _policy(request)
+    return policy.run_settings(request.stats), policy.strict_settings(request.stats)
+
+
+def _models_look(sides: list[_Side], request: CompareRequest, run: Run, rounds: int) -> tuple[bool, str]:
+    """Are the model verdicts settled after ``rounds`` rounds (`analysis.sequential`)?"""
+    from analysis.model_compare import compare_models, read_suite_frame
+    from analysis.paired_rounds import PairedBlocks
+
+    records = read_rounds(_round_paths(run, "models", rounds, sides, request))
+    base, pr = (read_suite_frame(s.prepared.directory / "suite" / "suite.csv") for s in sides)
+    paired = [side_samples(records, s.prepared.variant.name) for s in sides]
+    blocks = PairedBlocks.from_records(records)
+    run_level, strict = _look_settings(request)
+    compared = [compare_models(base, pr, None, None, level, paired[0], paired[1], blocks)
+                for level in (run_level, strict)]
+    return settled([model_look(compared[0], compared[1], run_level, strict)])
+
+
+def _kernels_look(sides: list[_Side], request: CompareRequest, run: Run, rounds: int) -> tuple[bool, str]:
+    """Are the kernel verdicts settled after ``rounds`` rounds (`analysis.sequential`)?"""
+    import pandas as pd
+
+    from analysis.kernel_compare import compare_kernels
+    from analysis.kernel_results import KERNEL_COLUMNS, rows_from_rounds
+    from analysis.paired_rounds import PairedBlocks
+
+    records = read_rounds(_round_paths(run, "kernels", rounds, sides, request))
+    frames, samples = [], []
+    for side in sides:
+        rows, side_samples_ = rows_from_rounds(records, side.prepared.variant.name,
+                                               side.prepared.directory / "organized")
+        frames.append(pd.DataFrame([r.as_dict() for r in rows], columns=list(KERNEL_COLUMNS)))
+        samples.append(side_samples_)
+    blocks = PairedBlocks.from_records(records)
+    run_level, strict = _look_settings(request)
+    compared = [compare_kernels(frames[0], frames[1], samples[0], samples[1], level, blocks)
+                for level in (run_level, strict)]
+    return settled([kernel_look(compared[0], compared[1])])
 
 
 def _time_models(sides: list[_Side], request: CompareRequest, run: Run, console: Console, rounds: _Rounds) -> None:
@@ -552,7 +677,8 @@ def _time_models(sides: list[_Side], request: CompareRequest, run: Run, console:
                          settings, lambda: model_plan(
                              plan_sides, suite=request.suite, device=_device(request),
                              platform=request.recipe.platform, per_process=request.models_per_process,
-                             logs=run.path(JOINT, "logs"), passes=_timing(request).passes), rounds)
+                             logs=run.path(JOINT, "logs"), passes=_timing(request).passes), rounds,
+                         partial(_models_look, sides, request, run))
     for side in sides:
         name = side.prepared.variant.name
         out = side.prepared.directory / "suite" / "paired_samples.json"
@@ -577,7 +703,7 @@ def _time_kernels(sides: list[_Side], request: CompareRequest, run: Run, rounds:
                              _plan_sides(sides), device=_device(request), platform=request.recipe.platform,
                              warmup=request.kernels.warmup, iterations=request.kernels.iterations,
                              timeout_s=request.kernels.timeout_s, logs=run.path(JOINT, "logs"),
-                             passes=_timing(request).passes), rounds)
+                             passes=_timing(request).passes), rounds, partial(_kernels_look, sides, request, run))
     for side in sides:
         name, directory = side.prepared.variant.name, side.prepared.directory
         side.pipeline.run_stage(side.prepared, StageSpec(
@@ -627,7 +753,7 @@ def _report_settings(request: CompareRequest, upstream_src: Path | None) -> Repo
     suite = stage_inputs(request.suite, upstream_src)
     timing = _timing(request)
     return ReportSettings(warmup=suite.get("warmup"), iterations=suite.get("iterations"), rounds=timing.rounds,
-                          passes=timing.passes, stats=request.stats)
+                          passes=timing.passes, stats=_policy(request).run_settings(request.stats))
 
 
 def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: Path | None) -> dict[str, Any]:
@@ -640,9 +766,11 @@ def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: 
         "suite": stage_inputs(request.suite, upstream_src),
         "kernels": asdict(request.kernels),
         "rounds": _timing(request).rounds,
+        "rounds_policy": _policy(request).describe(),
         "passes": _timing(request).passes,
         "models_per_process": request.models_per_process,
-        "stats": request.stats.describe(),
+        # the level the verdicts are stated at: with adaptive rounds, what the early looks left (analysis.sequential)
+        "stats": _policy(request).run_settings(request.stats).describe(),
     }
 
 

@@ -138,6 +138,8 @@ def test_the_h200_aa_read_back_from_its_run_passes_the_gate(run: str, tmp_path: 
     assert code == 0, out
     assert "A/A gate passed" in out and "verdict lines saying faster/slower: 0/1" in out
     written = json.loads((tmp_path / "aa.json").read_text())
+    for family in ("kernels", "models"):  # newer: the offset between the sides (none in these older summaries)
+        measured["repeats"][0]["aa"][family]["offset"] = None
     assert written["repeats"] == measured["repeats"] and written["totals"] == measured["totals"]
 
 

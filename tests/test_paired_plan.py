@@ -8,6 +8,7 @@ import json
 import re
 import sys
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from rich.console import Console
 
 from analysis.kernel_index import IndexRow, write_index
 from analysis.paired_rounds import read_round, side_samples, write_round
+from analysis.sequential import read_rounds_used
 from prbench.compare import CompareRequest, _Rounds, _Side, _time_kernels, _time_models
 from prbench.executors import RunnerSpec
 from prbench.executors.local_pool import LocalPool
@@ -303,3 +305,72 @@ def test_model_rounds_give_each_side_its_paired_samples(tmp_path: Path) -> None:
     assert [len(r) for r in paired["T5Small"]] == [40, 40, 40]  # 2 passes × 2 visits × 10 iterations
     assert run.record("pair/models-round-1").status == StageStatus.DONE
     assert run.record("base/models").outputs == ["base/suite/paired_samples.json"]
+
+
+# --- adaptive rounds -------------------------------------------------------------------------------------------
+
+
+def adaptive(tmp_path: Path, max_rounds: int = 5, budget_s: float | None = None) -> CompareRequest:
+    return replace(request(tmp_path), rounds=None, max_rounds=max_rounds, budget_s=budget_s)
+
+
+@pytest.mark.integration
+def test_adaptive_kernel_rounds_stop_after_three_when_no_kernel_changed(tmp_path: Path) -> None:
+    calls: list[tuple[int, str]] = []
+    sides, run, _ = sides_of(tmp_path, FakeRunner(calls))
+
+    _time_kernels(sides, adaptive(tmp_path), run, rounds_on(sides, run, tmp_path))
+
+    # The two kernels have the same code on both sides: after the minimum there is nothing left to decide.
+    assert calls == [(1, "base,pr"), (2, "base,pr"), (3, "base,pr")]
+    used = read_rounds_used(run.path("pair", "kernels"))
+    assert used is not None and (used.rounds, used.mode, used.max_rounds) == (3, "auto", 5)
+    assert used.reason == "settled: identical"
+    samples = json.loads(run.path("base", "kernel_samples.json").read_text())
+    assert [len(r) for r in samples["cpp/a.cpp"]] == [60, 60, 60]  # the side's files hold the rounds that ran
+
+
+@pytest.mark.integration
+def test_adaptive_rounds_go_on_until_the_look_settles_or_the_maximum(tmp_path: Path) -> None:
+    from prbench.compare import _run_rounds
+
+    calls: list[tuple[int, str]] = []
+    sides, run, _ = sides_of(tmp_path, FakeRunner(calls))
+    looks: list[int] = []
+
+    def look(rounds: int) -> tuple[bool, str]:
+        looks.append(rounds)
+        return rounds == 4, "settled: regressed" if rounds == 4 else "verdict inconclusive"
+
+    plan = partial(kernel_plan, [PlanSide(s.prepared.variant.name, s.prepared.directory, s.prepared.env,
+                                          s.prepared.python_path, s.pipeline.runner) for s in sides],
+                   device="cpu", platform="cpu", warmup=1, iterations=3, timeout_s=60, logs=tmp_path, passes=1)
+    hashes = _run_rounds("kernels", sides, adaptive(tmp_path), run, {}, {}, plan, rounds_on(sides, run, tmp_path),
+                         look)
+
+    assert looks == [3, 4] and len(hashes) == 4 and [n for n, _ in calls] == [1, 2, 3, 4]
+    assert read_rounds_used(run.path("pair", "kernels")).reason == "settled: regressed"
+
+    # Never settled: the maximum ends it, and says what the last look found.
+    calls.clear()
+    sides, run, _ = sides_of(tmp_path / "again", FakeRunner(calls))
+    _run_rounds("kernels", sides, adaptive(tmp_path, max_rounds=5), run, {}, {}, plan,
+                rounds_on(sides, run, tmp_path), lambda rounds: (False, "verdict inconclusive"))
+    used = read_rounds_used(run.path("pair", "kernels"))
+    assert [n for n, _ in calls] == [1, 2, 3, 4, 5] and used.reason == "--max-rounds reached (verdict inconclusive)"
+
+
+@pytest.mark.integration
+def test_a_spent_budget_stops_adaptive_rounds_after_the_minimum(tmp_path: Path) -> None:
+    calls: list[tuple[int, str]] = []
+    sides, run, _ = sides_of(tmp_path, FakeRunner(calls))
+    from prbench.compare import _run_rounds
+
+    plan = partial(kernel_plan, [PlanSide(s.prepared.variant.name, s.prepared.directory, s.prepared.env,
+                                          s.prepared.python_path, s.pipeline.runner) for s in sides],
+                   device="cpu", platform="cpu", warmup=1, iterations=3, timeout_s=60, logs=tmp_path, passes=1)
+    _run_rounds("kernels", sides, adaptive(tmp_path, budget_s=0.001), run, {}, {}, plan,
+                rounds_on(sides, run, tmp_path), lambda rounds: (False, "verdict inconclusive"))
+
+    used = read_rounds_used(run.path("pair", "kernels"))
+    assert [n for n, _ in calls] == [1, 2, 3] and used.reason.startswith("--budget 0.001 s spent after ")

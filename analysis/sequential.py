@@ -1,0 +1,209 @@
+"""Adaptive rounds: when a comparison has measured enough, and at which level its verdicts are then stated.
+
+With ``--rounds auto`` the paired timing rounds of a kind (models, then kernels) stop as soon as the verdicts are
+settled instead of always running ``--max-rounds``. Looking at the data after every round and stopping when it
+looks decisive is *optional stopping*: tested each time at the nominal level, an A/A gets several chances to
+produce a false claim. The rule here keeps every claim valid whatever the stopping time (a Haybittle–Peto
+design, bounded by the union over looks rather than by a computed boundary, which needs no model of how the
+looks correlate):
+
+* an *early* look (after rounds ``min_rounds`` … ``max_rounds − 1``) may stop only when the comparison at the
+  strict level ``early_alpha`` (claims at alpha = ``early_alpha``, intervals at 1 − ``early_alpha``) reaches
+  exactly the verdicts the report states at the run level: the same family verdicts, the same verdict for every
+  item of the effect family, the same control results, and none of them inconclusive. Every claim reported after
+  an early stop is then one the strict test made;
+* the run level is the nominal one minus what the early looks spent: alpha − L·``early_alpha`` and confidence +
+  L·``early_alpha`` for L possible early looks (the defaults: 7 looks, 0.001 each, so alpha 0.043 and 96.3 %
+  intervals instead of 0.05 and 95 %). The report always states its verdicts at that level, whether it stopped
+  early or at ``max_rounds``.
+
+A false claim needs a false claim at some look: at most L × ``early_alpha`` + the run level's alpha = alpha in
+all (likewise for the intervals' non-coverage and the equivalence tests' error). ``benchmarks/verdict_sim.py
+--rounds auto`` measures coverage, false positives and the rounds used under this stopping.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from analysis.atomic_io import write_json
+from analysis.errors import UserError
+from analysis.flag_values import whole_number
+from analysis.records import expect_int, expect_object, expect_str, read_json
+from analysis.verdict_settings import MIN_ROUNDS, VerdictSettings, check_rounds
+
+if TYPE_CHECKING:  # pandas behind both: only the compare that looks imports them
+    from analysis.kernel_compare import KernelComparison
+    from analysis.model_compare import ModelComparison
+
+EARLY_ALPHA = 0.001  # spent at each early look (Haybittle–Peto's customary level)
+AUTO = "auto"
+SETTLED = ("improved", "regressed", "mixed", "equivalent", "identical")  # family verdicts that end the rounds
+
+
+@dataclass(frozen=True)
+class RoundsPolicy:
+    """How many paired rounds a comparison runs: ``max_rounds`` fixed, or adaptively between ``min_rounds`` and
+    ``max_rounds`` (``auto``), within ``budget_s`` seconds of the comparison's start where given."""
+
+    max_rounds: int
+    auto: bool = False
+    min_rounds: int = MIN_ROUNDS
+    budget_s: float | None = None
+
+    @property
+    def early_looks(self) -> int:
+        return self.max_rounds - self.min_rounds if self.auto else 0
+
+    def early_level(self, settings: VerdictSettings) -> float:
+        """What one early look spends: `EARLY_ALPHA`, or less so that the run level keeps half its alpha."""
+        looks = self.early_looks
+        if not looks:
+            return 0.0
+        return min(EARLY_ALPHA, settings.alpha / (2 * looks), (1 - settings.confidence) / (2 * looks))
+
+    def run_settings(self, settings: VerdictSettings) -> VerdictSettings:
+        """The level the report states its verdicts at (see the module docstring)."""
+        spent = self.early_level(settings) * self.early_looks
+        if not spent:
+            return settings
+        return replace(settings, alpha=settings.alpha - spent, confidence=settings.confidence + spent)
+
+    def strict_settings(self, settings: VerdictSettings) -> VerdictSettings:
+        """The level an early look must reach the same verdicts at."""
+        level = self.early_level(settings)
+        return replace(settings, alpha=level, confidence=1 - level)
+
+    def describe(self) -> dict[str, object]:
+        return {"mode": AUTO if self.auto else "fixed", "min_rounds": self.min_rounds, "max_rounds": self.max_rounds,
+                "budget_s": self.budget_s}
+
+
+@dataclass(frozen=True)
+class RoundsFlags:
+    """``--rounds auto|N``, ``--max-rounds N`` and ``--budget 20m`` checked (the device's default fills the rest)."""
+
+    rounds: int | None  # fixed rounds; None: adaptive
+    max_rounds: int | None
+    budget_s: float | None
+
+
+def check_rounds_flags(rounds: object, max_rounds: object, budget: object) -> RoundsFlags:
+    """The three flags at the door, with one-line errors naming the flag."""
+    if rounds is None or rounds == AUTO:
+        top = None if max_rounds is None else whole_number("--max-rounds", max_rounds, minimum=MIN_ROUNDS)
+        return RoundsFlags(None, top, None if budget is None else parse_duration(budget))
+    if max_rounds is not None or budget is not None:
+        raise UserError(f"--rounds {rounds}: --max-rounds and --budget go with --rounds auto (a number of rounds "
+                        "is fixed)")
+    return RoundsFlags(check_rounds(rounds), None, None)
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(s|m|h)?")
+_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(value: object) -> float:
+    """``90``, ``90s``, ``20m`` or ``1.5h`` as seconds (``--budget``)."""
+    match = _DURATION.fullmatch(str(value).strip())
+    seconds = float(match[1]) * _UNIT_S[match[2]] if match else math.nan
+    if not (math.isfinite(seconds) and 0 < seconds <= 7 * 86400):
+        raise UserError(f"--budget {value!r}: expected a duration such as 20m, 90s or 1.5h (at most 7 days)")
+    return seconds
+
+
+@dataclass(frozen=True)
+class Look:
+    """One family's state after a round, at the run level and at the strict level."""
+
+    verdict: str  # the family verdict at the run level
+    strict_verdict: str
+    items: tuple[str, ...]  # the effect family's item verdicts at the run level
+    strict_items: tuple[str, ...]
+    controls_passed: bool
+    strict_controls_passed: bool
+
+
+def settled(looks: list[Look]) -> tuple[bool, str]:
+    """Whether an early look may stop, and why (or why not), for the families measured in these rounds."""
+    for look in looks:
+        if look.verdict not in SETTLED:
+            return False, f"verdict {look.verdict}"
+        if not look.controls_passed:
+            return False, "a control failed"
+        if (look.verdict, look.items, look.controls_passed) != (look.strict_verdict, look.strict_items,
+                                                                look.strict_controls_passed):
+            changed = sum(a != b for a, b in zip(look.items, look.strict_items, strict=True))
+            return False, (f"verdict {look.verdict}, not yet at the strict level ({look.strict_verdict}"
+                           + (f"; {changed} item(s) differ" if changed else "") + ")")
+    return True, "settled: " + ", ".join(look.verdict for look in looks)
+
+
+def kernel_look(run: KernelComparison, strict: KernelComparison) -> Look:
+    """The kernel family's look: the changed pairs of the summary, in path order, are its items."""
+    return Look(run.summary.verdict, strict.summary.verdict, _kernel_items(run), _kernel_items(strict),
+                all(c.passed(run.settings) for c in run.controls),
+                all(c.passed(strict.settings) for c in strict.controls))
+
+
+def _kernel_items(kc: KernelComparison) -> tuple[str, ...]:
+    table = kc.table[kc.table["code_changed"] & kc.table["in_summary"]].sort_values("base_path", kind="stable")
+    return tuple(table["verdict"])
+
+
+def model_look(run: ModelComparison, strict: ModelComparison, run_settings: VerdictSettings,
+               strict_settings: VerdictSettings) -> Look:
+    """The model family's look: every model compared, by name."""
+    return Look(run.summary.verdict, strict.summary.verdict, _model_items(run), _model_items(strict),
+                all(c.passed(run_settings) for c in run.controls),
+                all(c.passed(strict_settings) for c in strict.controls))
+
+
+def _model_items(mc: ModelComparison) -> tuple[str, ...]:
+    return tuple(mc.table.sort_values(["model", "mode", "dtype"], kind="stable")["verdict"])
+
+
+# --- what a kind's rounds did: <run>/pair/<kind>/rounds.json ----------------------------------------------
+
+STOP_FILE = "rounds.json"
+STOP_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RoundsUsed:
+    """How many rounds of a kind ran, and why no more: written when the kind's rounds end, read by the report."""
+
+    kind: str
+    rounds: int
+    reason: str
+    mode: str  # "auto" or "fixed"
+    max_rounds: int
+
+    def describe(self) -> str:
+        if self.mode != AUTO:
+            return f"{self.kind}: {self.rounds} round(s), fixed"
+        return f"{self.kind}: {self.rounds} of at most {self.max_rounds} round(s), {self.reason}"
+
+
+def write_rounds_used(directory: Path, used: RoundsUsed) -> Path:
+    path = Path(directory) / STOP_FILE
+    write_json(path, {"format_version": STOP_FORMAT_VERSION, **asdict(used)})
+    return path
+
+
+def read_rounds_used(directory: Path) -> RoundsUsed | None:
+    """A kind's rounds record (None where the run has none: fixed rounds before adaptive ones existed)."""
+    path = Path(directory) / STOP_FILE
+    if not path.is_file():
+        return None
+    data = expect_object(read_json(path, "a rounds record"), str(path))
+    where = f"{path}:"
+    return RoundsUsed(kind=expect_str(data.get("kind"), f"{where} kind"),
+                      rounds=expect_int(data.get("rounds"), f"{where} rounds", minimum=1),
+                      reason=expect_str(data.get("reason"), f"{where} reason"),
+                      mode=expect_str(data.get("mode"), f"{where} mode"),
+                      max_rounds=expect_int(data.get("max_rounds"), f"{where} max_rounds", minimum=1))
