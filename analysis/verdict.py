@@ -267,11 +267,6 @@ def within_margin(est: Estimate, margin: float) -> bool:
     return est.has_interval and 1 / (1 + margin) <= est.ci_low and est.ci_high <= 1 + margin
 
 
-def beyond(est: Estimate, effect: float) -> bool:
-    """The whole interval lies beyond ±effect: the change is shown to be at least that large."""
-    return est.has_interval and (est.ci_low >= 1 + effect or est.ci_high <= 1 / (1 + effect))
-
-
 def classify(est: Estimate, q_value: float, settings: VerdictSettings, resolution: float = 0.0) -> str:
     """improved / regressed / equivalent / inconclusive for one item.
 
