@@ -9,7 +9,7 @@ The noise model has the levels a shared machine has (``analysis.verdict``'s prem
 both sides share (a busy minute), per round and side a process offset (each round starts fresh workers), per
 kernel, round and side its own wander, per visit (one ABBA block) a small scatter, heavy-tailed outliers (a
 preempted block ×1.2–2), a step change inside a round (the machine slows from some pass on, both sides alike),
-and a start-order effect (the side that starts a block runs ``--order-effect`` slower: the first visit warms the
+a steady drift over each round, and a start-order effect (the side that starts a block runs ``--order-effect`` slower: the first visit warms the
 caches). The two sides are timed in ABBA blocks as ``stages.paired`` times them, with its start-order parity
 (base first when block + round + pass is even), and the blocks reach the comparison as ``PairedBlocks``.
 
@@ -67,6 +67,7 @@ class Noise:
     step_p: float = 0.3  # a round in which the machine slows from some pass on
     step_size: float = 0.08
     order_effect: float = 0.01  # the side that starts a block is this much slower
+    drift: float = 0.003  # the machine slows this much per pass over a round, both sides alike
     passes: int = 8
 
 
@@ -132,7 +133,8 @@ def simulate(sc: Scenario, noise: Noise, rounds: int, rng: np.random.Generator
             first = base_first if side == "base" else ~base_first
             logs = (np.log(sc.true_ms * factor[side])[:, None] + shared + process[side] + item[:, None]
                     + rng.normal(0, noise.visit_sd, (n, passes)) + np.where(first, noise.order_effect, 0.0)
-                    + np.where(np.arange(passes)[None, :] >= step_from, noise.step_size, 0.0))
+                    + np.where(np.arange(passes)[None, :] >= step_from, noise.step_size, 0.0)
+                    + noise.drift * np.arange(passes)[None, :])
             outliers = rng.random((n, passes)) < noise.outlier_p
             visits = np.exp(logs) * np.where(outliers, rng.uniform(1.2, 2.0, (n, passes)), 1.0)
             for i, path in enumerate(paths):

@@ -323,3 +323,22 @@ def test_the_verdict_line_counts_percent_slower_as_the_tables_do() -> None:
     # 0.80×: the PR takes 25 % longer, which is what change_pct shows (+25 %), not "20 % slower".
     assert effect_words("the step", interval(0.80, 0.78, 0.82), SETTINGS, 0.0).startswith("the step 25.0 % slower")
     assert effect_words("the step", interval(1.25, 1.2, 1.3), SETTINGS, 0.0).startswith("the step 20.0 % faster")
+
+
+def test_the_split_half_cancels_a_drift_over_the_round_and_the_start_order() -> None:
+    """One side's blocks of an item in one round: the machine slows 1 % a pass and the side is 2 % slower when it
+    starts the block (base starts when block + round + pass is even). Halves A B B A: both effects cancel."""
+    def ms(p: int, rnd: int) -> float:
+        return (1 + 0.01 * p) * (1.02 if (0 + rnd + p) % 2 == 0 else 1.0)
+
+    blocks = PairedBlocks([1, 2], {("base", "M"): {rnd: {(p, 0): [ms(p, rnd)] for p in range(8)} for rnd in (1, 2)}})
+
+    halves = blocks.round_half_log_ratios("base", "M")
+
+    assert halves == pytest.approx([0.0, 0.0], abs=2e-3)
+    # Half B two passes later (A A B B) would have read the drift as a 2 % difference between the halves.
+    aabb = math.log(np.median([ms(p, 1) for p in (0, 1, 4, 5)]) / np.median([ms(p, 1) for p in (2, 3, 6, 7)]))
+    assert aabb < -0.015
+    # Fewer than four blocks: no split.
+    short = PairedBlocks([1], {("base", "M"): {1: {(p, 0): [1.0] for p in range(3)}}})
+    assert math.isnan(short.round_half_log_ratios("base", "M")[0])
