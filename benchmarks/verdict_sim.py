@@ -9,9 +9,10 @@ The noise model has the levels a shared machine has (``analysis.verdict``'s prem
 both sides share (a busy minute), per round and side a process offset (each round starts fresh workers), per
 kernel, round and side its own wander, per visit (one ABBA block) a small scatter, heavy-tailed outliers (a
 preempted block ×1.2–2), a step change inside a round (the machine slows from some pass on, both sides alike),
-a steady drift over each round, and a start-order effect (the side that starts a block runs ``--order-effect`` slower: the first visit warms the
-caches). The two sides are timed in ABBA blocks as ``stages.paired`` times them, with its start-order parity
-(base first when block + round + pass is even), and the blocks reach the comparison as ``PairedBlocks``.
+a steady drift over each round, and a start-order effect (the side that starts a block runs ``--order-effect``
+slower: the first visit warms the caches). The two sides are timed in ABBA blocks as ``stages.paired`` times
+them, with its start-order parity (base first when block + round + pass is even), and the blocks reach the
+comparison as ``PairedBlocks``.
 
 Per scenario it prints, over the replicates:
 
