@@ -135,10 +135,16 @@ def _why(est: Estimate, settings: VerdictSettings, resolution: float) -> str:
 
 
 def named(items: list[Item], noun: str, word: str, share: bool) -> str:
-    """"3 kernels regressed (largest: `k` 0.870×, 4.1 % of the step)"; "" for none."""
+    """"3 kernels regressed (largest: `k` 0.870×, 4.1 % of the step)"; "" for none. The largest is the item
+    that moves the step most (its share × its log speedup), or the largest effect where shares do not apply."""
     if not items:
         return ""
-    top = max(items, key=lambda i: abs(math.log(i.speedup)) if i.speedup > 0 else 0.0)
+
+    def impact(item: Item) -> float:
+        effect = abs(math.log(item.speedup)) if item.speedup > 0 else 0.0
+        return effect * item.step_share if share and math.isfinite(item.step_share) else effect
+
+    top = max(items, key=impact)
     where = f", {100 * top.step_share:.1f} % of the step" if share and math.isfinite(top.step_share) else ""
     plural = noun if len(items) == 1 else noun + "s"
     return f"{len(items)} {plural} {word} (largest: {code_span(top.name)} {_x(top.speedup)}{where})"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 
@@ -47,6 +48,9 @@ def test_ten_regressed_kernels_among_ninety_identical_ones_are_named_and_fail_th
     assert "kernels **regressed**: the PR changed 10 of 100 kernel pairs (90 identical)" in summary["verdict"]
     assert "kernels regressed (largest: `triton_" in summary["verdict"] and "% of the step)" in summary["verdict"]
     assert "neutral" not in summary["verdict"].split("; the step")[0]
+    # The kernel named is the one that moves the step most, not merely the largest ratio.
+    heaviest = max(kernels["regressed_items"], key=lambda i: i["step_share"] * -math.log(i["speedup"]))
+    assert f"(largest: `{heaviest['name']}` " in summary["verdict"]
     assert result.returncode == 1 and "--fail-on regression: kernels: regressed (triton_" in result.stderr
     assert report.startswith("# prbench: kernel comparison\n\n" + summary["verdict"])
 
