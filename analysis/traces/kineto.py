@@ -42,6 +42,7 @@ from analysis.traces.model import (
     MEMSET,
     OpShape,
     OpTable,
+    SkippedEvents,
     StepWindow,
     TraceBuilder,
     TraceData,
@@ -151,8 +152,13 @@ class _Collector:
     reference, used for the runs the column-wise checks refuse.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, lenient: bool = False) -> None:
         self.path = path
+        self.lenient = lenient
+        # Events the analyses would use whose ts or dur is missing (or, with ``lenient``, malformed): left out,
+        # never read as 0; counted, with the first one's place (see _times).
+        self.skipped = 0
+        self.first_skipped = ""
         self.dev_ts = array("d")
         self.dev_dur = array("d")
         # Names are kept as one shared object per distinct name (see _shared): each decoded event brings its own
@@ -238,7 +244,7 @@ class _Collector:
     def _device_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
         """The device activities of a run (``evs``: events ``first + where[i]`` of traceEvents)."""
         names, ph, ts, dur, args, cats = columns.fields(evs, ("name", "ph", "ts", "dur", "args", "cat"),
-                                                        ("", None, None, 0, None, None))
+                                                        ("", None, None, None, None, None))
         if not columns.all_of(names, columns.STR_TYPES) or ph.count("X") != len(ph):  # (a ph may be unhashable)
             return None
         span = columns.times(ts, dur, MAX_US)
@@ -274,7 +280,7 @@ class _Collector:
             keep[name] = bool(_RUNTIME_KEEP.search(name))
         wanted = list(map(keep.__getitem__, names))
         kept, kept_names = list(compress(evs, wanted)), list(compress(names, wanted))
-        ts, dur, args, tids = columns.fields(kept, ("ts", "dur", "args", "tid"), (None, 0, None, None))
+        ts, dur, args, tids = columns.fields(kept, ("ts", "dur", "args", "tid"), (None, None, None, None))
         span = columns.times(ts, dur, MAX_US)
         if span is None or not columns.all_of(args, columns.DICT_TYPES):
             return None
@@ -293,7 +299,7 @@ class _Collector:
         return commit
 
     def _op_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
-        names, ts, dur, tids = columns.fields(evs, ("name", "ts", "dur", "tid"), ("", None, 0, None))
+        names, ts, dur, tids = columns.fields(evs, ("name", "ts", "dur", "tid"), ("", None, None, None))
         if not columns.all_of(names, columns.STR_TYPES):
             return None
         span = columns.times(ts, dur, MAX_US)
@@ -349,16 +355,17 @@ class _Collector:
             self._cpu_op(ev, index)
         elif cat in _ANNOTATION_CATS:
             name = self._name(ev, index)
-            if name.startswith("ProfilerStep#") and "ts" in ev:
-                ts, dur = self._times(ev, index)
-                self.steps.append((name, ts, ts + dur, _ANNOTATION_CATS[cat]))
-            elif not _ANNOTATION_CATS[cat] and name.startswith("## Call CompiledFxGraph") and "ts" in ev:
+            if name.startswith("ProfilerStep#"):
+                times = self._times(ev, index)
+                if times is not None:
+                    self.steps.append((name, times[0], times[0] + times[1], _ANNOTATION_CATS[cat]))
+            elif not _ANNOTATION_CATS[cat] and name.startswith("## Call CompiledFxGraph"):
                 self._region(ev, name, index)
 
     def _region(self, ev: dict[str, Any], name: str, index: int) -> None:
-        if COMPILED_REGION.match(name):
-            ts, dur = self._times(ev, index)
-            self.regions.append((index, name, ts, dur, _as_int(ev.get("tid"), -1)))
+        times = self._times(ev, index) if COMPILED_REGION.match(name) else None
+        if times is not None:
+            self.regions.append((index, name, times[0], times[1], _as_int(ev.get("tid"), -1)))
 
     def _bad(self, index: int, key: str, expected: str, ev: dict[str, Any]) -> UserError:
         return invalid(f"{self.path}: traceEvents[{index}] {key!r}", expected, ev.get(key))
@@ -369,15 +376,35 @@ class _Collector:
             raise self._bad(index, "name", "text", ev)
         return name
 
-    def _times(self, ev: dict[str, Any], index: int) -> tuple[float, float]:
-        """(ts, dur) in µs; one chained comparison also refuses NaN and ±inf (every comparison with NaN fails)."""
-        ts = ev["ts"]
+    def _times(self, ev: dict[str, Any], index: int) -> tuple[float, float] | None:
+        """(ts, dur) in µs, or None for an event left out: one with no ts, or a complete event (``ph`` X) with
+        no dur, is counted (:meth:`_skip`); a malformed one is an error (with ``lenient``, counted too). One
+        chained comparison also refuses NaN and ±inf (every comparison with NaN fails). An event of another
+        phase (an instant) has no duration: 0."""
+        ts = ev.get("ts")
+        if ts is None:
+            return self._skip(ev, index, "has no 'ts'")
         if type(ts) not in _NUMBER or not -MAX_US < ts < MAX_US:
-            raise self._bad(index, "ts", "a finite time in µs", ev)
-        dur = ev.get("dur", 0)
+            return self._malformed(index, "ts", "a finite time in µs", ev)
+        dur = ev.get("dur")
+        if dur is None:
+            if ev.get("ph") == "X":
+                return self._skip(ev, index, "has no 'dur'")
+            dur = 0
         if type(dur) not in _NUMBER or not 0 <= dur < MAX_US:
-            raise self._bad(index, "dur", "a finite duration ≥ 0 in µs", ev)
+            return self._malformed(index, "dur", "a finite duration ≥ 0 in µs", ev)
         return ts, dur
+
+    def _skip(self, ev: dict[str, Any], index: int, what: str) -> None:
+        if not self.skipped:
+            self.first_skipped = f"traceEvents[{index}] ({ev.get('cat')} {str(ev.get('name', ''))[:80]!r}) {what}"
+        self.skipped += 1
+        return None
+
+    def _malformed(self, index: int, key: str, expected: str, ev: dict[str, Any]) -> None:
+        if not self.lenient:
+            raise self._bad(index, key, expected, ev)
+        return self._skip(ev, index, f"has a malformed {key!r} ({str(ev.get(key))[:40]})")
 
     def _args(self, ev: dict[str, Any], index: int) -> dict[str, Any]:
         args = ev.get("args")
@@ -388,10 +415,13 @@ class _Collector:
         return args
 
     def _device(self, ev: dict[str, Any], kind: int, index: int) -> None:
-        if ev.get("ph") != "X" or "ts" not in ev:
+        if ev.get("ph") != "X":
             return
         name = self._name(ev, index)
-        ts, dur = self._times(ev, index)
+        times = self._times(ev, index)
+        if times is None:
+            return
+        ts, dur = times
         args = self._args(ev, index)
         if kind == KERNEL:
             legacy_copy = self._legacy_copy.get(name)
@@ -414,8 +444,9 @@ class _Collector:
         keep = self._keep_runtime.get(name)
         if keep is None:
             keep = self._keep_runtime[name] = bool(_RUNTIME_KEEP.search(name))
-        if keep and "ts" in ev:
-            ts, dur = self._times(ev, index)
+        times = self._times(ev, index) if keep else None
+        if times is not None:
+            ts, dur = times
             self.rt_ts.append(ts)
             self.rt_dur.append(dur)
             self.rt_name.append(self._names.setdefault(name, name))
@@ -427,13 +458,14 @@ class _Collector:
         name = ev.get("name", "")
         if type(name) is not str:
             raise self._bad(index, "name", "text", ev)
-        if "ts" not in ev:
-            return
-        ts = ev["ts"]
-        dur = ev.get("dur", 0)
+        ts = ev.get("ts")
+        dur = ev.get("dur")
         if type(ts) not in _NUMBER or not -MAX_US < ts < MAX_US or type(dur) not in _NUMBER \
                 or not 0 <= dur < MAX_US:
-            ts, dur = self._times(ev, index)  # raises, naming the field
+            times = self._times(ev, index)  # counts or raises, naming the field
+            if times is None:
+                return
+            ts, dur = times
         tid = _as_int(ev.get("tid"), -1)
         known = self._op_kinds.get(name)
         if known is None:
@@ -551,9 +583,12 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_kineto(path: Path) -> TraceData:
+def read_kineto(path: Path, lenient: bool = False) -> TraceData:
+    """Read a Kineto trace. An event the analyses use whose ``ts`` or ``dur`` is missing is never read as 0: the
+    read fails naming the first one and their count, unless ``lenient``, which leaves them (and malformed ones)
+    out and records them in ``TraceData.skipped``."""
     path = Path(path)
-    collector = _Collector(path)
+    collector = _Collector(path, lenient)
     meta: dict[str, Any] = {}
     saw_events = False
     with _cyclic_gc_paused(), reading(path), open_text(path) as fh:
@@ -667,7 +702,11 @@ def _run_end(buf: str, pos: int) -> int:
 
 
 def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
+    if col.skipped and not col.lenient:
+        raise UserError(f"{path}: {col.first_skipped}; {col.skipped} event(s) the report uses lack 'ts' or 'dur' "
+                        f"(expected both on every complete event); pass --lenient to leave them out")
     b = TraceBuilder(path, "kineto")
+    b.skipped = SkippedEvents(col.skipped, col.first_skipped)
     firsts = [float(np.frombuffer(a, dtype=np.float64).min()) for a in (col.dev_ts, col.rt_ts, col.cpu_ts, col.op_ts)
               if len(a)]
     base = int(min(firsts)) if firsts else 0

@@ -82,6 +82,22 @@ class OpShape:
     strides: tuple[Any, ...] = ()
 
 
+@dataclass(frozen=True)
+class SkippedEvents:
+    """Events a report would use that were left out because their ``ts`` or ``dur`` is missing (or, read with
+    ``lenient``, malformed): never read as 0. ``first`` says where the first one is and what it lacks."""
+
+    count: int = 0
+    first: str = ""
+
+    def sentence(self) -> str:
+        """The report's line about them ("" when there are none)."""
+        if not self.count:
+            return ""
+        return (f"{self.count} event(s) left out for a missing or malformed 'ts'/'dur' (read with --lenient; "
+                f"first: {self.first}): the tables do not count them.")
+
+
 @dataclass
 class OpTable:
     """The host ops that launched device work (one row per op call), held column-wise.
@@ -131,6 +147,7 @@ class TraceData:
     event_op: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
     event_graph: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
     has_host_ops: bool = False
+    skipped: SkippedEvents = field(default_factory=SkippedEvents)
 
     @property
     def n_events(self) -> int:
@@ -205,6 +222,7 @@ class TraceBuilder:
         self.event_op: np.ndarray | None = None
         self.event_graph: np.ndarray | None = None
         self.has_host_ops = False
+        self.skipped = SkippedEvents()
 
     def intern(self, name: str) -> int:
         idx = self._name_ids.get(name)
@@ -290,4 +308,5 @@ class TraceBuilder:
             event_graph=self.event_graph if self.event_graph is not None
             else np.full(len(self.start_ns), -1, dtype=np.int32),
             has_host_ops=self.has_host_ops,
+            skipped=self.skipped,
         )
