@@ -74,3 +74,14 @@ def test_a_malformed_dur_is_left_out_with_lenient_instead_of_failing(tmp_path: P
     lenient = read_trace(trace, lenient=True)
     assert lenient.skipped.count == 1 and "malformed 'dur'" in lenient.skipped.first
 
+
+
+def test_trace_diff_refuses_a_trace_with_a_kernel_without_dur_unless_lenient(tmp_path: Path) -> None:
+    trace, _ = _without(H100, tmp_path / "pr.json.gz", "dur")
+
+    strict = invoke_in_process("-r", str(ROOT), "trace-diff", str(H100), str(trace))
+    lenient = invoke_in_process("-r", str(ROOT), "trace-diff", str(H100), str(trace), "--lenient")
+
+    assert strict.returncode != 0 and "has no 'dur'" in strict.stderr
+    assert lenient.returncode == 0, lenient.stderr
+    assert "left out for a missing or malformed 'ts'/'dur'" in lenient.stdout

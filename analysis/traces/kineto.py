@@ -784,7 +784,7 @@ def _attribute(trace: TraceData, col: _Collector, base: int) -> None:
     name_ids = {local: intern(col.op_names[local]) for local in np.unique(used_names).tolist()}
     op_shape = np.frombuffer(col.op_shape, dtype=np.int32)
     trace.ops = OpTable(name_id=np.array([name_ids[i] for i in used_names.tolist()], dtype=np.int32),
-                        shape_id=op_shape[used].copy(), shapes=col.shapes)
+                        shape_id=op_shape[used].copy(), shapes=col.shapes, dur_ns=(op_end - op_start)[used])
     trace.event_op = event_op
     trace.has_host_ops = True
 

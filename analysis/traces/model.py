@@ -109,6 +109,7 @@ class OpTable:
     name_id: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
     shape_id: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
     shapes: list[OpShape] = field(default_factory=list)
+    dur_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # each call's host duration
 
     def __len__(self) -> int:
         return int(self.name_id.size)
