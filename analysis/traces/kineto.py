@@ -33,13 +33,15 @@ from analysis.records import MAX_US, invalid
 from analysis.traces import event_columns as columns
 from analysis.traces import fast_io
 from analysis.traces.breakdown import launch_index
-from analysis.traces.categories import ROCM_LEGACY_COPY
+from analysis.traces.categories import ROCM_LEGACY_COPY, is_communication
 from analysis.traces.fileio import open_text, reading
 from analysis.traces.model import (
+    COLLECTIVE_ARG_KEYS,
     CPU_KERNEL,
     KERNEL,
     MEMCPY,
     MEMSET,
+    CollectiveArgs,
     OpShape,
     OpTable,
     SkippedEvents,
@@ -48,7 +50,6 @@ from analysis.traces.model import (
     TraceData,
 )
 from analysis.traces.ops import COMPILED_REGION, innermost_enclosing
-from analysis.traces.roofline import has_model
 
 _CHUNK_CHARS = 4 * 1024 * 1024
 # A run of events decoded in one call spans at most this much text. Short runs are faster: the objects of a run
@@ -181,9 +182,9 @@ class _Collector:
         self.op_name = array("i")
         self.op_shape = array("i")
         self.op_names: list[str] = []
-        # name → (name id, has a roofline model, is a compiled region, is a CPU kernel)
-        self._op_kinds: dict[str, tuple[int, bool, bool, bool]] = {}
-        self._op_flags: list[tuple[bool, bool, bool]] = []  # by name id: (priced, region, cpu kernel)
+        # name → (name id, is a compiled region, is a CPU kernel)
+        self._op_kinds: dict[str, tuple[int, bool, bool]] = {}
+        self._op_flags: list[tuple[bool, bool]] = []  # by name id: (region, cpu kernel)
         self.shapes: list[OpShape] = []
         self._shape_ids: dict[str, int] = {}
         self._shape_of_fields: dict[bytes, int] = {}  # the four fields as written → shape id or −1 (column path)
@@ -198,6 +199,9 @@ class _Collector:
         self.runtime_names: set[str] = set()
         self._keep_runtime: dict[str, bool] = {}
         self._legacy_copy: dict[str, bool] = {}
+        self._communication: dict[str, bool] = {}
+        # Device event index → the collective's metadata as its kernel's args carry it (CollectiveArgs fields).
+        self.collectives: dict[int, CollectiveArgs] = {}
 
     def add_run(self, events: list[Any], first: int) -> None:
         """Events ``first``, ``first + 1``, … of traceEvents: column by column when every event the analyses use
@@ -262,6 +266,7 @@ class _Collector:
             for name in set(names) - legacy.keys():
                 legacy[name] = bool(ROCM_LEGACY_COPY.match(name))
             kind[(kind == KERNEL) & np.fromiter(map(legacy.__getitem__, names), dtype=bool, count=len(names))] = MEMCPY
+            self._collective_args(names, args)
             self.dev_ts.frombytes(span[0].tobytes())
             self.dev_dur.frombytes(span[1].tobytes())
             self.dev_name.extend(self._shared(names))
@@ -314,11 +319,9 @@ class _Collector:
                     if name not in known:
                         self._new_op_name(name)
             name_id = np.fromiter(map(_FIRST, map(known.__getitem__, names)), dtype=np.int32, count=len(names))
-            priced, region, cpu_kernel = np.array(self._op_flags, dtype=bool).reshape(-1, 3)[name_id].T
-            shape = np.full(len(names), -1, dtype=np.int32)
-            priced_at = np.flatnonzero(priced).tolist()
-            if priced_at:
-                shape[priced_at] = self._shape_column(list(map(evs.__getitem__, priced_at)))
+            region, cpu_kernel = np.array(self._op_flags, dtype=bool).reshape(-1, 2)[name_id].T
+            # Every op's recorded shapes (ops_unique_args lists them all; the roofline prices the ones it models).
+            shape = np.array(self._shape_column(evs), dtype=np.int32)
             self.op_ts.frombytes(span[0].tobytes())
             self.op_dur.frombytes(span[1].tobytes())
             self.op_tid.frombytes(tid.tobytes())
@@ -383,28 +386,31 @@ class _Collector:
         phase (an instant) has no duration: 0."""
         ts = ev.get("ts")
         if ts is None:
-            return self._skip(ev, index, "has no 'ts'")
+            self._skip(ev, index, "has no 'ts'")
+            return None
         if type(ts) not in _NUMBER or not -MAX_US < ts < MAX_US:
-            return self._malformed(index, "ts", "a finite time in µs", ev)
+            self._malformed(index, "ts", "a finite time in µs", ev)
+            return None
         dur = ev.get("dur")
         if dur is None:
             if ev.get("ph") == "X":
-                return self._skip(ev, index, "has no 'dur'")
+                self._skip(ev, index, "has no 'dur'")
+                return None
             dur = 0
         if type(dur) not in _NUMBER or not 0 <= dur < MAX_US:
-            return self._malformed(index, "dur", "a finite duration ≥ 0 in µs", ev)
+            self._malformed(index, "dur", "a finite duration ≥ 0 in µs", ev)
+            return None
         return ts, dur
 
     def _skip(self, ev: dict[str, Any], index: int, what: str) -> None:
         if not self.skipped:
             self.first_skipped = f"traceEvents[{index}] ({ev.get('cat')} {str(ev.get('name', ''))[:80]!r}) {what}"
         self.skipped += 1
-        return None
 
     def _malformed(self, index: int, key: str, expected: str, ev: dict[str, Any]) -> None:
         if not self.lenient:
             raise self._bad(index, key, expected, ev)
-        return self._skip(ev, index, f"has a malformed {key!r} ({str(ev.get(key))[:40]})")
+        self._skip(ev, index, f"has a malformed {key!r} ({str(ev.get(key))[:40]})")
 
     def _args(self, ev: dict[str, Any], index: int) -> dict[str, Any]:
         args = ev.get("args")
@@ -413,6 +419,17 @@ class _Collector:
         if type(args) is not dict:
             raise self._bad(index, "args", "an object", ev)
         return args
+
+    def _collective_args(self, names: Sequence[str], args: Sequence[Any]) -> None:
+        """Keep the collective metadata of the communication kernels among device events about to be appended
+        (``names[i]`` and ``args[i]`` are those of device event ``len(dev_ts) + i``)."""
+        comm = self._communication
+        for name in set(names) - comm.keys():
+            comm[name] = is_communication(name)
+        at = len(self.dev_ts)
+        for i in [i for i, name in enumerate(names) if comm[name]]:
+            fields = args[i] if type(args[i]) is dict else {}
+            self.collectives[at + i] = CollectiveArgs(*(_text(fields.get(key)) for key in COLLECTIVE_ARG_KEYS))
 
     def _device(self, ev: dict[str, Any], kind: int, index: int) -> None:
         if ev.get("ph") != "X":
@@ -429,6 +446,7 @@ class _Collector:
                 legacy_copy = self._legacy_copy[name] = bool(ROCM_LEGACY_COPY.match(name))
             if legacy_copy:
                 kind = MEMCPY
+        self._collective_args((name,), (args,))
         self.dev_ts.append(ts)
         self.dev_dur.append(dur)
         self.dev_name.append(self._names.setdefault(name, name))
@@ -458,8 +476,8 @@ class _Collector:
         name = ev.get("name", "")
         if type(name) is not str:
             raise self._bad(index, "name", "text", ev)
-        ts = ev.get("ts")
-        dur = ev.get("dur")
+        ts: Any = ev.get("ts")
+        dur: Any = ev.get("dur")
         if type(ts) not in _NUMBER or not -MAX_US < ts < MAX_US or type(dur) not in _NUMBER \
                 or not 0 <= dur < MAX_US:
             times = self._times(ev, index)  # counts or raises, naming the field
@@ -470,12 +488,12 @@ class _Collector:
         known = self._op_kinds.get(name)
         if known is None:
             known = self._new_op_name(name)
-        name_id, priced, region, cpu_kernel = known
+        name_id, region, cpu_kernel = known
         self.op_ts.append(ts)
         self.op_dur.append(dur)
         self.op_tid.append(tid)
         self.op_name.append(name_id)
-        self.op_shape.append(self._shape(ev, name) if priced else -1)
+        self.op_shape.append(self._shape(ev, name))
         if region:
             self.regions.append((index, name, ts, dur, tid))
         if cpu_kernel:
@@ -488,9 +506,9 @@ class _Collector:
         """Each name as the first object seen with its text, so the copies decoded with every event are freed."""
         return map(self._names.setdefault, names, names)
 
-    def _new_op_name(self, name: str) -> tuple[int, bool, bool, bool]:
+    def _new_op_name(self, name: str) -> tuple[int, bool, bool]:
         """What an op name says, decided once per name, not per event."""
-        flags = (has_model(name), bool(COMPILED_REGION.match(name)), bool(CPU_KERNEL_NAME.search(name)))
+        flags = (bool(COMPILED_REGION.match(name)), bool(CPU_KERNEL_NAME.search(name)))
         known = self._op_kinds[name] = (len(self.op_names), *flags)
         self.op_names.append(name)
         self._op_flags.append(flags)
@@ -557,6 +575,11 @@ def _as_int(value: Any, default: int, bits: int = 64) -> int:
         number = int(value)
     limit = 1 << (bits - 1)
     return number if number is not None and -limit <= number < limit else default
+
+
+def _text(value: Any) -> str:
+    """An arg as text for a table cell ("" when absent)."""
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
 def _us_to_ns(values: array, base_us: int = 0) -> np.ndarray:
@@ -731,6 +754,8 @@ def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
     b.platform = _platform(meta, col)
     b.metadata = {k: meta[k] for k in ("baseTimeNanoseconds", "displayTimeUnit", "schemaVersion",
                                         "distributedInfo", "trace_id") if k in meta}
+    b.metadata["time_origin_ns"] = base * 1000  # the trace's clock at start_ns 0 (ranks share the host clock)
+    b.collectives = col.collectives
     trace = b.build()
     if len(col.op_ts):
         _attribute(trace, col, base)

@@ -82,6 +82,26 @@ class OpShape:
     strides: tuple[Any, ...] = ()
 
 
+# The collective metadata Kineto copies onto an NCCL/RCCL kernel's args from its record_param_comms op.
+COLLECTIVE_ARG_KEYS = ("Collective name", "Process Group Name", "Process Group Ranks", "Group size", "dtype",
+                       "In msg nelems", "Out msg nelems", "In split size", "Out split size")
+
+
+@dataclass(frozen=True)
+class CollectiveArgs:
+    """:data:`COLLECTIVE_ARG_KEYS` of one communication kernel, as text ("" when the trace does not carry it)."""
+
+    collective: str
+    group_name: str
+    group_ranks: str
+    group_size: str
+    dtype: str
+    in_nelems: str
+    out_nelems: str
+    in_split: str
+    out_split: str
+
+
 @dataclass(frozen=True)
 class SkippedEvents:
     """Events a report would use that were left out because their ``ts`` or ``dur`` is missing (or, read with
@@ -149,6 +169,7 @@ class TraceData:
     event_graph: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
     has_host_ops: bool = False
     skipped: SkippedEvents = field(default_factory=SkippedEvents)
+    collectives: dict[int, CollectiveArgs] = field(default_factory=dict)  # device event index → its metadata
 
     @property
     def n_events(self) -> int:
@@ -224,6 +245,7 @@ class TraceBuilder:
         self.event_graph: np.ndarray | None = None
         self.has_host_ops = False
         self.skipped = SkippedEvents()
+        self.collectives: dict[int, CollectiveArgs] = {}
 
     def intern(self, name: str) -> int:
         idx = self._name_ids.get(name)
@@ -310,4 +332,5 @@ class TraceBuilder:
             else np.full(len(self.start_ns), -1, dtype=np.int32),
             has_host_ops=self.has_host_ops,
             skipped=self.skipped,
+            collectives=self.collectives,
         )

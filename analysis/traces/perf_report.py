@@ -5,12 +5,14 @@ that holds them: one directory is one configuration, its files are the ranks. Ea
 report written next to its traces (``<dir>/<dirname>_perf_report.{xlsx,md}`` and ``..._perf_report_csvs/``)
 with per-rank columns plus their mean and standard deviation. Sheets:
 
-gpu_timeline, ops_by_category, ops_summary, kernel_summary (kernels with their parent op), roofline (GEMM, CONV,
-SDPA and elementwise ops against the device's peak), kernel_categories, top_kernels, steps, launch_overhead,
-sync_calls, short_kernel_histogram, traces. The timeline's window follows ``window`` (see
-:func:`analysis.traces.timeline.measured_window`); every report says which rule it used and how many kernels
-have no launching op (they stay in every table). The rank of a file comes from its ``distributedInfo`` (as HTA
-does), else from ``<pattern><N>`` in the file name (the ``-p`` flag), else from its position in the sorted list.
+gpu_timeline, ops_by_category, ops_summary, kernel_summary (kernels with their parent op), unified_perf_summary and
+ops_unique_args (per op and recorded arguments, :mod:`analysis.traces.op_shapes`), roofline (GEMM, CONV, SDPA,
+elementwise, normalization and reduction ops against the device's peak), kernel_categories, top_kernels, steps,
+launch_overhead, sync_calls, short_kernel_histogram, short_kernels_summary, collectives (multi-rank directories,
+:mod:`analysis.traces.collectives`), traces, legend (one line per table on its definitions). The timeline's window
+follows ``window`` (see :func:`analysis.traces.timeline.measured_window`); every report says which rule it used and how
+many kernels have no launching op (they stay in every table). The rank of a file comes from its ``distributedInfo`` (as
+HTA does), else from ``<pattern><N>`` in the file name (the ``-p`` flag), else from its position in the sorted list.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ import pandas as pd
 from analysis.errors import UserError
 from analysis.rendering import render_template, write_csv_dir, write_xlsx
 from analysis.traces.breakdown import category_table, kernel_table, kernels_per_step, short_kernel_histogram
+from analysis.traces.collectives import collective_sheets
 from analysis.traces.launch import LaunchAnalysis, analyze_launches, sync_table
 from analysis.traces.model import TraceData
+from analysis.traces.op_shapes import ops_unique_args, short_kernels_summary, unified_perf_summary
 from analysis.traces.ops import (
     CATEGORY_SCHEMES,
     LEGENDS,
@@ -83,6 +87,9 @@ class RankResult:
     roofline: pd.DataFrame
     notes: list[str]  # the window rule, the unlinked kernels, the device and its peaks
     unlinked: int
+    unique_args: pd.DataFrame = field(default_factory=pd.DataFrame)
+    unified: pd.DataFrame = field(default_factory=pd.DataFrame)
+    short_kernels: pd.DataFrame = field(default_factory=pd.DataFrame)
     replay_shapes: list[ReplayShape] = field(default_factory=list)  # GEMM/CONV shapes for node replay (-r)
     family_ms: dict[str, float] = field(default_factory=dict)  # GEMM/CONV kernel time of the trace
 
@@ -167,6 +174,8 @@ def analyze_rank(trace: TraceData, rank: int, window_rule: str = "steps", catego
         ops_categories=ops_by_category(trace, tables_attr), ops=ops_summary(trace, tables_attr),
         kernel_parents=kernel_summary(trace, tables_attr),
         roofline=roofline_table(trace, attr, peaks), notes=notes, unlinked=attr.unlinked,
+        unique_args=ops_unique_args(trace, tables_attr), unified=unified_perf_summary(trace, tables_attr, peaks),
+        short_kernels=short_kernels_summary(trace, tables_attr, timeline.total_time),
         replay_shapes=replay_shapes, family_ms=family_ms)
 
 
@@ -333,6 +342,8 @@ def build_report(results: list[RankResult], title: str, top: int | None = 50, ba
         "ops_by_category": ops_categories_sheet(results),
         "ops_summary": ops_sheet(results),
         "kernel_summary": _top_per_rank(_stack(results, "kernel_parents"), top),
+        "unified_perf_summary": _stack(results, "unified"),
+        "ops_unique_args": _stack(results, "unique_args"),
         "roofline": _stack(results, "roofline"),
         "kernel_categories": categories_sheet(results),
         "top_kernels": kernels_sheet(results, top),
@@ -340,6 +351,8 @@ def build_report(results: list[RankResult], title: str, top: int | None = 50, ba
         "launch_overhead": launch_sheet(results),
         "sync_calls": _stack(results, "sync"),
         "short_kernel_histogram": histogram_sheet(results),
+        "short_kernels_summary": _stack(results, "short_kernels"),
+        **collective_sheets([(r.rank, r.trace) for r in results]),
         "traces": traces_sheet(results, base),
     }
     report.sheets["legend"] = legend_sheet(categories, list(report.sheets))
