@@ -78,3 +78,19 @@ def test_an_unknown_category_scheme_is_one_line(tmp_path: Path) -> None:
 
     assert done.returncode != 0
     assert done.stderr.strip() == "error: --categories hta: expected one of prbench, tracelens"
+
+
+def test_on_a_two_rank_nccl_job_the_communication_kernels_sit_in_their_own_row_outside_the_shares(
+        tmp_path: Path) -> None:
+    run = tmp_path / "job"
+    shutil.copytree(FIXTURES / "multirank", run)
+
+    done = invoke_in_process("-r", str(ROOT), "perf-report", "-b", str(run), "--format", "csv",
+                             "--categories", "tracelens")
+
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(run / "job_perf_report_csvs" / "ops_by_category.csv").set_index("category")
+    comm = table.loc["(communication kernels)"]
+    assert comm["kernels"] == 10 and pd.isna(comm["percent"])  # ten NCCL SendRecv kernels per rank
+    assert table.index[-1] == "(communication kernels)"
+    assert table["percent"].sum() == pytest.approx(100.0)
