@@ -136,7 +136,7 @@ def status(ctx, run=None, runs_dir=None):
 
 @task(
     klass=LongOnlyFlags,
-    long_only=["format"],  # -r is node replay in the seed's generate_perf_report.py
+    long_only=["format", "categories", "lenient"],  # -r is node replay in the seed's generate_perf_report.py
     help={
         "base_dir": "Directory searched recursively for traces (*.json, *.json.gz); one report per directory",
         "pattern": "Rank pattern in file names, followed by the rank number (default: rank_); "

@@ -1,14 +1,14 @@
 """Reader for PyTorch profiler (Kineto) Chrome traces, ``.json`` or gzip-compressed, streamed.
 
 A Kineto trace is one JSON object whose ``traceEvents`` array dominates the file. Loading it whole with
-``json.load`` needs several times the file size in Python objects, so this reader decodes a bounded text buffer
-a run of events at a time (a fast decoder, else the C-accelerated ``raw_decode`` event by event), reads each run
+``json.load`` needs several times the file size in Python objects, so this reader decodes a bounded text buffer a
+run of events at a time (a fast decoder, else the C-accelerated ``raw_decode`` event by event), reads each run
 column by column (:mod:`analysis.traces.event_columns`; a run with anything irregular is read one event at a time,
 with the same result), keeps only what the analyses use (device activities, launch/memcpy/sync runtime calls,
 ``ProfilerStep`` windows, host ops as (start, duration, thread, name) columns plus the recorded shapes and strides
-of the ops the roofline prices, compiled-graph regions, and on CPU-only traces the Inductor C++ kernel cpu_ops) in
-compact columns, and drops every other event at once. After reading, each launch is linked to its innermost
-enclosing op and only the ops that launched something are kept.
+of every op, the collective metadata of communication kernels, compiled-graph regions, and on CPU-only traces the
+Inductor C++ kernel cpu_ops) in compact columns, and drops every other event at once. After reading, each launch is
+linked to its innermost enclosing op and only the ops that launched something are kept.
 """
 
 from __future__ import annotations
@@ -424,10 +424,14 @@ class _Collector:
         """Keep the collective metadata of the communication kernels among device events about to be appended
         (``names[i]`` and ``args[i]`` are those of device event ``len(dev_ts) + i``)."""
         comm = self._communication
-        for name in set(names) - comm.keys():
-            comm[name] = is_communication(name)
+        if not comm.keys() >= set(names):
+            for name in set(names) - comm.keys():
+                comm[name] = is_communication(name)
+        flags = list(map(comm.__getitem__, names))  # at C speed: most runs hold no communication kernel
+        if not any(flags):
+            return
         at = len(self.dev_ts)
-        for i in [i for i, name in enumerate(names) if comm[name]]:
+        for i in compress(range(len(flags)), flags):
             fields = args[i] if type(args[i]) is dict else {}
             self.collectives[at + i] = CollectiveArgs(*(_text(fields.get(key)) for key in COLLECTIVE_ARG_KEYS))
 

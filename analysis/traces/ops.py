@@ -217,9 +217,11 @@ def _attribute_tracelens(trace: TraceData) -> Attribution:
         starts = np.ones(order.size, dtype=bool)
         starts[1:] = call[order][1:] != call[order][:-1]
         firsts = order[starts]  # the first kernel of each call
-        call_category = {int(call[i]): tracelens_op_category(launcher[i], kernel_names[i]) for i in firsts.tolist()}
-        category[linked] = [call_category[c] for c in call[linked].tolist()]
-    comm = np.fromiter((is_communication(k) for k in kernel_names.tolist()), dtype=bool, count=n)
+        of_call = np.empty(int(call.max()) + 1, dtype=object)
+        of_call[call[firsts]] = [tracelens_op_category(launcher[i], kernel_names[i]) for i in firsts.tolist()]
+        category[linked] = of_call[call[linked]]
+    comm_name = np.array([is_communication(name) for name in trace.names], dtype=bool)
+    comm = comm_name[trace.name_id] if n else np.zeros(0, dtype=bool)
     unlinked = call < 0
     return Attribution(launcher=launcher, graph=np.full(n, "", dtype=object), category=category,
                        op_index=op_index, unlinked=int(unlinked.sum()), unlinked_ns=int(trace.dur_ns[unlinked].sum()),
