@@ -9,7 +9,8 @@ import pandas as pd
 from cli_support import invoke_in_process
 
 from analysis.traces import read_trace
-from analysis.traces.trace_diff import UNLINKED_ROW, trace_diff
+from analysis.traces.ops import UNLINKED_SHARE
+from analysis.traces.trace_diff import trace_diff
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 H100 = FIXTURES / "h100_bert-small-uncased.json.gz"
@@ -36,7 +37,7 @@ def test_two_ranks_of_a_job_are_named_as_different_ranks_and_their_unlinked_kern
 
     assert diff.notes[0] == ("Ranks differ: base rank 0 of 128, PR rank 1 of 128; the two traces may not do the "
                              "same share of the work.")
-    row = diff.categories.set_index("category").loc[UNLINKED_ROW]
+    row = diff.categories.set_index("category").loc[UNLINKED_SHARE]
     assert (row["base count"], row["pr count"]) == (16, 16)
     assert round(row["base ms"], 3) == 0.619 and round(row["pr ms"], 3) == 0.652
     # The row is outside the totals: the totals are every kernel once.

@@ -47,7 +47,10 @@ CATEGORY_SCHEMES = ("prbench", "tracelens")
 # communication kernels (TraceLens's op tables leave out NCCL/RCCL kernels).
 UNLINKED = "(no launch event)"
 COMM_ROW = "(communication kernels)"
-OUTSIDE_TOTALS = (COMM_ROW, UNLINKED)
+# The prbench scheme counts kernels without a launching op under their kernel name's category, and shows them
+# again, outside the totals, in this row.
+UNLINKED_SHARE = f"of which {NO_OP}"
+OUTSIDE_TOTALS = (COMM_ROW, UNLINKED, UNLINKED_SHARE)
 # Names of compiled regions on the host: Inductor's wrapper call (a user_annotation), the autograd function and
 # Dynamo's region (cpu_ops). The innermost one around an op names its graph.
 COMPILED_REGION = re.compile(r"^## Call CompiledFxGraph (\w+) ##$|^CompiledFunction$|^Torch-Compiled Region")
@@ -60,9 +63,9 @@ KERNEL_SUMMARY_COLUMNS = ["category", "parent op", "graph", "stream", "kernel", 
 LEGENDS = {
     "prbench": {
         "ops_by_category": "prbench categories: every device event counts (kernels without an op under their kernel "
-                           "name's category); an op call's time is the sum of its kernels' durations; softmax is "
-                           "reduction, copies are copy/memory, flash attention is SDPA (--categories tracelens: "
-                           "TraceLens's).",
+                           f"name's category, and again in the row {UNLINKED_SHARE!r} outside the totals); an op "
+                           "call's time is the sum of its kernels' durations; softmax is reduction, copies are "
+                           "copy/memory, flash attention is SDPA (--categories tracelens: TraceLens's).",
         "ops_summary": "Every device event counts, kernels without a launching op in the row "
                        f"{NO_OP}; an op's time is the sum of its kernels' durations.",
         "kernel_summary": "Rows per (category, parent op, graph, stream, kernel); percent: of all device time "
@@ -302,8 +305,12 @@ def ops_by_category(trace: TraceData, attr: Attribution | None = None) -> pd.Dat
     frame = _frame(trace, attr)
     rows = [{"category": category, "calls": _calls(g), "kernels": len(g), "kernel time ms": g["dur"].sum() / 1e6}
             for category, g in frame.groupby("category", sort=False)]
-    return _with_percent(pd.DataFrame(rows, columns=CATEGORY_COLUMNS[:4]), "kernel time ms",
-                         "category")[CATEGORY_COLUMNS]
+    df = _with_percent(pd.DataFrame(rows, columns=CATEGORY_COLUMNS[:4]), "kernel time ms", "category")
+    if attr.unlinked:
+        row = {"category": UNLINKED_SHARE, "calls": attr.unlinked, "kernels": attr.unlinked,
+               "kernel time ms": attr.unlinked_ns / 1e6, "percent": np.nan, "cumulative percent": np.nan}
+        df = pd.concat([df, pd.DataFrame([row], columns=df.columns)], ignore_index=True)
+    return df[CATEGORY_COLUMNS]
 
 
 def kernel_summary(trace: TraceData, attr: Attribution | None = None) -> pd.DataFrame:

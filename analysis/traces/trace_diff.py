@@ -7,7 +7,7 @@ totals still compare like with like). ``diff`` is PR − base; ``diff %`` is rel
 What makes the two sides unlike is said first (:func:`mismatches`): other devices, platforms, ranks or world
 sizes, another number of profiled steps, events left out for a missing ts/dur. Kernels without a launching op
 are kept in every table (HTA drops them): the categories table shows them in a row of their own
-(:data:`UNLINKED_ROW`, outside the totals) and the ops table under :data:`analysis.traces.ops.NO_OP`. The ops
+(:data:`UNLINKED_SHARE`, outside the totals) and the ops table under :data:`analysis.traces.ops.NO_OP`. The ops
 table (``ops``) compares the host ops that launched kernels: calls, host (CPU) time and the kernel time they
 launched.
 """
@@ -25,10 +25,9 @@ from analysis.errors import UserError
 from analysis.rendering import render_template, write_csv_dir, write_xlsx
 from analysis.traces.breakdown import category_table, kernel_table
 from analysis.traces.model import TraceData
-from analysis.traces.ops import NO_OP, attribute, ops_summary
+from analysis.traces.ops import UNLINKED_SHARE, attribute, ops_summary
 from analysis.traces.timeline import gpu_timeline
 
-UNLINKED_ROW = f"of which {NO_OP}"
 OPS_COLUMNS = ["op", "status", "base calls", "pr calls", "base cpu ms", "pr cpu ms", "base ms", "pr ms", "diff ms",
                "diff %"]
 
@@ -45,7 +44,7 @@ class TraceDiff:
 
     @property
     def total_kernel_ms(self) -> tuple[float, float]:
-        totals = self.categories[self.categories["category"] != UNLINKED_ROW]
+        totals = self.categories[self.categories["category"] != UNLINKED_SHARE]
         return float(totals["base ms"].sum()), float(totals["pr ms"].sum())
 
 
@@ -140,12 +139,12 @@ def trace_diff(base: TraceData, pr: TraceData) -> TraceDiff:
     ops, unlinked, unlinked_ms = _ops(base, pr)
     notes = mismatches(base, pr)
     if any(unlinked):
-        row = {"category": UNLINKED_ROW, "base count": unlinked[0], "pr count": unlinked[1],
+        row = {"category": UNLINKED_SHARE, "base count": unlinked[0], "pr count": unlinked[1],
                "base ms": unlinked_ms[0], "pr ms": unlinked_ms[1]}
         cats = pd.concat([cats, _diff_columns(pd.DataFrame([row]))], ignore_index=True)
         notes.append(f"Kernels without a launching op: base {unlinked[0]} ({unlinked_ms[0]:.3f} ms), PR "
                      f"{unlinked[1]} ({unlinked_ms[1]:.3f} ms); counted in every table here (HTA drops them), "
-                     f"shown apart in the row '{UNLINKED_ROW}'.")
+                     f"shown apart in the row '{UNLINKED_SHARE}'.")
     return TraceDiff(base_label=base.path.name, pr_label=pr.path.name, timeline=_timeline(base, pr),
                      categories=cats, kernels=kernels, ops=ops, notes=notes)
 
