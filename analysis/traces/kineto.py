@@ -77,6 +77,8 @@ _GROUP_OF = {**dict.fromkeys(_DEVICE_CATS, _GROUP_DEVICE), **dict.fromkeys(_RUNT
 # Any other cat (a list, an object) sends the run to the one-by-one path.
 _CAT_TYPES: frozenset[type] = frozenset({str, type(None)})
 _FIRST = itemgetter(0)
+# The recorded shapes of an op (see _Collector._shape), in the order of its cache key.
+_SHAPE_FIELDS = itemgetter("Input Dims", "Input type", "Concrete Inputs", "Input Strides")
 # Runtime calls worth keeping: launches (for launch delay and step attribution), copies, and synchronizations.
 _RUNTIME_KEEP = re.compile(r"Launch|Memcpy|Memset|Synchronize|GraphLaunch|cuLaunch")
 # On a CPU-only profile the "device" work is Inductor's C++ kernels (visible with
@@ -527,11 +529,17 @@ class _Collector:
             return [self._shape(ev, "") for ev in evs]
         # marshal writes every type apart (text, 1 vs 1.0 vs true, null vs a missing []) and can be read back, so
         # equal keys mean equal fields, hence equal answers (twice as fast as repr).
-        fields = zip(columns.field(args, "Input Dims"), columns.field(args, "Input type"),
-                     columns.field(args, "Concrete Inputs", []), columns.field(args, "Input Strides"), strict=True)
+        try:  # every op recorded with shapes has all four: one pass, each op's fields as one tuple
+            fields: Any = list(map(_SHAPE_FIELDS, args))
+        except KeyError:
+            fields = zip(columns.field(args, "Input Dims"), columns.field(args, "Input type"),
+                         columns.field(args, "Concrete Inputs", []), columns.field(args, "Input Strides"),
+                         strict=True)
         keys = list(map(marshal.dumps, fields))
         seen = self._shape_of_fields
         found: list[Any] = list(map(seen.get, keys))
+        if None not in found:  # the common case once a model's few shapes have been seen
+            return found
         for i in [i for i, shape_id in enumerate(found) if shape_id is None]:
             key = keys[i]
             shape_id = seen.get(key)  # an earlier op of this run may have had the same fields
