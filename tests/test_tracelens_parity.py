@@ -94,3 +94,13 @@ def test_on_a_two_rank_nccl_job_the_communication_kernels_sit_in_their_own_row_o
     assert comm["kernels"] == 10 and pd.isna(comm["percent"])  # ten NCCL SendRecv kernels per rank
     assert table.index[-1] == "(communication kernels)"
     assert table["percent"].sum() == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("device", ["h100", "mi300"])
+def test_the_gpu_timeline_over_the_span_is_tracelenss(tmp_path: Path, device: str) -> None:
+    ours = pd.read_csv(_report(tmp_path, device, "--window", "span") / "gpu_timeline.csv").set_index("type")
+    theirs = pd.read_csv(REFERENCE / f"{device}_bert-small-uncased_gpu_timeline.csv").set_index("type")
+
+    assert list(ours.index) == list(theirs.index)
+    assert (ours["time ms"] - theirs["time ms"]).abs().max() < 1e-4  # 100 ns: Kineto's µs floats, read as ns
+    assert (ours["percent"] - theirs["percent"]).abs().max() < 0.01
