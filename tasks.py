@@ -136,7 +136,7 @@ def status(ctx, run=None, runs_dir=None):
 
 @task(
     klass=LongOnlyFlags,
-    long_only=["format"],  # -r is node replay in the seed's generate_perf_report.py
+    long_only=["format", "categories", "lenient"],  # -r is node replay in the seed's generate_perf_report.py
     help={
         "base_dir": "Directory searched recursively for traces (*.json, *.json.gz); one report per directory",
         "pattern": "Rank pattern in file names, followed by the rank number (default: rank_); "
@@ -154,13 +154,17 @@ def status(ctx, run=None, runs_dir=None):
                   "(<name>_perf_report_replay_set.json) and hipblaslt-bench/MIOpenDriver/cutlass_profiler "
                   "command lines, then time each shape with torch on this machine's GPU (and the tools found "
                   "on PATH) against its in-trace time (<name>_perf_report_replay.md/.csv); needs a GPU",
+        "categories": "Op categories of the ops tables: prbench (default) or tracelens (TraceLens's categories and "
+                      "linked-kernel rule, so its numbers match a TraceLens report)",
+        "lenient": "Leave out events with a missing or malformed ts/dur (counted in the report) instead of failing",
     },
     iterable=["filter"],
 )
 @user_facing
 @holds_runs_under("output", "base_dir", unless="dry_run")
 def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=False, all_kernels=False,
-                output=None, format="xlsx", top=None, window="steps", replay=False):
+                output=None, format="xlsx", top=None, window="steps", replay=False, categories="prbench",
+                lenient=False):
     """Performance report (GPU timeline, ops by category, kernels with their parent op, roofline, top kernels,
     launch/sync) over a directory of traces; -r also replays its top GEMM/CONV shapes."""
     from analysis.flag_values import whole_number
@@ -173,7 +177,7 @@ def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=F
     done = generate_perf_reports(resolve_path(base_dir), rank_pattern=pattern, ext=ext, filters=filter or [],
                                  output=resolve_path(output) if output else None, formats=formats,
                                  all_kernels=all_kernels, top=top_rows, dry_run=dry_run, window_rule=window,
-                                 replay=bool(replay))
+                                 replay=bool(replay), categories=categories, lenient=bool(lenient))
     for group, outputs in done:
         if dry_run:
             print(f"{group.directory}: {len(group.files)} trace(s)")
@@ -203,11 +207,12 @@ def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=F
         "top": "Kernels listed in the Markdown (default: 25)",
         "output": "Write here instead of printing: path without extension (.md/.xlsx/_csvs added)",
         "format": "With --output: comma list of md, xlsx, csv (default: md)",
+        "lenient": "Leave out events with a missing or malformed ts/dur (counted in the diff) instead of failing",
     }
 )
 @user_facing
 @holds_runs_under("output")
-def trace_diff(ctx, base, pr, top=None, output=None, format="md"):
+def trace_diff(ctx, base, pr, top=None, output=None, format="md", lenient=False):
     """Per-category and per-kernel differences between two traces (PR − base)."""
     from analysis.flag_values import whole_number
 
@@ -218,7 +223,8 @@ def trace_diff(ctx, base, pr, top=None, output=None, format="md"):
     from analysis.traces.trace_diff import render_trace_diff_markdown, write_trace_diff
     from analysis.traces.trace_diff import trace_diff as diff_traces
 
-    diff = diff_traces(read_trace(resolve_path(base)), read_trace(resolve_path(pr)))
+    diff = diff_traces(read_trace(resolve_path(base), lenient=bool(lenient)),
+                       read_trace(resolve_path(pr), lenient=bool(lenient)))
     markdown = render_trace_diff_markdown(diff, top=top_rows)
     if not output:
         print(markdown, end="")

@@ -39,6 +39,14 @@ Measured 2026-11-28 on a shared 2-core box (AMD EPYC; orjson + isal; alternating
   --size-mb 60 --gzip``): 1.24x; TraceLens (minimal, installed from its repository) 3.4 s, 5.3x prbench's
   0.64 s, peak 574 against 102 MiB.
 
+After trace reports v2 (the reader keeps every op's shapes, counts events without ts/dur, keeps collectives' args),
+2026-11-28 on the same box while other sessions held it at a load average of 4.5-8.8 on its 2 cores, the
+branch point and v2 back to back (``--size-mb 60 --gzip --repeat 5 --skip-hta``): 1.95x / 2.06x (load 4.7),
+2.25x / 1.77x (load 7.6-8.8); beside ``background_load.py --workers 1``: 2.00x / 2.05x and 2.25x / 2.12x; the H100
+fixture replicated: 1.52x / 1.46x; 500 MiB: 1.08x (v2). At that load the rounds spread from 1.2x to 3.3x on both
+sides; the CPU time of ``read_trace`` (7 and 5 alternating runs, imports included) grew 1.6 % (default fixture)
+and 3.1 % (H100 fixture).
+
 On a 60 MB trace the fixed 0.24 s of imports is over a quarter of prbench's time, so the ratio there follows the
 box's pace more than on large traces, where the read itself decides it. (Until 2026-11-28 the limit was timed
 after its own imports, about 0.02 s, while prbench's were counted: the ratios measured then read about 0.07

@@ -175,7 +175,7 @@ def test_the_report_carries_op_attribution_and_the_roofline_in_every_format(runs
     markdown = (runs / "h100" / "h100_h100_perf_report.md").read_text()
     assert "0 kernels (0.0 % of kernel time) have no launching op" in markdown
     assert "NVIDIA H100 SXM; peaks from" in markdown
-    assert "## Roofline (GEMM, CONV, SDPA, elementwise)" in markdown
+    assert "## Roofline (GEMM, CONV, SDPA, elementwise, normalization, reduction)" in markdown
 
 
 def test_multi_rank_ops_tables_have_per_rank_columns_and_unlinked_kernels_are_counted(runs: Path) -> None:

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +18,8 @@ from hypothesis import strategies as st
 from analysis.traces import read_trace
 from analysis.traces.ops import (
     NO_OP,
+    UNLINKED,
+    UNLINKED_SHARE,
     attribute,
     innermost_enclosing,
     kernel_summary,
@@ -143,6 +146,30 @@ def test_kernels_without_a_launching_op_are_counted_and_kept_in_every_table(tmp_
     assert kernel_summary(trace, attr)["count"].sum() == 4
     categories = ops_by_category(trace, attr).set_index("category")
     assert categories.loc["elementwise", "kernels"] == 1  # unlinked: categorized by the kernel's own name
+    # ... and shown again in a row of their own, outside the totals.
+    assert categories.loc[UNLINKED_SHARE, "kernels"] == 3 and pd.isna(categories.loc[UNLINKED_SHARE, "percent"])
+    assert categories["kernels"].sum() == 4 + 3
+
+
+def test_with_tracelens_rules_a_launch_without_op_is_its_own_launcher_and_a_kernel_without_launch_its_own_row(
+        tmp_path: Path) -> None:
+    path = _write(tmp_path, [
+        _op("aten::mm", 0, 10), _launch(1, 1, name="cudaLaunchKernel"), _kernel("gemm_kernel", 20, 30, 1),
+        _launch(40, 2, name="cudaLaunchKernel"), _kernel("orphan_launch", 60, 10, 2),  # no op around its launch
+        _kernel("no_launch_record", 80, 10, 99),  # no runtime call with this correlation
+    ])
+
+    trace = read_trace(path)
+    attr = attribute(trace, "tracelens")
+    ops = ops_summary(trace, attr).set_index("op")
+    kernels = kernel_summary(trace, attr).set_index("kernel")
+
+    assert ops.loc["cudaLaunchKernel", "calls"] == 1 and ops.loc["cudaLaunchKernel", "category"] == "other"
+    assert ops.loc[UNLINKED, "kernels"] == 1 and pd.isna(ops.loc[UNLINKED, "percent"])
+    assert ops["percent"].sum() == pytest.approx(100.0)
+    assert ops.loc["aten::mm", "percent"] == pytest.approx(100.0 * 30 / 40)
+    assert kernels.loc["orphan_launch", "category"] == "runtime"
+    assert kernels.loc["no_launch_record", "category"] == UNLINKED
 
 
 def test_triton_kernels_of_a_compiled_graph_are_attributed_to_the_graph(tmp_path: Path) -> None:

@@ -83,7 +83,21 @@ def test_a_broadcast_add_reads_both_inputs_and_writes_the_broadcast_output() -> 
 def test_an_op_without_usable_shapes_is_not_priced() -> None:
     assert op_work("aten::mm", OpShape(([64, 32], [16, 16]), ("float", "float"), ("", ""))) is None
     assert op_work("aten::mm", OpShape((), (), ())) is None
-    assert op_work("aten::layer_norm", OpShape(([4, 8],), ("float",), ("",))) is None
+    assert op_work("aten::index_select", OpShape(([4, 8], [], [3]), ("float", "Scalar", "long int"), ("", "0", ""))) \
+        is None
+
+
+def test_a_layer_norm_and_a_sum_are_priced_as_the_vector_work_they_do() -> None:
+    norm = op_work("aten::native_layer_norm", OpShape(([4, 8], [], [8], [8], []), ("float", "ScalarList", "float",
+                                                                                   "float", "Scalar"),
+                                                      ("", "[8]", "", "", "1e-05")))
+    total = op_work("aten::sum", OpShape(([4, 8], [], [], []), ("float", "ScalarList", "Scalar", ""),
+                                         ("", "[-1]", "False", "")))
+
+    assert norm is not None and norm.family == "NORM"
+    assert (norm.flops, norm.bytes) == (5 * 32, 4 * (32 + 32 + 8 + 8))  # x read, y written, weight and bias read
+    assert total is not None and total.family == "reduction"
+    assert (total.flops, total.bytes) == (32, 4 * (32 + 4))  # one add per input element; 4 sums written
 
 
 def test_the_h100_gemm_roofline_uses_the_ops_kernel_time_and_the_h100_peak() -> None:

@@ -151,8 +151,9 @@ def _map_between(times: np.ndarray, device_steps: list, host_steps: list) -> np.
     return out
 
 
-def short_kernel_histogram(trace: TraceData, threshold_us: float = 10.0, bins: int = 10) -> pd.DataFrame:
-    """Histogram of kernels shorter than ``threshold_us`` (TraceLens' short-kernel study)."""
+def short_kernel_histogram(trace: TraceData, threshold_us: float = 10.0, bins: int = 100) -> pd.DataFrame:
+    """Histogram of kernels shorter than ``threshold_us`` in ``bins`` equal bins from 0 (TraceLens' short-kernel
+    study has 100 bins, over the range of the short kernels' durations)."""
     kernels = np.isin(trace.kind, (KERNEL, CPU_KERNEL))
     durs_us = trace.dur_ns[kernels] / 1e3
     short = durs_us[durs_us < threshold_us]

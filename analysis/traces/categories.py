@@ -127,3 +127,101 @@ def launch_category(op_name: str | None, kernel_name: str, kind: int = 0) -> str
     """Category of one kernel launch: its op's category, else (no op, or an op no rule knows) its kernel's."""
     category = op_category(op_name) if op_name else OTHER
     return category if category != OTHER else op_category_of_kernel(kernel_name, kind)
+
+
+# --- TraceLens's op categories (``--categories tracelens``) --------------------------------------------------
+# The labels TraceLens's ops_summary_by_category gives (AMD-AGI/TraceLens, PerfModel/torch_op_mapping.py, read
+# 2026-08): an op name it models or lists maps to its family's label (GEMM, CONV_fwd/bwd, SDPA_fwd/bwd, NORM_fwd/
+# bwd, elementwise, reduce, ...); else a name starting ``triton`` is ``triton`` and one starting
+# ``record_param_comms`` is ``record_param_comms``; else, when the op's first kernel (by start) is an ATen native
+# kernel (``void at::native...``), the first of ``elementwise``, ``reduce``, ``multi_tensor_apply`` its name
+# contains; else ``other``. Written here from those rules; unlike this project's own categories, softmax is
+# ``other``, ``aten::copy_`` is ``elementwise``, ``aten::_flash_attention_forward`` is ``other``.
+TL_GEMM, TL_OTHER = "GEMM", "other"
+_TL_NAMED: dict[str, str] = {
+    **dict.fromkeys((
+        "aten::mm", "aten::addmm", "aten::_scaled_mm", "trtllm::cublas_scaled_mm", "bitsandbytes::int8_linear_matmul",
+        "aten::bmm", "tex_ts::te_gemm_ts", "aten::baddbmm", "vllm::gemm_with_dynamic_quant", "_Linear_yfwd_mm",
+        "_LinearBackward_xgrad_mm", "_LinearBackward_wgrad_mm", "_LayerNormLinear_yfwd_mm",
+        "_LayerNormLinearBackward_xgrad_mm", "_LayerNormLinearBackward_wgrad_mm",
+        "primus_turbo_cpp_extension::hipblaslt_gemm_fp8", "primus_turbo::hipblaslt_gemm_fp8",
+        "primus_turbo_cpp_extension::hipblaslt_gemm_fp4", "primus_turbo::hipblaslt_gemm_fp4", "aiter::gemm_a4w4",
+        "aiter::_gemm_a4w4_asm"), TL_GEMM),
+    **dict.fromkeys(("aten::convolution", "ConvBias_", "ConvBiasReLU_", "aten::miopen_convolution",
+                     "aten::cudnn_convolution"), "CONV_fwd"),
+    **dict.fromkeys(("aten::convolution_backward", "ConvBias_Backward", "ConvBiasReLU_Backward"), "CONV_bwd"),
+    **dict.fromkeys((
+        "FlashAttnFunc", "flash_attn::_flash_attn_forward", "flash_attn::_flash_attn_varlen_forward",
+        "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_efficient_attention",
+        "aten::_scaled_dot_product_flash_attention", "aiter::_flash_attn_forward", "aiter::wrapper_fmha_v3_fwd",
+        "aiter::mha_fwd", "aiter::fmha_v3_fwd", "flash_attn_3::fwd", "vllm::unified_attention_with_output",
+        "EvoformerAttention", "aten::_efficient_attention_forward"), "SDPA_fwd"),
+    **dict.fromkeys((
+        "flash_attn::_flash_attn_backward", "flash_attn::_flash_attn_varlen_backward", "aiter::_flash_attn_backward",
+        "aiter::wrapper_fmha_v3_bwd", "aiter::mha_bwd", "FlashAttnFuncBackward", "FusedAttnFuncBackward",
+        "aten::_scaled_dot_product_cudnn_attention_backward", "aten::_scaled_dot_product_efficient_attention_backward",
+        "aten::_scaled_dot_product_flash_attention_backward", "aten::_efficient_attention_backward"), "SDPA_bwd"),
+    **dict.fromkeys((
+        *(f"aten::{p}{kind}_norm" for p in ("", "native_", "miopen_", "cudnn_")
+          for kind in ("batch", "layer", "group", "instance")),
+        "aten::_fused_rms_norm", "primus::fused_ln_modulate"), "NORM_fwd"),
+    **dict.fromkeys((
+        *(f"aten::{p}{kind}_norm_backward" for p in ("", "native_", "miopen_", "cudnn_")
+          for kind in ("batch", "layer", "group", "instance", "rms")),
+        "aten::_fused_rms_norm_backward", "primus::fused_ln_modulate_backward"), "NORM_bwd"),
+    **dict.fromkeys((
+        *(f"aten::{n}" for n in ("copy", "copy_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_", "sigmoid",
+                                 "rsqrt", "silu", "neg", "pow", "div", "div_", "mul", "mul_", "add", "add_",
+                                 "sigmoid_backward", "threshold_backward")),
+        *(f"aten::replication_pad{d}d" for d in (1, 2, 3)), *(f"aten::upsample_nearest{d}d" for d in (1, 2, 3)),
+        "LigerSiLUMulFunction", "primus_turbo_cpp_extension::quantize_fp8_tensorwise",
+        "primus_turbo::quantize_fp8_tensorwise", "primus_turbo_cpp_extension::quantize_mxfp4_dual",
+        "primus_turbo::quantize_mxfp4_dual", "primus::quantize_mxfp4_dual"), "elementwise"),
+    **dict.fromkeys(tuple(f"aten::{n}" for n in ("sum", "mean", "max", "min", "norm", "linalg_norm", "std", "var",
+                                                 "logsumexp", "cumsum", "cumprod", "amin", "amax")), "reduce"),
+    **dict.fromkeys((
+        "primus_turbo::grouped_gemm", "primus_turbo::grouped_gemm_impl", "primus_turbo_cpp_extension::grouped_gemm",
+        "primus_turbo::grouped_gemm_variable_k", "primus_turbo::grouped_gemm_variable_k_impl",
+        "primus_turbo_cpp_extension::grouped_gemm_variable_k", "primus_turbo_cpp_extension::ck_grouped_gemm",
+        "primus_turbo_cpp_extension::ck_grouped_gemm_variable_k"), "GroupedGEMM_fwd"),
+    "MoEDispatch": "MoE_comm_fwd", "MoECombine": "MoE_comm_fwd", "TokenPermuteMaskMap": "MoE_comm_fwd",
+    "_OperationFuserAutogradFunction": "MoE_comm_fwd", "MoEDispatchBackward": "MoE_comm_bwd",
+    "MoECombineBackward": "MoE_comm_bwd", "TokenPermuteMaskMapBackward": "MoE_comm_bwd",
+    "_OperationFuserAutogradFunctionBackward": "MoE_comm_bwd",
+    "DaoAILab::_causal_conv1d_fwd_cpp": "SSM_fwd", "MambaSplitConv1dScanCombinedFn": "SSM_fwd",
+    "MambaSplitConv1dScanCombinedFnBackward": "SSM_bwd", "DaoAILab::_causal_conv1d_bwd_cpp": "SSM_bwd",
+    "FusedRoPEFunc": "RoPE_fwd", "FusedRoPEFuncBackward": "RoPE_bwd",
+    "CrossEntropyFunction": "CrossEntropy_fwd", "CrossEntropyFunctionBackward": "CrossEntropy_bwd",
+    **dict.fromkeys(("aiter::moe_sorting_opus_fwd", "aiter::moe_align_block_size", "_moe_C::moe_align_block_size",
+                     "aiter::moe_sum", "aiter::topk_softmax", "aiter::topk_softmax_asm", "aiter::topk_sigmoid",
+                     "aiter::grouped_topk", "aiter::moe_fused_gate"), "MoE_aux"),
+    "_C_cache_ops::reshape_and_cache_flash": "InferenceAttention",
+    "_C_cache_ops::concat_and_cache_mla": "InferenceAttention",
+}
+_TL_PREFIXES = (("triton", "triton"), ("record_param_comms", "record_param_comms"))
+_TL_ATEN_KERNEL = "void at::native"
+_TL_KERNEL_WORDS = ("elementwise", "reduce", "multi_tensor_apply")
+
+
+@lru_cache(maxsize=65536)
+def tracelens_op_category(launcher: str, first_kernel: str) -> str:
+    """TraceLens's category of one launcher (an op, or the runtime call of a kernel no op encloses) from its name
+    and the name of the first kernel it launched."""
+    named = _TL_NAMED.get(launcher)
+    if named is not None:
+        return named
+    for prefix, category in _TL_PREFIXES:
+        if launcher.startswith(prefix):
+            return category
+    if first_kernel.startswith(_TL_ATEN_KERNEL):
+        for word in _TL_KERNEL_WORDS:
+            if word in first_kernel:
+                return word
+    return TL_OTHER
+
+
+def tracelens_launcher_category(runtime_name: str) -> str:
+    """TraceLens's kernel_summary label for a kernel whose launch no op encloses: ``graph`` for a graph launch,
+    else ``runtime``."""
+    lowered = runtime_name.lower()
+    return "graph" if "cudagraph" in lowered or "graphlaunch" in lowered else "runtime"

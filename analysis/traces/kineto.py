@@ -1,14 +1,14 @@
 """Reader for PyTorch profiler (Kineto) Chrome traces, ``.json`` or gzip-compressed, streamed.
 
 A Kineto trace is one JSON object whose ``traceEvents`` array dominates the file. Loading it whole with
-``json.load`` needs several times the file size in Python objects, so this reader decodes a bounded text buffer
-a run of events at a time (a fast decoder, else the C-accelerated ``raw_decode`` event by event), reads each run
+``json.load`` needs several times the file size in Python objects, so this reader decodes a bounded text buffer a
+run of events at a time (a fast decoder, else the C-accelerated ``raw_decode`` event by event), reads each run
 column by column (:mod:`analysis.traces.event_columns`; a run with anything irregular is read one event at a time,
 with the same result), keeps only what the analyses use (device activities, launch/memcpy/sync runtime calls,
 ``ProfilerStep`` windows, host ops as (start, duration, thread, name) columns plus the recorded shapes and strides
-of the ops the roofline prices, compiled-graph regions, and on CPU-only traces the Inductor C++ kernel cpu_ops) in
-compact columns, and drops every other event at once. After reading, each launch is linked to its innermost
-enclosing op and only the ops that launched something are kept.
+of every op, the collective metadata of communication kernels, compiled-graph regions, and on CPU-only traces the
+Inductor C++ kernel cpu_ops) in compact columns, and drops every other event at once. After reading, each launch is
+linked to its innermost enclosing op and only the ops that launched something are kept.
 """
 
 from __future__ import annotations
@@ -33,21 +33,23 @@ from analysis.records import MAX_US, invalid
 from analysis.traces import event_columns as columns
 from analysis.traces import fast_io
 from analysis.traces.breakdown import launch_index
-from analysis.traces.categories import ROCM_LEGACY_COPY
+from analysis.traces.categories import ROCM_LEGACY_COPY, is_communication
 from analysis.traces.fileio import open_text, reading
 from analysis.traces.model import (
+    COLLECTIVE_ARG_KEYS,
     CPU_KERNEL,
     KERNEL,
     MEMCPY,
     MEMSET,
+    CollectiveArgs,
     OpShape,
     OpTable,
+    SkippedEvents,
     StepWindow,
     TraceBuilder,
     TraceData,
 )
 from analysis.traces.ops import COMPILED_REGION, innermost_enclosing
-from analysis.traces.roofline import has_model
 
 _CHUNK_CHARS = 4 * 1024 * 1024
 # A run of events decoded in one call spans at most this much text. Short runs are faster: the objects of a run
@@ -75,6 +77,8 @@ _GROUP_OF = {**dict.fromkeys(_DEVICE_CATS, _GROUP_DEVICE), **dict.fromkeys(_RUNT
 # Any other cat (a list, an object) sends the run to the one-by-one path.
 _CAT_TYPES: frozenset[type] = frozenset({str, type(None)})
 _FIRST = itemgetter(0)
+# The recorded shapes of an op (see _Collector._shape), in the order of its cache key.
+_SHAPE_FIELDS = itemgetter("Input Dims", "Input type", "Concrete Inputs", "Input Strides")
 # Runtime calls worth keeping: launches (for launch delay and step attribution), copies, and synchronizations.
 _RUNTIME_KEEP = re.compile(r"Launch|Memcpy|Memset|Synchronize|GraphLaunch|cuLaunch")
 # On a CPU-only profile the "device" work is Inductor's C++ kernels (visible with
@@ -151,8 +155,13 @@ class _Collector:
     reference, used for the runs the column-wise checks refuse.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, lenient: bool = False) -> None:
         self.path = path
+        self.lenient = lenient
+        # Events the analyses would use whose ts or dur is missing (or, with ``lenient``, malformed): left out,
+        # never read as 0; counted, with the first one's place (see _times).
+        self.skipped = 0
+        self.first_skipped = ""
         self.dev_ts = array("d")
         self.dev_dur = array("d")
         # Names are kept as one shared object per distinct name (see _shared): each decoded event brings its own
@@ -175,9 +184,9 @@ class _Collector:
         self.op_name = array("i")
         self.op_shape = array("i")
         self.op_names: list[str] = []
-        # name → (name id, has a roofline model, is a compiled region, is a CPU kernel)
-        self._op_kinds: dict[str, tuple[int, bool, bool, bool]] = {}
-        self._op_flags: list[tuple[bool, bool, bool]] = []  # by name id: (priced, region, cpu kernel)
+        # name → (name id, is a compiled region, is a CPU kernel)
+        self._op_kinds: dict[str, tuple[int, bool, bool]] = {}
+        self._op_flags: list[tuple[bool, bool]] = []  # by name id: (region, cpu kernel)
         self.shapes: list[OpShape] = []
         self._shape_ids: dict[str, int] = {}
         self._shape_of_fields: dict[bytes, int] = {}  # the four fields as written → shape id or −1 (column path)
@@ -192,6 +201,9 @@ class _Collector:
         self.runtime_names: set[str] = set()
         self._keep_runtime: dict[str, bool] = {}
         self._legacy_copy: dict[str, bool] = {}
+        self._communication: dict[str, bool] = {}
+        # Device event index → the collective's metadata as its kernel's args carry it (CollectiveArgs fields).
+        self.collectives: dict[int, CollectiveArgs] = {}
 
     def add_run(self, events: list[Any], first: int) -> None:
         """Events ``first``, ``first + 1``, … of traceEvents: column by column when every event the analyses use
@@ -238,7 +250,7 @@ class _Collector:
     def _device_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
         """The device activities of a run (``evs``: events ``first + where[i]`` of traceEvents)."""
         names, ph, ts, dur, args, cats = columns.fields(evs, ("name", "ph", "ts", "dur", "args", "cat"),
-                                                        ("", None, None, 0, None, None))
+                                                        ("", None, None, None, None, None))
         if not columns.all_of(names, columns.STR_TYPES) or ph.count("X") != len(ph):  # (a ph may be unhashable)
             return None
         span = columns.times(ts, dur, MAX_US)
@@ -256,6 +268,7 @@ class _Collector:
             for name in set(names) - legacy.keys():
                 legacy[name] = bool(ROCM_LEGACY_COPY.match(name))
             kind[(kind == KERNEL) & np.fromiter(map(legacy.__getitem__, names), dtype=bool, count=len(names))] = MEMCPY
+            self._collective_args(names, args)
             self.dev_ts.frombytes(span[0].tobytes())
             self.dev_dur.frombytes(span[1].tobytes())
             self.dev_name.extend(self._shared(names))
@@ -274,7 +287,7 @@ class _Collector:
             keep[name] = bool(_RUNTIME_KEEP.search(name))
         wanted = list(map(keep.__getitem__, names))
         kept, kept_names = list(compress(evs, wanted)), list(compress(names, wanted))
-        ts, dur, args, tids = columns.fields(kept, ("ts", "dur", "args", "tid"), (None, 0, None, None))
+        ts, dur, args, tids = columns.fields(kept, ("ts", "dur", "args", "tid"), (None, None, None, None))
         span = columns.times(ts, dur, MAX_US)
         if span is None or not columns.all_of(args, columns.DICT_TYPES):
             return None
@@ -293,7 +306,7 @@ class _Collector:
         return commit
 
     def _op_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
-        names, ts, dur, tids = columns.fields(evs, ("name", "ts", "dur", "tid"), ("", None, 0, None))
+        names, ts, dur, tids = columns.fields(evs, ("name", "ts", "dur", "tid"), ("", None, None, None))
         if not columns.all_of(names, columns.STR_TYPES):
             return None
         span = columns.times(ts, dur, MAX_US)
@@ -308,11 +321,9 @@ class _Collector:
                     if name not in known:
                         self._new_op_name(name)
             name_id = np.fromiter(map(_FIRST, map(known.__getitem__, names)), dtype=np.int32, count=len(names))
-            priced, region, cpu_kernel = np.array(self._op_flags, dtype=bool).reshape(-1, 3)[name_id].T
-            shape = np.full(len(names), -1, dtype=np.int32)
-            priced_at = np.flatnonzero(priced).tolist()
-            if priced_at:
-                shape[priced_at] = self._shape_column(list(map(evs.__getitem__, priced_at)))
+            region, cpu_kernel = np.array(self._op_flags, dtype=bool).reshape(-1, 2)[name_id].T
+            # Every op's recorded shapes (ops_unique_args lists them all; the roofline prices the ones it models).
+            shape = np.array(self._shape_column(evs), dtype=np.int32)
             self.op_ts.frombytes(span[0].tobytes())
             self.op_dur.frombytes(span[1].tobytes())
             self.op_tid.frombytes(tid.tobytes())
@@ -349,16 +360,17 @@ class _Collector:
             self._cpu_op(ev, index)
         elif cat in _ANNOTATION_CATS:
             name = self._name(ev, index)
-            if name.startswith("ProfilerStep#") and "ts" in ev:
-                ts, dur = self._times(ev, index)
-                self.steps.append((name, ts, ts + dur, _ANNOTATION_CATS[cat]))
-            elif not _ANNOTATION_CATS[cat] and name.startswith("## Call CompiledFxGraph") and "ts" in ev:
+            if name.startswith("ProfilerStep#"):
+                times = self._times(ev, index)
+                if times is not None:
+                    self.steps.append((name, times[0], times[0] + times[1], _ANNOTATION_CATS[cat]))
+            elif not _ANNOTATION_CATS[cat] and name.startswith("## Call CompiledFxGraph"):
                 self._region(ev, name, index)
 
     def _region(self, ev: dict[str, Any], name: str, index: int) -> None:
-        if COMPILED_REGION.match(name):
-            ts, dur = self._times(ev, index)
-            self.regions.append((index, name, ts, dur, _as_int(ev.get("tid"), -1)))
+        times = self._times(ev, index) if COMPILED_REGION.match(name) else None
+        if times is not None:
+            self.regions.append((index, name, times[0], times[1], _as_int(ev.get("tid"), -1)))
 
     def _bad(self, index: int, key: str, expected: str, ev: dict[str, Any]) -> UserError:
         return invalid(f"{self.path}: traceEvents[{index}] {key!r}", expected, ev.get(key))
@@ -369,15 +381,38 @@ class _Collector:
             raise self._bad(index, "name", "text", ev)
         return name
 
-    def _times(self, ev: dict[str, Any], index: int) -> tuple[float, float]:
-        """(ts, dur) in µs; one chained comparison also refuses NaN and ±inf (every comparison with NaN fails)."""
-        ts = ev["ts"]
+    def _times(self, ev: dict[str, Any], index: int) -> tuple[float, float] | None:
+        """(ts, dur) in µs, or None for an event left out: one with no ts, or a complete event (``ph`` X) with
+        no dur, is counted (:meth:`_skip`); a malformed one is an error (with ``lenient``, counted too). One
+        chained comparison also refuses NaN and ±inf (every comparison with NaN fails). An event of another
+        phase (an instant) has no duration: 0."""
+        ts = ev.get("ts")
+        if ts is None:
+            self._skip(ev, index, "has no 'ts'")
+            return None
         if type(ts) not in _NUMBER or not -MAX_US < ts < MAX_US:
-            raise self._bad(index, "ts", "a finite time in µs", ev)
-        dur = ev.get("dur", 0)
+            self._malformed(index, "ts", "a finite time in µs", ev)
+            return None
+        dur = ev.get("dur")
+        if dur is None:
+            if ev.get("ph") == "X":
+                self._skip(ev, index, "has no 'dur'")
+                return None
+            dur = 0
         if type(dur) not in _NUMBER or not 0 <= dur < MAX_US:
-            raise self._bad(index, "dur", "a finite duration ≥ 0 in µs", ev)
+            self._malformed(index, "dur", "a finite duration ≥ 0 in µs", ev)
+            return None
         return ts, dur
+
+    def _skip(self, ev: dict[str, Any], index: int, what: str) -> None:
+        if not self.skipped:
+            self.first_skipped = f"traceEvents[{index}] ({ev.get('cat')} {str(ev.get('name', ''))[:80]!r}) {what}"
+        self.skipped += 1
+
+    def _malformed(self, index: int, key: str, expected: str, ev: dict[str, Any]) -> None:
+        if not self.lenient:
+            raise self._bad(index, key, expected, ev)
+        self._skip(ev, index, f"has a malformed {key!r} ({str(ev.get(key))[:40]})")
 
     def _args(self, ev: dict[str, Any], index: int) -> dict[str, Any]:
         args = ev.get("args")
@@ -387,11 +422,29 @@ class _Collector:
             raise self._bad(index, "args", "an object", ev)
         return args
 
+    def _collective_args(self, names: Sequence[str], args: Sequence[Any]) -> None:
+        """Keep the collective metadata of the communication kernels among device events about to be appended
+        (``names[i]`` and ``args[i]`` are those of device event ``len(dev_ts) + i``)."""
+        comm = self._communication
+        if not comm.keys() >= set(names):
+            for name in set(names) - comm.keys():
+                comm[name] = is_communication(name)
+        flags = list(map(comm.__getitem__, names))  # at C speed: most runs hold no communication kernel
+        if not any(flags):
+            return
+        at = len(self.dev_ts)
+        for i in compress(range(len(flags)), flags):
+            fields = args[i] if type(args[i]) is dict else {}
+            self.collectives[at + i] = CollectiveArgs(*(_text(fields.get(key)) for key in COLLECTIVE_ARG_KEYS))
+
     def _device(self, ev: dict[str, Any], kind: int, index: int) -> None:
-        if ev.get("ph") != "X" or "ts" not in ev:
+        if ev.get("ph") != "X":
             return
         name = self._name(ev, index)
-        ts, dur = self._times(ev, index)
+        times = self._times(ev, index)
+        if times is None:
+            return
+        ts, dur = times
         args = self._args(ev, index)
         if kind == KERNEL:
             legacy_copy = self._legacy_copy.get(name)
@@ -399,6 +452,7 @@ class _Collector:
                 legacy_copy = self._legacy_copy[name] = bool(ROCM_LEGACY_COPY.match(name))
             if legacy_copy:
                 kind = MEMCPY
+        self._collective_args((name,), (args,))
         self.dev_ts.append(ts)
         self.dev_dur.append(dur)
         self.dev_name.append(self._names.setdefault(name, name))
@@ -414,8 +468,9 @@ class _Collector:
         keep = self._keep_runtime.get(name)
         if keep is None:
             keep = self._keep_runtime[name] = bool(_RUNTIME_KEEP.search(name))
-        if keep and "ts" in ev:
-            ts, dur = self._times(ev, index)
+        times = self._times(ev, index) if keep else None
+        if times is not None:
+            ts, dur = times
             self.rt_ts.append(ts)
             self.rt_dur.append(dur)
             self.rt_name.append(self._names.setdefault(name, name))
@@ -427,23 +482,24 @@ class _Collector:
         name = ev.get("name", "")
         if type(name) is not str:
             raise self._bad(index, "name", "text", ev)
-        if "ts" not in ev:
-            return
-        ts = ev["ts"]
-        dur = ev.get("dur", 0)
+        ts: Any = ev.get("ts")
+        dur: Any = ev.get("dur")
         if type(ts) not in _NUMBER or not -MAX_US < ts < MAX_US or type(dur) not in _NUMBER \
                 or not 0 <= dur < MAX_US:
-            ts, dur = self._times(ev, index)  # raises, naming the field
+            times = self._times(ev, index)  # counts or raises, naming the field
+            if times is None:
+                return
+            ts, dur = times
         tid = _as_int(ev.get("tid"), -1)
         known = self._op_kinds.get(name)
         if known is None:
             known = self._new_op_name(name)
-        name_id, priced, region, cpu_kernel = known
+        name_id, region, cpu_kernel = known
         self.op_ts.append(ts)
         self.op_dur.append(dur)
         self.op_tid.append(tid)
         self.op_name.append(name_id)
-        self.op_shape.append(self._shape(ev, name) if priced else -1)
+        self.op_shape.append(self._shape(ev, name))
         if region:
             self.regions.append((index, name, ts, dur, tid))
         if cpu_kernel:
@@ -456,9 +512,9 @@ class _Collector:
         """Each name as the first object seen with its text, so the copies decoded with every event are freed."""
         return map(self._names.setdefault, names, names)
 
-    def _new_op_name(self, name: str) -> tuple[int, bool, bool, bool]:
+    def _new_op_name(self, name: str) -> tuple[int, bool, bool]:
         """What an op name says, decided once per name, not per event."""
-        flags = (has_model(name), bool(COMPILED_REGION.match(name)), bool(CPU_KERNEL_NAME.search(name)))
+        flags = (bool(COMPILED_REGION.match(name)), bool(CPU_KERNEL_NAME.search(name)))
         known = self._op_kinds[name] = (len(self.op_names), *flags)
         self.op_names.append(name)
         self._op_flags.append(flags)
@@ -473,11 +529,17 @@ class _Collector:
             return [self._shape(ev, "") for ev in evs]
         # marshal writes every type apart (text, 1 vs 1.0 vs true, null vs a missing []) and can be read back, so
         # equal keys mean equal fields, hence equal answers (twice as fast as repr).
-        fields = zip(columns.field(args, "Input Dims"), columns.field(args, "Input type"),
-                     columns.field(args, "Concrete Inputs", []), columns.field(args, "Input Strides"), strict=True)
+        try:  # every op recorded with shapes has all four: one pass, each op's fields as one tuple
+            fields: Any = list(map(_SHAPE_FIELDS, args))
+        except KeyError:
+            fields = zip(columns.field(args, "Input Dims"), columns.field(args, "Input type"),
+                         columns.field(args, "Concrete Inputs", []), columns.field(args, "Input Strides"),
+                         strict=True)
         keys = list(map(marshal.dumps, fields))
         seen = self._shape_of_fields
         found: list[Any] = list(map(seen.get, keys))
+        if None not in found:  # the common case once a model's few shapes have been seen
+            return found
         for i in [i for i, shape_id in enumerate(found) if shape_id is None]:
             key = keys[i]
             shape_id = seen.get(key)  # an earlier op of this run may have had the same fields
@@ -527,6 +589,11 @@ def _as_int(value: Any, default: int, bits: int = 64) -> int:
     return number if number is not None and -limit <= number < limit else default
 
 
+def _text(value: Any) -> str:
+    """An arg as text for a table cell ("" when absent)."""
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value)
+
+
 def _us_to_ns(values: array, base_us: int = 0) -> np.ndarray:
     """µs floats → int ns. Subtracting an integer origin first keeps ns precision for absolute timestamps
     (1.7e15 µs times 1000 would exceed the 53-bit float mantissa)."""
@@ -551,9 +618,12 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_kineto(path: Path) -> TraceData:
+def read_kineto(path: Path, lenient: bool = False) -> TraceData:
+    """Read a Kineto trace. An event the analyses use whose ``ts`` or ``dur`` is missing is never read as 0: the
+    read fails naming the first one and their count, unless ``lenient``, which leaves them (and malformed ones)
+    out and records them in ``TraceData.skipped``."""
     path = Path(path)
-    collector = _Collector(path)
+    collector = _Collector(path, lenient)
     meta: dict[str, Any] = {}
     saw_events = False
     with _cyclic_gc_paused(), reading(path), open_text(path) as fh:
@@ -667,7 +737,11 @@ def _run_end(buf: str, pos: int) -> int:
 
 
 def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
+    if col.skipped and not col.lenient:
+        raise UserError(f"{path}: {col.first_skipped}; {col.skipped} event(s) the report uses lack 'ts' or 'dur' "
+                        f"(expected both on every complete event); pass --lenient to leave them out")
     b = TraceBuilder(path, "kineto")
+    b.skipped = SkippedEvents(col.skipped, col.first_skipped)
     firsts = [float(np.frombuffer(a, dtype=np.float64).min()) for a in (col.dev_ts, col.rt_ts, col.cpu_ts, col.op_ts)
               if len(a)]
     base = int(min(firsts)) if firsts else 0
@@ -692,6 +766,8 @@ def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
     b.platform = _platform(meta, col)
     b.metadata = {k: meta[k] for k in ("baseTimeNanoseconds", "displayTimeUnit", "schemaVersion",
                                         "distributedInfo", "trace_id") if k in meta}
+    b.metadata["time_origin_ns"] = base * 1000  # the trace's clock at start_ns 0 (ranks share the host clock)
+    b.collectives = col.collectives
     trace = b.build()
     if len(col.op_ts):
         _attribute(trace, col, base)
@@ -745,7 +821,7 @@ def _attribute(trace: TraceData, col: _Collector, base: int) -> None:
     name_ids = {local: intern(col.op_names[local]) for local in np.unique(used_names).tolist()}
     op_shape = np.frombuffer(col.op_shape, dtype=np.int32)
     trace.ops = OpTable(name_id=np.array([name_ids[i] for i in used_names.tolist()], dtype=np.int32),
-                        shape_id=op_shape[used].copy(), shapes=col.shapes)
+                        shape_id=op_shape[used].copy(), shapes=col.shapes, dur_ns=(op_end - op_start)[used])
     trace.event_op = event_op
     trace.has_host_ops = True
 

@@ -82,6 +82,42 @@ class OpShape:
     strides: tuple[Any, ...] = ()
 
 
+# The collective metadata Kineto copies onto an NCCL/RCCL kernel's args from its record_param_comms op.
+COLLECTIVE_ARG_KEYS = ("Collective name", "Process Group Name", "Process Group Ranks", "Group size", "dtype",
+                       "In msg nelems", "Out msg nelems", "In split size", "Out split size")
+
+
+@dataclass(frozen=True)
+class CollectiveArgs:
+    """:data:`COLLECTIVE_ARG_KEYS` of one communication kernel, as text ("" when the trace does not carry it)."""
+
+    collective: str
+    group_name: str
+    group_ranks: str
+    group_size: str
+    dtype: str
+    in_nelems: str
+    out_nelems: str
+    in_split: str
+    out_split: str
+
+
+@dataclass(frozen=True)
+class SkippedEvents:
+    """Events a report would use that were left out because their ``ts`` or ``dur`` is missing (or, read with
+    ``lenient``, malformed): never read as 0. ``first`` says where the first one is and what it lacks."""
+
+    count: int = 0
+    first: str = ""
+
+    def sentence(self) -> str:
+        """The report's line about them ("" when there are none)."""
+        if not self.count:
+            return ""
+        return (f"{self.count} event(s) left out for a missing or malformed 'ts'/'dur' (read with --lenient; "
+                f"first: {self.first}): the tables do not count them.")
+
+
 @dataclass
 class OpTable:
     """The host ops that launched device work (one row per op call), held column-wise.
@@ -93,6 +129,7 @@ class OpTable:
     name_id: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
     shape_id: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
     shapes: list[OpShape] = field(default_factory=list)
+    dur_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # each call's host duration
 
     def __len__(self) -> int:
         return int(self.name_id.size)
@@ -131,6 +168,8 @@ class TraceData:
     event_op: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
     event_graph: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
     has_host_ops: bool = False
+    skipped: SkippedEvents = field(default_factory=SkippedEvents)
+    collectives: dict[int, CollectiveArgs] = field(default_factory=dict)  # device event index → its metadata
 
     @property
     def n_events(self) -> int:
@@ -205,6 +244,8 @@ class TraceBuilder:
         self.event_op: np.ndarray | None = None
         self.event_graph: np.ndarray | None = None
         self.has_host_ops = False
+        self.skipped = SkippedEvents()
+        self.collectives: dict[int, CollectiveArgs] = {}
 
     def intern(self, name: str) -> int:
         idx = self._name_ids.get(name)
@@ -290,4 +331,6 @@ class TraceBuilder:
             event_graph=self.event_graph if self.event_graph is not None
             else np.full(len(self.start_ns), -1, dtype=np.int32),
             has_host_ops=self.has_host_ops,
+            skipped=self.skipped,
+            collectives=self.collectives,
         )

@@ -10,6 +10,17 @@ ops-by-category table and the kernel summary. Kernels without a launching op sta
 
 Inductor-compiled regions: a kernel whose launching op is the compiled region itself, or Inductor's per-kernel
 record function (``triton_*``, ``*cpp_fused_*``), is attributed to the graph (``CompiledFxGraph <hash>``).
+
+Two category schemes (:data:`CATEGORY_SCHEMES`, the ``--categories`` flag):
+
+- ``prbench`` (default): this project's op categories (:func:`analysis.traces.categories.launch_category`); every
+  device event counts, an op's kernel time is the sum of its kernels' durations;
+- ``tracelens``: TraceLens's (:func:`analysis.traces.categories.tracelens_op_category`) and its linked-kernel
+  rule: the launcher of a kernel is its op, else (no op around the launch) the runtime call itself; a call's time
+  is the union of its kernels' intervals; communication kernels and kernels no launch call links to are left
+  out of the op tables' totals and shown in rows of their own (:data:`UNLINKED`, :data:`COMM_ROW`).
+
+Each table's legend (:data:`LEGENDS`) says, in one line, which definitions it follows.
 """
 
 from __future__ import annotations
@@ -20,18 +31,57 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.traces.categories import launch_category
-from analysis.traces.model import TraceData
+from analysis.traces.breakdown import launch_index
+from analysis.traces.categories import (
+    is_communication,
+    launch_category,
+    tracelens_launcher_category,
+    tracelens_op_category,
+)
+from analysis.traces.model import KERNEL, TraceData
+from analysis.traces.timeline import union_length_by_group
 
 NO_OP = "(no launching op)"
+CATEGORY_SCHEMES = ("prbench", "tracelens")
+# Rows of their own under the tracelens scheme: kernels no launch call links to (TraceLens leaves them out), and
+# communication kernels (TraceLens's op tables leave out NCCL/RCCL kernels).
+UNLINKED = "(no launch event)"
+COMM_ROW = "(communication kernels)"
+# The prbench scheme counts kernels without a launching op under their kernel name's category, and shows them
+# again, outside the totals, in this row.
+UNLINKED_SHARE = f"of which {NO_OP}"
+OUTSIDE_TOTALS = (COMM_ROW, UNLINKED, UNLINKED_SHARE)
 # Names of compiled regions on the host: Inductor's wrapper call (a user_annotation), the autograd function and
 # Dynamo's region (cpu_ops). The innermost one around an op names its graph.
 COMPILED_REGION = re.compile(r"^## Call CompiledFxGraph (\w+) ##$|^CompiledFunction$|^Torch-Compiled Region")
 _INDUCTOR_KERNEL_OP = re.compile(r"^triton_|cpp_fused_")
 OPS_COLUMNS = ["op", "category", "calls", "kernels", "kernel time ms", "percent", "cumulative percent"]
 CATEGORY_COLUMNS = ["category", "calls", "kernels", "kernel time ms", "percent", "cumulative percent"]
-KERNEL_SUMMARY_COLUMNS = ["category", "parent op", "graph", "kernel", "count", "total ms", "mean us", "min us",
-                          "max us", "percent", "cumulative percent"]
+KERNEL_SUMMARY_COLUMNS = ["category", "parent op", "graph", "stream", "kernel", "count", "total ms", "mean us",
+                          "min us", "max us", "percent", "cumulative percent", "percent of total time"]
+# One line per table and scheme: what counts, how time is measured, what the percentages divide by.
+LEGENDS = {
+    "prbench": {
+        "ops_by_category": "prbench categories: every device event counts (kernels without an op under their kernel "
+                           f"name's category, and again in the row {UNLINKED_SHARE!r} outside the totals); an op "
+                           "call's time is the sum of its kernels' durations; softmax is reduction, copies are "
+                           "copy/memory, flash attention is SDPA (--categories tracelens: TraceLens's).",
+        "ops_summary": "Every device event counts, kernels without a launching op in the row "
+                       f"{NO_OP}; an op's time is the sum of its kernels' durations.",
+        "kernel_summary": "Rows per (category, parent op, graph, stream, kernel); percent: of all device time "
+                          "(kernels, memcpy, memset); percent of total time: of the span of all device events.",
+    },
+    "tracelens": {
+        "ops_by_category": "TraceLens categories: a launcher call's time is the union of its kernels' intervals; "
+                           f"kernels no launch call links to (row {UNLINKED}) and communication kernels (row "
+                           f"{COMM_ROW}) are shown but not in the percentages, as TraceLens leaves them out.",
+        "ops_summary": "TraceLens launchers: the op around the launch call, else the runtime call itself; time: "
+                       f"union of each call's kernels; {UNLINKED} and {COMM_ROW} outside the percentages.",
+        "kernel_summary": "TraceLens kernel_summary: kernels only (no memcpy/memset), rows per (category, parent "
+                          "op, stream, kernel); percent: of all kernel time; percent of total time: of the span "
+                          "of the device events a launch call links to.",
+    },
+}
 
 
 def graph_label(region_name: str) -> str:
@@ -102,13 +152,19 @@ class Attribution:
     unlinked: int
     unlinked_ns: int
     total_ns: int
+    scheme: str = "prbench"
+    call: np.ndarray | None = None  # tracelens: the launcher call of each event (−1: none, see UNLINKED)
+    counted: np.ndarray | None = None  # tracelens: whether the event is in the op tables' totals
 
     @property
     def unlinked_percent(self) -> float:
         return 100.0 * self.unlinked_ns / self.total_ns if self.total_ns else 0.0
 
 
-def attribute(trace: TraceData) -> Attribution:
+def attribute(trace: TraceData, scheme: str = "prbench") -> Attribution:
+    """Launching op and category of every device event under ``scheme`` (one of :data:`CATEGORY_SCHEMES`)."""
+    if scheme == "tracelens":
+        return _attribute_tracelens(trace)
     n = trace.n_events
     names = np.asarray(trace.names, dtype=object)
     op_index = trace.event_op.astype(np.int64) if trace.event_op.size == n else np.full(n, -1, dtype=np.int64)
@@ -138,6 +194,66 @@ def attribute(trace: TraceData) -> Attribution:
                        total_ns=int(trace.dur_ns.sum()))
 
 
+def _attribute_tracelens(trace: TraceData) -> Attribution:
+    """TraceLens's launchers: the op around the launch call, else the launch call itself (a kernel no launch call
+    links to has none); the category of a launcher call from its name and its first kernel."""
+    n = trace.n_events
+    names = np.asarray(trace.names, dtype=object)
+    op_index = trace.event_op.astype(np.int64) if trace.event_op.size == n else np.full(n, -1, dtype=np.int64)
+    launch = launch_index(trace)
+    by_op = op_index >= 0
+    by_runtime = ~by_op & (launch >= 0)
+    n_ops = len(trace.ops)
+    call = np.full(n, -1, dtype=np.int64)
+    call[by_op] = op_index[by_op]
+    call[by_runtime] = n_ops + launch[by_runtime]
+    launcher = np.full(n, UNLINKED, dtype=object)
+    if by_op.any():
+        launcher[by_op] = names[trace.ops.name_id][op_index[by_op]]
+    if by_runtime.any():
+        launcher[by_runtime] = names[trace.rt_name_id[launch[by_runtime]]]
+    kernel_names = names[trace.name_id] if n else np.empty(0, dtype=object)
+    category = np.full(n, UNLINKED, dtype=object)
+    linked = np.flatnonzero(call >= 0)
+    if linked.size:
+        order = linked[np.lexsort((trace.start_ns[linked], call[linked]))]
+        starts = np.ones(order.size, dtype=bool)
+        starts[1:] = call[order][1:] != call[order][:-1]
+        firsts = order[starts]  # the first kernel of each call
+        of_call = np.empty(int(call.max()) + 1, dtype=object)
+        of_call[call[firsts]] = [tracelens_op_category(launcher[i], kernel_names[i]) for i in firsts.tolist()]
+        category[linked] = of_call[call[linked]]
+    comm_name = np.array([is_communication(name) for name in trace.names], dtype=bool)
+    comm = comm_name[trace.name_id] if n else np.zeros(0, dtype=bool)
+    unlinked = call < 0
+    return Attribution(launcher=launcher, graph=np.full(n, "", dtype=object), category=category,
+                       op_index=op_index, unlinked=int(unlinked.sum()), unlinked_ns=int(trace.dur_ns[unlinked].sum()),
+                       total_ns=int(trace.dur_ns.sum()), scheme="tracelens", call=call, counted=~unlinked & ~comm)
+
+
+def _tracelens_rows(trace: TraceData, attr: Attribution, key: np.ndarray, key_name: str) -> pd.DataFrame:
+    """Per value of ``key`` over the counted events: calls, kernels, kernel time (union per call); then the rows
+    of the events left out of the totals, their time a plain sum and their percent empty."""
+    assert attr.call is not None and attr.counted is not None
+    counted = attr.counted
+    n_calls = int(attr.call.max()) + 1 if attr.call.size else 0
+    per_call = union_length_by_group(np.where(counted, attr.call, -1), trace.start_ns, trace.end_ns, n_calls)
+    frame = pd.DataFrame({key_name: key[counted], "call": attr.call[counted]})
+    rows = []
+    for value, g in frame.groupby(key_name, sort=False):
+        calls = np.unique(g["call"].to_numpy())
+        rows.append({key_name: value, "calls": calls.size, "kernels": len(g),
+                     "kernel time ms": float(per_call[calls].sum()) / 1e6})
+    df = _with_percent(pd.DataFrame(rows, columns=[key_name, "calls", "kernels", "kernel time ms"]),
+                       "kernel time ms", key_name)
+    comm = ~counted & (attr.call >= 0)
+    extra = [{key_name: label, "calls": int(np.unique(attr.call[mask]).size) if label == COMM_ROW else int(mask.sum()),
+              "kernels": int(mask.sum()), "kernel time ms": float(trace.dur_ns[mask].sum()) / 1e6,
+              "percent": np.nan, "cumulative percent": np.nan}
+             for label, mask in ((COMM_ROW, comm), (UNLINKED, attr.call < 0)) if mask.any()]
+    return pd.concat([df, pd.DataFrame(extra, columns=df.columns)], ignore_index=True) if extra else df
+
+
 def _with_percent(df: pd.DataFrame, time_col: str, key: str) -> pd.DataFrame:
     df = df.sort_values([time_col, key], ascending=[False, True], kind="stable").reset_index(drop=True)
     total = df[time_col].sum()
@@ -162,6 +278,13 @@ def ops_summary(trace: TraceData, attr: Attribution | None = None) -> pd.DataFra
     if not trace.has_timeline:
         return pd.DataFrame(columns=OPS_COLUMNS)
     attr = attr or attribute(trace)
+    if attr.scheme == "tracelens":
+        df = _tracelens_rows(trace, attr, attr.launcher, "op")
+        category = pd.DataFrame({"op": attr.launcher, "category": attr.category, "dur": trace.dur_ns}) \
+            .groupby(["op", "category"])["dur"].sum().reset_index() \
+            .sort_values("dur", ascending=False, kind="stable").drop_duplicates("op").set_index("op")["category"]
+        df.insert(1, "category", df["op"].map(category).fillna(df["op"]))
+        return df[OPS_COLUMNS]
     frame = _frame(trace, attr)
     rows = []
     for op, g in frame.groupby("op", sort=False):
@@ -177,11 +300,17 @@ def ops_by_category(trace: TraceData, attr: Attribution | None = None) -> pd.Dat
     if not trace.has_timeline:
         return pd.DataFrame(columns=CATEGORY_COLUMNS)
     attr = attr or attribute(trace)
+    if attr.scheme == "tracelens":
+        return _tracelens_rows(trace, attr, attr.category, "category")[CATEGORY_COLUMNS]
     frame = _frame(trace, attr)
     rows = [{"category": category, "calls": _calls(g), "kernels": len(g), "kernel time ms": g["dur"].sum() / 1e6}
             for category, g in frame.groupby("category", sort=False)]
-    return _with_percent(pd.DataFrame(rows, columns=CATEGORY_COLUMNS[:4]), "kernel time ms",
-                         "category")[CATEGORY_COLUMNS]
+    df = _with_percent(pd.DataFrame(rows, columns=CATEGORY_COLUMNS[:4]), "kernel time ms", "category")
+    if attr.unlinked:
+        row = {"category": UNLINKED_SHARE, "calls": attr.unlinked, "kernels": attr.unlinked,
+               "kernel time ms": attr.unlinked_ns / 1e6, "percent": np.nan, "cumulative percent": np.nan}
+        df = pd.concat([df, pd.DataFrame([row], columns=df.columns)], ignore_index=True)
+    return df[CATEGORY_COLUMNS]
 
 
 def kernel_summary(trace: TraceData, attr: Attribution | None = None) -> pd.DataFrame:
@@ -190,15 +319,27 @@ def kernel_summary(trace: TraceData, attr: Attribution | None = None) -> pd.Data
         return pd.DataFrame(columns=KERNEL_SUMMARY_COLUMNS)
     attr = attr or attribute(trace)
     frame = _frame(trace, attr)
-    g = frame.groupby(["category", "op", "graph", "name_id"], sort=False)["dur"].agg(["size", "sum", "min", "max"])
-    g = g.reset_index()
+    frame["stream"] = trace.stream
+    span_of = np.ones(trace.n_events, dtype=bool)
+    if attr.scheme == "tracelens":
+        assert attr.call is not None
+        # TraceLens's kernel_summary: kernels only; a kernel without an op is the graph's or the runtime's.
+        by_runtime = (attr.op_index < 0) & (attr.call >= 0)
+        frame.loc[by_runtime, "category"] = [tracelens_launcher_category(r) for r in attr.launcher[by_runtime]]
+        span_of = attr.call >= 0  # TraceLens's timeline leaves the unlinked kernels out
+        frame = frame[trace.kind == KERNEL]
+    g = frame.groupby(["category", "op", "graph", "stream", "name_id"], sort=False)["dur"] \
+        .agg(["size", "sum", "min", "max"]).reset_index()
     df = pd.DataFrame({
-        "category": g["category"], "parent op": g["op"], "graph": g["graph"],
+        "category": g["category"], "parent op": g["op"], "graph": g["graph"], "stream": g["stream"],
         "kernel": [trace.names[i] for i in g["name_id"]],
         "count": g["size"], "total ms": g["sum"] / 1e6, "mean us": g["sum"] / g["size"] / 1e3,
         "min us": g["min"] / 1e3, "max us": g["max"] / 1e3,
     })
-    return _with_percent(df, "total ms", "kernel")[KERNEL_SUMMARY_COLUMNS]
+    df = _with_percent(df, "total ms", "kernel")
+    span = int(trace.end_ns[span_of].max() - trace.start_ns[span_of].min()) if span_of.any() else 0
+    df["percent of total time"] = 100.0 * df["total ms"] * 1e6 / span if span else np.nan
+    return df[KERNEL_SUMMARY_COLUMNS]
 
 
 def unlinked_sentence(trace: TraceData, attr: Attribution) -> str:

@@ -5,12 +5,14 @@ that holds them: one directory is one configuration, its files are the ranks. Ea
 report written next to its traces (``<dir>/<dirname>_perf_report.{xlsx,md}`` and ``..._perf_report_csvs/``)
 with per-rank columns plus their mean and standard deviation. Sheets:
 
-gpu_timeline, ops_by_category, ops_summary, kernel_summary (kernels with their parent op), roofline (GEMM, CONV,
-SDPA and elementwise ops against the device's peak), kernel_categories, top_kernels, steps, launch_overhead,
-sync_calls, short_kernel_histogram, traces. The timeline's window follows ``window`` (see
-:func:`analysis.traces.timeline.measured_window`); every report says which rule it used and how many kernels
-have no launching op (they stay in every table). The rank of a file comes from its ``distributedInfo`` (as HTA
-does), else from ``<pattern><N>`` in the file name (the ``-p`` flag), else from its position in the sorted list.
+gpu_timeline, ops_by_category, ops_summary, kernel_summary (kernels with their parent op), unified_perf_summary and
+ops_unique_args (per op and recorded arguments, :mod:`analysis.traces.op_shapes`), roofline (GEMM, CONV, SDPA,
+elementwise, normalization and reduction ops against the device's peak), kernel_categories, top_kernels, steps,
+launch_overhead, sync_calls, short_kernel_histogram, short_kernels_summary, collectives (multi-rank directories,
+:mod:`analysis.traces.collectives`), traces, legend (one line per table on its definitions). The timeline's window
+follows ``window`` (see :func:`analysis.traces.timeline.measured_window`); every report says which rule it used and how
+many kernels have no launching op (they stay in every table). The rank of a file comes from its ``distributedInfo`` (as
+HTA does), else from ``<pattern><N>`` in the file name (the ``-p`` flag), else from its position in the sorted list.
 """
 
 from __future__ import annotations
@@ -24,9 +26,20 @@ import pandas as pd
 from analysis.errors import UserError
 from analysis.rendering import render_template, write_csv_dir, write_xlsx
 from analysis.traces.breakdown import category_table, kernel_table, kernels_per_step, short_kernel_histogram
+from analysis.traces.collectives import collective_sheets
 from analysis.traces.launch import LaunchAnalysis, analyze_launches, sync_table
 from analysis.traces.model import TraceData
-from analysis.traces.ops import attribute, kernel_summary, ops_by_category, ops_summary, unlinked_sentence
+from analysis.traces.op_shapes import ops_unique_args, short_kernels_summary, unified_perf_summary
+from analysis.traces.ops import (
+    CATEGORY_SCHEMES,
+    LEGENDS,
+    OUTSIDE_TOTALS,
+    attribute,
+    kernel_summary,
+    ops_by_category,
+    ops_summary,
+    unlinked_sentence,
+)
 from analysis.traces.readers import read_trace
 from analysis.traces.replay import ReplaySet, ReplayShape, trace_shapes
 from analysis.traces.replay_report import build_replay_set, replay_paths, write_replay_set
@@ -74,6 +87,9 @@ class RankResult:
     roofline: pd.DataFrame
     notes: list[str]  # the window rule, the unlinked kernels, the device and its peaks
     unlinked: int
+    unique_args: pd.DataFrame = field(default_factory=pd.DataFrame)
+    unified: pd.DataFrame = field(default_factory=pd.DataFrame)
+    short_kernels: pd.DataFrame = field(default_factory=pd.DataFrame)
     replay_shapes: list[ReplayShape] = field(default_factory=list)  # GEMM/CONV shapes for node replay (-r)
     family_ms: dict[str, float] = field(default_factory=dict)  # GEMM/CONV kernel time of the trace
 
@@ -82,6 +98,7 @@ class RankResult:
 class PerfReport:
     title: str
     ranks: list[int]
+    categories: str = "prbench"  # the category scheme of the ops tables (see analysis.traces.ops)
     sheets: dict[str, pd.DataFrame] = field(default_factory=dict)
     verdicts: list[tuple[int, str, str]] = field(default_factory=list)
     notes: list[tuple[int, list[str]]] = field(default_factory=list)
@@ -137,36 +154,43 @@ def find_trace_groups(base: Path, rank_pattern: str = "rank_", ext: str | None =
 # --- analysis ---------------------------------------------------------------------------------------------
 
 
-def analyze_rank(trace: TraceData, rank: int, window_rule: str = "steps") -> RankResult:
+def analyze_rank(trace: TraceData, rank: int, window_rule: str = "steps", categories: str = "prbench") -> RankResult:
     window = measured_window(trace, window_rule)
     timeline = gpu_timeline(trace, window)
     kernels = kernel_table(trace)
     attr = attribute(trace)
+    tables_attr = attr if categories == "prbench" else attribute(trace, categories)
     peaks = device_peaks(trace.device_names)
     fallback = " (asked for GPU steps; the trace has none)" if window_rule == "steps" and window.rule == "span" else ""
     notes = [f"Timeline window: {window.describe()}{fallback}.", unlinked_sentence(trace, attr),
              device_sentence(trace, peaks)]
+    if trace.skipped.count:
+        notes.append(trace.skipped.sentence())
     replay_shapes, family_ms = trace_shapes(trace, attr)
     return RankResult(
         rank=rank, trace=trace, timeline=timeline, kernels=kernels, categories=category_table(trace, kernels),
         steps=kernels_per_step(trace), launch=analyze_launches(trace, timeline), sync=sync_table(trace),
-        short_histogram=short_kernel_histogram(trace), window=window, ops_categories=ops_by_category(trace, attr),
-        ops=ops_summary(trace, attr), kernel_parents=kernel_summary(trace, attr),
+        short_histogram=short_kernel_histogram(trace), window=window,
+        ops_categories=ops_by_category(trace, tables_attr), ops=ops_summary(trace, tables_attr),
+        kernel_parents=kernel_summary(trace, tables_attr),
         roofline=roofline_table(trace, attr, peaks), notes=notes, unlinked=attr.unlinked,
+        unique_args=ops_unique_args(trace, tables_attr), unified=unified_perf_summary(trace, tables_attr, peaks),
+        short_kernels=short_kernels_summary(trace, tables_attr, timeline.total_time),
         replay_shapes=replay_shapes, family_ms=family_ms)
 
 
-def load_group(group: TraceGroup, window_rule: str = "steps") -> list[RankResult]:
+def load_group(group: TraceGroup, window_rule: str = "steps", lenient: bool = False,
+               categories: str = "prbench") -> list[RankResult]:
     results = []
     seen: dict[int, Path] = {}
     for position, f in enumerate(group.files):
-        trace = read_trace(f.path)
+        trace = read_trace(f.path, lenient=lenient)
         rank = trace.rank if trace.rank is not None and trace.rank >= 0 else f.rank_hint
         rank = position if rank is None else rank
         if rank in seen:
             raise UserError(f"{f.path}: rank {rank} again (also {seen[rank]}); pass -f to select one run")
         seen[rank] = f.path
-        results.append(analyze_rank(trace, rank, window_rule))
+        results.append(analyze_rank(trace, rank, window_rule, categories))
     return sorted(results, key=lambda r: r.rank)
 
 
@@ -209,11 +233,16 @@ def _merge_ranks(results: list[RankResult], attr: str, key: list[str], value: st
     out[count] = merged[c_cols].mean(axis=1)
     out[value] = mean
     out[f"{value} std"] = std
-    total = out[value].sum()
     out = pd.concat([out, merged[v_cols]], axis=1)
-    out = out.sort_values([value, key[0]], ascending=[False, True], kind="stable").reset_index(drop=True)
-    out.insert(len(key) + 3, "percent", 100.0 * out[value] / total if total else 0.0)
-    out.insert(len(key) + 4, "cumulative percent", out["percent"].cumsum())
+    # Rows shown outside the totals (kernels TraceLens leaves out) sort last and have no percent.
+    outside = out[key[0]].isin(OUTSIDE_TOTALS)
+    total = out.loc[~outside, value].sum()
+    out = pd.concat([out[~outside].sort_values([value, key[0]], ascending=[False, True], kind="stable"),
+                     out[outside]]).reset_index(drop=True)
+    outside = out[key[0]].isin(OUTSIDE_TOTALS)
+    percent = (100.0 * out[value] / total if total else pd.Series(0.0, index=out.index)).where(~outside)
+    out.insert(len(key) + 3, "percent", percent)
+    out.insert(len(key) + 4, "cumulative percent", percent.cumsum().where(~outside))
     return out
 
 
@@ -296,15 +325,25 @@ def traces_sheet(results: list[RankResult], base: Path | None = None) -> pd.Data
     return pd.DataFrame(rows)
 
 
-def build_report(results: list[RankResult], title: str, top: int | None = 50, base: Path | None = None) -> PerfReport:
+def legend_sheet(categories: str, sheets: list[str]) -> pd.DataFrame:
+    """One line per table saying which definitions it follows (the Markdown prints it under the table)."""
+    legends = LEGENDS[categories]
+    return pd.DataFrame([{"sheet": name, "legend": legends[name]} for name in sheets if name in legends],
+                        columns=["sheet", "legend"])
+
+
+def build_report(results: list[RankResult], title: str, top: int | None = 50, base: Path | None = None,
+                 categories: str = "prbench") -> PerfReport:
     if not results:
         raise UserError(f"{title}: no traces to report")
-    report = PerfReport(title=title, ranks=[r.rank for r in results])
+    report = PerfReport(title=title, ranks=[r.rank for r in results], categories=categories)
     report.sheets = {
         "gpu_timeline": timeline_sheet(results),
         "ops_by_category": ops_categories_sheet(results),
         "ops_summary": ops_sheet(results),
         "kernel_summary": _top_per_rank(_stack(results, "kernel_parents"), top),
+        "unified_perf_summary": _stack(results, "unified"),
+        "ops_unique_args": _stack(results, "unique_args"),
         "roofline": _stack(results, "roofline"),
         "kernel_categories": categories_sheet(results),
         "top_kernels": kernels_sheet(results, top),
@@ -312,8 +351,11 @@ def build_report(results: list[RankResult], title: str, top: int | None = 50, ba
         "launch_overhead": launch_sheet(results),
         "sync_calls": _stack(results, "sync"),
         "short_kernel_histogram": histogram_sheet(results),
+        "short_kernels_summary": _stack(results, "short_kernels"),
+        **collective_sheets([(r.rank, r.trace) for r in results]),
         "traces": traces_sheet(results, base),
     }
+    report.sheets["legend"] = legend_sheet(categories, list(report.sheets))
     report.verdicts = [(r.rank, r.launch.verdict.label, r.launch.verdict.reason) for r in results]
     report.notes = [(r.rank, r.notes) for r in results]
     return report
@@ -325,7 +367,7 @@ def render_markdown(report: PerfReport, top_md: int = 25) -> str:
     # Markdown stays readable: per-rank columns live in the xlsx/csv outputs, the summary shows mean and std.
     compact = {name: df[[c for c in df.columns if not per_rank.search(str(c))]] for name, df in sheets.items()}
     return render_template("perf_report.md.j2", report=report, sheets=compact, top_md=top_md,
-                           multi_rank=len(report.ranks) > 1)
+                           multi_rank=len(report.ranks) > 1, legends=LEGENDS[report.categories])
 
 
 def write_report(report: PerfReport, output_base: Path, formats: list[str]) -> list[Path]:
@@ -358,14 +400,19 @@ def generate_perf_reports(base: Path, rank_pattern: str = "rank_", ext: str | No
                           filters: list[str] | None = None, output: Path | None = None,
                           formats: list[str] | None = None, all_kernels: bool = False, top: int = 50,
                           dry_run: bool = False, window_rule: str = "steps",
-                          replay: bool = False) -> list[tuple[TraceGroup, list[Path]]]:
+                          replay: bool = False, categories: str = "prbench",
+                          lenient: bool = False) -> list[tuple[TraceGroup, list[Path]]]:
     """Find the trace groups and write one report per group; with ``dry_run`` only plan (nothing is read).
 
     ``window_rule``: ``steps`` (GPU-side ProfilerStep windows when the trace has them, else the span) or
     ``span`` (always the span of all GPU events). ``replay``: also write each group's node replay set and its
-    vendor command lines (``<report>_replay_set.json``, ``<report>_replay_commands.sh``)."""
+    vendor command lines (``<report>_replay_set.json``, ``<report>_replay_commands.sh``). ``categories``: the
+    ops tables' scheme (:data:`analysis.traces.ops.CATEGORY_SCHEMES`). ``lenient``: leave out (and count) events
+    with a missing or malformed ts/dur instead of failing."""
     if window_rule not in WINDOW_RULES:
         raise UserError(f"--window {window_rule}: expected one of {', '.join(WINDOW_RULES)}")
+    if categories not in CATEGORY_SCHEMES:
+        raise UserError(f"--categories {categories}: expected one of {', '.join(CATEGORY_SCHEMES)}")
     formats = formats or ["xlsx"]
     groups = find_trace_groups(base, rank_pattern, ext, filters, output)
     if dry_run:
@@ -374,9 +421,10 @@ def generate_perf_reports(base: Path, rank_pattern: str = "rank_", ext: str | No
     # configuration must not leave the reports of the first ones behind as if the run had worked.
     reports = []
     for group in groups:
-        results = load_group(group, window_rule)
+        results = load_group(group, window_rule, lenient, categories)
         title = str(group.directory.relative_to(base)) if group.directory != base else group.directory.name
-        report = build_report(results, title or group.directory.name, None if all_kernels else top, base)
+        report = build_report(results, title or group.directory.name, None if all_kernels else top, base,
+                              categories)
         reports.append((group, report, replay_set_for(results, base) if replay else None))
     done = []
     for group, report, replay_set in reports:

@@ -54,15 +54,17 @@ def detect_format(path: Path) -> str:
     raise UserError(f"{path}: unrecognized profile format (expected a Kineto/rocprof/nsys trace or -p output)")
 
 
-def read_trace(path: str | Path) -> TraceData:
-    """Read any supported profile; a trace with nothing to analyze is a UserError, never an empty report."""
+def read_trace(path: str | Path, lenient: bool = False) -> TraceData:
+    """Read any supported profile; a trace with nothing to analyze is a UserError, never an empty report.
+    ``lenient``: a Kineto event with a missing or malformed ``ts``/``dur`` is left out and counted
+    (``TraceData.skipped``) instead of failing the read."""
     path = Path(path)
-    return require_activity(_read(path, detect_format(path)))
+    return require_activity(_read(path, detect_format(path), lenient))
 
 
-def _read(path: Path, fmt: str) -> TraceData:
+def _read(path: Path, fmt: str, lenient: bool = False) -> TraceData:
     if fmt == "kineto":
-        return read_kineto(path)
+        return read_kineto(path, lenient)
     if fmt == "rocprofv3-json":
         return read_rocprofv3_json(path)
     if fmt == "rocprofv3-csv":

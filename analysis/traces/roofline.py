@@ -2,12 +2,13 @@
 (``record_shapes=True``: ``Input Dims``, ``Input type``, ``Concrete Inputs``), achieved TFLOP/s and TB/s over the
 op's kernel time, and the fraction of the device's peak.
 
-Conventions: FLOPs count a multiply-add as 2 and only the matrix products (GEMM 2·M·N·K, the bias add is not
-counted; SDPA the two products Q·Kᵀ and P·V, halved when causal; softmax is not counted); elementwise ops count
-one FLOP per output element. Bytes are the minimum traffic: every input tensor read once and the output written
-once (no cache reuse, no re-reads). TB/s and MB are decimal (1e12, 1e6). The op's time is the sum of the
-durations of the kernels it launched. A float32 GEMM is compared with the FP32 peak: the trace does not say
-whether TF32 was allowed.
+Conventions: FLOPs count a multiply-add as 2 and only the matrix products (GEMM 2·M·N·K, the bias add is not counted;
+SDPA the two products Q·Kᵀ and P·V, halved when causal; softmax is not counted); elementwise ops count one FLOP per
+output element; a normalization (layer, batch, group, instance, RMS norm forward) 5 per element (mean, variance,
+normalize, scale, shift) and a reduction one per input element. Bytes are the minimum traffic: every input tensor read
+once and the output written once (no cache reuse, no re-reads). TB/s and MB are decimal (1e12, 1e6). The op's time is
+the sum of the durations of the kernels it launched. A float32 GEMM is compared with the FP32 peak: the trace does not
+say whether TF32 was allowed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.traces.categories import CONV, ELEMENTWISE, ELEMENTWISE_OPS, GEMM, SDPA
+from analysis.traces.categories import CONV, ELEMENTWISE, ELEMENTWISE_OPS, GEMM, NORM, REDUCTION, SDPA
 from analysis.traces.model import OpShape, TraceData
 from analysis.traces.ops import Attribution
 
@@ -40,6 +41,12 @@ SDPA_OPS = {"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_prod
              "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
              "aten::_flash_attention_forward", "aten::_efficient_attention_forward"}
 
+# Forward normalizations: (input, normalized shape or weight, ...) as their schemas record them.
+NORM_OPS = {f"aten::{p}{kind}_norm" for p in ("", "native_") for kind in ("layer", "batch", "group", "instance")} \
+    | {"aten::rms_norm", "aten::_fused_rms_norm"}
+REDUCE_OPS = {f"aten::{n}" for n in ("sum", "mean", "amax", "amin", "max", "min", "norm", "linalg_vector_norm",
+                                     "std", "var", "logsumexp", "cumsum", "cumprod", "prod")}
+
 ROOFLINE_COLUMNS = ["family", "op", "shape", "dtype", "calls", "kernel time ms", "mean us", "GFLOP per call",
                     "MB per call", "FLOP/byte", "TFLOP/s", "TB/s", "peak TFLOP/s", "% of peak FLOP/s",
                     "% of peak TB/s", "bound", "% of roofline"]
@@ -47,7 +54,8 @@ ROOFLINE_COLUMNS = ["family", "op", "shape", "dtype", "calls", "kernel time ms",
 
 def has_model(op_name: str) -> bool:
     """Whether :func:`op_work` can price this op (the reader keeps shapes only for these)."""
-    return op_name in GEMM_OPS or op_name in CONV_OPS or op_name in SDPA_OPS or op_name in ELEMENTWISE_OPS
+    return op_name in GEMM_OPS or op_name in CONV_OPS or op_name in SDPA_OPS or op_name in ELEMENTWISE_OPS \
+        or op_name in NORM_OPS or op_name in REDUCE_OPS
 
 
 @dataclass(frozen=True)
@@ -117,6 +125,10 @@ def op_work(name: str, shape: OpShape) -> OpWork | None:
             return _sdpa(name, shape)
         if name in ELEMENTWISE_OPS:
             return _elementwise(shape)
+        if name in NORM_OPS:
+            return _norm(shape)
+        if name in REDUCE_OPS:
+            return _reduce(shape)
     except (IndexError, TypeError, ValueError):
         return None  # a shape list that does not fit the op's schema: the op stays in the tables, unpriced
     return None
@@ -250,6 +262,26 @@ def _elementwise(shape: OpShape) -> OpWork | None:
                   widest, precision_of(widest))
 
 
+def _norm(shape: OpShape) -> OpWork | None:
+    """Input read, output written, and the weight and bias vectors (when given) read once."""
+    x = _tensor(shape.dims[0])
+    if x is None:
+        return None
+    params = sum(_numel(t) for t in map(_tensor, shape.dims[1:]) if t is not None)
+    return _work(NORM, 5 * _numel(x), 2 * _numel(x) + params, shape.types[0], f"{list(x)}")
+
+
+def _reduce(shape: OpShape) -> OpWork | None:
+    """Input read once, output written once; the output's size from the reduced dims (all when none given)."""
+    x = _tensor(shape.dims[0])
+    if x is None:
+        return None
+    dims = _arg(shape, 1, None)
+    reduced = [d % len(x) for d in (dims if isinstance(dims, list) else [dims])] if dims is not None and x else []
+    out = _numel([n for i, n in enumerate(x) if i not in reduced]) if reduced else 1
+    return _work(REDUCTION, _numel(x), _numel(x) + out, shape.types[0], f"{list(x)} over {reduced or 'all'}")
+
+
 # --- device peaks -----------------------------------------------------------------------------------------
 
 
@@ -342,15 +374,13 @@ def roofline_table(trace: TraceData, attr: Attribution, peaks: DevicePeaks | Non
         seconds = ns / 1e9
         tflops = work.flops * calls / seconds / 1e12
         tbs = work.bytes * calls / seconds / 1e12
-        # Elementwise work runs on the vector units, whose peak the table does not hold: judged on bandwidth.
-        matrix = work.family != ELEMENTWISE
-        peak = peaks.tflops.get(work.precision) if peaks and work.precision and matrix else None
+        peak = matrix_peak(work, peaks)
         rows.append({
             "family": work.family, "op": name, "shape": work.shape, "dtype": work.dtype, "calls": calls,
             "kernel time ms": ns / 1e6, "mean us": ns / calls / 1e3, "GFLOP per call": work.flops / 1e9,
             "MB per call": work.bytes / 1e6, "FLOP/byte": work.flops / work.bytes if work.bytes else np.nan,
             "TFLOP/s": tflops, "TB/s": tbs, "peak TFLOP/s": peak if peak is not None else np.nan,
-            **_versus_peak(work, tflops, tbs, peak, peaks, ns / calls / 1e9),
+            **versus_peak(work, tflops, tbs, peak, peaks, ns / calls / 1e9),
         })
     if not rows:
         return pd.DataFrame(columns=ROOFLINE_COLUMNS)
@@ -358,7 +388,14 @@ def roofline_table(trace: TraceData, attr: Attribution, peaks: DevicePeaks | Non
     return df.sort_values(["kernel time ms", "op"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
-def _versus_peak(work: OpWork, tflops: float, tbs: float, peak: float | None, peaks: DevicePeaks | None,
+def matrix_peak(work: OpWork, peaks: DevicePeaks | None) -> float | None:
+    """The matrix peak TFLOP/s the op is judged against; None for vector work (elementwise, normalization,
+    reduction: the table holds no vector peaks, so they are judged on bandwidth) or an unknown precision."""
+    matrix = work.family in (GEMM, CONV, SDPA)
+    return peaks.tflops.get(work.precision) if peaks and work.precision and matrix else None
+
+
+def versus_peak(work: OpWork, tflops: float, tbs: float, peak: float | None, peaks: DevicePeaks | None,
                  seconds_per_call: float) -> dict[str, Any]:
     if peaks is None:
         return {"% of peak FLOP/s": np.nan, "% of peak TB/s": np.nan, "bound": "unknown device",

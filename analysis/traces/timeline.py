@@ -56,6 +56,39 @@ def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
     return int((e - s).sum())
 
 
+def union_length_by_group(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, groups: int) -> np.ndarray:
+    """|union of the intervals of group g| for g in 0..groups−1 (``group`` < 0: the interval belongs to none).
+
+    Sorted by (group, start), an interval adds what it reaches beyond the furthest end of the earlier intervals
+    of its group (a running maximum that restarts at each group)."""
+    out = np.zeros(groups, dtype=np.int64)
+    keep = group >= 0
+    if not keep.any():
+        return out
+    g, s, e = group[keep], starts[keep], ends[keep]
+    order = np.lexsort((s, g))
+    g, s, e = g[order], s[order], e[order]
+    first = np.ones(g.size, dtype=bool)
+    first[1:] = g[1:] != g[:-1]
+    # Restart the running maximum at each group: lift each group above every earlier one by a constant offset
+    # (in slices of groups small enough that the offsets stay within int64).
+    span = int(e.max() - s.min()) + 1
+    rank = np.cumsum(first) - 1
+    per_slice = max(1, (1 << 62) // span)
+    reach = np.empty(g.size, dtype=np.int64)
+    for lo in range(0, int(rank[-1]) + 1, per_slice):
+        at = slice(*np.searchsorted(rank, [lo, lo + per_slice]))
+        offset = (rank[at] - lo).astype(np.int64) * span
+        reach[at] = np.maximum.accumulate(e[at] - s.min() + offset) - offset + s.min()
+    before = np.empty(g.size, dtype=np.int64)
+    before[0] = s[0]
+    before[1:] = reach[:-1]
+    before[first] = s[first]
+    added = np.maximum(e - np.maximum(s, before), 0)
+    np.add.at(out, g, added)
+    return out
+
+
 @dataclass(frozen=True)
 class Timeline:
     """Timeline quantities in ns; ``to_frame`` gives TraceLens' ``type, time ms, percent`` table."""

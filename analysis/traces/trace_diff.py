@@ -1,8 +1,15 @@
-"""Base-vs-PR comparison of two traces: GPU timeline, kernel categories and individual kernels.
+"""Base-vs-PR comparison of two traces: GPU timeline, kernel categories, individual kernels and host (CPU) ops.
 
 Kernels are matched by exact name. Names that exist on one side only are reported as ``only base`` /
 ``only pr`` rather than dropped, because a PR that changes fusion typically renames kernels (and category
 totals still compare like with like). ``diff`` is PR − base; ``diff %`` is relative to base.
+
+What makes the two sides unlike is said first (:func:`mismatches`): other devices, platforms, ranks or world
+sizes, another number of profiled steps, events left out for a missing ts/dur. Kernels without a launching op
+are kept in every table (HTA drops them): the categories table shows them in a row of their own
+(:data:`UNLINKED_SHARE`, outside the totals) and the ops table under :data:`analysis.traces.ops.NO_OP`. The ops
+table (``ops``) compares the host ops that launched kernels: calls, host (CPU) time and the kernel time they
+launched.
 """
 
 from __future__ import annotations
@@ -18,7 +25,11 @@ from analysis.errors import UserError
 from analysis.rendering import render_template, write_csv_dir, write_xlsx
 from analysis.traces.breakdown import category_table, kernel_table
 from analysis.traces.model import TraceData
+from analysis.traces.ops import UNLINKED_SHARE, attribute, ops_summary
 from analysis.traces.timeline import gpu_timeline
+
+OPS_COLUMNS = ["op", "status", "base calls", "pr calls", "base cpu ms", "pr cpu ms", "base ms", "pr ms", "diff ms",
+               "diff %"]
 
 
 @dataclass
@@ -28,10 +39,13 @@ class TraceDiff:
     timeline: pd.DataFrame  # type, base ms, pr ms, diff ms, diff %
     categories: pd.DataFrame  # category, base count, pr count, base ms, pr ms, diff ms, diff %
     kernels: pd.DataFrame  # name, category, status, base count, pr count, base ms, pr ms, diff ms, diff %
+    ops: pd.DataFrame  # OPS_COLUMNS
+    notes: list[str]  # what makes the sides unlike, first
 
     @property
     def total_kernel_ms(self) -> tuple[float, float]:
-        return float(self.categories["base ms"].sum()), float(self.categories["pr ms"].sum())
+        totals = self.categories[self.categories["category"] != UNLINKED_SHARE]
+        return float(totals["base ms"].sum()), float(totals["pr ms"].sum())
 
 
 def _diff_columns(df: pd.DataFrame) -> pd.DataFrame:
@@ -46,6 +60,55 @@ def _timeline(base: TraceData, pr: TraceData) -> pd.DataFrame:
     p = gpu_timeline(pr).to_frame().set_index("type")["time ms"]
     df = pd.DataFrame({"type": b.index, "base ms": b.to_numpy(), "pr ms": p.reindex(b.index).to_numpy()})
     return _diff_columns(df)
+
+
+def _differs(what: str, base: object, pr: object, consequence: str) -> list[str]:
+    return [f"{what} differ: base {base}, PR {pr}; {consequence}."] if base != pr else []
+
+
+def _steps(trace: TraceData) -> str:
+    host = sum(not s.on_device for s in trace.steps)
+    device = sum(s.on_device for s in trace.steps)
+    return f"{host} ProfilerStep(s) ({device} GPU-side)"
+
+
+def mismatches(base: TraceData, pr: TraceData) -> list[str]:
+    """What makes the two traces unlike, one sentence each (empty when nothing does)."""
+    notes = _differs("Devices", ", ".join(sorted(set(base.device_names))) or "not recorded",
+                     ", ".join(sorted(set(pr.device_names))) or "not recorded",
+                     "kernel names and times compare different hardware")
+    notes += _differs("Platforms", base.platform, pr.platform, "kernels of the two vendors never match by name")
+    notes += _differs("Ranks", f"rank {base.rank} of {base.world_size}", f"rank {pr.rank} of {pr.world_size}",
+                      "the two traces may not do the same share of the work")
+    notes += _differs("Step windows", _steps(base), _steps(pr), "the totals may cover different amounts of work")
+    for side, trace in (("base", base), ("PR", pr)):
+        if trace.skipped.count:
+            notes.append(f"{side}: {trace.skipped.sentence()}")
+    return notes
+
+
+def _ops(base: TraceData, pr: TraceData) -> tuple[pd.DataFrame, list[int], list[float]]:
+    """Host ops that launched kernels, matched by name; and each side's unlinked kernel count and ms."""
+    frames, unlinked, unlinked_ms = [], [], []
+    for trace in (base, pr):
+        attr = attribute(trace)
+        summary = ops_summary(trace, attr)[["op", "calls", "kernel time ms"]]
+        ops = trace.ops
+        cpu = pd.Series(ops.dur_ns / 1e6, dtype=float).groupby(
+            [trace.names[i] for i in ops.name_id.tolist()]).sum() if len(ops) and ops.dur_ns.size else pd.Series()
+        summary = summary.assign(cpu=summary["op"].map(cpu))
+        frames.append(summary)
+        unlinked.append(attr.unlinked)
+        unlinked_ms.append(attr.unlinked_ns / 1e6)
+    ops = frames[0].merge(frames[1], on="op", how="outer", suffixes=(" base", " pr"))
+    ops["status"] = np.select([ops["calls base"].isna(), ops["calls pr"].isna()], ["only pr", "only base"], "both")
+    ops = ops.rename(columns={"calls base": "base calls", "calls pr": "pr calls", "cpu base": "base cpu ms",
+                              "cpu pr": "pr cpu ms", "kernel time ms base": "base ms", "kernel time ms pr": "pr ms"})
+    ops[["base calls", "pr calls", "base ms", "pr ms"]] = ops[["base calls", "pr calls", "base ms", "pr ms"]].fillna(0)
+    ops[["base calls", "pr calls"]] = ops[["base calls", "pr calls"]].astype("int64")
+    ops = _diff_columns(ops)
+    ops = ops.reindex(ops["diff ms"].abs().sort_values(ascending=False, kind="stable").index)
+    return ops[OPS_COLUMNS].reset_index(drop=True), unlinked, unlinked_ms
 
 
 def trace_diff(base: TraceData, pr: TraceData) -> TraceDiff:
@@ -73,8 +136,17 @@ def trace_diff(base: TraceData, pr: TraceData) -> TraceDiff:
     cats[["base count", "pr count"]] = cats[["base count", "pr count"]].astype("int64")
     cats = _diff_columns(cats).sort_values("base ms", ascending=False, kind="stable").reset_index(drop=True)
     cats = cats[["category", "base count", "pr count", "base ms", "pr ms", "diff ms", "diff %"]]
+    ops, unlinked, unlinked_ms = _ops(base, pr)
+    notes = mismatches(base, pr)
+    if any(unlinked):
+        row = {"category": UNLINKED_SHARE, "base count": unlinked[0], "pr count": unlinked[1],
+               "base ms": unlinked_ms[0], "pr ms": unlinked_ms[1]}
+        cats = pd.concat([cats, _diff_columns(pd.DataFrame([row]))], ignore_index=True)
+        notes.append(f"Kernels without a launching op: base {unlinked[0]} ({unlinked_ms[0]:.3f} ms), PR "
+                     f"{unlinked[1]} ({unlinked_ms[1]:.3f} ms); counted in every table here (HTA drops them), "
+                     f"shown apart in the row '{UNLINKED_SHARE}'.")
     return TraceDiff(base_label=base.path.name, pr_label=pr.path.name, timeline=_timeline(base, pr),
-                     categories=cats, kernels=kernels)
+                     categories=cats, kernels=kernels, ops=ops, notes=notes)
 
 
 def render_trace_diff_markdown(diff: TraceDiff, top: int = 25, heading_level: int = 1) -> str:
@@ -87,7 +159,8 @@ def render_trace_diff_markdown(diff: TraceDiff, top: int = 25, heading_level: in
 
 
 def trace_diff_sheets(diff: TraceDiff) -> dict[str, pd.DataFrame]:
-    return {"timeline": diff.timeline, "categories": diff.categories, "kernels": diff.kernels}
+    return {"notes": pd.DataFrame({"note": diff.notes}, columns=["note"]), "timeline": diff.timeline,
+            "categories": diff.categories, "kernels": diff.kernels, "ops": diff.ops}
 
 
 def profile_dirs_markdown(base_dir: Path, pr_dir: Path, top: int = 15) -> str | None:
