@@ -42,6 +42,8 @@ from analysis.verdict_settings import percent
 MAX_MARKDOWN_CHARS = 65_000
 _NAME_WIDTH = 64  # kernel names can run to hundreds of characters; the CSV keeps them whole
 _WHERE_WIDTH = 72  # a kernel shared by many models lists them all in the CSV's `graphs`
+# The template's plot slots; a plot that could not be drawn (no kernel with timings on both sides) is None.
+PLOT_SLOTS = ("distribution", "categories", "waterfall")
 
 def _with_ci(frame: pd.DataFrame) -> pd.DataFrame:
     shown = frame.copy()
@@ -186,12 +188,13 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
     gate_rows = pd.DataFrame([{**g.as_dict(), "ci": ci_text(g.ci_low, g.ci_high),
                                "limit": f"{'<' if g.bad_when == 'below' else '>'} {g.limit:g}×"} for g in gates])
     base_ctx = {"title": inputs.title, "verdict": report_verdict(kc, mc, stats), "kc": kc, "mc": mc, "proj": proj,
-                "plots": plots, "method": _method(inputs, kc, mc), "lock": flatten(inputs.lock),
+                "plots": {**dict.fromkeys(PLOT_SLOTS), **plots}, "method": _method(inputs, kc, mc),
+                "lock": flatten(inputs.lock),
                 "max_chars": MAX_MARKDOWN_CHARS, "confidence": percent(stats.confidence),
                 "controls_table": markdown_table(control_rows(kc, mc, stats), CONTROL_COLUMNS_MD, 10, None),
                 "gates_table": markdown_table(gate_rows, GATE_COLUMNS_MD, 10, None) if gates else None,
                 "decomposition": explanations.decomposition, "mean_peak": _mean_peaks(mc),
-                **_renamed(kc)}
+                "kernel_gap": _kernel_gap(kc), **_renamed(kc)}
     details = _details(inputs, kc)
     caps = Caps()
     while True:
@@ -268,6 +271,17 @@ def _method(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparis
             "confidence": percent(s.stats.confidence),
             "alpha": s.stats.alpha, "margin": percent(s.stats.margin), "threshold": percent(s.stats.effect_floor),
             "noise": percent(s.stats.noise), "min_ms": s.stats.min_ms}
+
+
+def _kernel_gap(kc: KernelComparison | None) -> str | None:
+    """What the kernel section cannot compute, and why: no pair has timings on both sides (a side whose kernels
+    all failed, or rows with an unknown status)."""
+    if kc is None or kc.summary.n_summarised or not len(kc.table):
+        return None
+    failed = {side: int((~kc.table[f"{side}_ok"].astype(bool)).sum()) for side in ("base", "pr")}
+    return (f"_No kernel pair has timings on both sides (failed or without timing: base {failed['base']}, PR "
+            f"{failed['pr']} of {len(kc.table)} pairs), so no speedup, interval or plot can be computed; each "
+            "pair's status and error are in kernels_compare.csv._")
 
 
 def _renamed(kc: KernelComparison | None) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from pathlib import Path
 from types import TracebackType
 
 from analysis.errors import UserError
+from analysis.records import read_bytes
 
 LOCK_FILE = ".lock"
 # How long a refused process waits for the holder to finish writing who it is (it does so right after locking).
@@ -196,9 +197,10 @@ def holder_of(run_dir: Path) -> Holder | None:
     never make a starting writer fail): the holder it names, unless that process is gone from this machine. A
     holder that let go cleared the file; one that was killed left its line behind, naming a pid that no longer
     runs (a pid reused since is taken for the holder: the line is only for display)."""
-    try:
-        holder = Holder.parse((Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8", errors="replace"))
-    except OSError:
+    try:  # a lock file is one short line; a FIFO or a device in its place is not read (it could block forever)
+        holder = Holder.parse(read_bytes(Path(run_dir) / LOCK_FILE, "a run's lock file", 1 << 16).decode(
+            "utf-8", errors="replace"))
+    except (OSError, UserError):
         return None
     if holder is None or (holder.host and holder.host != socket.gethostname()):
         return holder  # another machine's process (a shared file system): it cannot be checked from here

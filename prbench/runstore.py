@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -36,7 +37,7 @@ from prbench.run_lock import RunLock
 MANIFEST = "manifest.json"
 REPORT_DIR = "report"
 STALE_REPORT_DIR = "report.stale"
-_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # fullmatch: "$" would let a trailing newline through
 
 
 class StageStatus:
@@ -269,7 +270,7 @@ def _read_manifest(path: Path) -> RunManifest:
 
 def valid_run_id(run_id: str) -> bool:
     """A plain name: a run id never reaches outside the runs directory."""
-    return bool(_RUN_ID_RE.match(run_id))
+    return bool(_RUN_ID_RE.fullmatch(run_id))
 
 
 def _check_run_id(run_id: str) -> None:
@@ -334,9 +335,9 @@ class RunStore:
             raise
 
     def latest(self) -> Run:
-        runs = sorted(
-            (p for p in self.root.glob(f"*/{MANIFEST}")), key=lambda p: p.stat().st_mtime
-        ) if self.root.exists() else []
+        # Only regular manifests: the scan must never open a FIFO (its read would wait forever) or a device.
+        found = ((p, p.stat()) for p in self.root.glob(f"*/{MANIFEST}")) if self.root.exists() else iter(())
+        runs = [p for p, st in sorted(found, key=lambda f: f[1].st_mtime) if stat.S_ISREG(st.st_mode)]
         if not runs:
             raise UserError(f"--runs-dir {self.root}: no runs yet")
         return self.open(runs[-1].parent.name)
