@@ -24,7 +24,7 @@ from analysis.errors import UserError
 from analysis.kernel_identity import kernel_num_gb, strip_paas_suffix
 from analysis.kernel_index import INDEX_COLUMNS, IndexRow, read_index
 from analysis.paired_rounds import RoundRecord, RoundSamples, side_samples, visit_errors
-from analysis.records import expect_object, read_json, reading
+from analysis.records import check_regular, expect_object, read_json, reading
 
 # The kernels.csv contract (docs/architecture.md), defined here only: the index columns + the timing columns.
 # Its one writer is `write_results`; its one reader is `analysis.kernel_compare.read_kernels_csv` (a frame).
@@ -124,8 +124,8 @@ def merge_result_files(parts: list[Path], out: Path, order: list[str]) -> int:
 
 
 def _read_csv(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
-    with reading(path, f"a CSV with the columns {','.join(columns)}"), open(path, newline="",
-                                                                            encoding="utf-8") as handle:
+    what = f"a CSV with the columns {','.join(columns)}"
+    with reading(path, what), open(check_regular(path, what), newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         if tuple(reader.fieldnames or ()) != columns:
             raise UserError(f"{path}: expected the columns {','.join(columns)}")

@@ -41,7 +41,7 @@ def open_text(path: Path) -> TextIO:
 def open_text_bytes(path: Path) -> BinaryIO:
     """The bytes of a plain or gzip-compressed regular file (a FIFO or device is refused: `records.open_regular`)."""
     if is_gzip(path):  # checked on the way: is_gzip opens it with records.open_regular
-        return fast_io.gzip_opener()[1](path, "rb")  # type: ignore[return-value]
+        return fast_io.gzip_opener()[1](path, "rb")
     return records.open_regular(path, "a trace file")
 
 
