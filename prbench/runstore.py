@@ -273,7 +273,7 @@ def valid_run_id(run_id: str) -> bool:
     return bool(_RUN_ID_RE.fullmatch(run_id))
 
 
-def _check_run_id(run_id: str) -> None:
+def check_run_id(run_id: str) -> None:
     if not valid_run_id(run_id):
         raise UserError(f"--run {run_id!r}: a run id may hold letters, digits, '.', '_' and '-' only")
 
@@ -300,7 +300,7 @@ class RunStore:
         """
         if run_id is None:
             run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        _check_run_id(run_id)
+        check_run_id(run_id)
         self._ensure_writable()
         root = self.root / run_id
         root.mkdir(exist_ok=True)
@@ -320,7 +320,7 @@ class RunStore:
 
     def open(self, run_id: str, *, write: bool = False) -> Run:
         """Open an existing run: to read (no lock; ``invoke status``) or, with ``write``, holding its lock."""
-        _check_run_id(run_id)  # `invoke status --run ../x` must not read outside the runs directory
+        check_run_id(run_id)  # `invoke status --run ../x` must not read outside the runs directory
         root = self.root / run_id
         path = root / MANIFEST
         if not path.exists():
