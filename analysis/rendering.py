@@ -98,8 +98,10 @@ def ci_text(low: Any, high: Any) -> str:
 # a block), no link, image or emphasis.
 
 _HTML_CHARS = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
-# The punctuation that opens inline Markdown: escapes, code spans, emphasis, links and images, strikethrough.
-_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*\[\]~])")
+# The punctuation that opens inline Markdown: escapes, code spans, emphasis, links and images, strikethrough; and
+# what GitHub turns into a link by itself (``http://``, ``www.``), escaped where it would. (An e-mail address
+# still becomes a mailto: link, whatever is escaped; it opens nothing by itself.)
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*\[\]~]|:(?=//)|(?<=\bwww)\.)", re.IGNORECASE)
 _BACKTICKS = re.compile(r"`+")
 
 
