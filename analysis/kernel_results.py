@@ -129,7 +129,12 @@ def _read_csv(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
         reader = csv.DictReader(handle)
         if tuple(reader.fieldnames or ()) != columns:
             raise UserError(f"{path}: expected the columns {','.join(columns)}")
-        return list(reader)
+        rows = list(reader)
+    for number, row in enumerate(rows, 2):
+        if None in row.values() or None in row:  # fewer cells than the header (a file cut mid-row), or more
+            raise UserError(f"{path}: line {number}: {len([v for v in row.values() if v is not None])} cells where "
+                            f"the header has {len(columns)} (a row cut short?); expected {what}")
+    return rows
 
 
 def _write_csv(path: Path, columns: list[str], rows: Iterable[dict[str, Any]]) -> None:

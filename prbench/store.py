@@ -59,6 +59,7 @@ from packaging.version import Version
 
 from analysis.atomic_io import atomic_path, write_json
 from analysis.errors import UserError
+from analysis.io_errors import is_no_space
 from analysis.records import (
     MAX_JSON_BYTES,
     check_regular,
@@ -471,6 +472,12 @@ class Store:
             except (tarfile.TarError, EOFError, zlib.error) as exc:
                 raise StoreError(f"{tar_path}: damaged tar ({' '.join(str(exc).split())}); nothing was "
                                  "imported") from None
+            except OSError as exc:
+                if not is_no_space(exc):
+                    raise
+                # The store is what filled up, not the tar being read (and --runs-dir is no flag of this command).
+                raise StoreError(f"no space left on device writing into the store {self.root}: free space or use "
+                                 "--store elsewhere; nothing was imported") from None
             placed = self._place(staged) if staged else []
         emit(f"imported {len(placed)} item(s) into {self.root}")
         return placed

@@ -10,6 +10,8 @@ alarm that fails the case after `HANG_S` seconds instead of hanging the suite.
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import io
 import json
 import math
@@ -17,6 +19,8 @@ import os
 import shlex
 import signal
 import tarfile
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,12 +37,15 @@ from hypothesis import strategies as st
 from openpyxl import load_workbook
 
 from analysis.errors import UserError
-from analysis.kernel_results import KERNEL_COLUMNS
+from analysis.kernel_results import KERNEL_COLUMNS, merge_result_files
 from analysis.pr_comment import CommentSources, comment_marker, pr_comment
 from analysis.rendering import frame_table
 from analysis.report import ReportInputs, render_report
 from prbench import github_api
+from prbench.executors import RunnerSpec, ShardTask, StageStep
+from prbench.executors.local_pool import LocalPool
 from prbench.github_api import GitHub, PullRequest, Token
+from prbench.runners import StageCommand, StageFailed
 from prbench.runstore import MANIFEST
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -418,3 +425,63 @@ def test_a_token_no_header_can_carry_is_one_line_that_does_not_show_it(token: st
         github_api.token_from_environment({"GITHUB_TOKEN": token})
     assert str(caught.value).startswith("$GITHUB_TOKEN: holds characters no GitHub token has")
     assert token not in str(caught.value)
+
+
+class _FullDiskRunner:
+    """Shard "full" fails as a stage does when the disk fills; shard "slow" runs until it is interrupted."""
+
+    def __init__(self) -> None:
+        self.interrupted = threading.Event()
+
+    def run(self, command: StageCommand) -> None:
+        if command.args[0] == "full":  # the executor appends the device it placed the shard on
+            raise StageFailed("stage pair failed: error: no space left on device writing r/round-001.json: free "
+                              "space or use --runs-dir elsewhere")
+        if not self.interrupted.wait(HANG_S):
+            raise AssertionError("the slow shard was never stopped")
+        raise StageFailed("stage pair interrupted")
+
+    def interrupt(self) -> None:
+        self.interrupted.set()
+
+
+def test_a_full_disk_in_one_shard_stops_the_shards_running_beside_it(tmp_path: Path) -> None:
+    runner = _FullDiskRunner()
+    spec = RunnerSpec("local")
+    tasks = [ShardTask(name, (StageStep(spec, StageCommand("stages.paired", [name])),), (tmp_path / name,))
+             for name in ("slow", "full")]
+    pool = LocalPool(["cpu", "cpu"], say=lambda line: None, make=lambda spec: runner)
+    started = time.monotonic()
+    with hang_guard(), pytest.raises(StageFailed, match="no space left on device"):
+        pool.run(tasks, lambda outcome: None)
+    assert runner.interrupted.is_set() and time.monotonic() - started < HANG_S / 2
+
+
+def test_a_shards_kernels_csv_cut_mid_row_is_one_line_naming_its_line(tmp_path: Path) -> None:
+    base, samples, _, _ = _hostile_tables(["triton_poi_a_0", "triton_poi_b_1"])
+    part = write_variant(tmp_path / "shard-1", base, samples, None, None)
+    base.to_csv(part / "kernels_seed.csv", index=False)
+    text = (part / "kernels.csv").read_text()
+    (part / "kernels.csv").write_text(text[: text.rindex(",0.1,")])  # the disk filled while the row was written
+    with pytest.raises(UserError) as caught:
+        merge_result_files([part], tmp_path / "out", list(base["path"]))
+    assert str(caught.value).startswith(f"{part / 'kernels.csv'}: line 3: 15 cells where the header has 19")
+
+
+def test_a_full_disk_while_importing_names_the_store_and_its_flag(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from prbench import store as store_module
+
+    def full(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "store" / "incoming" / "object-1"))
+
+    exported = tmp_path / "export.tar"
+    sha = hashlib.sha256(b"wheel bytes!").hexdigest()
+    item = {"kind": "wheel", "name": "x-1-py3-none-any.whl", "sha256": sha, "size": 12, "origin": "test"}
+    _store_tar(exported, json.dumps({"format": 1, "items": [item]}).encode(),
+               {f"objects/{sha[:2]}/{sha}": b"wheel bytes!"})
+    monkeypatch.setattr(store_module, "_stage", full)
+    with pytest.raises(UserError) as caught:
+        store_module.Store(tmp_path / "store").import_tar(exported, emit=lambda line: None)
+    assert str(caught.value) == (f"no space left on device writing into the store {tmp_path / 'store'}: free space "
+                                 "or use --store elsewhere; nothing was imported")
