@@ -32,7 +32,7 @@ from typing import Any
 from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.records import expect_list, expect_number, expect_object, expect_str, read_json
-from prbench.run_lock import RunLock
+from prbench.run_lock import RunLock, note_end
 
 MANIFEST = "manifest.json"
 REPORT_DIR = "report"
@@ -219,9 +219,12 @@ class Run:
 
     def _finish_after_error(self, rec: StageRecord, status: str, t0: float, error: str) -> None:
         # The disk may be full or gone: the error that stopped the stage is the one to report, not a second
-        # one from recording it (the manifest then still says "running", and the run's lock is free).
-        with contextlib.suppress(OSError):
+        # one from recording it (the manifest then still says "running", the run's lock is free, and the lock
+        # file says why, for `invoke status`).
+        try:
             self._finish(rec, status, t0, error)
+        except OSError:
+            note_end(self.root, error)
 
     def retire_report(self) -> Path | None:
         """Move ``report/`` to ``report.stale/`` (replacing an older one); return where it went, if anywhere.

@@ -485,3 +485,22 @@ def test_a_full_disk_while_importing_names_the_store_and_its_flag(tmp_path: Path
         store_module.Store(tmp_path / "store").import_tar(exported, emit=lambda line: None)
     assert str(caught.value) == (f"no space left on device writing into the store {tmp_path / 'store'}: free space "
                                  "or use --store elsewhere; nothing was imported")
+
+
+def test_status_says_why_a_stage_ended_when_a_full_disk_kept_the_manifest_from_recording_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from prbench.runstore import Run, RunStore
+
+    def full_disk(self: Run) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.root / MANIFEST))
+
+    with RunStore(tmp_path / "runs").create_or_open("r1", {}, "test") as run:
+        with contextlib.suppress(OSError), run.stage("pair/models-round-2", {}):
+            monkeypatch.setattr(Run, "save", full_disk)
+            raise OSError(errno.ENOSPC, "No space left on device", "round-002.json")
+        monkeypatch.undo()
+    proc = invoke_in_process("status", "--run", "r1", "--runs-dir", str(tmp_path / "runs"), cwd=ROOT,
+                             env={"COLUMNS": "300"})
+    assert proc.returncode == 0, proc.stderr
+    assert "stopped" in proc.stdout and "ended: OSError: [Errno 28] No space left on device" in proc.stdout
+    assert "killed?" not in proc.stdout
