@@ -128,6 +128,8 @@ def _lock(path: Path, **fields: Any) -> Path:
 def world(tmp_path: Path) -> dict[str, Path]:
     w: dict[str, Path] = {"tmp": tmp_path, "fifo": tmp_path / "fifo"}
     os.mkfifo(w["fifo"])
+    w["fifo_toml"] = tmp_path / "recipe.toml"
+    os.mkfifo(w["fifo_toml"])
     _kernel_pair(tmp_path / "pair")
     w["base_csv"], w["pr_csv"] = tmp_path / "pair/base/kernels.csv", tmp_path / "pair/pr/kernels.csv"
     w["fifo_traces"] = tmp_path / "traces"
@@ -185,6 +187,7 @@ NOT_REGULAR = [
                                                                "4096"),
     Case("organize {fifo} {tmp}/organized", "{fifo}: is a named pipe"),
     Case("suite --overlay {fifo} --runs-dir {tmp}/suite_runs", "--overlay {fifo}: is a named pipe"),
+    Case("suite --recipe {fifo_toml} --runs-dir {tmp}/suite_runs", "{fifo_toml}: is a named pipe"),
     Case("report fifo_samples --runs-dir {runs}", "kernel_samples.json: is a named pipe"),
     Case("status --runs-dir {status_runs}", "older", exit=0),
     Case("status --run newer --runs-dir {status_runs}", "manifest.json: not a valid run manifest (is a named pipe"),
