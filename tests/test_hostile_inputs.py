@@ -507,3 +507,33 @@ def test_status_says_why_a_stage_ended_when_a_full_disk_kept_the_manifest_from_r
     assert proc.returncode == 0, proc.stderr
     assert "stopped" in proc.stdout and "ended: OSError: [Errno 28] No space left on device" in proc.stdout
     assert "killed?" not in proc.stdout
+
+
+def test_hostile_names_in_every_table_of_a_runs_report_are_text(tmp_path: Path) -> None:
+    """Model names (the suite, projection, compile/memory tables), kernels on one side only (fusion, unpaired),
+    environment and lock values: `invoke report` on a run made of them."""
+    from compare_data import suite_frame
+
+    models = {f"Model{name}"[:60]: 5.0 + i for i, name in enumerate(HOSTILE_NAMES[:6])}
+    specs = kernel_specs(len(HOSTILE_NAMES), 5, models=tuple(models))
+    run = tmp_path / "runs" / "r1"
+    for side, seed in (("base", 5), ("pr", 6)):
+        kernels, samples = kernels_frame(specs, seed, factor={0: 1.3} if side == "pr" else None)
+        kernels["kernel_name"] = [f"{name}_{side}" if i == 1 else name for i, name in enumerate(HOSTILE_NAMES)]
+        kernels.loc[1, "body_hash"] = f"{side}only".ljust(16, "0")  # one kernel on each side only: fusion tables
+        suite, suite_samples = suite_frame(models, seed)
+        write_variant(run / side, kernels, samples, suite, suite_samples,
+                      env={"torch": HOSTILE_NAMES[0], "device": HOSTILE_NAMES[5]})
+    (run / "lock.json").write_text(json.dumps({"base": {"base": {"image": HOSTILE_NAMES[3]}}}))
+    (run / MANIFEST).write_text(json.dumps({"run_id": "r1", "created": "now", "stages": {}}))
+    with hang_guard(30):
+        proc = invoke_in_process("report", "r1", "--runs-dir", str(tmp_path / "runs"), cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    report = (run / "report" / "report.md").read_text(encoding="utf-8")
+    _shown_as_text(report, run / "report")
+    assert "Only in" in report or "only in" in report
+    comment = pr_comment(report, comment_marker("report"), CommentSources("r1", "report.tar.gz"))
+    _shown_as_text(comment.split("\n", 1)[1])
+    cells = [c for ws in load_workbook(run / "report" / "report.xlsx") for row in ws.iter_rows() for c in row]
+    assert not [c.value for c in cells if c.data_type == "f"]
+    assert HOSTILE_NAMES[5] in {c.value for c in cells}
