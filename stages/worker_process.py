@@ -273,8 +273,11 @@ def watch_lifeline() -> None:
         return
 
     def watch() -> None:
-        while os.read(int(fd), 1):  # nothing is ever written: only the end (b"") comes
-            pass
+        try:
+            while os.read(int(fd), 1):  # nothing is ever written: only the end (b"") comes
+                pass
+        except (OSError, ValueError):  # not a pipe of ours after all (started by hand with the variable set)
+            return
         if os.getpgid(0) == os.getpid():  # its own group (start_new_session): its children go too
             os.killpg(0, signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
