@@ -25,7 +25,7 @@ def _recipe(ctx, recipe: str | None):
 def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, cpu_backend="cpp",
                     source="builtin"):
     """Suite flags, with invoke.yaml's ``prbench.suite`` defaults for those not given."""
-    from analysis.flag_values import whole_number
+    from analysis.flag_values import call_count
     from prbench.suite_stage import SuiteRequest, device_for
 
     def pick(value, key, default):
@@ -36,8 +36,8 @@ def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, 
         size=pick(size, "size", "tiny"),
         mode=pick(mode, "mode", "inference"),
         dtype=pick(dtype, "dtype", "float32"),
-        warmup=whole_number("--warmup", pick(warmup, "warmup", 10)),
-        iterations=whole_number("--iterations", pick(iterations, "iterations", 30)),
+        warmup=call_count("--warmup", pick(warmup, "warmup", 10), minimum=0),
+        iterations=call_count("--iterations", pick(iterations, "iterations", 30), minimum=1),
         device=device_for(recipe.platform),
         cpu_backend=cpu_backend,
         source=source,
@@ -100,8 +100,8 @@ _SUITE_HELP = {
     "size": "Model size: tiny (CPU/CI scale) or full (the HF suite's default configs)",
     "mode": "inference or training (training = forward + the model's loss + backward)",
     "dtype": "float32, bfloat16, float16 or amp",
-    "warmup": "Warm-up calls per side before timing (at least 3; default 10)",
-    "iterations": "Timed calls per side, eager and compiled interleaved (at least 10; default 30)",
+    "warmup": "Warm-up calls per side before timing (at least 3, at most 1,000,000; default 10)",
+    "iterations": "Timed calls per side, eager and compiled interleaved (at least 10, at most 1,000,000; default 30)",
     "recipe": "Recipe name under recipes/ or a path to a .toml file (default from invoke.yaml)",
     "run": "Run id to create or resume (default: a new id from the time)",
     "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)",
@@ -240,10 +240,10 @@ def trace_diff(ctx, base, pr, top=None, output=None, format="md", lenient=False)
         "models": "Comma list of models to profile (default: every ok model in --suite-csv)",
         "graphs": "Directory of compiled graph modules (organized/graphs) to run with -p (default: none)",
         "inductor_cache": "TORCHINDUCTOR_CACHE_DIR for the graph runs (the variant's extracted cache)",
-        "steps": "Profiled steps per model (default: 3)",
-        "warmup": "Warm-up calls before the profiler starts (default: 3)",
+        "steps": "Profiled steps per model, 1 to 1,000,000 (default: 3)",
+        "warmup": "Warm-up calls before the profiler starts, 0 to 1,000,000 (default: 3)",
         "device": "cpu or cuda (default: cuda when available, else cpu)",
-        "timeout": "Seconds before the stage is stopped (default: 3600)",
+        "timeout": "Seconds before the stage is stopped, above 0 and at most 86400 (a day; default: 3600)",
     }
 )
 @user_facing
@@ -252,12 +252,12 @@ def profile(ctx, suite_csv, out, models=None, graphs=None, inductor_cache=None, 
             device=None, timeout=None):
     """Profile the suite models with torch.profiler and run compiled graphs with -p (local runner)."""
     from analysis.errors import UserError
-    from analysis.flag_values import real_number, whole_number
+    from analysis.flag_values import call_count, timeout_seconds
     from prbench.stage_commands import ProfileSettings, profile_command, run_stage
 
-    step_count = whole_number("--steps", 3 if steps is None else steps, minimum=1)
-    warmup_calls = whole_number("--warmup", 3 if warmup is None else warmup, minimum=0)
-    timeout_s = real_number("--timeout", 3600 if timeout is None else timeout, above=0)
+    step_count = call_count("--steps", 3 if steps is None else steps, minimum=1)
+    warmup_calls = call_count("--warmup", 3 if warmup is None else warmup, minimum=0)
+    timeout_s = timeout_seconds("--timeout", 3600 if timeout is None else timeout)
     if device not in (None, "cpu", "cuda"):
         raise UserError(f"--device {device!r}: expected cpu or cuda")
     out_dir = resolve_path(out)
@@ -433,9 +433,10 @@ _FAIL_ON_HELP = ("Exit 1 when the verdict is: regression (a family's headline re
               "wheel pin like torch==2.14.0.dev20261101+cpu (pip downloads it into the store)",
         "pytorch_src": "PyTorch git clone where --base/--pr refs are resolved (GitPython)",
         **_SUITE_HELP,
-        "kernel_warmup": "Warm-up calls per kernel before timing (default 10)",
-        "kernel_iterations": "Timed calls per kernel (default 30)",
-        "kernel_timeout": "Seconds one kernel may take before it is recorded as failed (default 300)",
+        "kernel_warmup": "Warm-up calls per kernel before timing, 0 to 1,000,000 (default 10)",
+        "kernel_iterations": "Timed calls per kernel, 1 to 1,000,000 (default 30)",
+        "kernel_timeout": "Seconds one kernel may take before it is recorded as failed, above 0 and at most 86400 "
+                          "(a day; default 300)",
         "rounds": "Paired timing rounds for kernels and models: fresh base and PR workers side by side, "
                   "alternating item by item; the round is the unit of the statistics. auto (default): from 3 "
                   "rounds on, stop as soon as the verdicts are settled (valid under this stopping: see the "
@@ -484,7 +485,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             shard_size="0", suite_shard_size=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
-    from analysis.flag_values import real_number, whole_number
+    from analysis.flag_values import call_count, timeout_seconds, whole_number
     from analysis.sequential import check_rounds_flags
     from analysis.verdict_settings import check_fail_on
 
@@ -496,9 +497,9 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         raise UserError("--pr: required (a git ref in --pytorch-src, a Python-only patch file, or 'installed')")
     per_process = whole_number("--models-per-process", models_per_process, minimum=0)
     checked_passes = None if passes is None else whole_number("--passes", passes, minimum=1)
-    kernel_warmup_calls = whole_number("--kernel-warmup", kernel_warmup, minimum=0)
-    kernel_timed_calls = whole_number("--kernel-iterations", kernel_iterations, minimum=1)
-    kernel_timeout_s = real_number("--kernel-timeout", kernel_timeout, above=0)
+    kernel_warmup_calls = call_count("--kernel-warmup", kernel_warmup, minimum=0)
+    kernel_timed_calls = call_count("--kernel-iterations", kernel_iterations, minimum=1)
+    kernel_timeout_s = timeout_seconds("--kernel-timeout", kernel_timeout)
     python = _python_flag(python)
     inductor_values = _inductor_config_flag(inductor_config)
     from prbench.executors import check_executor
@@ -721,8 +722,8 @@ def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, itera
     help={
         "cache": "Inductor cache directory, or a .tar/.tar.gz of one (e.g. <variant>/inductor-cache.tar.gz)",
         "out": "Output directory: <category>/<kernel>.py, graphs/, index.csv",
-        "rep": "rep= written into each Triton kernel's benchmark line (default: 100)",
-        "warmup": "warmup= written into each Triton kernel's benchmark line (default: 10)",
+        "rep": "rep= written into each Triton kernel's benchmark line, 1 to 1,000,000 (default: 100)",
+        "warmup": "warmup= written into each Triton kernel's benchmark line, 0 to 1,000,000 (default: 10)",
         "extract_to": "Keep an extracted archive in this directory (pass it to `invoke kernels --cache-dir`)",
     }
 )
@@ -730,11 +731,11 @@ def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, itera
 @holds_runs_under("out", "extract_to")
 def organize(ctx, cache, out, rep="100", warmup="10", extract_to=None):
     """Extract every kernel of an Inductor cache into <out>/<category>/ and write <out>/index.csv."""
-    from analysis.flag_values import whole_number
+    from analysis.flag_values import call_count
     from prbench.kernel_stages import check_cache_input
     from prbench.stage_commands import organize_command, run_stage
 
-    reps, warmup_calls = whole_number("--rep", rep, minimum=1), whole_number("--warmup", warmup, minimum=0)
+    reps, warmup_calls = call_count("--rep", rep, minimum=1), call_count("--warmup", warmup, minimum=0)
     cache_path, out_path = resolve_path(cache), resolve_path(out)
     check_cache_input(cache_path)
     run_stage(organize_command(cache_path, out_path, rep=reps, warmup=warmup_calls,
@@ -748,9 +749,10 @@ def organize(ctx, cache, out, rep="100", warmup="10", extract_to=None):
         "dir": "Organized kernels directory (the output of `invoke organize`, with index.csv)",
         "out": "Where kernels.csv, kernel_samples.json and kernels_seed.csv go (default: the parent of --dir)",
         "devices": "'cpu' or GPU indices '0,1,...', one worker each (default: *_VISIBLE_DEVICES, else cpu)",
-        "warmup": "Untimed calls per kernel (default from invoke.yaml suite.warmup)",
-        "iterations": "Timed calls per kernel (default from invoke.yaml suite.iterations)",
-        "timeout": "Seconds per kernel before its worker is killed and restarted (default: 300)",
+        "warmup": "Untimed calls per kernel, 0 to 1,000,000 (default from invoke.yaml suite.warmup)",
+        "iterations": "Timed calls per kernel, 1 to 1,000,000 (default from invoke.yaml suite.iterations)",
+        "timeout": "Seconds per kernel before its worker is killed and restarted, above 0 and at most 86400 (a "
+                   "day; default: 300)",
         "cache_dir": "TORCHINDUCTOR_CACHE_DIR of the compile, so C++ graphs are not recompiled",
         "filter": "Only kernels whose organized path matches this regular expression",
         "executor": "local (default: one stage, one worker per --devices entry) or ray (shards of kernel jobs, one "
@@ -766,16 +768,16 @@ def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, time
             filter=None, executor="local", ray_address=None, shard_size=None):
     """Time every organized kernel in crash-isolated workers (kernels.csv, kernel_samples.json, kernels_seed.csv)."""
     from analysis.errors import UserError
-    from analysis.flag_values import real_number, regular_expression, whole_number
+    from analysis.flag_values import call_count, regular_expression, timeout_seconds, whole_number
     from prbench.kernel_stages import check_devices, default_devices, kernel_stage_env
     from prbench.stage_commands import kernels_command, run_stage
 
-    warmup_calls = whole_number("--warmup", warmup if warmup is not None else config_value(ctx, "suite.warmup", 10),
-                                minimum=0)
-    timed_calls = whole_number("--iterations",
-                               iterations if iterations is not None else config_value(ctx, "suite.iterations", 30),
-                               minimum=1)
-    timeout_s = real_number("--timeout", timeout, above=0)
+    warmup_calls = call_count("--warmup", warmup if warmup is not None else config_value(ctx, "suite.warmup", 10),
+                              minimum=0)
+    timed_calls = call_count("--iterations",
+                             iterations if iterations is not None else config_value(ctx, "suite.iterations", 30),
+                             minimum=1)
+    timeout_s = timeout_seconds("--timeout", timeout)
     if filter is not None:
         regular_expression("--filter", filter)
     from prbench.executors import check_executor

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from analysis import atomic_io
 from analysis.errors import UserError
-from analysis.records import expect_list, expect_ms_list, expect_object, expect_str, read_json
+from analysis.records import check_regular, expect_list, expect_ms_list, expect_object, expect_str, read_json
 
 DYNAMO_COLUMNS: tuple[str, ...] = (
     "dev", "name", "batch_size", "speedup", "abs_latency", "compilation_latency", "compression_ratio",
@@ -82,6 +82,7 @@ def read_suite_csv(path: str | os.PathLike[str]) -> list[Row]:
     path = Path(path)
     if not path.exists():
         return []
+    check_regular(path, "a suite.csv")  # a FIFO would never end
     try:
         with path.open(newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
@@ -140,7 +141,7 @@ def ingest_dynamo_csv(
     """Read an upstream performance CSV and write it as our suite.csv (atomically); return the rows."""
     csv_path = Path(csv_path)
     try:
-        text = csv_path.read_text(encoding="utf-8")
+        text = check_regular(csv_path, "the upstream harness's CSV").read_text(encoding="utf-8")
     except FileNotFoundError:
         raise DynamoCsvError(f"{csv_path}: the upstream harness wrote no CSV") from None
     rows = ingest_dynamo_rows(parse_dynamo_csv(text, origin=str(csv_path)), mode=mode, dtype=dtype, size=size)

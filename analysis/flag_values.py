@@ -13,9 +13,18 @@ from typing import Any
 
 from analysis.errors import UserError
 
+# Every whole-number flag fits a C int: counts reach numpy arrays, subprocess arguments and sleep/alarm calls.
+MAX_WHOLE = 2**31 - 1
+# Calls per kernel or model (warm-up, iterations, --rep): a million 1 µs calls is a second, while each sample is
+# kept (kernel_samples.json, ~20 bytes each) and a million samples of every kernel of a suite would not fit a disk.
+MAX_CALLS = 1_000_000
+# Seconds a stage or a kernel may run before it is stopped: up to a day. Deadlines are taken as monotonic clock +
+# timeout and shown as wall-clock times (datetime), which overflow long before 1e308 s ("timestamp out of range").
+MAX_TIMEOUT_S = 86_400.0
 
-def whole_number(flag: str, value: Any, minimum: int | None = None) -> int:
-    """An integer flag (``--iterations 30``), at least ``minimum`` when given."""
+
+def whole_number(flag: str, value: Any, minimum: int | None = None, maximum: int = MAX_WHOLE) -> int:
+    """An integer flag (``--iterations 30``), at least ``minimum`` when given and at most ``maximum``."""
     if isinstance(value, bool):
         raise UserError(f"{flag} {value!r}: expected a whole number")
     try:
@@ -26,11 +35,25 @@ def whole_number(flag: str, value: Any, minimum: int | None = None) -> int:
         raise UserError(f"{flag} {value!r}: expected a whole number")
     if minimum is not None and number < minimum:
         raise UserError(f"{flag} {number}: expected at least {minimum}")
+    if number > maximum:
+        raise UserError(f"{flag} {number}: expected at most {maximum:,}")
     return number
 
 
-def real_number(flag: str, value: Any, *, above: float | None = None, minimum: float | None = None) -> float:
-    """A finite number flag; ``above`` is an exclusive lower bound (a timeout), ``minimum`` an inclusive one."""
+def call_count(flag: str, value: Any, minimum: int) -> int:
+    """Warm-up or timed calls (``--iterations``, ``--warmup``, ``--rep``): ``minimum`` to `MAX_CALLS`."""
+    return whole_number(flag, value, minimum=minimum, maximum=MAX_CALLS)
+
+
+def timeout_seconds(flag: str, value: Any) -> float:
+    """A timeout in seconds: above 0, at most `MAX_TIMEOUT_S` (a day)."""
+    return real_number(flag, value, above=0, maximum=MAX_TIMEOUT_S)
+
+
+def real_number(flag: str, value: Any, *, above: float | None = None, minimum: float | None = None,
+                maximum: float | None = None) -> float:
+    """A finite number flag; ``above`` is an exclusive lower bound (a timeout), ``minimum`` an inclusive one,
+    ``maximum`` an inclusive upper one."""
     if isinstance(value, bool):
         raise UserError(f"{flag} {value!r}: expected a number")
     try:
@@ -43,6 +66,8 @@ def real_number(flag: str, value: Any, *, above: float | None = None, minimum: f
         raise UserError(f"{flag} {value}: expected a number above {above:g}")
     if minimum is not None and number < minimum:
         raise UserError(f"{flag} {value}: expected at least {minimum:g}")
+    if maximum is not None and number > maximum:
+        raise UserError(f"{flag} {value}: expected at most {maximum:g}")
     return number
 
 

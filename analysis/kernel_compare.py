@@ -31,10 +31,10 @@ import pandas as pd
 
 from analysis.errors import UserError
 from analysis.kernel_identity import fused_ops_name
-from analysis.kernel_results import KERNEL_COLUMNS, NUMERIC_KERNEL_COLUMNS
+from analysis.kernel_results import KERNEL_COLUMNS, NUMERIC_KERNEL_COLUMNS, check_row_widths
 from analysis.noise_rules import rounds_are_noisy
 from analysis.paired_rounds import PairedBlocks, RoundSamples
-from analysis.records import invalid
+from analysis.records import check_regular, invalid
 from analysis.verdict import (
     ControlResult,
     Estimate,
@@ -67,8 +67,9 @@ def read_table(path: Path, required: tuple[str, ...], what: str, dtype: Any = No
                keep_default_na: bool = True) -> pd.DataFrame:
     """Read a CSV or raise a one-line UserError naming the file (missing, empty, unparsable, wrong columns)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise UserError(f"{path}: file not found (expected {what})")
+    check_regular(path, what)  # a FIFO or a device is one line, not a read that never ends
     if path.stat().st_size == 0:
         raise UserError(f"{path}: empty file (expected {what} with header {','.join(required)})")
     try:
@@ -91,6 +92,7 @@ def read_kernels_csv(path: Path) -> pd.DataFrame:
     as "no number"; a timing cell that is text, ``nan``, ``inf`` or negative is a UserError naming its line.
     """
     frame = read_table(path, KERNEL_COLUMNS, "a kernels.csv", dtype=str, keep_default_na=False)
+    check_row_widths(path, "a kernels.csv")
     return normalize_kernels(frame, where=lambda row: f"{path}: line {row + 2}")
 
 
@@ -322,7 +324,8 @@ def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_
                       halves_matrix(blocks, table["base_path"].tolist(), b_matrix),
                       *_unpaired_rounds(base, pr, pairing, samples_base, samples_pr, b_matrix.shape[1],
                                         p_matrix.shape[1]))
-    judged = judge_family(data, settings, in_summary, control)
+    judged = judge_family(data, settings, in_summary, control,
+                          code_changed=bool((~identical).any()) or bool(pairing.only_base or pairing.only_pr))
     table["speedup"] = [e.speedup if ok else np.nan for e, ok in zip(judged.estimates, both_ok, strict=True)]
     table["ci_low"] = [e.ci_low for e in judged.estimates]
     table["ci_high"] = [e.ci_high for e in judged.estimates]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from analysis.atomic_io import atomic_path
 from analysis.errors import UserError
-from analysis.records import parse_cell
+from analysis.records import check_regular, parse_cell
 
 INDEX_COLUMNS = ("category", "kernel_name", "body_hash", "shape_key", "legacy_key", "path", "calls", "graphs",
                  "backend", "source")
@@ -208,6 +208,8 @@ def read_index(path: Path) -> list[IndexRow]:
     """The rows of an organized ``index.csv``; a missing, foreign or damaged one is a UserError naming the file
     (and the line of a bad row)."""
     names = {f.name for f in fields(IndexRow)}
+    if Path(path).exists():
+        check_regular(path, "an organized index.csv")  # a FIFO would never end
     try:
         with open(path, newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle, restval="")

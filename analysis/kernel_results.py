@@ -24,7 +24,7 @@ from analysis.errors import UserError
 from analysis.kernel_identity import kernel_num_gb, strip_paas_suffix
 from analysis.kernel_index import INDEX_COLUMNS, IndexRow, read_index
 from analysis.paired_rounds import RoundRecord, RoundSamples, side_samples, visit_errors
-from analysis.records import expect_object, read_json, reading
+from analysis.records import check_regular, expect_object, read_json, reading
 
 # The kernels.csv contract (docs/architecture.md), defined here only: the index columns + the timing columns.
 # Its one writer is `write_results`; its one reader is `analysis.kernel_compare.read_kernels_csv` (a frame).
@@ -124,12 +124,33 @@ def merge_result_files(parts: list[Path], out: Path, order: list[str]) -> int:
 
 
 def _read_csv(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
-    with reading(path, f"a CSV with the columns {','.join(columns)}"), open(path, newline="",
-                                                                            encoding="utf-8") as handle:
+    what = f"a CSV with the columns {','.join(columns)}"
+    with reading(path, what), open(check_regular(path, what), newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         if tuple(reader.fieldnames or ()) != columns:
             raise UserError(f"{path}: expected the columns {','.join(columns)}")
-        return list(reader)
+        rows = list(reader)
+    for number, row in enumerate(rows, 2):
+        if None in row.values() or None in row:  # fewer cells than the header (a file cut mid-row), or more
+            raise cut_row(path, number, len([v for v in row.values() if v is not None]), len(columns), what)
+    return rows
+
+
+def cut_row(path: Path, line: int, cells: int, width: int, what: str) -> UserError:
+    """The one-line error of a CSV row with another number of cells than its header (a file cut mid-row)."""
+    return UserError(f"{path}: line {line}: {cells} cells where the header has {width} (a row cut short?); "
+                     f"expected {what}")
+
+
+def check_row_widths(path: Path, what: str) -> None:
+    """Every row of a CSV has as many cells as its header: a reader that fills missing cells (pandas) cannot
+    tell a file cut mid-row from empty cells."""
+    with reading(path, what), open(check_regular(path, what), newline="", encoding="utf-8") as handle:
+        rows = csv.reader(handle)
+        width = len(next(rows, []))
+        for line, row in enumerate(rows, 2):
+            if row and len(row) != width:
+                raise cut_row(path, line, len(row), width, what)
 
 
 def _write_csv(path: Path, columns: list[str], rows: Iterable[dict[str, Any]]) -> None:

@@ -51,6 +51,8 @@ def read_kernel_file(organized: Path | None, rel_path: str) -> str | None:
     if organized is None or not rel_path:
         return None
     path = Path(organized) / rel_path
+    if not path.is_file():  # gone, or a FIFO or device in its place: nothing to read
+        return None
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):

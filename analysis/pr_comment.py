@@ -3,7 +3,8 @@
 A comment cannot show the report's PNGs or link its CSVs: those are files next to report.md. Each local image
 becomes a line naming the plot (or a link to it, when ``publish`` uploaded it somewhere), each local link names
 the file in the report archive (or links the upload). The first line is an HTML comment, invisible on GitHub,
-by which a later ``invoke publish`` finds this comment and updates it instead of adding another. GitHub refuses a
+by which a later ``invoke publish`` finds this comment and updates it instead of adding another; an HTML comment
+anywhere else (which would hide the rest of the comment, or pose as the marker) is shown as text. GitHub refuses a
 comment over ``GITHUB_COMMENT_LIMIT`` characters; the report part is fitted by ``analysis.markdown_fit``.
 """
 
@@ -43,7 +44,8 @@ class CommentSources:
 def pr_comment(report_md: str, marker: str, sources: CommentSources, limit: int = GITHUB_COMMENT_LIMIT) -> str:
     """The comment body: ``marker``, the report without local links, fitted under ``limit``, then the footer."""
     footer = "\n\n---\n" + _footer(sources) + "\n"
-    report = outside_code(report_md.strip(), lambda prose: _LINK.sub(lambda m: _relink(m, sources), prose))
+    report = outside_code(report_md.strip(), lambda prose: _LINK.sub(lambda m: _relink(m, sources),
+                                                                      prose.replace("<!--", "&lt;!--")))
     room = limit - len(marker) - 1 - len(footer)
     fitted = fit_markdown(report, room, _archive_ref(sources)).rstrip()
     return f"{marker}\n{fitted}{footer}"

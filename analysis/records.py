@@ -9,13 +9,16 @@ a traceback or, worse, a silently wrong number. ``where`` is always the full loc
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gzip
 import json
 import math
+import os
+import stat
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from analysis.errors import UserError
 
@@ -159,21 +162,83 @@ def reading(path: Path, what: str) -> Iterator[None]:
         raise UserError(f"{path}: cannot read it ({exc.strerror}); expected {what}") from None
 
 
-def read_json(path: Path, what: str) -> Any:
-    """Parse a JSON file; a missing, unreadable, truncated or invalid one is a one-line UserError naming it."""
+# The largest JSON file a reader takes in whole. The largest one a run writes is kernel_samples.json: 5000
+# kernels × 20 rounds × 100 samples at ~20 bytes each is 200 MB; a file of more is not one of ours.
+MAX_JSON_BYTES = 1 << 30
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: Path, what: str) -> BinaryIO:
+    """Open ``path`` for reading in binary, only if it is a regular file (after links): a FIFO, a device or a
+    socket where a file is expected is a one-line UserError instead of a read that never ends.
+
+    The file is opened without blocking (opening a FIFO for reading would wait for a writer) and checked on the
+    open descriptor, so what is read is what was checked; then the descriptor blocks again as usual.
+    """
     path = Path(path)
     with reading(path, what):
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UserError(f"{path}: is {_kind(mode)}, not a regular file (expected {what})")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def check_regular(path: Path, what: str) -> Path:
+    """``path`` if it is a regular file (see `open_regular`), for readers that open it themselves (tarfile, CSV)."""
+    open_regular(path, what).close()
+    return Path(path)
+
+
+def read_bytes(path: Path, what: str, limit: int) -> bytes:
+    """The whole of a regular file of at most ``limit`` bytes; a larger one is refused before it is read."""
+    with open_regular(path, what) as handle, reading(Path(path), what):
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise UserError(f"{path}: larger than {limit // 2**20} MiB; expected {what}")
+    return data
+
+
+def parse_json(text: str | bytes, where: str, what: str) -> Any:
+    """``json.loads`` whose every failure is one line naming ``where``: invalid or truncated JSON, nesting deeper
+    than the parser's stack, an integer longer than Python converts (4300 digits)."""
     try:
         return json.loads(text)
     except RecursionError:
-        raise UserError(f"{path}: nested too deeply; expected {what}") from None
+        raise UserError(f"{where}: nested too deeply; expected {what}") from None
     except json.JSONDecodeError as exc:
-        if not text.strip():
-            raise UserError(f"{path}: empty file (expected {what})") from None
+        if not exc.doc.strip():
+            raise UserError(f"{where}: empty file (expected {what})") from None
         # Cut short: the parser stopped at the last character, or inside a string that runs to the end.
-        if exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string"):
-            raise UserError(f"{path}: truncated JSON (the file ends in the middle of a value); expected {what}"
+        if exc.pos >= len(exc.doc.rstrip()) - 1 or exc.msg.startswith("Unterminated string"):
+            raise UserError(f"{where}: truncated JSON (the file ends in the middle of a value); expected {what}"
                             ) from None
-        raise UserError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); "
+        raise UserError(f"{where}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); "
                         f"expected {what}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{where}: not UTF-8 text (byte {exc.start}: {exc.reason}); expected {what}") from None
+    except ValueError as exc:  # int() of a too long literal
+        raise UserError(f"{where}: a number too long to read ({str(exc).split(';')[0]}); expected {what}") from None
+
+
+def read_json(path: Path, what: str, limit: int = MAX_JSON_BYTES) -> Any:
+    """Parse a JSON file; a missing, special (FIFO, device), oversized, unreadable, truncated or invalid one is a
+    one-line UserError naming it."""
+    path = Path(path)
+    data = read_bytes(path, what, limit)
+    with reading(path, what):
+        text = data.decode("utf-8")
+    return parse_json(text, str(path), what)

@@ -9,6 +9,7 @@ so an interrupted report never leaves a partial file.
 from __future__ import annotations
 
 import functools
+import html
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -90,6 +91,51 @@ def ci_text(low: Any, high: Any) -> str:
     return f"{fmt_x(low)}–{fmt_x(high)}" if finite(low) and finite(high) else "–"
 
 
+# --- untrusted text in Markdown and HTML -----------------------------------------------------------------
+# Kernel, model and graph names, environment values and trace symbols come from files a user may have been
+# handed. Every one that reaches report.md, a trace report or the PR comment goes through one of these, so none
+# becomes markup: no HTML tag or comment (``<!--`` would hide the rest of a GitHub comment, ``</details>`` close
+# a block), no link, image or emphasis.
+
+_HTML_CHARS = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+# The punctuation that opens inline Markdown: escapes, code spans, emphasis, links and images, strikethrough; and
+# what GitHub turns into a link by itself (``http://``, ``www.``), escaped where it would. (An e-mail address
+# still becomes a mailto: link, whatever is escaped; it opens nothing by itself.)
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*\[\]~]|:(?=//)|(?<=\bwww)\.)", re.IGNORECASE)
+_BACKTICKS = re.compile(r"`+")
+
+
+def _one_line(value: Any) -> str:
+    return " ".join(("" if value is None else str(value)).splitlines())
+
+
+def md_text(value: Any) -> str:
+    """Text shown as it is in Markdown prose or a table cell: HTML's ``& < >`` as entities, Markdown's
+    punctuation backslash-escaped, line breaks as spaces."""
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", _one_line(value)).translate(_HTML_CHARS)
+
+
+def md_code(value: Any) -> str:
+    """A name as a Markdown code span, where nothing is markup: fenced by one more backtick than the longest run
+    inside, padded with a space when it starts or ends with a backtick or a space (CommonMark strips one each)."""
+    text = _one_line(value)
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    pad = " " if text[:1] in ("`", " ") or text[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def html_text(value: Any) -> str:
+    """Text inside an HTML element of the report (``<summary>``, ``<code>``): ``& < >`` as entities."""
+    return html.escape(_one_line(value), quote=False)
+
+
+def code_fence(text: str, info: str = "") -> tuple[str, str]:
+    """The opening and closing fence for a code block holding ``text``: backticks, one more than any run in it
+    (at least three), so no line of the text can close the block early."""
+    fence = "`" * max(3, max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    return fence + info, fence
+
+
 # --- Markdown tables -------------------------------------------------------------------------------------
 
 
@@ -105,6 +151,9 @@ class Column:
     # shorten C++ signatures at the end, where only argument lists are lost.
     cut: str = "middle"
     rule: str = "---"  # the separator cell: "---:" aligns the column right
+    code: bool = False  # a name (kernel, model, graph): shown as a code span, see `md_code`
+    # Markdown prbench writes itself (a fixed word in bold), kept as it is; never for a value read from a file.
+    markup: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,20 +178,15 @@ def _shorten(text: str, width: int, cut: str) -> str:
     return text[:half] + "…" + text[-(width - 1 - half):]
 
 
-def cell(text: Any, width: int = 0, cut: str = "middle") -> str:
-    """Make a value safe inside a Markdown table cell (pipes, newlines), optionally shortened."""
+def cell(text: Any, width: int = 0, cut: str = "middle", code: bool = False, markup: bool = False) -> str:
+    """A value as one Markdown table cell that shows exactly its text (`md_text`, or `md_code` for a name;
+    ``markup``: prbench's own Markdown, kept), optionally shortened: newlines become spaces and pipes are escaped,
+    so it never splits the row."""
     text = "" if text is None else str(text)
-    # Shortened before the pipes are escaped: a cut between "\\" and "|" would leave a bare pipe that splits the cell.
-    return _shorten(text.replace("\r", " ").replace("\n", " "), width, cut).replace("|", "\\|")
-
-
-def code_span(text: Any) -> str:
-    """A name as an inline code span outside tables: nothing in it is read as markup (CommonMark: a fence of
-    more backticks than any run inside, padded when the text starts or ends with one)."""
-    text = " ".join(str(text).split())
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}" if text else "–"
+    # Shortened before it is escaped: a cut inside "&lt;" or between "\\" and "|" would leave markup behind.
+    short = _shorten(text.replace("\r", " ").replace("\n", " "), width, cut)
+    shown = short if markup else md_code(short) if code and short else md_text(short)
+    return shown.replace("|", "\\|")
 
 
 def markdown_table(frame: pd.DataFrame | None, columns: list[Column], max_rows: int | None = None,
@@ -156,7 +200,8 @@ def markdown_table(frame: pd.DataFrame | None, columns: list[Column], max_rows: 
     lines = ["| " + " | ".join(c.header for c in columns) + " |", rule]
     shown = frame if max_rows is None else frame.head(max_rows)
     for row in shown.to_dict("records"):
-        lines.append("| " + " | ".join(cell(c.fmt(row.get(c.key)), c.width, c.cut) for c in columns) + " |")
+        cells = (cell(c.fmt(row.get(c.key)), c.width, c.cut, c.code, c.markup) for c in columns)
+        lines.append("| " + " | ".join(cells) + " |")
     rest = len(frame) - len(shown)
     if rest > 0:
         where = f" in {rest_in}" if rest_in else ""
@@ -195,7 +240,7 @@ def jinja_env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
     env.filters.update(x=fmt_x, ms=fmt_ms, pct=fmt_pct, share=fmt_share, num=fmt_num, md=frame_table, gb=fmt_gb,
-                       dms=fmt_delta_ms)
+                       dms=fmt_delta_ms, code=md_code, text=md_text)
     return env
 
 
@@ -239,8 +284,13 @@ def _xlsx_value(x: Any) -> Any:
     return x if isinstance(x, (int, float, str, bool)) else str(x)
 
 
+# A cell text starting with one of these is a formula to a spreadsheet (OWASP's list for CSV injection; tab and
+# carriage return too, which some tools strip before they look).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
 def write_xlsx(path: Path, sheets: Iterable[tuple[str, pd.DataFrame]] | Mapping[str, pd.DataFrame]) -> Path:
-    """One sheet per table, in order; NaN and infinities become empty cells."""
+    """One sheet per table, in order; NaN and infinities become empty cells; text is never a formula."""
     from openpyxl import Workbook
 
     pairs = sheets.items() if isinstance(sheets, Mapping) else sheets
@@ -248,9 +298,22 @@ def write_xlsx(path: Path, sheets: Iterable[tuple[str, pd.DataFrame]] | Mapping[
     used: set[str] = set()
     for name, frame in pairs:
         ws = wb.create_sheet(sheet_name(name, used))
-        ws.append([str(c) for c in frame.columns])
+        ws.append([_xlsx_cell(ws, str(c)) for c in frame.columns])
         for row in frame.itertuples(index=False):
-            ws.append([_xlsx_value(v) for v in row])
+            ws.append([_xlsx_cell(ws, _xlsx_value(v)) for v in row])
     with atomic_io.atomic_path(path) as tmp:
         wb.save(tmp)
     return path
+
+
+def _xlsx_cell(ws: Any, value: Any) -> Any:
+    """A text that would read as a formula (a name like ``=HYPERLINK(...)``) as a text cell marked the way Excel
+    marks what a user typed after a quote (``quotePrefix``): shown as it is, never evaluated, also when edited."""
+    if not (isinstance(value, str) and value.startswith(FORMULA_START)):
+        return value
+    from openpyxl.cell import WriteOnlyCell
+
+    text = WriteOnlyCell(ws, value=value)
+    text.data_type = "s"  # openpyxl would store "=..." as a formula
+    text.quotePrefix = True
+    return text

@@ -8,7 +8,7 @@ manifest's settings, so a report can be re-rendered without re-running anything.
 from __future__ import annotations
 
 import csv
-import json
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,11 @@ from analysis.paired_rounds import (
     read_rounds,
     side_compiles,
 )
+from analysis.records import open_regular, read_bytes, read_json, reading
 from analysis.sequential import RoundsUsed, read_rounds_used
 from analysis.verdict_settings import VerdictSettings
+
+MAX_TRACE_DIFF_BYTES = 64 << 20  # trace_diff.md as trace-diff writes it: its tables are cut to --top rows
 
 
 @dataclass(frozen=True)
@@ -85,10 +88,7 @@ def _pair_of(run_dir: Path, rel: str) -> tuple[Path, Path] | None:
 def _json_dict(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not valid JSON ({type(exc).__name__})") from None
+    data = read_json(path, "a JSON object")
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object")
     return data
@@ -153,7 +153,8 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
     _add_provenance(run_dir, inputs)
     trace = run_dir / "report" / "trace_diff.md"
     if trace.exists():
-        inputs.trace_diff_md = trace.read_text(encoding="utf-8")
+        with reading(trace, "the trace diff (Markdown)"):
+            inputs.trace_diff_md = read_bytes(trace, "the trace diff (Markdown)", MAX_TRACE_DIFF_BYTES).decode("utf-8")
     return inputs
 
 
@@ -179,9 +180,10 @@ def check_kernels_asked(run_dir: Path, names: tuple[str, ...]) -> None:
     known: set[str] = set()
     for side in ("base", "pr"):
         try:
-            with open(Path(run_dir) / side / "kernels.csv", newline="", encoding="utf-8") as handle:
+            with io.TextIOWrapper(open_regular(Path(run_dir) / side / "kernels.csv", "a kernels.csv"), newline="",
+                                  encoding="utf-8") as handle:
                 known.update(row.get("kernel_name") or "" for row in csv.DictReader(handle))
-        except (OSError, UnicodeDecodeError, csv.Error):
+        except (OSError, UnicodeDecodeError, csv.Error, UserError):
             return
     for name in names:
         if name not in known:

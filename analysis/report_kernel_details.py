@@ -8,7 +8,6 @@ is fitted under GitHub's limit; only the number of diff lines shown changes betw
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import pandas as pd
 from analysis.errors import UserError
 from analysis.kernel_compare import KernelComparison
 from analysis.kernel_source import KernelDetail, pair_detail
-from analysis.rendering import ci_text, finite, fmt_num, fmt_x
+from analysis.rendering import ci_text, code_fence, finite, fmt_num, fmt_x, html_text, md_code, md_text
 
 
 class KernelDetails:
@@ -55,7 +54,7 @@ class KernelDetails:
             if hit is not None and len(hit):
                 out.extend(self.blocks(hit, len(hit), lines))
             elif self.kc is not None:
-                out.append(f"`{name}`: {unpaired_note(self.kc, name)}\n")
+                out.append(f"{md_code(name)}: {unpaired_note(self.kc, name)}\n")
         return out
 
     def asked_texts(self, names: tuple[str, ...]) -> list[str]:
@@ -83,7 +82,7 @@ def _ms3(x: Any) -> str:
 def render_detail(detail: KernelDetail, lines: int) -> str:
     """A collapsed block: the pair's numbers and models in the summary, its launch and its code diff inside."""
     if detail.diff is None:
-        body, changed = f"_{detail.missing}_", "source not available"
+        body, changed = f"_{md_text(detail.missing)}_", "source not available"
     elif detail.diff.identical:
         body, changed = "_The normalised code is identical on both sides (only names or comments differ)._", \
             "identical code"
@@ -91,14 +90,15 @@ def render_detail(detail: KernelDetail, lines: int) -> str:
         diff_lines = detail.diff.text.splitlines()
         more = len(diff_lines) - lines
         shown = "\n".join(diff_lines[:lines])
-        fence = "~~~~" if "```" in shown else "```"
+        opening, closing = code_fence(shown, "diff")
         tail = (f"\n_{more} more diff lines: `invoke report RUN --kernel NAME` prints the whole diff._"
                 if more > 0 else "")
-        body = f"{fence}diff\n{shown}\n{fence}{tail}"
+        body = f"{opening}\n{shown}\n{closing}{tail}"
         changed = f"{detail.diff.changed_lines} lines changed"
-    summary = html.escape(f"{detail.summary}; {changed}", quote=False)
-    return (f"<details><summary><code>{html.escape(detail.title, quote=False)}</code>: {summary}</summary>\n\n"
-            f"- launch, base: `{detail.base_launch}`\n- launch, PR: `{detail.pr_launch}`\n\n{body}\n\n</details>\n")
+    summary = html_text(f"{detail.summary}; {changed}")
+    return (f"<details><summary><code>{html_text(detail.title)}</code>: {summary}</summary>\n\n"
+            f"- launch, base: {md_code(detail.base_launch)}\n- launch, PR: {md_code(detail.pr_launch)}\n\n{body}"
+            f"\n\n</details>\n")
 
 
 def unpaired_note(kc: KernelComparison, name: str) -> str:

@@ -42,6 +42,8 @@ from analysis.verdict_settings import percent
 MAX_MARKDOWN_CHARS = 65_000
 _NAME_WIDTH = 64  # kernel names can run to hundreds of characters; the CSV keeps them whole
 _WHERE_WIDTH = 72  # a kernel shared by many models lists them all in the CSV's `graphs`
+# The template's plot slots; a plot that could not be drawn (no kernel with timings on both sides) is None.
+PLOT_SLOTS = ("distribution", "categories", "waterfall")
 
 def _with_ci(frame: pd.DataFrame) -> pd.DataFrame:
     shown = frame.copy()
@@ -65,7 +67,8 @@ def _unpaired_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 KERNEL_COLUMNS_MD = [
-    Column("kernel", "kernel (base → PR)", width=_NAME_WIDTH), Column("where", "models / graphs", width=_WHERE_WIDTH),
+    Column("kernel", "kernel (base → PR)", width=_NAME_WIDTH, code=True),
+    Column("where", "models / graphs", width=_WHERE_WIDTH, code=True),
     Column("category", "category"),
     Column("base_median_ms", "base ms", fmt_ms), Column("pr_median_ms", "PR ms", fmt_ms),
     Column("speedup", "speedup", fmt_x), Column("ci", "CI"), Column("q_value", "q", fmt_p),
@@ -79,12 +82,13 @@ CATEGORY_COLUMNS_MD = [
     Column("inconclusive", "inconclusive", fmt_num),
 ]
 UNPAIRED_COLUMNS_MD = [
-    Column("kernel_name", "kernel", width=_NAME_WIDTH), Column("where", "models / graphs", width=_WHERE_WIDTH),
+    Column("kernel_name", "kernel", width=_NAME_WIDTH, code=True),
+    Column("where", "models / graphs", width=_WHERE_WIDTH, code=True),
     Column("category", "category"),
     Column("median_ms", "ms", fmt_ms), Column("calls", "calls", fmt_num), Column("ms_per_step", "ms/step", fmt_ms),
 ]
 MODEL_COLUMNS_MD = [
-    Column("model", "model", width=40), Column("base_latency_ms", "base ms", fmt_ms),
+    Column("model", "model", width=40, code=True), Column("base_latency_ms", "base ms", fmt_ms),
     Column("pr_latency_ms", "PR ms", fmt_ms), Column("speedup", "speedup", fmt_x), Column("ci", "CI"),
     Column("base_speedup_vs_eager", "base vs eager", fmt_x), Column("pr_speedup_vs_eager", "PR vs eager", fmt_x),
     Column("compile_change_pct", "compile time", fmt_pct), Column("peak_change_pct", "peak memory", fmt_pct),
@@ -93,30 +97,30 @@ MODEL_COLUMNS_MD = [
 CONTROL_COLUMNS_MD = [
     Column("family", "family"), Column("control", "control"), Column("items", "items", fmt_num),
     Column("geomean", "geomean", fmt_x), Column("ci", "CI"), Column("flagged", "flagged improved/regressed"),
-    Column("result", "result"),
+    Column("result", "result", markup=True),
 ]
 GATE_COLUMNS_MD = [
     Column("name", "check"), Column("value", "value", fmt_x), Column("ci", "CI"), Column("limit", "limit"),
     Column("status", "result"), Column("detail", "detail", width=90),
 ]
 PROJECTION_COLUMNS_MD = [
-    Column("model", "model", width=40), Column("share", "kernel share", fmt_share),
+    Column("model", "model", width=40, code=True), Column("share", "kernel share", fmt_share),
     Column("kernel_speedup", "kernel speedup", fmt_x), Column("projected_speedup", "projected", fmt_x),
     Column("projected_ci", "projected CI"), Column("measured_speedup", "measured", fmt_x),
     Column("kernels_base", "kernels", fmt_num),
     Column("note", "note"),
 ]
 FUSION_COLUMNS_MD = [
-    Column("group", "group", fmt_num), Column("graphs", "models / graphs", width=_WHERE_WIDTH),
-    Column("base_kernels", "base kernels", width=_NAME_WIDTH * 2), Column("pr_kernels", "PR kernels",
-                                                                         width=_NAME_WIDTH * 2),
+    Column("group", "group", fmt_num), Column("graphs", "models / graphs", width=_WHERE_WIDTH, code=True),
+    Column("base_kernels", "base kernels", width=_NAME_WIDTH * 2, code=True),
+    Column("pr_kernels", "PR kernels", width=_NAME_WIDTH * 2, code=True),
     Column("base_launches", "launches base", fmt_num), Column("pr_launches", "PR", fmt_num),
     Column("base_ms_per_step", "base ms/step", fmt_ms), Column("pr_ms_per_step", "PR ms/step", fmt_ms),
     Column("delta_ms_per_step", "Δ ms/step", fmt_delta_ms), Column("shared_ops", "ops in common", width=60),
     Column("change", "change"),
 ]
 DECOMPOSITION_COLUMNS_MD = [
-    Column("model", "model", width=40), Column("base_ms", "base ms", fmt_ms),
+    Column("model", "model", width=40, code=True), Column("base_ms", "base ms", fmt_ms),
     Column("measured_delta_ms", "measured Δ", fmt_delta_ms), Column("measured_range", "measured Δ range"),
     Column("changed_code_ms", "code changed", fmt_delta_ms),
     Column("identical_code_ms", "identical code (control)", fmt_delta_ms),
@@ -125,7 +129,7 @@ DECOMPOSITION_COLUMNS_MD = [
     Column("remainder_range", "remainder range"),
 ]
 RESOURCE_COLUMNS_MD = [
-    Column("model", "model", width=40), Column("base_compile_s", "compile base s", fmt_num),
+    Column("model", "model", width=40, code=True), Column("base_compile_s", "compile base s", fmt_num),
     Column("pr_compile_s", "PR s", fmt_num), Column("compile_ratio", "PR / base", fmt_x),
     Column("base_repeat_s", "repeated compiles base"), Column("pr_repeat_s", "repeated compiles PR"),
     Column("compile_verdict", "compile time"), Column("base_peak", "peak base"), Column("pr_peak", "peak PR"),
@@ -133,7 +137,7 @@ RESOURCE_COLUMNS_MD = [
 ]
 LOCK_COLUMNS_MD = [Column("key", "lock entry", width=64), Column("value", "value", width=96)]
 ENV_COLUMNS_MD = [Column("setting", "setting", width=48), Column("base", "base", width=72),
-                  Column("pr", "PR", width=72), Column("same", "")]
+                  Column("pr", "PR", width=72), Column("same", "", markup=True)]
 
 
 @dataclass
@@ -185,12 +189,13 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
     gate_rows = pd.DataFrame([{**g.as_dict(), "ci": ci_text(g.ci_low, g.ci_high),
                                "limit": f"{'<' if g.bad_when == 'below' else '>'} {g.limit:g}×"} for g in gates])
     base_ctx = {"title": inputs.title, "verdict": report_verdict(kc, mc, stats), "kc": kc, "mc": mc, "proj": proj,
-                "plots": plots, "method": _method(inputs, kc, mc), "lock": flatten(inputs.lock),
+                "plots": {**dict.fromkeys(PLOT_SLOTS), **plots}, "method": _method(inputs, kc, mc),
+                "lock": flatten(inputs.lock),
                 "max_chars": MAX_MARKDOWN_CHARS, "confidence": percent(stats.confidence),
                 "controls_table": markdown_table(control_rows(kc, mc, stats), CONTROL_COLUMNS_MD, 10, None),
                 "gates_table": markdown_table(gate_rows, GATE_COLUMNS_MD, 10, None) if gates else None,
                 "decomposition": explanations.decomposition, "mean_peak": _mean_peaks(mc),
-                **_renamed(kc)}
+                "kernel_gap": _kernel_gap(kc), **_renamed(kc)}
     details = _details(inputs, kc)
     caps = Caps()
     while True:
@@ -279,6 +284,17 @@ def _method(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparis
             "threshold": percent(s.stats.effect_floor),
             "fail_share": percent(s.stats.fail_share),
             "noise": percent(s.stats.noise), "min_ms": s.stats.min_ms}
+
+
+def _kernel_gap(kc: KernelComparison | None) -> str | None:
+    """What the kernel section cannot compute, and why: no pair has timings on both sides (a side whose kernels
+    all failed, or rows with an unknown status)."""
+    if kc is None or kc.summary.n_summarised or not len(kc.table):
+        return None
+    failed = {side: int((~kc.table[f"{side}_ok"].astype(bool)).sum()) for side in ("base", "pr")}
+    return (f"_No kernel pair has timings on both sides (failed or without timing: base {failed['base']}, PR "
+            f"{failed['pr']} of {len(kc.table)} pairs), so no speedup, interval or plot can be computed; each "
+            "pair's status and error are in kernels_compare.csv._")
 
 
 def _renamed(kc: KernelComparison | None) -> dict[str, Any]:

@@ -36,6 +36,7 @@ def _save_png(fig, path: Path) -> Path:
 
 def plot_distribution(kc: KernelComparison, path: Path) -> Path:
     speedups = kc.table.loc[kc.table["in_summary"], "speedup"].astype(float)
+    speedups = speedups[np.isfinite(speedups) & (speedups > 0)]  # a ratio beyond a float's range has no bar
     fig = _figure()
     ax = fig.add_subplot()
     ax.hist(np.log2(speedups), bins=min(60, max(10, len(speedups) // 20)), color="#4c72b0")

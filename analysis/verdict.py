@@ -69,6 +69,15 @@ MIXED = "mixed"  # the headline improved while an item holding a material share 
 # --- per side ----------------------------------------------------------------------------------------------
 
 
+def _exp(x: float) -> float:
+    """``math.exp`` that gives inf instead of raising: a kernel at 1e308 ms against one at 1e-3 ms has a log ratio
+    beyond what a float's exponential holds, and the report must still render (the pair is then inconclusive)."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
 def round_medians(rounds: list[list[float]]) -> np.ndarray:
     """One median per round; NaN for a round without a positive finite sample (a failed visit)."""
     out = np.full(len(rounds), np.nan)
@@ -127,7 +136,7 @@ class Estimate:
         """The smallest effect this estimate resolves, in percent (half the interval's log width)."""
         if not self.has_interval:
             return math.nan
-        return (math.exp((math.log(self.ci_high) - math.log(self.ci_low)) / 2) - 1) * 100
+        return (_exp((math.log(self.ci_high) - math.log(self.ci_low)) / 2) - 1) * 100
 
     def claim_p(self, effect: float) -> float:
         """One-sided p of "the change exceeds ±effect" in the estimate's direction (NaN: no test possible)."""
@@ -144,7 +153,7 @@ class Estimate:
             return self
         half = _t_quantile(0.5 + level / 2, self.df) * self.log_se
         mean = math.log(self.speedup)
-        return replace(self, ci_low=math.exp(mean - half), ci_high=math.exp(mean + half))
+        return replace(self, ci_low=_exp(mean - half), ci_high=_exp(mean + half))
 
     def widened(self, effect: float) -> Estimate:
         """The interval stretched by a relative effect on both ends (what a failed control produced)."""
@@ -172,11 +181,11 @@ def _t_estimate(logs: np.ndarray, confidence: float, inflate: float, design: str
 
 def _estimate(mean: float, se: float, df: float, confidence: float, rounds: int, design: str) -> Estimate:
     if se == 0.0:
-        return Estimate(math.exp(mean), math.exp(mean), math.exp(mean), 1.0 if mean == 0 else 0.0, rounds, design,
+        return Estimate(_exp(mean), _exp(mean), _exp(mean), 1.0 if mean == 0 else 0.0, rounds, design,
                         0.0, df)
     half = _t_quantile(0.5 + confidence / 2, df) * se
     p = 2 * _t_tail(abs(mean) / se, df)
-    return Estimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half), p, rounds, design, se, df)
+    return Estimate(_exp(mean), _exp(mean - half), _exp(mean + half), p, rounds, design, se, df)
 
 
 def _welch(a: np.ndarray, b: np.ndarray, confidence: float, inflate: float = 1.0) -> Estimate:
@@ -230,7 +239,7 @@ def estimate(base: np.ndarray, pr: np.ndarray, confidence: float, blocks: np.nda
     if len(b) >= 2 and len(p) >= 2 and len(base) != len(pr):
         return _welch(b, p, confidence, inflate)
     if len(b) and len(p):
-        point = math.exp(float(b.mean() - p.mean()))
+        point = _exp(float(b.mean() - p.mean()))
         return Estimate(point, math.nan, math.nan, math.nan, min(len(b), len(p)), SINGLE)
     return NO_ESTIMATE
 
@@ -442,9 +451,9 @@ def _unpaired_family(data: FamilyData, confidence: float, changed: np.ndarray, c
                   "unpaired)")
         geo = _welch(b_means, p_means, confidence, inflate) if rows.any() else NO_ESTIMATE
         return FamilySummary(geo, _welch(base_step, pr_step, confidence, inflate), int(rows.sum()), method)
-    point = (Estimate(math.exp(float(b_means.mean() - p_means.mean())), math.nan, math.nan, math.nan, 1, SINGLE)
+    point = (Estimate(_exp(float(b_means.mean() - p_means.mean())), math.nan, math.nan, math.nan, 1, SINGLE)
              if rows.any() else NO_ESTIMATE)
-    step = Estimate(math.exp(float(base_step.mean() - pr_step.mean())), math.nan, math.nan, math.nan, 1, SINGLE)
+    step = Estimate(_exp(float(base_step.mean() - pr_step.mean())), math.nan, math.nan, math.nan, 1, SINGLE)
     return FamilySummary(point, step, int(rows.sum()),
                          "no interval: one round per side (no replication; run more rounds)")
 
@@ -497,7 +506,7 @@ class ControlResult:
 
 def _relative(ratio: float) -> float:
     """A ratio's distance from 1 as a relative effect, the same for 1.1× and 1/1.1×."""
-    return math.exp(abs(math.log(ratio))) - 1
+    return _exp(abs(math.log(ratio))) - 1
 
 
 def _flagged(estimates: list[Estimate], verdicts: list[str]) -> tuple[int, float]:
@@ -631,11 +640,15 @@ def step_shares(data: FamilyData, rows: np.ndarray) -> np.ndarray:
 
 
 def family_verdict(headline: Estimate, verdicts: list[str], changed: np.ndarray, shares: np.ndarray,
-                   settings: VerdictSettings, resolution: float, any_change: bool) -> str:
-    """``identical`` when nothing changed; ``regressed`` when the headline regressed or a changed item holding
-    at least ``fail_share`` of the step did (never hidden by the others); ``mixed`` when the headline improved
-    all the same; else the headline's own verdict."""
-    if not any_change:
+                   settings: VerdictSettings, resolution: float, code_changed: bool, measured: bool,
+                   anything: bool = True) -> str:
+    """``inconclusive`` when nothing was measured on both sides (``anything`` false) or what changed was not
+    (its items failed on a side); ``identical`` when no code changed; ``regressed`` when the headline regressed
+    or a changed item holding at least ``fail_share`` of the step did (never hidden by the others); ``mixed``
+    when the headline improved all the same; else the headline's own verdict."""
+    if not anything or (code_changed and not measured):
+        return "inconclusive"
+    if not code_changed:
         return NOTHING_CHANGED
     material = any(v == "regressed" and changed[i] and shares[i] >= settings.fail_share
                    for i, v in enumerate(verdicts))
@@ -646,11 +659,13 @@ def family_verdict(headline: Estimate, verdicts: list[str], changed: np.ndarray,
 
 
 def judge_family(data: FamilyData, settings: VerdictSettings, summary_rows: np.ndarray,
-                 control_rows: np.ndarray | None = None, headline: str = "step") -> FamilyJudgement:
+                 control_rows: np.ndarray | None = None, headline: str = "step",
+                 code_changed: bool | None = None) -> FamilyJudgement:
     """Per-item estimates and verdicts, the family summary and verdict, and the in-run controls.
 
     ``summary_rows`` picks the items of the summary; ``control_rows`` those that cannot have changed (None: no
-    such population, as for models); ``headline`` is "step" (the time-weighted estimate) or "geomean".
+    such population, as for models); ``headline`` is "step" (the time-weighted estimate) or "geomean";
+    ``code_changed`` whether any item's code changed, measured or not (None: an item of the summary did).
     """
     control = summary_rows & (np.zeros(len(summary_rows), bool) if control_rows is None else control_rows)
     changed = summary_rows & ~control
@@ -678,12 +693,16 @@ def judge_family(data: FamilyData, settings: VerdictSettings, summary_rows: np.n
     estimates, level = _adjust_selected(estimates, verdicts, changed, settings)
     summary = summarize_family(data.subset(summary_rows), settings.confidence, changed[summary_rows],
                                control[summary_rows], offsets, inflate)
+    measured = bool(changed.any()) or data.extra_base is not None or data.extra_pr is not None
+    code = measured if code_changed is None else code_changed
+    if code and not measured:  # the changed items failed on a side: the step is not known, not unchanged
+        summary = replace(summary, time_weighted=NO_ESTIMATE)
     lead = summary.time_weighted if headline == "step" else summary.geomean
     shares = step_shares(data, summary_rows)
-    any_change = bool(changed.any()) or data.extra_base is not None or data.extra_pr is not None
-    verdict = family_verdict(lead, verdicts, changed, shares, settings, resolution, any_change)
+    verdict = family_verdict(lead, verdicts, changed, shares, settings, resolution, code, measured,
+                             bool(summary_rows.any()) or measured)
     return FamilyJudgement(estimates, q, verdicts, summary, verdict, lead, controls, resolution, changed, control,
-                           shares, detectable_effect(lead, settings) if any_change else math.nan, level,
+                           shares, detectable_effect(lead, settings) if measured else math.nan, level,
                            offsets is not None)
 
 

@@ -26,7 +26,6 @@ renamed or its meaning changes; added keys keep it (readers ignore what they do 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,8 @@ from typing import Any
 from analysis.atomic_io import write_json
 from analysis.errors import UserError
 from analysis.gates import Gate
-from analysis.rendering import code_span
+from analysis.records import read_json
+from analysis.rendering import md_code
 from analysis.verdict import MIXED, NOTHING_CHANGED, ControlResult, Estimate, headline_verdict
 from analysis.verdict_settings import VERDICTS, VerdictSettings, percent
 
@@ -147,7 +147,7 @@ def named(items: list[Item], noun: str, word: str, share: bool) -> str:
     top = max(items, key=impact)
     where = f", {100 * top.step_share:.1f} % of the step" if share and math.isfinite(top.step_share) else ""
     plural = noun if len(items) == 1 else noun + "s"
-    return f"{len(items)} {plural} {word} (largest: {code_span(top.name)} {_x(top.speedup)}{where})"
+    return f"{len(items)} {plural} {word} (largest: {md_code(top.name)} {_x(top.speedup)}{where})"
 
 
 def family_phrase(label: str, verdict: str, lead: str, geomean: str, regressed: list[Item], improved: list[Item],
@@ -187,12 +187,7 @@ def write_summary(out_dir: Path, summary: dict[str, Any]) -> Path:
 
 def read_summary(path: Path) -> dict[str, Any]:
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found (expected a report's summary.json)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not valid JSON ({type(exc).__name__})") from None
+    data = read_json(path, "a report's summary.json")
     if not isinstance(data, dict) or "verdict" not in data:
         raise UserError(f"{path}: not a prbench summary.json (no verdict)")
     return data

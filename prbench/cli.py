@@ -15,7 +15,7 @@ from invoke import Exit, Task
 from analysis.errors import UserError
 from analysis.io_errors import ENVIRONMENT_ERRORS, describe
 from prbench.run_lock import command_label, locked_runs
-from prbench.runstore import MANIFEST, valid_run_id
+from prbench.runstore import MANIFEST, check_run_id
 from prbench.termination import Terminated, terminate_as_interrupt
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -80,8 +80,9 @@ def holds_run(runs_dir_of: Callable[[Any, str | None], Path]) -> Callable[[Calla
         def wrapper(ctx: Any, *args: Any, **kwargs: Any) -> Any:
             given = _arguments(fn, ctx, args, kwargs)
             run_id = given.get("run")
-            if not run_id or not valid_run_id(str(run_id)):  # no run named, or a bad id the store will explain
+            if not run_id:
                 return fn(ctx, *args, **kwargs)
+            check_run_id(str(run_id))  # before any other flag or the patch: seconds of checks for a bad id
             with locked_runs([runs_dir_of(ctx, given.get("runs_dir")) / str(run_id)]):
                 return fn(ctx, *args, **kwargs)
 

@@ -5,19 +5,24 @@ token never enters a message, a file or a printed line (``Token`` does not even 
 from the server is scrubbed of it before it is shown). Every refusal (401, 403, 404, 422, a spent rate limit, a
 server error, a network that does not answer) is one ``UserError`` line naming what was being done on which
 repository and PR, and what to do. The token is sent only to the API root given and to the upload URL GitHub
-returns, over HTTPS (plain HTTP only to this machine, for tests).
+returns, over HTTPS (plain HTTP only to this machine, for tests); a redirect is followed only on the origin it
+came from, and only for a GET. Each request has a deadline for the whole of its answer (``REQUEST_DEADLINE_S``),
+so a server that trickles bytes cannot hold publish forever.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import ipaddress
 import os
+import signal
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import requests
 
@@ -29,8 +34,13 @@ TOKEN_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN")
 # GitHub's largest page; the loop stops after this many pages (100 000 comments) rather than follow links forever.
 PER_PAGE = 100
 MAX_PAGES = 1000
-_TIMEOUT_S = (10.0, 60.0)  # connect, read
+_TIMEOUT_S = (10.0, 60.0)  # connect, read (each read: a server trickling bytes never reaches it)
 _UPLOAD_TIMEOUT_S = (10.0, 600.0)
+# The whole of one request, from connecting to the last byte of the answer, whatever the pace of the bytes. An API
+# answer is at most a page of 100 comments (under 7 MB); an upload is the report archive (tens of MB).
+REQUEST_DEADLINE_S = 120.0
+UPLOAD_DEADLINE_S = 1800.0
+MAX_REDIRECTS = 5  # GitHub redirects a renamed repository's API paths, on its own host
 _COMMENT_RIGHTS = "write access to the repository's pull requests (fine-grained token: 'Pull requests: write'; " \
                   "classic token: 'repo', or 'public_repo' for a public repository)"
 _RELEASE_RIGHTS = "write access to the repository's contents (fine-grained token: 'Contents: write'; classic " \
@@ -54,6 +64,10 @@ def token_from_environment(environ: Mapping[str, str] | None = None) -> Token:
     for variable in TOKEN_VARIABLES:
         value = environ.get(variable, "").strip()
         if value:
+            # A token is ASCII letters, digits and '_'; anything else cannot go into an HTTP header (and is not shown).
+            if not (value.isascii() and value.isprintable() and " " not in value):
+                raise UserError(f"${variable}: holds characters no GitHub token has (non-ASCII, spaces or control "
+                                "characters); set it to the token alone")
             return Token(value, variable)
     raise UserError(f"no GitHub token: set {' or '.join(TOKEN_VARIABLES)} to a token with {_COMMENT_RIGHTS} "
                     "(--dry-run needs none)")
@@ -159,7 +173,8 @@ class GitHub:
         doing = f"uploading {name} to release {release.tag!r} of {self.pr.repo}"
         with path.open("rb") as data:
             found = self._json("POST", release.upload_url, doing, _RELEASE_RIGHTS, params={"name": name}, data=data,
-                               headers={"Content-Type": content_type}, timeout=_UPLOAD_TIMEOUT_S)
+                               headers={"Content-Type": content_type}, timeout=_UPLOAD_TIMEOUT_S,
+                               deadline_s=UPLOAD_DEADLINE_S)
         try:
             return Asset(int(found["id"]), str(found["name"]), str(found["browser_download_url"]))
         except (KeyError, TypeError, ValueError):
@@ -189,10 +204,15 @@ class GitHub:
 
     def _send(self, method: str, url: str, doing: str, rights: str, *, missing: str | None = None,
               headers: dict[str, str] | None = None, timeout: tuple[float, float] = _TIMEOUT_S,
-              **kwargs: Any) -> requests.Response:
+              deadline_s: float | None = None, **kwargs: Any) -> requests.Response:
         auth = {"Authorization": f"Bearer {self._token.value}", **(headers or {})}
+        deadline_s = REQUEST_DEADLINE_S if deadline_s is None else deadline_s
         try:
-            response = self._session.request(method, url, headers=auth, timeout=timeout, **kwargs)
+            with _deadline(deadline_s):
+                response = self._follow(method, url, doing, auth, timeout, kwargs)
+        except DeadlinePassed:
+            raise UserError(f"{_origin(url)} did not finish answering within {deadline_s:g} s while {doing}: try "
+                            "again later") from None
         except requests.Timeout:
             raise UserError(f"{_origin(url)} did not answer in time while {doing}: try again later") from None
         except requests.ConnectionError as exc:
@@ -203,6 +223,22 @@ class GitHub:
         if response.status_code >= 400:
             raise self._refusal(response, doing, rights, missing)
         return response
+
+    def _follow(self, method: str, url: str, doing: str, headers: dict[str, str], timeout: tuple[float, float],
+                kwargs: dict[str, Any]) -> requests.Response:
+        """The request, following a redirect only on the same origin (scheme, host and port) and only for a GET:
+        the token never goes to another server, and a body already sent is never sent again."""
+        for _ in range(MAX_REDIRECTS + 1):
+            response = self._session.request(method, url, headers=headers, timeout=timeout, allow_redirects=False,
+                                             **kwargs)
+            if not response.is_redirect:
+                return response
+            target = urljoin(url, response.headers.get("Location", ""))
+            if method != "GET" or _origin(target) != _origin(url):
+                raise UserError(f"{_origin(url)} answered {response.status_code} redirecting to {_origin(target)} "
+                                f"while {doing}: not followed (the token would go along); check --api-url")
+            url, kwargs = target, {k: v for k, v in kwargs.items() if k != "params"}  # the location carries them
+        raise UserError(f"{_origin(url)} redirected more than {MAX_REDIRECTS} times while {doing}; check --api-url")
 
     def _refusal(self, response: requests.Response, doing: str, rights: str, missing: str | None) -> UserError:
         status = response.status_code
@@ -236,6 +272,31 @@ class GitHub:
 
     def _scrubbed(self, text: str) -> str:
         return text.replace(self._token.value, f"${self._token.variable}")
+
+
+class DeadlinePassed(Exception):
+    """Raised inside a request by `_deadline`'s alarm."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Raise `DeadlinePassed` in the calling code if it is still inside after ``seconds`` (an interval timer's
+    SIGALRM, which interrupts a blocked socket read). Only the main thread receives signals; elsewhere (a test's
+    thread) the per-read timeouts alone apply."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise DeadlinePassed
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _comment(item: Any, doing: str) -> Comment:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.errors import UserError
+from analysis.records import check_regular
 
 
 def kernel_stage_env(cache_dir: Path | None = None, tmp_dir: Path | None = None,
@@ -36,6 +37,7 @@ def check_cache_input(cache: Path) -> None:
         return
     if not cache.exists():
         raise UserError(f"--cache {cache}: no such directory or archive")
+    check_regular(cache, "a directory, .tar or .tar.gz of an Inductor cache (--cache)")  # a FIFO never ends
     try:
         with tarfile.open(cache, "r:*") as tar:
             tar.next()

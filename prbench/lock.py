@@ -34,6 +34,7 @@ from typing import Any
 import prbench
 from analysis import atomic_io
 from analysis.errors import UserError
+from analysis.records import describe, read_json
 from prbench.build_context import BASE_USE, UsedItem, read_used_items
 from prbench.images import (
     LABEL_CLONES,
@@ -185,12 +186,43 @@ def read_locks(path: Path) -> list[tuple[str | None, dict[str, Any]]]:
 
 
 def _load(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"--lock: {path} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"--lock: {path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not Path(path).exists():
+        raise UserError(f"--lock: {path} does not exist")
+    try:  # a regular file of bounded size, nesting and number length (analysis.records)
+        return read_json(path, "a prbench lock (JSON)")
+    except UserError as exc:
+        raise UserError(f"--lock: {exc}") from None
+
+
+# The fields rebuild and verify read, each with the types it may have (its presence is checked by `_checked` for
+# the top-level fields): a hand-edited or damaged lock is one line naming the field, not a traceback deep inside a
+# rebuild.
+_SHAPE: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("recipe", (dict,)), ("recipe.name", (str,)), ("base", (dict,)), ("base.digest", (str,)),
+    ("sources", (dict,)), ("sources.pytorch", (dict,)), ("sources.triton", (dict,)), ("patches", (dict,)),
+    ("build", (dict,)), ("build.args", (dict,)), ("store", (list,)), ("provenance", (dict,)),
+    ("provenance.recipe_path", (str,)), ("provenance.recipe_toml", (str,)), ("provenance.clones", (dict,)),
+    ("provenance.overlay_patch", (str, type(None))), ("provenance.image", (dict,)), ("provenance.host", (dict,)),
+)
+_TYPE_NAMES = {dict: "an object", list: "a list", str: "text", type(None): "null"}
+
+
+def _check_shape(data: dict[str, Any], where: str) -> None:
+    for dotted, types in _SHAPE:
+        parent: Any = data
+        *outer, last = dotted.split(".")
+        for key in outer:
+            parent = parent.get(key, {})
+        if last in parent and not isinstance(parent[last], types):
+            expected = " or ".join(_TYPE_NAMES[t] for t in types)
+            raise UserError(f"--lock: {where}: {dotted} is {describe(parent[last])}; expected {expected}")
+    for name, sha in data["patches"].items():
+        if not isinstance(sha, str):
+            raise UserError(f"--lock: {where}: patches.{name} is {describe(sha)}; expected a sha256 (text)")
+    if "MAX_JOBS" in data["build"].get("args", {}):
+        jobs = data["build"]["args"]["MAX_JOBS"]
+        if isinstance(jobs, bool) or not (str(jobs).isdigit() and 1 <= int(str(jobs)[:7]) < 10**6):
+            raise UserError(f"--lock: {where}: build.args.MAX_JOBS is {describe(jobs)}; expected a whole number ≥ 1")
 
 
 def _checked(data: Any, where: str) -> dict[str, Any]:
@@ -200,6 +232,7 @@ def _checked(data: Any, where: str) -> dict[str, Any]:
     missing = [k for k in (*COMPARED, "provenance") if k not in data]
     if missing or data.get("lock_version") != LOCK_VERSION:
         raise UserError(f"--lock: {where} is not a prbench lock (version {LOCK_VERSION}; missing {', '.join(missing)})")
+    _check_shape(data, where)
     return data
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.errors import UserError
+from analysis.records import read_bytes
+from prbench.patches import MAX_PATCH_BYTES, special_file_change
 from prbench.runners.local import installed_torch
 
 PACKAGE = "torch"
@@ -48,11 +50,13 @@ class PythonOverlay:
 
     @classmethod
     def from_patch_file(cls, path: Path, flag: str = "--overlay") -> PythonOverlay:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise UserError(f"{flag} {path}: no such patch file") from None
-        except (OSError, UnicodeDecodeError) as exc:
+        if not Path(path).exists():
+            raise UserError(f"{flag} {path}: no such patch file")
+        try:  # a regular file (a FIFO would never end), bounded
+            text = read_bytes(path, "a unified diff", MAX_PATCH_BYTES).decode("utf-8")
+        except UserError as exc:
+            raise UserError(f"{flag} {exc}") from None
+        except UnicodeDecodeError as exc:
             raise UserError(f"{flag} {path}: cannot read the patch ({exc})") from None
         return cls.from_text(text, origin=str(path), flag=f"{flag} {path}")
 
@@ -63,6 +67,10 @@ class PythonOverlay:
             raise UserError(f"{flag}: no file changes found (expected a unified diff against the PyTorch tree)")
         if "GIT binary patch" in text or "\nBinary files " in text:
             raise UserError(f"{flag}: the diff has binary changes; a Python overlay takes .py files only")
+        special = special_file_change(text)
+        if special:
+            raise UserError(f"{flag}: '{special}': a symbolic link or submodule; a Python overlay takes regular "
+                            ".py files only")
         not_python = sorted(p for p, _ in changed if not p.endswith(".py"))
         if not_python:
             shown = ", ".join(not_python[:3]) + (f" and {len(not_python) - 3} more" if len(not_python) > 3 else "")

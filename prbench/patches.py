@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.errors import UserError
+from analysis.records import read_bytes
 
 PATCHES_DIR = Path(__file__).resolve().parents[1] / "patches"
 
@@ -38,9 +39,22 @@ def find_patch(name: str | Path) -> Path:
     raise UserError(f"patch {name}: not found (looked in {PATCHES_DIR})")
 
 
+# The file modes a git diff names (new, old, deleted, or unchanged on the index line). Only regular files may be
+# patched: 120000 is a symbolic link (a patch could point a source file at /etc/passwd), 160000 a submodule.
+_MODE = re.compile(r"^(?:(?:new file|new|old|deleted file) mode|index \S+) (?P<mode>\d{6})\s*$", re.M)
+_REGULAR_MODES = ("100644", "100755")
+MAX_PATCH_BYTES = 64 << 20  # a diff read whole; PyTorch's largest Python-only PRs are a few MB
+
+
+def special_file_change(text: str) -> str | None:
+    """The first line of a diff that makes or changes a symbolic link or a submodule (None when there is none)."""
+    return next((m.group(0).strip() for m in _MODE.finditer(text) if m.group("mode") not in _REGULAR_MODES), None)
+
+
 def patched_files(patch: Path) -> tuple[str, ...]:
     """Files a unified diff modifies (its ``+++ b/...`` lines)."""
-    return tuple(m.group("path") for m in _TARGET.finditer(patch.read_text(encoding="utf-8")))
+    text = read_bytes(patch, "a unified diff", MAX_PATCH_BYTES).decode("utf-8", errors="replace")
+    return tuple(m.group("path") for m in _TARGET.finditer(text))
 
 
 def _git_apply(patch: Path, tree: Path, check: bool) -> subprocess.CompletedProcess[str]:
@@ -58,6 +72,9 @@ def check_patch(patch: str | Path, tree: Path) -> Path:
     path = find_patch(patch)
     if not tree.is_dir():
         raise UserError(f"patch {path.name}: source tree {tree} is not a directory")
+    special = special_file_change(read_bytes(path, "a unified diff", MAX_PATCH_BYTES).decode("utf-8", "replace"))
+    if special:
+        raise UserError(f"patch {path.name}: '{special}': patches may change regular files only")
     result = _git_apply(path, tree, check=True)
     if result.returncode != 0:
         files = patched_files(path)

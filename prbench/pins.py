@@ -16,7 +16,7 @@ import git
 
 from analysis.errors import UserError
 
-_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+_SHA_RE = re.compile(r"[0-9a-f]{40}")  # fullmatch: "$" would let a trailing newline through
 
 # Probed in order. ROCm trees before PyTorch 2.5 pinned Triton in triton-rocm.txt; from 2.5 on triton.txt
 # holds the one commit for both platforms, so it is preferred even for ROCm when both exist.
@@ -69,7 +69,7 @@ def triton_from_pytorch(repo: git.Repo, pytorch_commit: str, platform: str) -> T
         except KeyError:
             continue
         text = blob.data_stream.read().decode("utf-8", "replace").strip()
-        if not _SHA_RE.match(text):
+        if not _SHA_RE.fullmatch(text):
             raise UserError(
                 f"triton pin: {path} at PyTorch {pytorch_commit[:12]} holds {text[:60]!r}, not a 40-hex commit"
             )
@@ -83,6 +83,6 @@ def triton_from_pytorch(repo: git.Repo, pytorch_commit: str, platform: str) -> T
 
 def triton_pin(recipe_commit: str, pytorch_repo: git.Repo, pytorch_commit: str, platform: str) -> TritonPin:
     """The Triton commit to build: the recipe's explicit commit, or the one PyTorch pins."""
-    if _SHA_RE.match(recipe_commit):
+    if _SHA_RE.fullmatch(recipe_commit):
         return TritonPin(commit=recipe_commit, source=OVERRIDE)
     return triton_from_pytorch(pytorch_repo, pytorch_commit, platform)

@@ -25,6 +25,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from analysis.errors import UserError
+from analysis.records import read_bytes
 
 PLATFORMS = ("cpu", "cuda", "rocm")
 RUNNERS = ("local", "docker")
@@ -239,10 +240,13 @@ def recipe_path(name_or_path: str, recipes_dir: Path) -> Path:
     return path
 
 
+MAX_RECIPE_BYTES = 1 << 20  # the recipes in recipes/ are under 4 kB
+
+
 def load_recipe(name_or_path: str, recipes_dir: Path) -> Recipe:
     path = recipe_path(name_or_path, recipes_dir)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    try:  # a regular file (a FIFO would never end) of a recipe's size
+        raw = tomllib.loads(read_bytes(path, "a recipe (TOML)", MAX_RECIPE_BYTES).decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: malformed TOML: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -31,6 +31,7 @@ from pathlib import Path
 from types import TracebackType
 
 from analysis.errors import UserError
+from analysis.records import read_bytes
 
 LOCK_FILE = ".lock"
 # How long a refused process waits for the holder to finish writing who it is (it does so right after locking).
@@ -89,6 +90,7 @@ def current_command() -> str:
 class _Held:
     fd: int
     count: int
+    ended: bool = False  # the file holds why the holder ended (`note_end`): kept when the lock is let go
 
 
 # Locks this process holds, by lock file path: flock conflicts between two descriptors even in one process, so
@@ -138,8 +140,9 @@ class RunLock:
                 return
             del _HELD[self._key]
         # Still locked: clear who we were, so a file left after a clean exit names nobody; then let go.
-        with contextlib.suppress(OSError):
-            os.ftruncate(held.fd, 0)
+        if not held.ended:
+            with contextlib.suppress(OSError):
+                os.ftruncate(held.fd, 0)
         os.close(held.fd)  # closing the last descriptor releases the flock
 
     def __enter__(self) -> RunLock:
@@ -173,6 +176,31 @@ class RunLock:
         return f"run '{self.run_dir.name}' is in use by {who}; wait for it or pick another {self.flag}"
 
 
+def note_end(run_dir: Path, reason: str) -> None:
+    """Leave why this process stops writing the run in the lock file, for ``invoke status``, when the manifest
+    cannot record it (a full disk). Written over the holder's line in the file's first block, which the disk
+    already gave it, so it needs no free space; the next holder's line replaces it. A no-op unless held here."""
+    key = str((Path(run_dir) / LOCK_FILE).resolve())
+    with _HELD_GUARD:
+        held = _HELD.get(key)
+        if held is None:
+            return
+        data = (json.dumps({"ended": reason[:1000]}) + "\n").encode()
+        with contextlib.suppress(OSError):
+            os.pwrite(held.fd, data, 0)
+            os.ftruncate(held.fd, len(data))
+            held.ended = True
+
+
+def ended_note(run_dir: Path) -> str | None:
+    """What `note_end` left in the run's lock file (None when it holds a holder's line, or nothing)."""
+    try:
+        data = json.loads(read_bytes(Path(run_dir) / LOCK_FILE, "a run's lock file", 1 << 16))
+    except (OSError, UserError, ValueError):
+        return None
+    return str(data["ended"]) if isinstance(data, dict) and isinstance(data.get("ended"), str) else None
+
+
 def _write_holder(fd: int, holder: Holder) -> None:
     """Best effort: the lock is already ours; on a full disk the refusal just names no pid."""
     data = (json.dumps(asdict(holder)) + "\n").encode()
@@ -196,9 +224,10 @@ def holder_of(run_dir: Path) -> Holder | None:
     never make a starting writer fail): the holder it names, unless that process is gone from this machine. A
     holder that let go cleared the file; one that was killed left its line behind, naming a pid that no longer
     runs (a pid reused since is taken for the holder: the line is only for display)."""
-    try:
-        holder = Holder.parse((Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8", errors="replace"))
-    except OSError:
+    try:  # a lock file is one short line; a FIFO or a device in its place is not read (it could block forever)
+        holder = Holder.parse(read_bytes(Path(run_dir) / LOCK_FILE, "a run's lock file", 1 << 16).decode(
+            "utf-8", errors="replace"))
+    except (OSError, UserError):
         return None
     if holder is None or (holder.host and holder.host != socket.gethostname()):
         return holder  # another machine's process (a shared file system): it cannot be checked from here

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -31,12 +32,12 @@ from typing import Any
 from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.records import expect_list, expect_number, expect_object, expect_str, read_json
-from prbench.run_lock import RunLock
+from prbench.run_lock import RunLock, note_end
 
 MANIFEST = "manifest.json"
 REPORT_DIR = "report"
 STALE_REPORT_DIR = "report.stale"
-_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # fullmatch: "$" would let a trailing newline through
 
 
 class StageStatus:
@@ -218,9 +219,12 @@ class Run:
 
     def _finish_after_error(self, rec: StageRecord, status: str, t0: float, error: str) -> None:
         # The disk may be full or gone: the error that stopped the stage is the one to report, not a second
-        # one from recording it (the manifest then still says "running", and the run's lock is free).
-        with contextlib.suppress(OSError):
+        # one from recording it (the manifest then still says "running", the run's lock is free, and the lock
+        # file says why, for `invoke status`).
+        try:
             self._finish(rec, status, t0, error)
+        except OSError:
+            note_end(self.root, error)
 
     def retire_report(self) -> Path | None:
         """Move ``report/`` to ``report.stale/`` (replacing an older one); return where it went, if anywhere.
@@ -269,10 +273,10 @@ def _read_manifest(path: Path) -> RunManifest:
 
 def valid_run_id(run_id: str) -> bool:
     """A plain name: a run id never reaches outside the runs directory."""
-    return bool(_RUN_ID_RE.match(run_id))
+    return bool(_RUN_ID_RE.fullmatch(run_id))
 
 
-def _check_run_id(run_id: str) -> None:
+def check_run_id(run_id: str) -> None:
     if not valid_run_id(run_id):
         raise UserError(f"--run {run_id!r}: a run id may hold letters, digits, '.', '_' and '-' only")
 
@@ -299,7 +303,7 @@ class RunStore:
         """
         if run_id is None:
             run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        _check_run_id(run_id)
+        check_run_id(run_id)
         self._ensure_writable()
         root = self.root / run_id
         root.mkdir(exist_ok=True)
@@ -319,7 +323,7 @@ class RunStore:
 
     def open(self, run_id: str, *, write: bool = False) -> Run:
         """Open an existing run: to read (no lock; ``invoke status``) or, with ``write``, holding its lock."""
-        _check_run_id(run_id)  # `invoke status --run ../x` must not read outside the runs directory
+        check_run_id(run_id)  # `invoke status --run ../x` must not read outside the runs directory
         root = self.root / run_id
         path = root / MANIFEST
         if not path.exists():
@@ -334,9 +338,9 @@ class RunStore:
             raise
 
     def latest(self) -> Run:
-        runs = sorted(
-            (p for p in self.root.glob(f"*/{MANIFEST}")), key=lambda p: p.stat().st_mtime
-        ) if self.root.exists() else []
+        # Only regular manifests: the scan must never open a FIFO (its read would wait forever) or a device.
+        found = ((p, p.stat()) for p in self.root.glob(f"*/{MANIFEST}")) if self.root.exists() else iter(())
+        runs = [p for p, st in sorted(found, key=lambda f: f[1].st_mtime) if stat.S_ISREG(st.st_mode)]
         if not runs:
             raise UserError(f"--runs-dir {self.root}: no runs yet")
         return self.open(runs[-1].parent.name)

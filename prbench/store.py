@@ -59,7 +59,17 @@ from packaging.version import Version
 
 from analysis.atomic_io import atomic_path, write_json
 from analysis.errors import UserError
-from analysis.records import expect_int, expect_list, expect_object, expect_str, read_json
+from analysis.io_errors import is_no_space
+from analysis.records import (
+    MAX_JSON_BYTES,
+    check_regular,
+    expect_int,
+    expect_list,
+    expect_object,
+    expect_str,
+    parse_json,
+    read_json,
+)
 from prbench.triton_setup import TritonDownload as TritonDownload
 from prbench.triton_setup import triton_downloads as triton_downloads
 
@@ -462,6 +472,12 @@ class Store:
             except (tarfile.TarError, EOFError, zlib.error) as exc:
                 raise StoreError(f"{tar_path}: damaged tar ({' '.join(str(exc).split())}); nothing was "
                                  "imported") from None
+            except OSError as exc:
+                if not is_no_space(exc):
+                    raise
+                # The store is what filled up, not the tar being read (and --runs-dir is no flag of this command).
+                raise StoreError(f"no space left on device writing into the store {self.root}: free space or use "
+                                 "--store elsewhere; nothing was imported") from None
             placed = self._place(staged) if staged else []
         emit(f"imported {len(placed)} item(s) into {self.root}")
         return placed
@@ -478,6 +494,9 @@ class Store:
             if data is None:
                 raise StoreError(f"{tar_path}: {item.label()} is listed in its index but its object is not in "
                                  "the tar; nothing was imported")
+            if member is not None and member.size != item.size:  # refused before a byte is inflated
+                raise StoreError(f"{tar_path}: {item.label()} is listed as {item.size} bytes but its object in the "
+                                 f"tar holds {member.size}; nothing was imported")
             file = _stage(data, incoming)
             if file.sha256 != item.sha256 or file.size != item.size:
                 raise StoreError(f"{tar_path}: {item.label()} is corrupt in the tar (its bytes hash to "
@@ -695,6 +714,8 @@ def _tar_member(tar: tarfile.TarFile, name: str) -> tarfile.TarInfo | None:
 def _open_export(tar_path: Path) -> Iterator[tarfile.TarFile]:
     with contextlib.ExitStack() as stack:
         try:
+            if tar_path.exists():  # a FIFO or device would make tarfile wait forever
+                check_regular(tar_path, "a tar from 'invoke store export'")
             tar = stack.enter_context(tarfile.open(tar_path, "r:*"))
         except FileNotFoundError:
             raise StoreError(f"{tar_path}: no such file (expected a tar from 'invoke store export')") from None
@@ -707,13 +728,15 @@ def _open_export(tar_path: Path) -> Iterator[tarfile.TarFile]:
 def _exported_items(tar: tarfile.TarFile, tar_path: Path) -> list[StoreItem]:
     member = _tar_member(tar, INDEX)
     data = tar.extractfile(member) if member is not None and member.isfile() else None
-    if data is None:
+    if data is None or member is None:
         raise StoreError(f"{tar_path}: no {INDEX} in the tar; expected a tar from 'invoke store export'")
-    try:
-        index = json.loads(data.read().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StoreError(f"{tar_path}: its {INDEX} is damaged ({exc}); nothing was imported") from None
     where = f"{tar_path}: {INDEX}"
+    if member.size > MAX_JSON_BYTES:
+        raise StoreError(f"{where}: {member.size} bytes, larger than an index can be; nothing was imported")
+    try:
+        index = parse_json(data.read(), where, "the export's index of items")
+    except UserError as exc:
+        raise StoreError(f"{exc}; nothing was imported") from None
     raw = expect_list(expect_object(index, where).get("items"), f"{where} items")
     return [StoreItem.from_json(entry, f"{where} items[{i}]") for i, entry in enumerate(raw)]
 

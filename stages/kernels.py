@@ -50,7 +50,15 @@ from analysis.round_shards import parse_block_ranges
 from stages import cpp_replay
 from stages.entry import StageArgumentParser, run_as_script
 from stages.progress import progress_line
-from stages.worker_process import Worker, WorkerFailure, device_env, one_line_error, reply_outcomes, serve
+from stages.worker_process import (
+    Worker,
+    WorkerFailure,
+    device_env,
+    one_line_error,
+    reply_outcomes,
+    serve,
+    watch_lifeline,
+)
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # as Triton's do_bench and Inductor's benchmarker: larger than any L2
 INTERPRETER_ITERATIONS = 1  # timed calls of a Triton kernel in the CPU interpreter (~1 s each; no warm-up)
@@ -244,6 +252,7 @@ def _run_one(worker: Worker, job: Job) -> dict[str, Outcome]:
 
 
 def worker_main(result_fd: int) -> int:
+    watch_lifeline()  # before the seconds of imports: a worker never outlives its stage
     from stages.environment import prepare_inductor
 
     prepare_inductor()

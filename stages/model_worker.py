@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.entry import StageArgumentParser, run_as_script
-from stages.worker_process import serve
+from stages.worker_process import serve, watch_lifeline
 
 RECOMPILE_LIMIT = 64
 
@@ -81,6 +81,7 @@ class ModelWorker:
 
 
 def worker_main(result_fd: int) -> int:
+    watch_lifeline()  # before the seconds of imports: a worker never outlives its stage
     from stages.suite import hub_offline
 
     hub_offline()  # before transformers is imported

@@ -53,6 +53,7 @@ from analysis.kernel_index import (
     looks_like_graph_module,
     write_index,
 )
+from analysis.records import check_regular
 from stages.entry import StageArgumentParser, run_as_script
 
 GRAPHS_DIR = "graphs"
@@ -116,6 +117,8 @@ def _extract_data(tar: tarfile.TarFile, destination: Path) -> None:
 
 
 def extract_archive(archive: Path, destination: Path) -> None:
+    if archive.exists():  # a FIFO or device would make tarfile wait forever
+        check_regular(archive, "a .tar or .tar.gz of an Inductor cache (--cache)")
     try:
         with tarfile.open(archive, "r:*") as tar:
             destination.mkdir(parents=True, exist_ok=True)

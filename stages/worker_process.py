@@ -8,6 +8,12 @@ that crashes (segfault) or hangs past the job's timeout is killed with its whole
 Worker side (`serve`): announce ``{"ready": true}``, then answer every job with the handler's reply; an
 exception in the handler is the job's ``{"error": ...}``, never the worker's end.
 
+A worker dies with the process that started it, however that one ends (SIGKILL included), and takes its own
+children (a g++ compile) along: the starter holds the write end of a lifeline pipe (``$PRBENCH_WORKER_LIFELINE``
+names the worker's read end), and a thread of the worker (`watch_lifeline`, the first thing ``--worker`` does)
+kills the worker's process group when the pipe ends. A pipe rather than ``PR_SET_PDEATHSIG``: the signal follows
+the *thread* that started the process, and workers are started from threads that end (``stages.paired``).
+
 A reply that is not one JSON object (garbage or a half-written line on the result channel) is a protocol error:
 the channel can no longer be trusted to line up replies with jobs, so the worker is killed like a crashed one and
 `WorkerProtocolError` costs that one job; the next job starts a fresh worker. `reply_outcomes` checks the shape
@@ -26,6 +32,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +42,7 @@ from analysis.errors import UserError
 from analysis.records import expect_ms_list
 
 STARTUP_TIMEOUT_S = 300.0
+LIFELINE_ENV = "PRBENCH_WORKER_LIFELINE"
 _VISIBLE_DEVICES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
@@ -83,6 +91,7 @@ class Worker:
         self.cpus = cpus
         self.proc: subprocess.Popen[bytes] | None = None
         self.result_fd = -1
+        self.lifeline_fd = -1
         self.buffer = b""
         self.starts = 0
         self.pids: list[int] = []
@@ -92,17 +101,23 @@ class Worker:
             if self.env.get(key):
                 Path(self.env[key]).mkdir(parents=True, exist_ok=True)
         read_fd, write_fd = os.pipe()
+        life_read, life_write = os.pipe()  # the lifeline: ends when this process does (see the module's doc)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:  # the worker keeps its own copy of the descriptor
             try:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-m", self.module, "--worker", "--result-fd", str(write_fd)],
-                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                    pass_fds=(write_fd,), start_new_session=True,  # so a kill takes the worker's children too
+                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                    env={**self.env, LIFELINE_ENV: str(life_read)},
+                    pass_fds=(write_fd, life_read), start_new_session=True,  # a kill takes the worker's children too
                 )
+            except BaseException:
+                os.close(life_write)
+                raise
             finally:
                 os.close(write_fd)
-        self.result_fd, self.buffer = read_fd, b""
+                os.close(life_read)
+        self.result_fd, self.buffer, self.lifeline_fd = read_fd, b"", life_write
         self.starts += 1
         self.pids.append(self.proc.pid)
         if self._receive(STARTUP_TIMEOUT_S, "starting").get("ready") is not True:
@@ -186,6 +201,9 @@ class Worker:
         if self.result_fd >= 0:
             os.close(self.result_fd)
             self.result_fd = -1
+        if self.lifeline_fd >= 0:
+            os.close(self.lifeline_fd)
+            self.lifeline_fd = -1
         self.proc = None
 
 
@@ -245,6 +263,26 @@ def one_line_error(exc: BaseException) -> str:
     if isinstance(exc, SyntaxError) and exc.lineno:
         where = f" (line {exc.lineno})"
     return f"{type(exc).__name__}: {message}{where}"[:500]
+
+
+def watch_lifeline() -> None:
+    """In a worker: end the worker's process group (itself and its children) when the lifeline pipe from its
+    starter ends. Called first by ``--worker``; a process started without a lifeline (by hand) watches nothing."""
+    fd = os.environ.pop(LIFELINE_ENV, None)  # popped: the worker's own children have no lifeline of theirs
+    if fd is None:
+        return
+
+    def watch() -> None:
+        try:
+            while os.read(int(fd), 1):  # nothing is ever written: only the end (b"") comes
+                pass
+        except (OSError, ValueError):  # not a pipe of ours after all (started by hand with the variable set)
+            return
+        if os.getpgid(0) == os.getpid():  # its own group (start_new_session): its children go too
+            os.killpg(0, signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="lifeline", daemon=True).start()
 
 
 def serve(result_fd: int, handle: Callable[[dict[str, Any]], dict[str, Any]]) -> int:

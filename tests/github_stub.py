@@ -3,7 +3,9 @@
 Issue comments (list with ``Link: rel="next"`` pages of ``page_size``, create, update), a release by tag with an
 uploads-style ``upload_url`` of its own, its assets (list, delete, upload). ``refuse`` makes every request answer
 with a given status, body and headers, as GitHub does for a bad token, missing rights, an unknown repository or
-a spent rate limit. Comments over ``comment_limit`` characters are refused with GitHub's 422.
+a spent rate limit. Comments over ``comment_limit`` characters are refused with GitHub's 422. Two hostile
+servers: ``redirect_to`` answers every request with a 307 to that origin (same path), ``trickle_s`` sends each
+answer's body one byte every ``trickle_s`` seconds.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -42,6 +45,8 @@ class FakeGitHub:
         self.releases: dict[str, dict[str, Any]] = {}
         self.requests: list[Recorded] = []
         self.refuse: Refusal | None = None
+        self.redirect_to: str | None = None
+        self.trickle_s: float | None = None
         self._next_id = 1000
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -160,13 +165,24 @@ class FakeGitHub:
                     stub.requests.append(Recorded(self.command, parts.path, query, dict(self.headers), body))
                     status, payload, headers = stub.answer(self.command, parts.path, query, body)
                 data = b"" if payload is None else json.dumps(payload).encode()
+                if stub.redirect_to:
+                    status, data, headers = 307, b"", {"Location": stub.redirect_to + self.path}
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json; charset=utf-8")
                 self.send_header("Content-Length", str(len(data)))
                 for key, value in headers.items():
                     self.send_header(key, value)
                 self.end_headers()
-                self.wfile.write(data)
+                if stub.trickle_s is None:
+                    self.wfile.write(data)
+                    return
+                for i in range(len(data)):
+                    try:
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
+                    except OSError:  # the client gave up
+                        return
+                    time.sleep(stub.trickle_s)
 
             do_GET = do_POST = do_PATCH = do_DELETE = _serve
 

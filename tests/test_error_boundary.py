@@ -123,7 +123,7 @@ def test_invoke_report_on_an_unreadable_input_is_one_line_and_leaves_no_current_
 
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"error: {run / 'pr' / 'env.json'}: Is a directory; a directory is where a file was expected"]
+        f"error: {run / 'pr' / 'env.json'}: is a directory, not a regular file (expected a JSON object)"]
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (run / "report").exists()
     stale = (run / "report.stale" / "report.md").read_text()

@@ -138,7 +138,7 @@ def test_invoke_report_rerenders_a_run_directory(tmp_path: Path) -> None:
     models = pd.read_csv(run / "report" / "models_compare.csv").set_index("model")
     assert models.loc["GPT2", "verdict"] == "regressed" and models.loc["GPT2", "ci_high"] < 1.0
     assert models["ci_low"].notna().all() and (models["rounds"] == 5).all()
-    assert re.search(r"\| GPT2 \|.*\| regressed \|", text)
+    assert re.search(r"\| `GPT2` \|.*\| regressed \|", text)
     assert "Dashboard checks" in text and "| compile time ratio |" in text
     # The run's own settings (confidence 0.9 in the manifest) are the ones used and printed.
     summary = json.loads((run / "report" / "summary.json").read_text())

@@ -129,13 +129,13 @@ def section(text: str, title: str) -> str:
 def test_every_kernel_row_names_its_models_and_graphs(tmp_path: Path) -> None:
     text, _ = render(make_run(tmp_path))
 
-    rows = [line for line in section(text, "<summary>All kernel pairs").splitlines() if line.startswith("| cpp_")]
+    rows = [line for line in section(text, "<summary>All kernel pairs").splitlines() if line.startswith("| `cpp_")]
     assert len(rows) == 3
     assert all(re.search(rf"{BERT}/0_inference|{GPT2}/1_inference", row) for row in rows)
-    shared = next(row for row in rows if row.startswith(f"| {RELU} → cpp_fused__unsafe_view_relu_5 |"))
+    shared = next(row for row in rows if row.startswith(f"| `{RELU} → cpp_fused__unsafe_view_relu_5` |"))
     assert f"{BERT}/0_inference, {GPT2}/1_inference" in shared  # both models, each graph once (not per side)
     only_base = section(text, "<summary>Kernels only in base")
-    assert f"| {LOG_BASE} | {BERT}/0_inference |" in only_base
+    assert f"| `{LOG_BASE}` | `{BERT}/0_inference` |" in only_base
 
 
 def test_the_top_regressions_expand_to_a_normalised_code_diff_and_their_launch(tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ def test_fusion_changes_pair_the_base_only_and_pr_only_kernel_of_a_graph(tmp_pat
     assert pd.isna(removed["pr_kernels"]) and removed["change"].startswith("removed")
     assert len(fusion) == 2
     table = section(text, "### Fusion changes")
-    assert f"| 1 | {BERT}/0_inference | {LOG_BASE} | {LOG_PR} | 1 | 1 |" in table
+    assert f"| 1 | `{BERT}/0_inference` | `{LOG_BASE}` | `{LOG_PR}` | 1 | 1 |" in table
 
 
 def test_where_the_time_went_adds_up_to_the_measured_change(tmp_path: Path) -> None:

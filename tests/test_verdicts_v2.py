@@ -106,3 +106,20 @@ def test_changed_code_with_no_effect_is_equivalent_and_passes_the_check(tmp_path
     assert kernels["verdict"] == "equivalent" and kernels["improved"] == kernels["regressed"] == 0
     assert kernels["step"]["ci_low"] <= 1.0 <= kernels["step"]["ci_high"]
     assert "neutral within ±2 %" in summary["verdict"] and result.returncode == 0
+
+
+def test_changed_kernels_that_failed_on_a_side_leave_the_verdict_inconclusive_not_identical() -> None:
+    from analysis.kernel_compare import compare_kernels
+
+    specs = kernel_specs(20, seed=8)
+    base, base_samples = kernels_frame(specs, seed=1, rounds=ROUNDS)
+    pr, pr_samples = kernels_frame(specs, seed=2, rounds=ROUNDS, changed=frozenset(range(3)))
+    pr.loc[0:2, ["status", "median_ms"]] = ["fail", float("nan")]  # the three changed kernels failed on the PR
+
+    result = compare_kernels(base, pr, base_samples, pr_samples)
+
+    assert result.summary.code_changed == 3 and result.summary.verdict == "inconclusive"
+    assert not result.summary.time_weighted.has_interval  # the step is not known, rather than "unchanged"
+    # Every kernel failed on one side: nothing was measured, whatever the code.
+    everything = pr.assign(status="fail", median_ms=float("nan"))
+    assert compare_kernels(base, everything.assign(body_hash=base["body_hash"])).summary.verdict == "inconclusive"

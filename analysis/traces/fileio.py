@@ -7,7 +7,7 @@ import contextlib
 import io
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from analysis import records
 from analysis.errors import UserError
@@ -17,7 +17,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def is_gzip(path: Path) -> bool:
-    with open(path, "rb") as fh:
+    with records.open_regular(path, "a trace file") as fh:
         return fh.read(2) == GZIP_MAGIC
 
 
@@ -34,15 +34,19 @@ def reading(path: Path, what: str = "trace") -> Iterator[None]:
 
 def open_text(path: Path) -> TextIO:
     """Open plain or gzip-compressed text (detected by magic bytes, not by extension) as strict UTF-8."""
-    opener = fast_io.gzip_opener()[1] if is_gzip(path) else open
     # The caller owns the returned file (``with open_text(path) as fh``).
-    return io.TextIOWrapper(opener(path, "rb"), encoding="utf-8", errors="strict", newline="")
+    return io.TextIOWrapper(open_text_bytes(path), encoding="utf-8", errors="strict", newline="")
+
+
+def open_text_bytes(path: Path) -> BinaryIO:
+    """The bytes of a plain or gzip-compressed regular file (a FIFO or device is refused: `records.open_regular`)."""
+    if is_gzip(path):  # checked on the way: is_gzip opens it with records.open_regular
+        return fast_io.gzip_opener()[1](path, "rb")
+    return records.open_regular(path, "a trace file")
 
 
 def read_head(path: Path, n_chars: int = 65536) -> str:
     """The first characters of a (possibly gzipped) text file; decoding errors are ignored for sniffing."""
-    with reading(path):
-        opener = fast_io.gzip_opener()[1] if is_gzip(path) else open
-        with opener(path, "rb") as raw:
-            data = raw.read(n_chars)
+    with reading(path), open_text_bytes(path) as raw:
+        data = raw.read(n_chars)
     return data.decode("utf-8", errors="replace")

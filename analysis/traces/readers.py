@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from analysis import records
 from analysis.errors import UserError
 from analysis.traces.compiled_module_profile import MARKER, read_compiled_module_profile
 from analysis.traces.fileio import read_head
@@ -29,7 +30,7 @@ def detect_format(path: Path) -> str:
         raise UserError(f"{path}: no such file")
     if path.is_dir():
         raise UserError(f"{path}: is a directory, expected a trace file")
-    with open(path, "rb") as fh:
+    with records.open_regular(path, "a trace file") as fh:
         if fh.read(16) == SQLITE_MAGIC:
             return "rocpd"
     head = read_head(path, 8192)

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from analysis.io_errors import no_space_in
 from prbench.executors import MAX_ATTEMPTS, DeviceSlot, RunnerSpec, ShardFailed, ShardOutcome, ShardTask
 from prbench.executors.node import NodeRunners, cpu_slots, node_name
 from prbench.runners import Runner, StageLost
@@ -88,6 +89,11 @@ class LocalPool:
                 elif failure is None:
                     failure = outcome
                     stop.set()  # no new shard; those running finish and are kept
+                    if no_space_in(str(outcome)) is not None:
+                        # A full disk: the running shards cannot write their results either (a model round ran
+                        # on for 75 s to fail the same way): stop them now, as Ctrl-C does.
+                        self.say(f"{attempt.task.key}: the disk is full; stopping the running shards")
+                        self.node.interrupt()
         except KeyboardInterrupt:
             stop.set()
             self.say("interrupted: stopping the running shards (finished ones are kept)")

@@ -55,7 +55,9 @@ class NodeRunners:
         self._runners: dict[RunnerSpec, Runner] = {}
         self._facts: dict[RunnerSpec, dict[str, Any]] = {}
         self._lock = threading.Lock()
-        self._active: set[Runner] = set()
+        # The runners running a shard now, once per shard: the devices share a runner per spec, so one shard
+        # ending must not take the runner off the list while another still runs on it.
+        self._active: list[Runner] = []
         self._host: dict[str, Any] | None = None
 
     def runner(self, spec: RunnerSpec) -> Runner:
@@ -126,12 +128,12 @@ class NodeRunners:
         for step in task.steps:
             runner = self.runner(step.runner)
             with self._lock:
-                self._active.add(runner)
+                self._active.append(runner)
             try:
                 runner.run(placed(step.command, slot))
             finally:
                 with self._lock:
-                    self._active.discard(runner)
+                    self._active.remove(runner)
         missing = [p for p in task.outputs if not p.exists()]
         if missing:
             raise StageFailed(f"{task.key}: finished on {slot.describe()} but did not write {missing[0]}")
@@ -140,7 +142,7 @@ class NodeRunners:
     def interrupt(self) -> None:
         """Stop every stage running on this node now (Ctrl-C on the host)."""
         with self._lock:
-            active = list(self._active)
+            active = list(dict.fromkeys(self._active))  # each runner once
         for runner in active:
             runner.interrupt()
 
