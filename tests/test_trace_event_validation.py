@@ -49,8 +49,9 @@ def test_with_lenient_the_kernel_is_left_out_and_the_report_says_so(tmp_path: Pa
 
     assert done.returncode == 0, done.stderr
     markdown = (trace.parent / "run_perf_report.md").read_text()
+    # The note reaches the report as text: its brackets escaped, so a trace's names cannot make a link.
     assert f"1 event(s) left out for a missing or malformed 'ts'/'dur' (read with --lenient; first: " \
-           f"traceEvents[{index}] (kernel " in markdown
+           f"traceEvents\\[{index}\\] (kernel " in markdown
     assert read_trace(trace, lenient=True).n_events == read_trace(H100).n_events - 1
 
 
