@@ -438,9 +438,10 @@ _FAIL_ON_HELP = ("Exit 1 when the verdict is: regression (a family's headline re
         "kernel_timeout": "Seconds one kernel may take before it is recorded as failed, above 0 and at most 86400 "
                           "(a day; default 300)",
         "rounds": "Paired timing rounds for kernels and models: fresh base and PR workers side by side, "
-                  "alternating item by item; the round is the unit of the statistics. auto (default): from 3 "
-                  "rounds on, stop as soon as the verdicts are settled (valid under this stopping: see the "
-                  "report's method), at most --max-rounds; a number (at least 3): exactly that many",
+                  "alternating item by item; the round is the unit of the statistics: a number (at least 3; "
+                  "default 10 on the CPU, 5 on a GPU), or auto: from 3 rounds on, stop each kind as soon as its "
+                  "verdicts are settled (no false claims added by stopping; see the report's method), at most "
+                  "--max-rounds",
         "max_rounds": "With --rounds auto: at most this many rounds of each kind (default 10 on the CPU, 5 on a GPU)",
         "budget": "With --rounds auto: start no round after this long since the compare began, e.g. 20m, 90s, "
                   "1.5h (the first 3 rounds always run)",
@@ -522,7 +523,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         upstream_src=_upstream_src(upstream_src),
         suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, source=suite_source),
         kernels=KernelSettings(warmup=kernel_warmup_calls, iterations=kernel_timed_calls, timeout_s=kernel_timeout_s),
-        rounds=round_flags.rounds, max_rounds=round_flags.max_rounds, budget_s=round_flags.budget_s,
+        rounds=round_flags.rounds, auto_rounds=round_flags.auto, max_rounds=round_flags.max_rounds,
+        budget_s=round_flags.budget_s,
         passes=checked_passes, models_per_process=per_process, stats=stats,
         env=parse_assignments(env or [], "--env"),
         inductor_config=inductor_values,

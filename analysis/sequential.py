@@ -18,8 +18,11 @@ looks correlate):
   early or at ``max_rounds``.
 
 A false claim needs a false claim at some look: at most L × ``early_alpha`` + the run level's alpha = alpha in
-all (likewise for the intervals' non-coverage and the equivalence tests' error). ``benchmarks/verdict_sim.py
---rounds auto`` measures coverage, false positives and the rounds used under this stopping.
+all (likewise for the equivalence tests' error). ``benchmarks/verdict_sim.py --rounds auto`` measures coverage,
+false positives and the rounds used under this stopping. What it does not protect yet is the *interval* shown
+after an early stop: it is the run level's, taken at a time chosen because the data looked settled, and in the
+simulation with 20 kernels 3 % slower it held the truth in 87.5 % of 40 runs (stopped after 4.6 rounds on
+average). So adaptive rounds are asked for (``--rounds auto``); the default stays the fixed rounds.
 """
 
 from __future__ import annotations
@@ -87,20 +90,24 @@ class RoundsPolicy:
 class RoundsFlags:
     """``--rounds auto|N``, ``--max-rounds N`` and ``--budget 20m`` checked (the device's default fills the rest)."""
 
-    rounds: int | None  # fixed rounds; None: adaptive
+    rounds: int | None  # fixed rounds; None: the device's default (fixed), or the most with ``auto``
+    auto: bool
     max_rounds: int | None
     budget_s: float | None
 
 
 def check_rounds_flags(rounds: object, max_rounds: object, budget: object) -> RoundsFlags:
-    """The three flags at the door, with one-line errors naming the flag."""
-    if rounds is None or rounds == AUTO:
+    """The three flags at the door, with one-line errors naming the flag. Without ``--rounds`` the rounds are the
+    device's fixed default: adaptive rounds are asked for with ``--rounds auto`` (see the module docstring for
+    what they do not yet guarantee)."""
+    if rounds == AUTO:
         top = None if max_rounds is None else whole_number("--max-rounds", max_rounds, minimum=MIN_ROUNDS)
-        return RoundsFlags(None, top, None if budget is None else parse_duration(budget))
+        return RoundsFlags(None, True, top, None if budget is None else parse_duration(budget))
     if max_rounds is not None or budget is not None:
-        raise UserError(f"--rounds {rounds}: --max-rounds and --budget go with --rounds auto (a number of rounds "
+        shown = "" if rounds is None else f" {rounds}"
+        raise UserError(f"--rounds{shown}: --max-rounds and --budget go with --rounds auto (a number of rounds "
                         "is fixed)")
-    return RoundsFlags(check_rounds(rounds), None, None)
+    return RoundsFlags(None if rounds is None else check_rounds(rounds), False, None, None)
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(s|m|h)?")

@@ -100,7 +100,8 @@ class CompareRequest:
     suite: SuiteRequest = field(default_factory=SuiteRequest)
     kernels: KernelSettings = field(default_factory=KernelSettings)
     stats: VerdictSettings = field(default_factory=VerdictSettings)
-    rounds: int | None = None  # a fixed number of paired timing rounds (fresh workers each); None: adaptive
+    rounds: int | None = None  # paired timing rounds (fresh workers each) of models and kernels (None: by device)
+    auto_rounds: bool = False  # adaptive rounds (analysis.sequential): stop each kind once its verdicts settle
     max_rounds: int | None = None  # adaptive rounds: at most this many (None: the device's default)
     budget_s: float | None = None  # adaptive rounds: no round starts after this many seconds of the compare
     passes: int | None = None  # ABBA blocks per item in every round (None: by device)
@@ -449,7 +450,7 @@ def _timing(request: CompareRequest) -> PairedTiming:
 def _policy(request: CompareRequest) -> RoundsPolicy:
     """Fixed --rounds, or adaptive rounds up to the timing's rounds (`analysis.sequential`)."""
     timing = _timing(request)
-    return RoundsPolicy(max_rounds=timing.rounds, auto=request.rounds is None, budget_s=request.budget_s)
+    return RoundsPolicy(max_rounds=timing.rounds, auto=request.auto_rounds, budget_s=request.budget_s)
 
 
 def _round_files(run: Run, kind: str, number: int, side: str, request: CompareRequest) -> Path:

@@ -311,7 +311,7 @@ def test_model_rounds_give_each_side_its_paired_samples(tmp_path: Path) -> None:
 
 
 def adaptive(tmp_path: Path, max_rounds: int = 5, budget_s: float | None = None) -> CompareRequest:
-    return replace(request(tmp_path), rounds=None, max_rounds=max_rounds, budget_s=budget_s)
+    return replace(request(tmp_path), rounds=None, auto_rounds=True, max_rounds=max_rounds, budget_s=budget_s)
 
 
 @pytest.mark.integration

@@ -67,8 +67,9 @@ def test_a_look_stops_only_when_the_strict_level_states_the_same_settled_verdict
     (("2", None, None), "--rounds 2: at least 3"),
     (("5", "8", None), "--rounds 5: --max-rounds and --budget go with --rounds auto"),
     (("auto", "2", None), "--max-rounds 2"),
-    ((None, None, "soon"), "--budget 'soon': expected a duration such as 20m"),
-    ((None, None, "0"), "--budget '0'"),
+    (("auto", None, "soon"), "--budget 'soon': expected a duration such as 20m"),
+    (("auto", None, "0"), "--budget '0'"),
+    ((None, None, "20m"), "--rounds: --max-rounds and --budget go with --rounds auto"),
 ])
 def test_bad_rounds_flags_are_one_line_errors_naming_the_flag(flags: tuple, message: str) -> None:
     with pytest.raises(UserError, match=message.replace("(", r"\(")):
@@ -76,7 +77,9 @@ def test_bad_rounds_flags_are_one_line_errors_naming_the_flag(flags: tuple, mess
 
 
 def test_rounds_flags_and_durations() -> None:
-    assert check_rounds_flags(None, None, None).rounds is None
+    default = check_rounds_flags(None, None, None)
+    assert default.rounds is None and not default.auto  # the device's fixed rounds unless auto is asked for
+    assert check_rounds_flags("auto", None, None).auto
     assert check_rounds_flags("auto", "12", "20m").max_rounds == 12
     assert check_rounds_flags("auto", None, "20m").budget_s == 1200.0
     assert check_rounds_flags("7", None, None).rounds == 7
