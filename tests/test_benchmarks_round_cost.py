@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -80,3 +81,29 @@ def test_a_run_without_paired_rounds_is_one_line(tmp_path: Path, capsys: pytest.
 
     err = capsys.readouterr().err
     assert err.startswith("error: --run r1: expected a run with paired rounds") and err.count("\n") == 1
+
+
+def test_measure_runs_fresh_aa_comparisons_and_splits_each(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    import prbench.suite_stage
+
+    requests: list[argparse.Namespace] = []
+
+    def run_compare(request: argparse.Namespace, console: object = None) -> None:
+        requests.append(request)
+        write_run(request.runs_dir, request.run_id, [model_round(n) for n in range(1, request.rounds + 1)])
+
+    module = types.ModuleType("prbench.compare")
+    module.CompareRequest, module.run_compare = argparse.Namespace, run_compare  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "prbench.compare", module)
+    monkeypatch.setattr(prbench.suite_stage.SuiteRequest, "validate", lambda self: ["BertForMaskedLM"])
+
+    assert round_cost.main(["--measure", "--repeat", "2", "--rounds", "2", "--runs-dir", str(tmp_path)]) == 0
+
+    out = capsys.readouterr().out
+    assert [(r.base, r.pr, r.rounds) for r in requests] == [("installed", "installed", 2)] * 2
+    assert requests[0].suite.models == round_cost.DEFAULT_MODELS and requests[0].run_id != requests[1].run_id
+    assert out.count("models: 2 rounds, wall 8.0 s per round") == 2
+    assert "all 2 runs together" in out and "models: 4 rounds" in out
