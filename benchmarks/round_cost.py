@@ -16,8 +16,9 @@ times, each a fresh run, and splits each; ``--load`` runs it under benchmarks/ba
 Both sides start and prepare at the same time (two threads, on every CPU), so a setup window's wall time is the
 slower side's; it is split into the phases in proportion to the two sides' mean phase times. Timed visits are split
 into the samples themselves and the rest of the visit (the job's untimed warm-up calls, argument setup, the
-round trip). Rounds recorded before the start-up timestamps existed only split into "before the first visit" and
-"timed visits".
+round trip). A round cut into shards (``--devices``) is split shard by shard, each on its own clock (each shard
+counts as one round). Rounds recorded before the start-up timestamps existed only split into "before the first
+visit" and "timed visits".
 """
 
 from __future__ import annotations
@@ -131,13 +132,28 @@ def round_cost(record: RoundRecord) -> RoundCost:
     return cost
 
 
+def shard_records(record: RoundRecord) -> list[RoundRecord]:
+    """A round merged from several shards (``--devices``) as one record per shard, each on its own clock."""
+    if len(record.shards) <= 1:
+        return [record]
+    out = []
+    for index, shard in enumerate(record.shards):
+        blocks = set(shard.get("blocks", []))
+        workers = {side: {**w, "startups": [u for u in w.get("startups", []) if u.get("shard") == index]}
+                   for side, w in record.workers.items()}
+        out.append(RoundRecord(kind=record.kind, round=record.round, sides=list(shard.get("sides", record.sides)),
+                               started_at=str(shard.get("started_at", "")), wall_s=_number(shard.get("wall_s")),
+                               workers=workers, visits=[v for v in record.visits if v.block in blocks]))
+    return out
+
+
 def run_costs(run_dir: Path) -> list[RoundCost]:
     """Every round of a finished run, model rounds then kernel rounds."""
     paths = [p for kind in ROUND_KINDS for p in sorted((run_dir / PAIRED_DIR / kind).glob("round-*.json"))]
     if not paths:
         raise UserError(f"--run {run_dir.name}: expected a run with paired rounds ({run_dir / PAIRED_DIR}/"
                         "<kind>/round-*.json), found none")
-    return [round_cost(read_round(p)) for p in paths]
+    return [round_cost(shard) for p in paths for shard in shard_records(read_round(p))]
 
 
 def table(costs: list[RoundCost], title: str) -> list[str]:

@@ -62,6 +62,25 @@ def test_a_round_recorded_before_the_startup_timestamps_splits_at_its_first_visi
     assert sum(cost.phases.values()) == pytest.approx(cost.wall_s)
 
 
+def test_a_round_merged_from_two_shards_is_split_shard_by_shard_on_each_shards_clock() -> None:
+    from analysis.round_shards import merge_shards
+
+    shards = []
+    for index in range(2):
+        record = model_round()
+        record.visits = [Visit(v.side, f"M{index}", index, v.position, v.started_s, v.samples) for v in record.visits]
+        record.shards = [{"blocks": [index], "sides": ["base", "pr"], "wall_s": 8.0}]
+        shards.append(record)
+
+    costs = [round_cost.round_cost(r) for r in round_cost.shard_records(merge_shards(shards))]
+
+    assert len(costs) == 2
+    for cost in costs:  # each shard as one round of its own: 2 s first call, 1 s samples out of 8 s
+        assert cost.phases[round_cost.FIRST] == pytest.approx(2.0)
+        assert cost.phases[round_cost.SAMPLES] == pytest.approx(1.0)
+        assert sum(cost.phases.values()) == pytest.approx(8.0)
+
+
 def test_the_script_prints_each_phase_as_seconds_and_share_per_kind(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     write_run(tmp_path, "r1", [model_round(1), model_round(2)])
