@@ -71,7 +71,8 @@ def merge_shards(records: list[RoundRecord]) -> RoundRecord:
     visits = sorted((v for r in records for v in r.visits), key=lambda v: (v.pass_index, v.block, v.position))
     return RoundRecord(kind=records[0].kind, round=records[0].round, sides=sides,
                        started_at=min(r.started_at for r in records), wall_s=max(r.wall_s for r in records),
-                       workers={side: _merged_workers([r.workers[side] for r in records if side in r.workers])
+                       workers={side: _merged_workers([(_first_shard(records, r), r.workers[side])
+                                                        for r in records if side in r.workers])
                                 for side in sides},
                        visits=visits, shards=[shard for r in records for shard in r.shards],
                        compiles=_merged_compiles(records))
@@ -87,9 +88,20 @@ def _merged_compiles(records: list[RoundRecord]) -> dict[str, dict[str, list[flo
     return out
 
 
-def _merged_workers(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    devices = list(dict.fromkeys(str(p.get("device", "")) for p in parts))
-    return {"device": devices[0] if len(devices) == 1 else ",".join(devices),
-            "cpus": sorted({c for p in parts for c in p.get("cpus", [])}),
-            "pids": [pid for p in parts for pid in p.get("pids", [])],
-            "starts": sum(int(p.get("starts", 0)) for p in parts)}
+def _first_shard(records: list[RoundRecord], record: RoundRecord) -> int:
+    """Where ``record``'s shards start in the merged record's ``shards`` list."""
+    return sum(len(r.shards) for r in records[:records.index(record)])
+
+
+def _merged_workers(parts: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+    """One side's workers over the shards; each worker start keeps the index of its shard (its clock)."""
+    devices = list(dict.fromkeys(str(p.get("device", "")) for _, p in parts))
+    merged: dict[str, Any] = {"device": devices[0] if len(devices) == 1 else ",".join(devices),
+                              "cpus": sorted({c for _, p in parts for c in p.get("cpus", [])}),
+                              "pids": [pid for _, p in parts for pid in p.get("pids", [])],
+                              "starts": sum(int(p.get("starts", 0)) for _, p in parts)}
+    startups = [{**startup, "shard": startup.get("shard", shard)} for shard, p in parts
+                for startup in p.get("startups", []) if isinstance(startup, dict)]
+    if startups:
+        merged["startups"] = startups
+    return merged

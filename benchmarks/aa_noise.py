@@ -374,7 +374,7 @@ def measure(plan: MeasurePlan) -> Iterator[Repeat]:
     def compare(pr: str, run_id: str) -> RunSummary:
         request = CompareRequest(base="installed", pr=pr, recipe=recipe, runs_dir=plan.runs_dir, run_id=run_id,
                                  suite=suite, rounds=plan.rounds, passes=plan.passes, stats=plan.stats)
-        with _pipeline_output(log, plan.verbose) as console, _maybe_load(plan.load):
+        with pipeline_output(log, plan.verbose) as console, maybe_load(plan.load):
             run_compare(request, console)
         return read_summary(plan.runs_dir, run_id)
 
@@ -385,7 +385,7 @@ def measure(plan: MeasurePlan) -> Iterator[Repeat]:
 
 
 @contextlib.contextmanager
-def _pipeline_output(log: Path, verbose: bool) -> Iterator[Any]:
+def pipeline_output(log: Path, verbose: bool) -> Iterator[Any]:
     """The pipeline's progress and the stages' output: on the terminal with --verbose, else appended to a log."""
     from rich.console import Console
 
@@ -403,7 +403,7 @@ def background_load() -> BackgroundLoad:
 
 
 @contextlib.contextmanager
-def _maybe_load(enabled: bool) -> Iterator[None]:
+def maybe_load(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return

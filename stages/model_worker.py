@@ -8,7 +8,7 @@ Jobs, one JSON line each (``stages.worker_process`` protocol); every reply is ``
   build M as the suite does (``stages.hf_models.build``, seeded), ``torch.compile`` it with ``backend`` and
   warm it up with ``warmup`` calls. The worker runs with its side's ``TORCHINDUCTOR_CACHE_DIR``, which the suite
   left warm, so compiling loads that side's kernels instead of generating new ones. Reply
-  ``{M: {"compile_s": first call in s}}``.
+  ``{M: {"compile_s": first call in s, "build_s": building the model, "warmup_s": the other warm-up calls}}``.
 * ``{"kind": "time", "model": M, "warmup": w, "iterations": n, "timeout_s"}``: ``w`` untimed then ``n`` timed
   compiled steps of a prepared M; reply ``{M: {"samples": [ms, ...]}}``.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,7 @@ class ModelWorker:
         from stages.hf_models import build
         from stages.suite import dtype_and_autocast, make_step
 
+        started = time.monotonic()
         device = job["device"]
         weights_dtype, autocast = dtype_and_autocast(job["dtype"], device)
         built = build(job["model"], size=job["size"], mode=job["mode"], dtype=weights_dtype, device=device)
@@ -63,11 +65,13 @@ class ModelWorker:
         def run() -> Any:
             return step(compiled, built.inputs)
 
+        build_s = time.monotonic() - started
         compile_s = timing.time_call_s(run, device)
+        started = time.monotonic()
         for _ in range(job["warmup"] - 1):
             run()
         self.models[job["model"]] = Prepared(run, device)
-        return {"compile_s": compile_s}
+        return {"compile_s": compile_s, "build_s": round(build_s, 3), "warmup_s": round(time.monotonic() - started, 3)}
 
     def time(self, job: dict[str, Any]) -> dict[str, Any]:
         from stages import timing

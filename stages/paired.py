@@ -163,7 +163,7 @@ class Side:
     """One side's worker in a round: fresh at the start of each group, restarted (and re-prepared) after a crash."""
 
     def __init__(self, name: str, plan: Plan, cpus: set[int] | None, say: Callable[[str], None],
-                 device: str | None = None, layout_pad: int = 0) -> None:
+                 device: str | None = None, layout_pad: int = 0, t0: float | None = None) -> None:
         side = plan.sides[name]
         self.name = name
         self.say = say
@@ -179,6 +179,10 @@ class Side:
         self.failed: dict[str, str] = {}
         self.start_error = ""
         self.compiles: dict[str, list[float]] = {}  # model → first-call seconds of each prepare in this round
+        self.t0 = time.monotonic() if t0 is None else t0  # the round's start: the startups' clock
+        # One entry per worker start: when (s since the round started), spawn → ready, the worker's own
+        # imports, each prepare job's wall time and the numbers its reply gave, and when the worker was pinned.
+        self.startups: list[dict[str, Any]] = []
 
     def start_group(self, items: set[str] | None) -> None:
         """A fresh worker for the group's items (None: everything)."""
@@ -192,30 +196,43 @@ class Side:
         the worker fails that job's items only."""
         self.start_error = ""
         while True:
+            startup: dict[str, Any] = {"at_s": self._since_t0(), "prepares": []}
+            self.startups.append(startup)
             try:
                 self.worker.start()
             except WorkerFailure as exc:
                 self.start_error = f"worker did not start: {exc}"
                 return
+            startup.update(ready_s=self.worker.ready_s, imports_s=self.worker.imports_s)
             current: list[str] = []
             try:
                 for job in self.prepares:
                     current = list(job_items(job).values())
                     if not any(item in self.failed for item in current):
-                        self._prepare(job)
+                        started = time.monotonic()
+                        numbers = self._prepare(job)
+                        startup["prepares"].append({"items": current, **numbers,
+                                                    "wall_s": round(time.monotonic() - started, 3)})
                 self.worker.pin_now()  # after start-up and compiles: only the timed visits share one CPU
+                startup["pinned_at_s"] = self._since_t0()
                 return
             except WorkerFailure as exc:
                 self.failed.update(dict.fromkeys(current, f"prepare: {exc}"))
 
-    def _prepare(self, job: Job) -> None:
+    def _since_t0(self) -> float:
+        return round(time.monotonic() - self.t0, 3)
+
+    def _prepare(self, job: Job) -> dict[str, float]:
+        """Run one prepare job; the seconds its reply reports (a model's build, first call, warm-up)."""
         reply = self.worker.run(job, float(job["timeout_s"]))
         errors = []
+        numbers: dict[str, float] = {}
         for key, item in job_items(job).items():
             entry, error = reply_entry(reply, key)
             if error:
                 self.failed[item] = f"prepare: {error}"
                 errors.append(error)
+            numbers.update({k: float(v) for k, v in entry.items() if k.endswith("_s") and is_number(v)})
         if "model" in job:
             # The first call's time shows whether the compile loaded the side's warm cache (seconds, not minutes).
             compile_s = entry.get("compile_s", 0.0)
@@ -226,6 +243,7 @@ class Side:
             self.say(f"pair: prepared {self.name} {job['model']}: {done}")
         elif errors:
             self.say(f"pair: prepared {self.name} {Path(job.get('path', '?')).name}: failed: {errors[0]}")
+        return numbers
 
     def visit(self, job: Job) -> dict[str, tuple[list[float], str]]:
         """Time one job: {item: (samples, error)}."""
@@ -250,7 +268,7 @@ class Side:
     def describe(self, device: str) -> dict[str, Any]:
         cpus = sorted(self.worker.cpus) if self.worker.cpus is not None else []
         return {"device": device, "cpus": cpus, "pids": self.worker.pids, "starts": self.worker.starts,
-                "layout_pad": self.layout_pad}
+                "layout_pad": self.layout_pad, "startups": self.startups}
 
 
 def outcomes(job: Job, reply: dict[str, Any]) -> dict[str, tuple[list[float], str]]:
@@ -346,7 +364,7 @@ def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], No
     say(f"pair: round {number}, {plan.kind}, sides {','.join(sides)}, {len(blocks)} blocks × {plan.passes} "
         f"pass(es), {where}" + (f" on {placement.node}" if placement.node else ""))
     layout = layout or random.Random()
-    workers = {side: Side(side, plan, cpus, say, device, layout.randrange(LAYOUT_PAD_MAX)) for side in sides}
+    workers = {side: Side(side, plan, cpus, say, device, layout.randrange(LAYOUT_PAD_MAX), t0) for side in sides}
     visits: list[Visit] = []
     done, total = 0, len(blocks) * plan.passes
     try:

@@ -43,6 +43,7 @@ from analysis.records import expect_ms_list
 
 STARTUP_TIMEOUT_S = 300.0
 LIFELINE_ENV = "PRBENCH_WORKER_LIFELINE"
+_IMPORTED_AT = time.monotonic()  # in a worker: soon after the interpreter started, before torch is imported
 _VISIBLE_DEVICES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
@@ -95,6 +96,8 @@ class Worker:
         self.buffer = b""
         self.starts = 0
         self.pids: list[int] = []
+        self.ready_s = 0.0  # the last start: seconds from spawning the process to its ready line
+        self.imports_s: float | None = None  # the part of it the worker spent importing (torch...) and setting up
 
     def start(self) -> None:
         for key in ("TRITON_CACHE_DIR", "TMPDIR"):
@@ -120,10 +123,15 @@ class Worker:
         self.result_fd, self.buffer, self.lifeline_fd = read_fd, b"", life_write
         self.starts += 1
         self.pids.append(self.proc.pid)
-        if self._receive(STARTUP_TIMEOUT_S, "starting").get("ready") is not True:
+        spawned = time.monotonic()
+        ready = self._receive(STARTUP_TIMEOUT_S, "starting")
+        if ready.get("ready") is not True:
             self.stop()
             raise WorkerProtocolError("protocol error: the worker's first reply is not {\"ready\": true}; "
                                       "worker restarted")
+        self.ready_s = round(time.monotonic() - spawned, 3)
+        imports_s = ready.get("imports_s")
+        self.imports_s = float(imports_s) if isinstance(imports_s, (int, float)) else None  # older ones do not say
 
     def pin_now(self) -> None:
         if self.cpus is not None and self.proc is not None:
@@ -288,7 +296,8 @@ def watch_lifeline() -> None:
 def serve(result_fd: int, handle: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
     """The worker loop: ready, then one reply line per job line until stdin closes."""
     results = os.fdopen(result_fd, "w", buffering=1)
-    results.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    imports_s = round(time.monotonic() - _IMPORTED_AT, 3)
+    results.write(json.dumps({"ready": True, "pid": os.getpid(), "imports_s": imports_s}) + "\n")
     for line in sys.stdin:
         if not line.strip():
             continue

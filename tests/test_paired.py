@@ -152,6 +152,25 @@ def test_models_are_prepared_first_and_re_prepared_after_a_crash(tmp_path: Path)
 
 
 @pytest.mark.integration
+def test_each_worker_start_records_when_it_was_ready_what_its_imports_and_prepares_took(tmp_path: Path) -> None:
+    prepare = [{"kind": "prepare", "model": m, "timeout_s": 30, "compile_s": 1.5} for m in ("A", "B")]
+    blocks = [{side: {"kind": "time", "model": m, "iterations": 2, "timeout_s": 30} for side in ("base", "pr")}
+              for m in "AB"]
+    record = run_round(plan(tmp_path, blocks, kind="models", prepare=prepare), 1, ["base", "pr"],
+                       say=lambda _: None)
+
+    first_visit = min(v.started_s for v in record.visits)
+    for side in ("base", "pr"):
+        (startup,) = record.workers[side]["startups"]  # benchmarks/round_cost.py splits the round with these
+        assert 0 <= startup["at_s"] < startup["pinned_at_s"] <= first_visit
+        assert 0 < startup["imports_s"] <= startup["ready_s"]
+        assert [p["items"] for p in startup["prepares"]] == [["A"], ["B"]]
+        assert all(p["compile_s"] == 1.5 and p["wall_s"] >= 0 for p in startup["prepares"])
+    write_round(tmp_path / "round.json", record)
+    assert read_round(tmp_path / "round.json").workers == record.workers
+
+
+@pytest.mark.integration
 def test_model_groups_get_fresh_workers_and_a_failed_prepare_fails_only_its_model(tmp_path: Path) -> None:
     prepare = [{"kind": "prepare", "model": "A", "timeout_s": 30},
                {"kind": "prepare", "model": "B", "timeout_s": 30, "behave": "error"},

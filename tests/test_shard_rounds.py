@@ -87,6 +87,10 @@ def test_model_rounds_shard_by_model_and_prepare_only_their_own(tmp_path: Path) 
     # the merged round keeps every shard's first-call times: the report's compile spread sees all three models
     assert {side: sorted(models) for side, models in record.compiles.items()} == {
         "base": ["ModelA", "ModelB", "ModelC"], "pr": ["ModelA", "ModelB", "ModelC"]}
+    # and every worker start with the shard whose clock it counts on (benchmarks/round_cost.py splits per shard)
+    assert sorted(u["shard"] for u in record.workers["base"]["startups"]) == [0, 1, 2]
+    assert sorted(u["prepares"][0]["items"][0] for u in record.workers["pr"]["startups"]) == [
+        "ModelA", "ModelB", "ModelC"]
 
 
 def test_a_rounds_time_counts_shards_side_by_side_once_and_no_pause_between_invocations() -> None:
