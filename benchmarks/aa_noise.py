@@ -4,8 +4,9 @@ It reads what the comparison itself concluded (``report/summary.json`` of each r
 interval and the per-item verdicts; the run's own noise control; the one-line verdict) and checks, per run and
 over repeats, for kernels and for models: does the interval contain 1.0, what share of the items is flagged
 improved/regressed (false positives), what share is called equivalent, does the verdict line claim "faster" or
-"slower", did the run's control pass. ``--positive-control`` also compares the example patch (AVX2 instead of
-AVX-512 C++ kernels, clearly slower kernels) after each A/A: its kernel verdict must be "regressed" every time.
+"slower", did the run's control pass. ``--positive-control`` also compares the quick start's example patch (short
+reductions kept scalar: clearly slower kernels on every CPU) after each A/A: its kernel verdict must be "regressed"
+every time.
 ``--max-flagged-share`` turns it into a gate (exit 1).
 
 Inputs, either:
@@ -40,7 +41,7 @@ from analysis.verdict_settings import FLAG_HELP, VERDICTS, VerdictSettings, chec
 from prbench.cli import OneLineParser
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE_PATCH = ROOT / "examples" / "cpu-prefer-256bit-vectors.patch"
+EXAMPLE_PATCH = ROOT / "examples" / "cpu-scalar-short-reductions.patch"  # changes code on every CPU
 DEFAULT_MODELS = "BertForMaskedLM,GPT2ForSequenceClassification,T5Small,DistilBertForMaskedLM"
 SIDES = ("kernels", "models")
 CHANGE_WORDS = re.compile(r"\b(faster|slower)\b", re.IGNORECASE)
