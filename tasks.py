@@ -438,12 +438,11 @@ _FAIL_ON_HELP = ("Exit 1 when the verdict is: regression (a family's headline re
         "kernel_timeout": "Seconds one kernel may take before it is recorded as failed, above 0 and at most 86400 "
                           "(a day; default 300)",
         "rounds": "Paired timing rounds for kernels and models: fresh base and PR workers side by side, "
-                  "alternating item by item; the round is the unit of the statistics: a number (at least 3; "
-                  "default 10 on the CPU, 5 on a GPU), or auto: from 3 rounds on, stop each kind as soon as its "
-                  "verdicts are settled (no false claims added by stopping; see the report's method), at most "
-                  "--max-rounds",
-        "max_rounds": "With --rounds auto: at most this many rounds of each kind (default 10 on the CPU, 5 on a GPU)",
-        "budget": "With --rounds auto: start no round after this long since the compare began, e.g. 20m, 90s, "
+                  "alternating item by item; the round is the unit of the statistics: auto (default): from 3 "
+                  "rounds on, stop each kind as soon as its verdicts are settled (no false claims or lost coverage "
+                  "from stopping; see the report's method), at most --max-rounds; or a fixed number (at least 3)",
+        "max_rounds": "Adaptive rounds: at most this many rounds of each kind (default 10 on the CPU, 5 on a GPU)",
+        "budget": "Adaptive rounds: start no round after this long since the compare began, e.g. 20m, 90s, "
                   "1.5h (the first 3 rounds always run)",
         "passes": "A-B-B-A blocks per kernel job and model in each round, spread over the round; more passes "
                   "average out visit-to-visit noise (default 16 on the CPU, 2 on a GPU)",

@@ -128,6 +128,7 @@ class ModelComparison:
     summary: ModelSummary
     controls: list[ControlResult]
     resolution: float
+    settings: VerdictSettings  # the level this family's verdicts and intervals are stated at
     notes: list[str] = field(default_factory=list)
 
 
@@ -194,7 +195,7 @@ def compare_models(base: pd.DataFrame, pr: pd.DataFrame, samples_base: dict[str,
     if not paired:
         notes.append("models were not timed in paired rounds: each side's suite timing counts as one round, so "
                      "no interval can be given and no model is called a change")
-    return ModelComparison(table, summary, judged.controls, judged.resolution, notes)
+    return ModelComparison(table, summary, judged.controls, judged.resolution, settings, notes)
 
 
 def _model_rows(both: pd.DataFrame, paired_base: RoundSamples | None, paired_pr: RoundSamples | None,

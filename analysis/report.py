@@ -127,12 +127,13 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
     has_suite = inputs.base_suite is not None and inputs.pr_suite is not None
     if not has_kernels and not has_suite:
         raise UserError("report: nothing to compare (need kernels tables or suite tables for both base and PR)")
-    stats = inputs.settings.stats.validate()
     kc = compare_kernels(inputs.base_kernels, inputs.pr_kernels, inputs.base_kernel_samples,
-                         inputs.pr_kernel_samples, stats, inputs.kernel_blocks) if has_kernels else None
+                         inputs.pr_kernel_samples, inputs.stats_for("kernels"),
+                         inputs.kernel_blocks) if has_kernels else None
     mc = compare_models(inputs.base_suite, inputs.pr_suite, inputs.base_suite_samples, inputs.pr_suite_samples,
-                        stats, inputs.base_model_rounds, inputs.pr_model_rounds,
+                        inputs.stats_for("models"), inputs.base_model_rounds, inputs.pr_model_rounds,
                         inputs.model_blocks) if has_suite else None
+    stats = mc.settings if mc is not None else inputs.settings.stats.validate()  # what depends on the models
     gates = (model_gates(mc, stats.confidence, inputs.base_compiles, inputs.pr_compiles) if mc is not None
              else [])
     found = _Analyses(kc, mc, gates, _projection(inputs, kc, mc) if kc is not None and mc is not None else None)
@@ -151,7 +152,7 @@ def _projection(inputs: ReportInputs, kc: KernelComparison, mc: ModelComparison)
 
     return project(check_kernels_frame(inputs.base_kernels, "base kernels"),
                    check_kernels_frame(inputs.pr_kernels, "PR kernels"), mc, kc.round_ms,
-                   inputs.settings.stats.confidence)
+                   mc.settings.confidence)
 
 
 def _write_kernel_files(kc: KernelComparison | None, out_dir: Path, files: _Files) -> None:

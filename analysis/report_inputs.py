@@ -74,6 +74,13 @@ class ReportInputs:
     pr_compiles: dict[str, list[float]] = field(default_factory=dict)
     kernels_asked: tuple[str, ...] = ()  # kernels whose code diff the user asked for (`invoke report --kernel`)
 
+    def stats_for(self, kind: str) -> VerdictSettings:
+        """The level a kind's verdicts are stated at: its rounds record's (the strict level after an early stop,
+        `analysis.sequential`), else the run's."""
+        stats = self.settings.stats.validate()
+        used = next((u for u in self.rounds_used if u.kind == kind), None)
+        return used.stated(stats) if used is not None else stats
+
 
 
 def _pair_of(run_dir: Path, rel: str) -> tuple[Path, Path] | None:

@@ -185,14 +185,15 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
     explanations = explanations or Explanations()
     template = jinja_env().get_template("report.md.j2")
     env = environment_table(*with_lock_summaries(inputs.base_env, inputs.pr_env, inputs.lock))
-    stats = inputs.settings.stats
     gate_rows = pd.DataFrame([{**g.as_dict(), "ci": ci_text(g.ci_low, g.ci_high),
                                "limit": f"{'<' if g.bad_when == 'below' else '>'} {g.limit:g}×"} for g in gates])
-    base_ctx = {"title": inputs.title, "verdict": report_verdict(kc, mc, stats), "kc": kc, "mc": mc, "proj": proj,
+    base_ctx = {"title": inputs.title, "verdict": report_verdict(kc, mc), "kc": kc, "mc": mc, "proj": proj,
                 "plots": {**dict.fromkeys(PLOT_SLOTS), **plots}, "method": _method(inputs, kc, mc),
                 "lock": flatten(inputs.lock),
-                "max_chars": MAX_MARKDOWN_CHARS, "confidence": percent(stats.confidence),
-                "controls_table": markdown_table(control_rows(kc, mc, stats), CONTROL_COLUMNS_MD, 10, None),
+                "max_chars": MAX_MARKDOWN_CHARS,
+                "kc_confidence": percent(kc.settings.confidence) if kc else None,
+                "mc_confidence": percent(mc.settings.confidence) if mc else None,
+                "controls_table": markdown_table(control_rows(kc, mc), CONTROL_COLUMNS_MD, 10, None),
                 "gates_table": markdown_table(gate_rows, GATE_COLUMNS_MD, 10, None) if gates else None,
                 "decomposition": explanations.decomposition, "mean_peak": _mean_peaks(mc),
                 "kernel_gap": _kernel_gap(kc), **_renamed(kc)}

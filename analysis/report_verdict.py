@@ -51,48 +51,46 @@ def _what_changed(kc: KernelComparison) -> str:
             + "".join(f", {u}" for u in unpaired) + ")")
 
 
-def kernel_phrase(kc: KernelComparison, settings: VerdictSettings) -> str:
+def kernel_phrase(kc: KernelComparison) -> str:
     s = kc.summary
     if s.verdict == NOTHING_CHANGED:
         return unchanged_phrase("kernels", s.code_identical, s.n_pairs)
-    lead = f"{_what_changed(kc)}; {effect_words('the step', s.time_weighted, settings, kc.resolution)}"
+    lead = f"{_what_changed(kc)}; {effect_words('the step', s.time_weighted, kc.settings, kc.resolution)}"
     geomean = (f"geomean of the {s.n_changed} changed pairs {fmt_x(s.geomean.speedup)}" if s.n_changed else "")
     return family_phrase("kernels", s.verdict, lead, geomean, kernel_items(kc, "regressed"),
                          kernel_items(kc, "improved"), "kernel", share=True)
 
 
-def model_phrase(mc: ModelComparison, settings: VerdictSettings) -> str:
+def model_phrase(mc: ModelComparison) -> str:
     ms = mc.summary
-    lead = effect_words(f"geomean of {ms.n_compared} model(s)", ms.geomean, settings, mc.resolution)
+    lead = effect_words(f"geomean of {ms.n_compared} model(s)", ms.geomean, mc.settings, mc.resolution)
     return family_phrase("models", ms.verdict, lead, "", model_items(mc, "regressed"), model_items(mc, "improved"),
                          "model", share=False)
 
 
-def report_verdict(kc: KernelComparison | None, mc: ModelComparison | None, settings: VerdictSettings) -> str:
+def report_verdict(kc: KernelComparison | None, mc: ModelComparison | None) -> str:
+    """The one-line verdict; each family is stated at its own level (``kc.settings``, ``mc.settings``)."""
     parts = []
     if kc is not None:
-        parts.append(kernel_phrase(kc, settings))
+        parts.append(kernel_phrase(kc))
     if mc is not None:
-        parts.append(model_phrase(mc, settings))
-    return verdict_line(parts, all(c.passed(settings) for c in _controls(kc, mc)))
+        parts.append(model_phrase(mc))
+    return verdict_line(parts, all(c.passed(f.settings) for f in (kc, mc) if f is not None for c in f.controls))
 
 
-def _controls(kc: KernelComparison | None, mc: ModelComparison | None) -> list[ControlResult]:
-    return [*(kc.controls if kc else []), *(mc.controls if mc else [])]
-
-
-def control_rows(kc: KernelComparison | None, mc: ModelComparison | None, settings: VerdictSettings
-                 ) -> pd.DataFrame:
+def control_rows(kc: KernelComparison | None, mc: ModelComparison | None) -> pd.DataFrame:
     """The in-run A/A controls as a table: what this run's noise floor looked like."""
     rows = []
     for family, comparison in (("kernels", kc), ("models", mc)):
-        for c in comparison.controls if comparison else []:
+        if comparison is None:
+            continue
+        for c in comparison.controls:
             est = c.summary
             rows.append({
                 "family": family, "control": c.kind, "items": c.n if c.available else "–",
                 "geomean": est.speedup, "ci": ci_text(est.ci_low, est.ci_high),
                 "flagged": f"{c.flagged} ({fmt_share(c.false_positive_share)})" if c.available else "–",
-                "result": _control_result(c, settings),
+                "result": _control_result(c, comparison.settings),
             })
     return pd.DataFrame(rows, columns=["family", "control", "items", "geomean", "ci", "flagged", "result"])
 
@@ -151,21 +149,21 @@ def summarize_comparison(kc: KernelComparison | None, mc: ModelComparison | None
     kernels = models = None
     if kc is not None:
         s = kc.summary
-        kernels = {**family_block(s.verdict, s.geomean, s.time_weighted, s.verdicts, s.n_changed, s.rounds, settings,
-                                  "step", s.detectable_pct, kernel_items(kc, "regressed")),
+        kernels = {**family_block(s.verdict, s.geomean, s.time_weighted, s.verdicts, s.n_changed, s.rounds,
+                                  kc.settings, "step", s.detectable_pct, kernel_items(kc, "regressed")),
                    "code_changed": s.code_changed, "code_identical": s.code_identical,
                    "only_base": kc.pairing.only_base, "only_pr": kc.pairing.only_pr,
                    "control_verdicts": s.control_verdicts}
     if mc is not None:
         ms = mc.summary
         models = family_block(ms.verdict, ms.geomean, ms.total_latency, ms.verdicts, ms.n_compared, ms.rounds,
-                              settings, "geomean", ms.detectable_pct, model_items(mc, "regressed"))
+                              mc.settings, "geomean", ms.detectable_pct, model_items(mc, "regressed"))
     estimates = [e for e in ((kc.summary.time_weighted if kc else None), (mc.summary.geomean if mc else None))
                  if e is not None]
     resolutions = [c.resolution for c in (kc, mc) if c is not None]
-    return build_summary(report_verdict(kc, mc, settings), kernels, models,
-                         control_block(kc.controls, settings) if kc else None,
-                         control_block(mc.controls, settings) if mc else None,
+    return build_summary(report_verdict(kc, mc), kernels, models,
+                         control_block(kc.controls, kc.settings) if kc else None,
+                         control_block(mc.controls, mc.settings) if mc else None,
                          resolution_pct(estimates, resolutions), gates, settings)
 
 

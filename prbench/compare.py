@@ -477,19 +477,20 @@ def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run
     adaptive = policy.auto and look is not None
     used = policy.min_rounds if adaptive else policy.max_rounds
     hashes = batches.run(1, used)
-    reason = "fixed"
+    reason, stopped = "fixed", False
     while adaptive and look is not None:
-        stop, why = look(used)
+        stopped, why = look(used)
         spent = time.monotonic() - rounds.started
-        if stop or used == policy.max_rounds or (policy.budget_s is not None and spent >= policy.budget_s):
-            reason = (why if stop else f"--max-rounds reached ({why})" if used == policy.max_rounds
+        if stopped or used == policy.max_rounds or (policy.budget_s is not None and spent >= policy.budget_s):
+            reason = (why if stopped else f"--max-rounds reached ({why})" if used == policy.max_rounds
                       else f"--budget {policy.budget_s:g} s spent after {spent:.0f} s ({why})")
             break
         rounds.say(f"{kind}: after {used} round(s) {why}: one more round")
         hashes += batches.run(used + 1, used + 1)
         used += 1
+    stated = policy.stated_settings(request.stats, used, stopped)
     write_rounds_used(run.path(JOINT, kind), RoundsUsed(kind, used, reason, "auto" if adaptive else "fixed",
-                                                         policy.max_rounds))
+                                                         policy.max_rounds, stated.alpha, stated.confidence))
     if adaptive:
         rounds.say(f"{kind}: {used} round(s): {reason}")
     return hashes
@@ -637,7 +638,7 @@ def _models_look(sides: list[_Side], request: CompareRequest, run: Run, rounds: 
     run_level, strict = _look_settings(request)
     compared = [compare_models(base, pr, None, None, level, paired[0], paired[1], blocks)
                 for level in (run_level, strict)]
-    return settled([model_look(compared[0], compared[1], run_level, strict)])
+    return settled([model_look(compared[0], compared[1])])
 
 
 def _kernels_look(sides: list[_Side], request: CompareRequest, run: Run, rounds: int) -> tuple[bool, str]:

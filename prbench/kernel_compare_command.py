@@ -75,6 +75,6 @@ def _prbench_lines(base_csv: Path, pr_csv: Path, samples_base: Path | None, samp
         summary = summarize_comparison(kc, None, [], settings.stats)
         extra = []
     assert kc is not None  # the inputs hold kernel tables, so the report compared them
-    lines = [report_verdict(kc, None, settings.stats), *kernel_summary_lines(kc), *extra,
+    lines = [report_verdict(kc, None), *kernel_summary_lines(kc), *extra,
              f"geomean: {kc.summary.geomean.speedup!r}"]
     return KernelFilesResult(lines, summary)

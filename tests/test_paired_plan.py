@@ -349,7 +349,10 @@ def test_adaptive_rounds_go_on_until_the_look_settles_or_the_maximum(tmp_path: P
                          look)
 
     assert looks == [3, 4] and len(hashes) == 4 and [n for n, _ in calls] == [1, 2, 3, 4]
-    assert read_rounds_used(run.path("pair", "kernels")).reason == "settled: regressed"
+    stopped = read_rounds_used(run.path("pair", "kernels"))
+    assert stopped.reason == "settled: regressed"
+    # Stopped early: the report states this kind at the strict level of the look that stopped it.
+    assert (stopped.alpha, stopped.confidence) == (0.001, 0.999)
 
     # Never settled: the maximum ends it, and says what the last look found.
     calls.clear()
@@ -358,6 +361,7 @@ def test_adaptive_rounds_go_on_until_the_look_settles_or_the_maximum(tmp_path: P
                 rounds_on(sides, run, tmp_path), lambda rounds: (False, "verdict inconclusive"))
     used = read_rounds_used(run.path("pair", "kernels"))
     assert [n for n, _ in calls] == [1, 2, 3, 4, 5] and used.reason == "--max-rounds reached (verdict inconclusive)"
+    assert (used.alpha, used.confidence) == pytest.approx((0.05 - 2 * 0.001, 0.95 + 2 * 0.001))  # the run level
 
 
 @pytest.mark.integration

@@ -169,6 +169,28 @@ def test_the_report_prints_the_confidence_level_actually_used(tmp_path: Path) ->
     assert "95 % CI" in at_95.verdict and "95 % CI of the geomean" in at_95.report_md.read_text()
 
 
+def test_a_kind_whose_rounds_stopped_early_is_stated_at_the_strict_level(tmp_path: Path) -> None:
+    from analysis.sequential import RoundsUsed, write_rounds_used
+
+    run = _run_dir(tmp_path)
+    (run / "pair" / "kernels").mkdir(parents=True)
+    (run / "pair" / "models").mkdir(parents=True)
+    write_rounds_used(run / "pair" / "kernels", RoundsUsed("kernels", 4, "settled: improved", "auto", 10, 0.001,
+                                                            0.999))
+    write_rounds_used(run / "pair" / "models", RoundsUsed("models", 10, "--max-rounds reached (verdict mixed)",
+                                                          "auto", 10, 0.043, 0.957))
+    inputs = load_report_inputs(run)
+    inputs.kernel_blocks = inputs.model_blocks = None  # the fixture's rounds are in the samples files
+
+    paths = render_report(inputs, tmp_path / "out")
+
+    kernels, models = paths.summary["kernels"], paths.summary["models"]
+    assert (kernels["confidence"], models["confidence"]) == (0.999, 0.957)
+    text = paths.report_md.read_text(encoding="utf-8")
+    assert "99.9 % CI of the geomean" in text and "(95.7 % CI" in text
+    assert "kernels: 4 of at most 10 round(s), settled: improved; stated at alpha 0.001, 99.9 % intervals" in text
+
+
 def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
     paths = render_report(load_report_inputs(_run_dir(tmp_path)), tmp_path / "report")
 
