@@ -95,6 +95,26 @@ def test_the_unified_summary_prices_every_gemm_shape_and_states_tflops_both_ways
 
 
 @pytest.mark.parametrize("device", ["h100", "mi300"])
+def test_the_attention_and_elementwise_work_is_tracelenss(tmp_path: Path, device: str) -> None:
+    run = _bert(tmp_path, device)
+
+    ours = pd.read_csv(run / "run_perf_report_csvs" / "unified_perf_summary.csv")
+    theirs = pd.read_csv(REFERENCE / f"{device}_bert-small-uncased_unified_perf_summary.csv")
+
+    # TraceLens prices the outer aten::_scaled_dot_product_flash_attention, this project the op that launched the
+    # kernel, aten::_flash_attention_forward: the same Q, K, V ([1, 141, 8, 64]), so the same work.
+    attention = ours[ours["family"] == "SDPA"].iloc[0]
+    reference = theirs[theirs["op category"] == "SDPA_fwd"].iloc[0]
+    assert attention["GFLOP per call"] == pytest.approx(reference["GFLOPS"], rel=1e-4)
+    assert attention["MB per call"] == pytest.approx(reference["Data Moved (MB)"] * 2**20 / 1e6, rel=1e-5)  # MiB
+    for op in ("aten::add", "aten::add_"):
+        mine = ours[(ours["op"] == op) & (ours["family"] == "elementwise")].iloc[0]
+        priced = theirs[(theirs["name"] == op) & theirs["has_perf_model"]].iloc[0]
+        assert mine["GFLOP per call"] == pytest.approx(priced["GFLOPS"], rel=1e-4)
+        assert mine["MB per call"] == pytest.approx(priced["Data Moved (MB)"] * 2**20 / 1e6, rel=1e-5)
+
+
+@pytest.mark.parametrize("device", ["h100", "mi300"])
 def test_short_kernels_summary_is_tracelenss(tmp_path: Path, device: str) -> None:
     run = _bert(tmp_path, device)
 
