@@ -158,3 +158,21 @@ def test_a_single_gpu_trace_has_no_collective_sheets(tmp_path: Path) -> None:
 
     assert not (run / "run_perf_report_csvs" / "collectives.csv").exists()
     assert "## Collectives" not in (run / "run_perf_report.md").read_text()
+
+
+@pytest.mark.parametrize(("sheet", "columns"), [
+    ("unified_perf_summary", UNIFIED_COLUMNS), ("ops_unique_args", UNIQUE_ARGS_COLUMNS),
+    ("short_kernels_summary", SHORT_KERNELS_COLUMNS),
+    ("short_kernel_histogram", ["bin_start us", "bin_end us", "count"]),
+    ("collectives", PER_RANK_COLUMNS[1:]), ("collectives_across_ranks", ACROSS_COLUMNS),
+    ("collective_stragglers", STRAGGLER_COLUMNS), ("legend", ["sheet", "legend"]),
+])
+def test_every_column_of_each_new_sheet_is_named_in_its_section_of_the_docs(sheet: str, columns: list[str]) -> None:
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "trace-reports.md").read_text()
+
+    start = docs.index(f"**`{sheet}`**")
+    section = docs[start:docs.find("\n\n", start)]
+    if sheet == "unified_perf_summary":  # its columns are the table below its heading
+        section = docs[start:docs.find("\n\n", docs.index("| column |", start))]
+
+    assert [c for c in columns if c not in section] == []
