@@ -198,6 +198,17 @@ def test_each_grouped_mm_layout_counts_the_products_its_groups_do(dims: tuple[li
     assert (work.flops, work.bytes) == (flops, 2 * elements)
 
 
+def test_a_scaled_grouped_mm_reads_fp8_writes_bf16_and_finds_its_groups_after_the_scales() -> None:
+    # (self, mat2, scale_a, scale_b, offs, bias, scale_result, out_dtype, use_fast_accum): weight gradients, K cut.
+    shape = OpShape(([16, 48], [48, 8], [16], [8], [3], [], [], [], []), (FP8, FP8, "float", "float", "int"),
+                    ("",) * 9)
+
+    work = op_work("aten::_scaled_grouped_mm", shape)
+
+    assert work is not None and work.precision == "fp8"
+    assert (work.flops, work.bytes) == (2 * 16 * 48 * 8, 16 * 48 + 48 * 8 + 2 * 3 * 16 * 8)
+
+
 def test_a_primus_grouped_gemm_with_per_group_shapes_sums_its_groups() -> None:
     zipped = OpShape(([[128, 512], [64, 512]], [[512, 256], [512, 256]]), (BF16, BF16), ("", ""))
     compact = OpShape(([192, 512], [2, 256, 512]), (BF16, BF16), ("", ""))  # W as [G, N, K]

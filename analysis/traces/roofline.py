@@ -388,7 +388,8 @@ def _grouped_gemm(name: str, shape: OpShape) -> OpWork | None:
         n = b[2]
         flops, a_elems, b_elems, out_elems = 2 * groups * m * k * n, groups * m * k, groups * k * n, groups * m * n
     elif a is not None and b is not None and len(a) == 2 and len(b) == 2 and a[1] == b[0]:  # jagged K
-        offs = _tensor(dims[2]) if len(dims) > 2 else None
+        offs_at = 4 if name == "aten::_scaled_grouped_mm" else 2  # after scale_a, scale_b
+        offs = _tensor(dims[offs_at]) if len(dims) > offs_at else None
         (m, k), n, groups = a, b[1], offs[0] if offs else 1
         flops, a_elems, b_elems, out_elems = 2 * m * k * n, m * k, k * n, groups * m * n
     elif a is not None and b is not None and len(a) == 3 and len(b) == 2 and a[2] == b[0]:  # jagged N
