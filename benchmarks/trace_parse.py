@@ -47,6 +47,19 @@ fixture replicated: 1.52x / 1.46x; 500 MiB: 1.08x (v2). At that load the rounds 
 sides; the CPU time of ``read_trace`` (7 and 5 alternating runs, imports included) grew 1.6 % (default fixture)
 and 3.1 % (H100 fixture).
 
+2026-11-28 again, after the roofline's new families (the reader unchanged), at a load average of 9-15 on the 2 cores
+(six sessions' tests and builds; no idle hour was to be had), in-process wall and CPU time (``--gzip --skip-hta``):
+
+- default fixture, 61 MiB of JSON, ``--repeat 5``: 3.00x wall (rounds 2.59x-3.28x), 2.94x CPU (prbench 1.28 s,
+  limit 0.43 s); 14 MiB: 4.71x wall, 4.73x CPU (0.56 s against 0.12 s, of which the imports of numpy, pandas
+  and the readers are 0.28 s of CPU: near 10 MB they alone are over twice the limit's whole read);
+- the H100 fixture replicated to 60 MiB, ``--repeat 5`` (load 9.7): 1.95x wall; TraceLens (minimal, installed from
+  its repository at 171dd747 into a venv of its own) 8.12 s, 3.2x prbench's 2.54 s, peak 574 against 100 MiB;
+- the three largest of TraceLens's test traces its repository holds (``--fixture <trace> --size-mb 1``: the trace
+  itself, re-serialised compactly), ``--repeat 3``: xdit_flux.1_aiter_sage (54 MiB) 1.81x wall, 1.75x CPU,
+  TraceLens 12.6 s against 2.9 s (4.4x); xdit_sd_3.5 (60 MiB) 1.95x, 1.95x, TraceLens 22.5 s against 4.2 s
+  (5.3x); mi300 owlv2-large (38 MiB) 2.33x, 2.57x, TraceLens 12.5 s against 4.4 s (2.9x).
+
 On a 60 MB trace the fixed 0.24 s of imports is over a quarter of prbench's time, so the ratio there follows the
 box's pace more than on large traces, where the read itself decides it. (Until 2026-11-28 the limit was timed
 after its own imports, about 0.02 s, while prbench's were counted: the ratios measured then read about 0.07
