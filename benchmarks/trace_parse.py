@@ -47,6 +47,19 @@ fixture replicated: 1.52x / 1.46x; 500 MiB: 1.08x (v2). At that load the rounds 
 sides; the CPU time of ``read_trace`` (7 and 5 alternating runs, imports included) grew 1.6 % (default fixture)
 and 3.1 % (H100 fixture).
 
+2026-11-28 again, after the roofline's new families (the reader unchanged), at a load average of 9-15 on the 2 cores
+(six sessions' tests and builds; no idle hour was to be had), in-process wall and CPU time (``--gzip --skip-hta``):
+
+- default fixture, 61 MiB of JSON, ``--repeat 5``: 3.00x wall (rounds 2.59x-3.28x), 2.94x CPU (prbench 1.28 s,
+  limit 0.43 s); 14 MiB: 4.71x wall, 4.73x CPU (0.56 s against 0.12 s, of which the imports of numpy, pandas
+  and the readers are 0.28 s of CPU: near 10 MB they alone are over twice the limit's whole read);
+- the H100 fixture replicated to 60 MiB, ``--repeat 5`` (load 9.7): 1.95x wall; TraceLens (minimal, installed from
+  its repository at 171dd747 into a venv of its own) 8.12 s, 3.2x prbench's 2.54 s, peak 574 against 100 MiB;
+- the three largest of TraceLens's test traces its repository holds (``--fixture <trace> --size-mb 1``: the trace
+  itself, re-serialised compactly), ``--repeat 3``: xdit_flux.1_aiter_sage (54 MiB) 1.81x wall, 1.75x CPU,
+  TraceLens 12.6 s against 2.9 s (4.4x); xdit_sd_3.5 (60 MiB) 1.95x, 1.95x, TraceLens 22.5 s against 4.2 s
+  (5.3x); mi300 owlv2-large (38 MiB) 2.33x, 2.57x, TraceLens 12.5 s against 4.4 s (2.9x).
+
 On a 60 MB trace the fixed 0.24 s of imports is over a quarter of prbench's time, so the ratio there follows the
 box's pace more than on large traces, where the read itself decides it. (Until 2026-11-28 the limit was timed
 after its own imports, about 0.02 s, while prbench's were counted: the ratios measured then read about 0.07
@@ -74,7 +87,7 @@ DEFAULT_FIXTURE = ROOT / "tests" / "fixtures" / "traces" / "multirank" / "sample
 
 OURS = """
 import json, sys, time
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 from analysis.traces import read_trace
 from analysis.traces.breakdown import category_table, kernel_table
 from analysis.traces.timeline import gpu_timeline
@@ -83,14 +96,14 @@ trace = read_trace(sys.argv[1])
 read_s = time.perf_counter() - t_read
 timeline = gpu_timeline(trace)
 categories = category_table(trace, kernel_table(trace))
-print(json.dumps({"seconds": time.perf_counter() - t0, "import_seconds": t_read - t0, "read_seconds": read_s,
-                  "events": trace.n_events, "idle_pct": timeline.percent("idle_time"),
-                  "categories": len(categories)}))
+print(json.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
+                  "import_seconds": t_read - t0, "read_seconds": read_s, "events": trace.n_events,
+                  "idle_pct": timeline.percent("idle_time"), "categories": len(categories)}))
 """
 
 LIMIT = """
 import time
-t0 = time.perf_counter()  # from before the imports, as for prbench
+t0, c0 = time.perf_counter(), time.process_time()  # from before the imports, as for prbench
 import gc, gzip, importlib, json, sys
 def first(*names):
     for name in names:
@@ -106,7 +119,8 @@ gc.disable()
 with (gz.open(path, "rb") if path.endswith(".gz") else open(path, "rb")) as fh:
     data = fh.read()
 doc = decode(data)
-print(json.dumps({"seconds": time.perf_counter() - t0, "events": len(doc["traceEvents"]),
+print(json.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
+                  "events": len(doc["traceEvents"]),
                   "parser": json_name + (" + " + gz_name if path.endswith(".gz") else "")}))
 """
 
@@ -222,16 +236,20 @@ def repeated(cmd: list[str], env: dict[str, str], repeat: int) -> dict[str, Any]
 
 
 def alternated(first: tuple[list[str], dict[str, str]], second: tuple[list[str], dict[str, str]], repeat: int
-               ) -> tuple[dict[str, Any], dict[str, Any], list[float]]:
-    """Two columns run in turn, ``repeat`` rounds: their summaries and each round's second / first."""
+               ) -> tuple[dict[str, Any], dict[str, Any], list[float], list[float]]:
+    """Two columns run in turn, ``repeat`` rounds: their summaries and each round's second / first, in wall
+    time and in CPU time (on a box other work keeps busy, the CPU time ratio moves less: the wall time of
+    both sides then includes the time they waited for a core)."""
     rounds = [(measure(*first), measure(*second)) for _ in range(repeat)]
     ratios = sorted(b["seconds"] / a["seconds"] for a, b in rounds)
-    return summarised([a for a, _ in rounds]), summarised([b for _, b in rounds]), ratios
+    cpu_ratios = sorted(b["cpu_seconds"] / a["cpu_seconds"] for a, b in rounds)
+    return summarised([a for a, _ in rounds]), summarised([b for _, b in rounds]), ratios, cpu_ratios
 
 
 def summarised(runs: list[dict[str, Any]]) -> dict[str, Any]:
     medians: dict[str, Any] = {key: statistics.median(r[key] for r in runs)
-                               for key in ("seconds", "import_seconds", "read_seconds") if key in runs[0]}
+                               for key in ("seconds", "cpu_seconds", "import_seconds", "read_seconds")
+                               if key in runs[0]}
     return {**runs[-1], **medians,
             "runs": sorted(r["seconds"] for r in runs), "wall_s": statistics.median(r["wall_s"] for r in runs),
             "peak_mb": max(r["peak_mb"] for r in runs)}
@@ -303,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                    OMP_NUM_THREADS="1")
         rows: list[tuple[str, dict[str, Any] | str]] = []
-        limit, ours, ratios = alternated(([sys.executable, "-c", LIMIT, str(target)], env),
+        limit, ours, ratios, cpu_ratios = alternated(([sys.executable, "-c", LIMIT, str(target)], env),
                                          ([sys.executable, "-c", OURS, str(target)], env), args.repeat)
         stdlib = repeated([sys.executable, "-c", OURS, str(target)], dict(env, PRBENCH_TRACE_PARSER="stdlib"),
                           args.repeat)
@@ -332,6 +350,11 @@ def main(argv: list[str] | None = None) -> int:
               f"({', '.join(f'{r:.2f}' for r in ratios)}; goal <= 2); of prbench's median, the imports (numpy, "
               f"pandas, the readers) {ours['import_seconds']:.2f} s; read_trace alone (median "
               f"{ours['read_seconds']:.2f} s) / limit = {ours['read_seconds'] / limit['seconds']:.2f}x")
+        cpu_rounds = ", ".join(f"{r:.2f}" for r in cpu_ratios)
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"CPU time: prbench / limit = {statistics.median(cpu_ratios):.2f}x ({cpu_rounds}; prbench "
+              f"{ours['cpu_seconds']:.2f} s, limit {limit['cpu_seconds']:.2f} s); load average {load} on "
+              f"{os.cpu_count()} cores")
     except ColumnFailed as exc:
         raise SystemExit(f"error: a column failed ({exc}); its output is above") from None
     finally:

@@ -58,3 +58,14 @@ def test_host_ops_are_diffed_with_their_calls_cpu_time_and_kernel_time(tmp_path:
     notes = pd.read_csv(tmp_path / "diff_csvs" / "notes.csv")
     assert notes["note"].str.startswith("Devices differ").any()
     assert "## Host ops that launched kernels" in (tmp_path / "diff.md").read_text()
+
+
+def test_traces_with_different_profiled_steps_say_so() -> None:
+    # The bert trace profiled one step; HTA's MI250 training trace two (each with its GPU-side copy on one).
+    base, pr = read_trace(H100), read_trace(FIXTURES / "mi250_minitoy_train_rocm6.2.json.gz")
+
+    notes = trace_diff(base, pr).notes
+
+    assert "Step windows differ: base 1 ProfilerStep(s) (1 GPU-side), PR 2 ProfilerStep(s) (1 GPU-side); the " \
+           "totals may cover different amounts of work." in notes
+    assert trace_diff(base, read_trace(H100)).notes == []  # a trace against itself: nothing to say

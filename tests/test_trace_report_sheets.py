@@ -95,6 +95,26 @@ def test_the_unified_summary_prices_every_gemm_shape_and_states_tflops_both_ways
 
 
 @pytest.mark.parametrize("device", ["h100", "mi300"])
+def test_the_attention_and_elementwise_work_is_tracelenss(tmp_path: Path, device: str) -> None:
+    run = _bert(tmp_path, device)
+
+    ours = pd.read_csv(run / "run_perf_report_csvs" / "unified_perf_summary.csv")
+    theirs = pd.read_csv(REFERENCE / f"{device}_bert-small-uncased_unified_perf_summary.csv")
+
+    # TraceLens prices the outer aten::_scaled_dot_product_flash_attention, this project the op that launched the
+    # kernel, aten::_flash_attention_forward: the same Q, K, V ([1, 141, 8, 64]), so the same work.
+    attention = ours[ours["family"] == "SDPA"].iloc[0]
+    reference = theirs[theirs["op category"] == "SDPA_fwd"].iloc[0]
+    assert attention["GFLOP per call"] == pytest.approx(reference["GFLOPS"], rel=1e-4)
+    assert attention["MB per call"] == pytest.approx(reference["Data Moved (MB)"] * 2**20 / 1e6, rel=1e-5)  # MiB
+    for op in ("aten::add", "aten::add_"):
+        mine = ours[(ours["op"] == op) & (ours["family"] == "elementwise")].iloc[0]
+        priced = theirs[(theirs["name"] == op) & theirs["has_perf_model"]].iloc[0]
+        assert mine["GFLOP per call"] == pytest.approx(priced["GFLOPS"], rel=1e-4)
+        assert mine["MB per call"] == pytest.approx(priced["Data Moved (MB)"] * 2**20 / 1e6, rel=1e-5)
+
+
+@pytest.mark.parametrize("device", ["h100", "mi300"])
 def test_short_kernels_summary_is_tracelenss(tmp_path: Path, device: str) -> None:
     run = _bert(tmp_path, device)
 
@@ -138,3 +158,21 @@ def test_a_single_gpu_trace_has_no_collective_sheets(tmp_path: Path) -> None:
 
     assert not (run / "run_perf_report_csvs" / "collectives.csv").exists()
     assert "## Collectives" not in (run / "run_perf_report.md").read_text()
+
+
+@pytest.mark.parametrize(("sheet", "columns"), [
+    ("unified_perf_summary", UNIFIED_COLUMNS), ("ops_unique_args", UNIQUE_ARGS_COLUMNS),
+    ("short_kernels_summary", SHORT_KERNELS_COLUMNS),
+    ("short_kernel_histogram", ["bin_start us", "bin_end us", "count"]),
+    ("collectives", PER_RANK_COLUMNS[1:]), ("collectives_across_ranks", ACROSS_COLUMNS),
+    ("collective_stragglers", STRAGGLER_COLUMNS), ("legend", ["sheet", "legend"]),
+])
+def test_every_column_of_each_new_sheet_is_named_in_its_section_of_the_docs(sheet: str, columns: list[str]) -> None:
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "trace-reports.md").read_text()
+
+    start = docs.index(f"**`{sheet}`**")
+    section = docs[start:docs.find("\n\n", start)]
+    if sheet == "unified_perf_summary":  # its columns are the table below its heading
+        section = docs[start:docs.find("\n\n", docs.index("| column |", start))]
+
+    assert [c for c in columns if c not in section] == []

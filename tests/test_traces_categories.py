@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.traces.categories import kernel_category
+from analysis.traces.categories import kernel_category, op_category
 from analysis.traces.model import CPU_KERNEL, MEMCPY
 
 
@@ -39,3 +39,9 @@ def test_activity_kind_decides_for_copies_and_cpu_kernels() -> None:
     assert kernel_category("Memcpy DtoD (Device -> Device)", MEMCPY) == "copy"
     assert kernel_category("aten::addmm", CPU_KERNEL) == "GEMM"
     assert kernel_category("my_extension::fused_op", CPU_KERNEL) == "cpp"
+
+
+def test_grouped_matrix_products_are_gemm_ops() -> None:
+    # The MoE layers of torchtitan-style models call these (torch 2.8 and later); Primus-Turbo's are named gemm.
+    assert op_category("aten::_grouped_mm") == op_category("aten::_scaled_grouped_mm") == "GEMM"
+    assert op_category("primus_turbo::grouped_gemm") == "GEMM"

@@ -80,7 +80,7 @@ _OP_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
                       r"|fmha|mha_(fwd|bwd)|attention", re.IGNORECASE)),
     (CONV, re.compile(r"conv(olution)?(\d|_|$|\w*backward)|^aten::(cudnn|miopen|mkldnn)_convolution")),
     (GEMM, re.compile(r"^aten::(mm|addmm|_addmm_activation|bmm|baddbmm|addbmm|_scaled_mm|matmul|linear|mv|addmv"
-                      r"|dot|_int_mm)$|(?<!fb)gemm", re.IGNORECASE)),
+                      r"|dot|_int_mm|_grouped_mm|_scaled_grouped_mm)$|(?<!fb)gemm", re.IGNORECASE)),
     (NORM, re.compile(r"(layer|batch|group|instance|rms)_norm")),
     (REDUCTION, re.compile(r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|norm|linalg_vector_norm|std|var"
                            r"|std_mean|var_mean|logsumexp|cumsum|cumprod|prod|all|any|topk|sort|_?softmax"

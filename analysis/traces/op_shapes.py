@@ -7,7 +7,8 @@ that overlap count once); the statistics are over calls, in µs. ``percent`` is 
 rows. Kernels without a launching op are in no row (the ops tables count them).
 
 ``unified_perf_summary`` adds the work of one call from :func:`analysis.traces.roofline.op_work` (every family
-it models: GEMM, CONV, SDPA, elementwise, normalization, reduction) and the achieved rates stated both ways:
+it models: GEMM, CONV, SDPA forward and backward, elementwise, normalization, reduction, grouped GEMM, MoE, RoPE,
+cross-entropy) and the achieved rates stated both ways:
 ``TFLOP/s`` = total FLOPs / total kernel time (this project's roofline), ``TFLOP/s mean of calls`` = the mean of
 each call's FLOPs / its time (TraceLens's ``TFLOPS/s_mean``); ``TB/s`` likewise. MB and TB/s are decimal.
 Columns: :data:`UNIQUE_ARGS_COLUMNS`, :data:`UNIFIED_COLUMNS` (documented in docs/trace-reports.md).

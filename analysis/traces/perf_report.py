@@ -6,8 +6,8 @@ report written next to its traces (``<dir>/<dirname>_perf_report.{xlsx,md}`` and
 with per-rank columns plus their mean and standard deviation. Sheets:
 
 gpu_timeline, ops_by_category, ops_summary, kernel_summary (kernels with their parent op), unified_perf_summary and
-ops_unique_args (per op and recorded arguments, :mod:`analysis.traces.op_shapes`), roofline (GEMM, CONV, SDPA,
-elementwise, normalization and reduction ops against the device's peak), kernel_categories, top_kernels, steps,
+ops_unique_args (per op and recorded arguments, :mod:`analysis.traces.op_shapes`), roofline (every family
+:mod:`analysis.traces.roofline` prices, against the device's peak), kernel_categories, top_kernels, steps,
 launch_overhead, sync_calls, short_kernel_histogram, short_kernels_summary, collectives (multi-rank directories,
 :mod:`analysis.traces.collectives`), traces, legend (one line per table on its definitions). The timeline's window
 follows ``window`` (see :func:`analysis.traces.timeline.measured_window`); every report says which rule it used and how

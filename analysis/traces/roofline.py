@@ -1,4 +1,4 @@
-"""Roofline view of GEMM, CONV, SDPA and elementwise ops: FLOPs and bytes from the shapes the profiler recorded
+"""Roofline view of the op families TraceLens models: FLOPs and bytes from the shapes the profiler recorded
 (``record_shapes=True``: ``Input Dims``, ``Input type``, ``Concrete Inputs``), achieved TFLOP/s and TB/s over the
 op's kernel time, and the fraction of the device's peak.
 
@@ -9,6 +9,24 @@ normalize, scale, shift) and a reduction one per input element. Bytes are the mi
 once and the output written once (no cache reuse, no re-reads). TB/s and MB are decimal (1e12, 1e6). The op's time is
 the sum of the durations of the kernels it launched. A float32 GEMM is compared with the FP32 peak: the trace does not
 say whether TF32 was allowed.
+
+The newer families, on the same conventions and with TraceLens's formulas (PerfModel/perf_model.py and
+extensions/moe_perf_model_extensions.py, read 2026-11; the code here is this project's own):
+
+- grouped GEMM (``aten::_grouped_mm``, ``aten::_scaled_grouped_mm``, Primus-Turbo's grouped GEMMs): Σ 2·mᵢ·kᵢ·nᵢ
+  over the groups; bytes A + B read at the input's width, the output written at its own;
+- SDPA backward (flash-style: the scores are recomputed): 2·B·H_q·N_q·N_kv·(3·d_qk + 2·d_v) for the recomputed
+  Q·Kᵀ and the four gradient products, plus the sums over the query heads that share a K/V head (GQA),
+  halved when causal; bytes Q, K, V, dO read and dQ, dK, dV written;
+- fused MoE (``vllm::rocm_aiter_fused_moe``): the up (×2 when gated) and down projections of each token's top-k
+  experts, 2·M·K·N·topk·(3 gated, else 2), plus the weighted sum M·K·(2·topk − 1); bytes the tokens read and
+  written and the weights of the experts expected to be hit under uniform routing, E·(1 − (1 − topk/E)^M);
+  SGLang's Triton MoE grouped GEMM likewise (2·M·topk·N·K); ``MoEDispatch``/``MoECombine`` move
+  tokens × hidden elements and do no FLOPs (family ``MoE comm``: judged on no peak, the traffic is the network's);
+- RoPE (``FusedRoPEFunc`` and its backward): a rotation costs 3 FLOPs per element (4 multiplies and 2 adds per
+  pair); bytes the input read and the output written;
+- cross-entropy (``CrossEntropyFunction``): 5 FLOPs per logit (max, exp, sum, log, subtract); bytes the logits and
+  targets read and a float32 loss per row written.
 """
 
 from __future__ import annotations
@@ -37,9 +55,44 @@ GEMM_OPS = {"aten::mm", "aten::addmm", "aten::_addmm_activation", "aten::bmm", "
              "aten::linear", "aten::_scaled_mm"}
 CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::miopen_convolution",
              "aten::mkldnn_convolution", "aten::convolution_backward"}
-SDPA_OPS = {"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
-             "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
-             "aten::_flash_attention_forward", "aten::_efficient_attention_forward"}
+# Where each attention op keeps Q, K, V, whether they are [B, N, H, d] (else [B, H, N, d]), and which argument
+# says causal (the argument schemas of torch 2.13 and flash-attn 2's Python ops).
+@dataclass(frozen=True)
+class _Attention:
+    q_at: int
+    bnhd: bool
+    causal_at: int
+    causal_is_mask_type: bool = False  # efficient attention's custom_mask_type: 0 none, 1 or 2 causal
+    backward: bool = False
+
+
+SDPA_OPS: dict[str, _Attention] = {
+    "aten::_scaled_dot_product_flash_attention": _Attention(0, False, 4),
+    "aten::_scaled_dot_product_flash_attention_for_cpu": _Attention(0, False, 4),
+    "aten::_scaled_dot_product_efficient_attention": _Attention(0, False, 6),
+    "aten::_scaled_dot_product_cudnn_attention": _Attention(0, False, 6),
+    "aten::_flash_attention_forward": _Attention(0, True, 8),
+    "aten::_efficient_attention_forward": _Attention(0, True, 9, causal_is_mask_type=True),
+    "flash_attn::_flash_attn_forward": _Attention(0, True, 5),
+    # (grad_out, query, key, value, ...): the inputs sit one place further right.
+    "aten::_scaled_dot_product_flash_attention_backward": _Attention(1, False, 11, backward=True),
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward": _Attention(1, False, 7, backward=True),
+    "aten::_scaled_dot_product_efficient_attention_backward": _Attention(1, False, 11, backward=True),
+    "aten::_scaled_dot_product_cudnn_attention_backward": _Attention(1, False, 14, backward=True),
+    "aten::_flash_attention_backward": _Attention(1, True, 11, backward=True),
+    "aten::_efficient_attention_backward": _Attention(1, True, 14, causal_is_mask_type=True, backward=True),
+    "flash_attn::_flash_attn_backward": _Attention(1, True, 11, backward=True),
+}
+GROUPED_GEMM_OPS = {"aten::_grouped_mm", "aten::_scaled_grouped_mm", "primus_turbo::grouped_gemm",
+                    "primus_turbo::grouped_gemm_impl", "primus_turbo_cpp_extension::grouped_gemm",
+                    "primus_turbo_cpp_extension::ck_grouped_gemm"}
+FUSED_MOE_OPS = {"vllm::rocm_aiter_fused_moe"}
+MOE_GEMM_OPS = {"sglang_profiler::fused_moe_triton_kernels_invoke_fused_moe_kernel"}
+MOE_COMM_OPS = {"MoEDispatch", "MoECombine"}
+ROPE_OPS = {"FusedRoPEFunc", "FusedRoPEFuncBackward"}
+CROSS_ENTROPY_OPS = {"CrossEntropyFunction"}
+GROUPED_GEMM, MOE, MOE_COMM, ROPE, CROSS_ENTROPY = "grouped GEMM", "MoE", "MoE comm", "RoPE", "cross-entropy"
+MATRIX_FAMILIES = (GEMM, CONV, SDPA, GROUPED_GEMM, MOE)  # judged against the matrix peak
 
 # Forward normalizations: (input, normalized shape or weight, ...) as their schemas record them.
 NORM_OPS = {f"aten::{p}{kind}_norm" for p in ("", "native_") for kind in ("layer", "batch", "group", "instance")} \
@@ -52,15 +105,9 @@ ROOFLINE_COLUMNS = ["family", "op", "shape", "dtype", "calls", "kernel time ms",
                     "% of peak TB/s", "bound", "% of roofline"]
 
 
-def has_model(op_name: str) -> bool:
-    """Whether :func:`op_work` can price this op (the reader keeps shapes only for these)."""
-    return op_name in GEMM_OPS or op_name in CONV_OPS or op_name in SDPA_OPS or op_name in ELEMENTWISE_OPS \
-        or op_name in NORM_OPS or op_name in REDUCE_OPS
-
-
 @dataclass(frozen=True)
 class OpWork:
-    family: str  # GEMM, CONV, SDPA, elementwise
+    family: str  # GEMM, CONV, SDPA, elementwise, NORM, reduction, grouped GEMM, MoE, MoE comm, RoPE, cross-entropy
     flops: float
     bytes: float
     shape: str
@@ -122,14 +169,26 @@ def op_work(name: str, shape: OpShape) -> OpWork | None:
         if name in CONV_OPS:
             return _conv(name, shape)
         if name in SDPA_OPS:
-            return _sdpa(name, shape)
+            return _sdpa(SDPA_OPS[name], shape)
         if name in ELEMENTWISE_OPS:
             return _elementwise(shape)
         if name in NORM_OPS:
             return _norm(shape)
         if name in REDUCE_OPS:
             return _reduce(shape)
-    except (IndexError, TypeError, ValueError):
+        if name in GROUPED_GEMM_OPS:
+            return _grouped_gemm(name, shape)
+        if name in FUSED_MOE_OPS:
+            return _fused_moe(shape)
+        if name in MOE_GEMM_OPS:
+            return _moe_gemm(shape)
+        if name in MOE_COMM_OPS:
+            return _moe_comm(shape)
+        if name in ROPE_OPS:
+            return _rope(shape)
+        if name in CROSS_ENTROPY_OPS:
+            return _cross_entropy(shape)
+    except (IndexError, TypeError, ValueError, ZeroDivisionError):
         return None  # a shape list that does not fit the op's schema: the op stays in the tables, unpriced
     return None
 
@@ -223,29 +282,35 @@ def _conv(name: str, shape: OpShape) -> OpWork | None:
     return _work(CONV, flops, elements, shape.types[first], text)
 
 
-def _sdpa(name: str, shape: OpShape) -> OpWork | None:
+def _sdpa(op: _Attention, shape: OpShape) -> OpWork | None:
     dims = shape.dims
-    q, k, v = _tensor(dims[0]), _tensor(dims[1]), _tensor(dims[2])
-    if q is None or k is None or v is None or len(q) != 4:
+    q, k, v = _tensor(dims[op.q_at]), _tensor(dims[op.q_at + 1]), _tensor(dims[op.q_at + 2])
+    if q is None or k is None or v is None or not len(q) == len(k) == len(v) == 4:
         return None
-    if name in ("aten::_flash_attention_forward", "aten::_efficient_attention_forward"):  # [B, N, H, d]
+    if op.bnhd:
         b, n_q, h_q, d_qk = q
         n_kv, h_kv, d_v = k[1], k[2], v[3]
-        causal = bool(_arg(shape, 8, False)) if name == "aten::_flash_attention_forward" else _arg(shape, 9, 0) != 0
-    else:  # [B, H, N, d]
+    else:
         b, h_q, n_q, d_qk = q
         h_kv, n_kv, d_v = k[1], k[2], v[3]
-        causal_at = {"aten::_scaled_dot_product_flash_attention": 4,
-                     "aten::_scaled_dot_product_flash_attention_for_cpu": 4,
-                     "aten::_scaled_dot_product_efficient_attention": 6,
-                     "aten::_scaled_dot_product_cudnn_attention": 6}[name]
-        causal = bool(_arg(shape, causal_at, False))
-    flops = 2 * b * h_q * n_q * n_kv * (d_qk + d_v)
+    causal_arg = _arg(shape, op.causal_at, 0 if op.causal_is_mask_type else False)
+    causal = causal_arg != 0 if op.causal_is_mask_type else bool(causal_arg)
+    q_elems, k_elems, v_elems, o_elems = b * n_q * h_q * d_qk, b * n_kv * h_kv * d_qk, b * n_kv * h_kv * d_v, \
+        b * n_q * h_q * d_v
+    if op.backward:
+        # Recomputed Q·Kᵀ, then dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K, dK = dSᵀ·Q; dK and dV summed over the
+        # h_q / h_kv query heads that share a K/V head.
+        shared = h_q // h_kv - 1 if h_kv else 0
+        flops = 2 * b * h_q * n_q * n_kv * (3 * d_qk + 2 * d_v) + b * n_kv * (d_qk + d_v) * shared
+        elements = 2 * (q_elems + k_elems + v_elems) + o_elems  # Q, K, V and dO read; dQ, dK, dV written
+    else:
+        flops = 2 * b * h_q * n_q * n_kv * (d_qk + d_v)
+        elements = q_elems + k_elems + v_elems + o_elems
     if causal and n_q == n_kv:
         flops //= 2
-    elements = b * (n_q * h_q * d_qk + n_kv * h_kv * d_qk + n_kv * h_kv * d_v + n_q * h_q * d_v)
-    text = f"B={b} H={h_q} N_q={n_q} N_kv={n_kv} d={d_qk}" + (" causal" if causal else "")
-    return _work(SDPA, flops, elements, shape.types[0], text)
+    text = f"B={b} H={h_q} N_q={n_q} N_kv={n_kv} d={d_qk}" + (" causal" if causal else "") \
+        + (" backward" if op.backward else "")
+    return _work(SDPA, flops, elements, shape.types[op.q_at], text)
 
 
 def _elementwise(shape: OpShape) -> OpWork | None:
@@ -280,6 +345,131 @@ def _reduce(shape: OpShape) -> OpWork | None:
     reduced = [d % len(x) for d in (dims if isinstance(dims, list) else [dims])] if dims is not None and x else []
     out = _numel([n for i, n in enumerate(x) if i not in reduced]) if reduced else 1
     return _work(REDUCTION, _numel(x), _numel(x) + out, shape.types[0], f"{list(x)} over {reduced or 'all'}")
+
+
+def _priced(family: str, flops: float, nbytes: float, dtype: str, shape_text: str) -> OpWork:
+    return OpWork(family, float(flops), float(nbytes), shape_text, dtype, precision_of(dtype))
+
+
+def _bpe(types: Sequence[str], i: int) -> int:
+    """Bytes per element of argument ``i``; a dtype with no width known makes the op unpriced (ValueError)."""
+    bpe = bytes_per_element(types[i]) if i < len(types) else None
+    if bpe is None:
+        raise ValueError(f"no element width for argument {i}")
+    return bpe
+
+
+def _shape_list(value: Any) -> list[tuple[int, ...]] | None:
+    """A list of 2-D shapes (Primus-Turbo's per-group operands: [[M₁, K], [M₂, K], …]), or None."""
+    if not isinstance(value, list) or not value:
+        return None
+    shapes = [_tensor(v) for v in value]
+    return [s for s in shapes if s is not None] if all(s is not None and len(s) == 2 for s in shapes) else None
+
+
+def _grouped_gemm(name: str, shape: OpShape) -> OpWork | None:
+    """One GEMM per group. ``aten::_grouped_mm(A, B, offs, bias, out_dtype)`` comes in four layouts (torch 2.13,
+    checked by running it): A [M, K] × B [G, K, N] (offs cut M), [G, M, K] × [G, K, N] (batched),
+    [M, K] × [K, N] (offs cut K; output [G, M, N]), [G, M, K] × [K, N] (offs cut N; output [M, N]).
+    Primus-Turbo writes B as [G, K, N] or [G, N, K], or both operands as per-group lists of 2-D shapes."""
+    dims, types = shape.dims, shape.types
+    bpe_a, bpe_b = _bpe(types, 0), _bpe(types, 1)
+    # _scaled_grouped_mm takes FP8 operands and writes bfloat16 (the only out_dtype it accepts).
+    bpe_out = 2 if name == "aten::_scaled_grouped_mm" else bpe_a
+    a, b = _tensor(dims[0]), _tensor(dims[1])
+    if a is not None and b is not None and len(a) == 2 and len(b) == 3:  # jagged M: one weight per group
+        (m, k), groups = a, b[0]
+        n = b[2] if b[1] == k else b[1] if b[2] == k and not name.startswith("aten::") else None
+        if n is None:
+            return None
+        flops, a_elems, b_elems, out_elems = 2 * m * k * n, m * k, groups * k * n, m * n
+    elif a is not None and b is not None and len(a) == 3 and len(b) == 3 and a[0] == b[0] and a[2] == b[1]:
+        groups, m, k = a
+        n = b[2]
+        flops, a_elems, b_elems, out_elems = 2 * groups * m * k * n, groups * m * k, groups * k * n, groups * m * n
+    elif a is not None and b is not None and len(a) == 2 and len(b) == 2 and a[1] == b[0]:  # jagged K
+        offs_at = 4 if name == "aten::_scaled_grouped_mm" else 2  # after scale_a, scale_b
+        offs = _tensor(dims[offs_at]) if len(dims) > offs_at else None
+        (m, k), n, groups = a, b[1], offs[0] if offs else 1
+        flops, a_elems, b_elems, out_elems = 2 * m * k * n, m * k, k * n, groups * m * n
+    elif a is not None and b is not None and len(a) == 3 and len(b) == 2 and a[2] == b[0]:  # jagged N
+        groups, m, k = a
+        n = b[1]
+        flops, a_elems, b_elems, out_elems = 2 * m * k * n, groups * m * k, k * n, m * n
+    else:
+        lhs, rhs = _shape_list(dims[0]), _shape_list(dims[1])
+        if lhs is None or rhs is None or len(lhs) != len(rhs) or any(x[1] != w[0] for x, w in zip(lhs, rhs,
+                                                                                                   strict=True)):
+            return None
+        groups, m, k, n = len(lhs), sum(x[0] for x in lhs), lhs[0][1], rhs[0][1]
+        flops = sum(2 * x[0] * x[1] * w[1] for x, w in zip(lhs, rhs, strict=True))
+        a_elems, b_elems, out_elems = sum(map(_numel, lhs)), sum(map(_numel, rhs)), \
+            sum(x[0] * w[1] for x, w in zip(lhs, rhs, strict=True))
+    nbytes = a_elems * bpe_a + b_elems * bpe_b + out_elems * bpe_out
+    return _priced(GROUPED_GEMM, flops, nbytes, types[0], f"G={groups} M={m} N={n} K={k}")
+
+
+def _experts_hit(experts: int, topk: int, tokens: int) -> float:
+    """Expected distinct experts ``tokens`` tokens reach, each routed to ``topk`` of ``experts`` uniformly."""
+    return experts * (1 - ((experts - topk) / experts) ** tokens)
+
+
+def _fused_moe(shape: OpShape) -> OpWork | None:
+    """(hidden [M, K], w1 [E, N or 2·N gated, K], w2 [E, K, N], topk_weights [M, topk], ...)."""
+    x, w1, w2, topk_w = (_tensor(d) for d in shape.dims[:4])
+    if x is None or w1 is None or w2 is None or topk_w is None or len(w1) != 3 or len(w2) != 3:
+        return None
+    (m, k), (experts, up, _), n, topk = x, w1, w2[2], topk_w[1]
+    if w1[2] != k or w2[1] != k:  # packed (INT4) weights: their logical width is not in the shapes
+        return None
+    gated = up == 2 * n
+    flops = 2 * m * k * n * topk * (3 if gated else 2) + m * k * (2 * topk - 1)
+    weights = _experts_hit(experts, topk, m) * n * k * (3 if gated else 2)
+    nbytes = 2 * m * k * _bpe(shape.types, 0) + weights * _bpe(shape.types, 1)
+    return _priced(MOE, flops, nbytes, shape.types[0],
+                   f"M={m} K={k} N={n} E={experts} topk={topk}" + (" gated" if gated else ""))
+
+
+def _moe_gemm(shape: OpShape) -> OpWork | None:
+    """SGLang's ``invoke_fused_moe_kernel(A, B [E, N, K], C, …, topk_ids [tokens, topk] (9th), …)``: the
+    gathered rows of A, one per (token, expert), times their expert's weight."""
+    b, topk_ids = _tensor(shape.dims[1]), _tensor(shape.dims[8])
+    if b is None or topk_ids is None or len(b) != 3 or len(topk_ids) != 2:
+        return None
+    (experts, n, k), (tokens, topk) = b, topk_ids
+    rows = tokens * topk
+    out_bpe = _bpe(shape.types, 3) if len(shape.types) > 3 and shape.types[3] else _bpe(shape.types, 0)
+    nbytes = rows * k * _bpe(shape.types, 0) + _experts_hit(experts, topk, tokens) * n * k * _bpe(shape.types, 1) \
+        + rows * n * out_bpe
+    text = f"tokens={tokens} topk={topk} N={n} K={k} E={experts}"
+    return _priced(MOE, 2 * rows * n * k, nbytes, shape.types[1], text)
+
+
+def _moe_comm(shape: OpShape) -> OpWork | None:
+    """Tokens [T, hidden] sent to (or gathered from) the expert ranks: traffic only."""
+    tokens = _tensor(shape.dims[0])
+    if tokens is None or len(tokens) != 2:
+        return None
+    return _priced(MOE_COMM, 0, _numel(tokens) * _bpe(shape.types, 0), shape.types[0], f"tokens={list(tokens)}")
+
+
+def _rope(shape: OpShape) -> OpWork | None:
+    """Input [s, b, h, d] rotated pairwise (4 multiplies, 2 adds per pair) and written."""
+    x = _tensor(shape.dims[0])
+    if x is None or len(x) != 4:
+        return None
+    return _work(ROPE, 3 * _numel(x), 2 * _numel(x), shape.types[0], f"{list(x)}")
+
+
+def _cross_entropy(shape: OpShape) -> OpWork | None:
+    """Logits [..., V] and one target per row read; one float32 loss per row written."""
+    logits = _tensor(shape.dims[0])
+    if logits is None or not logits or logits[-1] == 0:
+        return None
+    rows = _numel(logits) // logits[-1]
+    target_bpe = bytes_per_element(shape.types[1]) if len(shape.types) > 1 else None
+    nbytes = _numel(logits) * _bpe(shape.types, 0) + rows * (target_bpe or 8) + rows * 4
+    return _priced(CROSS_ENTROPY, 5 * _numel(logits), nbytes, shape.types[0], f"rows={rows} V={logits[-1]}")
 
 
 # --- device peaks -----------------------------------------------------------------------------------------
@@ -389,9 +579,10 @@ def roofline_table(trace: TraceData, attr: Attribution, peaks: DevicePeaks | Non
 
 
 def matrix_peak(work: OpWork, peaks: DevicePeaks | None) -> float | None:
-    """The matrix peak TFLOP/s the op is judged against; None for vector work (elementwise, normalization,
-    reduction: the table holds no vector peaks, so they are judged on bandwidth) or an unknown precision."""
-    matrix = work.family in (GEMM, CONV, SDPA)
+    """The matrix peak TFLOP/s the op is judged against (:data:`MATRIX_FAMILIES`); None for vector work
+    (elementwise, normalization, reduction, RoPE, cross-entropy: the table holds no vector peaks, so they are judged
+    on bandwidth), MoE traffic, or an unknown precision."""
+    matrix = work.family in MATRIX_FAMILIES
     return peaks.tflops.get(work.precision) if peaks and work.precision and matrix else None
 
 
@@ -399,6 +590,9 @@ def versus_peak(work: OpWork, tflops: float, tbs: float, peak: float | None, pea
                  seconds_per_call: float) -> dict[str, Any]:
     if peaks is None:
         return {"% of peak FLOP/s": np.nan, "% of peak TB/s": np.nan, "bound": "unknown device",
+                "% of roofline": np.nan}
+    if work.family == MOE_COMM:  # all-to-all traffic: bound by the network, which the peak table does not hold
+        return {"% of peak FLOP/s": np.nan, "% of peak TB/s": np.nan, "bound": "communication",
                 "% of roofline": np.nan}
     memory_s = work.bytes / (peaks.hbm_tbs * 1e12)
     compute_s = work.flops / (peak * 1e12) if peak else 0.0
