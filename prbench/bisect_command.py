@@ -17,6 +17,7 @@ recorded with the same settings are taken as they are, and a step interrupted mi
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass, replace
@@ -51,6 +52,7 @@ from prbench import gitrefs
 from prbench.compare import CompareRequest, plan, run_compare
 from prbench.recipes import Recipe
 from prbench.run_lock import RunLock
+from prbench.runners import StageFailed
 from prbench.runstore import REPORT_DIR, RunStore, check_run_id
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -205,8 +207,10 @@ def _search(request: BisectRequest, record: BisectRecord, directory: Path, conso
     while (position := next_position(count, record.outcomes())) is not None:
         span = interval(count, record.outcomes())
         commit = record.commits[position]
-        console.rule(f"bisect step {len(record.steps) + 1}: {commit.sha[:12]} ({position}/{count - 1}; "
-                     f"{span.bad - span.good} commit(s) left)")
+        left = span.bad - span.good
+        to_go = math.ceil(math.log2(left)) + (position == count - 1)  # the endpoint is checked before halving
+        console.rule(f"bisect step {len(record.steps) + 1}: {commit.sha[:12]} ({position}/{count - 1}; {left} "
+                     f"commit(s) left, about {to_go} step(s) to go without skips)")
         step = _measure(request, record, position, step_run_id(record.commits[0].sha, commit.sha, record.target),
                         console)
         after = interval(count, {**record.outcomes(), position: step.outcome})
@@ -242,9 +246,8 @@ def _measure(request: BisectRequest, record: BisectRecord, position: int, run_id
     while True:
         try:
             _, paths = run_compare(replace(compare, rounds=rounds), console)
-        except NoSpaceLeft:
-            raise  # the machine, not the commit: the bisect stops (and resumes once there is room)
-        except UserError as exc:  # a stage failed at this commit (StageFailed), or its overlay did not apply
+        except StageFailed as exc:  # e.g. the suite cannot compile at this commit; not a full disk (NoSpaceLeft):
+            # that is the machine's, and stops the bisect (which resumes once there is room)
             return Step(position, sha, SKIPPED, note=f"did not run: {exc}", run=run_id,
                         seconds=time.monotonic() - started)
         found = read_target_verdict(Path(paths.out_dir), target)

@@ -8,6 +8,7 @@ which commit 11 removes again."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,6 +21,7 @@ from prbench import bisect_command, variant_plan
 from prbench.bisect_command import BisectRequest, resolve_target, run_bisect
 from prbench.compare import CompareRequest
 from prbench.recipes import load_recipe
+from prbench.runners import StageFailed
 from tests.bisect_support import NOOP, installed_is, standin_history
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,10 +54,12 @@ class StandInCompare:
     def __init__(self, shas: list[str]) -> None:
         self.shas = shas
         self.calls: list[tuple[int, int | None]] = []
+        self.recipes: dict[int, str] = {}
 
     def __call__(self, request: CompareRequest, console) -> tuple[None, SimpleNamespace]:
         position = self.shas.index(request.pr)
         self.calls.append((position, request.rounds))
+        self.recipes[position] = request.recipe.name
         row: dict[str, object] = {"matched_by": IDENTICAL_CODE, "base_name": "cpp_fused_k_0", "pr_name":
                                   "cpp_fused_k_0", "verdict": "inconclusive", "speedup": 1.01, "ci_low": 0.9,
                                   "ci_high": 1.1, "rounds": request.rounds}
@@ -105,13 +109,38 @@ def test_undecided_and_unbuildable_commits_are_stepped_around_and_said(history, 
     assert fake.calls == [] and again.record.steps == result.record.steps
 
 
+def test_with_a_docker_recipe_the_commit_an_overlay_cannot_make_is_built_from_source(history, tmp_path,
+                                                                                     monkeypatch):
+    fake = StandInCompare(history)
+    monkeypatch.setattr(bisect_command, "run_compare", fake)
+    docker = load_recipe("rocm7-mi300", ROOT / "recipes")
+
+    result = run_bisect(_request(tmp_path / "pytorch", history, tmp_path / "runs", docker_recipe=docker))
+
+    assert fake.recipes[10] == "rocm7-mi300" and {fake.recipes[p] for p in fake.recipes if p != 10} == {"cpu-local"}
+    assert result.conclusion.status == "found" and result.record.commits[result.conclusion.candidates[0]].sha == \
+        history[11]
+
+
+def test_a_commit_whose_stage_fails_is_skipped_and_said(history, tmp_path, monkeypatch):
+    def failing(request, console):
+        raise StageFailed("stage pr/suite failed: SyntaxError in torch/_inductor/config.py; log: suite.log")
+
+    monkeypatch.setattr(bisect_command, "run_compare", failing)
+    result = run_bisect(_request(tmp_path / "pytorch", history, tmp_path / "runs"))
+
+    assert result.conclusion.status == "unresolved" and len(result.record.steps) == 1
+    assert result.record.steps[0].note.startswith("did not run: stage pr/suite failed: SyntaxError")
+    assert "Unresolved: the bad endpoint" in result.headline
+
+
 def test_other_settings_do_not_reuse_the_recorded_steps(history, tmp_path, monkeypatch):
     fake = StandInCompare(history)
     monkeypatch.setattr(bisect_command, "run_compare", fake)
     run_bisect(_request(tmp_path / "pytorch", history, tmp_path / "runs", bisect_id="b"))
     fake.calls.clear()
     request = _request(tmp_path / "pytorch", history, tmp_path / "runs", bisect_id="b")
-    run_bisect(BisectRequest(**{**request.__dict__, "max_rounds": 3}))
+    run_bisect(replace(request, max_rounds=3))
     assert (8, 6) not in fake.calls and fake.calls[0] == (16, 3)
 
 
@@ -154,7 +183,7 @@ def test_what_regressed_is_checked_with_one_line(flags, message, tmp_path):
     ("nope", 3, "--good=nope: unknown ref"),
 ])
 def test_endpoints_are_checked_with_one_line(history, tmp_path, good, bad, message):
-    ref = (lambda x: history[x] if isinstance(x, int) else x)
+    refs = [history[x] if isinstance(x, int) else x for x in (good, bad)]
     request = _request(tmp_path / "pytorch", history, tmp_path / "runs", model="BertForMaskedLM")
     with pytest.raises(UserError, match=message):
-        run_bisect(BisectRequest(**{**request.__dict__, "good": ref(good), "bad": ref(bad)}))
+        run_bisect(replace(request, good=refs[0], bad=refs[1]))
