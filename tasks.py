@@ -545,6 +545,75 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     _exit_on(paths.summary, fail_on)
 
 
+@task(
+    help={
+        "pytorch_src": "PyTorch git clone holding --good and --bad",
+        "good": "The last commit known good (every step is compared against it)",
+        "bad": "The first commit known bad (a later commit on the first-parent line of --good)",
+        "model": "The model that regressed (the steps compile only it); with --kernel: the model to compile",
+        "kernel": "The kernel that regressed, by its name on the good side (or with --from-run either side's)",
+        "from_run": "A finished compare run whose kernels_compare.csv names --kernel: its identity and the models "
+                    "that launch it come from there",
+        "bisect": "Bisect id: <runs>/<id>/ holds bisect.md and bisect.json (default from the endpoints and the "
+                  "target); each step is a run of its own beside it; the same command again resumes",
+        "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)",
+        "recipe": "Recipe of every step (default from invoke.yaml: cpu-local, the installed torch + overlays)",
+        "docker_recipe": "With a local recipe: the Docker recipe that builds the commits an overlay cannot make "
+                         "(compiled code changed; without it they are skipped)",
+        "rounds": "Paired timing rounds of a step, at least 3 (default 3)",
+        "max_rounds": "An inconclusive step is resumed with twice the rounds up to this many, then it is "
+                      "undecided and stepped around (default: twice --rounds)",
+        "passes": "A-B-B-A blocks per item in every round (default 2)",
+        **{k: _SUITE_HELP[k] for k in ("size", "mode", "dtype", "warmup", "iterations")},
+        "kernel_warmup": "Warm-up calls per kernel before timing, 0 to 1,000,000 (default 10)",
+        "kernel_iterations": "Timed calls per kernel, 1 to 1,000,000 (default 30)",
+        **STATS_FLAG_HELP,
+        "python": "Python interpreter whose torch the local runner uses (default: this one)",
+    },
+)
+@user_facing
+def bisect(ctx, pytorch_src=None, good=None, bad=None, model=None, kernel=None, from_run=None, bisect=None,
+           recipe=None, docker_recipe=None, rounds="3", max_rounds=None, passes="2", size=None, mode=None,
+           dtype=None, warmup=None, iterations=None, kernel_warmup="10", kernel_iterations="30", runs_dir=None,
+           confidence=None, alpha=None, margin=None, threshold=None, noise=None, min_ms=None, fail_share=None,
+           python=None):
+    """Find the commit between --good and --bad that made a model or kernel slower: a paired compare per step."""
+    from analysis.errors import UserError
+    from analysis.flag_values import call_count, whole_number
+    from analysis.verdict_settings import check_rounds
+
+    stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share)
+    for flag, value in (("--pytorch-src", pytorch_src), ("--good", good), ("--bad", bad)):
+        if not value:
+            raise UserError(f"{flag}: required")
+    step_rounds = check_rounds(rounds)
+    most = 2 * step_rounds if max_rounds is None else whole_number("--max-rounds", max_rounds, minimum=step_rounds)
+    checked = {"passes": whole_number("--passes", passes, minimum=1),
+               "warmup": call_count("--kernel-warmup", kernel_warmup, minimum=0),
+               "iterations": call_count("--kernel-iterations", kernel_iterations, minimum=1)}
+    from rich.console import Console
+
+    from prbench.bisect_command import BisectRequest, check_target_flags, run_bisect
+    from prbench.compare import CompareRequest, KernelSettings
+    from prbench.gitrefs import open_repo
+
+    check_target_flags(model, kernel, from_run)
+    open_repo(resolve_path(pytorch_src))
+    loaded = _recipe(ctx, recipe)
+    compare = CompareRequest(
+        base=good, pr=bad, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir),
+        suite=_suite_settings(ctx, loaded, None, size, mode, dtype, warmup, iterations),
+        kernels=KernelSettings(warmup=checked["warmup"], iterations=checked["iterations"]),
+        rounds=step_rounds, passes=checked["passes"], stats=stats, python=_python_flag(python))
+    request = BisectRequest(pytorch_src=resolve_path(pytorch_src), good=good, bad=bad, compare=compare,
+                            model=model, kernel=kernel, from_run=from_run, max_rounds=most, bisect_id=bisect,
+                            docker_recipe=_recipe(ctx, docker_recipe) if docker_recipe else None)
+    console = Console()
+    result = run_bisect(request, console)
+    console.print(f"\n[bold]{result.headline}[/]", markup=True, highlight=False)
+    console.print(f"report: {result.directory / 'bisect.md'} (bisect.json beside it)", markup=False)
+
+
 def _compare_devices(devices: str | None, executor: str) -> tuple[str, ...]:
     """--devices: the local pool's devices (checked against this machine's GPUs); Ray places shards itself."""
     from analysis.errors import UserError

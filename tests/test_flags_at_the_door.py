@@ -50,6 +50,12 @@ BAD_FLAGS = [
     ("publish --repo o/r", "--pr is needed: the pull request's number"),
     ("publish --repo o/r --pr 1 --api-url http://example.com", "the token would travel unencrypted; use https"),
     ("publish --repo o/r --pr 1 --key a/b", "--key 'a/b': expected 1-64 letters"),
+    ("bisect --good a --bad b --kernel k", "--pytorch-src: required"),
+    ("bisect --pytorch-src {tmp} --good a --bad b --rounds 2", "--rounds 2"),
+    ("bisect --pytorch-src {tmp} --good a --bad b --max-rounds 2", "--max-rounds 2: expected at least 3"),
+    ("bisect --pytorch-src {tmp} --good a --bad b", "--model or --kernel: name what regressed"),
+    ("bisect --pytorch-src {tmp} --good a --bad b --model Nope", "--model: "),
+    ("bisect --pytorch-src {tmp} --good a --bad b --kernel k", ": not a git repository"),
 ]
 
 
@@ -70,7 +76,7 @@ def _invoke(command: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], 
 
 def _command_line(command: str, tmp_path: Path) -> str:
     line = command.format(tmp=tmp_path)
-    return line + f" --runs-dir {tmp_path}/runs" if command.startswith("compare") else line
+    return line + f" --runs-dir {tmp_path}/runs" if command.startswith(("compare", "bisect")) else line
 
 
 @pytest.mark.parametrize(("command", "expected"), BAD_FLAGS, ids=[c for c, _ in BAD_FLAGS])
@@ -87,7 +93,8 @@ def test_a_bad_flag_is_one_line_before_anything_runs(tmp_path: Path, command: st
 IMPORT_CHECKED = [(command, dict(BAD_FLAGS)[command]) for command in (
     "perf-report {tmp} -t abc", "trace-diff a.json b.json -t 0", "kernels -d {tmp} -i 0",
     "organize cache.tar.gz {tmp}/out -r 0", "profile suite.csv {tmp}/out --steps 0", "build --max-jobs -1",
-    "compare --pr installed --alpha 5", "compare --pr installed --rounds 2", "publish --repo o --pr 1")]
+    "compare --pr installed --alpha 5", "compare --pr installed --rounds 2", "publish --repo o --pr 1",
+    "bisect --pytorch-src {tmp} --good a --bad b --kernel k")]
 
 
 @pytest.mark.parametrize(("command", "expected"), IMPORT_CHECKED, ids=[c for c, _ in IMPORT_CHECKED])
