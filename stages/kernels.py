@@ -322,8 +322,8 @@ class KernelWorker:
     def execute(self, job: Job) -> dict[str, Any]:
         module = self.module(job)
         if job.kind == LOAD:
-            if self.writable_of(job.path):  # a C++ graph module: recorded now, before the first timed visit
-                self.launches(job, module)
+            if self.writable_of(job.path):  # a C++ graph module: recorded now and kept for the round's visits
+                self.launches(job, module, keep=True)
             return {"results": {name: {} for name in job.kernels}}
         if job.kind == "triton":
             args = seeded_args(module)
@@ -337,9 +337,10 @@ class KernelWorker:
             self.writable[path] = cpp_replay.writable_arguments(path)
         return self.writable[path]
 
-    def launches(self, job: Job, module: Any) -> list[cpp_replay.Launch]:
-        """The job's launches, recorded once (in the prepare's load, or the first visit) and kept while the
-        worker's recorded buffers stay under ``RECORDED_BYTES_MAX``; beyond it, recorded again at every visit.
+    def launches(self, job: Job, module: Any, keep: bool) -> list[cpp_replay.Launch]:
+        """The job's launches: those kept, else recorded now, and kept if ``keep`` (a paired round's prepare: many
+        visits follow; ``invoke kernels`` visits a job once) while the worker's recorded buffers stay under
+        ``RECORDED_BYTES_MAX``; beyond it, recorded again at every visit.
 
         Every visit replays the same recorded launches: each replay restores what its kernel may write, so the
         kernels compute on the values of the seeded draw at every visit, as when each visit recorded its own.
@@ -352,14 +353,14 @@ class KernelWorker:
             self.profiler_warm = True
         launches = cpp_replay.record_launches(module, seeded_args(module), job.kernels, self.writable_of(job.path))
         size = cpp_replay.held_bytes(launches)
-        if self.recorded_bytes + size <= RECORDED_BYTES_MAX:
+        if keep and self.recorded_bytes + size <= RECORDED_BYTES_MAX:
             self.recorded[key] = launches
             self.recorded_bytes += size
         return launches
 
     def time_graph_kernels(self, job: Job, module: Any) -> dict[str, dict[str, Any]]:
         """Every launch of the job's C++ kernels replayed alone (``stages.cpp_replay``): {kernel: samples}."""
-        launches = self.launches(job, module)
+        launches = self.launches(job, module, keep=False)
         samples = cpp_replay.time_launches(launches, job.warmup, job.iterations)
         launched = {launch.kernel for launch in launches}
         results: dict[str, dict[str, Any]] = {}

@@ -172,3 +172,14 @@ def test_past_the_byte_limit_a_worker_records_the_launches_again_at_every_visit(
 
     assert worker.modules[str(graph)].calls == [0, 1, 2]
     assert worker.recorded == {}
+
+
+def test_without_a_prepare_each_visit_records_its_own_launches_and_keeps_nothing(graph: Path) -> None:
+    """``invoke kernels`` visits every job once: nothing to reuse, so no buffers are held past the visit."""
+    worker = KernelWorker(WallTimer())
+
+    for _ in range(2):
+        assert "samples" in worker.execute(graph_job(graph))["results"]["cpp_fused_scale_0"]
+
+    assert worker.modules[str(graph)].calls == [0, 1]
+    assert (worker.recorded, worker.recorded_bytes) == ({}, 0)
