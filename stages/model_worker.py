@@ -13,7 +13,9 @@ Jobs, one JSON line each (``stages.worker_process`` protocol); every reply is ``
   compiled steps of a prepared M; reply ``{M: {"samples": [ms, ...]}}``.
 
 Several models stay alive side by side, so dynamo's per-code-object recompile limit is raised: models of one
-class (or sharing a frame after a graph break) must not fall back to eager because another model came first.
+class (or sharing a frame after a graph break) must not fall back to eager because another model came first;
+and each model is compiled without the shape history of the ones before it (`forget_automatic_dynamic`), so
+its graph is the one the suite compiled and the worker loads it from the warm cache.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class ModelWorker:
         from stages.suite import dtype_and_autocast, make_step
 
         started = time.monotonic()
+        forget_automatic_dynamic(torch)
         device = job["device"]
         weights_dtype, autocast = dtype_and_autocast(job["dtype"], device)
         built = build(job["model"], size=job["size"], mode=job["mode"], dtype=weights_dtype, device=device)
@@ -82,6 +85,22 @@ class ModelWorker:
         for _ in range(job["warmup"]):
             prepared.step()
         return {"samples": [timing.time_call_ms(prepared.step, prepared.device) for _ in range(job["iterations"])]}
+
+
+def forget_automatic_dynamic(torch: Any) -> None:
+    """Compile the next model as a fresh process would: with no shape history from the models compiled before.
+
+    Dynamo keeps, per code object, the input sizes it has seen, and a recompile whose sizes differ marks them
+    dynamic ("automatic dynamic"). Models of different classes share code objects (transformers wraps every
+    ``forward`` in the same decorator), so in a worker that keeps its models alive the third model, T5Small after
+    BertForMaskedLM and GPT2ForSequenceClassification, was compiled with ``labels`` dynamic: another graph than
+    the suite's (which resets dynamo before each model), so both caches missed and round 1 compiled it cold
+    (26-41 s here, against 4.8 s from the warm cache once the history is forgotten). Only that history is
+    cleared (``torch._dynamo.pgo``, torch 2.6+): the models already compiled keep their graphs and guards.
+    """
+    pgo = getattr(torch._dynamo, "pgo", None)
+    if pgo is not None and hasattr(pgo, "reset_code_state"):
+        pgo.reset_code_state()
 
 
 def worker_main(result_fd: int) -> int:

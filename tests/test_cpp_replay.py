@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from stages.cpp_replay import record_launches, time_launches, writable_arguments
-from stages.kernels import load_module
+from stages import kernels
+from stages.cpp_replay import kernel_samples, record_launches, time_launches, writable_arguments
+from stages.kernels import LOAD, Job, KernelWorker, WallTimer, load_module
 
 pytestmark = pytest.mark.xdist_group("torch-in-process")  # torch in the test process: one worker imports it
 
@@ -45,8 +46,11 @@ GRAPH = textwrap.dedent('''
         out_ptr0.copy_(in_ptr0)
     \'\'\')
 
+    calls = []  # one entry per call() of the graph
+
     class Runner:
         def call(self, args):
+            calls.append(len(calls))
             arg0_1, = args
             args.clear()
             buf0 = torch.ones(4)
@@ -109,3 +113,73 @@ def test_samples_are_each_kernels_own_profiler_events_one_per_launch_and_iterati
 
     assert {k: len(v) for k, v in samples.items()} == {"cpp_fused_scale_0": 14, "cpp_fused_copy_1": 7}
     assert all(0 < ms < 100 for values in samples.values() for ms in values)
+
+
+def test_samples_are_torchs_own_self_cpu_time_of_each_kernel_event(graph: Path) -> None:
+    """Read from the raw events, a sample is what torch's event tree gives: the kernel event's time less the ops
+    inside it (here the kernels' own mul_, add_ and copy_ calls), in the order the launches ran."""
+    from torch.profiler import ProfilerActivity, profile
+
+    module = load_module(str(graph), "replay_demo_self_time")
+    launches = record_launches(module, module.get_args(), ["cpp_fused_scale_0", "cpp_fused_copy_1"],
+                               writable_arguments(str(graph)))
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(5):
+            for launch in launches:
+                launch.replay()
+
+    fast = kernel_samples(prof.profiler.kineto_results.events())
+
+    tree: dict[str, list[float]] = {}
+    for event in prof.events():
+        if event.name.startswith("graph_0_"):
+            assert event.cpu_children  # the ops inside the kernel: self time < total time
+            tree.setdefault(event.name.removeprefix("graph_0_"), []).append(event.self_cpu_time_total / 1000.0)
+    assert fast.keys() == tree.keys() == {"cpp_fused_scale_0", "cpp_fused_copy_1"}
+    for name, samples in tree.items():
+        assert fast[name] == pytest.approx(samples, rel=1e-9, abs=1e-12)
+
+
+def graph_job(graph: Path, kind: str = "graph") -> Job:
+    return Job(0, kind, str(graph), {"cpp_fused_scale_0": "cpp/a.cpp", "cpp_fused_copy_1": "cpp/b.cpp"},
+               warmup=2, iterations=3, timeout_s=60)
+
+
+def test_a_worker_records_a_graphs_launches_once_in_the_prepare_and_every_visit_replays_them(graph: Path) -> None:
+    """A paired round's prepare loads the module and records its launches; its many visits then only time."""
+    worker = KernelWorker(WallTimer())
+    worker.execute(graph_job(graph, LOAD))
+    module = worker.modules[str(graph)]
+    assert module.calls == [0]
+
+    visits = [worker.execute(graph_job(graph))["results"] for _ in range(3)]
+
+    assert module.calls == [0]  # the graph's call() ran once, in the prepare
+    assert [{k: len(v["samples"]) for k, v in r.items()} for r in visits] == \
+        [{"cpp_fused_scale_0": 6, "cpp_fused_copy_1": 3}] * 3
+    (launches,) = worker.recorded.values()
+    assert launches[2].args[0].tolist() == [4.0, 7.0, 10.0, 13.0]  # the in-place kernel: the same values each visit
+
+
+def test_past_the_byte_limit_a_worker_records_the_launches_again_at_every_visit(
+        graph: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kernels, "RECORDED_BYTES_MAX", 0)
+    worker = KernelWorker(WallTimer())
+    worker.execute(graph_job(graph, LOAD))
+
+    for _ in range(2):
+        assert "samples" in worker.execute(graph_job(graph))["results"]["cpp_fused_copy_1"]
+
+    assert worker.modules[str(graph)].calls == [0, 1, 2]
+    assert worker.recorded == {}
+
+
+def test_without_a_prepare_each_visit_records_its_own_launches_and_keeps_nothing(graph: Path) -> None:
+    """``invoke kernels`` visits every job once: nothing to reuse, so no buffers are held past the visit."""
+    worker = KernelWorker(WallTimer())
+
+    for _ in range(2):
+        assert "samples" in worker.execute(graph_job(graph))["results"]["cpp_fused_scale_0"]
+
+    assert worker.modules[str(graph)].calls == [0, 1]
+    assert (worker.recorded, worker.recorded_bytes) == ({}, 0)
