@@ -26,7 +26,8 @@ def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, 
                     source="builtin"):
     """Suite flags, with invoke.yaml's ``prbench.suite`` defaults for those not given."""
     from analysis.flag_values import call_count
-    from prbench.suite_stage import SuiteRequest, device_for
+    from analysis.suite_request import SuiteRequest
+    from prbench.suite_stage import device_for
 
     def pick(value, key, default):
         return value if value is not None else config_value(ctx, f"suite.{key}", default)
@@ -310,7 +311,8 @@ def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None,
           save_base=False):
     """Build the Docker image of a recipe (nothing to do when present) and write its lock."""
     from analysis.flag_values import whole_number
-    from prbench.images import docker_client, plan_build
+    from prbench.docker_engine import docker_client
+    from prbench.images import plan_build
     from prbench.lock import build_and_lock
     from prbench.recipes import load_recipe
     from prbench.store import Store
@@ -342,7 +344,7 @@ def rebuild(ctx, lock, pytorch_src=None, triton_src=None, pull=False, no_cache=F
     from pathlib import Path
 
     from analysis.errors import UserError
-    from prbench.images import docker_client
+    from prbench.docker_engine import docker_client
     from prbench.lock import build_and_lock, plan_from_lock, read_locks
     from prbench.store import Store
 
@@ -374,7 +376,7 @@ def verify(ctx, lock, image=None):
     from invoke import Exit
 
     from analysis.errors import UserError
-    from prbench.images import docker_client
+    from prbench.docker_engine import docker_client
     from prbench.lock import read_locks
     from prbench.lock import verify as verify_image
 
@@ -617,8 +619,8 @@ def bisect(ctx, pytorch_src=None, good=None, bad=None, model=None, kernel=None, 
 def _compare_devices(devices: str | None, executor: str) -> tuple[str, ...]:
     """--devices: the local pool's devices (checked against this machine's GPUs); Ray places shards itself."""
     from analysis.errors import UserError
+    from analysis.stage_records import parse_devices
     from prbench.kernel_stages import check_devices
-    from stages.kernels import parse_devices
 
     if devices is None:
         return ()
@@ -859,7 +861,9 @@ def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, time
         raise UserError("--devices: only with --executor local (--executor ray places shards itself)")
     device_spec = check_devices(default_devices(devices))
     organized = resolve_path(dir)
-    if not (organized / "index.csv").is_file():
+    from analysis.run_layout import INDEX_CSV
+
+    if not (organized / INDEX_CSV).is_file():
         raise UserError(f"--dir {organized}: no index.csv (run `invoke organize` first)")
     out_path = resolve_path(out) if out else organized.parent
     cache_path = resolve_path(cache_dir) if cache_dir else None
@@ -882,10 +886,10 @@ KERNEL_SHARD_SIZE = 64  # jobs per shard of `invoke kernels --executor ray` unle
 def _kernels_over_executor(organized, out_path, device_spec, warmup_calls, timed_calls, timeout_s, cache_path,
                            filter_regex, executor_name, ray_address, shard_size):
     """`invoke kernels` in shards of kernel jobs through the executor (``prbench.kernel_shards``)."""
+    from analysis.stage_records import parse_devices
     from prbench.executors import open_executor
     from prbench.kernel_shards import KernelRequest, executor_platform, time_kernels
     from prbench.kernel_stages import kernel_stage_env
-    from stages.kernels import parse_devices
 
     request = KernelRequest(organized=organized, out=out_path, warmup=warmup_calls, iterations=timed_calls,
                             timeout_s=timeout_s, cache_dir=cache_path, filter_regex=filter_regex,

@@ -25,6 +25,7 @@ from analysis.kernel_identity import kernel_num_gb, strip_paas_suffix
 from analysis.kernel_index import INDEX_COLUMNS, IndexRow, read_index
 from analysis.paired_rounds import RoundRecord, RoundSamples, side_samples, visit_errors
 from analysis.records import check_regular, expect_object, read_json, reading
+from analysis.run_layout import INDEX_CSV, KERNEL_SAMPLES, KERNELS_CSV, KERNELS_SEED_CSV
 
 # The kernels.csv contract (docs/architecture.md), defined here only: the index columns + the timing columns.
 # Its one writer is `write_results`; its one reader is `analysis.kernel_compare.read_kernels_csv` (a frame).
@@ -97,9 +98,9 @@ def seed_row(row: KernelRow) -> dict[str, Any]:
 
 def write_results(out: Path, rows: list[KernelRow], samples: RoundSamples) -> None:
     """The one writer of a side's kernel files (``samples``: only the kernels whose rows are ``ok``)."""
-    _write_csv(out / "kernels.csv", list(KERNEL_COLUMNS), (r.as_dict() for r in rows))
-    _write_csv(out / "kernels_seed.csv", list(SEED_COLUMNS), (seed_row(r) for r in rows))
-    write_json(out / "kernel_samples.json", samples)
+    _write_csv(out / KERNELS_CSV, list(KERNEL_COLUMNS), (r.as_dict() for r in rows))
+    _write_csv(out / KERNELS_SEED_CSV, list(SEED_COLUMNS), (seed_row(r) for r in rows))
+    write_json(out / KERNEL_SAMPLES, samples)
 
 
 def merge_result_files(parts: list[Path], out: Path, order: list[str]) -> int:
@@ -110,16 +111,16 @@ def merge_result_files(parts: list[Path], out: Path, order: list[str]) -> int:
     seeds: dict[str, dict[str, str]] = {}
     samples: dict[str, Any] = {}
     for part in parts:
-        rows.update((r["path"], r) for r in _read_csv(part / "kernels.csv", KERNEL_COLUMNS))
-        seeds.update((r["filename"], r) for r in _read_csv(part / "kernels_seed.csv", SEED_COLUMNS))
-        samples.update(expect_object(read_json(part / "kernel_samples.json", "kernel samples"),
-                                     str(part / "kernel_samples.json")))
+        rows.update((r["path"], r) for r in _read_csv(part / KERNELS_CSV, KERNEL_COLUMNS))
+        seeds.update((r["filename"], r) for r in _read_csv(part / KERNELS_SEED_CSV, SEED_COLUMNS))
+        samples.update(expect_object(read_json(part / KERNEL_SAMPLES, "kernel samples"),
+                                     str(part / KERNEL_SAMPLES)))
     missing = [path for path in order if path not in rows]
     if missing:
         raise UserError(f"kernels: no shard has a row for {missing[0]}; run the command again")
-    _write_csv(out / "kernels.csv", list(KERNEL_COLUMNS), (rows[p] for p in order))
-    _write_csv(out / "kernels_seed.csv", list(SEED_COLUMNS), (seeds[p] for p in order if p in seeds))
-    write_json(out / "kernel_samples.json", {p: samples[p] for p in order if p in samples})
+    _write_csv(out / KERNELS_CSV, list(KERNEL_COLUMNS), (rows[p] for p in order))
+    _write_csv(out / KERNELS_SEED_CSV, list(SEED_COLUMNS), (seeds[p] for p in order if p in seeds))
+    write_json(out / KERNEL_SAMPLES, {p: samples[p] for p in order if p in samples})
     return len(order)
 
 
@@ -164,7 +165,7 @@ def rows_from_rounds(records: list[RoundRecord], side: str, organized: Path
                      ) -> tuple[list[KernelRow], RoundSamples]:
     """One side's kernel rows from the paired rounds (every index row; failures with their errors) and the
     samples of its ``ok`` rows: what `results_from_rounds` writes, and what an adaptive look compares."""
-    rows = read_index(organized / "index.csv")
+    rows = read_index(organized / INDEX_CSV)
     per_round = side_samples(records, side, [r.path for r in rows])
     errors = visit_errors(records, side)
     results = [summarize_rounds(r, per_round[r.path], kernel_gb(organized / r.path),

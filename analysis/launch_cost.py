@@ -10,8 +10,9 @@ first (untimed); the same passes under the profiler give each kernel's own event
 of a pass − the kernels' own time in a pass) / launches in a pass; the file keeps each graph's value and their
 median.
 
-Schema: ``{"format": 1, "backend": "cpp", "per_launch_us": float | null, "graphs": [{"graph", "launches",
+Schema: ``{"format_version": 1, "backend": "cpp", "per_launch_us": float | null, "graphs": [{"graph", "launches",
 "wall_us", "kernel_us", "per_launch_us"}], "method": str, "reason": str}`` (``reason``: why there is no value).
+Files written before ``format_version`` carry ``"format": 1`` instead; both are read.
 """
 
 from __future__ import annotations
@@ -21,10 +22,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from analysis.atomic_io import write_json
-from analysis.records import expect_list, expect_number, expect_object, expect_str, read_json
+from analysis.records import (
+    check_format_version,
+    expect_list,
+    expect_number,
+    expect_object,
+    expect_str,
+    read_json,
+)
 
-LAUNCH_COST_FILE = "launch_cost.json"
-FORMAT = 1
+FORMAT_VERSION = 1
 METHOD = ("wall time of a graph's recorded kernel calls (the graph's own Python binding and arguments, inputs "
           "restored before each call) minus the kernels' own profiler-event time, per launch; median over graphs")
 
@@ -60,7 +67,7 @@ class LaunchCost:
 
 def write_launch_cost(path: Path, cost: LaunchCost) -> None:
     graphs = [{**asdict(g), "per_launch_us": g.per_launch_us} for g in cost.graphs]
-    write_json(path, {"format": FORMAT, "backend": cost.backend, "per_launch_us": cost.per_launch_us,
+    write_json(path, {"format_version": FORMAT_VERSION, "backend": cost.backend, "per_launch_us": cost.per_launch_us,
                       "graphs": graphs, "method": cost.method, "reason": cost.reason})
 
 
@@ -69,6 +76,7 @@ def read_launch_cost(path: Path) -> LaunchCost | None:
     if not Path(path).is_file():
         return None
     data = expect_object(read_json(path, "a launch cost record"), str(path))
+    check_format_version(data, str(path), FORMAT_VERSION, "format_version" if "format_version" in data else "format")
     graphs = []
     for i, raw in enumerate(expect_list(data.get("graphs", []), f"{path}: graphs")):
         where = f"{path}: graphs[{i}]"

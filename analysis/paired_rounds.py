@@ -37,10 +37,10 @@ from analysis.records import (
     invalid,
     read_json,
 )
+from analysis.run_layout import PAIRED_DIR as PAIRED_DIR
+from analysis.run_layout import SIDES as SIDES
 
-SIDES = ("base", "pr")
 ROUND_KINDS = ("kernels", "models")
-PAIRED_DIR = "pair"  # <run>/pair/<kind>/round-NNN[-<side>].json: the paired rounds of a run
 RoundSamples = dict[str, list[list[float]]]  # item → one list of ms per round
 
 

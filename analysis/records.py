@@ -242,3 +242,15 @@ def read_json(path: Path, what: str, limit: int = MAX_JSON_BYTES) -> Any:
     with reading(path, what):
         text = data.decode("utf-8")
     return parse_json(text, str(path), what)
+
+
+def check_format_version(data: dict[str, Any], where: str, supported: int, key: str = "format_version") -> int:
+    """The file's format version: absent means 1 (files written before it was recorded); one above ``supported``
+    is refused, naming the file, rather than read wrongly."""
+    version = data.get(key, 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise UserError(f"{where}: {key} {version!r} is not a positive whole number")
+    if version > supported:
+        raise UserError(f"{where}: {key} {version} was written by a newer prbench (this one reads up to {supported}); "
+                        "upgrade prbench to read it")
+    return version

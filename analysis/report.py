@@ -36,6 +36,7 @@ from analysis.report_inputs import ReportInputs, ReportSettings, load_report_inp
 from analysis.report_markdown import MAX_MARKDOWN_CHARS, Explanations, asked_kernel_texts, render_markdown
 from analysis.report_plots import plot_categories, plot_distribution, plot_waterfall
 from analysis.report_verdict import summarize_comparison, summary_frame
+from analysis.run_layout import REPORT_MD, TRACE_DIFF_MD
 from analysis.time_decomposition import Decomposition, decompose
 from analysis.verdict_summary import write_summary
 
@@ -103,14 +104,14 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
     _write_decomposition(found.decomposition, out_dir, files)
     _add_environment_sheets(inputs, files)
     if inputs.trace_diff_md:
-        atomic_io.write_text(out_dir / "trace_diff.md", inputs.trace_diff_md)
+        atomic_io.write_text(out_dir / TRACE_DIFF_MD, inputs.trace_diff_md)
 
     summary = summarize_comparison(found.kc, found.mc, found.gates, stats)
     summary_json = write_summary(out_dir, summary)
     xlsx = write_xlsx(out_dir / "report.xlsx", files.sheets)
     text = render_markdown(inputs, found.kc, found.mc, found.proj, files.plots, found.gates,
                            Explanations(found.fusion, found.decomposition, found.resources))
-    report_md = out_dir / "report.md"
+    report_md = out_dir / REPORT_MD
     atomic_io.write_text(report_md, text)
     return ReportPaths(out_dir=out_dir, report_md=report_md, xlsx=xlsx,
                        kernels_csv=out_dir / "kernels_compare.csv" if found.kc is not None else None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,9 @@ import pandas as pd
 from analysis.dynamo_csv import read_suite_samples
 from analysis.errors import UserError
 from analysis.kernel_compare import read_kernels_csv
-from analysis.launch_cost import LAUNCH_COST_FILE, LaunchCost, read_launch_cost
+from analysis.launch_cost import LaunchCost, read_launch_cost
 from analysis.model_compare import read_suite_frame
 from analysis.paired_rounds import (
-    PAIRED_DIR,
     PairedBlocks,
     RoundSamples,
     read_paired_blocks,
@@ -30,6 +30,7 @@ from analysis.paired_rounds import (
     side_compiles,
 )
 from analysis.records import open_regular, read_bytes, read_json, reading
+from analysis.run_layout import SIDES, TRACE_DIFF_MD, RunLayout, VariantLayout
 from analysis.sequential import RoundsUsed, read_rounds_used
 from analysis.verdict_settings import VerdictSettings
 
@@ -83,9 +84,9 @@ class ReportInputs:
 
 
 
-def _pair_of(run_dir: Path, rel: str) -> tuple[Path, Path] | None:
+def _pair_of(run_dir: Path, file: Callable[[VariantLayout], Path]) -> tuple[Path, Path] | None:
     """Both variants' copies of a file; None when neither has it; a UserError when only one does."""
-    base, pr = run_dir / "base" / rel, run_dir / "pr" / rel
+    base, pr = (file(RunLayout(run_dir).variant(side)) for side in SIDES)
     if base.exists() != pr.exists():
         missing = pr if base.exists() else base
         raise UserError(f"{missing}: file not found (the other variant has it, so the two cannot be compared)")
@@ -102,7 +103,7 @@ def _json_dict(path: Path) -> dict[str, Any]:
 
 
 def _manifest_settings(run_dir: Path) -> ReportSettings:
-    settings = _json_dict(run_dir / "manifest.json").get("settings", {}) or {}
+    settings = _json_dict(RunLayout(run_dir).manifest).get("settings", {}) or {}
     suite = settings.get("suite", {}) if isinstance(settings.get("suite"), dict) else {}
 
     def pick(key: str, *sources: dict[str, Any]) -> Any:
@@ -121,7 +122,7 @@ def _manifest_settings(run_dir: Path) -> ReportSettings:
 def _blocks(run_dir: Path, kind: str, inputs: ReportInputs) -> PairedBlocks | None:
     """A kind's paired blocks over the rounds it ran (its rounds.json; else the run's --rounds) and, for the
     method section, how many ran and why."""
-    directory = run_dir / PAIRED_DIR / kind
+    directory = RunLayout(run_dir).paired_kind(kind)
     used = read_rounds_used(directory)
     if used is not None:
         inputs.rounds_used.append(used)
@@ -132,33 +133,34 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
     """Read ``<run>/base`` and ``<run>/pr`` (kernels, samples, suite, env) and ``lock.json``; the settings are
     the caller's (a comparison passes its own down) or, for a re-render, the ones the manifest recorded."""
     run_dir = Path(run_dir)
-    for side in ("base", "pr"):
-        if not (run_dir / side).is_dir():
-            raise UserError(f"{run_dir / side}: no such directory (a comparison run has base/ and pr/)")
-    inputs = ReportInputs(settings=settings or _manifest_settings(run_dir), lock=_json_dict(run_dir / "lock.json"),
-                          base_env=_json_dict(run_dir / "base" / "env.json"),
-                          pr_env=_json_dict(run_dir / "pr" / "env.json"))
-    kernels = _pair_of(run_dir, "kernels.csv")
+    layout = RunLayout(run_dir)
+    for side in SIDES:
+        if not layout.variant(side).root.is_dir():
+            raise UserError(f"{layout.variant(side).root}: no such directory (a comparison run has base/ and pr/)")
+    inputs = ReportInputs(settings=settings or _manifest_settings(run_dir), lock=_json_dict(layout.lock),
+                          base_env=_json_dict(layout.variant("base").env_json),
+                          pr_env=_json_dict(layout.variant("pr").env_json))
+    kernels = _pair_of(run_dir, lambda v: v.kernels_csv)
     if kernels:
         inputs.base_kernels, inputs.pr_kernels = (read_kernels_csv(p) for p in kernels)
-        samples = _pair_of(run_dir, "kernel_samples.json")
+        samples = _pair_of(run_dir, lambda v: v.kernel_samples)
         if samples:
             inputs.base_kernel_samples, inputs.pr_kernel_samples = (read_round_samples(p) for p in samples)
             inputs.kernel_blocks = _blocks(run_dir, "kernels", inputs)
-    suite = _pair_of(run_dir, "suite/suite.csv")
+    suite = _pair_of(run_dir, lambda v: v.suite_csv)
     if suite:
         inputs.base_suite, inputs.pr_suite = (read_suite_frame(p) for p in suite)
-        samples = _pair_of(run_dir, "suite/samples.json")
+        samples = _pair_of(run_dir, lambda v: v.suite_samples)
         if samples:
             inputs.base_suite_samples, inputs.pr_suite_samples = (read_suite_samples(p) for p in samples)
-        paired = _pair_of(run_dir, "suite/paired_samples.json")
+        paired = _pair_of(run_dir, lambda v: v.paired_samples)
         if paired:
             inputs.base_model_rounds, inputs.pr_model_rounds = (read_round_samples(p) for p in paired)
             inputs.model_blocks = _blocks(run_dir, "models", inputs)
     if not kernels and not suite:
         raise UserError(f"{run_dir}: nothing to compare (no kernels.csv or suite/suite.csv under base/ and pr/)")
     _add_provenance(run_dir, inputs)
-    trace = run_dir / "report" / "trace_diff.md"
+    trace = layout.report / TRACE_DIFF_MD
     if trace.exists():
         with reading(trace, "the trace diff (Markdown)"):
             inputs.trace_diff_md = read_bytes(trace, "the trace diff (Markdown)", MAX_TRACE_DIFF_BYTES).decode("utf-8")
@@ -168,12 +170,13 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
 
 def _add_provenance(run_dir: Path, inputs: ReportInputs) -> None:
     """What explains the numbers: the kernel sources, each side's launch cost and the rounds' repeated compiles."""
-    organized = [run_dir / side / "organized" for side in ("base", "pr")]
+    layout = RunLayout(run_dir)
+    organized = [layout.variant(side).organized for side in SIDES]
     if all(d.is_dir() for d in organized):
         inputs.base_organized, inputs.pr_organized = organized
-    inputs.base_launch_cost = read_launch_cost(run_dir / "base" / LAUNCH_COST_FILE)
-    inputs.pr_launch_cost = read_launch_cost(run_dir / "pr" / LAUNCH_COST_FILE)
-    rounds = sorted((run_dir / PAIRED_DIR / "models").glob("round-*.json"))
+    inputs.base_launch_cost = read_launch_cost(layout.variant("base").launch_cost)
+    inputs.pr_launch_cost = read_launch_cost(layout.variant("pr").launch_cost)
+    rounds = sorted(layout.paired_kind("models").glob("round-*.json"))
     if rounds:
         records = read_rounds(rounds)
         inputs.base_compiles, inputs.pr_compiles = (side_compiles(records, side) for side in ("base", "pr"))
@@ -185,10 +188,10 @@ def check_kernels_asked(run_dir: Path, names: tuple[str, ...]) -> None:
     if not names:
         return
     known: set[str] = set()
-    for side in ("base", "pr"):
+    for side in SIDES:
+        path = RunLayout(Path(run_dir)).variant(side).kernels_csv
         try:
-            with io.TextIOWrapper(open_regular(Path(run_dir) / side / "kernels.csv", "a kernels.csv"), newline="",
-                                  encoding="utf-8") as handle:
+            with io.TextIOWrapper(open_regular(path, "a kernels.csv"), newline="", encoding="utf-8") as handle:
                 known.update(row.get("kernel_name") or "" for row in csv.DictReader(handle))
         except (OSError, UnicodeDecodeError, csv.Error, UserError):
             return

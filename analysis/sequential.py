@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from analysis.atomic_io import write_json
 from analysis.errors import UserError
 from analysis.flag_values import whole_number
-from analysis.records import expect_int, expect_object, expect_str, read_json
+from analysis.records import check_format_version, expect_int, expect_object, expect_str, read_json
 from analysis.verdict_settings import MIN_ROUNDS, VerdictSettings, check_rounds
 
 if TYPE_CHECKING:  # pandas behind these: only the compare that looks imports them
@@ -251,6 +251,7 @@ def read_rounds_used(directory: Path) -> RoundsUsed | None:
     if not path.is_file():
         return None
     data = expect_object(read_json(path, "a rounds record"), str(path))
+    check_format_version(data, str(path), STOP_FORMAT_VERSION)
     where = f"{path}:"
     return RoundsUsed(kind=expect_str(data.get("kind"), f"{where} kind"),
                       rounds=expect_int(data.get("rounds"), f"{where} rounds", minimum=1),

@@ -363,9 +363,10 @@ class MeasurePlan:
 
 def measure(plan: MeasurePlan) -> Iterator[Repeat]:
     """Fresh A/A comparisons (and positive controls), one repeat at a time."""
+    from analysis.suite_request import SuiteRequest
     from prbench.compare import CompareRequest, run_compare
     from prbench.recipes import load_recipe
-    from prbench.suite_stage import SuiteRequest, device_for
+    from prbench.suite_stage import device_for
 
     recipe = load_recipe(plan.recipe, ROOT / "recipes")
     suite = SuiteRequest(models=plan.models, device=device_for(recipe.platform))

@@ -79,7 +79,7 @@ def visit_record(job: Any, reply: dict[str, Any], host_s: float, flush_ms: float
 
 
 def measure(organized: Path, device: str, count: int) -> dict[str, Any]:
-    from stages.worker_process import device_env
+    from analysis.stage_records import device_env
 
     os.environ.update(device_env(device, "cuda", {}))
     rows = sorted(read_index(organized / "index.csv"), key=lambda row: row.path)[:count]

@@ -178,9 +178,10 @@ def table(costs: list[RoundCost], title: str) -> list[str]:
 
 def measure(args: argparse.Namespace) -> list[tuple[str, list[RoundCost]]]:
     """Fresh A/A comparisons of the installed torch, one per repeat, each split."""
+    from analysis.suite_request import SuiteRequest
     from prbench.compare import CompareRequest, run_compare
     from prbench.recipes import load_recipe
-    from prbench.suite_stage import SuiteRequest, device_for
+    from prbench.suite_stage import device_for
 
     recipe = load_recipe(args.recipe, ROOT / "recipes")
     suite = SuiteRequest(models=args.models, device=device_for(recipe.platform))

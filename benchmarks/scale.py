@@ -41,11 +41,11 @@ from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.flag_values import whole_number
 from analysis.paired_rounds import read_round
+from analysis.stage_records import Plan, SidePlan, write_plan
 from prbench.cli import OneLineParser
 from prbench.executors import Executor, RunnerSpec, ShardOutcome
 from prbench.executors.local_pool import LocalPool
 from prbench.shard_rounds import RoundShards, SideRunner, round_shards, run_shards
-from stages.paired import Plan, SidePlan, write_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,51 +21,19 @@ import re
 import shlex
 import tarfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from analysis import atomic_io
 from analysis.errors import UserError
-from analysis.records import expect_list, expect_str
+from prbench.build_plan import ROOT_IN_IMAGE, BuildPlan, SourceTree, UsedItem
 from prbench.recipes import ENV_NAME_RE
 from prbench.store import Store, StoreItem, WheelTarget
 from prbench.wheels import hashed_requirements, wheels_for
 
-if TYPE_CHECKING:  # images imports this module when it builds
-    from prbench.images import BuildPlan, SourceTree
-
 Emit = Callable[[str], None]
 
-BASE_USE = "base"  # a saved base image (docker save), loaded on a rebuild when the engine lacks it
-_USE_RE = re.compile(r"base|src/(?:pytorch|triton)|wheels/[a-z-]+|downloads/[a-z0-9_-]+")
 _ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.bz2")
-
-
-@dataclass(frozen=True)
-class UsedItem:
-    """A store item and the place in the build context it filled (``src/pytorch``, ``wheels/extra``, ...)."""
-
-    item: StoreItem
-    used_as: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.item.to_json(), "used_as": self.used_as}
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> UsedItem:
-        item = StoreItem.from_json(data, where)
-        used_as = expect_str(data.get("used_as"), f"{where}.used_as")
-        if not _USE_RE.fullmatch(used_as):
-            raise UserError(f"{where}.used_as: expected base, src/<tree>, wheels/<group> or downloads/<what>, "
-                            f"found {used_as[:60]!r}")
-        return cls(item, used_as)
-
-
-def read_used_items(entries: Any, where: str) -> list[UsedItem]:
-    """The ``store`` list of a lock (or an image label), each entry validated."""
-    return [UsedItem.from_json(entry, f"{where}[{i}]") for i, entry in enumerate(expect_list(entries, where))]
 
 
 class _Source:
@@ -151,7 +119,6 @@ def _source_tree(source: _Source, context: Path, tree: SourceTree, emit: Emit) -
 def _downloads(source: _Source, context: Path, platform: str, target: Callable[[], WheelTarget],
                emit: Emit) -> None:
     """Triton's own downloads, from the store, with the scripts that unpack them and point its build at them."""
-    from prbench.images import ROOT_IN_IMAGE
     from prbench.store import triton_downloads
 
     directory = context / "downloads"

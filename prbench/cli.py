@@ -14,8 +14,9 @@ from invoke import Exit, Task
 
 from analysis.errors import UserError
 from analysis.io_errors import ENVIRONMENT_ERRORS, describe
+from analysis.run_layout import MANIFEST
 from prbench.run_lock import command_label, locked_runs
-from prbench.runstore import MANIFEST, check_run_id
+from prbench.runstore import check_run_id
 from prbench.termination import Terminated, terminate_as_interrupt
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

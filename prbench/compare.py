@@ -27,6 +27,7 @@ from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.kernel_results import results_from_rounds
 from analysis.paired_rounds import read_rounds, round_file, side_samples
+from analysis.run_layout import VariantLayout
 from analysis.sequential import (
     RoundsPolicy,
     RoundsUsed,
@@ -36,12 +37,14 @@ from analysis.sequential import (
     settled,
     write_rounds_used,
 )
+from analysis.stage_records import Plan, write_plan
+from analysis.suite_request import SuiteRequest
 from analysis.verdict_settings import VerdictSettings
 from prbench import __version__
 from prbench.executors import Executor, RunnerSpec, ShardOutcome, open_executor
 from prbench.lock import RUN_NODES
 from prbench.paired_plan import PairedTiming, PlanSide, kernel_plan, model_plan, ok_models
-from prbench.pipeline import JOINT, Pipeline, PreparedVariant, StageSpec
+from prbench.pipeline import Pipeline, PreparedVariant, StageSpec
 from prbench.recipes import Recipe
 from prbench.run_report import render_run_report
 from prbench.runners.local import LocalRunner
@@ -58,20 +61,15 @@ from prbench.shard_rounds import (
 )
 from prbench.stage_commands import (
     launch_cost_command,
-    launch_cost_path,
-    organized_dir,
-    profile_index,
-    profiles_dir,
     suite_source_command,
     variant_organize_command,
     variant_profile_command,
 )
 from prbench.suite_shards import SuiteShards, spread_shard_size, suite_shards
-from prbench.suite_stage import SuiteRequest, clear_outputs, stage_inputs, suite_outputs, upstream_tree
+from prbench.suite_stage import clear_outputs, stage_inputs, suite_outputs, upstream_tree
 from prbench.suite_stage import summarize as summarize_suite
 from prbench.variant_plan import ComparePlan, VariantPlan, local_lock, plan_docker, plan_local
 from prbench.variants import Variant
-from stages.paired import Plan, write_plan
 
 if TYPE_CHECKING:  # analysis.report_inputs imports pandas: only when a report is rendered
     from analysis.report_inputs import ReportSettings
@@ -183,9 +181,9 @@ def _compare(request: CompareRequest, console: Console, compare_plan: ComparePla
         if request.profile:
             for side in sides:
                 _profile(side, request)
-        locks[RUN_NODES] = node_summary(sorted(run.path(JOINT).glob("*/round-*.json")), rounds.heard,
+        locks[RUN_NODES] = node_summary(sorted(run.layout.paired.glob("*/round-*.json")), rounds.heard,
                                         _earlier_nodes(run), _suite_placements(run, sides))
-        atomic_io.write_json(run.path("lock.json"), locks)
+        atomic_io.write_json(run.layout.lock, locks)
         paths = render_run_report(run, _report_settings(request, tree))
     return run, paths
 
@@ -201,7 +199,7 @@ def _no_containers_left(run: Run, request: CompareRequest, console: Console) -> 
     import requests
 
     import docker
-    from prbench.images import docker_client
+    from prbench.docker_engine import docker_client
     from prbench.runners.docker import remove_containers, run_labels
 
     client, labels = docker_client(), run_labels(run.root)
@@ -246,7 +244,7 @@ class _Rounds:
 
 
 def _earlier_nodes(run: Run) -> dict[str, Any]:
-    path = run.path("lock.json")
+    path = run.layout.lock
     try:
         earlier = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except (OSError, ValueError):
@@ -273,7 +271,8 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
         assert compare_plan.local is not None  # plan_local described the interpreter
         return (LocalRunner(python=request.python), local_lock(side, compare_plan.local),
                 RunnerSpec("local", platform=platform, python=request.python))
-    from prbench.images import docker_client, plan_build
+    from prbench.docker_engine import docker_client
+    from prbench.images import plan_build
     from prbench.lock import build_and_lock, read_lock
     from prbench.runners.docker import DockerRunner, run_labels
     from prbench.store import Store
@@ -289,7 +288,7 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
                                 overlay=overlay_path, merge_base=compare_plan.merge_base)
     client = docker_client()
     outcome = build_and_lock(build_plan, client, request.runs_dir / "images",
-                             lock_path=run.path(side.name, "lock.json"), store=Store.at(request.store),
+                             lock_path=run.layout.variant(side.name).lock, store=Store.at(request.store),
                              save_base=request.save_base)
     runner = DockerRunner(outcome.result.image_id, platform, writable=[run.root], client=client,
                           labels=run_labels(run.root))
@@ -413,22 +412,22 @@ def _prepare_kernels(side: _Side) -> None:
     """organize → launch_cost for one side (after its suite)."""
     pipeline, prepared = side.pipeline, side.prepared
     directory = prepared.directory
-    organized = organized_dir(directory)
+    files = VariantLayout(directory)
     side.organize_hash = pipeline.run_stage(prepared, StageSpec(
         name="organize",
         inputs={"suite": side.suite_hash},
-        outputs=[organized / "index.csv"],
+        outputs=[files.index_csv],
         command=lambda: variant_organize_command(directory),
-        summarize=lambda: {"kernels": _count_rows(organized / "index.csv")},
-        reset=lambda: shutil.rmtree(organized, ignore_errors=True),
+        summarize=lambda: {"kernels": _count_rows(files.index_csv)},
+        reset=lambda: shutil.rmtree(files.organized, ignore_errors=True),
     ))
     # What one more or one fewer kernel launch costs this side's graphs: the report prices fusion changes with it.
     pipeline.run_stage(prepared, StageSpec(
         name="launch_cost",
         inputs={"organize": side.organize_hash},
-        outputs=[launch_cost_path(directory)],
+        outputs=[files.launch_cost],
         command=lambda: launch_cost_command(directory),
-        reset=lambda: launch_cost_path(directory).unlink(missing_ok=True),
+        reset=lambda: files.launch_cost.unlink(missing_ok=True),
     ))
 
 
@@ -455,7 +454,7 @@ def _policy(request: CompareRequest) -> RoundsPolicy:
 
 def _round_files(run: Run, kind: str, number: int, side: str, request: CompareRequest) -> Path:
     """Local recipes time both sides in one process (one file); docker recipes one side per image."""
-    return round_file(run.path(JOINT, kind), number, side if request.recipe.is_docker else None)
+    return round_file(run.layout.paired_kind(kind), number, side if request.recipe.is_docker else None)
 
 
 Look = Callable[[int], tuple[bool, str]]  # after N rounds of a kind: (stop, why) — `analysis.sequential`
@@ -489,8 +488,8 @@ def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run
         hashes += batches.run(used + 1, used + 1)
         used += 1
     stated = policy.stated_settings(request.stats, used, stopped)
-    write_rounds_used(run.path(JOINT, kind), RoundsUsed(kind, used, reason, "auto" if adaptive else "fixed",
-                                                         policy.max_rounds, stated.alpha, stated.confidence))
+    write_rounds_used(run.layout.paired_kind(kind), RoundsUsed(kind, used, reason, "auto" if adaptive else "fixed",
+                                                               policy.max_rounds, stated.alpha, stated.confidence))
     if adaptive:
         rounds.say(f"{kind}: {used} round(s): {reason}")
     return hashes
@@ -531,16 +530,16 @@ class _RoundBatches:
         """The plan (built once, when a round first has to run) and every round's shards on it."""
         if self.shard_sets:
             return
-        plan_path = self.run_.path(JOINT, self.kind, "plan.json")
+        plan_path = self.run_.layout.paired_plan(self.kind)
         the_plan = self.build_plan()
         write_plan(plan_path, the_plan)
         runners = [SideRunner(s.prepared.variant.name, s.runner_spec) for s in self.sides]
         for number, spec in enumerate(self.specs, start=1):
             self.shard_sets[number] = round_shards(self.kind, number, input_hash(dict(spec.inputs)),
-                                                   self.run_.path(JOINT, self.kind), plan_path,
+                                                   self.run_.layout.paired_kind(self.kind), plan_path,
                                                    len(the_plan.blocks), self.request.shard_size, runners,
                                                    apart=self.request.recipe.is_docker,
-                                                   logs=self.run_.path(JOINT, "logs"))
+                                                   logs=self.run_.layout.paired_logs)
 
     def run(self, first: int, last: int) -> list[str]:
         """Rounds ``first``..``last`` (1-based): the pending ones' shards, then every one's stage; their hashes."""
@@ -611,7 +610,7 @@ def _side_rounds(run: Run, kind: str, side: str, request: CompareRequest) -> lis
 
 def _rounds_run(run: Run, kind: str, request: CompareRequest) -> int:
     """How many rounds of a kind ran (its rounds.json; all of them in a run from before adaptive rounds)."""
-    used = read_rounds_used(run.path(JOINT, kind))
+    used = read_rounds_used(run.layout.paired_kind(kind))
     return used.rounds if used is not None else _timing(request).rounds
 
 
@@ -632,7 +631,7 @@ def _models_look(sides: list[_Side], request: CompareRequest, run: Run, rounds: 
     from analysis.paired_rounds import PairedBlocks
 
     records = read_rounds(_round_paths(run, "models", rounds, sides, request))
-    base, pr = (read_suite_frame(s.prepared.directory / "suite" / "suite.csv") for s in sides)
+    base, pr = (read_suite_frame(VariantLayout(s.prepared.directory).suite_csv) for s in sides)
     paired = [side_samples(records, s.prepared.variant.name) for s in sides]
     blocks = PairedBlocks.from_records(records)
     run_level, strict = _look_settings(request)
@@ -653,7 +652,7 @@ def _kernels_look(sides: list[_Side], request: CompareRequest, run: Run, rounds:
     frames, samples = [], []
     for side in sides:
         rows, side_samples_ = rows_from_rounds(records, side.prepared.variant.name,
-                                               side.prepared.directory / "organized")
+                                               VariantLayout(side.prepared.directory).organized)
         frames.append(pd.DataFrame([r.as_dict() for r in rows], columns=list(KERNEL_COLUMNS)))
         samples.append(side_samples_)
     blocks = PairedBlocks.from_records(records)
@@ -679,11 +678,11 @@ def _time_models(sides: list[_Side], request: CompareRequest, run: Run, console:
                          settings, lambda: model_plan(
                              plan_sides, suite=request.suite, device=_device(request),
                              platform=request.recipe.platform, per_process=request.models_per_process,
-                             logs=run.path(JOINT, "logs"), passes=_timing(request).passes), rounds,
+                             logs=run.layout.paired_logs, passes=_timing(request).passes), rounds,
                          partial(_models_look, sides, request, run))
     for side in sides:
         name = side.prepared.variant.name
-        out = side.prepared.directory / "suite" / "paired_samples.json"
+        out = VariantLayout(side.prepared.directory).paired_samples
         side.pipeline.run_stage(side.prepared, StageSpec(
             name="models",
             inputs={"rounds": hashes},
@@ -704,14 +703,14 @@ def _time_kernels(sides: list[_Side], request: CompareRequest, run: Run, rounds:
                          {**asdict(request.kernels), "passes": _timing(request).passes}, lambda: kernel_plan(
                              _plan_sides(sides), device=_device(request), platform=request.recipe.platform,
                              warmup=request.kernels.warmup, iterations=request.kernels.iterations,
-                             timeout_s=request.kernels.timeout_s, logs=run.path(JOINT, "logs"),
+                             timeout_s=request.kernels.timeout_s, logs=run.layout.paired_logs,
                              passes=_timing(request).passes), rounds, partial(_kernels_look, sides, request, run))
     for side in sides:
         name, directory = side.prepared.variant.name, side.prepared.directory
         side.pipeline.run_stage(side.prepared, StageSpec(
             name="kernels",
             inputs={"rounds": hashes},
-            outputs=[directory / "kernels.csv", directory / "kernel_samples.json", directory / "kernels_seed.csv"],
+            outputs=list(VariantLayout(directory).kernel_results),
             host=partial(_derive_kernels, run, request, name, directory),
             summarize=partial(_kernel_count, directory),
         ))
@@ -726,25 +725,25 @@ def _model_count(out: Path) -> dict[str, Any]:
 
 
 def _derive_kernels(run: Run, request: CompareRequest, side: str, directory: Path) -> None:
-    results_from_rounds(read_rounds(_side_rounds(run, "kernels", side, request)), side, directory / "organized",
-                        directory)
+    results_from_rounds(read_rounds(_side_rounds(run, "kernels", side, request)), side,
+                        VariantLayout(directory).organized, directory)
 
 
 def _kernel_count(directory: Path) -> dict[str, Any]:
-    return {"rows": _count_rows(directory / "kernels.csv")}
+    return {"rows": _count_rows(VariantLayout(directory).kernels_csv)}
 
 
 def _profile(side: _Side, request: CompareRequest) -> None:
     prepared = side.prepared
     directory = prepared.directory
-    profiles = profiles_dir(directory)
+    files = VariantLayout(directory)
     side.pipeline.run_stage(prepared, StageSpec(
         name="profile",
         inputs={"suite": side.suite_hash},
-        outputs=[profile_index(profiles)],
+        outputs=[files.profile_index],
         command=lambda: variant_profile_command(directory, request.suite.device,
                                                 Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"])),
-        reset=lambda: shutil.rmtree(profiles, ignore_errors=True),
+        reset=lambda: shutil.rmtree(files.profiles, ignore_errors=True),
     ))
 
 

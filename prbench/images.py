@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 import shutil
 import sys
 import tempfile
@@ -32,152 +31,32 @@ from typing import IO, TYPE_CHECKING, Any
 import git
 import jinja2
 
-import prbench
 from analysis.errors import UserError
+from prbench.build_plan import (
+    LABEL_STORE,
+    ROOT_IN_IMAGE,
+    BuildPlan,
+    PatchFile,
+    SourceTree,
+    UsedItem,
+    sha256_file,
+)
+from prbench.docker_engine import Emit, image_present, resolve_base
 from prbench.dockerfile_quote import UnsafeValue, dockerfile_value
 from prbench.pins import TritonPin, open_repo, resolve_commit, triton_pin
-from prbench.recipes import BaseImage, Recipe, is_pinned_reference, resolve_patch_entry
+from prbench.recipes import Recipe, resolve_patch_entry
 
 if TYPE_CHECKING:
-    from prbench.build_context import UsedItem
     from prbench.store import Store, StoreItem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES_DIR = PROJECT_ROOT / "docker"
 CHECK_SCRIPT = TEMPLATES_DIR / "check_environment.py"
-IMAGE_REPO = "prbench"
-ROOT_IN_IMAGE = "/opt/prbench"
-# Where docker/pytorch.j2 copies the PyTorch source tree (`COPY src/pytorch {{ root }}/src/pytorch`) and
-# installs it editable: the upstream suite runs benchmarks/dynamo from there.
-PYTORCH_SRC_IN_IMAGE = f"{ROOT_IN_IMAGE}/src/pytorch"
 TOOL_PACKAGES = ("stages", "analysis")
 # Every name a bundled Triton has shipped under, plus the packages ABI-tied to the bundled torch.
 TRITON_PACKAGES = ("triton", "pytorch-triton", "pytorch-triton-rocm", "triton-rocm")
 REMOVED_PACKAGES = ("torch", "torchvision", "torchaudio", *TRITON_PACKAGES)
 
-LABEL_PREFIX = "dev.prbench"
-LABEL_INPUTS = f"{LABEL_PREFIX}.inputs"
-# Not hashed (formatting or the machine's paths must not change the tag), but needed to rebuild from a lock.
-LABEL_RECIPE_TOML = f"{LABEL_PREFIX}.recipe-toml"
-LABEL_RECIPE_PATH = f"{LABEL_PREFIX}.recipe-path"
-LABEL_CLONES = f"{LABEL_PREFIX}.clones"
-LABEL_OVERLAY = f"{LABEL_PREFIX}.overlay-patch"
-# The store items the build consumed (build_context.UsedItem JSON), written when the image is built.
-LABEL_STORE = f"{LABEL_PREFIX}.store"
-
-Emit = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class SourceTree:
-    """One source tree to build: a local clone, the exact commit, and the layout facts the template needs."""
-
-    name: str  # "pytorch" or "triton"
-    clone: Path | None  # None on a rebuild from the store alone (the archive is in the lock)
-    commit: str
-    install_dir: str = "."  # where `pip install -e` runs ("python" for Triton <= 3.3)
-    requirements: tuple[str, ...] = ()  # requirement files whose wheels the build installs from the wheelhouse
-
-
-@dataclass(frozen=True)
-class PatchFile:
-    name: str  # the recipe entry, e.g. "pytorch:fix-benchmark-line.patch"
-    path: Path
-    target: str  # the tree it applies to: "pytorch" or "triton"
-    sha256: str
-
-
-@dataclass(frozen=True)
-class BuildPlan:
-    """Everything a build needs, resolved: the Dockerfile text, the context inputs and the tag."""
-
-    recipe: Recipe  # a wheel side's recipe carries that side's wheel pin
-    recipe_text: str
-    base: BaseImage
-    pytorch: SourceTree | None  # None for a wheel recipe
-    triton: SourceTree | None
-    triton_pin: TritonPin | None
-    patches: tuple[PatchFile, ...]
-    overlay: Path | None
-    merge_base: str | None
-    build_args: dict[str, str]
-    dockerfile: str
-    network_mode: str
-    code_sha256: str
-    templates_sha256: str
-    # A rebuild: exactly these store items (from the lock), and the saved base to load when the engine lacks it.
-    locked: tuple[UsedItem, ...] | None = None
-    base_item: StoreItem | None = None
-
-    def sources(self) -> dict[str, Any]:
-        """What PyTorch and Triton are: commits built from source, or wheels pinned by sha256."""
-        if self.recipe.is_wheel:
-            return {key: {"wheel": pin.requirement, "sha256": pin.sha256}
-                    for key, pin in (("pytorch", self.recipe.pytorch_wheel), ("triton", self.recipe.triton_wheel))
-                    if pin is not None}
-        assert self.pytorch is not None and self.triton is not None and self.triton_pin is not None
-        return {
-            "pytorch": {"source": self.recipe.pytorch.source if self.recipe.pytorch else "",
-                        "commit": self.pytorch.commit, "merge_base": self.merge_base},
-            "triton": {"source": self.recipe.triton.source if self.recipe.triton else "",
-                       "commit": self.triton.commit, "pin_source": self.triton_pin.source,
-                       "install_dir": self.triton.install_dir},
-        }
-
-    def inputs(self) -> dict[str, Any]:
-        """The record hashed into the tag, stored as a label and copied into the lock."""
-        return {
-            "recipe": {"name": self.recipe.name, "hash": self.recipe.content_hash()},
-            "base": {"name": self.base.name, "digest": self.base.digest},
-            "sources": self.sources(),
-            "patches": {p.name: p.sha256 for p in self.patches},
-            "overlay_sha256": _sha256_file(self.overlay) if self.overlay else None,
-            "build": {
-                "args": dict(sorted(self.build_args.items())),
-                "dockerfile_sha256": hashlib.sha256(self.dockerfile.encode()).hexdigest(),
-                "templates_sha256": self.templates_sha256,
-                "code_sha256": self.code_sha256,
-                "network_mode": self.network_mode,
-                "builder": "docker-py classic builder",
-            },
-            "env": dict(sorted(self.recipe.env.items())),
-        }
-
-    @property
-    def inputs_hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.inputs(), sort_keys=True).encode()).hexdigest()
-
-    @property
-    def tag(self) -> str:
-        return f"{IMAGE_REPO}/{self.recipe.name}:{self.inputs_hash[:12]}"
-
-    def labels(self) -> dict[str, str]:
-        labels = {
-            "org.opencontainers.image.base.name": self.base.name,
-            "org.opencontainers.image.base.digest": self.base.digest,
-            "org.opencontainers.image.version": prbench.__version__,
-            "org.opencontainers.image.title": f"prbench {self.recipe.name}",
-            f"{LABEL_PREFIX}.recipe": self.recipe.name,
-            f"{LABEL_PREFIX}.recipe-hash": self.recipe.content_hash(),
-            f"{LABEL_PREFIX}.inputs-hash": self.inputs_hash,
-            f"{LABEL_PREFIX}.prbench-version": prbench.__version__,
-            LABEL_INPUTS: json.dumps(self.inputs(), sort_keys=True),
-            LABEL_RECIPE_TOML: self.recipe_text,
-            LABEL_RECIPE_PATH: str(self.recipe.path.resolve()),
-            LABEL_CLONES: json.dumps({tree.name: str(tree.clone) for tree in (self.pytorch, self.triton)
-                                      if tree is not None and tree.clone is not None}),
-            **({LABEL_OVERLAY: self.overlay.read_text(encoding="utf-8")} if self.overlay else {}),
-        }
-        if self.recipe.is_wheel:
-            labels[f"{LABEL_PREFIX}.wheels"] = json.dumps(self.sources(), sort_keys=True)
-        if self.pytorch is not None and self.triton is not None and self.triton_pin is not None:
-            labels.update({
-                "org.opencontainers.image.revision": self.pytorch.commit,
-                f"{LABEL_PREFIX}.pytorch.commit": self.pytorch.commit,
-                f"{LABEL_PREFIX}.triton.commit": self.triton.commit,
-                f"{LABEL_PREFIX}.triton.pin-source": self.triton_pin.source,
-            })
-        return labels
 
 
 @dataclass
@@ -369,11 +248,7 @@ def _patch_file(entry: str, where: str) -> PatchFile:
     """A recipe ``patches`` entry ``"<tree>:<path in patches/>"``: the tree it applies to (pytorch or triton)
     and the patch file, resolved by the same rule the recipe was validated with (inside patches/ only)."""
     target, path = resolve_patch_entry(entry, where)
-    return PatchFile(name=entry, path=path, target=target, sha256=_sha256_file(path))
-
-
-def _sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return PatchFile(name=entry, path=path, target=target, sha256=sha256_file(path))
 
 
 def _tree_sha256(roots: list[Path]) -> str:
@@ -388,110 +263,6 @@ def _tool_files(root: Path) -> Iterator[Path]:
     for path in root.rglob("*"):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
             yield path
-
-
-# --- Docker ----------------------------------------------------------------------------------------------
-
-
-def docker_client():
-    """A docker-py client, or a one-line error when no engine answers."""
-    import docker
-
-    try:
-        client = docker.from_env()
-        client.ping()
-        return client
-    except docker.errors.DockerException as exc:
-        reason = " ".join(str(exc).split())
-        raise UserError(
-            f"docker: cannot reach the Docker engine ({reason}); start dockerd or set DOCKER_HOST"
-        ) from None
-
-
-def image_present(client, ref: str):
-    """The image for ``ref`` if the local store has it; never pulls."""
-    import docker
-
-    try:
-        return client.images.get(ref)
-    except docker.errors.ImageNotFound:
-        return None
-    except docker.errors.APIError:
-        # An unparsable reference (e.g. a digest for another repo name) is "not present" as well.
-        return None
-
-
-@dataclass(frozen=True)
-class ResolvedBase:
-    from_ref: str  # what the Dockerfile builds FROM
-    image_id: str
-    repo_digests: tuple[str, ...]
-
-
-def resolve_base(client, base: BaseImage, pull: bool, emit: Emit, store: Store | None = None,
-                 saved: StoreItem | None = None) -> ResolvedBase:
-    """Find the base locally by digest; load it from the store (``saved``, a rebuild) or pull it by digest
-    only when asked. Never builds FROM a tag.
-
-    A registry image is found by its repo digest. An image made locally (``docker import``, like the
-    debootstrap base of .ci/base-image.sh) has no repo digest; it is pinned by its image id, and the Dockerfile
-    then builds FROM that id. ``docker load`` keeps an image's id, so a saved base comes back as itself.
-    """
-    _check_base(base)
-    image, from_ref = _find_base(client, base)
-    if image is None and saved is not None and store is not None:
-        emit(f"loading base image {base.name} from the store ({saved.label()})")
-        loaded = store.load_image(client, saved)
-        image = image_present(client, loaded)
-        from_ref = loaded  # the store item's sha256 is what the lock recorded for this base
-    if image is None and pull:
-        emit(f"pulling {base.reference} (by digest)")
-        _pull_by_digest(client, base)
-        image, from_ref = image_present(client, base.reference), base.reference
-    if image is None:
-        # The reference was validated above, and is shell-quoted anyway: the user may paste this line.
-        raise UserError(
-            f"base image {base.reference} ({base.name}) is not present locally; "
-            f"pass --pull, or run: docker pull {shlex.quote(base.reference)}{_local_hint(client, base)}"
-        )
-    return ResolvedBase(from_ref=from_ref, image_id=image.id, repo_digests=tuple(image.attrs.get("RepoDigests") or ()))
-
-
-def _find_base(client, base: BaseImage) -> tuple[Any, str]:
-    image = image_present(client, base.reference)
-    if image is not None:
-        return image, base.reference
-    image = image_present(client, base.digest)
-    if image is not None and image.id == base.digest:
-        return image, base.digest
-    return None, base.reference
-
-
-def _local_hint(client, base: BaseImage) -> str:
-    """A base made on this machine under the recipe's name but with another id: say which id to pin."""
-    image = image_present(client, base.name)
-    if image is None or image.attrs.get("RepoDigests"):
-        return ""
-    return (f" (a local image {base.name} exists with id {image.id}: a local base is pinned by its image id, "
-            "so put that id in base_image.digest if it is the one you mean)")
-
-
-def _check_base(base: BaseImage) -> None:
-    """Recipes are validated on load; a BaseImage built any other way is checked before it reaches Docker."""
-    if not is_pinned_reference(base.reference):
-        raise UserError(f"base image {base.reference!r}: not an image name pinned by digest "
-                        "(repository@sha256:<64 hex>)")
-
-
-def _pull_by_digest(client, base: BaseImage) -> None:
-    import docker
-
-    _check_base(base)
-    repo = base.reference.split("@", 1)[0]
-    try:
-        client.images.pull(repo, tag=base.digest)
-    except docker.errors.APIError as exc:
-        raise UserError(f"--pull: cannot pull {base.reference}: {' '.join(str(exc).split())}") from None
 
 
 def build_image(

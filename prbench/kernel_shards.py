@@ -1,8 +1,8 @@
 """``invoke kernels`` over an executor: the plan's kernel jobs cut into shards, each timed on one device of the local
 pool or a Ray cluster, merged into the files one ``stages.kernels`` run writes.
 
-A job is what ``stages.kernels.plan_jobs`` makes of the index (a Triton kernel file, or a graph module and the C++
-kernels it launches); a shard is ``--shard-size`` consecutive jobs, run as ``stages.kernels --jobs <ranges>`` on
+A job is what ``analysis.stage_records.plan_jobs`` makes of the index (a Triton kernel file, or a graph module and
+the C++ kernels it launches); a shard is ``--shard-size`` consecutive jobs, run as ``stages.kernels --jobs <ranges>`` on
 the device the executor places it on, writing its kernels.csv, kernels_seed.csv and kernel_samples.json into
 ``<out>/work/kernel-shards/<settings hash>/shard-KKK/``. A shard whose three files are there is finished and never
 redone (the directory is named by the index and the settings); an interrupted or lost one runs again. When every
@@ -21,14 +21,14 @@ from pathlib import Path
 from analysis.errors import UserError
 from analysis.kernel_results import merge_result_files
 from analysis.round_shards import block_ranges, partition_blocks
+from analysis.run_layout import INDEX_CSV, KERNEL_RESULT_FILES, VariantLayout
+from analysis.stage_records import load_rows, plan_jobs
 from prbench.executors import Executor, RunnerSpec, ShardTask, StageStep
 from prbench.runstore import input_hash
 from prbench.shard_rounds import run_tasks
 from prbench.stage_commands import kernels_command
-from stages.kernels import load_rows, plan_jobs
 
 SHARDS_DIR = "kernel-shards"
-RESULT_FILES = ("kernels.csv", "kernels_seed.csv", "kernel_samples.json")  # kernel_samples.json is written last
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class KernelShards:
         return self.directory / f"shard-{index + 1:03d}"
 
     def outputs(self, index: int) -> tuple[Path, ...]:
-        return tuple(self.shard_dir(index) / name for name in RESULT_FILES)
+        return tuple(self.shard_dir(index) / name for name in KERNEL_RESULT_FILES)
 
     def missing(self) -> list[int]:
         return [i for i in range(len(self.shards)) if not all(p.is_file() for p in self.outputs(i))]
@@ -65,7 +65,7 @@ class KernelShards:
         r = self.request
         shard = self.shard_dir(index)
         command = kernels_command(r.organized, shard, warmup=r.warmup, iterations=r.iterations,
-                                  timeout_s=r.timeout_s, cache_dir=r.cache_dir, work_dir=shard / "work",
+                                  timeout_s=r.timeout_s, cache_dir=r.cache_dir, work_dir=VariantLayout(shard).work,
                                   filter_regex=r.filter_regex, env=r.env, log_path=shard / "kernels.log")
         command.args += ["--jobs", block_ranges(list(self.shards[index]))]
         runner = RunnerSpec("local", python=sys.executable)
@@ -86,13 +86,14 @@ def kernel_shards(request: KernelRequest, shard_size: int) -> KernelShards:
     """The shards of the index's jobs (``shard_size`` jobs each; 0: one shard)."""
     rows = load_rows(request.organized, request.filter_regex)
     jobs = plan_jobs(rows, request.organized, request.warmup, request.iterations, request.timeout_s, None)
-    index = (request.organized / "index.csv").read_bytes()
+    index = (request.organized / INDEX_CSV).read_bytes()
     digest = input_hash({"index": hashlib.sha256(index).hexdigest(), "organized": str(request.organized),
                          "warmup": request.warmup, "iterations": request.iterations, "timeout_s": request.timeout_s,
                          "cache_dir": str(request.cache_dir), "filter": request.filter_regex,
                          "shard_size": shard_size, "env": request.env})
     shards = tuple(tuple(jobs[i].id for i in block) for block in partition_blocks(len(jobs), shard_size))
-    return KernelShards(request, request.out / "work" / SHARDS_DIR / digest, shards, tuple(r.path for r in rows))
+    directory = VariantLayout(request.out).work / SHARDS_DIR / digest
+    return KernelShards(request, directory, shards, tuple(r.path for r in rows))
 
 
 def executor_platform(organized: Path) -> str:
@@ -100,7 +101,7 @@ def executor_platform(organized: Path) -> str:
     GPUs), anything with Triton kernels on GPUs."""
     from analysis.kernel_index import read_index
 
-    return "cpu" if all(row.backend == "cpp" for row in read_index(organized / "index.csv")) else "cuda"
+    return "cpu" if all(row.backend == "cpp" for row in read_index(organized / INDEX_CSV)) else "cuda"
 
 
 def time_kernels(request: KernelRequest, shard_size: int, executor: Executor,

@@ -60,7 +60,7 @@ def default_devices(requested: str | None, env: Sequence[str] | None = None) -> 
 
 def check_devices(spec: str, dev: Path = Path("/dev")) -> str:
     """``--devices``: GPU indices only where this machine has GPUs (their device nodes), else a one-line error."""
-    from stages.kernels import parse_devices
+    from analysis.stage_records import parse_devices
 
     gpus = [d for d in parse_devices(spec) if d != "cpu"]
     if not gpus:

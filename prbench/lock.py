@@ -35,8 +35,9 @@ import prbench
 from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.records import describe, read_json
-from prbench.build_context import BASE_USE, UsedItem, read_used_items
-from prbench.images import (
+from analysis.run_layout import LOCK_JSON
+from prbench.build_plan import (
+    BASE_USE,
     LABEL_CLONES,
     LABEL_INPUTS,
     LABEL_OVERLAY,
@@ -44,13 +45,12 @@ from prbench.images import (
     LABEL_RECIPE_TOML,
     LABEL_STORE,
     BuildPlan,
-    BuildResult,
     SourceTree,
-    build_image,
-    image_present,
-    plan_build,
-    resolve_base,
+    UsedItem,
+    read_used_items,
 )
+from prbench.docker_engine import image_present, resolve_base
+from prbench.images import BuildResult, build_image, plan_build
 from prbench.pins import TritonPin
 from prbench.recipes import WheelPin, parse_recipe
 from prbench.store import Store
@@ -476,7 +476,7 @@ def build_and_lock(plan: BuildPlan, client: Any, images_dir: Path, *, lock_path:
         base_entry = UsedItem(store.add_image(client, base.image_id, name=name, emit=emit), BASE_USE).to_json()
     elif plan.base_item is not None:
         base_entry = UsedItem(plan.base_item, BASE_USE).to_json()
-    lock_path = lock_path or out_dir / "lock.json"
+    lock_path = lock_path or out_dir / LOCK_JSON
     current = _read_quietly(lock_path)
     if not result.built and _locked_id(current) == result.image_id and (
             base_entry is None or base_entry in current.get("store", [])):

@@ -1,7 +1,7 @@
 """Host side of paired timing: the plans ``stages.paired`` runs (a round's command: ``prbench.stage_commands``).
 
 Kernels: both sides' ``organized/index.csv`` are paired with ``analysis.kernel_compare.pair_kernels`` (the very
-pairs the report compares); each side's jobs come from ``stages.kernels.plan_jobs``. A job and the job of its
+pairs the report compares); each side's jobs come from ``analysis.stage_records.plan_jobs``. A job and the job of its
 kernels' partners share a block, so they are timed back to back: a Triton job pairs with its partner's job, C++
 graph jobs pair greedily by the number of paired kernels they share. Jobs left over get one-sided blocks at the
 end (their kernels are timed; the report lists them as only in base / only in PR).
@@ -31,15 +31,24 @@ from analysis.errors import UserError
 from analysis.flag_values import whole_number
 from analysis.kernel_compare import normalize_kernels, pair_kernels
 from analysis.kernel_index import IndexRow, read_index
+from analysis.run_layout import VariantLayout
+from analysis.stage_records import (
+    INTERPRETER_ITERATIONS,
+    KERNEL_WORKER,
+    LOAD,
+    MODEL_WORKER,
+    Block,
+    Job,
+    Plan,
+    SidePlan,
+    device_env,
+    plan_jobs,
+    worker_env,
+)
+from analysis.suite_request import SuiteRequest
 from analysis.verdict_settings import check_rounds
 from prbench.runners import Runner, StageCommand
-from prbench.suite_stage import SuiteRequest
-from stages.kernels import INTERPRETER_ITERATIONS, LOAD, Job, plan_jobs, worker_env
-from stages.kernels import WORKER_MODULE as KERNEL_WORKER
-from stages.paired import Block, Plan, SidePlan
-from stages.worker_process import device_env
 
-MODEL_WORKER = "stages.model_worker"
 # Rounds and passes when --rounds/--passes are not given. On a shared CPU one visit of a sub-microsecond kernel
 # or of a millisecond model step differs from the next by 5–20 % (a neighbour's burst), and fresh processes
 # differ by 1–2 %: A/A runs here reached the ±2 % margin for about half the kernels with 5 rounds of 16 passes and
@@ -81,7 +90,7 @@ class PlanSide:
 
 
 def _read_side_index(side: PlanSide) -> tuple[list[IndexRow], pd.DataFrame]:
-    path = side.directory / "organized" / "index.csv"
+    path = VariantLayout(side.directory).index_csv
     rows = read_index(path)
     columns = [f.name for f in fields(IndexRow)]
     frame = normalize_kernels(pd.DataFrame([asdict(r) for r in rows], columns=columns, dtype=str))
@@ -147,14 +156,14 @@ def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: in
     plan_sides: dict[str, SidePlan] = {}
     for side in sides:
         rows = indexes[side.name][0]
-        organized = side.directory / "organized"
+        organized = VariantLayout(side.directory).organized
         interpreted = device == "cpu" and any(r.backend == "triton" for r in rows)
         jobs[side.name] = plan_jobs(rows, organized, warmup, iterations, timeout_s,
                                     INTERPRETER_ITERATIONS if interpreted else None)
         base_env = side.worker_base_env(KERNEL_WORKER)
         if interpreted:
             base_env["TRITON_INTERPRET"] = "1"
-        env = worker_env(device, platform, base_env, side.directory / "work" / "kernels" / "paired",
+        env = worker_env(device, platform, base_env, VariantLayout(side.directory).work / "kernels" / "paired",
                          Path(side.stage_env["TORCHINDUCTOR_CACHE_DIR"]))
         # Every fresh worker loads its side's modules before the first visit, both sides at once.
         loads = [{**asdict(job), "kind": LOAD} for job in jobs[side.name]]
@@ -170,7 +179,7 @@ def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: in
 
 
 def ok_models(side: PlanSide) -> list[str]:
-    path = side.directory / "suite" / "suite.csv"
+    path = VariantLayout(side.directory).suite_csv
     try:
         return [row["name"] for row in read_suite_csv(path) if row["status"] == STATUS_OK]
     except DynamoCsvError as exc:

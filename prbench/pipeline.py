@@ -30,7 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.io_errors import NoSpaceLeft, no_space_in, no_space_message
-from analysis.paired_rounds import PAIRED_DIR
+from analysis.run_layout import PAIRED_DIR, VariantLayout
 from prbench.overlay import PythonOverlay, installed_package_dir
 from prbench.runners import SIDE_LABEL, Runner, StageCommand, StageFailed
 from prbench.runners.local import python_keeps_bytecode
@@ -118,8 +118,8 @@ class Pipeline:
             Path(env[key]).mkdir(parents=True, exist_ok=True)
         python_path: list[Path] = []
         if overlay is not None:
-            atomic_io.write_text(directory / "overlay.patch", overlay.patch_text)
-            shadow = overlay.materialize(directory / "work" / "overlay", installed_package_dir(python))
+            atomic_io.write_text(VariantLayout(directory).overlay_patch, overlay.patch_text)
+            shadow = overlay.materialize(VariantLayout(directory).overlay_shadow, installed_package_dir(python))
             python_path.append(shadow)
         description = {
             **variant.describe(),
@@ -127,7 +127,7 @@ class Pipeline:
             "overlay_files": [f.path for f in overlay.files] if overlay else [],
             "stage_env": env,
         }
-        atomic_io.write_json(directory / "env.json", description)
+        atomic_io.write_json(VariantLayout(directory).env_json, description)
         return PreparedVariant(variant=variant, directory=directory, env=env, python_path=python_path)
 
     def run_stage(self, prepared: PreparedVariant, spec: StageSpec) -> str:
@@ -205,7 +205,7 @@ class Pipeline:
         assert spec.commands is not None, f"joint stage {spec.name} has no commands"
         for runner, command in spec.commands():
             if command.log_path is None:
-                command.log_path = self.run.path(JOINT, "logs", f"{spec.name}.log")
+                command.log_path = self.run.layout.paired_logs / f"{spec.name}.log"
             with StageProgress(self.console, f"{JOINT}/{spec.name}") as progress:
                 command.on_line = progress.feed
                 _run_naming_a_full_disk(runner, command)
@@ -217,7 +217,7 @@ class Pipeline:
         command.python_path = [*prepared.python_path, *command.python_path]
         command.labels = {SIDE_LABEL: prepared.variant.name, **command.labels}
         if command.log_path is None:
-            command.log_path = prepared.directory / "logs" / f"{spec.name}.log"
+            command.log_path = VariantLayout(prepared.directory).log(spec.name)
         with StageProgress(self.console, f"{prepared.variant.name}/{spec.name}") as progress:
             command.on_line = progress.feed
             _run_naming_a_full_disk(self.runner, command)

@@ -32,7 +32,7 @@ from prbench.github_api import (
     token_from_environment,
 )
 from prbench.report_archive import report_markdown, write_report_archive
-from prbench.runstore import REPORT_DIR, Run
+from prbench.runstore import Run
 
 _REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
 # A tag name as git allows it, less what would need escaping in a URL path.
@@ -118,7 +118,7 @@ def _post(github: GitHub, marker: str, body: str) -> None:
 
 def _uploads(run: Run, archive: Path, report_md: str) -> list[Upload]:
     """The archive, then every local file report.md shows or links that lies in ``report/`` (the plots)."""
-    report_dir = run.path(REPORT_DIR).resolve()
+    report_dir = run.layout.report.resolve()
     found = [Upload(archive, f"{run.run_id}-{archive.name}", "application/gzip", "")]
     for name in local_targets(report_md):
         path = (report_dir / name).resolve()

@@ -15,19 +15,20 @@ from pathlib import Path
 
 from analysis import atomic_io
 from analysis.errors import UserError
-from prbench.runstore import MANIFEST, REPORT_DIR, STALE_REPORT_DIR, Run
+from analysis.run_layout import LOCK_JSON, MANIFEST, REPORT_DIR, REPORT_MD
+from prbench.runstore import Run
 
 ARCHIVE_NAME = "report.tar.gz"
-_BESIDE_REPORT = ("lock.json", MANIFEST)
+_BESIDE_REPORT = (LOCK_JSON, MANIFEST)
 
 
 def report_markdown(run: Run) -> str:
     """The run's current report.md; a run without one is a one-line error saying what to run."""
-    path = run.path(REPORT_DIR, "report.md")
+    path = run.layout.report / REPORT_MD
     if not path.is_file():
         stale = " (its previous report is in report.stale/, from before the run started recomputing)" \
-            if run.path(STALE_REPORT_DIR, "report.md").is_file() else ""
-        raise UserError(f"run '{run.run_id}': no {REPORT_DIR}/report.md{stale}; finish the run or render it with "
+            if (run.layout.stale_report / REPORT_MD).is_file() else ""
+        raise UserError(f"run '{run.run_id}': no {REPORT_DIR}/{REPORT_MD}{stale}; finish the run or render it with "
                         f"`invoke report {run.run_id}`")
     return path.read_text(encoding="utf-8")
 
@@ -45,7 +46,7 @@ def write_report_archive(run: Run) -> Path:
 
 
 def _members(run: Run) -> list[Path]:
-    report = run.path(REPORT_DIR)
+    report = run.layout.report
     files = sorted(p for p in report.rglob("*") if p.is_file() and not p.name.startswith("."))
     return [report, *files, *(run.path(name) for name in _BESIDE_REPORT if run.path(name).is_file())]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING, Any
 
-from prbench.runstore import REPORT_DIR, STALE_REPORT_DIR, Run
+from analysis.run_layout import TRACE_DIFF_MD
+from prbench.runstore import Run
 
 if TYPE_CHECKING:  # analysis.report imports pandas and matplotlib: only when a report is rendered
     from analysis.report import ReportInputs, ReportPaths
@@ -25,7 +26,7 @@ def render_run_report(run: Run, settings: ReportSettings | None = None,
     from analysis.report import render_report
     from analysis.report_inputs import check_kernels_asked
 
-    out_dir = run.path(REPORT_DIR)
+    out_dir = run.layout.report
     check_kernels_asked(run.root, kernels_asked)  # a mistyped name must not cost the run its current report
     with run.stage("report", _stage_inputs(run)) as record:
         try:
@@ -52,7 +53,7 @@ def _load(run: Run, settings: ReportSettings | None) -> ReportInputs:
     from analysis.traces.trace_diff import profile_dirs_markdown
 
     inputs = load_report_inputs(run.root, settings)
-    profiled = profile_dirs_markdown(run.path("base", "profiles"), run.path("pr", "profiles"))
+    profiled = profile_dirs_markdown(run.layout.variant("base").profiles, run.layout.variant("pr").profiles)
     inputs.trace_diff_md = profiled or inputs.trace_diff_md or _carried_trace_diff(run)
     return inputs
 
@@ -60,5 +61,5 @@ def _load(run: Run, settings: ReportSettings | None) -> ReportInputs:
 def _carried_trace_diff(run: Run) -> str | None:
     """A trace diff the previous report had (now in report.stale/) is carried over when no profiles give one:
     it is an input of the report, not one of its results."""
-    previous = run.path(STALE_REPORT_DIR, "trace_diff.md")
+    previous = run.layout.stale_report / TRACE_DIFF_MD
     return previous.read_text(encoding="utf-8") if previous.is_file() else None

@@ -31,12 +31,10 @@ from typing import Any
 
 from analysis import atomic_io
 from analysis.errors import UserError
-from analysis.records import expect_list, expect_number, expect_object, expect_str, read_json
+from analysis.records import check_format_version, expect_list, expect_number, expect_object, expect_str, read_json
+from analysis.run_layout import MANIFEST, REPORT_DIR, REPORT_MD, STALE_REPORT_DIR, RunLayout
 from prbench.run_lock import RunLock, note_end
 
-MANIFEST = "manifest.json"
-REPORT_DIR = "report"
-STALE_REPORT_DIR = "report.stale"
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # fullmatch: "$" would let a trailing newline through
 
 
@@ -60,6 +58,11 @@ class StageRecord:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
+# 1: run_id, created, prbench_version, settings, stages (manifests written before the version was recorded).
+# Bump it when a key is renamed or removed or changes meaning; a new optional key does not bump it.
+MANIFEST_FORMAT_VERSION = 1
+
+
 @dataclass
 class RunManifest:
     run_id: str
@@ -72,6 +75,7 @@ class RunManifest:
     def from_dict(cls, data: Any, where: str = "manifest") -> RunManifest:
         """Check the shape while building: a manifest of the wrong shape must be refused here, not crash later."""
         data = expect_object(data, where)
+        check_format_version(data, where, MANIFEST_FORMAT_VERSION)
         stages = expect_object(data.get("stages", {}), f"{where}: stages")
         return cls(
             run_id=expect_str(data.get("run_id"), f"{where}: run_id"),
@@ -82,7 +86,7 @@ class RunManifest:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"format_version": MANIFEST_FORMAT_VERSION, **asdict(self)}
 
 
 def _stage_record(value: Any, where: str) -> StageRecord:
@@ -136,6 +140,10 @@ class Run:
 
     def path(self, *parts: str) -> Path:
         return self.root.joinpath(*parts)
+
+    @property
+    def layout(self) -> RunLayout:
+        return RunLayout(self.root)
 
     def relative(self, path: Path) -> str:
         return os.path.relpath(path, self.root)
@@ -238,7 +246,7 @@ class Run:
         if stale.exists():
             shutil.rmtree(stale)
         os.replace(current, stale)
-        _mark_stale(stale / "report.md")
+        _mark_stale(stale / REPORT_MD)
         rec = self.record("report")
         if rec is not None and rec.status == StageStatus.DONE:
             rec.status = StageStatus.STALE
@@ -253,7 +261,7 @@ def _mark_stale(report_md: Path) -> None:
     if not report_md.is_file():
         return
     note = (f"> **Stale report** (retired {_now()}): the run started recomputing what this report was made from. "
-            f"The current report is `{REPORT_DIR}/report.md` once the run finishes.\n\n")
+            f"The current report is `{REPORT_DIR}/{REPORT_MD}` once the run finishes.\n\n")
     with contextlib.suppress(OSError):
         atomic_io.write_text(report_md, note + report_md.read_text(encoding="utf-8", errors="replace"))
 

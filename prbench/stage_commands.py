@@ -12,51 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analysis.run_layout import GRAPHS_DIR, VariantLayout
 from prbench.runners import StageCommand, StageFailed
 
-if TYPE_CHECKING:  # the settings' module imports the stages' option tuples; only their type is needed here
-    from prbench.suite_stage import SuiteRequest
+if TYPE_CHECKING:
+    from analysis.suite_request import SuiteRequest
     from prbench.variants import Variant
 
-
-
-# --- where each stage writes, inside a variant directory -------------------------------------------------------
-
-
-def suite_dir(variant_dir: Path) -> Path:
-    return variant_dir / "suite"
-
-
-def suite_csv(variant_dir: Path) -> Path:
-    return suite_dir(variant_dir) / "suite.csv"
-
-
-def graph_models_path(variant_dir: Path) -> Path:
-    # Imported here: the tasks import this module before checking their flags, which must stay quick.
-    from stages.suite import GRAPH_MODELS
-
-    return suite_dir(variant_dir) / GRAPH_MODELS
-
-
-def cache_archive(variant_dir: Path) -> Path:
-    return variant_dir / "inductor-cache.tar.gz"
-
-
-def organized_dir(variant_dir: Path) -> Path:
-    return variant_dir / "organized"
-
-
-def extracted_cache_dir(variant_dir: Path) -> Path:
-    """Where organize keeps the extracted archive (the kernels' ``--cache-dir``)."""
-    return variant_dir / "work" / "extracted-cache"
-
-
-def profiles_dir(variant_dir: Path) -> Path:
-    return variant_dir / "profiles"
-
-
-def profile_index(profiles: Path) -> Path:
-    return profiles / "profile_index.csv"
 
 
 # --- suite -----------------------------------------------------------------------------------------------------
@@ -64,8 +26,9 @@ def profile_index(profiles: Path) -> Path:
 
 def suite_command(variant_dir: Path, settings: SuiteRequest, variant: Variant | None = None) -> StageCommand:
     """``python -m stages.suite`` for one variant directory, with the variant's stage environment."""
-    args = [*_suite_args(suite_dir(variant_dir), settings, settings.models, settings.device),
-            "--cache-archive", str(cache_archive(variant_dir))]
+    files = VariantLayout(variant_dir)
+    args = [*_suite_args(files.suite, settings, settings.models, settings.device),
+            "--cache-archive", str(files.cache_archive)]
     env = variant.stage_environment(variant_dir) if variant is not None else {}
     return StageCommand(module="stages.suite", args=args, env=env)
 
@@ -102,12 +65,12 @@ def upstream_command(variant_dir: Path, settings: SuiteRequest, pytorch_src: Pat
     """
     args = [
         "--pytorch-src", str(pytorch_src),
-        "--out", str(suite_dir(variant_dir)),
+        "--out", str(VariantLayout(variant_dir).suite),
         "--models", settings.models,
         "--mode", settings.mode,
         "--dtype", settings.dtype,
         "--device", settings.device,
-        "--cache-archive", str(cache_archive(variant_dir)),
+        "--cache-archive", str(VariantLayout(variant_dir).cache_archive),
     ]
     return StageCommand(module="stages.upstream_suite", args=args)
 
@@ -133,21 +96,16 @@ def organize_command(cache: Path, out: Path, *, rep: int = 100, warmup: int = 10
 
 def variant_organize_command(variant_dir: Path) -> StageCommand:
     """organize for a variant of a run: its suite's cache archive into its ``organized/``."""
-    return organize_command(cache_archive(variant_dir), organized_dir(variant_dir),
-                            extract_to=extracted_cache_dir(variant_dir),
-                            graph_models=graph_models_path(variant_dir))
-
-
-def launch_cost_path(variant_dir: Path) -> Path:
-    from analysis.launch_cost import LAUNCH_COST_FILE
-
-    return variant_dir / LAUNCH_COST_FILE
+    files = VariantLayout(variant_dir)
+    return organize_command(files.cache_archive, files.organized, extract_to=files.extracted_cache,
+                            graph_models=files.graph_models)
 
 
 def launch_cost_command(variant_dir: Path) -> StageCommand:
     """``python -m stages.launch_cost`` on a variant's organized graphs (its stage environment, so its torch)."""
-    return StageCommand(module="stages.launch_cost", args=["--dir", str(organized_dir(variant_dir)),
-                                                           "--out", str(launch_cost_path(variant_dir))])
+    files = VariantLayout(variant_dir)
+    return StageCommand(module="stages.launch_cost", args=["--dir", str(files.organized),
+                                                           "--out", str(files.launch_cost)])
 
 
 def kernels_command(organized: Path, out: Path | None = None, *, devices: str = "cpu", warmup: int = 10,
@@ -193,8 +151,9 @@ def profile_command(suite_csv_path: Path, out: Path, settings: ProfileSettings, 
 def variant_profile_command(variant_dir: Path, device: str, inductor_cache: Path) -> StageCommand:
     """profile for a variant of a comparison: its suite's models and its organized graphs into ``profiles/``."""
     settings = ProfileSettings(device=device, times=COMPARE_GRAPH_CALLS, repeat=COMPARE_GRAPH_CALLS)
-    return profile_command(suite_csv(variant_dir), profiles_dir(variant_dir), settings,
-                           graphs=organized_dir(variant_dir) / "graphs", inductor_cache=inductor_cache)
+    files = VariantLayout(variant_dir)
+    return profile_command(files.suite_csv, files.profiles, settings, graphs=files.organized / GRAPHS_DIR,
+                           inductor_cache=inductor_cache)
 
 
 # --- paired rounds ---------------------------------------------------------------------------------------------

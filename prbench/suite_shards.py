@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import atomic_io
+from analysis.cache_archive import archive_cache
 from analysis.dynamo_csv import (
     STATUS_OK,
     read_graph_models,
@@ -39,6 +40,8 @@ from analysis.dynamo_csv import (
     write_suite_csv,
 )
 from analysis.errors import UserError
+from analysis.run_layout import VariantLayout
+from analysis.suite_request import SuiteRequest
 from analysis.suite_shards import (
     ShardRecord,
     merge_graph_models,
@@ -49,9 +52,7 @@ from analysis.suite_shards import (
 )
 from prbench.executors import RunnerSpec, ShardTask, StageStep
 from prbench.runners import SHARD_LABEL, SIDE_LABEL
-from prbench.stage_commands import cache_archive, suite_dir, suite_shard_command
-from prbench.suite_stage import SuiteRequest
-from stages.suite import GRAPH_MODELS, archive_cache
+from prbench.stage_commands import suite_shard_command
 
 SHARDS_DIR = "suite-shards"
 RECORD = "shard.json"
@@ -84,7 +85,7 @@ class SuiteShards:
     def directory(self) -> Path:
         """Named by the suite's inputs and the cut: a shard's files never mix with those of another cut."""
         size = len(self.shards[0]) if self.shards else 0
-        return self.variant_dir / "work" / SHARDS_DIR / f"{self.digest}-{size}"
+        return VariantLayout(self.variant_dir).work / SHARDS_DIR / f"{self.digest}-{size}"
 
     def shard_dir(self, index: int) -> Path:
         return self.directory / f"shard-{index + 1:03d}"
@@ -99,13 +100,13 @@ class SuiteShards:
     def task(self, index: int) -> ShardTask:
         """Shard ``index`` as an executor runs it."""
         work = self.shard_dir(index)
-        out = suite_dir(work)
+        out = VariantLayout(work).suite
         command = suite_shard_command(out, self.settings, self.shards[index], self.record(index),
                                       self.runner.platform)
         command.env = {**self.env, "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor-cache"),
                        "TMPDIR": str(work / "tmp")}
         command.python_path = list(self.python_path)
-        command.log_path = self.variant_dir / "logs" / f"suite-shard-{index + 1:03d}.log"
+        command.log_path = VariantLayout(self.variant_dir).log(f"suite-shard-{index + 1:03d}")
         label = f"{self.side} suite shard {index + 1}/{len(self.shards)} ({', '.join(self.shards[index])})"
         command.labels = {SHARD_LABEL: label, SIDE_LABEL: self.side}
         return ShardTask(key=label, steps=(StageStep(self.runner, command),), outputs=(self.record(index),))
@@ -120,21 +121,21 @@ class SuiteShards:
         if missing:
             raise UserError(f"{self.side} suite: shard {missing[0] + 1} has no record in {self.directory}; run the "
                             "comparison again to compile its models")
-        outs = [suite_dir(self.shard_dir(i)) for i in range(len(self.shards))]
+        outs = [VariantLayout(self.shard_dir(i)) for i in range(len(self.shards))]
         models = list(self.models)
-        rows = merge_rows([read_suite_csv(o / "suite.csv") for o in outs], models)
-        samples = merge_samples([read_suite_samples(o / "samples.json") for o in outs], models)
-        graphs = merge_graph_models([_graph_models(o / GRAPH_MODELS) for o in outs], models)
-        target = suite_dir(self.variant_dir)
-        target.mkdir(parents=True, exist_ok=True)
+        rows = merge_rows([read_suite_csv(o.suite_csv) for o in outs], models)
+        samples = merge_samples([read_suite_samples(o.suite_samples) for o in outs], models)
+        graphs = merge_graph_models([_graph_models(o.graph_models) for o in outs], models)
+        target = VariantLayout(self.variant_dir)
+        target.suite.mkdir(parents=True, exist_ok=True)
         # The stage's order: samples, graphs, then the csv that says a model is done.
-        atomic_io.write_json(target / "samples.json", samples)
-        atomic_io.write_json(target / GRAPH_MODELS, graphs)
-        write_suite_csv(target / "suite.csv", rows)
+        atomic_io.write_json(target.suite_samples, samples)
+        atomic_io.write_json(target.graph_models, graphs)
+        write_suite_csv(target.suite_csv, rows)
         _merge_caches([self.shard_dir(i) / "inductor-cache" for i in range(len(self.shards))], cache_dir)
-        archive_cache(cache_dir, cache_archive(self.variant_dir))
+        archive_cache(cache_dir, target.cache_archive)
         if not any(row["status"] == STATUS_OK for row in rows):
-            logs = self.variant_dir / "logs"
+            logs = target.logs
             raise UserError(f"{self.side} suite: no model compiled and ran ({rows[0]['name']}: {rows[0]['error']}); "
                             f"logs: {logs}/suite-shard-*.log")
 

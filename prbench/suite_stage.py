@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import shutil
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,66 +24,13 @@ from rich.table import Table
 
 from analysis.dynamo_csv import STATUS_OK, Row, read_suite_csv
 from analysis.errors import UserError
-from analysis.suite_options import (
-    CPU_BACKENDS,
-    DTYPES,
-    MODES,
-    SIZES,
-    SuiteInputError,
-    UnknownModelError,
-    check_numbers,
-    resolve_models,
-)
+from analysis.run_layout import RunLayout, VariantLayout
+from analysis.suite_request import HF_SCRIPT, SuiteRequest
 from prbench.runners import StageCommand
-from prbench.stage_commands import cache_archive, suite_dir, suite_source_command
+from prbench.stage_commands import suite_source_command
 from prbench.variants import Variant
-from stages.suite import GRAPH_MODELS
-from stages.upstream_suite import HF_SCRIPT, split_models
 
 STAGE = "suite"
-SOURCES = ("builtin", "upstream")
-
-
-@dataclass(frozen=True)
-class SuiteRequest:
-    models: str = "tiny-default"
-    size: str = "tiny"
-    mode: str = "inference"
-    dtype: str = "float32"
-    warmup: int = 10
-    iterations: int = 30
-    device: str = "cpu"
-    cpu_backend: str = "cpp"
-    source: str = "builtin"  # "builtin" (stages.suite) or "upstream" (stages.upstream_suite)
-
-    def validate(self) -> list[str]:
-        """Check every flag (one-line UserError naming it); return the resolved model names.
-
-        For the upstream source the names are checked by the stage, against the tree's own model list.
-        """
-        if self.source not in SOURCES:
-            raise UserError(f"--suite-source {self.source!r}: expected one of {', '.join(SOURCES)}")
-        for flag, value, options in (("--size", self.size, SIZES), ("--mode", self.mode, MODES),
-                                     ("--dtype", self.dtype, DTYPES), ("--cpu-backend", self.cpu_backend,
-                                                                       CPU_BACKENDS)):
-            if value not in options:
-                raise UserError(f"{flag} {value!r}: expected one of {', '.join(options)}")
-        try:
-            check_numbers(self.warmup, self.iterations, self.cpu_backend, self.device)
-        except SuiteInputError as exc:
-            raise UserError(str(exc)) from None
-        if self.source == "upstream":
-            return split_models(self.models)
-        try:
-            return resolve_models(self.models)
-        except UnknownModelError as exc:
-            raise UserError(f"--models: {exc}") from None
-
-    def inputs(self) -> dict[str, Any]:
-        inputs = asdict(self)
-        if self.source == "builtin":
-            del inputs["source"]  # runs recorded before there was a choice keep their input hashes
-        return inputs
 
 
 def device_for(platform: str) -> str:
@@ -92,8 +39,8 @@ def device_for(platform: str) -> str:
 
 
 def suite_outputs(variant_dir: Path) -> list[Path]:
-    out = suite_dir(variant_dir)
-    return [out / "suite.csv", out / "samples.json", out / GRAPH_MODELS, cache_archive(variant_dir)]
+    files = VariantLayout(variant_dir)
+    return [files.suite_csv, files.suite_samples, files.graph_models, files.cache_archive]
 
 
 def upstream_tree(settings: SuiteRequest, recipe: Any, upstream_src: Path | None) -> Path | None:
@@ -107,7 +54,7 @@ def upstream_tree(settings: SuiteRequest, recipe: Any, upstream_src: Path | None
             raise UserError("--upstream-src: only used with --suite-source upstream")
         return None
     if recipe.is_docker:
-        from prbench.images import PYTORCH_SRC_IN_IMAGE
+        from prbench.build_plan import PYTORCH_SRC_IN_IMAGE
 
         if recipe.is_wheel and upstream_src is None:
             raise UserError(f"--upstream-src: recipe {recipe.name} installs a torch wheel, whose image holds no "
@@ -135,13 +82,14 @@ def stage_inputs(settings: SuiteRequest, upstream_src: Path | None) -> dict[str,
 
 def clear_outputs(variant_dir: Path) -> None:
     """For ``--force``: the stage resumes from suite.csv, so redoing it means removing what it wrote."""
-    shutil.rmtree(suite_dir(variant_dir), ignore_errors=True)
-    cache_archive(variant_dir).unlink(missing_ok=True)
+    files = VariantLayout(variant_dir)
+    shutil.rmtree(files.suite, ignore_errors=True)
+    files.cache_archive.unlink(missing_ok=True)
 
 
 def summarize(variant_dir: Path) -> dict[str, Any]:
     """What the manifest records about a finished suite: counts and the geomean speedup of ok models."""
-    rows = read_suite_csv(suite_dir(variant_dir) / "suite.csv")
+    rows = read_suite_csv(VariantLayout(variant_dir).suite_csv)
     ok = [r for r in rows if r["status"] == STATUS_OK]
     speedups = [float(r["speedup"]) for r in ok if float(r["speedup"]) > 0]
     summary: dict[str, Any] = {"models": len(rows), "ok": len(ok), "failed": len(rows) - len(ok)}
@@ -230,7 +178,8 @@ def summary_table(rows: list[Row], title: str) -> Table:
 
 
 def print_suite_summary(outcome: SuiteOutcome, console: Console) -> None:
-    csv_path = suite_dir(outcome.variant_dir) / "suite.csv"
+    files = VariantLayout(outcome.variant_dir)
+    csv_path = files.suite_csv
     rows = read_suite_csv(csv_path)
     summary = summarize(outcome.variant_dir)
     title = f"suite: {summary['ok']} ok, {summary['failed']} failed"
@@ -241,8 +190,7 @@ def print_suite_summary(outcome: SuiteOutcome, console: Console) -> None:
     console.print(summary_table(rows, title))
     if outcome.skipped:
         console.print("[dim]suite was already done with the same inputs (use --force to redo it)[/]")
-    for label, path in (("suite.csv", csv_path), ("samples", suite_dir(outcome.variant_dir) / "samples.json"),
-                        ("inductor cache", cache_archive(outcome.variant_dir)),
-                        ("stage log", outcome.variant_dir / "logs" / f"{STAGE}.log"),
-                        ("manifest", outcome.run_root / "manifest.json")):
+    for label, path in (("suite.csv", csv_path), ("samples", files.suite_samples),
+                        ("inductor cache", files.cache_archive), ("stage log", files.log(STAGE)),
+                        ("manifest", RunLayout(outcome.run_root).manifest)):
         console.print(f"{label:15} {path}")

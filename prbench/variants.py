@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
+from analysis.run_layout import VariantLayout
+from analysis.stage_records import HEADER_DIR_ENV, INDUCTOR_CONFIG_ENV
 from prbench.recipes import Recipe
-from stages.environment import HEADER_DIR_ENV, INDUCTOR_CONFIG_ENV
 
 VARIANT_NAMES = ("base", "pr")
 DEFAULT_HEADER_DIR = Path("~/.cache/prbench/inductor-headers")
@@ -60,7 +61,7 @@ class Variant:
     def stage_environment(self, variant_dir: Path, keep_bytecode: bool = False) -> dict[str, str]:
         """The environment for a stage of this variant; caches live in the variant's work directory, and so does
         torch's bytecode with ``keep_bytecode`` (the caller knows the stage's Python: `Pipeline.prepare`)."""
-        work = variant_dir / "work"
+        work = VariantLayout(variant_dir).work
         env = dict(_STAGE_ENV)
         env.update(
             TORCHINDUCTOR_CACHE_DIR=str(work / "inductor-cache"),

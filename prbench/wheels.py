@@ -135,7 +135,7 @@ def base_image_target(recipe: Recipe, store: Store) -> Callable[[], WheelTarget]
 
     def target() -> WheelTarget:
         if not found:
-            from prbench.images import docker_client, resolve_base
+            from prbench.docker_engine import docker_client, resolve_base
 
             assert recipe.base_image is not None
             client = docker_client()

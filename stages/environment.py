@@ -11,11 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
-
-INDUCTOR_CONFIG_ENV = "PRBENCH_INDUCTOR_CONFIG"
-# A directory for Inductor's precompiled C++ headers that every stage on the machine shares; unset or empty: each
-# TMPDIR keeps its own, as Inductor does by itself.
-HEADER_DIR_ENV = "PRBENCH_INDUCTOR_HEADERS"
+from analysis.stage_records import HEADER_DIR_ENV, INDUCTOR_CONFIG_ENV
 
 
 def inductor_overrides() -> dict[str, Any]:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import os
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -45,16 +44,27 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
-from analysis.kernel_index import IndexRow, graph_module_problem, read_index
+from analysis.kernel_index import IndexRow, graph_module_problem
 from analysis.kernel_results import KernelRow, kernel_gb, summarize_rounds, write_results
 from analysis.round_shards import parse_block_ranges
+from analysis.run_layout import WORK_DIR
+from analysis.stage_records import (
+    INTERPRETER_ITERATIONS,
+    KERNEL_WORKER,
+    LOAD,
+    WORKER_DEVICE_ENV,
+    Job,
+    load_rows,
+    parse_devices,
+    plan_jobs,
+    worker_env,
+)
 from stages import cpp_replay
 from stages.entry import StageArgumentParser, run_as_script
 from stages.progress import progress_line
 from stages.worker_process import (
     Worker,
     WorkerFailure,
-    device_env,
     one_line_error,
     reply_outcomes,
     serve,
@@ -62,9 +72,6 @@ from stages.worker_process import (
 )
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # as Triton's do_bench and Inductor's benchmarker: larger than any L2
-INTERPRETER_ITERATIONS = 1  # timed calls of a Triton kernel in the CPU interpreter (~1 s each; no warm-up)
-WORKER_MODULE = "stages.kernels"
-LOAD = "load"
 # The recorded launches a worker keeps (their arguments and saved buffers): the tiny default's 7 graph modules
 # hold a few MB; a full-size suite's graphs can hold GBs, and past this a job is recorded again at every visit.
 RECORDED_BYTES_MAX = 2 << 30
@@ -125,41 +132,9 @@ def cuda_event_timer() -> DeviceEventTimer:
 
 
 @dataclass
-class Job:
-    """One unit of worker work: a Triton kernel file, or a graph module timing the C++ kernels it launches."""
-
-    id: int
-    kind: str  # "triton" or "graph"; LOAD: only load the module (a paired round's prepare)
-    path: str  # absolute path of the module to import
-    kernels: dict[str, str]  # kernel name → organized relative path (one entry for a Triton job)
-    warmup: int
-    iterations: int
-    timeout_s: float
-
-
-@dataclass
 class Outcome:
     samples: list[float] = field(default_factory=list)
     error: str = ""
-
-
-def plan_jobs(rows: list[IndexRow], organized: Path, warmup: int, iterations: int, timeout_s: float,
-              interpreter_iterations: int | None) -> list[Job]:
-    """Triton rows → one job each; C++ rows → one job per graph (timed where the kernel was first seen)."""
-    jobs: list[Job] = []
-    graph_kernels: dict[str, dict[str, str]] = {}
-    for row in rows:
-        if row.backend == "cpp":
-            graph = row.graphs.split(";")[0].rsplit("/", 1)[-1] if row.graphs else ""
-            graph_kernels.setdefault(graph, {})[row.kernel_name] = row.path
-            continue
-        w, n = (0, interpreter_iterations) if interpreter_iterations else (warmup, iterations)
-        jobs.append(Job(len(jobs), "triton", str(organized / row.path), {row.kernel_name: row.path}, w, n, timeout_s))
-    for graph, kernels in graph_kernels.items():
-        path = organized / "graphs" / f"{graph}.py"
-        jobs.append(Job(len(jobs), "graph", str(path), kernels, warmup, iterations,
-                        timeout_s * max(1, len(kernels))))
-    return jobs
 
 
 def split_unrunnable(jobs: list[Job], organized: Path) -> tuple[list[Job], dict[str, Outcome]]:
@@ -189,20 +164,6 @@ def graph_job_problem(job: Job, organized: Path) -> str | None:
 
 
 # --- worker process (host side) ----------------------------------------------------------------------------------
-
-
-def worker_env(device: str, platform: str, base: dict[str, str], work_dir: Path,
-               cache_dir: Path | None) -> dict[str, str]:
-    """Environment of one worker: pinned to its device, private Triton cache, one OpenMP thread on CPU."""
-    env = device_env(device, platform, base)
-    env["TRITON_CACHE_DIR"] = str(work_dir / "triton")
-    inductor_cache = cache_dir or (Path(base["TORCHINDUCTOR_CACHE_DIR"]) if base.get("TORCHINDUCTOR_CACHE_DIR")
-                                   else work_dir / "inductor")
-    env["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache)
-    env.setdefault("TMPDIR", str(work_dir / "tmp"))
-    env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # no compile pool: a killed worker leaves no orphans
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 def run_jobs(jobs: list[Job], workers: list[Worker], progress: Callable[[str], None] = print) -> dict[str, Outcome]:
@@ -271,7 +232,7 @@ def worker_main(result_fd: int) -> int:
 def _make_timer() -> DeviceEventTimer | WallTimer:
     import torch
 
-    if os.environ.get("PRBENCH_WORKER_DEVICE") == "gpu" and torch.cuda.is_available():
+    if os.environ.get(WORKER_DEVICE_ENV) == "gpu" and torch.cuda.is_available():
         return cuda_event_timer()
     return WallTimer()
 
@@ -406,39 +367,12 @@ class RunSettings:
     jobs: list[int] | None = None  # one shard of the plan's jobs (``prbench.kernel_shards``); None: every job
 
 
-def parse_devices(spec: str) -> list[str]:
-    """``cpu``, ``0,1,2``, or ``cpu,cpu`` (two CPU workers); each entry gets one worker."""
-    devices = [d.strip() for d in spec.split(",") if d.strip()]
-    for device in devices:
-        if device != "cpu" and not device.isdigit():
-            raise UserError(f"--devices: '{device}' is neither 'cpu' nor a GPU index")
-    if not devices:
-        raise UserError("--devices: empty")
-    return devices
-
-
 def detect_platform(devices: list[str]) -> str:
     if all(d == "cpu" for d in devices):
         return "cpu"
     import torch
 
     return "rocm" if torch.version.hip else "cuda"
-
-
-def load_rows(organized: Path, pattern: str | None) -> list[IndexRow]:
-    index = organized / "index.csv"
-    if not index.is_file():
-        raise UserError(f"--dir {organized}: no index.csv (run organize first)")
-    rows = read_index(index)
-    if pattern:
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise UserError(f"--filter {pattern!r}: not a valid regular expression ({exc})") from None
-        rows = [r for r in rows if regex.search(r.path)]
-    if not rows:
-        raise UserError(f"{index}: no kernels to run" + (f" matching --filter {pattern}" if pattern else ""))
-    return rows
 
 
 def shard_of(jobs: list[Job], rows: list[IndexRow], chosen: list[int]) -> tuple[list[Job], list[IndexRow]]:
@@ -471,7 +405,7 @@ def run(settings: RunSettings) -> list[KernelRow]:
         print("kernels: Triton kernels on CPU run in the Triton interpreter: correctness only, timings are "
               "not performance", flush=True)
     workers = [
-        Worker(f"worker{i}[{device}]", WORKER_MODULE,
+        Worker(f"worker{i}[{device}]", KERNEL_WORKER,
                worker_env(device, settings.platform, base_env, settings.work_dir / f"worker{i}", settings.cache_dir),
                settings.work_dir / f"worker{i}.log")
         for i, device in enumerate(settings.devices)
@@ -534,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         platform=detect_platform(devices) if args.platform == "auto" else args.platform,
         warmup=args.warmup, iterations=args.iterations, timeout_s=args.timeout,
         cache_dir=args.cache_dir.resolve() if args.cache_dir else None,
-        work_dir=(args.work_dir or out / "work" / "kernels").resolve(), filter=args.filter,
+        work_dir=(args.work_dir or out / WORK_DIR / "kernels").resolve(), filter=args.filter,
         interpreter_iterations=args.interpreter_iterations,
         jobs=parse_block_ranges(args.jobs, "--jobs") if args.jobs is not None else None,
     )

@@ -21,17 +21,16 @@ from typing import Any
 from analysis.errors import UserError
 from analysis.kernel_index import embedded_kernels, read_index
 from analysis.launch_cost import GraphLaunchCost, LaunchCost, write_launch_cost
+from analysis.run_layout import GRAPHS_DIR, INDEX_CSV
 from stages import cpp_replay
 from stages.entry import StageArgumentParser, run_as_script
 from stages.kernels import load_module, seeded_args
-
-GRAPHS_DIR = "graphs"
 
 
 def cpp_graphs(organized: Path, limit: int) -> list[Path]:
     """The graph modules holding the most C++ kernel launches first (they give the steadiest figure)."""
     counts: dict[str, int] = {}
-    for row in read_index(organized / "index.csv"):
+    for row in read_index(organized / INDEX_CSV):
         if row.backend == "cpp" and row.source.startswith(f"{GRAPHS_DIR}/"):
             counts[row.source] = counts.get(row.source, 0) + max(row.calls, 1)
     ranked = sorted(counts, key=lambda source: (-counts[source], source))

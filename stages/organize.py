@@ -54,9 +54,8 @@ from analysis.kernel_index import (
     write_index,
 )
 from analysis.records import check_regular
+from analysis.run_layout import GRAPHS_DIR, INDEX_CSV
 from stages.entry import StageArgumentParser, run_as_script
-
-GRAPHS_DIR = "graphs"
 
 
 @dataclass
@@ -281,7 +280,7 @@ def organize(cache: Path, out: Path, rep: int = 100, warmup: int = 10,
             write_text(staging / kernel.path, kernel_file_text(kernel, rep, warmup))
         for name, text in graphs.items():
             write_text(staging / GRAPHS_DIR / name, normalize_device_indices(text))
-        write_index(staging / "index.csv", rows)
+        write_index(staging / INDEX_CSV, rows)
     return rows
 
 
@@ -305,7 +304,7 @@ def publish(staging: Path, out: Path) -> None:
     """Move each top-level entry of ``staging`` into ``out``; what it replaces goes back into ``staging``
     (deleted with it). Entries of ``out`` the new tree does not have (a log, say) are left alone."""
     out.mkdir(exist_ok=True)
-    for entry in sorted(staging.iterdir(), key=lambda p: (p.name == "index.csv", p.name)):
+    for entry in sorted(staging.iterdir(), key=lambda p: (p.name == INDEX_CSV, p.name)):
         if entry.name.startswith(".replaced-"):
             continue
         target = out / entry.name

@@ -31,16 +31,7 @@ passes and ABBA order are the plan's, so the shards' records merge into the roun
 With ``--sides base`` (or ``pr``) only that side's jobs are timed: docker recipes run the two sides in their
 own images, one stage per side, alternating which side goes first from round to round.
 
-Plan (JSON)::
-
-    {"kind": "kernels" | "models", "worker": "stages.kernels" | "stages.model_worker",
-     "device": "cpu" | "<GPU index>",
-     "sides": {"base": {"env": {...}, "log": PATH, "prepare": [job, ...], "organized": DIR | null}, "pr": ...},
-     "groups": [[model, ...], ...],            (models, optional; [] = one group of everything)
-     "blocks": [{"base": job | null, "pr": job | null}, ...],
-     "passes": P,                               (optional, default 1)
-     "platform": "cpu" | "cuda" | "rocm"}       (optional: how --device pins a worker; default cuda)
-
+The plan is ``analysis.stage_records.Plan`` (its JSON format is that module's docstring).
 ``prepare`` jobs go to every fresh worker before its first visit, both sides at once: a model is built,
 compiled and warmed up; a kernel job's module is loaded (``"kind": "load"``).
 ``env`` is how the side's worker environment (PYTHONPATH included) differs from this stage's own: laid over it,
@@ -56,104 +47,29 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.atomic_io import write_json
 from analysis.errors import UserError
-from analysis.paired_rounds import ROUND_KINDS, SIDES, RoundRecord, Visit, write_round
+from analysis.paired_rounds import SIDES, RoundRecord, Visit, write_round
 from analysis.records import is_number
 from analysis.round_shards import parse_block_ranges
+from analysis.stage_records import LAYOUT_PAD_VAR, Block, Plan, PlanJob, device_env, job_items, read_plan
 from stages.entry import StageArgumentParser, run_as_script
 from stages.progress import progress_line
-from stages.worker_process import Worker, WorkerFailure, device_env, last_cpu, reply_entry, reply_outcomes
-
-Job = dict[str, Any]
-Block = dict[str, Job | None]
+from stages.worker_process import Worker, WorkerFailure, last_cpu, reply_entry, reply_outcomes
 
 # A variable of random length in each worker's environment. The sides' environments differ by fixed amounts
 # (their paths say base/ or pr/), and the environment's size sets where the stack starts and how it is aligned,
 # which can move a process's speed by a percent or more for as long as it lives. Drawn afresh per worker and round,
 # that layout becomes part of the round-to-round spread the intervals carry instead of a fixed offset between sides.
-LAYOUT_PAD_VAR = "PRBENCH_LAYOUT_PAD"
 LAYOUT_PAD_MAX = 4096
-
-
-@dataclass
-class SidePlan:
-    env: dict[str, str | None]  # laid over this stage's environment; None unsets a variable
-    log: str
-    prepare: list[Job] = field(default_factory=list)  # sent to every fresh worker before any visit
-    organized: str | None = None  # kernels: where stale *.best_config files are deleted before a round
-
-
-@dataclass
-class Plan:
-    kind: str
-    worker: str
-    device: str
-    sides: dict[str, SidePlan]
-    blocks: list[Block]
-    groups: list[list[str]] = field(default_factory=list)
-    passes: int = 1  # the blocks are walked this many times per round
-    platform: str = ""  # cpu, cuda or rocm: how a worker is pinned to another device (--device); "" = cuda
-
-
-def job_items(job: Job) -> dict[str, str]:
-    """{key in the worker's reply: item}: the kernels a job times, or its model."""
-    if "kernels" in job:
-        return dict(job["kernels"])
-    return {job["model"]: job["model"]}
-
-
-def write_plan(path: Path, plan: Plan) -> None:
-    write_json(path, asdict(plan))
-
-
-def read_plan(path: Path) -> Plan:
-    """Load and check a plan; any problem is a UserError naming the file."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"--plan {path}: cannot read the plan ({type(exc).__name__}: {exc})") from None
-    try:
-        plan = _parse_plan(data)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UserError(f"--plan {path}: not a paired timing plan ({type(exc).__name__}: {exc})") from None
-    return plan
-
-
-def _parse_plan(data: dict[str, Any]) -> Plan:
-    sides = {name: SidePlan(**side) for name, side in data["sides"].items()}
-    plan = Plan(kind=data["kind"], worker=data["worker"], device=str(data["device"]), sides=sides,
-                blocks=list(data["blocks"]), groups=[list(g) for g in data.get("groups") or []],
-                passes=data.get("passes", 1), platform=str(data.get("platform", "")))
-    if not isinstance(plan.passes, int) or isinstance(plan.passes, bool) or plan.passes < 1:
-        raise ValueError(f"passes {plan.passes!r} is not a positive whole number")
-    if plan.kind not in ROUND_KINDS:
-        raise ValueError(f"kind {plan.kind!r} is not one of {', '.join(ROUND_KINDS)}")
-    if not plan.sides or any(s not in SIDES for s in plan.sides):
-        raise ValueError(f"sides {sorted(plan.sides)}: expected base and/or pr")
-    if plan.device != "cpu" and not plan.device.isdigit():
-        raise ValueError(f"device {plan.device!r} is neither 'cpu' nor a GPU index")
-    for i, block in enumerate(plan.blocks):
-        jobs = {side: job for side, job in block.items() if job is not None}
-        if set(block) - set(plan.sides) or not jobs:
-            raise ValueError(f"block {i} has no job, or one for a side the plan does not describe")
-        for job in jobs.values():
-            float(job["timeout_s"])
-            job_items(job)
-    grouped = {item for group in plan.groups for item in group}
-    if plan.groups and any(set(job_items(j).values()) - grouped for b in plan.blocks for j in b.values() if j):
-        raise ValueError("a block's item is in none of the groups")
-    return plan
 
 
 # --- one side within a round ---------------------------------------------------------------------------------
@@ -174,7 +90,7 @@ class Side:
         self.layout_pad = layout_pad
         self.worker = Worker(name, plan.worker, env, Path(side.log), cpus)
         self.all_prepares = side.prepare
-        self.prepares: list[Job] = []
+        self.prepares: list[PlanJob] = []
         # item → why this side cannot time it in this round (its prepare failed, or it killed the worker)
         self.failed: dict[str, str] = {}
         self.start_error = ""
@@ -222,7 +138,7 @@ class Side:
     def _since_t0(self) -> float:
         return round(time.monotonic() - self.t0, 3)
 
-    def _prepare(self, job: Job) -> dict[str, float]:
+    def _prepare(self, job: PlanJob) -> dict[str, float]:
         """Run one prepare job; the seconds its reply reports (a model's build, first call, warm-up)."""
         reply = self.worker.run(job, float(job["timeout_s"]))
         errors = []
@@ -245,7 +161,7 @@ class Side:
             self.say(f"pair: prepared {self.name} {Path(job.get('path', '?')).name}: failed: {errors[0]}")
         return numbers
 
-    def visit(self, job: Job) -> dict[str, tuple[list[float], str]]:
+    def visit(self, job: PlanJob) -> dict[str, tuple[list[float], str]]:
         """Time one job: {item: (samples, error)}."""
         items = job_items(job)
         if not self.worker.alive:
@@ -271,7 +187,7 @@ class Side:
                 "layout_pad": self.layout_pad, "startups": self.startups}
 
 
-def outcomes(job: Job, reply: dict[str, Any]) -> dict[str, tuple[list[float], str]]:
+def outcomes(job: PlanJob, reply: dict[str, Any]) -> dict[str, tuple[list[float], str]]:
     """A worker's reply split per item; an item without samples (or with a mis-shaped entry) is an error."""
     items = job_items(job)
     per_key = reply_outcomes(reply, list(items))

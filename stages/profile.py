@@ -33,6 +33,7 @@ from pathlib import Path
 from analysis.atomic_io import atomic_path, write_bytes, write_text
 from analysis.dynamo_csv import read_suite_csv
 from analysis.errors import UserError
+from analysis.run_layout import GRAPHS_DIR, PROFILE_INDEX
 from stages.entry import StageArgumentParser, run_as_script
 
 GRAPH_TIMEOUT_S = 600
@@ -130,11 +131,11 @@ def run_graph(graph: Path, out: Path, tmpdir: Path, cache: Path | None, times: i
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return Item("graph", graph.stem, "fail", text_path.name, f"exit {proc.returncode}: {last}")
-    return Item("graph", graph.stem, "ok", f"graphs/{text_path.name}")
+    return Item("graph", graph.stem, "ok", f"{GRAPHS_DIR}/{text_path.name}")
 
 
 def write_index(out: Path, items: list[Item]) -> None:
-    with atomic_path(out / "profile_index.csv") as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
+    with atomic_path(out / PROFILE_INDEX) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(["kind", "name", "status", "path", "error"])
         for it in items:
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"profile: {row.name} failed: {message}", flush=True)
             items.append(Item("model", row.name, "fail", "", message))
     if args.graphs is not None:
-        graphs_out = args.out / "graphs"
+        graphs_out = args.out / GRAPHS_DIR
         graphs_out.mkdir(parents=True, exist_ok=True)
         tmpdir = Path(tempfile.mkdtemp(prefix=".tmp-", dir=graphs_out))
         try:

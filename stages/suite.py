@@ -27,7 +27,6 @@ import datetime as dt
 import os
 import shutil
 import sys
-import tarfile
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import atomic_io
+from analysis.cache_archive import archive_cache, is_graph_module
 from analysis.dynamo_csv import (
     STATUS_FAIL,
     STATUS_OK,
@@ -47,6 +47,7 @@ from analysis.dynamo_csv import (
     write_suite_csv,
 )
 from analysis.errors import UserError
+from analysis.run_layout import GRAPH_MODELS, SUITE_CSV, SUITE_SAMPLES, WORK_DIR
 from analysis.suite_options import (
     CPU_BACKENDS,
     DTYPES,
@@ -63,7 +64,6 @@ from stages.progress import progress
 
 STAGE = "suite"  # the name in its progress lines
 PREFIX = f"[{STAGE}]"
-GRAPH_MODELS = "graph_models.json"  # {compiled graph module file stem: [models that ran it]}
 # Settings a kept row must match to count as done (a different setting means a different measurement).
 _MATCH_COLUMNS = ("dev", "mode", "dtype", "size", "n", "warmup")
 
@@ -129,7 +129,7 @@ def pin_device(device: str, platform: str) -> str:
     CUDA then calls ``cuda``, so the rows say ``cuda`` wherever the shard ran."""
     if not device.isdigit():
         return device
-    from stages.worker_process import device_env
+    from analysis.stage_records import device_env
 
     pinned = device_env(device, platform, dict(os.environ))
     for gone in set(os.environ) - set(pinned):
@@ -152,7 +152,7 @@ def prepare_environment(args: argparse.Namespace) -> Path:
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if not cache:
         # Never fall back to the shared /tmp/torchinductor_$USER: a fresh run empties the cache directory.
-        cache = str(args.out.resolve().parent / "work" / "inductor-cache")
+        cache = str(args.out.resolve().parent / WORK_DIR / "inductor-cache")
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     tmp = os.environ.get("TMPDIR")
     if tmp:
@@ -314,20 +314,6 @@ def failure_row(name: str, settings: SuiteSettings, exc: BaseException) -> Row:
 # --- the cache archive -----------------------------------------------------------------------------------
 
 
-def _is_graph_module_text(text: str) -> bool:
-    return "# AOT ID:" in text and ("def call(" in text or "class Runner" in text)
-
-
-def is_graph_module(path: Path) -> bool:
-    """An Inductor compiled graph module (the wrapper with ``call``), as opposed to a kernel file."""
-    if path.suffix != ".py":
-        return False
-    try:
-        return _is_graph_module_text(path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return False
-
-
 def graph_modules_loaded_since(mark: int) -> list[str]:
     """File stems of the compiled graph modules Inductor loaded after ``mark`` (a PyCodeCache.modules length).
 
@@ -350,32 +336,6 @@ def loaded_module_count() -> int:
     return len(PyCodeCache.modules)
 
 
-def archive_cache(cache_dir: Path, target: Path) -> tuple[int, int]:
-    """Write ``cache_dir`` as ``inductor-cache/...`` into the tar.gz ``target`` (atomically).
-
-    Returns (files archived, compiled graph modules among them).
-    """
-    files = sorted(p for p in cache_dir.rglob("*") if p.is_file() and not p.is_symlink())
-    with atomic_io.atomic_path(target) as tmp, tarfile.open(tmp, "w:gz") as tar:
-        for path in files:
-            tar.add(path, arcname=str(Path("inductor-cache") / path.relative_to(cache_dir)))
-    return len(files), sum(1 for p in files if is_graph_module(p))
-
-
-def archived_graph_modules(archive: Path) -> list[str]:
-    """Names of the compiled graph modules inside an archive written by ``archive_cache``."""
-    found: list[str] = []
-    with tarfile.open(archive, "r:gz") as tar:
-        for member in tar.getmembers():
-            if not member.isfile() or not member.name.endswith(".py"):
-                continue
-            handle = tar.extractfile(member)
-            text = handle.read().decode("utf-8", errors="replace") if handle else ""
-            if _is_graph_module_text(text):
-                found.append(member.name)
-    return found
-
-
 # --- the loop --------------------------------------------------------------------------------------------
 
 
@@ -392,8 +352,8 @@ def _describe(row: Row) -> str:
 
 
 def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:
-    csv_path = settings.out / "suite.csv"
-    samples_path = settings.out / "samples.json"
+    csv_path = settings.out / SUITE_CSV
+    samples_path = settings.out / SUITE_SAMPLES
     rows: dict[str, Row] = {row["name"]: row for row in read_suite_csv(csv_path)}
     # What an earlier attempt left is validated before anything is measured: a damaged file is one error line.
     samples: dict[str, Any] = dict(read_kept(samples_path, read_suite_samples) or {})

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis import atomic_io
+from analysis.cache_archive import archive_cache, is_graph_module
 from analysis.dynamo_csv import (
     DYNAMO_COLUMNS,
     STATUS_OK,
@@ -45,13 +46,14 @@ from analysis.dynamo_csv import (
     write_suite_csv,
 )
 from analysis.errors import UserError
+from analysis.run_layout import GRAPH_MODELS, SUITE_CSV, SUITE_SAMPLES, WORK_DIR
 from analysis.suite_options import TINY_DEFAULT
+from analysis.suite_request import HF_SCRIPT, split_models
 from stages.entry import StageArgumentParser, run_as_script
 from stages.environment import INDUCTOR_CONFIG_ENV
 from stages.progress import progress
-from stages.suite import GRAPH_MODELS, archive_cache, empty_directory, is_graph_module
+from stages.suite import empty_directory
 
-HF_SCRIPT = Path("benchmarks/dynamo/huggingface.py")
 RUNNER_SCRIPT = Path("benchmarks/dynamo/runner.py")
 MODEL_LIST = Path("benchmarks/dynamo/huggingface_models_list.txt")  # "Name,batch_size" lines
 COMPILER = "inductor_no_cudagraphs"  # the seed's choice: Inductor without CUDA graphs
@@ -114,14 +116,6 @@ def runner_argv(*, mode: str, dtype: str, device: str, output_dir: Path, python:
 
 
 # --- which models --------------------------------------------------------------------------------------
-
-
-def split_models(selection: str) -> list[str]:
-    """``A,B,...`` into names (order kept, repeats dropped); ``all`` and ``tiny-default`` are kept as words."""
-    names = [n.strip() for n in selection.split(",") if n.strip()]
-    if not names:
-        raise UserError("--models: no model named (expected all, tiny-default or a comma-separated list)")
-    return list(dict.fromkeys(names))
 
 
 def tree_models(pytorch_src: Path) -> list[str] | None:
@@ -257,9 +251,9 @@ class SuiteFiles:
         self.graph_models = graph_models
 
     def write(self, rows: list[Row]) -> None:
-        atomic_io.write_json(self.out / "samples.json", {})  # the harness keeps no per-iteration samples
+        atomic_io.write_json(self.out / SUITE_SAMPLES, {})  # the harness keeps no per-iteration samples
         atomic_io.write_json(self.out / GRAPH_MODELS, self.graph_models)
-        write_suite_csv(self.out / "suite.csv", rows)
+        write_suite_csv(self.out / SUITE_CSV, rows)
 
     def add_graphs(self, model: str, stems: list[str]) -> None:
         for stem in stems:
@@ -345,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cache_directory(out: Path) -> Path:
     """The harness inherits TORCHINDUCTOR_CACHE_DIR; never let it fall back to the shared /tmp default."""
-    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(out.resolve().parent / "work" / "inductor-cache")
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(out.resolve().parent / WORK_DIR / "inductor-cache")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     return Path(cache)
 

@@ -40,11 +40,10 @@ from typing import Any
 
 from analysis.errors import UserError
 from analysis.records import expect_ms_list
+from analysis.stage_records import LIFELINE_ENV
 
 STARTUP_TIMEOUT_S = 300.0
-LIFELINE_ENV = "PRBENCH_WORKER_LIFELINE"
 _IMPORTED_AT = time.monotonic()  # in a worker: soon after the interpreter started, before torch is imported
-_VISIBLE_DEVICES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
 class WorkerFailure(Exception):
@@ -53,22 +52,6 @@ class WorkerFailure(Exception):
 
 class WorkerProtocolError(WorkerFailure):
     """The worker answered something that is not a reply; it has been stopped (the next job restarts it)."""
-
-
-def device_env(device: str, platform: str, base: dict[str, str]) -> dict[str, str]:
-    """``base`` pinned to one device: a GPU index through the platform's visible-devices variable, or the CPU."""
-    env = dict(base)
-    for var in _VISIBLE_DEVICES:
-        env.pop(var, None)
-    if device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU worker must not touch a GPU that happens to be there
-        env.setdefault("OMP_NUM_THREADS", "1")
-    elif platform == "rocm":
-        env["HIP_VISIBLE_DEVICES"] = device  # ROCm also honours CUDA_VISIBLE_DEVICES; set only one
-    else:
-        env["CUDA_VISIBLE_DEVICES"] = device
-    env["PRBENCH_WORKER_DEVICE"] = "cpu" if device == "cpu" else "gpu"
-    return env
 
 
 def last_cpu() -> int:

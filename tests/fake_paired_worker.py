@@ -5,7 +5,7 @@
 A job's ``behave`` decides: ``ok`` (default), ``crash`` (SIGSEGV), ``hang`` (never replies), ``error`` (raises),
 and the ways a reply can be broken on the result channel: ``garbage`` (a stray non-JSON line before the real
 reply), ``half`` (a reply cut in the middle), ``list`` (JSON that is not an object), ``nan`` (NaN samples). A
-kernels job (``stages.kernels.Job``, which has no ``behave``) takes it from its file name: ``/x/garbage.py``.
+kernels job (``analysis.stage_records.Job``, which has no ``behave``) takes it from its file name: ``/x/garbage.py``.
 ``sleep`` (seconds ``sleep_s`` before replying: a long kernel), and for the executors' tests ``kill-parent`` /
 ``kill-grandparent``: the first time (no file at the job's ``marker`` yet) SIGKILL the paired stage that started this
 worker, or the process that started that stage (a Ray actor), as a node going down would.

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from analysis.paired_rounds import read_round
+from analysis.stage_records import Plan, SidePlan, write_plan
 from prbench.executors import RunnerSpec
 from prbench.shard_rounds import RoundShards, SideRunner, round_shards
-from stages.paired import Plan, SidePlan, write_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = "tests.fake_paired_worker"

@@ -222,12 +222,12 @@ class FakeRequest:
 
 def stand_in(monkeypatch: pytest.MonkeyPatch, run_compare: Any) -> None:
     """prbench.compare replaced by the contract it offers (CompareRequest with rounds and stats, run_compare)."""
-    import prbench.suite_stage
+    import analysis.suite_request
 
     module = types.ModuleType("prbench.compare")
     module.CompareRequest, module.run_compare = FakeRequest, run_compare
     monkeypatch.setitem(sys.modules, "prbench.compare", module)
-    monkeypatch.setattr(prbench.suite_stage.SuiteRequest, "validate", lambda self: ["BertForMaskedLM"])
+    monkeypatch.setattr(analysis.suite_request.SuiteRequest, "validate", lambda self: ["BertForMaskedLM"])
 
 
 @pytest.mark.integration

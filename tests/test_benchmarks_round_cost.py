@@ -106,7 +106,7 @@ def test_measure_runs_fresh_aa_comparisons_and_splits_each(tmp_path: Path, capsy
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import types
 
-    import prbench.suite_stage
+    import analysis.suite_request
 
     requests: list[argparse.Namespace] = []
 
@@ -117,7 +117,7 @@ def test_measure_runs_fresh_aa_comparisons_and_splits_each(tmp_path: Path, capsy
     module = types.ModuleType("prbench.compare")
     module.CompareRequest, module.run_compare = argparse.Namespace, run_compare  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "prbench.compare", module)
-    monkeypatch.setattr(prbench.suite_stage.SuiteRequest, "validate", lambda self: ["BertForMaskedLM"])
+    monkeypatch.setattr(analysis.suite_request.SuiteRequest, "validate", lambda self: ["BertForMaskedLM"])
 
     assert round_cost.main(["--measure", "--repeat", "2", "--rounds", "2", "--runs-dir", str(tmp_path)]) == 0
 

@@ -13,8 +13,9 @@ import pytest
 from docker_support import ZERO_DIGEST, make_standins, write_recipe
 
 from analysis.errors import UserError
-from prbench.build_context import UsedItem, build_requirements, fill_context, read_used_items
-from prbench.images import SourceTree, plan_build
+from prbench.build_context import build_requirements, fill_context
+from prbench.build_plan import SourceTree, UsedItem, read_used_items
+from prbench.images import plan_build
 from prbench.lock import compare, plan_from_lock
 from prbench.recipes import load_recipe
 from prbench.store import Store, StoreError, StoreItem, WheelTarget

@@ -13,7 +13,8 @@ from docker_support import commit_all
 
 from analysis.errors import UserError
 from prbench import images, lock, pins
-from prbench.images import SourceTree, render_dockerfile
+from prbench.build_plan import SourceTree
+from prbench.images import render_dockerfile
 from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT, StageCommand
 from prbench.runners.docker import gpu_options, mounts_for

@@ -22,11 +22,12 @@ from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame,
 from rich.console import Console
 
 from analysis.io_errors import describe, is_no_space
+from analysis.run_layout import MANIFEST
 from prbench.pipeline import Pipeline, StageSpec
 from prbench.recipes import load_recipe
 from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
-from prbench.runstore import MANIFEST, RunStore, StageStatus
+from prbench.runstore import RunStore, StageStatus
 from prbench.variants import Variant
 
 ROOT = Path(__file__).resolve().parents[1]

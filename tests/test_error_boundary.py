@@ -14,9 +14,9 @@ from invoke import Exit
 
 from analysis import atomic_io
 from analysis.io_errors import NO_SPACE_ADVICE, no_space_in, stage_exit_code
+from analysis.run_layout import MANIFEST
 from prbench.cli import user_facing
 from prbench.run_lock import LOCK_FILE, RunLock
-from prbench.runstore import MANIFEST
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from analysis.errors import UserError
-from prbench import images, lock
+from prbench import docker_engine, lock
 from prbench.executors import DeviceSlot, RunnerSpec
 from prbench.executors.node import NodeRunners
 from prbench.images import BuildResult
@@ -32,12 +32,12 @@ def docker_spec(tmp_path: Path) -> RunnerSpec:
 @pytest.fixture
 def engine(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     state: dict[str, Any] = {"images": {}, "builds": []}
-    monkeypatch.setattr(images, "docker_client", lambda: SimpleNamespace(name="client"))
+    monkeypatch.setattr(docker_engine, "docker_client", lambda: SimpleNamespace(name="client"))
 
     def present(client: Any, ref: str) -> Any:
         return SimpleNamespace(id=state["images"][ref]) if ref in state["images"] else None
 
-    monkeypatch.setattr(images, "image_present", present)
+    monkeypatch.setattr(docker_engine, "image_present", present)
     monkeypatch.setattr(lock, "read_lock", lambda path: {"read": str(path)})
     monkeypatch.setattr(lock, "plan_from_lock", lambda locked, overlay_dir: (SimpleNamespace(locked=locked), []))
 

@@ -36,10 +36,11 @@ from analysis.kernel_compare import read_kernels_csv
 from analysis.kernel_index import INDEX_COLUMNS, read_index
 from analysis.kernel_results import KERNEL_COLUMNS
 from analysis.paired_rounds import read_round, read_round_samples
+from analysis.run_layout import MANIFEST
 from analysis.suite_shards import read_shard_record
 from analysis.traces import read_trace
 from analysis.traces.perf_report import analyze_rank
-from prbench.runstore import MANIFEST, RunStore
+from prbench.runstore import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = Path(__file__).parent / "fixtures" / "traces"

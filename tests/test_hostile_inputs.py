@@ -41,12 +41,12 @@ from analysis.kernel_results import KERNEL_COLUMNS, merge_result_files
 from analysis.pr_comment import CommentSources, comment_marker, pr_comment
 from analysis.rendering import frame_table
 from analysis.report import ReportInputs, render_report
+from analysis.run_layout import MANIFEST
 from prbench import github_api
 from prbench.executors import RunnerSpec, ShardTask, StageStep
 from prbench.executors.local_pool import LocalPool
 from prbench.github_api import GitHub, PullRequest, Token
 from prbench.runners import StageCommand, StageFailed
-from prbench.runstore import MANIFEST
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG_S = 10  # "no hang": every case answers well within this

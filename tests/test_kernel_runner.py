@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from analysis.kernel_index import IndexRow, write_index
-from stages.kernels import DeviceEventTimer, Outcome, parse_devices, plan_jobs, summarize, worker_env
+from analysis.stage_records import parse_devices, plan_jobs, worker_env
+from stages.kernels import DeviceEventTimer, Outcome, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "kernels"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
+from analysis.stage_records import HEADER_DIR_ENV
 from prbench import pipeline
 from prbench.overlay import installed_package_dir
 from prbench.pipeline import Pipeline
@@ -27,7 +28,6 @@ from prbench.runners.local import (
 )
 from prbench.runstore import RunStore
 from prbench.variants import Variant
-from stages.environment import HEADER_DIR_ENV
 
 STAGE = "prbench_test_tiny_stage"
 

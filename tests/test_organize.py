@@ -17,7 +17,7 @@ from cli_support import invoke_in_process
 
 from analysis.errors import UserError
 from analysis.kernel_index import INDEX_COLUMNS, read_index
-from stages.environment import INDUCTOR_CONFIG_ENV
+from analysis.stage_records import INDUCTOR_CONFIG_ENV
 from stages.organize import organize
 
 ROOT = Path(__file__).resolve().parents[1]

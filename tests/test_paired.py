@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from analysis.paired_rounds import read_round, write_round
-from stages.paired import LAYOUT_PAD_MAX, Plan, SidePlan, read_plan, run_round, side_order, start_order, write_plan
+from analysis.stage_records import Plan, SidePlan, read_plan, write_plan
+from stages.paired import LAYOUT_PAD_MAX, run_round, side_order, start_order
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = "tests.fake_paired_worker"

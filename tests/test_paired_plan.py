@@ -19,6 +19,8 @@ from rich.console import Console
 from analysis.kernel_index import IndexRow, write_index
 from analysis.paired_rounds import read_round, side_samples, write_round
 from analysis.sequential import read_rounds_used
+from analysis.stage_records import Job, read_plan
+from analysis.suite_request import SuiteRequest
 from prbench.compare import CompareRequest, _Rounds, _Side, _time_kernels, _time_models
 from prbench.executors import RunnerSpec
 from prbench.executors.local_pool import LocalPool
@@ -28,10 +30,8 @@ from prbench.recipes import load_recipe
 from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runstore import RunStore, StageStatus
-from prbench.suite_stage import SuiteRequest
 from prbench.variants import Variant
-from stages.kernels import Job
-from stages.paired import Side, read_plan, run_round
+from stages.paired import Side, run_round
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 ROOT = Path(__file__).resolve().parents[1]

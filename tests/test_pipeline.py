@@ -16,12 +16,13 @@ from rich.console import Console
 
 from analysis.errors import UserError
 from analysis.io_errors import NoSpaceLeft
+from analysis.run_layout import MANIFEST
 from prbench.overlay import PythonOverlay
 from prbench.pipeline import Pipeline, PreparedVariant, StageSpec
 from prbench.recipes import load_recipe
 from prbench.runners import StageCommand, StageFailed
 from prbench.runners.local import LocalRunner
-from prbench.runstore import MANIFEST, Run, RunStore, StageStatus
+from prbench.runstore import Run, RunStore, StageStatus
 from prbench.variants import Variant
 
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"

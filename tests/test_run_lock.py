@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from analysis.run_layout import MANIFEST
 from prbench.run_lock import LOCK_FILE, RunInUse, RunLock
-from prbench.runstore import MANIFEST, RunStore
+from prbench.runstore import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}

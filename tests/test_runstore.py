@@ -13,7 +13,8 @@ import pytest
 from cli_support import invoke_in_process
 
 from analysis.errors import UserError
-from prbench.runstore import MANIFEST, Run, RunStore, StageRecord, StageStatus, input_hash
+from analysis.run_layout import MANIFEST
+from prbench.runstore import Run, RunStore, StageRecord, StageStatus, input_hash
 
 PROJECT = Path(__file__).resolve().parents[1]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
+from analysis.suite_request import SuiteRequest
 from prbench.pipeline import StageProgress
 from prbench.runners import StageCommand
 from prbench.stage_commands import (
@@ -27,7 +28,6 @@ from prbench.stage_commands import (
     variant_organize_command,
     variant_profile_command,
 )
-from prbench.suite_stage import SuiteRequest
 from stages import entry
 from stages.progress import progress_line
 

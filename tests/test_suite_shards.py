@@ -23,8 +23,11 @@ from typing import Any
 
 import pytest
 
+from analysis.cache_archive import archived_graph_modules
 from analysis.dynamo_csv import read_graph_models, read_suite_csv, read_suite_samples, write_suite_csv
 from analysis.errors import UserError
+from analysis.run_layout import VariantLayout
+from analysis.suite_request import SuiteRequest
 from analysis.suite_shards import (
     ShardRecord,
     merge_graph_models,
@@ -39,11 +42,10 @@ from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT
 from prbench.runners.local import LocalRunner
 from prbench.shard_rounds import NodeFacts, node_summary, run_tasks
-from prbench.stage_commands import cache_archive, suite_command, suite_dir
+from prbench.stage_commands import suite_command
 from prbench.suite_shards import SuiteShards, spread_shard_size, suite_shards
-from prbench.suite_stage import SuiteRequest
 from prbench.variants import Variant
-from stages.suite import archived_graph_modules, build_parser, failure_row
+from stages.suite import build_parser, failure_row
 
 TWO = "BertForMaskedLM,DistilBertForMaskedLM"
 LOCAL = RunnerSpec("local", platform="cpu", python=sys.executable)
@@ -71,7 +73,7 @@ def write_shard(work: Path, models: tuple[str, ...], record: Path, *, graphs: di
     """What a shard's stage leaves in ``work``: rows (ok or fail), samples, graph lists, its cache, its record."""
     from stages.suite import SuiteSettings
 
-    out = suite_dir(work)
+    out = VariantLayout(work).suite
     out.mkdir(parents=True)
     settings = SuiteSettings(out=out, models=models, size="tiny", mode="inference", dtype="float32", warmup=3,
                              iterations=10, device="cpu", cpu_backend="cpp", backend="inductor", cache_archive=None)
@@ -179,7 +181,7 @@ def test_finished_shards_are_never_redone_and_the_merge_writes_one_suite(tmp_pat
     assert list(read_suite_samples(variant_dir / "suite" / "samples.json")) == [r["name"] for r in rows]
     assert read_graph_models(variant_dir / "suite" / "graph_models.json") == {
         "gA": ["BertForMaskedLM"], "gB": ["DistilBertForMaskedLM"]}
-    with tarfile.open(cache_archive(variant_dir)) as tar:
+    with tarfile.open(VariantLayout(variant_dir).cache_archive) as tar:
         assert sorted(tar.getnames()) == ["inductor-cache/aa/gA.py", "inductor-cache/aa/gB.py",
                                           "inductor-cache/shared.py"]
     assert sorted(p.name for p in side_cache(variant_dir).rglob("*.py")) == ["gA.py", "gB.py", "shared.py"]
@@ -297,7 +299,7 @@ def test_on_one_device_the_suite_stays_one_stage_per_side(tmp_path: Path) -> Non
 def suite_shape(variant_dir: Path) -> dict[str, Any]:
     """What must not depend on where the models compiled: the files, each row's settings and graph counts, the
     samples per model, which models share which graphs, and how many compiled graph modules the archive holds."""
-    directory = suite_dir(variant_dir)
+    directory = VariantLayout(variant_dir).suite
     fixed = ("dev", "name", "batch_size", "calls_captured", "unique_graphs", "graph_breaks", "unique_graph_breaks",
              "mode", "dtype", "size", "n", "warmup", "status")
     return {
@@ -306,7 +308,7 @@ def suite_shape(variant_dir: Path) -> dict[str, Any]:
         "samples": {m: {k: len(v) for k, v in s.items()}
                     for m, s in read_suite_samples(directory / "samples.json").items()},
         "graphs": sorted(map(tuple, read_graph_models(directory / "graph_models.json").values())),
-        "archived_graph_modules": len(archived_graph_modules(cache_archive(variant_dir))),
+        "archived_graph_modules": len(archived_graph_modules(VariantLayout(variant_dir).cache_archive)),
     }
 
 

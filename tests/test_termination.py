@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from analysis.run_layout import MANIFEST
 from prbench.run_lock import RunLock
 from prbench.runners import OWNER_LABEL, RUN_LABEL
-from prbench.runstore import MANIFEST
 from prbench.termination import Terminated, handlers_kept, terminate_as_interrupt
 
 ROOT = Path(__file__).resolve().parents[1]

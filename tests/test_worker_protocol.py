@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from stages.kernels import Job, run_jobs
-from stages.paired import Plan, SidePlan, run_round
+from analysis.stage_records import Job, Plan, SidePlan
+from stages.kernels import run_jobs
+from stages.paired import run_round
 from stages.worker_process import Worker, WorkerProtocolError, reply_outcomes
 
 ROOT = Path(__file__).resolve().parents[1]

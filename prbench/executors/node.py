@@ -98,7 +98,7 @@ class NodeRunners:
 
     def _image_here(self, spec: RunnerSpec) -> str:
         """The image's id on this node: present by its content tag, else built from its lock and the store."""
-        from prbench.images import docker_client, image_present
+        from prbench.docker_engine import docker_client, image_present
 
         assert spec.image is not None
         client = docker_client()

@@ -92,7 +92,7 @@ class _Actor:
 
 def remove_left_containers(labels: dict[str, str]) -> list[str]:
     """On a node (a Ray task placed there): remove the containers with ``labels``; the short ids removed."""
-    from prbench.images import docker_client
+    from prbench.docker_engine import docker_client
     from prbench.runners.docker import remove_containers
 
     return remove_containers(docker_client(), labels)

@@ -158,7 +158,7 @@ class DockerRunner:
         output: IO[str] | None = None,
         labels: Mapping[str, str] | None = None,
     ) -> None:
-        from prbench.images import docker_client
+        from prbench.docker_engine import docker_client
 
         self.client = client or docker_client()
         self.image = image
@@ -244,7 +244,7 @@ class DockerRunner:
             _stop(container)
 
     def _image_id(self) -> str:
-        from prbench.images import image_present
+        from prbench.docker_engine import image_present
 
         image = image_present(self.client, self.image)
         if image is None:
