@@ -37,7 +37,8 @@ from background_load import BackgroundLoad
 from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.flag_values import whole_number
-from analysis.verdict_settings import FLAG_HELP, VERDICTS, VerdictSettings, check_rounds
+from analysis.sequential import check_rounds_flags
+from analysis.verdict_settings import FLAG_HELP, VERDICTS, VerdictSettings
 from prbench.cli import OneLineParser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,6 +71,7 @@ class SideResult:
     # No kernel changed: the offset between the two sides' processes that the identical kernels measured (and
     # the comparison subtracts), shown beside the A/A's own interval (geomean, low, high)
     offset: tuple[float | None, float | None, float | None] | None = None
+    rounds: int | None = None  # the rounds this kind ran (adaptive rounds stop when the verdicts settle)
 
     @property
     def ci_contains_one(self) -> bool | None:
@@ -156,6 +158,7 @@ def _side(data: dict[str, Any], name: str) -> SideResult | None:
         inconclusive=_count(counts, "inconclusive"), control_kind=control.get("kind"),
         control_passed=None if passed is None else bool(passed),
         control_false_positive_share=_number(control, "false_positive_share"), offset=offset,
+        rounds=block.get("rounds") if isinstance(block.get("rounds"), int) else None,
     )
 
 
@@ -307,7 +310,7 @@ def side_fragment(name: str, side: SideResult | None) -> str:
               "(subtracted)" if side.offset else "")
     return (f"{name} {side.verdict} {_x(side.geomean)} [{_x(side.ci_low)}, {_x(side.ci_high)}] {contains}, "
             f"flagged {side.flagged_share:.1%}, equivalent {side.equivalent_share:.0%} of {side.n}, control {control}"
-            f"{offset}")
+            f"{offset}, {side.rounds if side.rounds is not None else '?'} round(s)")
 
 
 def repeat_line(rep: Repeat) -> str:
@@ -347,7 +350,8 @@ def summary_block(totals: Totals) -> list[str]:
 class MeasurePlan:
     prefix: str
     repeat: int
-    rounds: int | None  # None: the comparison's default for the recipe's device
+    rounds: int | None  # fixed rounds; None: adaptive (``auto``, as invoke compare's default) up to the device's
+    auto: bool
     passes: int | None
     models: str
     recipe: str
@@ -375,7 +379,8 @@ def measure(plan: MeasurePlan) -> Iterator[Repeat]:
 
     def compare(pr: str, run_id: str) -> RunSummary:
         request = CompareRequest(base="installed", pr=pr, recipe=recipe, runs_dir=plan.runs_dir, run_id=run_id,
-                                 suite=suite, rounds=plan.rounds, passes=plan.passes, stats=plan.stats)
+                                 suite=suite, rounds=plan.rounds, auto_rounds=plan.auto, passes=plan.passes,
+                                 stats=plan.stats)
         with pipeline_output(log, plan.verbose) as console, maybe_load(plan.load):
             run_compare(request, console)
         return read_summary(plan.runs_dir, run_id)
@@ -475,7 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
     m = p.add_argument_group("measuring (--measure)")
     m.add_argument("--repeat", type=int, default=1, help="independent A/A comparisons, a fresh run each (default 1)")
     m.add_argument("--rounds", default=None,
-                   help="paired timing rounds per comparison, fresh processes each (default: invoke compare's)")
+                   help="paired timing rounds per comparison, fresh processes each: auto (adaptive, invoke "
+                   "compare's default) or a number")
     m.add_argument("--passes", default=None,
                    help="ABBA blocks per item and round (default: invoke compare's)")
     m.add_argument("--models", default=DEFAULT_MODELS, help=f"suite models (default: {DEFAULT_MODELS})")
@@ -530,9 +536,10 @@ def stats_from(args: argparse.Namespace) -> VerdictSettings:
 def plan_from(args: argparse.Namespace) -> MeasurePlan:
     stats = stats_from(args)
     prefix = args.run[0] if args.run else f"aa-{dt.datetime.now():%Y%m%d-%H%M%S}"
-    rounds = None if args.rounds is None else check_rounds(args.rounds)
+    rounds = check_rounds_flags(args.rounds, None, None)
     passes = None if args.passes is None else whole_number("--passes", args.passes, minimum=1)
-    return MeasurePlan(prefix=prefix, repeat=args.repeat, rounds=rounds, passes=passes, models=args.models,
+    return MeasurePlan(prefix=prefix, repeat=args.repeat, rounds=rounds.rounds, auto=rounds.auto,
+                       passes=passes, models=args.models,
                        recipe=args.recipe, runs_dir=args.runs_dir, stats=stats, load=args.load,
                        positive=args.positive_control, verbose=args.verbose)
 
@@ -540,7 +547,7 @@ def plan_from(args: argparse.Namespace) -> MeasurePlan:
 def header(plan: MeasurePlan) -> str:
     load = f"background load ({background_load().settings.describe()})" if plan.load else "no background load"
     positive = f", positive control {EXAMPLE_PATCH.name}" if plan.positive else ""
-    timing = f"{plan.rounds or 'default'} rounds, {plan.passes or 'default'} passes"
+    timing = f"{'adaptive' if plan.auto else plan.rounds} rounds, {plan.passes or 'default'} passes"
     return (f"A/A: {plan.repeat} x installed vs installed, {timing}, models {plan.models}, recipe "
             f"{plan.recipe}, {load}{positive}; runs {plan.runs_dir}/{plan.prefix}-*, pipeline output "
             f"{'shown' if plan.verbose else plan.runs_dir / (plan.prefix + '.log')}")

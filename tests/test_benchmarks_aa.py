@@ -216,6 +216,7 @@ class FakeRequest:
     run_id: str | None = None
     suite: Any = None
     rounds: int | None = None
+    auto_rounds: bool = False
     passes: int | None = None
     stats: Any = None
 
@@ -250,8 +251,11 @@ def test_measure_runs_fresh_aa_and_positive_comparisons_under_load(tmp_path: Pat
     assert code == 0, out
     assert [(r.run_id, r.pr == "installed") for r, _ in seen] == [("t-aa1", True), ("t-pc1", False),
                                                                  ("t-aa2", True), ("t-pc2", False)]
-    assert all(r.rounds == 4 and r.passes is None and r.base == "installed" and r.stats.margin == 0.02
-               for r, _ in seen)
+    assert all(r.rounds == 4 and not r.auto_rounds and r.passes is None and r.base == "installed"
+               and r.stats.margin == 0.02 for r, _ in seen)
+    # Without --rounds the A/A measures what invoke compare does by default: adaptive rounds.
+    default = aa_noise.plan_from(aa_noise.build_parser().parse_args(["--measure"]))
+    assert (default.rounds, default.auto) == (None, True)
     assert seen[1][0].pr == str(aa_noise.EXAMPLE_PATCH)
     assert seen[0][0].suite.models == aa_noise.DEFAULT_MODELS
     assert all(len(pids) == 2 for _, pids in seen)  # the default load: two workers during every comparison
