@@ -16,7 +16,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -173,18 +173,7 @@ def _compare(request: CompareRequest, console: Console, compare_plan: ComparePla
             local_overlay = plan_side.overlay if not request.recipe.is_docker else None
             sides.append(_Side(pipeline, pipeline.prepare(_variant(plan_side, request), local_overlay,
                                                           request.python), runner_spec))
-        _run_suites(sides, request, tree, rounds)
-        for side in sides:
-            _prepare_kernels(side)
-        _time_models(sides, request, run, console, rounds)
-        _time_kernels(sides, request, run, rounds)
-        if request.profile:
-            for side in sides:
-                _profile(side, request)
-        locks[RUN_NODES] = node_summary(sorted(run.layout.paired.glob("*/round-*.json")), rounds.heard,
-                                        _earlier_nodes(run), _suite_placements(run, sides))
-        atomic_io.write_json(run.layout.lock, locks)
-        paths = render_run_report(run, _report_settings(request, tree))
+        paths = Comparison(request, run, sides, rounds, tree).run_stages(locks)
     return run, paths
 
 
@@ -342,49 +331,276 @@ def _suite_spec(side: _Side, request: CompareRequest, upstream_src: Path | None)
     )
 
 
-def _run_suites(sides: list[_Side], request: CompareRequest, upstream_src: Path | None, rounds: _Rounds) -> None:
-    """Each side's suite stage: one stage per side, or (several devices) both sides' shards through the executor
-    together, then each side's stage merges its shards (``prbench.suite_shards``)."""
-    shard_size = _suite_shard_size(request, rounds)
-    specs = [_suite_spec(side, request, upstream_src) for side in sides]
-    pending: list[tuple[_Side, StageSpec, SuiteShards]] = []
-    if shard_size:
-        for side, spec in zip(sides, specs, strict=True):
-            prepared = side.prepared
-            shards = suite_shards(prepared.variant.name, prepared.directory,
-                                  side.pipeline.stage_digest(prepared, spec), request.suite, shard_size,
-                                  side.runner_spec, prepared.env, prepared.python_path)
-            spec.command = None
-            spec.host = partial(shards.merge, Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"]))
-            spec.summarize = partial(_sharded_summary, prepared.directory, shards)
-            spec.ran_before = partial(_suite_time, shards)
-            if side.pipeline.stage_pending(prepared, spec):
-                shards.clear(keep_current=not side.pipeline.forced(spec))
-                pending.append((side, spec, shards))
-    if not pending:
-        _record_suites(sides, specs)
-        return
-    # A spread suite shows as running while its shards run (its stage only merges them).
-    entries = [side.pipeline.stage_entry(side.prepared, spec) for side, spec, _ in pending]
-    with sides[0].pipeline.run.running_elsewhere(dict(entries)) as progress:
-        heard = _shard_counter([(key, shards) for (key, _), (_, _, shards) in zip(entries, pending, strict=True)],
-                               progress, rounds.heard.add)
-        tasks = [shards.task(i) for _, _, shards in pending for i in shards.missing()]
-        try:
-            run_tasks(tasks, rounds.executor(), rounds.say, "suite", f"suite shards of {len(pending)} side(s)",
-                      heard)
-        except BaseException:
-            # Interrupted, or a shard failed: a side whose shards all finished is recorded all the same.
-            for side, spec, shards in pending:
-                if not shards.missing():
-                    side.suite_hash = side.pipeline.run_stage(side.prepared, spec)
-            raise
-        _record_suites(sides, specs)
+class Comparison:
+    """One comparison: the request, its run, both sides (pipeline, prepared variant, runner) and the executor of
+    its rounds. Each stage of ``invoke compare`` after the sides are prepared is a method, in the order
+    `run_stages` calls them; what a stage needs comes from here rather than from a list of parameters."""
 
+    def __init__(self, request: CompareRequest, run: Run, sides: list[_Side], rounds: _Rounds,
+                 upstream_src: Path | None = None) -> None:
+        self.request, self.run, self.sides, self.rounds, self.upstream_src = request, run, sides, rounds, upstream_src
+        self.timing = _timing(request)
+        self.policy = _policy(request)
+        self._suite_shards: dict[str, SuiteShards] = {}  # per side, when the suite is cut into shards
 
-def _record_suites(sides: list[_Side], specs: list[StageSpec]) -> None:
-    for side, spec in zip(sides, specs, strict=True):
-        side.suite_hash = side.pipeline.run_stage(side.prepared, spec)
+    def run_stages(self, locks: dict[str, Any]) -> Any:
+        """suite → organize → launch_cost per side, model and kernel rounds, [profile], the run lock, the report;
+        the report's paths."""
+        self.run_suites()
+        for side in self.sides:
+            _prepare_kernels(side)
+        self.time_models()
+        self.time_kernels()
+        if self.request.profile:
+            for side in self.sides:
+                self.profile(side)
+        locks[RUN_NODES] = node_summary(sorted(self.run.layout.paired.glob("*/round-*.json")), self.rounds.heard,
+                                        _earlier_nodes(self.run), self.suite_placements())
+        atomic_io.write_json(self.run.layout.lock, locks)
+        return render_run_report(self.run, self.report_settings())
+
+    # --- the suites ---------------------------------------------------------------------------------------------
+
+    def run_suites(self) -> None:
+        """Each side's suite stage: one stage per side, or (several devices) both sides' shards through the
+        executor together, then each side's stage merges its shards (``prbench.suite_shards``)."""
+        shard_size = _suite_shard_size(self.request, self.rounds)
+        specs = [_suite_spec(side, self.request, self.upstream_src) for side in self.sides]
+        pending: list[tuple[_Side, StageSpec, SuiteShards]] = []
+        if shard_size:
+            specs = [self._sharded(side, spec, shard_size) for side, spec in zip(self.sides, specs, strict=True)]
+            for side, spec in zip(self.sides, specs, strict=True):
+                shards = self._suite_shards[side.prepared.variant.name]
+                if side.pipeline.stage_pending(side.prepared, spec):
+                    shards.clear(keep_current=not side.pipeline.forced(spec))
+                    pending.append((side, spec, shards))
+        if pending:
+            self._run_suite_shards(pending, specs)
+        self._record_suites(specs)
+
+    def _sharded(self, side: _Side, spec: StageSpec, shard_size: int) -> StageSpec:
+        """A side's suite stage as the merge of its shards (the shards run through the executor)."""
+        prepared = side.prepared
+        shards = suite_shards(prepared.variant.name, prepared.directory, side.pipeline.stage_digest(prepared, spec),
+                              self.request.suite, shard_size, side.runner_spec, prepared.env, prepared.python_path)
+        self._suite_shards[prepared.variant.name] = shards
+        return replace(spec, command=None,
+                       host=partial(shards.merge, Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"])),
+                       summarize=partial(_sharded_summary, prepared.directory, shards),
+                       ran_before=partial(_suite_time, shards))
+
+    def _run_suite_shards(self, pending: list[tuple[_Side, StageSpec, SuiteShards]], specs: list[StageSpec]) -> None:
+        # A spread suite shows as running while its shards run (its stage only merges them).
+        entries = [side.pipeline.stage_entry(side.prepared, spec) for side, spec, _ in pending]
+        with self.run.running_elsewhere(dict(entries)) as progress:
+            heard = _shard_counter([(key, shards) for (key, _), (_, _, shards) in zip(entries, pending, strict=True)],
+                                   progress, self.rounds.heard.add)
+            tasks = [shards.task(i) for _, _, shards in pending for i in shards.missing()]
+            try:
+                run_tasks(tasks, self.rounds.executor(), self.rounds.say, "suite",
+                          f"suite shards of {len(pending)} side(s)", heard)
+            except BaseException:
+                # Interrupted, or a shard failed: a side whose shards all finished is recorded all the same.
+                for side, spec, shards in pending:
+                    if not shards.missing():
+                        side.suite_hash = side.pipeline.run_stage(side.prepared, spec)
+                raise
+
+    def _record_suites(self, specs: list[StageSpec]) -> None:
+        for side, spec in zip(self.sides, specs, strict=True):
+            side.suite_hash = side.pipeline.run_stage(side.prepared, spec)
+
+    def suite_placements(self) -> list[dict[str, Any]]:
+        """Where the suite shards of both sides ran, as their stages recorded it (none for a suite of one stage)."""
+        placements: list[dict[str, Any]] = []
+        for side in self.sides:
+            record = self.run.record(f"{side.prepared.variant.name}/suite")
+            shards = record.summary.get("shards") if record is not None else None
+            if isinstance(shards, list):
+                placements += [s for s in shards if isinstance(s, dict)]
+        return placements
+
+    # --- the paired rounds --------------------------------------------------------------------------------------
+
+    def plan_sides(self) -> list[PlanSide]:
+        return [PlanSide(s.prepared.variant.name, s.prepared.directory, s.prepared.env, s.prepared.python_path,
+                         s.pipeline.runner) for s in self.sides]
+
+    def time_models(self) -> None:
+        """Model rounds: the compiled step of every model that ran on both sides, interleaved base/PR."""
+        request, console = self.request, self.rounds.console
+        if request.suite.source == "upstream":
+            console.print("[yellow]models: the upstream harness's models cannot be rebuilt by the paired model "
+                          "worker; the report compares the suite's own timings[/]")
+            return
+        plan_sides = self.plan_sides()
+        if not set(ok_models(plan_sides[0])) & set(ok_models(plan_sides[1])):
+            console.print("[yellow]models: no model ran on both sides; no model rounds[/]")
+            return
+        settings = {"suite": request.suite.inputs(), "models_per_process": request.models_per_process,
+                    "passes": self.timing.passes}
+        hashes = self.run_rounds("models", {s.prepared.variant.name: s.suite_hash for s in self.sides}, settings,
+                                 lambda: model_plan(plan_sides, suite=request.suite, device=_device(request),
+                                                    platform=request.recipe.platform,
+                                                    per_process=request.models_per_process,
+                                                    logs=self.run.layout.paired_logs, passes=self.timing.passes),
+                                 self.models_look)
+        for side in self.sides:
+            name = side.prepared.variant.name
+            out = VariantLayout(side.prepared.directory).paired_samples
+            side.pipeline.run_stage(side.prepared, StageSpec(
+                name="models",
+                inputs={"rounds": hashes},
+                outputs=[out],
+                host=partial(self._derive_model_samples, name, out),
+                summarize=partial(_model_count, out),
+            ))
+
+    def time_kernels(self) -> None:
+        """Kernel rounds: every organized kernel, each paired kernel timed back to back with its partner.
+
+        Timing base and PR at different moments lets the machine's drift (clock, thermals, neighbours) pose as a
+        change; interleaving them item by item in ABBA order cancels it between the sides, and fresh workers per
+        round put the between-process spread into the rounds the report's intervals are built from.
+        """
+        request = self.request
+        hashes = self.run_rounds(
+            "kernels", {s.prepared.variant.name: s.organize_hash for s in self.sides},
+            {**asdict(request.kernels), "passes": self.timing.passes},
+            lambda: kernel_plan(self.plan_sides(), device=_device(request), platform=request.recipe.platform,
+                                warmup=request.kernels.warmup, iterations=request.kernels.iterations,
+                                timeout_s=request.kernels.timeout_s, logs=self.run.layout.paired_logs,
+                                passes=self.timing.passes),
+            self.kernels_look)
+        for side in self.sides:
+            name, directory = side.prepared.variant.name, side.prepared.directory
+            side.pipeline.run_stage(side.prepared, StageSpec(
+                name="kernels",
+                inputs={"rounds": hashes},
+                outputs=list(VariantLayout(directory).kernel_results),
+                host=partial(self._derive_kernels, name, directory),
+                summarize=partial(_kernel_count, directory),
+            ))
+
+    def run_rounds(self, kind: str, upstream: dict[str, str], settings: dict[str, Any],
+                   build_plan: Callable[[], Plan], look: Look | None = None) -> list[str]:
+        """The paired rounds of one kind, each a joint stage; their input hashes.
+
+        Fixed rounds: all of them. Adaptive rounds (``look`` given, `analysis.sequential`): the minimum first,
+        then one at a time until ``look`` says the verdicts are settled, ``--max-rounds`` is reached or
+        ``--budget`` is spent; ``pair/<kind>/rounds.json`` says how many ran, why, and the level the kind's
+        verdicts are stated at. The shards of a batch of rounds go to the executor together
+        (``prbench.shard_rounds``); then each round's stage merges its shards into the round file (a round done
+        earlier is skipped, as before).
+        """
+        policy, say = self.policy, self.rounds.say
+        batches = _RoundBatches(self, kind, upstream, settings, build_plan)
+        adaptive = policy.auto and look is not None
+        used = policy.min_rounds if adaptive else policy.max_rounds
+        hashes = batches.run(1, used)
+        reason, stopped = "fixed", False
+        while adaptive and look is not None:
+            stopped, why = look(used)
+            spent = time.monotonic() - self.rounds.started
+            if stopped or used == policy.max_rounds or (policy.budget_s is not None and spent >= policy.budget_s):
+                reason = (why if stopped else f"--max-rounds reached ({why})" if used == policy.max_rounds
+                          else f"--budget {policy.budget_s:g} s spent after {spent:.0f} s ({why})")
+                break
+            say(f"{kind}: after {used} round(s) {why}: one more round")
+            hashes += batches.run(used + 1, used + 1)
+            used += 1
+        stated = policy.stated_settings(self.request.stats, used, stopped)
+        write_rounds_used(self.run.layout.paired_kind(kind),
+                          RoundsUsed(kind, used, reason, "auto" if adaptive else "fixed", policy.max_rounds,
+                                     stated.alpha, stated.confidence))
+        if adaptive:
+            say(f"{kind}: {used} round(s): {reason}")
+        return hashes
+
+    def round_file(self, kind: str, number: int, side: str) -> Path:
+        """Local recipes time both sides in one process (one file); docker recipes one side per image."""
+        return round_file(self.run.layout.paired_kind(kind), number,
+                          side if self.request.recipe.is_docker else None)
+
+    def round_paths(self, kind: str, rounds: int) -> list[Path]:
+        """Every round file of rounds 1..``rounds`` (one per round, or one per side and round for docker)."""
+        return sorted({self.round_file(kind, n, s.prepared.variant.name) for s in self.sides
+                       for n in range(1, rounds + 1)})
+
+    def rounds_run(self, kind: str) -> int:
+        """How many rounds of a kind ran (its rounds.json; all of them in a run from before adaptive rounds)."""
+        used = read_rounds_used(self.run.layout.paired_kind(kind))
+        return used.rounds if used is not None else self.timing.rounds
+
+    def _side_rounds(self, kind: str, side: str) -> list[Path]:
+        return [self.round_file(kind, n, side) for n in range(1, self.rounds_run(kind) + 1)]
+
+    def _levels(self) -> tuple[VerdictSettings, VerdictSettings]:
+        return self.policy.run_settings(self.request.stats), self.policy.strict_settings(self.request.stats)
+
+    def models_look(self, rounds: int) -> tuple[bool, str]:
+        """Are the model verdicts settled after ``rounds`` rounds (`analysis.sequential`)?"""
+        from analysis.model_compare import compare_models, read_suite_frame
+        from analysis.paired_rounds import PairedBlocks
+
+        records = read_rounds(self.round_paths("models", rounds))
+        base, pr = (read_suite_frame(VariantLayout(s.prepared.directory).suite_csv) for s in self.sides)
+        paired = [side_samples(records, s.prepared.variant.name) for s in self.sides]
+        blocks = PairedBlocks.from_records(records)
+        compared = [compare_models(base, pr, None, None, level, paired[0], paired[1], blocks)
+                    for level in self._levels()]
+        return settled([model_look(compared[0], compared[1])])
+
+    def kernels_look(self, rounds: int) -> tuple[bool, str]:
+        """Are the kernel verdicts settled after ``rounds`` rounds (`analysis.sequential`)?"""
+        import pandas as pd
+
+        from analysis.kernel_compare import compare_kernels
+        from analysis.kernel_results import KERNEL_COLUMNS, rows_from_rounds
+        from analysis.paired_rounds import PairedBlocks
+
+        records = read_rounds(self.round_paths("kernels", rounds))
+        frames, samples = [], []
+        for side in self.sides:
+            rows, side_samples_ = rows_from_rounds(records, side.prepared.variant.name,
+                                                   VariantLayout(side.prepared.directory).organized)
+            frames.append(pd.DataFrame([r.as_dict() for r in rows], columns=list(KERNEL_COLUMNS)))
+            samples.append(side_samples_)
+        blocks = PairedBlocks.from_records(records)
+        compared = [compare_kernels(frames[0], frames[1], samples[0], samples[1], level, blocks)
+                    for level in self._levels()]
+        return settled([kernel_look(compared[0], compared[1])])
+
+    def _derive_model_samples(self, side: str, out: Path) -> None:
+        atomic_io.write_json(out, side_samples(read_rounds(self._side_rounds("models", side)), side))
+
+    def _derive_kernels(self, side: str, directory: Path) -> None:
+        results_from_rounds(read_rounds(self._side_rounds("kernels", side)), side,
+                            VariantLayout(directory).organized, directory)
+
+    # --- profile and report -------------------------------------------------------------------------------------
+
+    def profile(self, side: _Side) -> None:
+        prepared = side.prepared
+        directory = prepared.directory
+        files = VariantLayout(directory)
+        side.pipeline.run_stage(prepared, StageSpec(
+            name="profile",
+            inputs={"suite": side.suite_hash},
+            outputs=[files.profile_index],
+            command=lambda: variant_profile_command(directory, self.request.suite.device,
+                                                    Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"])),
+            reset=lambda: shutil.rmtree(files.profiles, ignore_errors=True),
+        ))
+
+    def report_settings(self) -> ReportSettings:
+        """The report's settings from the request itself (what the manifest records, not read back from it)."""
+        from analysis.report_inputs import ReportSettings
+
+        suite = stage_inputs(self.request.suite, self.upstream_src)
+        return ReportSettings(warmup=suite.get("warmup"), iterations=suite.get("iterations"),
+                              rounds=self.timing.rounds, passes=self.timing.passes,
+                              stats=self.policy.run_settings(self.request.stats))
 
 
 def _suite_time(shards: SuiteShards) -> tuple[str, float] | None:
@@ -395,17 +611,6 @@ def _suite_time(shards: SuiteShards) -> tuple[str, float] | None:
 def _sharded_summary(directory: Path, shards: SuiteShards) -> dict[str, Any]:
     """The suite's summary, and where each of its shards ran (the run lock's ``nodes`` reads them back)."""
     return {**summarize_suite(directory), "shards": shards.placements()}
-
-
-def _suite_placements(run: Run, sides: list[_Side]) -> list[dict[str, Any]]:
-    """Where the suite shards of both sides ran, as their stages recorded it (none for a suite of one stage)."""
-    placements: list[dict[str, Any]] = []
-    for side in sides:
-        record = run.record(f"{side.prepared.variant.name}/suite")
-        shards = record.summary.get("shards") if record is not None else None
-        if isinstance(shards, list):
-            placements += [s for s in shards if isinstance(s, dict)]
-    return placements
 
 
 def _prepare_kernels(side: _Side) -> None:
@@ -431,11 +636,6 @@ def _prepare_kernels(side: _Side) -> None:
     ))
 
 
-def _plan_sides(sides: list[_Side]) -> list[PlanSide]:
-    return [PlanSide(s.prepared.variant.name, s.prepared.directory, s.prepared.env, s.prepared.python_path,
-                     s.pipeline.runner) for s in sides]
-
-
 def _device(request: CompareRequest) -> str:
     return "cpu" if request.recipe.platform == "cpu" else "0"
 
@@ -452,63 +652,24 @@ def _policy(request: CompareRequest) -> RoundsPolicy:
     return RoundsPolicy(max_rounds=timing.rounds, auto=request.auto_rounds, budget_s=request.budget_s)
 
 
-def _round_files(run: Run, kind: str, number: int, side: str, request: CompareRequest) -> Path:
-    """Local recipes time both sides in one process (one file); docker recipes one side per image."""
-    return round_file(run.layout.paired_kind(kind), number, side if request.recipe.is_docker else None)
-
-
 Look = Callable[[int], tuple[bool, str]]  # after N rounds of a kind: (stop, why) — `analysis.sequential`
-
-
-def _run_rounds(kind: str, sides: list[_Side], request: CompareRequest, run: Run, upstream: dict[str, str],
-                settings: dict[str, Any], build_plan: Callable[[], Plan], rounds: _Rounds,
-                look: Look | None = None) -> list[str]:
-    """The paired rounds of one kind, each a joint stage; their input hashes.
-
-    Fixed rounds: all of them. Adaptive rounds (``look`` given, `analysis.sequential`): the minimum first, then
-    one at a time until ``look`` says the verdicts are settled, ``--max-rounds`` is reached or ``--budget`` is
-    spent; ``pair/<kind>/rounds.json`` says how many ran and why. The shards of a batch of rounds go to the
-    executor together (``prbench.shard_rounds``); then each round's stage merges its shards into the round file
-    (a round done earlier is skipped, as before).
-    """
-    policy = _policy(request)
-    batches = _RoundBatches(kind, sides, request, run, upstream, settings, build_plan, rounds)
-    adaptive = policy.auto and look is not None
-    used = policy.min_rounds if adaptive else policy.max_rounds
-    hashes = batches.run(1, used)
-    reason, stopped = "fixed", False
-    while adaptive and look is not None:
-        stopped, why = look(used)
-        spent = time.monotonic() - rounds.started
-        if stopped or used == policy.max_rounds or (policy.budget_s is not None and spent >= policy.budget_s):
-            reason = (why if stopped else f"--max-rounds reached ({why})" if used == policy.max_rounds
-                      else f"--budget {policy.budget_s:g} s spent after {spent:.0f} s ({why})")
-            break
-        rounds.say(f"{kind}: after {used} round(s) {why}: one more round")
-        hashes += batches.run(used + 1, used + 1)
-        used += 1
-    stated = policy.stated_settings(request.stats, used, stopped)
-    write_rounds_used(run.layout.paired_kind(kind), RoundsUsed(kind, used, reason, "auto" if adaptive else "fixed",
-                                                               policy.max_rounds, stated.alpha, stated.confidence))
-    if adaptive:
-        rounds.say(f"{kind}: {used} round(s): {reason}")
-    return hashes
 
 
 class _RoundBatches:
     """The stages of a kind's rounds 1..max, run a batch of consecutive rounds at a time."""
 
-    def __init__(self, kind: str, sides: list[_Side], request: CompareRequest, run: Run, upstream: dict[str, str],
-                 settings: dict[str, Any], build_plan: Callable[[], Plan], rounds: _Rounds) -> None:
-        self.kind, self.sides, self.request, self.run_ = kind, sides, request, run
-        self.build_plan, self.rounds = build_plan, rounds
-        self.pipeline = sides[0].pipeline
+    def __init__(self, comparison: Comparison, kind: str, upstream: dict[str, str], settings: dict[str, Any],
+                 build_plan: Callable[[], Plan]) -> None:
+        self.comparison, self.kind, self.build_plan = comparison, kind, build_plan
+        self.sides, self.request, self.run_, self.rounds = (comparison.sides, comparison.request, comparison.run,
+                                                            comparison.rounds)
+        self.pipeline = self.sides[0].pipeline
         self.shard_sets: dict[int, RoundShards] = {}
-        self.specs = [self._spec(number, upstream, settings) for number in range(1, _timing(request).rounds + 1)]
+        self.specs = [self._spec(number, upstream, settings) for number in range(1, comparison.timing.rounds + 1)]
 
     def _spec(self, number: int, upstream: dict[str, str], settings: dict[str, Any]) -> StageSpec:
         names = [s.prepared.variant.name for s in self.sides]
-        outputs = sorted({_round_files(self.run_, self.kind, number, name, self.request) for name in names})
+        outputs = sorted({self.comparison.round_file(self.kind, number, name) for name in names})
         inputs = {"kind": self.kind, "upstream": upstream, "settings": settings, "round": number,
                   "docker": self.request.recipe.is_docker}
         if self.request.shard_size:  # runs recorded before there were shards keep their input hashes
@@ -604,157 +765,12 @@ def _round_time(paths: list[Path]) -> tuple[str, float] | None:
     return time_in_shards([shard for record in read_rounds(paths) for shard in record.shards])
 
 
-def _side_rounds(run: Run, kind: str, side: str, request: CompareRequest) -> list[Path]:
-    return [_round_files(run, kind, n, side, request) for n in range(1, _rounds_run(run, kind, request) + 1)]
-
-
-def _rounds_run(run: Run, kind: str, request: CompareRequest) -> int:
-    """How many rounds of a kind ran (its rounds.json; all of them in a run from before adaptive rounds)."""
-    used = read_rounds_used(run.layout.paired_kind(kind))
-    return used.rounds if used is not None else _timing(request).rounds
-
-
-def _round_paths(run: Run, kind: str, rounds: int, sides: list[_Side], request: CompareRequest) -> list[Path]:
-    """Every round file of rounds 1..``rounds`` (one per round, or one per side and round for docker recipes)."""
-    return sorted({_round_files(run, kind, n, s.prepared.variant.name, request) for s in sides
-                   for n in range(1, rounds + 1)})
-
-
-def _look_settings(request: CompareRequest) -> tuple[VerdictSettings, VerdictSettings]:
-    policy = _policy(request)
-    return policy.run_settings(request.stats), policy.strict_settings(request.stats)
-
-
-def _models_look(sides: list[_Side], request: CompareRequest, run: Run, rounds: int) -> tuple[bool, str]:
-    """Are the model verdicts settled after ``rounds`` rounds (`analysis.sequential`)?"""
-    from analysis.model_compare import compare_models, read_suite_frame
-    from analysis.paired_rounds import PairedBlocks
-
-    records = read_rounds(_round_paths(run, "models", rounds, sides, request))
-    base, pr = (read_suite_frame(VariantLayout(s.prepared.directory).suite_csv) for s in sides)
-    paired = [side_samples(records, s.prepared.variant.name) for s in sides]
-    blocks = PairedBlocks.from_records(records)
-    run_level, strict = _look_settings(request)
-    compared = [compare_models(base, pr, None, None, level, paired[0], paired[1], blocks)
-                for level in (run_level, strict)]
-    return settled([model_look(compared[0], compared[1])])
-
-
-def _kernels_look(sides: list[_Side], request: CompareRequest, run: Run, rounds: int) -> tuple[bool, str]:
-    """Are the kernel verdicts settled after ``rounds`` rounds (`analysis.sequential`)?"""
-    import pandas as pd
-
-    from analysis.kernel_compare import compare_kernels
-    from analysis.kernel_results import KERNEL_COLUMNS, rows_from_rounds
-    from analysis.paired_rounds import PairedBlocks
-
-    records = read_rounds(_round_paths(run, "kernels", rounds, sides, request))
-    frames, samples = [], []
-    for side in sides:
-        rows, side_samples_ = rows_from_rounds(records, side.prepared.variant.name,
-                                               VariantLayout(side.prepared.directory).organized)
-        frames.append(pd.DataFrame([r.as_dict() for r in rows], columns=list(KERNEL_COLUMNS)))
-        samples.append(side_samples_)
-    blocks = PairedBlocks.from_records(records)
-    run_level, strict = _look_settings(request)
-    compared = [compare_kernels(frames[0], frames[1], samples[0], samples[1], level, blocks)
-                for level in (run_level, strict)]
-    return settled([kernel_look(compared[0], compared[1])])
-
-
-def _time_models(sides: list[_Side], request: CompareRequest, run: Run, console: Console, rounds: _Rounds) -> None:
-    """Model rounds: the compiled step of every model that ran on both sides, interleaved base/PR."""
-    if request.suite.source == "upstream":
-        console.print("[yellow]models: the upstream harness's models cannot be rebuilt by the paired model worker; "
-                      "the report compares the suite's own timings[/]")
-        return
-    plan_sides = _plan_sides(sides)
-    if not set(ok_models(plan_sides[0])) & set(ok_models(plan_sides[1])):
-        console.print("[yellow]models: no model ran on both sides; no model rounds[/]")
-        return
-    settings = {"suite": request.suite.inputs(), "models_per_process": request.models_per_process,
-                "passes": _timing(request).passes}
-    hashes = _run_rounds("models", sides, request, run, {s.prepared.variant.name: s.suite_hash for s in sides},
-                         settings, lambda: model_plan(
-                             plan_sides, suite=request.suite, device=_device(request),
-                             platform=request.recipe.platform, per_process=request.models_per_process,
-                             logs=run.layout.paired_logs, passes=_timing(request).passes), rounds,
-                         partial(_models_look, sides, request, run))
-    for side in sides:
-        name = side.prepared.variant.name
-        out = VariantLayout(side.prepared.directory).paired_samples
-        side.pipeline.run_stage(side.prepared, StageSpec(
-            name="models",
-            inputs={"rounds": hashes},
-            outputs=[out],
-            host=partial(_derive_model_samples, run, request, name, out),
-            summarize=partial(_model_count, out),
-        ))
-
-
-def _time_kernels(sides: list[_Side], request: CompareRequest, run: Run, rounds: _Rounds) -> None:
-    """Kernel rounds: every organized kernel, each paired kernel timed back to back with its partner.
-
-    Timing base and PR at different moments lets the machine's drift (clock, thermals, neighbours) pose as a
-    change; interleaving them item by item in ABBA order cancels it between the sides, and fresh workers per
-    round put the between-process spread into the rounds the report's intervals are built from.
-    """
-    hashes = _run_rounds("kernels", sides, request, run, {s.prepared.variant.name: s.organize_hash for s in sides},
-                         {**asdict(request.kernels), "passes": _timing(request).passes}, lambda: kernel_plan(
-                             _plan_sides(sides), device=_device(request), platform=request.recipe.platform,
-                             warmup=request.kernels.warmup, iterations=request.kernels.iterations,
-                             timeout_s=request.kernels.timeout_s, logs=run.layout.paired_logs,
-                             passes=_timing(request).passes), rounds, partial(_kernels_look, sides, request, run))
-    for side in sides:
-        name, directory = side.prepared.variant.name, side.prepared.directory
-        side.pipeline.run_stage(side.prepared, StageSpec(
-            name="kernels",
-            inputs={"rounds": hashes},
-            outputs=list(VariantLayout(directory).kernel_results),
-            host=partial(_derive_kernels, run, request, name, directory),
-            summarize=partial(_kernel_count, directory),
-        ))
-
-
-def _derive_model_samples(run: Run, request: CompareRequest, side: str, out: Path) -> None:
-    atomic_io.write_json(out, side_samples(read_rounds(_side_rounds(run, "models", side, request)), side))
-
-
 def _model_count(out: Path) -> dict[str, Any]:
     return {"models": _count_keys(out)}
 
 
-def _derive_kernels(run: Run, request: CompareRequest, side: str, directory: Path) -> None:
-    results_from_rounds(read_rounds(_side_rounds(run, "kernels", side, request)), side,
-                        VariantLayout(directory).organized, directory)
-
-
 def _kernel_count(directory: Path) -> dict[str, Any]:
     return {"rows": _count_rows(VariantLayout(directory).kernels_csv)}
-
-
-def _profile(side: _Side, request: CompareRequest) -> None:
-    prepared = side.prepared
-    directory = prepared.directory
-    files = VariantLayout(directory)
-    side.pipeline.run_stage(prepared, StageSpec(
-        name="profile",
-        inputs={"suite": side.suite_hash},
-        outputs=[files.profile_index],
-        command=lambda: variant_profile_command(directory, request.suite.device,
-                                                Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"])),
-        reset=lambda: shutil.rmtree(files.profiles, ignore_errors=True),
-    ))
-
-
-def _report_settings(request: CompareRequest, upstream_src: Path | None) -> ReportSettings:
-    """The report's settings from the request itself (what the manifest records, not read back from it)."""
-    from analysis.report_inputs import ReportSettings
-
-    suite = stage_inputs(request.suite, upstream_src)
-    timing = _timing(request)
-    return ReportSettings(warmup=suite.get("warmup"), iterations=suite.get("iterations"), rounds=timing.rounds,
-                          passes=timing.passes, stats=_policy(request).run_settings(request.stats))
 
 
 def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: Path | None) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from analysis.paired_rounds import read_round, side_samples, write_round
 from analysis.sequential import read_rounds_used
 from analysis.stage_records import Job, read_plan
 from analysis.suite_request import SuiteRequest
-from prbench.compare import CompareRequest, _Rounds, _Side, _time_kernels, _time_models
+from prbench.compare import CompareRequest, Comparison, _Rounds, _Side
 from prbench.executors import RunnerSpec
 from prbench.executors.local_pool import LocalPool
 from prbench.paired_plan import PairedTiming, PlanSide, kernel_plan, model_plan, pair_jobs
@@ -241,7 +241,7 @@ def test_an_interrupted_round_is_redone_and_finished_rounds_are_kept(tmp_path: P
     runner = FakeRunner(calls, interrupt=3, status_of=tmp_path / "runs")
     sides, run, _ = sides_of(tmp_path, runner)
     with pytest.raises(KeyboardInterrupt):
-        _time_kernels(sides, request(tmp_path), run, rounds_on(sides, run, tmp_path))
+        Comparison(request(tmp_path), run, sides, rounds_on(sides, run, tmp_path)).time_kernels()
     # While the shards ran, `invoke status` showed every round still to do as running, with its shards done so far.
     for status in runner.statuses:
         assert all(re.search(rf"pair/kernels-round-{n} +│ running", status) for n in (1, 2, 3)), status
@@ -255,7 +255,7 @@ def test_an_interrupted_round_is_redone_and_finished_rounds_are_kept(tmp_path: P
 
     calls.clear()
     sides, run, console = sides_of(tmp_path, FakeRunner(calls))
-    _time_kernels(sides, request(tmp_path), run, rounds_on(sides, run, tmp_path))
+    Comparison(request(tmp_path), run, sides, rounds_on(sides, run, tmp_path)).time_kernels()
 
     assert calls == [(3, "base,pr")]
     assert "pair/kernels-round-1: done earlier with the same inputs, skipped" in console.getvalue()
@@ -270,7 +270,7 @@ def test_an_interrupted_round_is_redone_and_finished_rounds_are_kept(tmp_path: P
 
     calls.clear()
     sides, run, _ = sides_of(tmp_path, FakeRunner(calls), force=("kernels",))
-    _time_kernels(sides, request(tmp_path), run, rounds_on(sides, run, tmp_path))
+    Comparison(request(tmp_path), run, sides, rounds_on(sides, run, tmp_path)).time_kernels()
     assert calls == [(1, "base,pr"), (2, "base,pr"), (3, "base,pr")]  # --force kernels redoes every round
 
 
@@ -279,7 +279,8 @@ def test_docker_rounds_run_one_side_per_image_alternating_which_goes_first(tmp_p
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     calls: list[tuple[int, str]] = []
     sides, run, _ = sides_of(tmp_path, FakeRunner(calls, crash={(2, "base")}), recipe="cuda-h100")
-    _time_kernels(sides, request(tmp_path, recipe="cuda-h100"), run, rounds_on(sides, run, tmp_path, ["0"]))
+    rounds = rounds_on(sides, run, tmp_path, ["0"])
+    Comparison(request(tmp_path, recipe="cuda-h100"), run, sides, rounds).time_kernels()
 
     assert calls == [(1, "base"), (1, "pr"), (2, "pr"), (2, "base"), (3, "base"), (3, "pr")]
     assert read_round(run.path("pair", "kernels", "round-002-pr.json")).sides == ["pr"]
@@ -297,7 +298,7 @@ def test_docker_rounds_run_one_side_per_image_alternating_which_goes_first(tmp_p
 def test_model_rounds_give_each_side_its_paired_samples(tmp_path: Path) -> None:
     calls: list[tuple[int, str]] = []
     sides, run, _ = sides_of(tmp_path, FakeRunner(calls))
-    _time_models(sides, request(tmp_path, passes=2), run, Console(file=io.StringIO()), rounds_on(sides, run, tmp_path))
+    Comparison(request(tmp_path, passes=2), run, sides, rounds_on(sides, run, tmp_path)).time_models()
 
     assert calls == [(1, "base,pr"), (2, "base,pr"), (3, "base,pr")]
     paired = json.loads(run.path("pr", "suite", "paired_samples.json").read_text())
@@ -319,7 +320,7 @@ def test_adaptive_kernel_rounds_stop_after_three_when_no_kernel_changed(tmp_path
     calls: list[tuple[int, str]] = []
     sides, run, _ = sides_of(tmp_path, FakeRunner(calls))
 
-    _time_kernels(sides, adaptive(tmp_path), run, rounds_on(sides, run, tmp_path))
+    Comparison(adaptive(tmp_path), run, sides, rounds_on(sides, run, tmp_path)).time_kernels()
 
     # The two kernels have the same code on both sides: after the minimum there is nothing left to decide.
     assert calls == [(1, "base,pr"), (2, "base,pr"), (3, "base,pr")]
@@ -332,8 +333,6 @@ def test_adaptive_kernel_rounds_stop_after_three_when_no_kernel_changed(tmp_path
 
 @pytest.mark.integration
 def test_adaptive_rounds_go_on_until_the_look_settles_or_the_maximum(tmp_path: Path) -> None:
-    from prbench.compare import _run_rounds
-
     calls: list[tuple[int, str]] = []
     sides, run, _ = sides_of(tmp_path, FakeRunner(calls))
     looks: list[int] = []
@@ -345,8 +344,8 @@ def test_adaptive_rounds_go_on_until_the_look_settles_or_the_maximum(tmp_path: P
     plan = partial(kernel_plan, [PlanSide(s.prepared.variant.name, s.prepared.directory, s.prepared.env,
                                           s.prepared.python_path, s.pipeline.runner) for s in sides],
                    device="cpu", platform="cpu", warmup=1, iterations=3, timeout_s=60, logs=tmp_path, passes=1)
-    hashes = _run_rounds("kernels", sides, adaptive(tmp_path), run, {}, {}, plan, rounds_on(sides, run, tmp_path),
-                         look)
+    comparison = Comparison(adaptive(tmp_path), run, sides, rounds_on(sides, run, tmp_path))
+    hashes = comparison.run_rounds("kernels", {}, {}, plan, look)
 
     assert looks == [3, 4] and len(hashes) == 4 and [n for n, _ in calls] == [1, 2, 3, 4]
     stopped = read_rounds_used(run.path("pair", "kernels"))
@@ -357,8 +356,8 @@ def test_adaptive_rounds_go_on_until_the_look_settles_or_the_maximum(tmp_path: P
     # Never settled: the maximum ends it, and says what the last look found.
     calls.clear()
     sides, run, _ = sides_of(tmp_path / "again", FakeRunner(calls))
-    _run_rounds("kernels", sides, adaptive(tmp_path, max_rounds=5), run, {}, {}, plan,
-                rounds_on(sides, run, tmp_path), lambda rounds: (False, "verdict inconclusive"))
+    Comparison(adaptive(tmp_path, max_rounds=5), run, sides, rounds_on(sides, run, tmp_path)).run_rounds(
+        "kernels", {}, {}, plan, lambda rounds: (False, "verdict inconclusive"))
     used = read_rounds_used(run.path("pair", "kernels"))
     assert [n for n, _ in calls] == [1, 2, 3, 4, 5] and used.reason == "--max-rounds reached (verdict inconclusive)"
     assert (used.alpha, used.confidence) == pytest.approx((0.05 - 2 * 0.001, 0.95 + 2 * 0.001))  # the run level
@@ -368,13 +367,11 @@ def test_adaptive_rounds_go_on_until_the_look_settles_or_the_maximum(tmp_path: P
 def test_a_spent_budget_stops_adaptive_rounds_after_the_minimum(tmp_path: Path) -> None:
     calls: list[tuple[int, str]] = []
     sides, run, _ = sides_of(tmp_path, FakeRunner(calls))
-    from prbench.compare import _run_rounds
-
     plan = partial(kernel_plan, [PlanSide(s.prepared.variant.name, s.prepared.directory, s.prepared.env,
                                           s.prepared.python_path, s.pipeline.runner) for s in sides],
                    device="cpu", platform="cpu", warmup=1, iterations=3, timeout_s=60, logs=tmp_path, passes=1)
-    _run_rounds("kernels", sides, adaptive(tmp_path, budget_s=0.001), run, {}, {}, plan,
-                rounds_on(sides, run, tmp_path), lambda rounds: (False, "verdict inconclusive"))
+    Comparison(adaptive(tmp_path, budget_s=0.001), run, sides, rounds_on(sides, run, tmp_path)).run_rounds(
+        "kernels", {}, {}, plan, lambda rounds: (False, "verdict inconclusive"))
 
     used = read_rounds_used(run.path("pair", "kernels"))
     assert [n for n, _ in calls] == [1, 2, 3] and used.reason.startswith("--budget 0.001 s spent after ")

@@ -238,8 +238,9 @@ def compare_suites(tmp_path: Path, executor: CompilingExecutor) -> list[dict[str
             pipeline = Pipeline(run, LocalRunner(), console=console)
             prepared = pipeline.prepare(Variant(name=name, recipe=recipe), None, sys.executable)
             sides.append(compare._Side(pipeline, prepared, LOCAL))
-        compare._run_suites(sides, request, None, compare._Rounds(request, console, executor=executor))
-        return compare._suite_placements(run, sides)
+        comparison = compare.Comparison(request, run, sides, compare._Rounds(request, console, executor=executor))
+        comparison.run_suites()
+        return comparison.suite_placements()
 
 
 def test_compare_hands_both_sides_shards_to_the_executor_at_once_and_keeps_a_finished_suite(tmp_path: Path) -> None:

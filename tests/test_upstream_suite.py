@@ -409,7 +409,8 @@ def test_compare_runs_the_upstream_stage_and_a_source_change_redoes_the_suite(tm
                                          suite=SuiteRequest(source=source))
         pipeline = RecordingPipeline()
         side = compare._Side(pipeline, prepared, RunnerSpec("local"))  # type: ignore[arg-type]
-        compare._run_suites([side], request, tree, compare._Rounds(request, console=None))  # type: ignore[arg-type]
+        rounds = compare._Rounds(request, console=None)  # type: ignore[arg-type]
+        compare.Comparison(request, None, [side], rounds, tree).run_suites()  # type: ignore[arg-type]
         suites[source] = pipeline.specs[0]
     upstream = suites["upstream"].command()
     assert upstream.module == "stages.upstream_suite"
