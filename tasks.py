@@ -5,8 +5,11 @@ Run ``invoke --list`` for the tasks and ``invoke --help TASK`` for every flag.
 
 from __future__ import annotations
 
+import dataclasses
+
 from invoke import task
 
+from analysis.numeric_tolerance import FLAG_HELP as NUMERIC_TOLERANCE_HELP
 from analysis.verdict_settings import FLAG_HELP as STATS_FLAG_HELP
 from prbench.cli import LongOnlyFlags, config_value, holds_run, holds_runs_under, resolve_path, user_facing
 
@@ -418,8 +421,10 @@ def store_task(ctx, action, file=None, lock=None, store=None, recipe=None):
 
 
 _FAIL_ON_HELP = ("Exit 1 when the verdict is: regression (a family's headline regressed beyond --threshold, a "
-                 "kernel or model holding at least --fail-share of the step regressed beyond it, or a dashboard "
-                 "check failed), inconclusive (that, or anything not shown to be fine), never (default)")
+                 "kernel or model holding at least --fail-share of the step regressed beyond it, a dashboard "
+                 "check failed, or the outputs failed the numerical A/B), inconclusive (that, or anything not "
+                 "shown to be fine), numerics (only the outputs failed the numerical A/B), never (default)")
+_TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
 
 
 # --- compare (the main job) -------------------------------------------------------------------------------
@@ -451,6 +456,7 @@ _FAIL_ON_HELP = ("Exit 1 when the verdict is: regression (a family's headline re
                               "a GPU cannot hold every model twice)",
         **STATS_FLAG_HELP,
         "fail_on": _FAIL_ON_HELP,
+        "tolerance": _TOLERANCE_HELP,  # numerical A/B (issue 42)
         "force": "Stage to redo even if done: suite, organize, kernels, profile or report (repeatable)",
         "python": "Python interpreter whose torch the local runner uses (default: this one)",
         "profile": "Also profile each side's models (torch.profiler, compiled graphs with -p); diffed in the report",
@@ -483,7 +489,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             min_ms=None, fail_share=None, fail_on="never", force=None, python=None, profile=False,
             suite_source="builtin",
             upstream_src=None, store=None, save_base=False, executor="local", ray_address=None, devices=None,
-            shard_size="0", suite_shard_size=None):
+            shard_size="0", suite_shard_size=None, tolerance=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
     from analysis.flag_values import call_count, timeout_seconds, whole_number
@@ -492,6 +498,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
 
     # Every statistical and measurement setting is checked before anything heavy is imported or run.
     stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share)
+    if tolerance is not None:  # numerical A/B (issue 42): per-dtype tolerances, recorded with the statistics
+        stats = dataclasses.replace(stats, tolerance=tolerance).validate()
     round_flags = check_rounds_flags(rounds, max_rounds, budget)
     fail_on = check_fail_on(fail_on)
     if not pr:

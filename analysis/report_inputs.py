@@ -73,6 +73,7 @@ class ReportInputs:
     base_compiles: dict[str, list[float]] = field(default_factory=dict)  # model → first-call s of each round
     pr_compiles: dict[str, list[float]] = field(default_factory=dict)
     kernels_asked: tuple[str, ...] = ()  # kernels whose code diff the user asked for (`invoke report --kernel`)
+    suite_dirs: tuple[Path, Path] | None = None  # base and PR <side>/suite: their outputs/ (`analysis.numerics`)
 
 
 
@@ -141,6 +142,7 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
     suite = _pair_of(run_dir, "suite/suite.csv")
     if suite:
         inputs.base_suite, inputs.pr_suite = (read_suite_frame(p) for p in suite)
+        inputs.suite_dirs = (suite[0].parent, suite[1].parent)
         samples = _pair_of(run_dir, "suite/samples.json")
         if samples:
             inputs.base_suite_samples, inputs.pr_suite_samples = (read_suite_samples(p) for p in samples)
