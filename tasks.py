@@ -5,7 +5,7 @@ Run ``invoke --list`` for the tasks and ``invoke --help TASK`` for every flag.
 
 from __future__ import annotations
 
-import dataclasses
+from typing import Any
 
 from invoke import task
 
@@ -82,7 +82,7 @@ def _inductor_config_flag(items):
     return values
 
 
-def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share=None):
+def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share=None, tolerance=None):
     """The statistical flags as one validated VerdictSettings (a bad value fails here, before any stage).
 
     The flags arrive as text (None when not given) so that a typo is our one-line error, not a traceback.
@@ -92,8 +92,10 @@ def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_
 
     given = {"confidence": confidence, "alpha": alpha, "margin": margin, "threshold": threshold, "noise": noise,
              "min_ms": min_ms, "fail_share": fail_share}
-    values = {key: real_number("--" + key.replace("_", "-"), value)
-              for key, value in given.items() if value is not None}
+    values: dict[str, Any] = {key: real_number("--" + key.replace("_", "-"), value)
+                              for key, value in given.items() if value is not None}
+    if tolerance is not None:  # the numerical A/B's per-dtype tolerances (text, checked by validate)
+        values["tolerance"] = tolerance
     return VerdictSettings(**values).validate()
 
 
@@ -497,9 +499,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     from analysis.verdict_settings import check_fail_on
 
     # Every statistical and measurement setting is checked before anything heavy is imported or run.
-    stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share)
-    if tolerance is not None:  # numerical A/B (issue 42): per-dtype tolerances, recorded with the statistics
-        stats = dataclasses.replace(stats, tolerance=tolerance).validate()
+    stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share, tolerance)
     round_flags = check_rounds_flags(rounds, max_rounds, budget)
     fail_on = check_fail_on(fail_on)
     if not pr:
