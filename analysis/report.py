@@ -30,13 +30,12 @@ from analysis.kernel_compare import KernelComparison, compare_kernels
 from analysis.model_compare import ModelComparison, compare_models
 from analysis.model_resources import model_resources
 from analysis.numeric_tolerance import parse_tolerances
-from analysis.numerics import compare_model_outputs
 from analysis.projection import Projection, project
 from analysis.rendering import write_csv, write_xlsx
 from analysis.report_environment import environment_table, flatten, with_lock_summaries
 from analysis.report_inputs import ReportInputs, ReportSettings, load_report_inputs
 from analysis.report_markdown import MAX_MARKDOWN_CHARS, Explanations, asked_kernel_texts, render_markdown
-from analysis.report_numerics import NumericsView, lead_with_numerics
+from analysis.report_numerics import NumericsView, lead_with_numerics, numerics_view
 from analysis.report_plots import plot_categories, plot_distribution, plot_waterfall
 from analysis.report_verdict import summarize_comparison, summary_frame
 from analysis.time_decomposition import Decomposition, decompose
@@ -143,9 +142,7 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
     gates = (model_gates(mc, stats.confidence, inputs.base_compiles, inputs.pr_compiles) if mc is not None
              else [])
     found = _Analyses(kc, mc, gates, _projection(inputs, kc, mc) if kc is not None and mc is not None else None)
-    if inputs.suite_dirs is not None:
-        tolerances = parse_tolerances(stats.tolerance)
-        found.numerics = NumericsView(compare_model_outputs(*inputs.suite_dirs, tolerances), tolerances)
+    found.numerics = numerics_view(inputs, kc, parse_tolerances(stats.tolerance))
     if kc is not None:
         found.fusion = fusion_changes(kc.only_base, kc.only_pr)
     if mc is not None:

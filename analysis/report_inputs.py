@@ -18,6 +18,7 @@ import pandas as pd
 from analysis.dynamo_csv import read_suite_samples
 from analysis.errors import UserError
 from analysis.kernel_compare import read_kernels_csv
+from analysis.kernel_numerics import OUTPUTS_DIR as KERNEL_OUTPUTS_DIR
 from analysis.launch_cost import LAUNCH_COST_FILE, LaunchCost, read_launch_cost
 from analysis.model_compare import read_suite_frame
 from analysis.paired_rounds import (
@@ -74,6 +75,7 @@ class ReportInputs:
     pr_compiles: dict[str, list[float]] = field(default_factory=dict)
     kernels_asked: tuple[str, ...] = ()  # kernels whose code diff the user asked for (`invoke report --kernel`)
     suite_dirs: tuple[Path, Path] | None = None  # base and PR <side>/suite: their outputs/ (`analysis.numerics`)
+    kernel_output_dirs: tuple[Path, Path] | None = None  # base and PR <side>/kernel_outputs (`kernel_numerics`)
 
 
 
@@ -166,6 +168,7 @@ def _add_provenance(run_dir: Path, inputs: ReportInputs) -> None:
     organized = [run_dir / side / "organized" for side in ("base", "pr")]
     if all(d.is_dir() for d in organized):
         inputs.base_organized, inputs.pr_organized = organized
+        inputs.kernel_output_dirs = (run_dir / "base" / KERNEL_OUTPUTS_DIR, run_dir / "pr" / KERNEL_OUTPUTS_DIR)
     inputs.base_launch_cost = read_launch_cost(run_dir / "base" / LAUNCH_COST_FILE)
     inputs.pr_launch_cost = read_launch_cost(run_dir / "pr" / LAUNCH_COST_FILE)
     rounds = sorted((run_dir / PAIRED_DIR / "models").glob("round-*.json"))

@@ -31,6 +31,9 @@ from analysis.errors import UserError
 from analysis.flag_values import whole_number
 from analysis.kernel_compare import normalize_kernels, pair_kernels
 from analysis.kernel_index import IndexRow, read_index
+from analysis.kernel_numerics import CONFIG_VAR as NUMERICS_CONFIG_VAR
+from analysis.kernel_numerics import OUTPUTS_DIR as KERNEL_OUTPUTS_DIR
+from analysis.kernel_numerics import write_config as write_numerics_config
 from analysis.verdict_settings import check_rounds
 from prbench.runners import Runner, StageCommand
 from prbench.suite_stage import SuiteRequest
@@ -162,8 +165,22 @@ def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: in
                                          organized=str(organized), prepare=loads)
     base, pr = (side.name for side in sides)
     partner = partners(indexes[base][1], indexes[pr][1])
+    _numerics_configs(sides, plan_sides, partner)
     return Plan(kind="kernels", worker=KERNEL_WORKER, device=device, sides=plan_sides,
                 blocks=pair_jobs(jobs[base], jobs[pr], partner), passes=passes, platform=platform)
+
+
+def _numerics_configs(sides: list[PlanSide], plan_sides: dict[str, SidePlan], partner: dict[str, str]) -> None:
+    """The numerical A/B of the paired kernels (``analysis.kernel_numerics``): each side's numerics.json, named
+    to its workers; the PR side runs its kernels on base's recorded inputs."""
+    base, pr = sides
+    outputs = {side.name: side.directory / KERNEL_OUTPUTS_DIR for side in sides}
+    reference = {base.name: None, pr.name: (outputs[base.name], base.directory / "organized")}
+    pairs = {base.name: partner, pr.name: {p: b for b, p in partner.items()}}
+    for side in sides:
+        config = write_numerics_config(outputs[side.name], side.directory / "organized", reference[side.name],
+                                       pairs[side.name])
+        plan_sides[side.name].env[NUMERICS_CONFIG_VAR] = str(config)
 
 
 # --- models ----------------------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ from analysis.errors import UserError
 from analysis.kernel_index import IndexRow, graph_module_problem, read_index
 from analysis.kernel_results import KernelRow, kernel_gb, summarize_rounds, write_results
 from analysis.round_shards import parse_block_ranges
-from stages import cpp_replay
+from stages import cpp_replay, kernel_numerics
 from stages.entry import StageArgumentParser, run_as_script
 from stages.progress import progress_line
 from stages.worker_process import (
@@ -304,6 +304,7 @@ class KernelWorker:
         self.timer = timer
         self.modules: dict[str, Any] = {}
         self.writable: dict[str, dict[str, set[int] | None]] = {}
+        self.numerics = kernel_numerics.Recorder.from_environment()
 
     def module(self, job: Job) -> Any:
         if job.path not in self.modules:
@@ -316,6 +317,7 @@ class KernelWorker:
             return {"results": {name: {} for name in job.kernels}}
         if job.kind == "triton":
             args = seeded_args(module)
+            self.numerics.record_call(job.id, job.kernels, module, list(args))  # once per run (numerical A/B)
             samples = self.timer.time(lambda: module.call(args), job.warmup, job.iterations)
             (name,) = job.kernels
             return {"results": {name: {"samples": samples}}}
@@ -326,6 +328,8 @@ class KernelWorker:
         if job.path not in self.writable:
             self.writable[job.path] = cpp_replay.writable_arguments(job.path)
         launches = cpp_replay.record_launches(module, seeded_args(module), job.kernels, self.writable[job.path])
+        self.numerics.record_graph(job.id, job.kernels, module, lambda: seeded_args(module),
+                                   self.writable[job.path])  # once per run: the numerical A/B's records
         samples = cpp_replay.time_launches(launches, job.warmup, job.iterations)
         launched = {launch.kernel for launch in launches}
         results: dict[str, dict[str, Any]] = {}
