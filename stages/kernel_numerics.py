@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,11 +53,15 @@ class Recorder:
         partners = self.config.get("partners") or {}
         wanted, later = {}, False
         for name, rel in kernels.items():
-            own = dump_path(self.directory, organized, rel, "self")
-            cross = base = None
-            if reference and rel in partners:
-                cross = dump_path(self.directory, organized, rel, "cross")
-                base = dump_path(Path(reference["outputs"]), Path(reference["organized"]), partners[rel], "self")
+            try:
+                own = dump_path(self.directory, organized, rel, "self")
+                cross = base = None
+                if reference and rel in partners:
+                    cross = dump_path(self.directory, organized, rel, "cross")
+                    base = dump_path(Path(reference["outputs"]), Path(reference["organized"]), partners[rel],
+                                     "self")
+            except OSError:  # a kernel file that is not there has nothing to tie a record to
+                continue
                 if not cross.exists() and not base.exists():
                     later = True
                 if cross.exists() or not base.exists():
@@ -72,6 +77,15 @@ class Recorder:
         if not later:
             self.done.add(job_id)  # what is wanted now is recorded below: nothing is left for this worker
         return wanted
+
+    def guarded(self, job_id: int, record: Callable[[], None]) -> None:
+        """Recording must never cost a visit its timing: a failure is printed to the worker's log, and the job
+        is not recorded again in this worker."""
+        try:
+            record()
+        except Exception:
+            traceback.print_exc()
+            self.done.add(job_id)
 
     def record_graph(self, job_id: int, kernels: dict[str, str], module: Any, args: Callable[[], list[Any]],
                      writable: dict[str, set[int] | None]) -> None:

@@ -317,7 +317,7 @@ class KernelWorker:
             return {"results": {name: {} for name in job.kernels}}
         if job.kind == "triton":
             args = seeded_args(module)
-            self.numerics.record_call(job.id, job.kernels, module, list(args))  # once per run (numerical A/B)
+            self.numerics.guarded(job.id, lambda: self.numerics.record_call(job.id, job.kernels, module, list(args)))
             samples = self.timer.time(lambda: module.call(args), job.warmup, job.iterations)
             (name,) = job.kernels
             return {"results": {name: {"samples": samples}}}
@@ -328,8 +328,8 @@ class KernelWorker:
         if job.path not in self.writable:
             self.writable[job.path] = cpp_replay.writable_arguments(job.path)
         launches = cpp_replay.record_launches(module, seeded_args(module), job.kernels, self.writable[job.path])
-        self.numerics.record_graph(job.id, job.kernels, module, lambda: seeded_args(module),
-                                   self.writable[job.path])  # once per run: the numerical A/B's records
+        self.numerics.guarded(job.id, lambda: self.numerics.record_graph(  # once per run: numerical A/B records
+            job.id, job.kernels, module, lambda: seeded_args(module), self.writable[job.path]))
         samples = cpp_replay.time_launches(launches, job.warmup, job.iterations)
         launched = {launch.kernel for launch in launches}
         results: dict[str, dict[str, Any]] = {}
