@@ -62,6 +62,7 @@ class Recorder:
                                      "self")
             except OSError:  # a kernel file that is not there has nothing to tie a record to
                 continue
+            if cross is not None and base is not None:
                 if not cross.exists() and not base.exists():
                     later = True
                 if cross.exists() or not base.exists():
