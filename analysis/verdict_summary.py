@@ -231,7 +231,8 @@ def fail_reasons(summary: dict[str, Any], fail_on: str) -> list[str]:
 
 
 def numerics_reasons(summary: dict[str, Any]) -> list[str]:
-    """"numerics: models 1 of 2 failed (worst: M, PR vs base, logits max abs 0.41)" per failing family."""
+    """"numerics: models 1 of 2 failed (worst: M, PR vs base, logits max abs 0.41)"; "numerics: kernels 1 of 9
+    failed (worst: K, 3100 ULP, max abs 0.2)": one per failing family."""
     numerics = summary.get("numerics") or {}
     reasons = []
     for family in ("models", "kernels"):
@@ -239,8 +240,9 @@ def numerics_reasons(summary: dict[str, Any]) -> list[str]:
         if not block or not block.get("failed"):
             continue
         worst = block.get("worst") or {}
-        where = (f" (worst: {worst.get('name')}, {worst.get('check')}, {worst.get('output')} max abs "
-                 f"{_g(worst.get('max_abs'))})" if worst else "")
+        what = (f"{worst.get('check')}, {worst.get('output')}" if family == "models"
+                else f"{worst.get('max_ulp')} ULP,")
+        where = f" (worst: {worst.get('name')}, {what} max abs {_g(worst.get('max_abs'))})" if worst else ""
         reasons.append(f"numerics: {family} {block['failed']} of {block['compared']} failed{where}")
     return reasons
 

@@ -13,6 +13,7 @@ import torch
 
 from analysis.kernel_numerics import CONFIG_VAR, compare_kernel_outputs, read_dump, ulp_distance, write_config
 from analysis.numeric_tolerance import parse_tolerances
+from analysis.verdict_summary import fail_reasons
 from stages.kernel_numerics import Recorder
 
 
@@ -86,6 +87,9 @@ def test_the_pr_kernel_that_computes_something_else_is_found_on_base_inputs(tmp_
     block = found.block()
     assert (block["compared"], block["failed"], block["identical_code_bit_identical"]) == (2, 1, 1)
     assert block["worst"]["name"] == "scale"
+    summary = {"numerics": {"models": None, "kernels": block}}
+    assert fail_reasons(summary, "numerics") == [
+        f"numerics: kernels 1 of 2 failed (worst: scale, {scale.max_ulp} ULP, max abs {scale.max_abs:.3g})"]
     recorded = read_dump(next(outputs.glob("*scale*.self.npz")))
     assert recorded.meta["dtypes"] == {"0": "float32", "1": "float32"} and set(recorded.outputs) == {1}
 
