@@ -15,7 +15,7 @@ import pandas as pd
 from analysis.kernel_compare import KernelComparison
 from analysis.kernel_numerics import KernelDifference, KernelsNumerics, compare_kernel_outputs
 from analysis.numeric_tolerance import Tolerance
-from analysis.numerics import CHECKS, Check, Difference, ModelsNumerics, compare_model_outputs
+from analysis.numerics import CHECKS, Check, Difference, ModelsNumerics, compare_model_outputs, recording_seconds
 from analysis.rendering import Column, fmt_x, markdown_table, md_code
 from analysis.report_inputs import ReportInputs
 
@@ -41,6 +41,7 @@ class NumericsView:
     tolerances: dict[str, Tolerance]
     kernels: KernelsNumerics | None = None
     speedups: dict[tuple[str, str], float] = field(default_factory=dict)  # (base name, PR name) → speedup
+    recording_s: float = 0.0  # what recording the models' outputs cost both suites
 
     def summary_block(self) -> dict[str, Any]:
         kernels = self.kernels.block() if self.kernels is not None else None
@@ -65,7 +66,8 @@ def numerics_view(inputs: ReportInputs, kc: KernelComparison | None, tolerances:
         speedups = {(b, p): float(x) for b, p, x in zip(t["base_name"], t["pr_name"], t["speedup"], strict=True)}
     if inputs.suite_dirs is None and kernels is None:
         return None
-    return NumericsView(models, tolerances, kernels, speedups)
+    recording = recording_seconds(inputs.suite_dirs) if inputs.suite_dirs else 0.0
+    return NumericsView(models, tolerances, kernels, speedups, recording)
 
 
 def _g(x: float) -> str:
@@ -206,4 +208,6 @@ def method_text(view: NumericsView) -> str:
             "(its tensor arguments before, what it may write after), and the PR's kernel runs again on base's "
             "recorded inputs; every output buffer is compared with the same tolerances (max abs and rel error, "
             "the largest distance in units in the last place of its dtype, the elements that differ at all); "
-            "kernels whose code is identical must give bit-identical outputs.")
+            "kernels whose code is identical must give bit-identical outputs."
+            + (f" Recording the models' outputs took {view.recording_s:.1f} s of the two suites." if view.recording_s
+               else ""))

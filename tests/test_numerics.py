@@ -86,6 +86,7 @@ def test_a_pr_that_computes_other_logits_fails_numerics_first(tmp_path: Path) ->
     assert models["worst"]["max_abs"] == pytest.approx(float(np.abs(wrong - good).max()))
     assert summary["numerics"]["tolerances"]["bfloat16"] == {"rtol": 0.02, "atol": 0.02}
     assert "rtol 0.001, atol 0.001" in text  # the method states the tolerances used
+    assert "Recording the models' outputs took 0.8 s of the two suites." in text  # 2 models × 2 sides × 0.2 s
     (reason,) = fail_reasons(summary, "numerics")
     # the PR's logits are as far from its eager ones as from base's: either check may hold the largest error
     assert re.match(r"numerics: models 1 of 2 failed \(worst: BertForMaskedLM, PR vs (base|eager), logits max abs",
