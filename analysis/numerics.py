@@ -84,6 +84,9 @@ def read_model_outputs(path: Path) -> ModelOutputs:
         raise UserError(f"{path}: not {what} written by prbench ({type(exc).__name__}: {exc})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise UserError(f"{path}: meta: expected an object with format {FORMAT}")
+    values = [a for role in arrays.values() for a in role.values()]
+    if not all(np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_ for a in values):
+        raise UserError(f"{path}: expected numeric arrays only")
     return ModelOutputs(meta, arrays)
 
 

@@ -149,3 +149,6 @@ def test_a_damaged_outputs_file_is_one_line(tmp_path: Path) -> None:
     path.write_bytes(b"PK\x03\x04 not a zip")
     with pytest.raises(UserError, match=r"m\.npz: not a model's outputs"):
         read_model_outputs(path)
+    write_model_outputs(path, {"eager/logits": np.array(["a", "b"])}, {"dtype": "float32"})
+    with pytest.raises(UserError, match=r"m\.npz: expected numeric arrays only"):
+        read_model_outputs(path)
