@@ -5,6 +5,8 @@ pairs the report compares); each side's jobs come from ``stages.kernels.plan_job
 kernels' partners share a block, so they are timed back to back: a Triton job pairs with its partner's job, C++
 graph jobs pair greedily by the number of paired kernels they share. Jobs left over get one-sided blocks at the
 end (their kernels are timed; the report lists them as only in base / only in PR).
+The same pairs go into each side's ``kernel_outputs/numerics.json`` (``analysis.kernel_numerics``), named to its
+workers, which record the kernels for the numerical A/B once per run (the PR's on base's recorded inputs).
 
 Models: one block per model whose suite row is ``ok`` on both sides; each side's worker prepares (compiles) the
 models of its group first.
