@@ -1,6 +1,7 @@
 """The wrong-on-purpose example end to end: ``invoke compare`` of ``examples/wrong-numerics.patch`` (the C++
-backend's log without its ln 2, its exp cut to three terms) on one tiny model, in float32 and in bfloat16: the report's Numerics section fails
-the model and the loss kernel, the verdict says so first, and ``--fail-on numerics`` exits 1 with one line."""
+backend's log without its ln 2, its exp cut to three terms) on one tiny model, in float32 and in bfloat16: the
+report's Numerics section fails the model and the loss kernel, the verdict says so first, and ``--fail-on
+numerics`` exits 1 with one line."""
 
 from __future__ import annotations
 
