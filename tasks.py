@@ -5,8 +5,11 @@ Run ``invoke --list`` for the tasks and ``invoke --help TASK`` for every flag.
 
 from __future__ import annotations
 
+from typing import Any
+
 from invoke import task
 
+from analysis.numeric_tolerance import FLAG_HELP as NUMERIC_TOLERANCE_HELP
 from analysis.verdict_settings import FLAG_HELP as STATS_FLAG_HELP
 from prbench.cli import LongOnlyFlags, config_value, holds_run, holds_runs_under, resolve_path, user_facing
 
@@ -80,7 +83,7 @@ def _inductor_config_flag(items):
     return values
 
 
-def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share=None):
+def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share=None, tolerance=None):
     """The statistical flags as one validated VerdictSettings (a bad value fails here, before any stage).
 
     The flags arrive as text (None when not given) so that a typo is our one-line error, not a traceback.
@@ -90,8 +93,10 @@ def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_
 
     given = {"confidence": confidence, "alpha": alpha, "margin": margin, "threshold": threshold, "noise": noise,
              "min_ms": min_ms, "fail_share": fail_share}
-    values = {key: real_number("--" + key.replace("_", "-"), value)
-              for key, value in given.items() if value is not None}
+    values: dict[str, Any] = {key: real_number("--" + key.replace("_", "-"), value)
+                              for key, value in given.items() if value is not None}
+    if tolerance is not None:  # the numerical A/B's per-dtype tolerances (text, checked by validate)
+        values["tolerance"] = tolerance
     return VerdictSettings(**values).validate()
 
 
@@ -420,8 +425,10 @@ def store_task(ctx, action, file=None, lock=None, store=None, recipe=None):
 
 
 _FAIL_ON_HELP = ("Exit 1 when the verdict is: regression (a family's headline regressed beyond --threshold, a "
-                 "kernel or model holding at least --fail-share of the step regressed beyond it, or a dashboard "
-                 "check failed), inconclusive (that, or anything not shown to be fine), never (default)")
+                 "kernel or model holding at least --fail-share of the step regressed beyond it, a dashboard "
+                 "check failed, or the outputs failed the numerical A/B), inconclusive (that, or anything not "
+                 "shown to be fine), numerics (only the outputs failed the numerical A/B), never (default)")
+_TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
 
 
 # --- compare (the main job) -------------------------------------------------------------------------------
@@ -452,6 +459,7 @@ _FAIL_ON_HELP = ("Exit 1 when the verdict is: regression (a family's headline re
                               "a GPU cannot hold every model twice)",
         **STATS_FLAG_HELP,
         "fail_on": _FAIL_ON_HELP,
+        "tolerance": _TOLERANCE_HELP,  # numerical A/B (issue 42)
         "force": "Stage to redo even if done: suite, organize, kernels, profile or report (repeatable)",
         "python": "Python interpreter whose torch the local runner uses (default: this one)",
         "profile": "Also profile each side's models (torch.profiler, compiled graphs with -p); diffed in the report",
@@ -484,7 +492,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             min_ms=None, fail_share=None, fail_on="never", force=None, python=None, profile=False,
             suite_source="builtin",
             upstream_src=None, store=None, save_base=False, executor="local", ray_address=None, devices=None,
-            shard_size="0", suite_shard_size=None):
+            shard_size="0", suite_shard_size=None, tolerance=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
     from analysis.flag_values import call_count, timeout_seconds, whole_number
@@ -492,7 +500,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     from analysis.verdict_settings import check_fail_on
 
     # Every statistical and measurement setting is checked before anything heavy is imported or run.
-    stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share)
+    stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share, tolerance)
     round_flags = check_rounds_flags(rounds, max_rounds, budget)
     fail_on = check_fail_on(fail_on)
     if not pr:

@@ -29,11 +29,13 @@ from analysis.gates import Gate, model_gates
 from analysis.kernel_compare import KernelComparison, compare_kernels
 from analysis.model_compare import ModelComparison, compare_models
 from analysis.model_resources import model_resources
+from analysis.numeric_tolerance import parse_tolerances
 from analysis.projection import Projection, project
 from analysis.rendering import write_csv, write_xlsx
 from analysis.report_environment import environment_table, flatten, with_lock_summaries
 from analysis.report_inputs import ReportInputs, ReportSettings, load_report_inputs
 from analysis.report_markdown import MAX_MARKDOWN_CHARS, Explanations, asked_kernel_texts, render_markdown
+from analysis.report_numerics import NumericsView, lead_with_numerics, numerics_view
 from analysis.report_plots import plot_categories, plot_distribution, plot_waterfall
 from analysis.report_verdict import summarize_comparison, summary_frame
 from analysis.run_layout import REPORT_MD, TRACE_DIFF_MD
@@ -80,6 +82,7 @@ class _Analyses:
     fusion: pd.DataFrame | None = None  # `analysis.fusion_changes`
     decomposition: Decomposition | None = None
     resources: pd.DataFrame | None = None  # `analysis.model_resources`
+    numerics: NumericsView | None = None  # `analysis.numerics` (the outputs, not the times)
 
 
 @dataclass
@@ -107,10 +110,13 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
         atomic_io.write_text(out_dir / TRACE_DIFF_MD, inputs.trace_diff_md)
 
     summary = summarize_comparison(found.kc, found.mc, found.gates, stats)
+    if found.numerics is not None:
+        summary["verdict"] = lead_with_numerics(summary["verdict"], found.numerics)
+        summary["numerics"] = found.numerics.summary_block()
     summary_json = write_summary(out_dir, summary)
     xlsx = write_xlsx(out_dir / "report.xlsx", files.sheets)
     text = render_markdown(inputs, found.kc, found.mc, found.proj, files.plots, found.gates,
-                           Explanations(found.fusion, found.decomposition, found.resources))
+                           Explanations(found.fusion, found.decomposition, found.resources), found.numerics)
     report_md = out_dir / REPORT_MD
     atomic_io.write_text(report_md, text)
     return ReportPaths(out_dir=out_dir, report_md=report_md, xlsx=xlsx,
@@ -138,6 +144,7 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
     gates = (model_gates(mc, stats.confidence, inputs.base_compiles, inputs.pr_compiles) if mc is not None
              else [])
     found = _Analyses(kc, mc, gates, _projection(inputs, kc, mc) if kc is not None and mc is not None else None)
+    found.numerics = numerics_view(inputs, kc, parse_tolerances(stats.tolerance))
     if kc is not None:
         found.fusion = fusion_changes(kc.only_base, kc.only_pr)
     if mc is not None:

@@ -74,6 +74,8 @@ class ReportInputs:
     base_compiles: dict[str, list[float]] = field(default_factory=dict)  # model → first-call s of each round
     pr_compiles: dict[str, list[float]] = field(default_factory=dict)
     kernels_asked: tuple[str, ...] = ()  # kernels whose code diff the user asked for (`invoke report --kernel`)
+    suite_dirs: tuple[Path, Path] | None = None  # base and PR <side>/suite: their outputs/ (`analysis.numerics`)
+    kernel_output_dirs: tuple[Path, Path] | None = None  # base and PR <side>/kernel_outputs (`kernel_numerics`)
 
     def stats_for(self, kind: str) -> VerdictSettings:
         """The level a kind's verdicts are stated at: its rounds record's (the strict level after an early stop,
@@ -150,6 +152,7 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
     suite = _pair_of(run_dir, lambda v: v.suite_csv)
     if suite:
         inputs.base_suite, inputs.pr_suite = (read_suite_frame(p) for p in suite)
+        inputs.suite_dirs = (suite[0].parent, suite[1].parent)
         samples = _pair_of(run_dir, lambda v: v.suite_samples)
         if samples:
             inputs.base_suite_samples, inputs.pr_suite_samples = (read_suite_samples(p) for p in samples)
@@ -174,6 +177,7 @@ def _add_provenance(run_dir: Path, inputs: ReportInputs) -> None:
     organized = [layout.variant(side).organized for side in SIDES]
     if all(d.is_dir() for d in organized):
         inputs.base_organized, inputs.pr_organized = organized
+        inputs.kernel_output_dirs = (layout.variant("base").kernel_outputs, layout.variant("pr").kernel_outputs)
     inputs.base_launch_cost = read_launch_cost(layout.variant("base").launch_cost)
     inputs.pr_launch_cost = read_launch_cost(layout.variant("pr").launch_cost)
     rounds = sorted(layout.paired_kind("models").glob("round-*.json"))

@@ -35,6 +35,7 @@ from analysis.rendering import (
 from analysis.report_environment import environment_table, flatten, lock_identity, with_lock_summaries
 from analysis.report_inputs import ReportInputs
 from analysis.report_kernel_details import KernelDetails
+from analysis.report_numerics import NumericsView, lead_with_numerics, method_text, numerics_markdown
 from analysis.report_verdict import control_rows, report_verdict
 from analysis.time_decomposition import Decomposition
 from analysis.verdict_settings import percent
@@ -180,14 +181,17 @@ class Explanations:
 
 def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparison | None,
                     proj: Projection | None, plots: dict[str, str], gates: list[Gate],
-                    explanations: Explanations | None = None) -> str:
+                    explanations: Explanations | None = None, numerics: NumericsView | None = None) -> str:
     """Render report.md, shrinking tables until it fits under MAX_MARKDOWN_CHARS."""
     explanations = explanations or Explanations()
     template = jinja_env().get_template("report.md.j2")
     env = environment_table(*with_lock_summaries(inputs.base_env, inputs.pr_env, inputs.lock))
     gate_rows = pd.DataFrame([{**g.as_dict(), "ci": ci_text(g.ci_low, g.ci_high),
                                "limit": f"{'<' if g.bad_when == 'below' else '>'} {g.limit:g}×"} for g in gates])
-    base_ctx = {"title": inputs.title, "verdict": report_verdict(kc, mc), "kc": kc, "mc": mc, "proj": proj,
+    verdict = report_verdict(kc, mc)
+    base_ctx = {"title": inputs.title, "verdict": lead_with_numerics(verdict, numerics) if numerics else verdict,
+                "numerics_method": method_text(numerics) if numerics else None,
+                "kc": kc, "mc": mc, "proj": proj,
                 "plots": {**dict.fromkeys(PLOT_SLOTS), **plots}, "method": _method(inputs, kc, mc),
                 "lock": flatten(inputs.lock),
                 "max_chars": MAX_MARKDOWN_CHARS,
@@ -201,6 +205,7 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
     caps = Caps()
     while True:
         text = template.render({**base_ctx, **_defaults(), **_sections(inputs, kc, mc, proj, env, caps),
+                                "numerics": numerics_markdown(numerics, caps.models) if numerics else None,
                                 **_explained(explanations, details, caps, inputs.kernels_asked)})
         if len(text) <= MAX_MARKDOWN_CHARS:
             return text

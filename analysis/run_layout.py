@@ -26,6 +26,8 @@ SUITE_CSV = "suite.csv"
 SUITE_SAMPLES = "samples.json"  # {model: {"eager": [ms], "compiled": [ms]}}
 GRAPH_MODELS = "graph_models.json"  # {compiled graph module file stem: [models that ran it]}
 PAIRED_SAMPLES = "paired_samples.json"
+MODEL_OUTPUTS_DIR = "outputs"  # <variant>/suite/outputs/<model>.npz: the numerical A/B's model outputs
+KERNEL_OUTPUTS_DIR = "kernel_outputs"  # <variant>/kernel_outputs/: the paired kernels' recorded outputs
 INDEX_CSV = "index.csv"
 GRAPHS_DIR = "graphs"
 KERNELS_CSV = "kernels.csv"
@@ -76,6 +78,16 @@ class VariantLayout:
     def paired_samples(self) -> Path:
         """The compiled latencies of the paired model rounds, per model (the compare's ``models`` stage)."""
         return self.suite / PAIRED_SAMPLES
+
+    @property
+    def model_outputs(self) -> Path:
+        """Each model's seeded outputs (``analysis.numerics``), one ``<model>.npz`` each."""
+        return self.suite / MODEL_OUTPUTS_DIR
+
+    @property
+    def kernel_outputs(self) -> Path:
+        """The paired kernels' recorded inputs and outputs (``analysis.kernel_numerics``)."""
+        return self.root / KERNEL_OUTPUTS_DIR
 
     @property
     def cache_archive(self) -> Path:

@@ -15,12 +15,13 @@ from typing import Any
 from analysis.errors import UserError
 from analysis.flag_values import whole_number
 from analysis.noise_rules import ROUND_SPREAD_LIMIT
+from analysis.numeric_tolerance import parse_tolerances
 
 VERDICTS = ("improved", "regressed", "equivalent", "inconclusive")  # of an item
 # Of a family, also: "identical" (no item changed: nothing to measure) and "mixed" (the headline improved while
 # an item holding at least --fail-share of the step regressed); see analysis.verdict.family_verdict.
 FAMILY_VERDICTS = (*VERDICTS, "identical", "mixed")
-FAIL_ON = ("never", "regression", "inconclusive")
+FAIL_ON = ("never", "regression", "inconclusive", "numerics")
 MIN_ROUNDS = 3  # a t interval over rounds needs at least two degrees of freedom to mean anything
 
 
@@ -33,6 +34,7 @@ class VerdictSettings:
     noise: float = ROUND_SPREAD_LIMIT  # robust relative spread of a side's round medians at which it is flagged noisy
     min_ms: float = 0.0  # kernels faster than this on both sides stay out of the summary
     fail_share: float = 0.01  # a regressed item holding at least this share of the step makes the family regress
+    tolerance: str = ""  # the numerical A/B's per-dtype tolerances (`analysis.numeric_tolerance`); "" = defaults
 
     @property
     def effect_floor(self) -> float:
@@ -49,6 +51,9 @@ class VerdictSettings:
             raise UserError(f"--min-ms {self.min_ms}: expected a non-negative number of milliseconds")
         if not (_number(self.fail_share) and 0 <= self.fail_share <= 1):
             raise UserError(f"--fail-share {self.fail_share}: expected a fraction of the step in [0, 1] such as 0.01")
+        if not isinstance(self.tolerance, str):
+            raise UserError(f"--tolerance {self.tolerance!r}: expected text such as bfloat16=0.05")
+        parse_tolerances(self.tolerance)
         return self
 
     def describe(self) -> dict[str, Any]:

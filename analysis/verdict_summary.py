@@ -2,8 +2,8 @@
 
 ``summary.json`` is the contract for CI users and the benchmarks (``format_version`` `SUMMARY_FORMAT_VERSION`):
 
-    {"format_version": 2,
-     "verdict": "<one line>",
+    {"format_version": 3,
+     "verdict": "<one line>",          # a numerical failure first, then the kernels' and models' verdicts
      "kernels": {"verdict",            # improved | regressed | mixed | equivalent | inconclusive | identical
                  "headline": "step",   # which estimate the verdict leads with
                  "step": {"speedup", "ci_low", "ci_high"},    # Σ base / Σ PR per step, identical kernels unchanged
@@ -18,6 +18,12 @@
                              "available", "reason", "offset_corrected"} | null, "models": {...} | null,
                  "passed": bool, "resolution_pct": float},
      "gates": [{"name", "value", "ci_low", "ci_high", "limit", "bad_when", "status", "detail"}],
+     "numerics": {"models": {"compared", "passed", "failed", "not_compared": [model],
+                             "worst": {"name", "check", "output", "elements", "max_abs", "max_rel", "mismatches",
+                                       "nonfinite", "cosine", "identical"} | null,
+                             "failed_items": [{the same keys as worst}]} | null,    # analysis.numerics
+                  "kernels": null,
+                  "tolerances": {dtype: {"rtol", "atol"}}} | null,
      "settings": {...}}
 
 Numbers that do not exist (no interval with one round) are null. The version goes up when a key is removed or
@@ -40,7 +46,9 @@ from analysis.verdict import MIXED, NOTHING_CHANGED, ControlResult, Estimate, he
 from analysis.verdict_settings import VERDICTS, VerdictSettings, percent
 
 SUMMARY_FILE = "summary.json"
-SUMMARY_FORMAT_VERSION = 2  # 2: kernels lead with the step, changed and identical pairs apart; regressed items
+# 2: kernels lead with the step, changed and identical pairs apart; regressed items.
+# 3: `numerics` (the numerical A/B), and `verdict` names a numerical failure before any speed.
+SUMMARY_FORMAT_VERSION = 3
 
 
 def _num(x: float) -> float | None:
@@ -198,12 +206,15 @@ def fail_reasons(summary: dict[str, Any], fail_on: str) -> list[str]:
 
     ``regression``: a family whose headline regressed, or any of its items that regressed beyond the threshold
     holding at least ``fail_share`` of the step (the family verdict is then "regressed" or "mixed"), or a
-    failed dashboard gate. ``inconclusive`` adds inconclusive families and gates and a failed control.
+    failed dashboard gate. ``inconclusive`` adds inconclusive families and gates and a failed control. Both
+    include ``numerics``: a family whose outputs failed the numerical A/B (alone, with ``--fail-on numerics``).
     """
     if fail_on == "never":
         return []
+    reasons = numerics_reasons(summary)
+    if fail_on == "numerics":
+        return reasons
     share = (summary.get("settings") or {}).get("fail_share", 0.0)
-    reasons = []
     bad = {"regressed", MIXED} | ({"inconclusive"} if fail_on == "inconclusive" else set())
     for family in ("kernels", "models"):
         block = summary.get(family)
@@ -217,3 +228,24 @@ def fail_reasons(summary: dict[str, Any], fail_on: str) -> list[str]:
     if fail_on == "inconclusive" and control.get("passed") is False:
         reasons.append("in-run control failed")
     return reasons
+
+
+def numerics_reasons(summary: dict[str, Any]) -> list[str]:
+    """"numerics: models 1 of 2 failed (worst: M, PR vs base, logits max abs 0.41)"; "numerics: kernels 1 of 9
+    failed (worst: K, 3100 ULP, max abs 0.2)": one per failing family."""
+    numerics = summary.get("numerics") or {}
+    reasons = []
+    for family in ("models", "kernels"):
+        block = numerics.get(family)
+        if not block or not block.get("failed"):
+            continue
+        worst = block.get("worst") or {}
+        what = (f"{worst.get('check')}, {worst.get('output')}" if family == "models"
+                else f"{worst.get('max_ulp')} ULP,")
+        where = f" (worst: {worst.get('name')}, {what} max abs {_g(worst.get('max_abs'))})" if worst else ""
+        reasons.append(f"numerics: {family} {block['failed']} of {block['compared']} failed{where}")
+    return reasons
+
+
+def _g(x: Any) -> str:
+    return f"{x:.3g}" if isinstance(x, (int, float)) else "non-finite"

@@ -5,6 +5,8 @@ pairs the report compares); each side's jobs come from ``analysis.stage_records.
 kernels' partners share a block, so they are timed back to back: a Triton job pairs with its partner's job, C++
 graph jobs pair greedily by the number of paired kernels they share. Jobs left over get one-sided blocks at the
 end (their kernels are timed; the report lists them as only in base / only in PR).
+The same pairs go into each side's ``kernel_outputs/numerics.json`` (``analysis.kernel_numerics``), named to its
+workers, which record the kernels for the numerical A/B once per run (the PR's on base's recorded inputs).
 
 Models: one block per model whose suite row is ``ok`` on both sides; each side's worker prepares (compiles) the
 models of its group first.
@@ -31,6 +33,8 @@ from analysis.errors import UserError
 from analysis.flag_values import whole_number
 from analysis.kernel_compare import normalize_kernels, pair_kernels
 from analysis.kernel_index import IndexRow, read_index
+from analysis.kernel_numerics import CONFIG_VAR as NUMERICS_CONFIG_VAR
+from analysis.kernel_numerics import write_config as write_numerics_config
 from analysis.run_layout import VariantLayout
 from analysis.stage_records import (
     INTERPRETER_ITERATIONS,
@@ -171,8 +175,22 @@ def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: in
                                          organized=str(organized), prepare=loads)
     base, pr = (side.name for side in sides)
     partner = partners(indexes[base][1], indexes[pr][1])
+    _numerics_configs(sides, plan_sides, partner)
     return Plan(kind="kernels", worker=KERNEL_WORKER, device=device, sides=plan_sides,
                 blocks=pair_jobs(jobs[base], jobs[pr], partner), passes=passes, platform=platform)
+
+
+def _numerics_configs(sides: list[PlanSide], plan_sides: dict[str, SidePlan], partner: dict[str, str]) -> None:
+    """The numerical A/B of the paired kernels (``analysis.kernel_numerics``): each side's numerics.json, named
+    to its workers; the PR side runs its kernels on base's recorded inputs."""
+    base, pr = sides
+    outputs = {side.name: VariantLayout(side.directory).kernel_outputs for side in sides}
+    reference = {base.name: None, pr.name: (outputs[base.name], VariantLayout(base.directory).organized)}
+    pairs = {base.name: partner, pr.name: {p: b for b, p in partner.items()}}
+    for side in sides:
+        config = write_numerics_config(outputs[side.name], VariantLayout(side.directory).organized,
+                                       reference[side.name], pairs[side.name])
+        plan_sides[side.name].env[NUMERICS_CONFIG_VAR] = str(config)
 
 
 # --- models ----------------------------------------------------------------------------------------------------

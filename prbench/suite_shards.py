@@ -3,16 +3,17 @@ files one suite stage writes.
 
 With more than one device (``--devices cpu,cpu``, ``--devices 0,1``, or ``--executor ray``) each side's model list
 is cut into shards of ``--suite-shard-size`` models (default 1). A shard runs ``stages.suite`` over its models on
-whatever device the executor gives it: compiling is not a paired measurement, so base and PR shards go anywhere,
-and the two sides' shards are handed to the executor together. Each shard works in
-``<side>/work/suite-shards/<suite inputs hash>-<models per shard>/shard-KKK/``: its own ``suite/`` (suite.csv,
-samples.json, graph_models.json), its own Inductor cache and TMPDIR (no two compiles share a cache directory, on
-one node or many), and ``shard.json``, written by the stage last (``analysis.suite_shards``): a shard with its
-record is finished and never redone (the directory is named by the stage's inputs and the cut); one without was
-interrupted or lost and runs again, keeping the models it finished (as the suite stage resumes).
+whatever device the executor gives it: compiling is not a paired measurement, so base and PR shards go anywhere, and
+the two sides' shards are handed to the executor together. Each shard works in ``<side>/work/suite-shards/<suite
+inputs hash>-<models per shard>/shard-KKK/``: its own ``suite/`` (suite.csv, samples.json, graph_models.json,
+outputs/), its own Inductor cache and TMPDIR (no two compiles share a cache directory, on one node or many), and
+``shard.json``, written by the stage last (``analysis.suite_shards``): a shard with its record is finished and never
+redone (the directory is named by the stage's inputs and the cut); one without was interrupted or lost and runs
+again, keeping the models it finished (as the suite stage resumes).
 
 When every shard of a side is there, the side's ``suite`` stage merges them (`SuiteShards.merge`): the rows, samples
-and graph lists in model-list order into ``<side>/suite/``, the shards' Inductor caches into the side's cache
+and graph lists in model-list order into ``<side>/suite/`` (and the recorded outputs of each model), the shards'
+Inductor caches into the side's cache
 directory (the one the organize stage's archive and the model rounds' warm compiles read), archived as
 ``inductor-cache.tar.gz`` as the stage archives it. Downstream stages see the files of one suite stage. Each model
 still compiles from an empty cache of its shard, so a compile time may be longer than one process that had
@@ -131,6 +132,7 @@ class SuiteShards:
         # The stage's order: samples, graphs, then the csv that says a model is done.
         atomic_io.write_json(target.suite_samples, samples)
         atomic_io.write_json(target.graph_models, graphs)
+        _merge_outputs([o.model_outputs for o in outs], target.model_outputs)
         write_suite_csv(target.suite_csv, rows)
         _merge_caches([self.shard_dir(i) / "inductor-cache" for i in range(len(self.shards))], cache_dir)
         archive_cache(cache_dir, target.cache_archive)
@@ -170,6 +172,13 @@ def _finished(record: Path, models: tuple[str, ...]) -> bool:
 
 def _graph_models(path: Path) -> dict[str, list[str]]:
     return read_graph_models(path) if path.is_file() else {}
+
+
+def _merge_outputs(shard_outputs: list[Path], target: Path) -> None:
+    """The shards' recorded model outputs (``analysis.numerics``: one file per model) into the side's."""
+    for directory in shard_outputs:
+        if directory.is_dir():
+            shutil.copytree(directory, target, dirs_exist_ok=True)
 
 
 def _merge_caches(shard_caches: list[Path], cache_dir: Path) -> None:

@@ -59,7 +59,7 @@ from analysis.stage_records import (
     plan_jobs,
     worker_env,
 )
-from stages import cpp_replay
+from stages import cpp_replay, kernel_numerics
 from stages.entry import StageArgumentParser, run_as_script
 from stages.progress import progress_line
 from stages.worker_process import (
@@ -274,6 +274,7 @@ class KernelWorker:
         self.recorded: dict[tuple[str, tuple[str, ...]], list[cpp_replay.Launch]] = {}
         self.recorded_bytes = 0
         self.profiler_warm = False
+        self.numerics = kernel_numerics.Recorder.from_environment()
 
     def module(self, job: Job) -> Any:
         if job.path not in self.modules:
@@ -288,6 +289,7 @@ class KernelWorker:
             return {"results": {name: {} for name in job.kernels}}
         if job.kind == "triton":
             args = seeded_args(module)
+            self.numerics.guarded(job.id, lambda: self.numerics.record_call(job.id, job.kernels, module, list(args)))
             samples = self.timer.time(lambda: module.call(args), job.warmup, job.iterations)
             (name,) = job.kernels
             return {"results": {name: {"samples": samples}}}
@@ -322,6 +324,8 @@ class KernelWorker:
     def time_graph_kernels(self, job: Job, module: Any) -> dict[str, dict[str, Any]]:
         """Every launch of the job's C++ kernels replayed alone (``stages.cpp_replay``): {kernel: samples}."""
         launches = self.launches(job, module, keep=False)
+        self.numerics.guarded(job.id, lambda: self.numerics.record_graph(  # once per run: numerical A/B records
+            job.id, job.kernels, module, lambda: seeded_args(module), self.writable_of(job.path)))
         samples = cpp_replay.time_launches(launches, job.warmup, job.iterations)
         launched = {launch.kernel for launch in launches}
         results: dict[str, dict[str, Any]] = {}

@@ -8,11 +8,13 @@
 Per model, as the dynamo harness does: a warm-up of each side (the first eager and first compiled calls are
 timed: ``compilation_latency`` = first compiled − first eager, ``first_run_s`` = first compiled call), then
 ``--iterations`` timed calls with eager and compiled interleaved (so load changes hit both sides alike).
-Outputs in ``--out``: ``suite.csv`` (docs/architecture.md columns) and ``samples.json`` (raw ms per
-iteration). Both are rewritten atomically after every model, so the stage is resumable: models that already
-have an ``ok`` row with the same settings are skipped, everything else is (re)measured. A fresh run (no row
-to keep yet) starts from an empty Inductor cache; at the end that cache is archived to ``--cache-archive``.
-A model that fails gets a ``fail`` row and the others go on; the stage exits non-zero only when none ran.
+Outputs in ``--out``: ``suite.csv`` (docs/architecture.md columns), ``samples.json`` (raw ms per iteration) and
+``outputs/<model>.npz`` (the model's eager, compiled and float64 outputs on the seeded inputs, for the numerical
+A/B: ``stages.numerics``, ``analysis.numerics``). All are rewritten atomically after every model, so the stage is
+resumable: models that already have an ``ok`` row with the same settings are skipped, everything else is
+(re)measured. A fresh run (no row to keep yet) starts from an empty Inductor cache; at the end that cache is
+archived to ``--cache-archive``. A model that fails gets a ``fail`` row and the others go on; the stage exits
+non-zero only when none ran.
 
 As one shard of a suite spread over an executor's devices (``prbench.suite_shards``) the stage is told the device
 it was placed on (``--device 0``: CUDA on that GPU only, made the one visible GPU the ``--platform`` way) and the
@@ -233,6 +235,7 @@ def measure_model(name: str, settings: SuiteSettings) -> ModelResult:
 
     from stages import timing
     from stages.hf_models import build
+    from stages.numerics import record_outputs
 
     torch._dynamo.reset()  # no guards or graphs carried over from the previous model
     counters.clear()
@@ -269,6 +272,7 @@ def measure_model(name: str, settings: SuiteSettings) -> ModelResult:
     for _ in range(settings.iterations):  # interleaved, as the dynamo harness does
         eager_ms.append(timing.time_call_ms(run_eager, dev))
         compiled_ms.append(timing.time_call_ms(run_compiled, dev))
+    record_outputs(settings.out, name, built, compiled, settings.mode, settings.dtype, make_step, step)
     eager = timing.summarize(eager_ms)
     comp = timing.summarize(compiled_ms)
     flags = [f for f, noisy in (("noisy_eager", eager.noisy), ("noisy_compiled", comp.noisy)) if noisy]

@@ -28,6 +28,15 @@ def test_compare_writes_a_pr_ready_report(compared):
     report = (run / "report" / "report.md").read_text(encoding="utf-8")
     assert report.startswith("# ") and "**Verdict:**" in report
     assert len(report) < 65_000
+    # The numbers before the times: the example PR computes the same results (its 256-bit kernels round alike,
+    # within a few ULP), every changed kernel run on base's recorded inputs; kernels whose code did not change (none
+    # on an AVX-512 machine, where every kernel changes its lane count) gave bit-identical outputs.
+    assert report.index("## Numerics") < report.index("**In-run control**")
+    assert "Models: **1 of 1 passed**" in report and not report.split("\n\n")[1].startswith("**Verdict:** numerics")
+    numerics = json.loads((run / "report" / "summary.json").read_text())["numerics"]
+    assert numerics["models"]["failed"] == 0 and numerics["kernels"]["failed"] == 0
+    assert numerics["kernels"]["compared"] > 0 and numerics["kernels"]["not_compared"] == 0
+    assert numerics["kernels"]["identical_code_bit_identical"] == numerics["kernels"]["identical_code_compared"]
     for name in ("kernels_compare.csv", "report.xlsx", "speedup_distribution.png", "category_speedups.png"):
         assert (run / "report" / name).stat().st_size > 0, name
     pairs = pd.read_csv(run / "report" / "kernels_compare.csv")

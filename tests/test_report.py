@@ -196,8 +196,10 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
 
     summary = json.loads(paths.summary_json.read_text())
     assert summary == paths.summary and paths.summary_json == tmp_path / "report" / "summary.json"
-    assert set(summary) == {"format_version", "verdict", "kernels", "models", "control", "gates", "settings"}
-    assert summary["format_version"] == 2
+    assert set(summary) == {"format_version", "verdict", "kernels", "models", "control", "gates", "numerics",
+                            "settings"}
+    assert summary["format_version"] == 3
+    assert summary["numerics"]["models"] is None  # these suites recorded no outputs (tests/test_numerics.py)
     family_keys = {"verdict", "headline", "step", "geomean", "ci_low", "ci_high", "confidence", "n", "improved",
                    "regressed", "equivalent", "inconclusive", "time_weighted", "rounds", "detectable_pct",
                    "regressed_items"}
@@ -225,7 +227,7 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
     assert all(set(g) == {"name", "value", "ci_low", "ci_high", "limit", "bad_when", "status", "detail"}
                for g in summary["gates"])
     assert set(summary["settings"]) == {"confidence", "alpha", "margin", "threshold", "noise", "min_ms",
-                                        "fail_share"}
+                                        "fail_share", "tolerance"}
     assert summary["settings"]["threshold"] == 0.02  # the effective value (the margin), not null
 
 
