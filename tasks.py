@@ -645,6 +645,22 @@ def report(ctx, run, runs_dir=None, fail_on="never", kernel=None):
     _exit_on(paths.summary, fail_on)
 
 
+@task(help={"run": "Run id of a finished comparison under the runs directory",
+            "kernel": "The kernel (base or PR name) whose base/PR pair the folder holds",
+            "out": "The folder to write (must not exist, or be empty)",
+            "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)"})
+@user_facing
+@holds_run(_runs_dir)
+def repro(ctx, run, kernel, out, runs_dir=None):
+    """Write one kernel pair of a run as a folder that times base vs PR and checks outputs with torch alone."""
+    from prbench.repro import write_repro
+    from prbench.runstore import RunStore
+
+    with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as target:
+        folder = write_repro(target.root, kernel, resolve_path(out))
+    print(f"repro: {folder} (run it: cd {folder} && python run.py)")
+
+
 @task(
     help={
         "repo": "The pull request's GitHub repository, OWNER/NAME",
