@@ -661,6 +661,23 @@ def repro(ctx, run, kernel, out, runs_dir=None):
     print(f"repro: {folder} (run it: cd {folder} && python run.py)")
 
 
+@task(help={"run": "Run id of a finished comparison under the runs directory",
+            "target": "GPU target to compile for, no GPU needed: cuda:<capability> (cuda:90) or hip:<arch> "
+                      "(hip:gfx942)",
+            "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)"})
+@user_facing
+@holds_run(_runs_dir)
+def ir(ctx, run, target, runs_dir=None):
+    """Compile a run's changed Triton kernel pairs for a target into <side>/ir/; then `invoke report` shows them."""
+    from prbench.run_ir import write_run_ir
+    from prbench.runstore import RunStore
+
+    with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as opened:
+        pairs = write_run_ir(opened.root, target)
+    print(f"ir: {len(pairs)} changed Triton pairs compiled for {target} into base/ir/ and pr/ir/; "
+          f"render them with: invoke report --run {run}")
+
+
 @task(
     help={
         "repo": "The pull request's GitHub repository, OWNER/NAME",

@@ -74,24 +74,30 @@ def timer_module_text(root: Path = CODE_ROOT) -> str:
     return "\n".join(parts)
 
 
-def _side_command(run_dir: Path, side: str, pair: ReproPair, out: Path) -> StageCommand:
+def side_stage_command(run_dir: Path, side: str, module: str, args: list[str]) -> StageCommand:
+    """A stage command in the side's environment as the run made it: its stage environment (``env.json``), its
+    compile's Inductor cache, the PR's Python overlay first on ``PYTHONPATH``; local-runner runs only."""
     variant = run_dir / side
     env_json = json.loads((variant / "env.json").read_text(encoding="utf-8")) if (variant / "env.json").is_file() \
         else {}
     if env_json.get("runner", "local") != "local":
-        raise UserError(f"--run: its {side} side ran in {env_json.get('runner')}; invoke repro records launches "
-                        "with the local runner only (runs made without Docker)")
+        raise UserError(f"--run: its {side} side ran in {env_json.get('runner')}; this command runs stages with the "
+                        "local runner only (runs made without Docker)")
     env = {k: str(v) for k, v in (env_json.get("stage_env") or {}).items() if k != "TMPDIR"}
     if extracted_cache_dir(variant).is_dir():
         env["TORCHINDUCTOR_CACHE_DIR"] = str(extracted_cache_dir(variant))  # the compile's kernels: no rebuild
     overlay = variant / "work" / "overlay"
+    return StageCommand(module=module, args=args, env=env,
+                        python_path=[overlay] if (overlay / "torch").is_dir() else [])
+
+
+def _side_command(run_dir: Path, side: str, pair: ReproPair, out: Path) -> StageCommand:
     kernel = pair.side(side)
-    args = ["--organized", str(organized_dir(variant)), "--kernel", kernel.name, "--path", kernel.path,
+    args = ["--organized", str(organized_dir(run_dir / side)), "--kernel", kernel.name, "--path", kernel.path,
             "--out", str(out / side)]
     if kernel.graph:
         args += ["--graph", kernel.graph]
-    return StageCommand(module="stages.repro_launch", args=args, env=env,
-                        python_path=[overlay] if (overlay / "torch").is_dir() else [])
+    return side_stage_command(run_dir, side, "stages.repro_launch", args)
 
 
 def _measured(run_dir: Path, pair: ReproPair) -> dict[str, str]:
