@@ -81,8 +81,11 @@ class KernelDetails:
             for index, row in zip(hit.index, hit.to_dict("records"), strict=True):
                 d = self.detail(row, int(index))
                 body = d.missing if d.diff is None else (d.diff.text or "identical normalised code")
-                texts.append(f"{d.title}: {d.summary}\nlaunch, base: {d.base_launch}\nlaunch, PR:   {d.pr_launch}\n"
-                             f"{body}\n")
+                rows = summary_rows(d.ir[0].summary, d.ir[1].summary) if d.ir else []
+                ir = "".join(f"  {what}: {b} → {p}\n" for what, b, p in rows)
+                texts.append(f"{d.title}: {d.summary}\nwhat changed: {d.what_changed}\nlaunch, base: {d.base_launch}\n"
+                             f"launch, PR:   {d.pr_launch}\n" + (f"Triton IR (base → PR):\n{ir}" if ir else "")
+                             + f"{body}\n")
         return texts
 
 
