@@ -117,9 +117,10 @@ def main() -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                         help="cpu or cuda (default: cuda when there is one)")
     args = parser.parse_args()
-    base, pr = Side("base", args.device), Side("pr", args.device)
-    if base.meta["backend"] == "triton" and not args.device.startswith("cuda"):
+    backend = json.loads((HERE / "base" / "launch.json").read_text(encoding="utf-8"))["backend"]
+    if backend == "triton" and not args.device.startswith("cuda"):  # before its import, which needs a GPU driver
         raise SystemExit("a Triton kernel runs on a GPU: this machine has none (--device cuda)")
+    base, pr = Side("base", args.device), Side("pr", args.device)
     print(f"kernel: base {base.meta['kernel']}, PR {pr.meta['kernel']} ({base.meta['backend']}, {args.device})")
     samples: dict[str, list[float]] = {"base": [], "pr": []}
     base.time(args.warmup, 2, args.device)  # one untimed visit each: first-call costs stay out of round 1
