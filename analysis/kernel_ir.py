@@ -210,9 +210,11 @@ def _launch_change(base_launch: str, pr_launch: str) -> str | None:
 
 
 def what_changed(base_category: str, pr_category: str, base_launch: str, pr_launch: str,
-                 base_ir: IRSummary | None = None, pr_ir: IRSummary | None = None) -> str:
+                 base_ir: IRSummary | None = None, pr_ir: IRSummary | None = None,
+                 code_facts: tuple[dict[str, int], dict[str, int]] | None = None) -> str:
     """One line a reviewer reads before any diff, e.g. "persistent → looped reduction; num_warps 8 → 4;
-    vector width 16 → 8; 2 more spill bytes"."""
+    vector width 16 → 8; 2 more spill bytes". ``code_facts``: counts read from both kernels' code (C++: vectorized
+    and scalar loops, vector loads), each shown when it differs."""
     parts: list[str | None] = []
     if base_category != pr_category:
         a, b = (_CATEGORY_WORDS.get(c, c) for c in (base_category, pr_category))
@@ -233,6 +235,8 @@ def what_changed(base_category: str, pr_category: str, base_launch: str, pr_laun
             parts.append(f"instructions {base_ir.total} → {pr_ir.total}")
     elif base_category == pr_category:
         parts.append(_launch_change(base_launch, pr_launch))
+    if code_facts is not None:
+        parts += [_change(label, value, code_facts[1].get(label)) for label, value in code_facts[0].items()]
     shown = [p for p in parts if p]
     return "; ".join(shown) if shown else "same launch configuration" + (" and IR summary" if base_ir else "")
 

@@ -121,6 +121,18 @@ def _cpp_launch(text: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
+_CPP_VECTOR_LOAD = re.compile(r"::loadu\(")
+
+
+def cpp_code_facts(text: str) -> dict[str, int]:
+    """What a C++ kernel's code says about its vectorization: loops by step (a step above 1 walks vectors) and
+    vector loads. The example PR keeps the same vector width but makes the short reductions' loops scalar, which
+    the launch line (the steps used) cannot show and these counts do."""
+    steps = [int(step) for _, step in _CPP_STEP.findall(text)]
+    return {"vectorized loops": sum(1 for s in steps if s > 1), "scalar loops": sum(1 for s in steps if s == 1),
+            "vector loads": len(_CPP_VECTOR_LOAD.findall(text))}
+
+
 @dataclass(frozen=True)
 class KernelDetail:
     """One pair as the report's collapsed block shows it."""
@@ -164,6 +176,7 @@ def pair_detail(row: dict, base_organized: Path | None, pr_organized: Path | Non
     diff = code_diff(base_text, pr_text, backend, base_name, pr_name)
     base_launch, pr_launch = launch_config(base_text, backend), launch_config(pr_text, backend)
     ir = pair_ir(base_organized, pr_organized, base_name, pr_name) if backend == "triton" else None
+    facts = (cpp_code_facts(base_text), cpp_code_facts(pr_text)) if backend == "cpp" else None
     changed = what_changed(_category(str(row["base_path"])), _category(str(row["pr_path"])), base_launch, pr_launch,
-                           *((ir[0].summary, ir[1].summary) if ir else ()))
+                           ir[0].summary if ir else None, ir[1].summary if ir else None, code_facts=facts)
     return KernelDetail(title, summary, base_launch, pr_launch, diff, what_changed=changed, ir=ir)

@@ -69,9 +69,23 @@ def test_a_directory_without_ttgir_has_no_ir_and_a_bad_target_is_one_line(tmp_pa
         parse_target("sm90")
 
 
+def test_a_cpp_pair_of_the_example_patch_says_its_short_reductions_went_scalar() -> None:
+    """The README example's layer-norm kernel keeps vector step 16 in its launch line on both sides; the line
+    says which loops went scalar."""
+    pairs = ROOT / "tests" / "fixtures" / "cpp_scalar_reductions"
+    name = "cpp_fused_add_native_layer_norm_view_1"
+    row = {"base_name": name, "pr_name": name, "base_path": f"cpp/{name}.cpp", "pr_path": f"cpp/{name}.cpp"}
+    detail = pair_detail(row, pairs / "base", pairs / "pr", "")
+    assert detail.base_launch == detail.pr_launch and "vector step 16" in detail.base_launch
+    assert detail.ir is None
+    assert detail.what_changed == "vectorized loops 4 → 2; scalar loops 3 → 5; vector loads 9 → 5"
+    block = render_detail(detail, 10)
+    assert "- what changed: vectorized loops 4 → 2; scalar loops 3 → 5; vector loads 9 → 5\n" in block
+
+
 def test_without_ir_the_line_still_says_what_the_launch_configurations_change() -> None:
-    assert what_changed("cpp", "cpp", "C++ (one call); vector step 16; OpenMP x", "C++ (one call); scalar loops; "
-                        "OpenMP x") == "vector step 16 → scalar loops"
+    assert what_changed("cpp", "cpp", "C++ (one call); vector step 16; OpenMP x", "C++ (one call); vector step 8; "
+                        "OpenMP x") == "vector step 16 → vector step 8"
     assert what_changed("pointwise", "pointwise", "grid Grid1D", "grid Grid1D") == "same launch configuration"
 
 
