@@ -15,6 +15,7 @@ import ast
 import json
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from analysis.atomic_io import write_json, write_text
@@ -30,7 +31,7 @@ from analysis.kernel_repro import (
     readme_text,
 )
 from prbench.runners import StageCommand
-from prbench.stage_commands import extracted_cache_dir, organized_dir, run_stage
+from prbench.stage_commands import extracted_cache_dir, organized_dir, repro_launch_command, run_stage
 
 CODE_ROOT = Path(__file__).resolve().parent.parent
 # (stage source, the top-level names taken from it): the kernel stage's timers, its C++ launch replay, and the
@@ -74,8 +75,8 @@ def timer_module_text(root: Path = CODE_ROOT) -> str:
     return "\n".join(parts)
 
 
-def side_stage_command(run_dir: Path, side: str, module: str, args: list[str]) -> StageCommand:
-    """A stage command in the side's environment as the run made it: its stage environment (``env.json``), its
+def in_side_environment(run_dir: Path, side: str, command: StageCommand) -> StageCommand:
+    """The command run in the side's environment as the run made it: its stage environment (``env.json``), its
     compile's Inductor cache, the PR's Python overlay first on ``PYTHONPATH``; local-runner runs only."""
     variant = run_dir / side
     env_json = json.loads((variant / "env.json").read_text(encoding="utf-8")) if (variant / "env.json").is_file() \
@@ -87,17 +88,8 @@ def side_stage_command(run_dir: Path, side: str, module: str, args: list[str]) -
     if extracted_cache_dir(variant).is_dir():
         env["TORCHINDUCTOR_CACHE_DIR"] = str(extracted_cache_dir(variant))  # the compile's kernels: no rebuild
     overlay = variant / "work" / "overlay"
-    return StageCommand(module=module, args=args, env=env,
-                        python_path=[overlay] if (overlay / "torch").is_dir() else [])
-
-
-def _side_command(run_dir: Path, side: str, pair: ReproPair, out: Path) -> StageCommand:
-    kernel = pair.side(side)
-    args = ["--organized", str(organized_dir(run_dir / side)), "--kernel", kernel.name, "--path", kernel.path,
-            "--out", str(out / side)]
-    if kernel.graph:
-        args += ["--graph", kernel.graph]
-    return side_stage_command(run_dir, side, "stages.repro_launch", args)
+    return replace(command, env={**env, **command.env},
+                   python_path=[overlay] if (overlay / "torch").is_dir() else [])
 
 
 def _measured(run_dir: Path, pair: ReproPair) -> dict[str, str]:
@@ -124,7 +116,9 @@ def write_repro(run_dir: Path, kernel: str, out: Path) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         for side in SIDES:
-            run_stage(_side_command(run_dir, side, pair, staging))
+            kernel_of = pair.side(side)
+            run_stage(in_side_environment(run_dir, side, repro_launch_command(
+                organized_dir(run_dir / side), kernel_of.name, kernel_of.path, kernel_of.graph, staging / side)))
             source = organized_dir(run_dir / side) / pair.side(side).path
             shutil.copy2(source, staging / side / source.name)
         write_text(staging / TIMER_MODULE, timer_module_text())

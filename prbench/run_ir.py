@@ -13,8 +13,8 @@ from pathlib import Path
 from analysis.errors import UserError
 from analysis.kernel_compare import IDENTICAL_CODE, pair_kernels, read_kernels_csv
 from analysis.kernel_ir import IR_DIR, parse_target
-from prbench.repro import side_stage_command
-from prbench.stage_commands import organized_dir, run_stage
+from prbench.repro import in_side_environment
+from prbench.stage_commands import organized_dir, run_stage, triton_ir_command
 
 
 def changed_triton_pairs(run_dir: Path) -> list[tuple[str, str]]:
@@ -37,9 +37,6 @@ def write_run_ir(run_dir: Path, target: str) -> list[tuple[str, str]]:
         raise UserError(f"--run {run_dir.name}: no paired Triton kernel changed its code (nothing to compile)")
     for index, side in enumerate(("base", "pr")):
         names = sorted({pair[index] for pair in pairs})
-        args = ["--organized", str(organized_dir(run_dir / side)), "--target", target,
-                "--out", str(run_dir / side / IR_DIR)]
-        for name in names:
-            args += ["--kernel", name]
-        run_stage(side_stage_command(run_dir, side, "stages.triton_ir", args))
+        command = triton_ir_command(organized_dir(run_dir / side), target, run_dir / side / IR_DIR, names)
+        run_stage(in_side_environment(run_dir, side, command))
     return pairs
