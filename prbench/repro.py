@@ -12,7 +12,6 @@ The folder is built next to ``--out`` and moved into place only when it is compl
 from __future__ import annotations
 
 import ast
-import json
 import shutil
 import tempfile
 from dataclasses import replace
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from analysis.atomic_io import write_json, write_text
 from analysis.errors import UserError
+from analysis.kernel_compare import read_kernels_csv
 from analysis.kernel_repro import (
     ENVIRONMENT_FILE,
     RUN_SCRIPT,
@@ -30,6 +30,8 @@ from analysis.kernel_repro import (
     find_pair,
     readme_text,
 )
+from analysis.records import read_json
+from analysis.rendering import finite
 from prbench.runners import StageCommand
 from prbench.stage_commands import extracted_cache_dir, organized_dir, repro_launch_command, run_stage
 
@@ -79,8 +81,9 @@ def in_side_environment(run_dir: Path, side: str, command: StageCommand) -> Stag
     """The command run in the side's environment as the run made it: its stage environment (``env.json``), its
     compile's Inductor cache, the PR's Python overlay first on ``PYTHONPATH``; local-runner runs only."""
     variant = run_dir / side
-    env_json = json.loads((variant / "env.json").read_text(encoding="utf-8")) if (variant / "env.json").is_file() \
-        else {}
+    env_json = read_json(variant / "env.json", "a JSON object") if (variant / "env.json").is_file() else {}
+    if not isinstance(env_json, dict):
+        raise UserError(f"{variant / 'env.json'}: expected a JSON object")
     if env_json.get("runner", "local") != "local":
         raise UserError(f"--run: its {side} side ran in {env_json.get('runner')}; this command runs stages with the "
                         "local runner only (runs made without Docker)")
@@ -94,13 +97,11 @@ def in_side_environment(run_dir: Path, side: str, command: StageCommand) -> Stag
 
 def _measured(run_dir: Path, pair: ReproPair) -> dict[str, str]:
     """The run's median time of each side's kernel (kernels.csv), for the README."""
-    import csv
-
     times = {}
     for side in SIDES:
-        with (run_dir / side / "kernels.csv").open(encoding="utf-8", newline="") as handle:
-            row = next((r for r in csv.DictReader(handle) if r.get("path") == pair.side(side).path), None)
-        times[side] = f"{float(row['median_ms']):.4g} ms" if row and row.get("median_ms") else "not timed"
+        frame = read_kernels_csv(run_dir / side / "kernels.csv")
+        median = frame.loc[frame["path"] == pair.side(side).path, "median_ms"]
+        times[side] = f"{float(median.iloc[0]):.4g} ms" if len(median) and finite(median.iloc[0]) else "not timed"
     return times
 
 
