@@ -1,4 +1,4 @@
-"""Time one kernel pair of a prbench run, base and PR interleaved (A B B A), and check their outputs.
+"""Time one kernel pair of a prbench run, base and PR interleaved (A B B A, then B A A B), and check their outputs.
 
     python run.py [--rounds N] [--warmup N] [--iterations N] [--device cpu|cuda]
 
@@ -128,7 +128,8 @@ def main() -> int:
     ratios = []
     for number in range(1, args.rounds + 1):
         medians: dict[str, list[float]] = {"base": [], "pr": []}
-        for side in (base, pr, pr, base):
+        first, second = (base, pr) if number % 2 else (pr, base)  # the side that opens alternates, as in prbench
+        for side in (first, second, second, first):
             visit = side.time(args.warmup, args.iterations, args.device)
             samples[side.name] += visit
             medians[side.name].append(statistics.median(visit))
