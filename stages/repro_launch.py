@@ -26,6 +26,7 @@ from analysis.atomic_io import atomic_path, write_json, write_text
 from analysis.errors import UserError
 from analysis.kernel_index import embedded_kernels
 from analysis.kernel_repro import LAUNCH_JSON, LAUNCH_PT, MODULE_FILE, launch_record
+from stages import cpp_replay
 from stages.entry import StageArgumentParser, run_as_script
 
 
@@ -125,9 +126,9 @@ def run(organized: Path, kernel: str, rel_path: str, graph: str | None, out: Pat
         graph_path = organized / graph
         write_text(out / MODULE_FILE, cpp_module_text(graph_path.read_text(encoding="utf-8"), kernel))
         args = record_cpp_launch(graph_path, kernel)
-        arg_types = next(k.arg_types for k in embedded_kernels(graph_path.read_text(encoding="utf-8"))
-                         if k.variable == kernel)
-        written = [i for i, t in enumerate(arg_types) if t.strip().endswith("*") and not t.strip().startswith("const")]
+        positions = cpp_replay.writable_arguments(str(graph_path)).get(kernel)  # the kernel stage's own rule
+        written = [i for i, a in enumerate(args)
+                   if isinstance(a, torch.Tensor) and (positions is None or i in positions)]
         backend = "cpp"
     else:
         write_text(out / MODULE_FILE, text)
