@@ -22,6 +22,7 @@ from typing import Any
 from analysis.errors import UserError
 from analysis.kernel_compare import pair_kernels, read_kernels_csv
 from analysis.records import read_json
+from analysis.rendering import md_code, md_text
 
 FORMAT_VERSION = 1
 MODULE_FILE = "kernel.py"
@@ -107,7 +108,7 @@ def _environment_lines(facts: dict[str, Any]) -> list[str]:
         if isinstance(env, dict):
             shown = ", ".join(f"{k} {env[k]}" for k in ("torch", "torch_git", "triton", "python", "cpu", "gpu")
                               if env.get(k))
-            lines.append(f"- {side}: {shown}")
+            lines.append(f"- {side}: {md_text(shown)}")
     return lines or ["- (the run has no lock.json)"]
 
 
@@ -115,7 +116,7 @@ def readme_text(pair: ReproPair, facts: dict[str, Any], kernel_times: dict[str, 
     """The folder's README: the command first, then what it is and where it came from."""
     needs = ("torch with a C++ compiler (as `torch.compile` on a CPU needs)" if pair.base.backend == "cpp"
              else "torch and Triton, on a GPU")
-    title = pair.base.name if pair.base.name == pair.pr.name else f"{pair.base.name} → {pair.pr.name}"
+    title = md_text(pair.base.name if pair.base.name == pair.pr.name else f"{pair.base.name} → {pair.pr.name}")
     settings = facts.get("settings", {})
     return "\n".join([
         f"# Kernel repro: {title}",
@@ -124,12 +125,14 @@ def readme_text(pair: ReproPair, facts: dict[str, Any], kernel_times: dict[str, 
         "python run.py",
         "```",
         "",
-        f"Times the base and the PR kernel interleaved (A B B A, `--rounds` blocks; one warm-up visit first) with the "
-        f"same timer prbench's kernel stage used, then runs each once from the recorded launch and checks the "
-        f"tensors they write against each other. Needs only {needs}; `python run.py --help` lists the options.",
+        "Times the base and the PR kernel interleaved (A B B A, then B A A B; `--rounds` blocks, one warm-up visit "
+        "first) with the same timer prbench's kernel stage used, then runs both once on base's recorded launch "
+        "(each on its own when their arguments differ) and checks the tensors they write against each other. "
+        f"Needs only {needs}; `python run.py --help` lists the options.",
         "",
-        f"From run `{facts.get('run_id')}` (PR `{settings.get('pr')}` against `{settings.get('base')}`, recipe "
-        f"`{settings.get('recipe')}`); paired by `{pair.matched_by}`. The run measured: "
+        f"From run {md_code(facts.get('run_id'))} (PR {md_code(settings.get('pr'))} against "
+        f"{md_code(settings.get('base'))}, recipe {md_code(settings.get('recipe'))}); paired by "
+        f"{md_code(pair.matched_by)}. The run measured: "
         + "; ".join(f"{side} {time}" for side, time in kernel_times.items()) + ".",
         "",
         "Measured in:",
@@ -141,7 +144,8 @@ def readme_text(pair: ReproPair, facts: dict[str, Any], kernel_times: dict[str, 
         "| `base/kernel.py`, `pr/kernel.py` | the module run.py imports: "
         + ("the C++ source the graph module embeds, compiled by torch's own `cpp_pybinding`"
            if pair.base.backend == "cpp" else "Inductor's kernel file (`get_args()`, `call()`)") + " |",
-        f"| `base/{Path(pair.base.path).name}`, `pr/{Path(pair.pr.path).name}` | the organized kernel file as the run "
+        f"| {md_code('base/' + Path(pair.base.path).name)}, {md_code('pr/' + Path(pair.pr.path).name)} | the organized "
+        "kernel file as the run "
         "kept it |",
         "| `*/launch.pt`, `*/launch.json` | the recorded arguments (seeded values); their shapes, strides, dtypes |",
         "| `prbench_timer.py` | the kernel stage's timers, copied from prbench's source when this folder was made |",
