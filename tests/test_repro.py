@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from cli_support import invoke_in_process
 
@@ -96,27 +97,33 @@ def test_a_triton_pairs_folder_is_made_on_a_cpu_and_says_it_needs_a_gpu_to_run(t
     assert ran.returncode != 0 and "a Triton kernel runs on a GPU" in ran.stderr
 
 
-@pytest.mark.integration
-def test_a_cpp_pairs_folder_runs_isolated_outside_the_project_and_prints_times_and_the_output_check(
-        electra_compare: tuple[Path, subprocess.CompletedProcess], tmp_path: Path) -> None:
-    """Given the README example's finished compare, the user makes a repro of one C++ kernel and runs it with
-    ``python -I`` from another directory: base and PR times, their ratio, and the output check."""
-    run, proc = electra_compare
-    assert proc.returncode == 0, proc.stderr
-    base = json.loads((run / "base" / "env.json").read_text(encoding="utf-8"))
-    assert base["runner"] == "local"
-    kernel = next(line.split(",")[1] for line in (run / "base" / "kernels.csv").read_text().splitlines()[1:]
-                  if line.startswith("cpp,"))
-    out = tmp_path / "repro"
+def _repro_and_run(run: Path, kernel: str, out: Path) -> subprocess.CompletedProcess:
     made = invoke_in_process("repro", "--run", run.name, "--runs-dir", str(run.parent), "--kernel", kernel,
                              "--out", str(out))
     assert made.returncode == 0, made.stderr
-    ran = subprocess.run([sys.executable, "-I", "run.py", "--rounds", "2", "--iterations", "5"], cwd=out,
-                         capture_output=True, text=True, timeout=900)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    lines = ran.stdout.splitlines()
-    assert any(line.startswith("round 2: base ") for line in lines)
-    assert any(line.startswith("base: median ") for line in lines)
-    assert any(line.startswith("PR:   median ") for line in lines)
-    assert any(line.startswith("output check: match: ") for line in lines)
-    assert "profiler_start" not in ran.stderr
+    return subprocess.run([sys.executable, "-I", "run.py", "--rounds", "2", "--iterations", "5"], cwd=out,
+                          capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.integration
+def test_cpp_pairs_folders_run_isolated_outside_the_project_and_print_times_and_the_output_check(
+        electra_compare: tuple[Path, subprocess.CompletedProcess], tmp_path: Path) -> None:
+    """Given the README example's finished compare, the user makes a repro of a C++ kernel pair and runs it with
+    ``python -I`` from the folder: base and PR times per round, their ratio, and the output check; the exit status
+    is the check's. A pair of identical code writes the same bits on the same launch."""
+    run, proc = electra_compare
+    assert proc.returncode == 0, proc.stderr
+    table = pd.read_csv(run / "report" / "kernels_compare.csv")
+    cpp = table[table["base_path"].str.endswith(".cpp")]
+    changed, same = cpp[cpp["code_changed"]], cpp[~cpp["code_changed"]]
+    assert len(changed) and len(same)
+    for kernel, folder in ((changed["base_name"].iloc[0], "changed"), (same["base_name"].iloc[0], "same")):
+        ran = _repro_and_run(run, kernel, tmp_path / folder)
+        lines = ran.stdout.splitlines()
+        assert any(line.startswith("round 2: base ") and ", PR " in line for line in lines), ran.stdout + ran.stderr
+        assert any(line.startswith("base: median ") for line in lines)
+        assert any(line.startswith("PR:   median ") for line in lines)
+        check = next(line for line in lines if line.startswith("output check: "))
+        assert (ran.returncode == 0) == check.startswith("output check: match: "), ran.stdout + ran.stderr
+        assert "profiler_start" not in ran.stderr
+    assert check.startswith("output check: match: ") and "max abs diff 0," in check
