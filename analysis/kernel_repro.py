@@ -97,7 +97,16 @@ def environment_facts(run_dir: Path) -> dict[str, Any]:
     settings = settings if isinstance(settings, dict) else {}
     return {"format_version": FORMAT_VERSION, "run_id": manifest.get("run_id", run_dir.name),
             "settings": {k: settings.get(k) for k in ("base", "pr", "recipe", "installed_commit", "suite")},
-            "lock": lock}
+            "lock": lock, "omp_num_threads": _threads(run_dir)}
+
+
+def _threads(run_dir: Path) -> str | None:
+    """The OpenMP threads the kernel stage ran with (base's stage environment): run.py runs with the same."""
+    path = run_dir / "base" / "env.json"
+    env = read_json(path, "a JSON object") if path.is_file() else {}
+    stage_env = env.get("stage_env") if isinstance(env, dict) else None
+    threads = stage_env.get("OMP_NUM_THREADS") if isinstance(stage_env, dict) else None
+    return str(threads) if threads is not None else None
 
 
 def _environment_lines(facts: dict[str, Any]) -> list[str]:

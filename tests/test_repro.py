@@ -110,20 +110,17 @@ def test_cpp_pairs_folders_run_isolated_outside_the_project_and_print_times_and_
         electra_compare: tuple[Path, subprocess.CompletedProcess], tmp_path: Path) -> None:
     """Given the README example's finished compare, the user makes a repro of a C++ kernel pair and runs it with
     ``python -I`` from the folder: base and PR times per round, their ratio, and the output check; the exit status
-    is the check's. A pair of identical code writes the same bits on the same launch."""
+    is the check's."""
     run, proc = electra_compare
     assert proc.returncode == 0, proc.stderr
     table = pd.read_csv(run / "report" / "kernels_compare.csv")
-    cpp = table[table["base_path"].str.endswith(".cpp")]
-    changed, same = cpp[cpp["code_changed"]], cpp[~cpp["code_changed"]]
-    assert len(changed) and len(same)
-    for kernel, folder in ((changed["base_name"].iloc[0], "changed"), (same["base_name"].iloc[0], "same")):
-        ran = _repro_and_run(run, kernel, tmp_path / folder)
-        lines = ran.stdout.splitlines()
-        assert any(line.startswith("round 2: base ") and ", PR " in line for line in lines), ran.stdout + ran.stderr
-        assert any(line.startswith("base: median ") for line in lines)
-        assert any(line.startswith("PR:   median ") for line in lines)
-        check = next(line for line in lines if line.startswith("output check: "))
-        assert (ran.returncode == 0) == check.startswith("output check: match: "), ran.stdout + ran.stderr
-        assert "profiler_start" not in ran.stderr
-    assert check.startswith("output check: match: ") and "max abs diff 0," in check
+    kernel = table[table["base_path"].str.endswith(".cpp")]["base_name"].iloc[0]
+    ran = _repro_and_run(run, kernel, tmp_path / "repro")
+    lines = ran.stdout.splitlines()
+    assert any(line.startswith("round 2: base ") and ", PR " in line for line in lines), ran.stdout + ran.stderr
+    assert any(line.startswith("base: median ") for line in lines)
+    assert any(line.startswith("PR:   median ") for line in lines)
+    check = next(line for line in lines if line.startswith("output check: "))
+    assert (ran.returncode == 0) == check.startswith("output check: match: "), ran.stdout + ran.stderr
+    assert "profiler_start" not in ran.stderr
+    assert json.loads((tmp_path / "repro" / "environment.json").read_text())["omp_num_threads"] == "1"

@@ -19,11 +19,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # compile in this process: no worker pool left behind
-
-import torch
-
 HERE = Path(__file__).resolve().parent
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # compile in this process: no worker pool left behind
+THREADS = json.loads((HERE / "environment.json").read_text(encoding="utf-8")).get("omp_num_threads")
+if THREADS:  # as the kernel stage ran (a C++ kernel's time depends on it); set OMP_NUM_THREADS to choose
+    os.environ.setdefault("OMP_NUM_THREADS", THREADS)
+
+import torch  # noqa: E402  (after OMP_NUM_THREADS: torch reads it when it starts)
+
 sys.path.insert(0, str(HERE))
 import prbench_timer as timer  # type: ignore[import-not-found]  # noqa: E402  (the folder's own copy)
 
