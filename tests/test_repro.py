@@ -117,7 +117,8 @@ def test_cpp_pairs_folders_run_isolated_outside_the_project_and_print_times_and_
     kernel = table[table["base_path"].str.endswith(".cpp")]["base_name"].iloc[0]
     ran = _repro_and_run(run, kernel, tmp_path / "repro")
     lines = ran.stdout.splitlines()
-    assert any(line.startswith("round 2: base ") and ", PR " in line for line in lines), ran.stdout + ran.stderr
+    assert any(line.startswith("round 2: base ") and ", PR " in line for line in lines), (
+        f"exit {ran.returncode}\n{ran.stdout}\n{ran.stderr}")
     assert any(line.startswith("base: median ") for line in lines)
     assert any(line.startswith("PR:   median ") for line in lines)
     check = next(line for line in lines if line.startswith("output check: "))
