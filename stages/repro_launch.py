@@ -30,8 +30,10 @@ from stages import cpp_replay
 from stages.entry import StageArgumentParser, run_as_script
 
 
-def cpp_module_text(graph_source: str, kernel: str) -> str:
-    """A module that compiles ``kernel`` as the graph module does, bound to the name ``kernel``."""
+def cpp_module_text(graph_source: str, kernel: str, simdlen: int | None) -> str:
+    """A module that compiles ``kernel`` as the graph module does, bound to the name ``kernel``, for the vector ISA
+    this side's Inductor picked (``simdlen`` bits): a PR may change that pick (the README's 256-bit example does),
+    and code generated for 8-wide float vectors compiled for 16-wide ones aborts."""
     found = [k for k in embedded_kernels(graph_source) if k.variable == kernel and k.backend == "cpp"]
     if not found or not found[0].complete:
         raise UserError(f"--graph: the graph module holds no complete C++ kernel named {kernel}")
@@ -39,10 +41,12 @@ def cpp_module_text(graph_source: str, kernel: str) -> str:
     if "'''" in source:  # the graph module itself embeds it in r'''...''', so this cannot be Inductor's text
         raise UserError(f"--graph: the source of {kernel} holds ''' and cannot be embedded")
     return (f'"""C++ kernel {kernel} as its graph module compiles it: torch\'s own C++ build, same flags."""\n\n'
+            "import torch._inductor.config as inductor_config\n"
             "from torch._inductor.async_compile import AsyncCompile\n\n"
             "async_compile = AsyncCompile()\n"
-            f"kernel = async_compile.cpp_pybinding({list(found[0].arg_types)!r}, r'''\n{source}''')\n"
-            "async_compile.wait(globals())\n")
+            f"with inductor_config.patch({{'cpp.simdlen': {simdlen!r}}}):  # the vector ISA the run's side picked\n"
+            f"    kernel = async_compile.cpp_pybinding({list(found[0].arg_types)!r}, r'''\n{source}''')\n"
+            "    async_compile.wait(globals())\n")
 
 
 def snapshot(args: tuple[Any, ...]) -> list[Any]:
@@ -124,7 +128,10 @@ def run(organized: Path, kernel: str, rel_path: str, graph: str | None, out: Pat
 
         prepare_inductor()
         graph_path = organized / graph
-        write_text(out / MODULE_FILE, cpp_module_text(graph_path.read_text(encoding="utf-8"), kernel))
+        from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+        width = pick_vec_isa().bit_width()
+        write_text(out / MODULE_FILE, cpp_module_text(graph_path.read_text(encoding="utf-8"), kernel, width or None))
         args = record_cpp_launch(graph_path, kernel)
         positions = cpp_replay.writable_arguments(str(graph_path)).get(kernel)  # the kernel stage's own rule
         written = [i for i, a in enumerate(args)
