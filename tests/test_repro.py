@@ -122,6 +122,8 @@ def test_cpp_pairs_folders_run_isolated_outside_the_project_and_print_times_and_
     assert any(line.startswith("base: median ") for line in lines)
     assert any(line.startswith("PR:   median ") for line in lines)
     check = next(line for line in lines if line.startswith("output check: "))
-    assert (ran.returncode == 0) == check.startswith("output check: match: "), ran.stdout + ran.stderr
+    # The example PR makes Inductor pick 256-bit vectors on an AVX-512 machine: each side's kernel is compiled for
+    # its own pick, and the two compute the same values on the same launch.
+    assert ran.returncode == 0 and check.startswith("output check: match: "), ran.stdout + ran.stderr
     assert "profiler_start" not in ran.stderr
     assert json.loads((tmp_path / "repro" / "environment.json").read_text())["omp_num_threads"] == "1"
