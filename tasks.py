@@ -723,6 +723,39 @@ def report(ctx, run, runs_dir=None, fail_on="never", kernel=None):
     _exit_on(paths.summary, fail_on)
 
 
+@task(help={"run": "Run id of a finished comparison under the runs directory",
+            "kernel": "The kernel (base or PR name) whose base/PR pair the folder holds",
+            "out": "The folder to write (must not exist, or be empty)",
+            "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)"})
+@user_facing
+@holds_run(_runs_dir)
+def repro(ctx, run, kernel, out, runs_dir=None):
+    """Write one kernel pair of a run as a folder that times base vs PR and checks outputs with torch alone."""
+    from prbench.repro import write_repro
+    from prbench.runstore import RunStore
+
+    with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as target:
+        folder = write_repro(target.root, kernel, resolve_path(out))
+    print(f"repro: {folder} (run it: cd {folder} && python run.py)")
+
+
+@task(help={"run": "Run id of a finished comparison under the runs directory",
+            "target": "GPU target to compile for, no GPU needed: cuda:<capability> (cuda:90) or hip:<arch> "
+                      "(hip:gfx942)",
+            "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)"})
+@user_facing
+@holds_run(_runs_dir)
+def ir(ctx, run, target, runs_dir=None):
+    """Compile a run's changed Triton kernel pairs for a target into <side>/ir/; then `invoke report` shows them."""
+    from prbench.run_ir import write_run_ir
+    from prbench.runstore import RunStore
+
+    with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as opened:
+        pairs = write_run_ir(opened.root, target)
+    print(f"ir: {len(pairs)} changed Triton pairs compiled for {target} into base/ir/ and pr/ir/; "
+          f"render them with: invoke report --run {run}")
+
+
 @task(
     help={
         "repo": "The pull request's GitHub repository, OWNER/NAME",

@@ -24,6 +24,7 @@ from analysis.kernel_identity import (
     strip_cpp_comments,
     strip_python_comments,
 )
+from analysis.kernel_ir import IR_DIR, KernelIR, read_kernel_ir, what_changed
 
 DIFF_CONTEXT = 2  # unchanged lines kept around each change: enough to see where in the loop nest it is
 
@@ -120,6 +121,18 @@ def _cpp_launch(text: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
+_CPP_VECTOR_LOAD = re.compile(r"::loadu\(")
+
+
+def cpp_code_facts(text: str) -> dict[str, int]:
+    """What a C++ kernel's code says about its vectorization: loops by step (a step above 1 walks vectors) and
+    vector loads. The example PR keeps the same vector width but makes the short reductions' loops scalar, which
+    the launch line (the steps used) cannot show and these counts do."""
+    steps = [int(step) for _, step in _CPP_STEP.findall(text)]
+    return {"vectorized loops": sum(1 for s in steps if s > 1), "scalar loops": sum(1 for s in steps if s == 1),
+            "vector loads": len(_CPP_VECTOR_LOAD.findall(text))}
+
+
 @dataclass(frozen=True)
 class KernelDetail:
     """One pair as the report's collapsed block shows it."""
@@ -130,6 +143,23 @@ class KernelDetail:
     pr_launch: str
     diff: CodeDiff | None  # None: a source is not available (``missing`` says which)
     missing: str = ""
+    what_changed: str = ""  # one line from the launch configurations and the IR summaries (`analysis.kernel_ir`)
+    ir: tuple[KernelIR, KernelIR] | None = None  # both sides' Triton IR, where the run has it (<side>/ir/)
+
+
+def _category(rel_path: str) -> str:
+    """The organized directory a kernel is in: its category (``persistent_reduction/x.py``)."""
+    return Path(rel_path).parts[0] if len(Path(rel_path).parts) > 1 else ""
+
+
+def pair_ir(base_organized: Path | None, pr_organized: Path | None, base_name: str, pr_name: str
+            ) -> tuple[KernelIR, KernelIR] | None:
+    """Both kernels' IR from ``<side>/ir/<name>/`` beside each side's ``organized/``; None unless both have it."""
+    if base_organized is None or pr_organized is None:
+        return None
+    base = read_kernel_ir(Path(base_organized).parent / IR_DIR / base_name, base_name)
+    pr = read_kernel_ir(Path(pr_organized).parent / IR_DIR / pr_name, pr_name)
+    return (base, pr) if base is not None and pr is not None else None
 
 
 def pair_detail(row: dict, base_organized: Path | None, pr_organized: Path | None, summary: str) -> KernelDetail:
@@ -144,4 +174,9 @@ def pair_detail(row: dict, base_organized: Path | None, pr_organized: Path | Non
         return KernelDetail(title, summary, "–", "–", None, "source not available: " + ", ".join(absent))
     backend = backend_of(base_text, str(row["base_path"]))
     diff = code_diff(base_text, pr_text, backend, base_name, pr_name)
-    return KernelDetail(title, summary, launch_config(base_text, backend), launch_config(pr_text, backend), diff)
+    base_launch, pr_launch = launch_config(base_text, backend), launch_config(pr_text, backend)
+    ir = pair_ir(base_organized, pr_organized, base_name, pr_name) if backend == "triton" else None
+    facts = (cpp_code_facts(base_text), cpp_code_facts(pr_text)) if backend == "cpp" else None
+    changed = what_changed(_category(str(row["base_path"])), _category(str(row["pr_path"])), base_launch, pr_launch,
+                           ir[0].summary if ir else None, ir[1].summary if ir else None, code_facts=facts)
+    return KernelDetail(title, summary, base_launch, pr_launch, diff, what_changed=changed, ir=ir)

@@ -15,8 +15,20 @@ import pandas as pd
 
 from analysis.errors import UserError
 from analysis.kernel_compare import KernelComparison
+from analysis.kernel_ir import IR_FORMS, KernelIR, ir_diff, summary_rows
 from analysis.kernel_source import KernelDetail, pair_detail
-from analysis.rendering import ci_text, code_fence, finite, fmt_num, fmt_x, html_text, md_code, md_text
+from analysis.rendering import (
+    Column,
+    ci_text,
+    code_fence,
+    finite,
+    fmt_num,
+    fmt_x,
+    html_text,
+    markdown_table,
+    md_code,
+    md_text,
+)
 
 
 class KernelDetails:
@@ -69,8 +81,11 @@ class KernelDetails:
             for index, row in zip(hit.index, hit.to_dict("records"), strict=True):
                 d = self.detail(row, int(index))
                 body = d.missing if d.diff is None else (d.diff.text or "identical normalised code")
-                texts.append(f"{d.title}: {d.summary}\nlaunch, base: {d.base_launch}\nlaunch, PR:   {d.pr_launch}\n"
-                             f"{body}\n")
+                rows = summary_rows(d.ir[0].summary, d.ir[1].summary) if d.ir else []
+                ir = "".join(f"  {what}: {b} → {p}\n" for what, b, p in rows)
+                texts.append(f"{d.title}: {d.summary}\nwhat changed: {d.what_changed}\nlaunch, base: {d.base_launch}\n"
+                             f"launch, PR:   {d.pr_launch}\n" + (f"Triton IR (base → PR):\n{ir}" if ir else "")
+                             + f"{body}\n")
         return texts
 
 
@@ -96,9 +111,33 @@ def render_detail(detail: KernelDetail, lines: int) -> str:
         body = f"{opening}\n{shown}\n{closing}{tail}"
         changed = f"{detail.diff.changed_lines} lines changed"
     summary = html_text(f"{detail.summary}; {changed}")
-    return (f"<details><summary><code>{html_text(detail.title)}</code>: {summary}</summary>\n\n"
-            f"- launch, base: {md_code(detail.base_launch)}\n- launch, PR: {md_code(detail.pr_launch)}\n\n{body}"
+    what = f"- what changed: {md_text(detail.what_changed)}\n" if detail.what_changed else ""
+    ir = render_ir(*detail.ir, lines) if detail.ir else ""
+    return (f"<details><summary><code>{html_text(detail.title)}</code>: {summary}</summary>\n\n{what}"
+            f"- launch, base: {md_code(detail.base_launch)}\n- launch, PR: {md_code(detail.pr_launch)}\n\n{ir}{body}"
             f"\n\n</details>\n")
+
+
+IR_COLUMNS = [Column("what", "Triton IR"), Column("base", "base", rule="---:"), Column("pr", "PR", rule="---:")]
+
+
+def render_ir(base: KernelIR, pr: KernelIR, lines: int) -> str:
+    """The pair's IR summary table, then each intermediate form's diff collapsed (``lines`` lines of each)."""
+    table = markdown_table(pd.DataFrame(summary_rows(base.summary, pr.summary), columns=["what", "base", "pr"]),
+                           IR_COLUMNS)
+    blocks = []
+    for form in IR_FORMS:
+        text = ir_diff(base, pr, form)
+        if not text:
+            continue
+        diff_lines = text.splitlines()
+        shown = "\n".join(diff_lines[:lines])
+        opening, closing = code_fence(shown, "diff")
+        more = f"\n_{len(diff_lines) - lines} more lines in each side's ir/ directory._" if len(diff_lines) > lines \
+            else ""
+        blocks.append(f"<details><summary>{html_text(form.upper())} diff</summary>\n\n{opening}\n{shown}\n{closing}"
+                      f"{more}\n\n</details>\n")
+    return f"{table}\n{''.join(blocks)}\n"
 
 
 def unpaired_note(kc: KernelComparison, name: str) -> str:

@@ -177,6 +177,20 @@ def node_replay_command(replay_set: Path, out: Path, *, warmup: int = 10, iterat
                         log_path=log_path)
 
 
+def repro_launch_command(organized: Path, kernel: str, path: str, graph: str, out: Path) -> StageCommand:
+    """One side's kernel module and recorded launch for ``invoke repro`` (``graph``: "" for a Triton kernel)."""
+    args = ["--organized", str(organized), "--kernel", kernel, "--path", path, "--out", str(out)]
+    return StageCommand(module="stages.repro_launch", args=args + (["--graph", graph] if graph else []))
+
+
+def triton_ir_command(organized: Path, target: str, out: Path, kernels: list[str]) -> StageCommand:
+    """Compile these Triton kernels of ``organized`` for ``target`` into ``out`` (``invoke ir``)."""
+    args = ["--organized", str(organized), "--target", target, "--out", str(out)]
+    for kernel in kernels:
+        args += ["--kernel", kernel]
+    return StageCommand(module="stages.triton_ir", args=args)
+
+
 def _optional(*pairs: tuple[str, object | None]) -> list[str]:
     """``--flag value`` for each value given; a flag whose value is None is left to the stage's default."""
     args: list[str] = []

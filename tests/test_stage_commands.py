@@ -23,7 +23,9 @@ from prbench.stage_commands import (
     organize_command,
     paired_command,
     profile_command,
+    repro_launch_command,
     suite_command,
+    triton_ir_command,
     upstream_command,
     variant_organize_command,
     variant_profile_command,
@@ -53,6 +55,18 @@ def test_upstream_command_is_what_the_upstream_stage_parses(tmp_path: Path) -> N
     args = parse(upstream_command(tmp_path / "pr", settings, tmp_path / "pytorch"))
     assert (args.pytorch_src, args.out, args.device, args.dtype) == (tmp_path / "pytorch", tmp_path / "pr" / "suite",
                                                                      "cuda", "amp")
+
+
+def test_repro_and_ir_commands_are_what_their_stages_parse(tmp_path: Path) -> None:
+    args = parse(repro_launch_command(tmp_path / "org", "cpp_fused_0", "cpp/cpp_fused_0.cpp", "graphs/g.py",
+                                      tmp_path / "out"))
+    assert (args.organized, args.kernel, args.path, args.graph, args.out) == (
+        tmp_path / "org", "cpp_fused_0", "cpp/cpp_fused_0.cpp", "graphs/g.py", tmp_path / "out")
+    triton = repro_launch_command(tmp_path, "triton_poi_0", "pointwise/triton_poi_0.py", "", tmp_path)
+    assert parse(triton).graph is None
+    args = parse(triton_ir_command(tmp_path / "org", "hip:gfx942", tmp_path / "ir", ["a", "b"]))
+    assert (args.organized, args.target, args.out, args.kernel) == (tmp_path / "org", "hip:gfx942", tmp_path / "ir",
+                                                                    ["a", "b"])
 
 
 def test_organize_commands_are_what_the_organize_stage_parses(tmp_path: Path) -> None:
