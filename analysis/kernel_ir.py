@@ -27,7 +27,6 @@ IR_SUFFIXES = (".ttir", ".ttgir", ".llir", ".ptx", ".amdgcn", ".json")
 IR_FORMS = ("ttir", "ttgir", "llir", "ptx", "amdgcn")  # the order a reader follows the compiler
 PTXAS_SUFFIX = ".ptxas"
 CONFIG_SUFFIX = ".config.json"
-IR_DIR = "ir"  # <side>/ir/<kernel name>/: where a run keeps its kernels' IR
 
 _BLOCKED = re.compile(r"#ttg\.blocked<\{sizePerThread = \[([\d, ]+)\].*?order = \[([\d, ]+)\]")
 _PTXAS_REGS = re.compile(r"Used (\d+) registers")

@@ -23,6 +23,7 @@ from analysis.errors import UserError
 from analysis.kernel_compare import pair_kernels, read_kernels_csv
 from analysis.records import read_json
 from analysis.rendering import md_code, md_text
+from analysis.run_layout import SIDES, RunLayout
 
 FORMAT_VERSION = 1
 MODULE_FILE = "kernel.py"
@@ -31,7 +32,6 @@ LAUNCH_JSON = "launch.json"
 TIMER_MODULE = "prbench_timer.py"
 RUN_SCRIPT = "run.py"
 ENVIRONMENT_FILE = "environment.json"
-SIDES = ("base", "pr")
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def find_pair(run_dir: Path, name: str) -> ReproPair:
     """The base/PR pair a kernel of this name (on either side) belongs to in the run."""
     frames = []
     for side in SIDES:
-        path = run_dir / side / "kernels.csv"
+        path = RunLayout(run_dir).variant(side).kernels_csv
         if not path.is_file():
             raise UserError(f"{path}: not found (--run must name a finished comparison run)")
         frames.append(read_kernels_csv(path))
@@ -89,8 +89,9 @@ def find_pair(run_dir: Path, name: str) -> ReproPair:
 
 def environment_facts(run_dir: Path) -> dict[str, Any]:
     """What the run was measured on and with: lock.json's sides and nodes, the manifest's run id and settings."""
-    lock = read_json(run_dir / "lock.json", "a JSON object") if (run_dir / "lock.json").is_file() else {}
-    manifest = read_json(run_dir / "manifest.json", "a JSON object") if (run_dir / "manifest.json").is_file() else {}
+    layout = RunLayout(run_dir)
+    lock = read_json(layout.lock, "a JSON object") if layout.lock.is_file() else {}
+    manifest = read_json(layout.manifest, "a JSON object") if layout.manifest.is_file() else {}
     if not isinstance(lock, dict) or not isinstance(manifest, dict):
         raise UserError(f"{run_dir}: lock.json and manifest.json must each be a JSON object")
     settings = manifest.get("settings")
@@ -102,7 +103,7 @@ def environment_facts(run_dir: Path) -> dict[str, Any]:
 
 def _threads(run_dir: Path) -> str | None:
     """The OpenMP threads the kernel stage ran with (base's stage environment): run.py runs with the same."""
-    path = run_dir / "base" / "env.json"
+    path = RunLayout(run_dir).variant("base").env_json
     env = read_json(path, "a JSON object") if path.is_file() else {}
     stage_env = env.get("stage_env") if isinstance(env, dict) else None
     threads = stage_env.get("OMP_NUM_THREADS") if isinstance(stage_env, dict) else None

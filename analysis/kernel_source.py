@@ -24,7 +24,8 @@ from analysis.kernel_identity import (
     strip_cpp_comments,
     strip_python_comments,
 )
-from analysis.kernel_ir import IR_DIR, KernelIR, read_kernel_ir, what_changed
+from analysis.kernel_ir import KernelIR, read_kernel_ir, what_changed
+from analysis.run_layout import VariantLayout
 
 DIFF_CONTEXT = 2  # unchanged lines kept around each change: enough to see where in the loop nest it is
 
@@ -157,8 +158,8 @@ def pair_ir(base_organized: Path | None, pr_organized: Path | None, base_name: s
     """Both kernels' IR from ``<side>/ir/<name>/`` beside each side's ``organized/``; None unless both have it."""
     if base_organized is None or pr_organized is None:
         return None
-    base = read_kernel_ir(Path(base_organized).parent / IR_DIR / base_name, base_name)
-    pr = read_kernel_ir(Path(pr_organized).parent / IR_DIR / pr_name, pr_name)
+    base = read_kernel_ir(VariantLayout(Path(base_organized).parent).ir / base_name, base_name)
+    pr = read_kernel_ir(VariantLayout(Path(pr_organized).parent).ir / pr_name, pr_name)
     return (base, pr) if base is not None and pr is not None else None
 
 

@@ -28,6 +28,7 @@ GRAPH_MODELS = "graph_models.json"  # {compiled graph module file stem: [models 
 PAIRED_SAMPLES = "paired_samples.json"
 MODEL_OUTPUTS_DIR = "outputs"  # <variant>/suite/outputs/<model>.npz: the numerical A/B's model outputs
 KERNEL_OUTPUTS_DIR = "kernel_outputs"  # <variant>/kernel_outputs/: the paired kernels' recorded outputs
+IR_DIR = "ir"  # <variant>/ir/<kernel name>/: the Triton IR `invoke ir` compiled for a target
 INDEX_CSV = "index.csv"
 GRAPHS_DIR = "graphs"
 KERNELS_CSV = "kernels.csv"
@@ -88,6 +89,11 @@ class VariantLayout:
     def kernel_outputs(self) -> Path:
         """The paired kernels' recorded inputs and outputs (``analysis.kernel_numerics``)."""
         return self.root / KERNEL_OUTPUTS_DIR
+
+    @property
+    def ir(self) -> Path:
+        """Each changed Triton kernel's intermediate forms (``invoke ir``, ``analysis.kernel_ir``)."""
+        return self.root / IR_DIR
 
     @property
     def cache_archive(self) -> Path:

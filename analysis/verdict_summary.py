@@ -86,7 +86,8 @@ def family_block(verdict: str, est: Estimate, time_weighted: Estimate, counts: d
             "step": {"speedup": _num(time_weighted.speedup), "ci_low": _num(time_weighted.ci_low),
                      "ci_high": _num(time_weighted.ci_high)},
             "geomean": _num(est.speedup), "ci_low": _num(est.ci_low), "ci_high": _num(est.ci_high),
-            "confidence": settings.confidence, "alpha": settings.alpha, "n": n, **{v: int(counts.get(v, 0)) for v in VERDICTS},
+            "confidence": settings.confidence, "alpha": settings.alpha, "n": n,
+            **{v: int(counts.get(v, 0)) for v in VERDICTS},
             "time_weighted": _num(time_weighted.speedup), "rounds": rounds, "detectable_pct": _num(detectable_pct),
             "regressed_items": [item.as_dict() for item in regressed]}
 

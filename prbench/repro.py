@@ -32,8 +32,9 @@ from analysis.kernel_repro import (
 )
 from analysis.records import read_json
 from analysis.rendering import finite
+from analysis.run_layout import RunLayout
 from prbench.runners import StageCommand
-from prbench.stage_commands import extracted_cache_dir, organized_dir, repro_launch_command, run_stage
+from prbench.stage_commands import repro_launch_command, run_stage
 
 CODE_ROOT = Path(__file__).resolve().parent.parent
 # (stage source, the top-level names taken from it): the kernel stage's timers, its C++ launch replay, and the
@@ -80,17 +81,17 @@ def timer_module_text(root: Path = CODE_ROOT) -> str:
 def in_side_environment(run_dir: Path, side: str, command: StageCommand) -> StageCommand:
     """The command run in the side's environment as the run made it: its stage environment (``env.json``), its
     compile's Inductor cache, the PR's Python overlay first on ``PYTHONPATH``; local-runner runs only."""
-    variant = run_dir / side
-    env_json = read_json(variant / "env.json", "a JSON object") if (variant / "env.json").is_file() else {}
+    variant = RunLayout(run_dir).variant(side)
+    env_json = read_json(variant.env_json, "a JSON object") if variant.env_json.is_file() else {}
     if not isinstance(env_json, dict):
-        raise UserError(f"{variant / 'env.json'}: expected a JSON object")
+        raise UserError(f"{variant.env_json}: expected a JSON object")
     if env_json.get("runner", "local") != "local":
         raise UserError(f"--run: its {side} side ran in {env_json.get('runner')}; this command runs stages with the "
                         "local runner only (runs made without Docker)")
     env = {k: str(v) for k, v in (env_json.get("stage_env") or {}).items() if k != "TMPDIR"}
-    if extracted_cache_dir(variant).is_dir():
-        env["TORCHINDUCTOR_CACHE_DIR"] = str(extracted_cache_dir(variant))  # the compile's kernels: no rebuild
-    overlay = variant / "work" / "overlay"
+    if variant.extracted_cache.is_dir():
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(variant.extracted_cache)  # the compile's kernels: no rebuild
+    overlay = variant.overlay_shadow
     return replace(command, env={**env, **command.env},
                    python_path=[overlay] if (overlay / "torch").is_dir() else [])
 
@@ -99,7 +100,7 @@ def _measured(run_dir: Path, pair: ReproPair) -> dict[str, str]:
     """The run's median time of each side's kernel (kernels.csv), for the README."""
     times = {}
     for side in SIDES:
-        frame = read_kernels_csv(run_dir / side / "kernels.csv")
+        frame = read_kernels_csv(RunLayout(run_dir).variant(side).kernels_csv)
         median = frame.loc[frame["path"] == pair.side(side).path, "median_ms"]
         times[side] = f"{float(median.iloc[0]):.4g} ms" if len(median) and finite(median.iloc[0]) else "not timed"
     return times
@@ -118,9 +119,10 @@ def write_repro(run_dir: Path, kernel: str, out: Path) -> Path:
     try:
         for side in SIDES:
             kernel_of = pair.side(side)
+            organized = RunLayout(run_dir).variant(side).organized
             run_stage(in_side_environment(run_dir, side, repro_launch_command(
-                organized_dir(run_dir / side), kernel_of.name, kernel_of.path, kernel_of.graph, staging / side)))
-            source = organized_dir(run_dir / side) / pair.side(side).path
+                organized, kernel_of.name, kernel_of.path, kernel_of.graph, staging / side)))
+            source = organized / pair.side(side).path
             shutil.copy2(source, staging / side / source.name)
         write_text(staging / TIMER_MODULE, timer_module_text())
         write_text(staging / RUN_SCRIPT, (CODE_ROOT / "analysis" / "templates" / "repro_run.py").read_text(

@@ -26,7 +26,10 @@ def module_name(path: Path) -> str:
 
 
 def room_modules(room: str) -> dict[str, Path]:
-    return {module_name(p): p for p in sorted((ROOT / room).rglob("*.py")) if "__pycache__" not in p.parts}
+    """A room's modules. ``templates/`` holds files the code renders or copies out (a repro folder's ``run.py``,
+    run outside this project with only torch): data, not modules of the room."""
+    return {module_name(p): p for p in sorted((ROOT / room).rglob("*.py"))
+            if "__pycache__" not in p.parts and "templates" not in p.parts}
 
 
 def package_of(path: Path) -> str:

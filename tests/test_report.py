@@ -200,8 +200,8 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
                             "settings"}
     assert summary["format_version"] == 3
     assert summary["numerics"]["models"] is None  # these suites recorded no outputs (tests/test_numerics.py)
-    family_keys = {"verdict", "headline", "step", "geomean", "ci_low", "ci_high", "confidence", "alpha", "n", "improved",
-                   "regressed", "equivalent", "inconclusive", "time_weighted", "rounds", "detectable_pct",
+    family_keys = {"verdict", "headline", "step", "geomean", "ci_low", "ci_high", "confidence", "alpha", "n",
+                   "improved", "regressed", "equivalent", "inconclusive", "time_weighted", "rounds", "detectable_pct",
                    "regressed_items"}
     kernel_keys = {"code_changed", "code_identical", "only_base", "only_pr", "control_verdicts"}
     for family, n, extra in (("kernels", 1, kernel_keys), ("models", 3, set())):
