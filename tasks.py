@@ -9,8 +9,8 @@ from typing import Any
 
 from invoke import task
 
-from analysis.numeric_tolerance import FLAG_HELP as NUMERIC_TOLERANCE_HELP
-from analysis.verdict_settings import FLAG_HELP as STATS_FLAG_HELP
+from analysis.stats.numeric_tolerance import FLAG_HELP as NUMERIC_TOLERANCE_HELP
+from analysis.stats.verdict_settings import FLAG_HELP as STATS_FLAG_HELP
 from prbench.cli import LongOnlyFlags, config_value, holds_run, holds_runs_under, resolve_path, user_facing
 
 
@@ -29,8 +29,8 @@ def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, 
                     source="builtin"):
     """Suite flags, with invoke.yaml's ``prbench.suite`` defaults for those not given."""
     from analysis.flag_values import call_count
-    from analysis.suite_request import SuiteRequest
-    from prbench.suite_stage import device_for
+    from analysis.formats.suite_request import SuiteRequest
+    from prbench.compare.suite_stage import device_for
 
     def pick(value, key, default):
         return value if value is not None else config_value(ctx, f"suite.{key}", default)
@@ -76,7 +76,7 @@ def _python_flag(python: str | None) -> str:
 def _inductor_config_flag(items):
     """--inductor-config KEY=VALUE: known torch._inductor.config settings with values of their type."""
     from prbench.inductor_options import check_inductor_config
-    from prbench.variants import parse_assignments, parse_config_values
+    from prbench.runs.variants import parse_assignments, parse_config_values
 
     values = parse_config_values(parse_assignments(items or [], "--inductor-config"))
     check_inductor_config(values, "--inductor-config")
@@ -89,7 +89,7 @@ def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_
     The flags arrive as text (None when not given) so that a typo is our one-line error, not a traceback.
     """
     from analysis.flag_values import real_number
-    from analysis.verdict_settings import VerdictSettings
+    from analysis.stats.verdict_settings import VerdictSettings
 
     given = {"confidence": confidence, "alpha": alpha, "margin": margin, "threshold": threshold, "noise": noise,
              "min_ms": min_ms, "fail_share": fail_share}
@@ -130,8 +130,8 @@ _SUITE_HELP = {
 @user_facing
 def status(ctx, run=None, runs_dir=None):
     """Show each stage of a run: status, duration, outputs and errors."""
-    from prbench.runstore import RunStore
-    from prbench.status_view import print_status
+    from prbench.runs.run_store import RunStore
+    from prbench.runs.status_command import print_status
 
     store = RunStore(_runs_dir(ctx, runs_dir))
     print_status(store.open(run) if run else store.latest())
@@ -196,7 +196,7 @@ def perf_report(ctx, base_dir, pattern="rank_", ext=None, filter=None, dry_run=F
             for out in outputs:
                 print(f"wrote {out}")
     if replay and not dry_run:
-        from prbench.node_replay import run_node_replay
+        from prbench.compare.node_replay_command import run_node_replay
 
         for group, _ in done:
             written = run_node_replay(group.output_base)
@@ -259,7 +259,7 @@ def profile(ctx, suite_csv, out, models=None, graphs=None, inductor_cache=None, 
     """Profile the suite models with torch.profiler and run compiled graphs with -p (local runner)."""
     from analysis.errors import UserError
     from analysis.flag_values import call_count, timeout_seconds
-    from prbench.stage_commands import ProfileSettings, profile_command, run_stage
+    from prbench.runs.stage_commands import ProfileSettings, profile_command, run_stage
 
     step_count = call_count("--steps", 3 if steps is None else steps, minimum=1)
     warmup_calls = call_count("--warmup", 3 if warmup is None else warmup, minimum=0)
@@ -317,10 +317,10 @@ def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None,
     """Build the Docker image of a recipe (nothing to do when present) and write its lock."""
     from analysis.flag_values import whole_number
     from prbench.docker_engine import docker_client
-    from prbench.images import plan_build
-    from prbench.lock import build_and_lock
+    from prbench.images.build import plan_build
+    from prbench.images.content_store import Store
+    from prbench.images.image_lock import build_and_lock
     from prbench.recipes import load_recipe
-    from prbench.store import Store
 
     jobs = whole_number("--max-jobs", max_jobs, minimum=1) if max_jobs is not None else None
 
@@ -350,8 +350,8 @@ def rebuild(ctx, lock, pytorch_src=None, triton_src=None, pull=False, no_cache=F
 
     from analysis.errors import UserError
     from prbench.docker_engine import docker_client
-    from prbench.lock import build_and_lock, plan_from_lock, read_locks
-    from prbench.store import Store
+    from prbench.images.content_store import Store
+    from prbench.images.image_lock import build_and_lock, plan_from_lock, read_locks
 
     locks = read_locks(resolve_path(lock))
     if lock_out and len(locks) > 1:
@@ -382,8 +382,8 @@ def verify(ctx, lock, image=None):
 
     from analysis.errors import UserError
     from prbench.docker_engine import docker_client
-    from prbench.lock import read_locks
-    from prbench.lock import verify as verify_image
+    from prbench.images.image_lock import read_locks
+    from prbench.images.image_lock import verify as verify_image
 
     locks = read_locks(resolve_path(lock))
     if image and len(locks) > 1:
@@ -418,7 +418,7 @@ def verify(ctx, lock, image=None):
 def store_task(ctx, action, file=None, lock=None, store=None, recipe=None):
     """The content-addressed store of build inputs: list, verify, fetch a recipe's wheels, or move it to another
     machine as one tar."""
-    from prbench.store_command import run_store_action
+    from prbench.images.store_command import run_store_action
 
     run_store_action(action, store_dir=store, file=_optional_path(file), lock=_optional_path(lock),
                      recipe=_recipe(ctx, recipe) if recipe else None)
@@ -496,8 +496,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
     from analysis.flag_values import call_count, timeout_seconds, whole_number
-    from analysis.sequential import check_rounds_flags
-    from analysis.verdict_settings import check_fail_on
+    from analysis.stats.sequential import check_rounds_flags
+    from analysis.stats.verdict_settings import check_fail_on
 
     # Every statistical and measurement setting is checked before anything heavy is imported or run.
     stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share, tolerance)
@@ -522,8 +522,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
 
     from rich.console import Console
 
-    from prbench.compare import CompareRequest, KernelSettings, run_compare, validate_force
-    from prbench.variants import parse_assignments
+    from prbench.compare.driver import CompareRequest, KernelSettings, run_compare, validate_force
+    from prbench.runs.variants import parse_assignments
 
     loaded = _recipe(ctx, recipe)
     request = CompareRequest(
@@ -590,7 +590,7 @@ def bisect(ctx, pytorch_src=None, good=None, bad=None, model=None, kernel=None, 
     """Find the commit between --good and --bad that made a model or kernel slower: a paired compare per step."""
     from analysis.errors import UserError
     from analysis.flag_values import call_count, whole_number
-    from analysis.verdict_settings import check_rounds
+    from analysis.stats.verdict_settings import check_rounds
 
     stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share)
     for flag, value in (("--pytorch-src", pytorch_src), ("--good", good), ("--bad", bad)):
@@ -603,9 +603,9 @@ def bisect(ctx, pytorch_src=None, good=None, bad=None, model=None, kernel=None, 
                "iterations": call_count("--kernel-iterations", kernel_iterations, minimum=1)}
     from rich.console import Console
 
-    from prbench.bisect_command import BisectRequest, check_target_flags, run_bisect
-    from prbench.compare import CompareRequest, KernelSettings
+    from prbench.compare.driver import CompareRequest, KernelSettings
     from prbench.gitrefs import open_repo
+    from prbench.review.bisect_command import BisectRequest, check_target_flags, run_bisect
 
     check_target_flags(model, kernel, from_run)
     open_repo(resolve_path(pytorch_src))
@@ -627,8 +627,8 @@ def bisect(ctx, pytorch_src=None, good=None, bad=None, model=None, kernel=None, 
 def _compare_devices(devices: str | None, executor: str) -> tuple[str, ...]:
     """--devices: the local pool's devices (checked against this machine's GPUs); Ray places shards itself."""
     from analysis.errors import UserError
-    from analysis.stage_records import parse_devices
-    from prbench.kernel_stages import check_devices
+    from analysis.formats.stage_records import parse_devices
+    from prbench.compare.kernel_stages import check_devices
 
     if devices is None:
         return ()
@@ -641,7 +641,7 @@ def _exit_on(summary, fail_on: str) -> None:
     """--fail-on: exit 1 with the reasons, read from the same summary.json CI users read."""
     from invoke import Exit
 
-    from analysis.verdict_summary import fail_reasons
+    from analysis.report.summary import fail_reasons
 
     reasons = fail_reasons(summary, fail_on)
     if reasons:
@@ -672,10 +672,10 @@ def compare_kernels(ctx, base, pr, samples_base=None, samples_pr=None, semantics
     from invoke import Exit
 
     from analysis.errors import UserError
-    from analysis.report import ReportSettings
-    from analysis.verdict_settings import check_fail_on
-    from analysis.verdict_summary import fail_reasons
-    from prbench.kernel_compare_command import compare_kernel_files
+    from analysis.report.render import ReportSettings
+    from analysis.report.summary import fail_reasons
+    from analysis.stats.verdict_settings import check_fail_on
+    from prbench.compare.kernel_compare_command import compare_kernel_files
 
     fail_on = check_fail_on(fail_on)
     if fail_on != "never" and semantics == "seed":
@@ -708,9 +708,9 @@ def compare_kernels(ctx, base, pr, samples_base=None, samples_pr=None, semantics
 @holds_run(_runs_dir)
 def report(ctx, run, runs_dir=None, fail_on="never", kernel=None):
     """Re-render <run>/report/ (report.md, CSVs, report.xlsx, plots) from the run's files; nothing is re-run."""
-    from analysis.verdict_settings import check_fail_on
-    from prbench.run_report import render_run_report
-    from prbench.runstore import RunStore
+    from analysis.stats.verdict_settings import check_fail_on
+    from prbench.runs.report_command import render_run_report
+    from prbench.runs.run_store import RunStore
 
     fail_on = check_fail_on(fail_on)
     with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as target:
@@ -731,8 +731,8 @@ def report(ctx, run, runs_dir=None, fail_on="never", kernel=None):
 @holds_run(_runs_dir)
 def repro(ctx, run, kernel, out, runs_dir=None):
     """Write one kernel pair of a run as a folder that times base vs PR and checks outputs with torch alone."""
-    from prbench.repro import write_repro
-    from prbench.runstore import RunStore
+    from prbench.review.repro_command import write_repro
+    from prbench.runs.run_store import RunStore
 
     with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as target:
         folder = write_repro(target.root, kernel, resolve_path(out))
@@ -747,8 +747,8 @@ def repro(ctx, run, kernel, out, runs_dir=None):
 @holds_run(_runs_dir)
 def ir(ctx, run, target, runs_dir=None):
     """Compile a run's changed Triton kernel pairs for a target into <side>/ir/; then `invoke report` shows them."""
-    from prbench.run_ir import write_run_ir
-    from prbench.runstore import RunStore
+    from prbench.review.ir_command import write_run_ir
+    from prbench.runs.run_store import RunStore
 
     with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as opened:
         pairs = write_run_ir(opened.root, target)
@@ -781,8 +781,8 @@ def publish(ctx, repo=None, pr=None, run=None, runs_dir=None, api_url=None, atta
     The token comes from $GITHUB_TOKEN (or $GH_TOKEN) and is never written anywhere; the run's report files are
     archived into <run>/report.tar.gz.
     """
-    from prbench.publish import check_publish_flags, publish_run
-    from prbench.runstore import RunStore
+    from prbench.publish.publish_command import check_publish_flags, publish_run
+    from prbench.runs.run_store import RunStore
 
     target = check_publish_flags(repo, pr, api_url or config_value(ctx, "publish.api_url"), key, attach_release)
     store = RunStore(_runs_dir(ctx, runs_dir))
@@ -810,8 +810,8 @@ def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, itera
     """Time the HF suite (builtin: eager vs torch.compile; or upstream's harness) into <run>/base/suite/suite.csv."""
     from rich.console import Console
 
-    from prbench.suite_stage import print_suite_summary, run_suite_stage
-    from prbench.variants import parse_assignments
+    from prbench.compare.suite_stage import print_suite_summary, run_suite_stage
+    from prbench.runs.variants import parse_assignments
 
     inductor_values = _inductor_config_flag(inductor_config)
     loaded = _recipe(ctx, recipe)
@@ -845,8 +845,8 @@ def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, itera
 def organize(ctx, cache, out, rep="100", warmup="10", extract_to=None):
     """Extract every kernel of an Inductor cache into <out>/<category>/ and write <out>/index.csv."""
     from analysis.flag_values import call_count
-    from prbench.kernel_stages import check_cache_input
-    from prbench.stage_commands import organize_command, run_stage
+    from prbench.compare.kernel_stages import check_cache_input
+    from prbench.runs.stage_commands import organize_command, run_stage
 
     reps, warmup_calls = call_count("--rep", rep, minimum=1), call_count("--warmup", warmup, minimum=0)
     cache_path, out_path = resolve_path(cache), resolve_path(out)
@@ -882,8 +882,8 @@ def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, time
     """Time every organized kernel in crash-isolated workers (kernels.csv, kernel_samples.json, kernels_seed.csv)."""
     from analysis.errors import UserError
     from analysis.flag_values import call_count, regular_expression, timeout_seconds, whole_number
-    from prbench.kernel_stages import check_devices, default_devices, kernel_stage_env
-    from prbench.stage_commands import kernels_command, run_stage
+    from prbench.compare.kernel_stages import check_devices, default_devices, kernel_stage_env
+    from prbench.runs.stage_commands import kernels_command, run_stage
 
     warmup_calls = call_count("--warmup", warmup if warmup is not None else config_value(ctx, "suite.warmup", 10),
                               minimum=0)
@@ -902,7 +902,7 @@ def kernels(ctx, dir, out=None, devices=None, warmup=None, iterations=None, time
         raise UserError("--devices: only with --executor local (--executor ray places shards itself)")
     device_spec = check_devices(default_devices(devices))
     organized = resolve_path(dir)
-    from analysis.run_layout import INDEX_CSV
+    from analysis.formats.run_layout import INDEX_CSV
 
     if not (organized / INDEX_CSV).is_file():
         raise UserError(f"--dir {organized}: no index.csv (run `invoke organize` first)")
@@ -926,11 +926,11 @@ KERNEL_SHARD_SIZE = 64  # jobs per shard of `invoke kernels --executor ray` unle
 
 def _kernels_over_executor(organized, out_path, device_spec, warmup_calls, timed_calls, timeout_s, cache_path,
                            filter_regex, executor_name, ray_address, shard_size):
-    """`invoke kernels` in shards of kernel jobs through the executor (``prbench.kernel_shards``)."""
-    from analysis.stage_records import parse_devices
+    """`invoke kernels` in shards of kernel jobs through the executor (``prbench.compare.kernel_shards``)."""
+    from analysis.formats.stage_records import parse_devices
+    from prbench.compare.kernel_shards import KernelRequest, executor_platform, time_kernels
+    from prbench.compare.kernel_stages import kernel_stage_env
     from prbench.executors import open_executor
-    from prbench.kernel_shards import KernelRequest, executor_platform, time_kernels
-    from prbench.kernel_stages import kernel_stage_env
 
     request = KernelRequest(organized=organized, out=out_path, warmup=warmup_calls, iterations=timed_calls,
                             timeout_s=timeout_s, cache_dir=cache_path, filter_regex=filter_regex,

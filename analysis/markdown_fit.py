@@ -1,6 +1,6 @@
 """Fit Markdown text under a character limit without breaking it, and say what was cut.
 
-The report shrinks its own tables before this is needed (``analysis.report_markdown.Caps``); what arrives here is
+The report shrinks its own tables before this is needed (``analysis.report.markdown.Caps``); what arrives here is
 text that is over a limit anyway: a long trace diff, a pathological environment, or a finished report.md that
 becomes a PR comment with a marker and a footer around it. Cutting at an arbitrary character would leave half a
 table row, an open code fence or an unclosed ``<details>`` that swallows everything after it on GitHub, so the text

@@ -1,7 +1,7 @@
 """Turning tables into files, once for every report: cell formats, the Markdown table writer, the Jinja
 environment of ``analysis/templates``, CSV and xlsx.
 
-Users: the comparison report (``analysis.report``), the trace renderers (``analysis.traces.perf_report``,
+Users: the comparison report (``analysis.report.render``), the trace renderers (``analysis.traces.perf_report``,
 ``analysis.traces.trace_diff``) and ``invoke compare-kernels``. Every file goes through ``analysis.atomic_io``,
 so an interrupted report never leaves a partial file.
 """

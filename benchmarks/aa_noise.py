@@ -37,8 +37,8 @@ from background_load import BackgroundLoad
 from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.flag_values import whole_number
-from analysis.sequential import check_rounds_flags
-from analysis.verdict_settings import FLAG_HELP, VERDICTS, VerdictSettings
+from analysis.stats.sequential import check_rounds_flags
+from analysis.stats.verdict_settings import FLAG_HELP, VERDICTS, VerdictSettings
 from prbench.cli import OneLineParser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -367,10 +367,10 @@ class MeasurePlan:
 
 def measure(plan: MeasurePlan) -> Iterator[Repeat]:
     """Fresh A/A comparisons (and positive controls), one repeat at a time."""
-    from analysis.suite_request import SuiteRequest
-    from prbench.compare import CompareRequest, run_compare
+    from analysis.formats.suite_request import SuiteRequest
+    from prbench.compare.driver import CompareRequest, run_compare
+    from prbench.compare.suite_stage import device_for
     from prbench.recipes import load_recipe
-    from prbench.suite_stage import device_for
 
     recipe = load_recipe(plan.recipe, ROOT / "recipes")
     suite = SuiteRequest(models=plan.models, device=device_for(recipe.platform))
@@ -422,11 +422,11 @@ def _check_fields() -> None:
     """Fail in a second, not after a suite, if this checkout's compare has no paired rounds yet."""
     import dataclasses
 
-    from prbench.compare import CompareRequest
+    from prbench.compare.driver import CompareRequest
 
     missing = {"rounds", "stats"} - {f.name for f in dataclasses.fields(CompareRequest)}
     if missing:
-        raise UserError(f"prbench.compare.CompareRequest has no {', '.join(sorted(missing))} field: this "
+        raise UserError(f"prbench.compare.driver.CompareRequest has no {', '.join(sorted(missing))} field: this "
                         "checkout's compare predates paired timing rounds")
 
 
@@ -443,9 +443,9 @@ def _has_avx512() -> bool | None:
 
 def csv_repeat(args: argparse.Namespace, stats: VerdictSettings) -> Repeat:
     """The summary a report of these two kernel tables would write, as a single repeat."""
-    from analysis.kernel_compare import compare_kernels, read_kernels_csv
-    from analysis.paired_rounds import read_round_samples
-    from analysis.report_verdict import summarize_comparison
+    from analysis.formats.paired_rounds import read_round_samples
+    from analysis.kernels.compare import compare_kernels, read_kernels_csv
+    from analysis.report.verdict_line import summarize_comparison
 
     comparison = compare_kernels(
         read_kernels_csv(args.base_csv), read_kernels_csv(args.pr_csv),

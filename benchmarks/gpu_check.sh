@@ -187,7 +187,7 @@ step_startup() {
     [ "$RECIPE" = cpu-local ] && device=cpu
     rm -rf "$WORK/startup-triton" "$WORK/startup-bytecode"
     for start in cold warm; do
-        # Bytecode kept in a folder of its own, as a local side keeps it where the install has none (prbench.pipeline).
+        # Bytecode kept in a folder of its own, as a local side keeps it where the install has none (prbench.runs.pipeline).
         TAIL_LINES=50 step "startup-$start" "${STARTUP_TIMEOUT:-90}" env -u PYTHONDONTWRITEBYTECODE \
             PYTHONPYCACHEPREFIX="$WORK/startup-bytecode" TORCHINDUCTOR_CACHE_DIR="$inductor" \
             TRITON_CACHE_DIR="$WORK/startup-triton" "$PY" benchmarks/kernel_worker_startup.py \

@@ -34,7 +34,7 @@ from typing import Any
 from aa_noise import background_load, maybe_load, pipeline_output
 
 from analysis.errors import UserError
-from analysis.paired_rounds import PAIRED_DIR, ROUND_KINDS, RoundRecord, read_round
+from analysis.formats.paired_rounds import PAIRED_DIR, ROUND_KINDS, RoundRecord, read_round
 from analysis.records import is_number
 from prbench.cli import OneLineParser
 
@@ -178,10 +178,10 @@ def table(costs: list[RoundCost], title: str) -> list[str]:
 
 def measure(args: argparse.Namespace) -> list[tuple[str, list[RoundCost]]]:
     """Fresh A/A comparisons of the installed torch, one per repeat, each split."""
-    from analysis.suite_request import SuiteRequest
-    from prbench.compare import CompareRequest, run_compare
+    from analysis.formats.suite_request import SuiteRequest
+    from prbench.compare.driver import CompareRequest, run_compare
+    from prbench.compare.suite_stage import device_for
     from prbench.recipes import load_recipe
-    from prbench.suite_stage import device_for
 
     recipe = load_recipe(args.recipe, ROOT / "recipes")
     suite = SuiteRequest(models=args.models, device=device_for(recipe.platform))

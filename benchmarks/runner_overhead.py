@@ -31,7 +31,7 @@ prbench look worse; there are none in either mode.
   device-event time: both are microseconds for these kernels, so apart from that first call the subtraction
   changes almost nothing either way.
 
-Both methods find torch's bytecode compiled, kept where a local run's stages keep it (``prbench.pipeline``), and
+Both methods find torch's bytecode compiled, kept where a local run's stages keep it (``prbench.runs.pipeline``), and
 one untimed seed process fills that cache first: on a machine whose install keeps no bytecode, each process would
 otherwise compile some 1,200 modules again (5 s on an H200 machine), a cost neither method should be charged.
 
@@ -56,10 +56,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis.benchmark_line import rewrite_benchmark_line  # noqa: E402
 from analysis.errors import UserError  # noqa: E402
-from analysis.kernel_identity import identify_triton  # noqa: E402
-from analysis.kernel_index import IndexRow, read_index, write_index  # noqa: E402
+from analysis.kernels.benchmark_line import rewrite_benchmark_line  # noqa: E402
+from analysis.kernels.identity import identify_triton  # noqa: E402
+from analysis.kernels.index import IndexRow, read_index, write_index  # noqa: E402
 from prbench.cli import OneLineParser  # noqa: E402
 from prbench.runners.local import python_keeps_bytecode  # noqa: E402
 

@@ -5,8 +5,8 @@ cluster, and the scheduling overhead per shard.
                                [--executors local,ray] [--out scale.json]
 
 What it measures: one kernel round of ``--shards × --blocks`` paired kernel jobs, cut into ``--shards`` shards,
-run by ``prbench.shard_rounds.run_shards`` exactly as ``invoke compare`` runs them: a ``stages.paired`` process per
-shard with fresh base and PR workers, both pinned to the shard's CPU device, ABBA blocks walked ``--passes`` times.
+run by ``prbench.compare.shard_rounds.run_shards`` exactly as ``invoke compare`` runs them: a ``stages.paired`` process
+per shard with fresh base and PR workers, both pinned to the shard's CPU device, ABBA blocks walked ``--passes`` times.
 The workers are ``benchmarks/busy_worker.py``: each visit computes for ``--busy-ms`` of CPU time, so the work is
 known and CPU-bound. For Ray, a one-node cluster on 127.0.0.1 is started per device count with that many fake GPUs
 (``ray start --head --num-gpus N``; each actor is then a CPU device with its share of the CPUs) and stopped after.
@@ -40,12 +40,12 @@ from typing import Any
 from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.flag_values import whole_number
-from analysis.paired_rounds import read_round
-from analysis.stage_records import Plan, SidePlan, write_plan
+from analysis.formats.paired_rounds import read_round
+from analysis.formats.stage_records import Plan, SidePlan, write_plan
 from prbench.cli import OneLineParser
+from prbench.compare.shard_rounds import RoundShards, SideRunner, round_shards, run_shards
 from prbench.executors import Executor, RunnerSpec, ShardOutcome
 from prbench.executors.local_pool import LocalPool
-from prbench.shard_rounds import RoundShards, SideRunner, round_shards, run_shards
 
 ROOT = Path(__file__).resolve().parents[1]
 

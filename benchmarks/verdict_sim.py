@@ -1,11 +1,11 @@
 """The verdict rules against a known truth: round-structured timings simulated and fed through the report's own
-functions (``analysis.kernel_compare.compare_kernels``, ``analysis.report_verdict.summarize_comparison``,
-``analysis.verdict_summary.fail_reasons``), scenario by scenario, many replicates each.
+functions (``analysis.kernels.compare.compare_kernels``, ``analysis.report.verdict_line.summarize_comparison``,
+``analysis.report.summary.fail_reasons``), scenario by scenario, many replicates each.
 
     python benchmarks/verdict_sim.py [--replicates 200] [--rounds 10] [--scenarios aa,hidden,...] [--seed 0]
         [--out sim.json]
 
-The noise model has the levels a shared machine has (``analysis.verdict``'s premise): per round an offset that
+The noise model has the levels a shared machine has (``analysis.stats.verdict``'s premise): per round an offset that
 both sides share (a busy minute), per round and side a process offset (each round starts fresh workers), per
 kernel, round and side its own wander, per visit (one ABBA block) a small scatter, heavy-tailed outliers (a
 preempted block ×1.2–2), a step change inside a round (the machine slows from some pass on, both sides alike),
@@ -47,13 +47,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere; an earlier checkout on PYTHONPATH comes first
     sys.path.append(str(ROOT))
 
-from analysis.kernel_compare import KernelComparison, compare_kernels  # noqa: E402
-from analysis.kernel_results import KERNEL_COLUMNS  # noqa: E402
-from analysis.paired_rounds import PairedBlocks  # noqa: E402
-from analysis.report_verdict import summarize_comparison  # noqa: E402
-from analysis.sequential import RoundsPolicy, kernel_look, settled  # noqa: E402
-from analysis.verdict_settings import MIN_ROUNDS, VerdictSettings  # noqa: E402
-from analysis.verdict_summary import fail_reasons  # noqa: E402
+from analysis.formats.paired_rounds import PairedBlocks  # noqa: E402
+from analysis.kernels.compare import KernelComparison, compare_kernels  # noqa: E402
+from analysis.kernels.results import KERNEL_COLUMNS  # noqa: E402
+from analysis.report.summary import fail_reasons  # noqa: E402
+from analysis.report.verdict_line import summarize_comparison  # noqa: E402
+from analysis.stats.sequential import RoundsPolicy, kernel_look, settled  # noqa: E402
+from analysis.stats.verdict_settings import MIN_ROUNDS, VerdictSettings  # noqa: E402
 
 CALLED = ("improved", "regressed")
 

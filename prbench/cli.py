@@ -13,10 +13,10 @@ from typing import Any, NoReturn
 from invoke import Exit, Task
 
 from analysis.errors import UserError
+from analysis.formats.run_layout import MANIFEST
 from analysis.io_errors import ENVIRONMENT_ERRORS, describe
-from analysis.run_layout import MANIFEST
-from prbench.run_lock import command_label, locked_runs
-from prbench.runstore import check_run_id
+from prbench.runs.run_lock import command_label, locked_runs
+from prbench.runs.run_store import check_run_id
 from prbench.termination import Terminated, terminate_as_interrupt
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

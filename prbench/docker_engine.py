@@ -15,7 +15,7 @@ from analysis.errors import UserError
 from prbench.recipes import BaseImage, is_pinned_reference
 
 if TYPE_CHECKING:
-    from prbench.store import Store, StoreItem
+    from prbench.images.content_store import Store, StoreItem
 
 Emit = Callable[[str], None]
 

@@ -7,7 +7,7 @@ Every validation failure is a one-line ``UserError`` naming the file and the key
 Recipes are shared files, so they are untrusted input: their values reach ``FROM``/``RUN``/``ENV`` lines of a
 Dockerfile built with host networking, a shell, pip and apt. Each value is therefore checked against the
 grammar of what it names (an image reference, a Debian package, a pip requirement, a file in ``patches/``),
-not merely its type. Rendering quotes every value again (``prbench.dockerfile_quote``): either wall holds alone.
+not merely its type. Rendering quotes every value again (``prbench.images.dockerfile_quote``): either wall holds alone.
 """
 
 from __future__ import annotations
@@ -481,7 +481,7 @@ def resolve_patch_entry(entry: str, where: str, patches_dir: Path | None = None)
     The path must stay inside the repository's ``patches/`` after resolving symlinks: a recipe is a shared file,
     and its patches are applied to the source tree that is built and run.
     """
-    from prbench import patches as patch_tool  # the module attribute, looked up now, so tests can move it
+    from prbench.images import patches as patch_tool  # the module attribute, looked up now, so tests can move it
 
     root = (patches_dir or patch_tool.PATCHES_DIR).resolve()
     target, sep, name = entry.partition(":")

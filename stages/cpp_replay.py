@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.kernel_index import embedded_kernels
+from analysis.kernels.index import embedded_kernels
 
 PROFILER_EVENT = re.compile(r"^graph_\d+_(?P<kernel>.+)$")
 

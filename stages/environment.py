@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
-from analysis.stage_records import HEADER_DIR_ENV, INDUCTOR_CONFIG_ENV
+from analysis.formats.stage_records import HEADER_DIR_ENV, INDUCTOR_CONFIG_ENV
 
 
 def inductor_overrides() -> dict[str, Any]:

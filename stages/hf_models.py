@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 # The names and options are the torch-free contract the host checks flags against; re-exported for stages.
-from analysis.suite_options import (  # noqa: F401
+from analysis.formats.suite_options import (  # noqa: F401
     MODEL_NAMES,
     MODES,
     SIZES,
@@ -120,7 +120,7 @@ _SPECS = (
 _BY_NAME = {spec.name: spec for spec in _SPECS}
 
 if tuple(_BY_NAME) != MODEL_NAMES:  # one spec per contract name, in the contract's order
-    raise ImportError("stages.hf_models: the model specs and analysis.suite_options.MODEL_NAMES disagree")
+    raise ImportError("stages.hf_models: the model specs and analysis.formats.suite_options.MODEL_NAMES disagree")
 
 
 @dataclass

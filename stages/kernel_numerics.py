@@ -1,7 +1,7 @@
 """Kernel workers' side of the numerical A/B: record a kernel's inputs and outputs, and run the PR's kernel on
-base's recorded inputs (``analysis.kernel_numerics`` holds the files and the comparison).
+base's recorded inputs (``analysis.kernels.numerics`` holds the files and the comparison).
 
-A worker whose environment names its side's ``numerics.json`` (``analysis.kernel_numerics.CONFIG_VAR``, set by the
+A worker whose environment names its side's ``numerics.json`` (``analysis.kernels.numerics.CONFIG_VAR``, set by the
 kernel plan) records each kernel once per run: at the first visit that finds no record of the kernel's current
 code, the graph (or the Triton kernel file) runs once more on its seeded inputs with the kernel wrapped, so the
 first launch of the kernel copies every tensor argument before it and every argument it may write after it
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analysis.kernel_numerics import CONFIG_VAR, dump_path, read_dump, write_dump
+from analysis.kernels.numerics import CONFIG_VAR, dump_path, read_dump, write_dump
 
 MAX_BYTES = 256 << 20  # a launch whose tensor arguments exceed this is not recorded (full-size models)
 Paths = tuple[Path | None, Path | None, Path | None]  # self record to write, cross record to write, base's to read

@@ -26,7 +26,7 @@ Writes ``kernels.csv`` (index columns + ``n,median_ms,mean_ms,std_ms,min_ms,gb,g
 ``kernel_samples.json`` in the round format with this run as its one round ({organized relative path:
 [[ms, ...]]}) and ``kernels_seed.csv`` (the seed's ``relative_dir,filename,kernel_name,ms_per_call,gb_per_s``).
 ``--jobs`` (with ``--device``, ``--node``) is one shard of ``invoke kernels`` over an executor
-(``prbench.kernel_shards``): those jobs of the plan on that one device, the outputs holding only their kernels.
+(``prbench.compare.kernel_shards``): those jobs of the plan on that one device, the outputs holding only their kernels.
 The worker protocol is ``stages.worker_process``; ``invoke compare`` drives the same workers through the paired
 orchestrator ``stages.paired`` (jobs from `plan_jobs`).
 """
@@ -44,11 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
-from analysis.kernel_index import IndexRow, graph_module_problem
-from analysis.kernel_results import KernelRow, kernel_gb, summarize_rounds, write_results
-from analysis.round_shards import parse_block_ranges
-from analysis.run_layout import WORK_DIR
-from analysis.stage_records import (
+from analysis.formats.round_shards import parse_block_ranges
+from analysis.formats.run_layout import WORK_DIR
+from analysis.formats.stage_records import (
     INTERPRETER_ITERATIONS,
     KERNEL_WORKER,
     LOAD,
@@ -59,6 +57,8 @@ from analysis.stage_records import (
     plan_jobs,
     worker_env,
 )
+from analysis.kernels.index import IndexRow, graph_module_problem
+from analysis.kernels.results import KernelRow, kernel_gb, summarize_rounds, write_results
 from stages import cpp_replay, kernel_numerics
 from stages.entry import StageArgumentParser, run_as_script
 from stages.progress import progress_line
@@ -368,7 +368,7 @@ class RunSettings:
     work_dir: Path
     filter: str | None
     interpreter_iterations: int
-    jobs: list[int] | None = None  # one shard of the plan's jobs (``prbench.kernel_shards``); None: every job
+    jobs: list[int] | None = None  # one shard of the plan's jobs (``prbench.compare.kernel_shards``); None: every job
 
 
 def detect_platform(devices: list[str]) -> str:

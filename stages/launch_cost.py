@@ -8,8 +8,8 @@ launch) with this cost, so it is measured where the graphs run, on the variant's
 (`stages.cpp_replay.record_launches`), then the recorded calls are made ``--passes`` times, as the graph's
 ``call()`` makes them, each timed by the wall clock (the buffers it writes restored first, untimed, as the kernel
 replay does), and the same passes again under the profiler for the kernels' own event time. The schema and the
-arithmetic are `analysis.launch_cost`'s. Triton graphs are not measured (a GPU launch is asynchronous: its cost is
-not the wall time of a pass); the file then says so."""
+arithmetic are `analysis.formats.launch_cost`'s. Triton graphs are not measured (a GPU launch is asynchronous: its cost
+is not the wall time of a pass); the file then says so."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
-from analysis.kernel_index import embedded_kernels, read_index
-from analysis.launch_cost import GraphLaunchCost, LaunchCost, write_launch_cost
-from analysis.run_layout import GRAPHS_DIR, INDEX_CSV
+from analysis.formats.launch_cost import GraphLaunchCost, LaunchCost, write_launch_cost
+from analysis.formats.run_layout import GRAPHS_DIR, INDEX_CSV
+from analysis.kernels.index import embedded_kernels, read_index
 from stages import cpp_replay
 from stages.entry import StageArgumentParser, run_as_script
 from stages.kernels import load_module, seeded_args

@@ -1,4 +1,4 @@
-"""Record a suite model's outputs for the numerical A/B (``analysis.numerics`` holds the file contract).
+"""Record a suite model's outputs for the numerical A/B (``analysis.models.numerics`` holds the file contract).
 
 Called by ``stages.suite`` once a model is timed, with the model, its inputs and its compiled wrapper as the
 suite built them (both sides build them from the same seed, so base and PR see the same weights and inputs):
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analysis.numerics import outputs_path, write_model_outputs
+from analysis.models.numerics import outputs_path, write_model_outputs
 
 NUMERICS_SEED = 20240611  # reseeded before every recorded call
 GRAD_PARAMETERS = 4  # training: gradients of this many parameters, spread over the model's parameter list

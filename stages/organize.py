@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.atomic_io import write_text
-from analysis.benchmark_line import normalize_device_indices, prepare_kernel_source
-from analysis.dynamo_csv import read_graph_models as read_suite_graph_models
 from analysis.errors import UserError
-from analysis.kernel_identity import (
+from analysis.formats.dynamo_csv import read_graph_models as read_suite_graph_models
+from analysis.formats.run_layout import GRAPHS_DIR, INDEX_CSV
+from analysis.kernels.benchmark_line import normalize_device_indices, prepare_kernel_source
+from analysis.kernels.identity import (
     KernelIdentity,
     KernelParseError,
     identify_cpp,
@@ -41,7 +42,7 @@ from analysis.kernel_identity import (
     is_triton_kernel_source,
     triton_category,
 )
-from analysis.kernel_index import (
+from analysis.kernels.index import (
     EmbeddedKernel,
     IndexRow,
     benchmark_model_name,
@@ -54,7 +55,6 @@ from analysis.kernel_index import (
     write_index,
 )
 from analysis.records import check_regular
-from analysis.run_layout import GRAPHS_DIR, INDEX_CSV
 from stages.entry import StageArgumentParser, run_as_script
 
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.atomic_io import atomic_path, write_bytes, write_text
-from analysis.dynamo_csv import read_suite_csv
 from analysis.errors import UserError
-from analysis.run_layout import GRAPHS_DIR, PROFILE_INDEX
+from analysis.formats.dynamo_csv import read_suite_csv
+from analysis.formats.run_layout import GRAPHS_DIR, PROFILE_INDEX
 from stages.entry import StageArgumentParser, run_as_script
 
 GRAPH_TIMEOUT_S = 600

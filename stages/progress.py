@@ -1,6 +1,6 @@
 """The one progress-line format of every stage: ``[stage] i/N text``.
 
-The host's progress bar (``prbench.pipeline.StageProgress``) follows a stage through these lines, so they are
+The host's progress bar (``prbench.runs.pipeline.StageProgress``) follows a stage through these lines, so they are
 written in one place; a line whose ``text`` ends in ``start`` means item ``i`` is under way (``i - 1`` done).
 """
 

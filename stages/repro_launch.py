@@ -2,7 +2,7 @@
 
     python -m stages.repro_launch --organized DIR --kernel NAME --path REL [--graph REL] --out DIR
 
-Writes ``<out>/kernel.py`` and ``<out>/launch.pt`` + ``<out>/launch.json`` (``analysis.kernel_repro``'s layout):
+Writes ``<out>/kernel.py`` and ``<out>/launch.pt`` + ``<out>/launch.json`` (``analysis.kernels.repro``'s layout):
 
 * C++ kernel (``--graph`` names its compiled graph module): ``kernel.py`` compiles the very source the graph module
   embeds through torch's own ``AsyncCompile.cpp_pybinding`` (so the same compiler flags Inductor used, on the
@@ -24,8 +24,8 @@ from typing import Any
 
 from analysis.atomic_io import atomic_path, write_json, write_text
 from analysis.errors import UserError
-from analysis.kernel_index import embedded_kernels
-from analysis.kernel_repro import LAUNCH_JSON, LAUNCH_PT, MODULE_FILE, launch_record
+from analysis.kernels.index import embedded_kernels
+from analysis.kernels.repro import LAUNCH_JSON, LAUNCH_PT, MODULE_FILE, launch_record
 from stages import cpp_replay
 from stages.entry import StageArgumentParser, run_as_script
 

@@ -10,16 +10,16 @@ timed: ``compilation_latency`` = first compiled − first eager, ``first_run_s``
 ``--iterations`` timed calls with eager and compiled interleaved (so load changes hit both sides alike).
 Outputs in ``--out``: ``suite.csv`` (docs/architecture.md columns), ``samples.json`` (raw ms per iteration) and
 ``outputs/<model>.npz`` (the model's eager, compiled and float64 outputs on the seeded inputs, for the numerical
-A/B: ``stages.numerics``, ``analysis.numerics``). All are rewritten atomically after every model, so the stage is
+A/B: ``stages.numerics``, ``analysis.models.numerics``). All are rewritten atomically after every model, so the stage is
 resumable: models that already have an ``ok`` row with the same settings are skipped, everything else is
 (re)measured. A fresh run (no row to keep yet) starts from an empty Inductor cache; at the end that cache is
 archived to ``--cache-archive``. A model that fails gets a ``fail`` row and the others go on; the stage exits
 non-zero only when none ran.
 
-As one shard of a suite spread over an executor's devices (``prbench.suite_shards``) the stage is told the device
-it was placed on (``--device 0``: CUDA on that GPU only, made the one visible GPU the ``--platform`` way) and the
-node's name, and writes ``--shard-record`` (``analysis.suite_shards``) once every model was tried: then it exits 0
-even when no model ran, since the host judges the whole suite.
+As one shard of a suite spread over an executor's devices (``prbench.compare.suite_shards``) the stage is told the
+device it was placed on (``--device 0``: CUDA on that GPU only, made the one visible GPU the ``--platform`` way) and the
+node's name, and writes ``--shard-record`` (``analysis.formats.suite_shard_records``) once every model was tried: then
+it exits 0 even when no model ran, since the host judges the whole suite.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from analysis import atomic_io
-from analysis.cache_archive import archive_cache, is_graph_module
-from analysis.dynamo_csv import (
+from analysis.errors import UserError
+from analysis.formats.cache_archive import archive_cache, is_graph_module
+from analysis.formats.dynamo_csv import (
     STATUS_FAIL,
     STATUS_OK,
     Row,
@@ -48,9 +49,8 @@ from analysis.dynamo_csv import (
     read_suite_samples,
     write_suite_csv,
 )
-from analysis.errors import UserError
-from analysis.run_layout import GRAPH_MODELS, SUITE_CSV, SUITE_SAMPLES, WORK_DIR
-from analysis.suite_options import (
+from analysis.formats.run_layout import GRAPH_MODELS, SUITE_CSV, SUITE_SAMPLES, WORK_DIR
+from analysis.formats.suite_options import (
     CPU_BACKENDS,
     DTYPES,
     MODES,
@@ -60,7 +60,7 @@ from analysis.suite_options import (
     check_numbers,
     resolve_models,
 )
-from analysis.suite_shards import ShardRecord, write_shard_record
+from analysis.formats.suite_shard_records import ShardRecord, write_shard_record
 from stages.entry import StageArgumentParser, run_as_script
 from stages.progress import progress
 
@@ -131,7 +131,7 @@ def pin_device(device: str, platform: str) -> str:
     CUDA then calls ``cuda``, so the rows say ``cuda`` wherever the shard ran."""
     if not device.isdigit():
         return device
-    from analysis.stage_records import device_env
+    from analysis.formats.stage_records import device_env
 
     pinned = device_env(device, platform, dict(os.environ))
     for gone in set(os.environ) - set(pinned):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from analysis.noise_rules import iterations_are_noisy
+from analysis.stats.noise_rules import iterations_are_noisy
 
 
 @dataclass(frozen=True)

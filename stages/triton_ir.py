@@ -14,7 +14,7 @@ run: its *first* config is compiled (a GPU run's autotuning may choose another: 
 
 Writes ``<out>/<kernel name>/`` in the Triton cache's own layout (``<name>.ttir .ttgir .llir .ptx|.amdgcn .json``,
 binaries left out) plus ``<name>.ptxas`` (the ``ptxas -v`` log, CUDA) and ``<name>.config.json`` (the config
-compiled and how many there were), which `analysis.kernel_ir` reads.
+compiled and how many there were), which `analysis.kernels.ir` reads.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import Any
 
 from analysis.atomic_io import write_json, write_text
 from analysis.errors import UserError
-from analysis.kernel_index import read_index
-from analysis.kernel_ir import CONFIG_SUFFIX, IR_SUFFIXES, PTXAS_SUFFIX, parse_target
+from analysis.kernels.index import read_index
+from analysis.kernels.ir import CONFIG_SUFFIX, IR_SUFFIXES, PTXAS_SUFFIX, parse_target
 from stages.entry import StageArgumentParser, run_as_script
 
 _DRIVER_LINES = re.compile(r"^.*(set_driver_to_gpu\(\)|_cuda_getCurrentRawStream).*$", re.M)

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
+from analysis.formats.stage_records import LIFELINE_ENV
 from analysis.records import expect_ms_list
-from analysis.stage_records import LIFELINE_ENV
 
 STARTUP_TIMEOUT_S = 300.0
 _IMPORTED_AT = time.monotonic()  # in a worker: soon after the interpreter started, before torch is imported

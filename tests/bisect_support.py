@@ -11,8 +11,8 @@ from pathlib import Path
 import git
 import pytest
 
-from prbench import variant_plan
-from prbench.variant_plan import LocalEnvironment
+from prbench.compare import variant_plan
+from prbench.compare.variant_plan import LocalEnvironment
 
 NOOP = "noop"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.dynamo_csv import SUITE_COLUMNS
-from analysis.kernel_results import KERNEL_COLUMNS
+from analysis.formats.dynamo_csv import SUITE_COLUMNS
+from analysis.kernels.results import KERNEL_COLUMNS
 
 _PREFIX = {"pointwise": "poi", "reduction": "red", "persistent_reduction": "per", "template": "tem"}
 

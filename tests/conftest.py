@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from analysis.stage_records import HEADER_DIR_ENV
-from prbench.store import STORE_ENV
+from analysis.formats.stage_records import HEADER_DIR_ENV
+from prbench.images.content_store import STORE_ENV
 from tests.docker_support import VEC_ISA_OK
 from tests.electra_compare import run_electra_compare
 

@@ -5,10 +5,10 @@
 A job's ``behave`` decides: ``ok`` (default), ``crash`` (SIGSEGV), ``hang`` (never replies), ``error`` (raises),
 and the ways a reply can be broken on the result channel: ``garbage`` (a stray non-JSON line before the real
 reply), ``half`` (a reply cut in the middle), ``list`` (JSON that is not an object), ``nan`` (NaN samples). A
-kernels job (``analysis.stage_records.Job``, which has no ``behave``) takes it from its file name: ``/x/garbage.py``.
-``sleep`` (seconds ``sleep_s`` before replying: a long kernel), and for the executors' tests ``kill-parent`` /
-``kill-grandparent``: the first time (no file at the job's ``marker`` yet) SIGKILL the paired stage that started this
-worker, or the process that started that stage (a Ray actor), as a node going down would.
+kernels job (``analysis.formats.stage_records.Job``, which has no ``behave``) takes it from its file name:
+``/x/garbage.py``. ``sleep`` (seconds ``sleep_s`` before replying: a long kernel), and for the executors' tests
+``kill-parent`` / ``kill-grandparent``: the first time (no file at the job's ``marker`` yet) SIGKILL the paired stage
+that started this worker, or the process that started that stage (a Ray actor), as a node going down would.
 Samples are ``[ms] * iterations`` (``ms`` default 1.0). Models must be prepared before they are timed; a
 prepare replies the job's ``compile_s`` (default 0.0) as the first call's time. Every job
 prints one line (pid, CPU affinity, what it did) to the worker's log, for the tests to read.

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from analysis.paired_rounds import read_round
-from analysis.stage_records import Plan, SidePlan, write_plan
+from analysis.formats.paired_rounds import read_round
+from analysis.formats.stage_records import Plan, SidePlan, write_plan
+from prbench.compare.shard_rounds import RoundShards, SideRunner, round_shards
 from prbench.executors import RunnerSpec
-from prbench.shard_rounds import RoundShards, SideRunner, round_shards
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = "tests.fake_paired_worker"

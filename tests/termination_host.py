@@ -21,7 +21,7 @@ from prbench.cli import user_facing
 @user_facing
 def hold(ctx: Any, runs: str, marker: str, beat: str, out: str, image: str = "", ray: str = "") -> None:
     from prbench.runners import SIDE_LABEL, StageCommand
-    from prbench.runstore import RunStore
+    from prbench.runs.run_store import RunStore
 
     with RunStore(Path(runs)).create_or_open("held", {}, "test") as run, run.stage("base/slow", {}):
         command = StageCommand("tests.slow_stage", ["--marker", marker, "--beat", beat, "--out", out],

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.benchmark_line import (
+from analysis.kernels.benchmark_line import (
     active_benchmarker,
     find_benchmark_line,
     normalize_device_indices,

@@ -222,13 +222,13 @@ class FakeRequest:
 
 
 def stand_in(monkeypatch: pytest.MonkeyPatch, run_compare: Any) -> None:
-    """prbench.compare replaced by the contract it offers (CompareRequest with rounds and stats, run_compare)."""
-    import analysis.suite_request
+    """prbench.compare.driver replaced by the contract it offers (CompareRequest with rounds and stats, run_compare)."""
+    import analysis.formats.suite_request
 
-    module = types.ModuleType("prbench.compare")
+    module = types.ModuleType("prbench.compare.driver")
     module.CompareRequest, module.run_compare = FakeRequest, run_compare
-    monkeypatch.setitem(sys.modules, "prbench.compare", module)
-    monkeypatch.setattr(analysis.suite_request.SuiteRequest, "validate", lambda self: ["BertForMaskedLM"])
+    monkeypatch.setitem(sys.modules, "prbench.compare.driver", module)
+    monkeypatch.setattr(analysis.formats.suite_request.SuiteRequest, "validate", lambda self: ["BertForMaskedLM"])
 
 
 @pytest.mark.integration
@@ -464,8 +464,8 @@ def fixture_organized(root: Path) -> list[str]:
     path order, with a C++ row among them); their relative paths, sorted."""
     import runner_overhead
 
-    from analysis.kernel_identity import identify_triton
-    from analysis.kernel_index import IndexRow, write_index
+    from analysis.kernels.identity import identify_triton
+    from analysis.kernels.index import IndexRow, write_index
 
     rows = [IndexRow("cpp", "cpp_fused_0", "h", "", "", "cpp/cpp_fused_0.cpp", 1, "", "cpp", "")]
     for source in sorted(runner_overhead.FIXTURES.glob("triton_*.py"), reverse=True):
@@ -490,7 +490,7 @@ def fixture_organized(root: Path) -> list[str]:
 def test_runner_overhead_gpu_mode_mistakes_are_one_line(tmp_path: Path, capsys, argv, message) -> None:
     import runner_overhead
 
-    from analysis.kernel_index import IndexRow, write_index
+    from analysis.kernels.index import IndexRow, write_index
 
     if "only-cpp" in argv:
         write_index(tmp_path / "index.csv", [IndexRow("cpp", "k", "h", "", "", "cpp/k.cpp", 1, "", "cpp", "")])
@@ -508,8 +508,8 @@ def test_runner_overhead_gpu_mode_mistakes_are_one_line(tmp_path: Path, capsys, 
 def test_runner_overhead_gpu_mode_takes_the_first_triton_kernels_by_path(tmp_path: Path) -> None:
     import runner_overhead
 
-    from analysis.benchmark_line import rewrite_benchmark_line
-    from analysis.kernel_index import read_index
+    from analysis.kernels.benchmark_line import rewrite_benchmark_line
+    from analysis.kernels.index import read_index
 
     source = tmp_path / "organized"
     paths = fixture_organized(source)

@@ -14,13 +14,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from analysis.bisect_report import KERNEL, BisectTarget, read_target_verdict
+from analysis.bisect.report import KERNEL, BisectTarget, read_target_verdict
 from analysis.errors import UserError
-from analysis.kernel_compare import IDENTICAL_CODE
-from prbench import bisect_command, variant_plan
-from prbench.bisect_command import BisectRequest, resolve_target, run_bisect
-from prbench.compare import CompareRequest
+from analysis.kernels.compare import IDENTICAL_CODE
+from prbench.compare import variant_plan
+from prbench.compare.driver import CompareRequest
 from prbench.recipes import load_recipe
+from prbench.review import bisect_command
+from prbench.review.bisect_command import BisectRequest, resolve_target, run_bisect
 from prbench.runners import StageFailed
 from tests.bisect_support import NOOP, installed_is, standin_history
 

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from prbench import bisect_command
-from prbench.bisect_command import BisectRequest, run_bisect
-from prbench.compare import CompareRequest, KernelSettings
-from prbench.overlay import installed_package_dir
+from prbench.compare.driver import CompareRequest, KernelSettings
+from prbench.compare.suite_stage import SuiteRequest
+from prbench.compare.variant_plan import describe_local_environment
 from prbench.recipes import load_recipe
-from prbench.suite_stage import SuiteRequest
-from prbench.variant_plan import describe_local_environment
+from prbench.review import bisect_command
+from prbench.review.bisect_command import BisectRequest, run_bisect
+from prbench.runs.overlay import installed_package_dir
 from tests.bisect_support import NOOP, installed_is, standin_history
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from analysis.bisect_search import (
+from analysis.bisect.search import (
     BAD,
     FOUND,
     GOOD,

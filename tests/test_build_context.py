@@ -13,13 +13,13 @@ import pytest
 from docker_support import ZERO_DIGEST, make_standins, write_recipe
 
 from analysis.errors import UserError
-from prbench.build_context import build_requirements, fill_context
-from prbench.build_plan import SourceTree, UsedItem, read_used_items
-from prbench.images import plan_build
-from prbench.lock import compare, plan_from_lock
+from prbench.images.build import plan_build
+from prbench.images.build_context import build_requirements, fill_context
+from prbench.images.build_plan import SourceTree, UsedItem, read_used_items
+from prbench.images.content_store import Store, StoreError, StoreItem, WheelTarget
+from prbench.images.image_lock import compare, plan_from_lock
+from prbench.images.wheels import hashed_requirements
 from prbench.recipes import load_recipe
-from prbench.store import Store, StoreError, StoreItem, WheelTarget
-from prbench.wheels import hashed_requirements
 from tests.store_support import write_wheel
 
 TARGET = WheelTarget("3.11", ("manylinux_2_36_x86_64", "linux_x86_64"), abi="cp311")
@@ -153,7 +153,7 @@ def test_a_wheel_whose_bytes_differ_from_the_pin_is_refused_naming_both_checksum
 
 
 def test_an_overlay_that_does_not_apply_to_the_wheel_fails_before_docker(tmp_path: Path) -> None:
-    from prbench.overlay import PythonOverlay
+    from prbench.runs.overlay import PythonOverlay
 
     store = Store(tmp_path / "store")
     torch = _fake_torch_wheel(tmp_path, store)
@@ -248,7 +248,7 @@ def test_moving_the_clone_keeps_the_archive_usable(tmp_path: Path, standin_plan)
 
 
 def test_a_runs_lock_holds_both_images_and_a_local_run_has_none(tmp_path: Path) -> None:
-    from prbench.lock import COMPARED, LOCK_VERSION, read_locks
+    from prbench.images.image_lock import COMPARED, LOCK_VERSION, read_locks
 
     image_lock = {"lock_version": LOCK_VERSION, **{key: {} for key in COMPARED}, "store": [], "provenance": {}}
     run_lock = tmp_path / "lock.json"
@@ -265,7 +265,7 @@ def test_a_rocm_build_takes_llvm_from_the_store_and_records_its_url_and_checksum
     import git
     from docker_support import commit_all, make_pytorch
 
-    # A Triton tree whose setup.py downloads LLVM as Triton 3.2-3.4 do (the shape prbench.triton_setup reads).
+    # A Triton tree whose setup.py downloads LLVM as Triton 3.2-3.4 do (the shape prbench.images.triton_setup reads).
     triton = tmp_path / "triton"
     repo = git.Repo.init(triton)
     (triton / "cmake").mkdir(parents=True)

@@ -12,9 +12,11 @@ import pytest
 from docker_support import commit_all
 
 from analysis.errors import UserError
-from prbench import images, lock, pins
-from prbench.build_plan import SourceTree
-from prbench.images import render_dockerfile
+from prbench.images import build as images
+from prbench.images import image_lock as lock
+from prbench.images import pins
+from prbench.images.build import render_dockerfile
+from prbench.images.build_plan import SourceTree
 from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT, StageCommand
 from prbench.runners.docker import gpu_options, mounts_for

@@ -21,14 +21,14 @@ from cli_support import invoke_in_process
 from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
 from rich.console import Console
 
+from analysis.formats.run_layout import MANIFEST
 from analysis.io_errors import describe, is_no_space
-from analysis.run_layout import MANIFEST
-from prbench.pipeline import Pipeline, StageSpec
 from prbench.recipes import load_recipe
 from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
-from prbench.runstore import RunStore, StageStatus
-from prbench.variants import Variant
+from prbench.runs.pipeline import Pipeline, StageSpec
+from prbench.runs.run_store import RunStore, StageStatus
+from prbench.runs.variants import Variant
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"BertForMaskedLM": 40.0, "GPT2": 30.0}

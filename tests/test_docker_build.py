@@ -23,8 +23,8 @@ from docker_support import (
     write_recipe,
 )
 
-from prbench.images import build_image, plan_build
-from prbench.patches import PATCHES_DIR
+from prbench.images.build import build_image, plan_build
+from prbench.images.patches import PATCHES_DIR
 from prbench.recipes import load_recipe
 
 # Under ``pytest -n``, the docker tests that build stand-in images share one worker: they build (and remove) images

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from docker_support import base_image_id, make_standins, require_engine, stage_containers, write_recipe
 
-from prbench.images import build_image, plan_build
+from prbench.images.build import build_image, plan_build
 from prbench.recipes import load_recipe
 from prbench.runners import StageCommand, StageFailed
 from prbench.runners.docker import DockerRunner

@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from recipe_support import DIGEST, RECIPES_DIR
 
 from analysis.errors import UserError
-from prbench.build_plan import SourceTree
 from prbench.docker_engine import resolve_base
-from prbench.dockerfile_quote import UnsafeValue, dockerfile_value
-from prbench.images import TEMPLATES_DIR, render_dockerfile
+from prbench.images.build import TEMPLATES_DIR, render_dockerfile
+from prbench.images.build_plan import SourceTree
+from prbench.images.dockerfile_quote import UnsafeValue, dockerfile_value
 from prbench.recipes import BaseImage, Recipe, control_characters, load_recipe
 
 # Stand-in trees: rendering reads only their layout facts, never git.

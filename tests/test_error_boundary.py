@@ -13,10 +13,10 @@ from cli_support import invoke_in_process
 from invoke import Exit
 
 from analysis import atomic_io
+from analysis.formats.run_layout import MANIFEST
 from analysis.io_errors import NO_SPACE_ADVICE, no_space_in, stage_exit_code
-from analysis.run_layout import MANIFEST
 from prbench.cli import user_facing
-from prbench.run_lock import LOCK_FILE, RunLock
+from prbench.runs.run_lock import LOCK_FILE, RunLock
 
 ROOT = Path(__file__).resolve().parents[1]
 

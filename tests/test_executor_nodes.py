@@ -1,7 +1,7 @@
 """What a node does with a docker shard: use the variant's image when it has it by content tag, else build it from
 the side's lock and the store, and tell the host which image id it ran. The Docker engine here is a stand-in (the
-real build path is ``prbench.lock.build_and_lock``, covered by the docker tier); what is checked is the decision and
-the paths."""
+real build path is ``prbench.images.image_lock.build_and_lock``, covered by the docker tier); what is checked is the
+decision and the paths."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from analysis.errors import UserError
-from prbench import docker_engine, lock
+from prbench import docker_engine
 from prbench.executors import DeviceSlot, RunnerSpec
 from prbench.executors.node import NodeRunners
-from prbench.images import BuildResult
-from prbench.lock import BuildOutcome
+from prbench.images import image_lock as lock
+from prbench.images.build import BuildResult
+from prbench.images.image_lock import BuildOutcome
 
 TAG = "prbench/cpu-docker:0123456789ab"
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
-from analysis.launch_cost import GraphLaunchCost, LaunchCost, read_launch_cost, write_launch_cost
-from analysis.run_layout import RunLayout
-from analysis.sequential import RoundsUsed, read_rounds_used, write_rounds_used
-from prbench.runstore import MANIFEST_FORMAT_VERSION, RunStore
+from analysis.formats.launch_cost import GraphLaunchCost, LaunchCost, read_launch_cost, write_launch_cost
+from analysis.formats.run_layout import RunLayout
+from analysis.stats.sequential import RoundsUsed, read_rounds_used, write_rounds_used
+from prbench.runs.run_store import MANIFEST_FORMAT_VERSION, RunStore
 
 
 def _bump(path: Path, key: str = "format_version") -> None:

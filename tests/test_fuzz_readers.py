@@ -30,17 +30,17 @@ from cli_support import invoke_in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.dynamo_csv import read_graph_models, read_suite_csv, read_suite_samples
 from analysis.errors import UserError
-from analysis.kernel_compare import read_kernels_csv
-from analysis.kernel_index import INDEX_COLUMNS, read_index
-from analysis.kernel_results import KERNEL_COLUMNS
-from analysis.paired_rounds import read_round, read_round_samples
-from analysis.run_layout import MANIFEST
-from analysis.suite_shards import read_shard_record
+from analysis.formats.dynamo_csv import read_graph_models, read_suite_csv, read_suite_samples
+from analysis.formats.paired_rounds import read_round, read_round_samples
+from analysis.formats.run_layout import MANIFEST
+from analysis.formats.suite_shard_records import read_shard_record
+from analysis.kernels.compare import read_kernels_csv
+from analysis.kernels.index import INDEX_COLUMNS, read_index
+from analysis.kernels.results import KERNEL_COLUMNS
 from analysis.traces import read_trace
 from analysis.traces.perf_report import analyze_rank
-from prbench.runstore import RunStore
+from prbench.runs.run_store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = Path(__file__).parent / "fixtures" / "traces"

@@ -12,7 +12,7 @@ import pytest
 
 from analysis.errors import UserError
 from prbench import gitrefs
-from prbench.overlay import PythonOverlay
+from prbench.runs.overlay import PythonOverlay
 
 CONFIG = "torch/_inductor/config.py"
 BASE_CONFIG = "import os\n\n# fusion heuristics\nmax_fusion_size = 64\nepilogue_fusion = True\n"

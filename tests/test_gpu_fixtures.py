@@ -29,10 +29,10 @@ import pytest
 from cli_support import invoke_in_process
 from trace_support import addmm_calls_by_shape
 
-from analysis.kernel_compare import pair_kernels, read_kernels_csv
-from analysis.kernel_identity import identify_triton
-from analysis.kernel_index import embedded_kernels, graph_module_problem, launch_counts
-from analysis.paired_rounds import read_rounds, side_samples
+from analysis.formats.paired_rounds import read_rounds, side_samples
+from analysis.kernels.compare import pair_kernels, read_kernels_csv
+from analysis.kernels.identity import identify_triton
+from analysis.kernels.index import embedded_kernels, graph_module_problem, launch_counts
 from analysis.traces import read_trace
 from analysis.traces.breakdown import launch_index
 from analysis.traces.perf_report import generate_perf_reports

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from trace_support import addmm_calls_by_shape
 
-from analysis.kernel_compare import pair_kernels, read_kernels_csv
-from analysis.kernel_identity import identify_triton
-from analysis.paired_rounds import PairedBlocks, read_rounds
+from analysis.formats.paired_rounds import PairedBlocks, read_rounds
+from analysis.kernels.compare import pair_kernels, read_kernels_csv
+from analysis.kernels.identity import identify_triton
 from analysis.traces.perf_report import generate_perf_reports
 from analysis.traces.replay import read_replay_set
 from analysis.traces.replay_report import replay_paths

@@ -7,7 +7,7 @@ from types import ModuleType
 
 import pytest
 
-from analysis.suite_options import MODEL_NAMES, TINY_DEFAULT, UnknownModelError, resolve_models
+from analysis.formats.suite_options import MODEL_NAMES, TINY_DEFAULT, UnknownModelError, resolve_models
 
 # stages.hf_models imports torch, so the tests import it (not collection), on the worker of the tests that run torch
 # in their own process: one xdist worker pays for the import, not both.

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HOST_MODULES = ("prbench.compare", "prbench.suite_stage", "prbench.paired_plan", "prbench.publish",
-                "prbench.node_replay", "tasks")
+HOST_MODULES = ("prbench.compare.driver", "prbench.compare.suite_stage", "prbench.compare.paired_plan",
+                "prbench.publish.publish_command", "prbench.compare.node_replay_command", "tasks")
 HEAVY = ("torch", "transformers", "triton", "ray")  # ray: only with --executor ray
 
 
@@ -37,7 +37,7 @@ def test_no_host_module_imports_torch() -> None:
 def test_suite_options_match_the_model_specs() -> None:
     """The torch-free names are the ones the stage can build (hf_models refuses to import otherwise)."""
     pytest.importorskip("torch")
-    from analysis.suite_options import MODEL_NAMES, TINY_DEFAULT
+    from analysis.formats.suite_options import MODEL_NAMES, TINY_DEFAULT
     from stages import hf_models
 
     assert tuple(s.name for s in hf_models._SPECS) == MODEL_NAMES

@@ -37,15 +37,15 @@ from hypothesis import strategies as st
 from openpyxl import load_workbook
 
 from analysis.errors import UserError
-from analysis.kernel_results import KERNEL_COLUMNS, merge_result_files
-from analysis.pr_comment import CommentSources, comment_marker, pr_comment
+from analysis.formats.run_layout import MANIFEST
+from analysis.kernels.results import KERNEL_COLUMNS, merge_result_files
 from analysis.rendering import frame_table
-from analysis.report import ReportInputs, render_report
-from analysis.run_layout import MANIFEST
-from prbench import github_api
+from analysis.report.pr_comment import CommentSources, comment_marker, pr_comment
+from analysis.report.render import ReportInputs, render_report
 from prbench.executors import RunnerSpec, ShardTask, StageStep
 from prbench.executors.local_pool import LocalPool
-from prbench.github_api import GitHub, PullRequest, Token
+from prbench.publish import github_api
+from prbench.publish.github_api import GitHub, PullRequest, Token
 from prbench.runners import StageCommand, StageFailed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,7 +117,7 @@ def _store_tar(path: Path, index: bytes, objects: dict[str, bytes]) -> Path:
 
 
 def _lock(path: Path, **fields: Any) -> Path:
-    from prbench.lock import COMPARED, LOCK_VERSION
+    from prbench.images.image_lock import COMPARED, LOCK_VERSION
 
     lock = {"lock_version": LOCK_VERSION, **{key: {} for key in COMPARED}, "store": [], "provenance": {}, **fields}
     path.write_text(json.dumps(lock))
@@ -355,7 +355,7 @@ def kernel_tables(draw: st.DrawFn) -> tuple[pd.DataFrame, pd.DataFrame]:
 @given(tables=kernel_tables())
 def test_any_kernel_tables_make_a_well_formed_report_or_one_line(tmp_path_factory: pytest.TempPathFactory,
                                                                  tables: tuple[pd.DataFrame, pd.DataFrame]) -> None:
-    from analysis.kernel_compare import read_kernels_csv
+    from analysis.kernels.compare import read_kernels_csv
 
     root = tmp_path_factory.mktemp("tables")
     for side, frame in zip(("base", "pr"), tables, strict=True):
@@ -477,7 +477,7 @@ def test_a_shards_kernels_csv_cut_mid_row_is_one_line_naming_its_line(tmp_path: 
 
 def test_a_full_disk_while_importing_names_the_store_and_its_flag(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from prbench import store as store_module
+    from prbench.images import content_store as store_module
 
     def full(*args: Any, **kwargs: Any) -> Any:
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "store" / "incoming" / "object-1"))
@@ -496,7 +496,7 @@ def test_a_full_disk_while_importing_names_the_store_and_its_flag(tmp_path: Path
 
 def test_status_says_why_a_stage_ended_when_a_full_disk_kept_the_manifest_from_recording_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from prbench.runstore import Run, RunStore
+    from prbench.runs.run_store import Run, RunStore
 
     def full_disk(self: Run) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(self.root / MANIFEST))

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.stage_records import HEADER_DIR_ENV
+from analysis.formats.stage_records import HEADER_DIR_ENV
 from prbench.recipes import load_recipe
-from prbench.variants import Variant
+from prbench.runs.variants import Variant
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPILE = """

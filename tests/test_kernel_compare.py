@@ -18,9 +18,9 @@ from cli_support import invoke_in_process
 from compare_data import kernel_specs, kernels_frame
 
 from analysis.errors import UserError
-from analysis.kernel_compare import compare_kernels, pair_kernels
-from analysis.paired_rounds import read_round_samples
-from analysis.verdict_settings import VerdictSettings
+from analysis.formats.paired_rounds import read_round_samples
+from analysis.kernels.compare import compare_kernels, pair_kernels
+from analysis.stats.verdict_settings import VerdictSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -420,8 +420,8 @@ def test_invoke_compare_kernels_reads_round_samples_and_uses_the_confidence_aske
                                              ("fast", "'fast'")])
 def test_a_kernels_csv_with_a_non_finite_negative_or_text_time_names_its_line(tmp_path: Path, cell: str,
                                                                                found: str) -> None:
-    from analysis.kernel_compare import read_kernels_csv
-    from analysis.kernel_results import KERNEL_COLUMNS
+    from analysis.kernels.compare import read_kernels_csv
+    from analysis.kernels.results import KERNEL_COLUMNS
 
     good = dict.fromkeys(KERNEL_COLUMNS, "")
     good.update(kernel_name="k0", path="pointwise/k0.py", calls="1", n="3", median_ms="0.5", status="ok")
@@ -437,8 +437,8 @@ def test_a_kernels_csv_with_a_non_finite_negative_or_text_time_names_its_line(tm
 
 
 def test_a_failure_row_with_empty_timing_cells_is_read() -> None:
-    from analysis.kernel_compare import check_kernels_frame
-    from analysis.kernel_results import KERNEL_COLUMNS
+    from analysis.kernels.compare import check_kernels_frame
+    from analysis.kernels.results import KERNEL_COLUMNS
 
     row = dict.fromkeys(KERNEL_COLUMNS, "")
     row.update(kernel_name="k0", path="pointwise/k0.py", calls="1", n="0", status="fail", error="round 1: boom")
@@ -456,7 +456,7 @@ def test_a_pr_that_loops_persistent_reductions_pairs_each_with_its_looped_twin()
     the base became a `triton_red_*` kernel with another body: they pair as the same fused ops on the same shapes
     (before, all six ended up "only in base" / "only in PR" and the verdict saw the five unchanged kernels only),
     and only the unchanged pointwise kernels are the run's identical-code control."""
-    from analysis.kernel_compare import read_kernels_csv
+    from analysis.kernels.compare import read_kernels_csv
 
     base = read_kernels_csv(H100_RUN / "base" / "kernels.csv")
     pr = read_kernels_csv(H100_RUN / "pr" / "kernels.csv")

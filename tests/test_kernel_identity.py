@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.kernel_identity import (
+from analysis.kernels.identity import (
     KernelIdentity,
     KernelParseError,
     identify_cpp,
@@ -16,7 +16,7 @@ from analysis.kernel_identity import (
     seed_key,
     triton_numels,
 )
-from analysis.kernel_index import embedded_kernels
+from analysis.kernels.index import embedded_kernels
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kernels"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
-from analysis.kernel_ir import parse_target, read_kernel_ir, summary_rows, what_changed
-from analysis.kernel_source import pair_detail
-from analysis.report_kernel_details import render_detail
+from analysis.kernels.ir import parse_target, read_kernel_ir, summary_rows, what_changed
+from analysis.kernels.source import pair_detail
+from analysis.report.kernel_details import render_detail
 
 ROOT = Path(__file__).resolve().parents[1]
 IR = ROOT / "tests" / "fixtures" / "triton_ir"

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.kernel_numerics import CONFIG_VAR, compare_kernel_outputs, read_dump, ulp_distance, write_config
-from analysis.numeric_tolerance import parse_tolerances
-from analysis.verdict_summary import fail_reasons
+from analysis.kernels.numerics import CONFIG_VAR, compare_kernel_outputs, read_dump, ulp_distance, write_config
+from analysis.report.summary import fail_reasons
+from analysis.stats.numeric_tolerance import parse_tolerances
 from stages.kernel_numerics import Recorder
 
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
-from analysis.kernel_index import IndexRow, write_index
-from analysis.kernel_results import merge_result_files
+from analysis.kernels.index import IndexRow, write_index
+from analysis.kernels.results import merge_result_files
+from prbench.compare.kernel_shards import KernelRequest, executor_platform, kernel_shards, time_kernels
 from prbench.executors.local_pool import LocalPool
-from prbench.kernel_shards import KernelRequest, executor_platform, kernel_shards, time_kernels
 from prbench.runners import CODE_ROOT
-from prbench.stage_commands import kernels_command, run_stage
+from prbench.runs.stage_commands import kernels_command, run_stage
 
 RESULTS = ("kernels.csv", "kernels_seed.csv", "kernel_samples.json")
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from docker_support import VEC_ISA_OK
 
-from analysis.kernel_identity import identify_triton, is_triton_kernel_source
-from analysis.kernel_index import IndexRow, embedded_kernels, is_graph_wrapper
+from analysis.kernels.identity import identify_triton, is_triton_kernel_source
+from analysis.kernels.index import IndexRow, embedded_kernels, is_graph_wrapper
 from stages.organize import organize
 
 # Under ``pytest -n`` the module's tests share one worker, and so the caches its session fixtures compile.

@@ -13,10 +13,7 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
-from analysis.stage_records import HEADER_DIR_ENV
-from prbench import pipeline
-from prbench.overlay import installed_package_dir
-from prbench.pipeline import Pipeline
+from analysis.formats.stage_records import HEADER_DIR_ENV
 from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT, StageCommand, StageFailed
 from prbench.runners.local import (
@@ -26,8 +23,11 @@ from prbench.runners.local import (
     keeps_bytecode,
     python_keeps_bytecode,
 )
-from prbench.runstore import RunStore
-from prbench.variants import Variant
+from prbench.runs import pipeline
+from prbench.runs.overlay import installed_package_dir
+from prbench.runs.pipeline import Pipeline
+from prbench.runs.run_store import RunStore
+from prbench.runs.variants import Variant
 
 STAGE = "prbench_test_tiny_stage"
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame
 
-from analysis.gates import GEOMEAN_LIMIT, model_gates
-from analysis.model_compare import compare_models, hud_geomean, runner_geomean
-from analysis.projection import ALL_MODELS, project
+from analysis.models.compare import compare_models, hud_geomean, runner_geomean
+from analysis.report.gates import GEOMEAN_LIMIT, model_gates
+from analysis.report.projection import ALL_MODELS, project
 
 
 def test_hud_and_runner_geomeans_follow_their_own_rules() -> None:

@@ -30,7 +30,7 @@ from analysis.traces.ops import attribute
 from analysis.traces.perf_report import generate_perf_reports
 from analysis.traces.replay import conv_problem, read_replay_set, replay_inputs, select, trace_shapes
 from analysis.traces.replay_report import comparison_markdown, comparison_table, replay_paths
-from prbench.stage_commands import node_replay_command
+from prbench.runs.stage_commands import node_replay_command
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from analysis.paired_rounds import read_round, write_round
-from analysis.stage_records import Plan, SidePlan, read_plan, write_plan
+from analysis.formats.paired_rounds import read_round, write_round
+from analysis.formats.stage_records import Plan, SidePlan, read_plan, write_plan
 from stages.paired import LAYOUT_PAD_MAX, run_round, side_order, start_order
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,21 +16,21 @@ import pytest
 from cli_support import invoke_in_process
 from rich.console import Console
 
-from analysis.kernel_index import IndexRow, write_index
-from analysis.paired_rounds import read_round, side_samples, write_round
-from analysis.sequential import read_rounds_used
-from analysis.stage_records import Job, read_plan
-from analysis.suite_request import SuiteRequest
-from prbench.compare import CompareRequest, Comparison, _Rounds, _Side
+from analysis.formats.paired_rounds import read_round, side_samples, write_round
+from analysis.formats.stage_records import Job, read_plan
+from analysis.formats.suite_request import SuiteRequest
+from analysis.kernels.index import IndexRow, write_index
+from analysis.stats.sequential import read_rounds_used
+from prbench.compare.driver import CompareRequest, Comparison, _Rounds, _Side
+from prbench.compare.paired_plan import PairedTiming, PlanSide, kernel_plan, model_plan, pair_jobs
 from prbench.executors import RunnerSpec
 from prbench.executors.local_pool import LocalPool
-from prbench.paired_plan import PairedTiming, PlanSide, kernel_plan, model_plan, pair_jobs
-from prbench.pipeline import Pipeline
 from prbench.recipes import load_recipe
 from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
-from prbench.runstore import RunStore, StageStatus
-from prbench.variants import Variant
+from prbench.runs.pipeline import Pipeline
+from prbench.runs.run_store import RunStore, StageStatus
+from prbench.runs.variants import Variant
 from stages.paired import Side, run_round
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
-from prbench.patches import PATCHES_DIR, apply_patch, check_patch, patched_files
+from prbench.images.patches import PATCHES_DIR, apply_patch, check_patch, patched_files
 
 PATCH = "paas-organize-no-return-mode.patch"
 

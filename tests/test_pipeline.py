@@ -15,15 +15,15 @@ import pytest
 from rich.console import Console
 
 from analysis.errors import UserError
+from analysis.formats.run_layout import MANIFEST
 from analysis.io_errors import NoSpaceLeft
-from analysis.run_layout import MANIFEST
-from prbench.overlay import PythonOverlay
-from prbench.pipeline import Pipeline, PreparedVariant, StageSpec
 from prbench.recipes import load_recipe
 from prbench.runners import StageCommand, StageFailed
 from prbench.runners.local import LocalRunner
-from prbench.runstore import Run, RunStore, StageStatus
-from prbench.variants import Variant
+from prbench.runs.overlay import PythonOverlay
+from prbench.runs.pipeline import Pipeline, PreparedVariant, StageSpec
+from prbench.runs.run_store import Run, RunStore, StageStatus
+from prbench.runs.variants import Variant
 
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 STAGE = "prbench_test_fake_suite"

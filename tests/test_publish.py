@@ -21,10 +21,10 @@ from gfm_check import gfm_problems
 from github_stub import FakeGitHub, Refusal
 
 from analysis.errors import UserError
-from analysis.pr_comment import GITHUB_COMMENT_LIMIT, comment_marker, pr_comment
-from analysis.report import load_report_inputs, render_report
-from prbench.publish import check_publish_flags, publish_run
-from prbench.runstore import RunStore
+from analysis.report.pr_comment import GITHUB_COMMENT_LIMIT, comment_marker, pr_comment
+from analysis.report.render import load_report_inputs, render_report
+from prbench.publish.publish_command import check_publish_flags, publish_run
+from prbench.runs.run_store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"BertForMaskedLM": 40.0, "GPT2": 30.0}
@@ -315,6 +315,6 @@ def _files_holding(root: Path, secret: bytes) -> list[str]:
 
 
 def _sources():
-    from analysis.pr_comment import CommentSources
+    from analysis.report.pr_comment import CommentSources
 
     return CommentSources(run_id="r1", archive_name="report.tar.gz")

@@ -85,7 +85,7 @@ def test_a_dead_actors_container_is_removed_before_its_shard_runs_again_and_none
 def test_a_driver_told_to_end_stops_the_cluster_work_and_leaves_no_container(cluster: str, tmp_path: Path) -> None:
     from docker_support import require_engine
 
-    from prbench.run_lock import RunLock
+    from prbench.runs.run_lock import RunLock
 
     client = require_engine()
     files = {name: tmp_path / name for name in ("marker", "beat", "out")}

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.paired_rounds import read_round
+from analysis.formats.paired_rounds import read_round
+from prbench.compare.shard_rounds import run_shards
 from prbench.executors import ShardOutcome
 from prbench.executors.local_pool import LocalPool
-from prbench.shard_rounds import run_shards
 from tests.ray_support import NEEDS_RAY
 from tests.shard_support import kernel_block, model_block, round_shape, shards_of, write_fake_plan
 

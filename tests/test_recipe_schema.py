@@ -14,7 +14,7 @@ from recipe_support import DIGEST, SHA, docker_recipe, load_error, set_key, to_t
 
 from analysis.errors import UserError
 from prbench import inductor_options
-from prbench import patches as patch_tool
+from prbench.images import patches as patch_tool
 from prbench.recipes import load_recipe
 
 TEST_RECIPES = Path(__file__).resolve().parent / "recipes"
@@ -214,7 +214,7 @@ def test_a_patch_entry_that_is_not_a_file_in_patches_dir_fails(
 
 
 def test_a_build_resolves_patches_by_the_same_rule(patches_dir: Path) -> None:
-    from prbench.images import _patch_file
+    from prbench.images.build import _patch_file
 
     patch = _patch_file("triton:sub/deep.patch", "recipe x: key 'patches'")
 

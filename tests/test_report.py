@@ -16,14 +16,14 @@ from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame,
 
 from analysis.errors import UserError
 from analysis.rendering import sheet_name
-from analysis.report import (
+from analysis.report.render import (
     MAX_MARKDOWN_CHARS,
     ReportInputs,
     ReportSettings,
     load_report_inputs,
     render_report,
 )
-from analysis.verdict_settings import VerdictSettings
+from analysis.stats.verdict_settings import VerdictSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"BertForMaskedLM": 40.0, "GPT2": 30.0, "T5Small": 60.0}
@@ -170,7 +170,7 @@ def test_the_report_prints_the_confidence_level_actually_used(tmp_path: Path) ->
 
 
 def test_a_kind_whose_rounds_stopped_early_is_stated_at_the_strict_level(tmp_path: Path) -> None:
-    from analysis.sequential import RoundsUsed, write_rounds_used
+    from analysis.stats.sequential import RoundsUsed, write_rounds_used
 
     run = _run_dir(tmp_path)
     (run / "pair" / "kernels").mkdir(parents=True)
@@ -282,8 +282,8 @@ def test_bad_kernel_csvs_give_one_line_errors(tmp_path: Path, problem: str) -> N
 
 def test_a_comparison_renders_with_the_settings_it_was_given_not_those_read_back(tmp_path: Path) -> None:
     """invoke compare hands its validated settings to the report stage; only a re-render reads the manifest."""
-    from prbench.run_report import render_run_report
-    from prbench.runstore import RunStore
+    from prbench.runs.report_command import render_run_report
+    from prbench.runs.run_store import RunStore
 
     _run_dir(tmp_path, stats={"confidence": 0.9})  # what the manifest says
     with RunStore(tmp_path / "runs").open("r1", write=True) as run:
@@ -296,7 +296,7 @@ def test_a_comparison_renders_with_the_settings_it_was_given_not_those_read_back
 def _burst_rounds(run: Path, rounds: int) -> None:
     """Model rounds as the paired stage writes them: eight ABBA blocks per model and round, the machine 1.8×
     slower for the first half of every round and for the first visit (base) after it."""
-    from analysis.paired_rounds import RoundRecord, Visit, round_file, side_samples, write_round
+    from analysis.formats.paired_rounds import RoundRecord, Visit, round_file, side_samples, write_round
 
     records = []
     for number in range(1, rounds + 1):
@@ -334,8 +334,8 @@ def test_the_method_section_says_how_often_a_round_walks_the_blocks_in_whole_sen
         tmp_path: Path, passes: int, phrase: str) -> None:
     """A reviewer reading the method paragraph sees how many passes a round made, and no sentence runs into the
     next one (a template tag once swallowed the line break: "result.In each block")."""
-    from prbench.run_report import render_run_report
-    from prbench.runstore import RunStore
+    from prbench.runs.report_command import render_run_report
+    from prbench.runs.run_store import RunStore
 
     _run_dir(tmp_path)
     with RunStore(tmp_path / "runs").open("r1", write=True) as run:

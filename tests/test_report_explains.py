@@ -21,12 +21,12 @@ from cli_support import invoke_in_process
 from compare_data import model_rounds, round_draws, suite_frame, write_variant
 
 from analysis.errors import UserError
-from analysis.kernel_identity import identify_cpp
-from analysis.kernel_results import KERNEL_COLUMNS
-from analysis.kernel_source import code_diff, launch_config
-from analysis.launch_cost import GraphLaunchCost, LaunchCost, read_launch_cost, write_launch_cost
-from analysis.paired_rounds import RoundRecord, round_file, write_round
-from analysis.report import load_report_inputs, render_report
+from analysis.formats.launch_cost import GraphLaunchCost, LaunchCost, read_launch_cost, write_launch_cost
+from analysis.formats.paired_rounds import RoundRecord, round_file, write_round
+from analysis.kernels.identity import identify_cpp
+from analysis.kernels.results import KERNEL_COLUMNS
+from analysis.kernels.source import code_diff, launch_config
+from analysis.report.render import load_report_inputs, render_report
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = Path(__file__).parent / "fixtures" / "kernel_pairs"
@@ -287,7 +287,7 @@ def test_a_damaged_launch_cost_file_is_one_line(tmp_path: Path) -> None:
 
 def test_a_large_run_with_long_diffs_still_fits_a_pr_comment(tmp_path: Path) -> None:
     """Hundreds of changed kernels with long bodies: the diffs shrink before anything a reviewer needs first."""
-    from analysis.report import MAX_MARKDOWN_CHARS, ReportInputs
+    from analysis.report.render import MAX_MARKDOWN_CHARS, ReportInputs
 
     rng = np.random.default_rng(3)
     body = "\n".join(f"    auto tmp{i} = at::vec::Vectorized<float>::loadu(in_ptr0 + x{i % 7}, {{w}});"

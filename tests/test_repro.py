@@ -15,9 +15,9 @@ import pytest
 from cli_support import invoke_in_process
 
 from analysis.errors import UserError
-from analysis.kernel_repro import find_pair
-from prbench.repro import TIMER_SOURCES, timer_module_text
-from prbench.runstore import RunStore
+from analysis.kernels.repro import find_pair
+from prbench.review.repro_command import TIMER_SOURCES, timer_module_text
+from prbench.runs.run_store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = ROOT / "tests" / "fixtures" / "gpu_h100"

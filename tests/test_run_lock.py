@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.run_layout import MANIFEST
-from prbench.run_lock import LOCK_FILE, RunInUse, RunLock
-from prbench.runstore import RunStore
+from analysis.formats.run_layout import MANIFEST
+from prbench.runs.run_lock import LOCK_FILE, RunInUse, RunLock
+from prbench.runs.run_store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
@@ -27,7 +27,7 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
 HOLDER = textwrap.dedent("""
     import signal, sys, time
     from pathlib import Path
-    from prbench.run_lock import RunLock, command_label
+    from prbench.runs.run_lock import RunLock, command_label
 
     # Ctrl-C must reach us as KeyboardInterrupt even when the tests run in a job that ignores SIGINT.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -45,7 +45,7 @@ HOLDER = textwrap.dedent("""
 PROBE = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from prbench.run_lock import RunInUse, RunLock
+    from prbench.runs.run_lock import RunInUse, RunLock
 
     try:
         with RunLock(Path(sys.argv[1])):
@@ -151,7 +151,7 @@ def test_of_many_processes_starting_the_same_run_at_once_exactly_one_gets_it(run
     racer = textwrap.dedent("""
         import os, sys, time
         from pathlib import Path
-        from prbench.run_lock import RunInUse, RunLock
+        from prbench.runs.run_lock import RunInUse, RunLock
 
         while not os.path.exists(sys.argv[2]):
             time.sleep(0.001)

@@ -13,8 +13,8 @@ import pytest
 from cli_support import invoke_in_process
 
 from analysis.errors import UserError
-from analysis.run_layout import MANIFEST
-from prbench.runstore import Run, RunStore, StageRecord, StageStatus, input_hash
+from analysis.formats.run_layout import MANIFEST
+from prbench.runs.run_store import Run, RunStore, StageRecord, StageStatus, input_hash
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -113,7 +113,7 @@ def test_ctrl_c_inside_a_stage_leaves_a_consistent_manifest_marked_interrupted(r
     assert kernels["error"] == "interrupted by the user"
     assert kernels["finished"]
     assert not run.is_done("base/kernels", input_hash({"reps": 10}))
-    # No temp files left; .lock is the run's lock file, which stays (prbench.run_lock).
+    # No temp files left; .lock is the run's lock file, which stays (prbench.runs.run_lock).
     assert sorted(p.name for p in run.root.iterdir()) == [".lock", "base", MANIFEST]
 
 

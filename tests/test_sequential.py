@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
-from analysis.sequential import (
+from analysis.stats.sequential import (
     Look,
     RoundsPolicy,
     RoundsUsed,
@@ -18,7 +18,7 @@ from analysis.sequential import (
     settled,
     write_rounds_used,
 )
-from analysis.verdict_settings import VerdictSettings
+from analysis.stats.verdict_settings import VerdictSettings
 
 NOMINAL = VerdictSettings()
 
@@ -121,7 +121,7 @@ def test_the_rounds_record_is_versioned_and_read_back(tmp_path: Path) -> None:
 
 
 def test_open_findings_are_inconclusive_items_beyond_the_threshold_that_hold_enough_of_the_step() -> None:
-    from analysis.sequential import open_findings
+    from analysis.stats.sequential import open_findings
 
     verdicts = ["inconclusive", "inconclusive", "inconclusive", "regressed", "inconclusive"]
     speedups = [0.95, 0.99, 0.95, 0.90, 1.06]  # 5 % slower, 1 % (within ±2 %), 5 % but tiny, decided, 6 % faster

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
-from analysis.paired_rounds import read_round
-from analysis.round_shards import block_ranges, parse_block_ranges, partition_blocks
+from analysis.formats.paired_rounds import read_round
+from analysis.formats.round_shards import block_ranges, parse_block_ranges, partition_blocks
+from prbench.compare.shard_rounds import run_shards, time_in_shards
 from prbench.executors import ShardOutcome, check_executor, open_executor
 from prbench.executors.local_pool import LocalPool
 from prbench.executors.node import cpu_slots
-from prbench.shard_rounds import run_shards, time_in_shards
 from tests.shard_support import kernel_block, model_block, round_shape, shards_of, write_fake_plan
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
-from analysis.suite_request import SuiteRequest
-from prbench.pipeline import StageProgress
+from analysis.formats.suite_request import SuiteRequest
 from prbench.runners import StageCommand
-from prbench.stage_commands import (
+from prbench.runs.pipeline import StageProgress
+from prbench.runs.stage_commands import (
     ProfileSettings,
     kernels_command,
     launch_cost_command,

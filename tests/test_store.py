@@ -17,7 +17,7 @@ import pytest
 from store_support import clone_with_submodules, git, http_server, write_wheel
 
 from analysis.errors import UserError
-from prbench.store import (
+from prbench.images.content_store import (
     DEFAULT_STORE,
     STORE_ENV,
     Store,
@@ -313,7 +313,7 @@ def test_pinned_wheels_already_in_the_store_need_no_pip_at_all(tmp_path, wheelho
     store = Store(tmp_path / "store")
     first = store.add_wheels(["app==1.0"], TARGET, emit=lambda _: None,
                              pip_options=["--no-index", "--find-links", str(wheelhouse)])
-    monkeypatch.setattr("prbench.store._pip_download", lambda *args: pytest.fail("pip ran"))
+    monkeypatch.setattr("prbench.images.content_store._pip_download", lambda *args: pytest.fail("pip ran"))
 
     again = Store(store.root).add_wheels(["app==1.0"], TARGET, emit=lambda _: None)
 

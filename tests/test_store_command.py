@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cli_support import invoke_in_process
 
-from prbench.store import Store, StoreItem
+from prbench.images.content_store import Store, StoreItem
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,7 +136,7 @@ def fetching(tmp_path: Path, monkeypatch) -> Path:
     """pip sees only a local wheelhouse (torch, app needing lib); the base image's Python is read without Docker."""
     from store_support import write_wheel
 
-    from prbench.store import WheelTarget
+    from prbench.images.content_store import WheelTarget
 
     house = tmp_path / "wheelhouse"
     torch = write_wheel(house, "torch", "2.13.0+cpu")
@@ -149,15 +149,15 @@ def fetching(tmp_path: Path, monkeypatch) -> Path:
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(house))
     target = WheelTarget("3.11", ("manylinux_2_28_x86_64", "linux_x86_64"), abi="cp311")
-    monkeypatch.setattr("prbench.wheels.base_image_target", lambda recipe, store: lambda: target)
+    monkeypatch.setattr("prbench.images.wheels.base_image_target", lambda recipe, store: lambda: target)
     return torch
 
 
 @pytest.mark.integration
 def test_fetch_puts_a_recipes_wheels_in_the_store_and_later_needs_no_index(tmp_path: Path, fetching, capsys,
                                                                            monkeypatch) -> None:
+    from prbench.images.store_command import run_store_action
     from prbench.recipes import load_recipe
-    from prbench.store_command import run_store_action
 
     torch = fetching
     recipe = load_recipe(str(_wheel_recipe(tmp_path, hashlib.sha256(torch.read_bytes()).hexdigest())), tmp_path)
@@ -176,8 +176,8 @@ def test_fetch_puts_a_recipes_wheels_in_the_store_and_later_needs_no_index(tmp_p
 @pytest.mark.integration
 def test_fetch_refuses_a_wheel_whose_bytes_are_not_the_pinned_ones(tmp_path: Path, fetching) -> None:
     from analysis.errors import UserError
+    from prbench.images.store_command import run_store_action
     from prbench.recipes import load_recipe
-    from prbench.store_command import run_store_action
 
     torch = fetching
     recipe = load_recipe(str(_wheel_recipe(tmp_path, "0" * 64)), tmp_path)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from docker_support import BASE_IMAGE, require_engine
 
-from prbench.store import Store, StoreError, StoreItem
+from prbench.images.content_store import Store, StoreError, StoreItem
 
 # Under ``pytest -n``, the docker tests that build stand-in images share one worker: they build (and remove) images
 # of the same tags.

@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from analysis.cache_archive import archived_graph_modules
-from analysis.dynamo_csv import read_graph_models, read_suite_csv, read_suite_samples, write_suite_csv
 from analysis.errors import UserError
-from analysis.run_layout import VariantLayout
-from analysis.suite_request import SuiteRequest
-from analysis.suite_shards import (
+from analysis.formats.cache_archive import archived_graph_modules
+from analysis.formats.dynamo_csv import read_graph_models, read_suite_csv, read_suite_samples, write_suite_csv
+from analysis.formats.run_layout import VariantLayout
+from analysis.formats.suite_request import SuiteRequest
+from analysis.formats.suite_shard_records import (
     ShardRecord,
     merge_graph_models,
     merge_rows,
@@ -36,15 +36,15 @@ from analysis.suite_shards import (
     read_shard_record,
     write_shard_record,
 )
+from prbench.compare.shard_rounds import NodeFacts, node_summary, run_tasks
+from prbench.compare.suite_shards import SuiteShards, spread_shard_size, suite_shards
 from prbench.executors import DeviceSlot, RunnerSpec, ShardOutcome, ShardTask
 from prbench.executors.local_pool import LocalPool
 from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT
 from prbench.runners.local import LocalRunner
-from prbench.shard_rounds import NodeFacts, node_summary, run_tasks
-from prbench.stage_commands import suite_command
-from prbench.suite_shards import SuiteShards, spread_shard_size, suite_shards
-from prbench.variants import Variant
+from prbench.runs.stage_commands import suite_command
+from prbench.runs.variants import Variant
 from stages.suite import build_parser, failure_row
 
 TWO = "BertForMaskedLM,DistilBertForMaskedLM"
@@ -224,9 +224,9 @@ def compare_suites(tmp_path: Path, executor: CompilingExecutor) -> list[dict[str
     """The suite step of ``invoke compare --devices cpu,cpu`` for both sides of run ``r``; where the shards ran."""
     from rich.console import Console
 
-    from prbench import compare
-    from prbench.pipeline import Pipeline
-    from prbench.runstore import RunStore
+    from prbench.compare import driver as compare
+    from prbench.runs.pipeline import Pipeline
+    from prbench.runs.run_store import RunStore
 
     recipe = load_recipe("cpu-local", CODE_ROOT / "recipes")
     request = compare.CompareRequest(base="installed", pr="installed", recipe=recipe, runs_dir=tmp_path,
@@ -283,7 +283,7 @@ def test_after_ctrl_c_a_side_whose_shards_finished_is_recorded_and_only_the_rest
 
 
 def test_on_one_device_the_suite_stays_one_stage_per_side(tmp_path: Path) -> None:
-    from prbench import compare
+    from prbench.compare import driver as compare
 
     recipe = load_recipe("cpu-local", CODE_ROOT / "recipes")
     request = compare.CompareRequest(base="installed", pr="installed", recipe=recipe, runs_dir=tmp_path)

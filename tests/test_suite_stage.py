@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from analysis.dynamo_csv import SUITE_COLUMNS, read_suite_csv
-from analysis.suite_request import SuiteRequest
+from analysis.formats.dynamo_csv import SUITE_COLUMNS, read_suite_csv
+from analysis.formats.suite_request import SuiteRequest
+from prbench.compare.suite_stage import summarize
 from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT
-from prbench.stage_commands import suite_command
-from prbench.suite_stage import summarize
-from prbench.variants import Variant
+from prbench.runs.stage_commands import suite_command
+from prbench.runs.variants import Variant
 
 TWO = "BertForMaskedLM,DistilBertForMaskedLM"
 
@@ -226,7 +226,7 @@ def test_invoke_suite_compiles_two_tiny_models_and_archives_the_inductor_cache(t
         ("BertForMaskedLM", "ok"), ("GPT2ForSequenceClassification", "ok")]
     assert all(float(r["compilation_latency"]) > 0 and float(r["speedup"]) > 0 for r in rows)
 
-    from analysis.cache_archive import archived_graph_modules
+    from analysis.formats.cache_archive import archived_graph_modules
 
     modules = archived_graph_modules(variant / "inductor-cache.tar.gz")
     assert len(modules) >= 2, modules  # one compiled graph per model at least

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from analysis.run_layout import MANIFEST
-from prbench.run_lock import RunLock
+from analysis.formats.run_layout import MANIFEST
 from prbench.runners import OWNER_LABEL, RUN_LABEL
+from prbench.runs.run_lock import RunLock
 from prbench.termination import Terminated, handlers_kept, terminate_as_interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -292,7 +292,7 @@ def test_compare_removes_what_a_killed_invocation_of_its_run_left_and_leaves_non
     from docker_support import require_engine
     from rich.console import Console
 
-    from prbench.compare import _no_containers_left
+    from prbench.compare.driver import _no_containers_left
     from prbench.runners.docker import run_labels
 
     client = require_engine()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from analysis.errors import UserError
-from prbench.store import TritonDownload, triton_downloads
+from prbench.images.content_store import TritonDownload, triton_downloads
 
 LLVM_HASH = "b5cc222d7429fe6f18c787f633d5262fac2e676f\n"
 LLVM_BASE = "https://oaitriton.blob.core.windows.net/public/llvm-builds"

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from cli_support import invoke_in_process
 
-from analysis.cache_archive import archived_graph_modules
-from analysis.dynamo_csv import (
+from analysis.errors import UserError
+from analysis.formats.cache_archive import archived_graph_modules
+from analysis.formats.dynamo_csv import (
     SUITE_COLUMNS,
     DynamoCsvError,
     ingest_dynamo_csv,
     parse_dynamo_csv,
     read_suite_csv,
 )
-from analysis.errors import UserError
 from prbench.executors import RunnerSpec
 from prbench.runners import CODE_ROOT, StageFailed
 from stages.upstream_suite import (
@@ -288,12 +288,12 @@ def test_the_stage_rejects_bad_values_in_one_line_and_writes_nothing(tmp_path: P
 
 @pytest.mark.integration
 def test_upstream_command_runs_the_stage_through_the_local_runner(tmp_path: Path) -> None:
-    from analysis.suite_request import SuiteRequest
+    from analysis.formats.suite_request import SuiteRequest
+    from prbench.compare.suite_stage import suite_outputs
     from prbench.recipes import load_recipe
     from prbench.runners.local import LocalRunner
-    from prbench.stage_commands import upstream_command
-    from prbench.suite_stage import suite_outputs
-    from prbench.variants import Variant
+    from prbench.runs.stage_commands import upstream_command
+    from prbench.runs.variants import Variant
 
     src = pytorch_tree(tmp_path)
     variant_dir = tmp_path / "run" / "base"
@@ -369,11 +369,11 @@ def test_invoke_suite_and_compare_reject_a_bad_source_before_writing_anything(tm
 
 
 def test_a_docker_recipe_runs_the_harness_from_the_images_pytorch_tree() -> None:
-    from analysis.suite_request import SuiteRequest
-    from prbench.build_plan import PYTORCH_SRC_IN_IMAGE, SourceTree
-    from prbench.images import render_dockerfile
+    from analysis.formats.suite_request import SuiteRequest
+    from prbench.compare.suite_stage import upstream_tree
+    from prbench.images.build import render_dockerfile
+    from prbench.images.build_plan import PYTORCH_SRC_IN_IMAGE, SourceTree
     from prbench.recipes import load_recipe
-    from prbench.suite_stage import upstream_tree
 
     recipe = load_recipe("cuda-h100", CODE_ROOT / "recipes")
     assert recipe.pytorch is not None
@@ -388,8 +388,8 @@ def test_a_docker_recipe_runs_the_harness_from_the_images_pytorch_tree() -> None
 
 
 def test_compare_runs_the_upstream_stage_and_a_source_change_redoes_the_suite(tmp_path: Path) -> None:
-    from analysis.suite_request import SuiteRequest
-    from prbench import compare
+    from analysis.formats.suite_request import SuiteRequest
+    from prbench.compare import driver as compare
     from prbench.recipes import load_recipe
 
     class RecordingPipeline:  # stands in for the pipeline: keeps the specs compare hands it

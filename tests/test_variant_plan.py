@@ -10,9 +10,9 @@ import git
 import pytest
 
 from analysis.errors import UserError
-from prbench import variant_plan
+from prbench.compare import variant_plan
+from prbench.compare.variant_plan import LocalEnvironment, local_lock, plan_docker, plan_local
 from prbench.recipes import load_recipe
-from prbench.variant_plan import LocalEnvironment, local_lock, plan_docker, plan_local
 
 ROOT = Path(__file__).resolve().parents[1]
 

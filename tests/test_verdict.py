@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from analysis.errors import UserError
-from analysis.paired_rounds import PairedBlocks, RoundRecord, Visit, side_samples
-from analysis.verdict import (
+from analysis.formats.paired_rounds import PairedBlocks, RoundRecord, Visit, side_samples
+from analysis.report.summary import effect_words, fail_reasons
+from analysis.stats.verdict import (
     PAIRED,
     SINGLE,
     UNPAIRED,
@@ -30,8 +31,7 @@ from analysis.verdict import (
     split_half_control,
     summarize_family,
 )
-from analysis.verdict_settings import VerdictSettings, check_rounds
-from analysis.verdict_summary import effect_words, fail_reasons
+from analysis.stats.verdict_settings import VerdictSettings, check_rounds
 
 SETTINGS = VerdictSettings()
 

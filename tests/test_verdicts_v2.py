@@ -109,7 +109,7 @@ def test_changed_code_with_no_effect_is_equivalent_and_passes_the_check(tmp_path
 
 
 def test_changed_kernels_that_failed_on_a_side_leave_the_verdict_inconclusive_not_identical() -> None:
-    from analysis.kernel_compare import compare_kernels
+    from analysis.kernels.compare import compare_kernels
 
     specs = kernel_specs(20, seed=8)
     base, base_samples = kernels_frame(specs, seed=1, rounds=ROUNDS)

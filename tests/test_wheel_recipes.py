@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from recipe_support import RECIPES_DIR, docker_recipe, load_error, set_key, write
 
-from prbench.build_plan import SourceTree
-from prbench.images import render_dockerfile
+from prbench.images.build import render_dockerfile
+from prbench.images.build_plan import SourceTree
 from prbench.recipes import load_recipe
 
 TORCH_SHA = "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"

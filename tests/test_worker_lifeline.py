@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.kernel_index import IndexRow, write_index
+from analysis.kernels.index import IndexRow, write_index
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.stage_records import Job, Plan, SidePlan
+from analysis.formats.stage_records import Job, Plan, SidePlan
 from stages.kernels import run_jobs
 from stages.paired import run_round
 from stages.worker_process import Worker, WorkerProtocolError, reply_outcomes

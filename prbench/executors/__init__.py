@@ -10,7 +10,7 @@ a Python), and reports each finished shard (`ShardOutcome`). A shard whose proce
 (``StageLost``, or a Ray actor that died with its node) is run again on another device, up to `MAX_ATTEMPTS` times;
 a shard that failed on its own (a stage's error) stops the run. Ctrl-C stops every running shard as Ctrl-C stops
 a stage (SIGINT, then SIGKILL) and raises KeyboardInterrupt; finished shards are in the run directory and are not
-redone (``prbench.shard_rounds``).
+redone (``prbench.compare.shard_rounds``).
 
 The executor is chosen with ``--executor local|ray``; `open_executor` makes it, importing Ray only for ``ray``.
 """

@@ -2,8 +2,8 @@
 runner, have the variant's image there, run the shard's steps, and say what the node is.
 
 A docker shard names its image by content tag. A node that lacks it builds it from the image's lock and the
-store (``prbench.lock.plan_from_lock`` + ``build_and_lock``: the same inputs give the same tag; with a shared
-store, or one carried there with ``invoke store export/import``, no network is needed) and writes that build's
+store (``prbench.images.image_lock.plan_from_lock`` + ``build_and_lock``: the same inputs give the same tag; with a
+shared store, or one carried there with ``invoke store export/import``, no network is needed) and writes that build's
 lock next to the side's, as ``<side>/nodes/<node>.lock.json``. The node's facts (host name, kernel, CPU, GPUs,
 driver, and for docker the image id it ran) go back with every shard into the run's ``lock.json`` (``nodes``).
 """
@@ -107,8 +107,8 @@ class NodeRunners:
             return str(image.id)
         if spec.lock is None or not spec.lock.is_file():
             raise UserError(f"node {self.node}: image {spec.image} is not here and there is no lock to build it from")
-        from prbench.lock import build_and_lock, plan_from_lock, read_lock
-        from prbench.store import Store
+        from prbench.images.content_store import Store
+        from prbench.images.image_lock import build_and_lock, plan_from_lock, read_lock
 
         self.say(f"node {self.node}: building {spec.image} from {spec.lock} and the store")
         with tempfile.TemporaryDirectory(prefix="prbench-node-build-") as tmp:
@@ -148,12 +148,12 @@ class NodeRunners:
 
 
 def _cpu_model() -> str:
-    from prbench.lock import cpu_model
+    from prbench.images.image_lock import cpu_model
 
     return cpu_model()
 
 
 def _gpu_names() -> list[str]:
-    from prbench.lock import gpu_names
+    from prbench.images.image_lock import gpu_names
 
     return gpu_names()

@@ -1,0 +1,210 @@
+"""The comparison report, top to bottom: analyses → tables and plots → summary.json, report.xlsx → report.md.
+
+`render_report` takes everything in memory (`analysis.report.inputs.ReportInputs`; `load_report_inputs` reads it
+from a run directory) and writes ``out_dir``. Each step lives in its own module:
+
+- ``analysis.report.inputs``: what a report is made from, and reading it from a run;
+- ``analysis.report.verdict_line``: the verdict line, controls, ``summary.json`` content, the xlsx Summary sheet;
+- ``analysis.report.environment``: the environment and lock tables;
+- ``analysis.report.markdown``: report.md, fitted under GitHub's comment limit;
+- ``analysis.report.plots``: the PNGs;
+- what explains the numbers: ``analysis.kernels.source`` (code diffs, launch configurations) and
+  ``analysis.report.kernel_details`` (their collapsed blocks),
+  ``analysis.kernels.fusion_changes``, ``analysis.report.time_decomposition``, ``analysis.report.resources``;
+- ``analysis.rendering``: cell formats, Markdown tables, templates, CSV and xlsx (shared with the trace reports).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis import atomic_io
+from analysis.errors import UserError
+from analysis.formats.run_layout import REPORT_MD, TRACE_DIFF_MD
+from analysis.kernels.compare import KernelComparison, compare_kernels
+from analysis.kernels.fusion_changes import fusion_changes
+from analysis.models.compare import ModelComparison, compare_models
+from analysis.rendering import write_csv, write_xlsx
+from analysis.report.environment import environment_table, flatten, with_lock_summaries
+from analysis.report.gates import Gate, model_gates
+from analysis.report.inputs import ReportInputs, ReportSettings, load_report_inputs
+from analysis.report.markdown import MAX_MARKDOWN_CHARS, Explanations, asked_kernel_texts, render_markdown
+from analysis.report.numerics import NumericsView, lead_with_numerics, numerics_view
+from analysis.report.plots import plot_categories, plot_distribution, plot_waterfall
+from analysis.report.projection import Projection, project
+from analysis.report.resources import model_resources
+from analysis.report.summary import write_summary
+from analysis.report.time_decomposition import Decomposition, decompose
+from analysis.report.verdict_line import summarize_comparison, summary_frame
+from analysis.stats.numeric_tolerance import parse_tolerances
+
+__all__ = ["MAX_MARKDOWN_CHARS", "ReportInputs", "ReportPaths", "ReportSettings", "load_report_inputs",
+           "render_report"]
+
+# openpyxl writes ~50k cells/s without lxml: the Kernels sheet keeps the columns a reader sorts by;
+# kernels_compare.csv has them all.
+XLSX_KERNEL_COLUMNS = ("verdict", "speedup", "ci_low", "ci_high", "change_pct", "q_value", "base_median_ms",
+                       "pr_median_ms", "base_spread", "pr_spread", "rounds", "control", "base_calls", "category",
+                       "base_name", "pr_name", "matched_by", "body_hash", "shape_key", "in_summary")
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    out_dir: Path
+    report_md: Path
+    xlsx: Path
+    kernels_csv: Path | None
+    models_csv: Path | None
+    csvs: list[Path]
+    plots: list[Path]
+    characters: int  # length of report.md
+    verdict: str
+    summary_json: Path
+    summary: dict[str, Any]
+    kernel_comparison: KernelComparison | None = None  # the analyses behind the files, for callers to print
+    model_comparison: ModelComparison | None = None
+    projection: Projection | None = None
+    kernel_details: list[str] = field(default_factory=list)  # the asked kernels' diffs in full, for a terminal
+
+
+@dataclass
+class _Analyses:
+    """What the report says, before any file is written."""
+
+    kc: KernelComparison | None
+    mc: ModelComparison | None
+    gates: list[Gate]
+    proj: Projection | None
+    fusion: pd.DataFrame | None = None  # `analysis.kernels.fusion_changes`
+    decomposition: Decomposition | None = None
+    resources: pd.DataFrame | None = None  # `analysis.report.resources`
+    numerics: NumericsView | None = None  # `analysis.models.numerics` (the outputs, not the times)
+
+
+@dataclass
+class _Files:
+    """What has been written so far, in the order a reader meets it in report.xlsx."""
+
+    csvs: list[Path] = field(default_factory=list)
+    sheets: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    plots: dict[str, str] = field(default_factory=dict)  # template slot → file name in out_dir
+
+
+def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
+    """Compare what ``inputs`` holds (kernels and/or suites) and write the report files into ``out_dir``."""
+    out_dir = Path(out_dir)
+    found = _analyse(inputs)
+    stats = inputs.settings.stats.validate()
+    files = _Files(sheets=[("Summary", summary_frame(found.kc, found.mc, found.proj, found.gates))])
+    _write_kernel_files(found.kc, out_dir, files)
+    _write_table(files, out_dir, "fusion_changes.csv", found.fusion, "Fusion changes")
+    _write_model_files(found.mc, found.proj, out_dir, files)
+    _write_table(files, out_dir, "model_resources.csv", found.resources, "Compile and memory")
+    _write_decomposition(found.decomposition, out_dir, files)
+    _add_environment_sheets(inputs, files)
+    if inputs.trace_diff_md:
+        atomic_io.write_text(out_dir / TRACE_DIFF_MD, inputs.trace_diff_md)
+
+    summary = summarize_comparison(found.kc, found.mc, found.gates, stats)
+    if found.numerics is not None:
+        summary["verdict"] = lead_with_numerics(summary["verdict"], found.numerics)
+        summary["numerics"] = found.numerics.summary_block()
+    summary_json = write_summary(out_dir, summary)
+    xlsx = write_xlsx(out_dir / "report.xlsx", files.sheets)
+    text = render_markdown(inputs, found.kc, found.mc, found.proj, files.plots, found.gates,
+                           Explanations(found.fusion, found.decomposition, found.resources), found.numerics)
+    report_md = out_dir / REPORT_MD
+    atomic_io.write_text(report_md, text)
+    return ReportPaths(out_dir=out_dir, report_md=report_md, xlsx=xlsx,
+                       kernels_csv=out_dir / "kernels_compare.csv" if found.kc is not None else None,
+                       models_csv=out_dir / "models_compare.csv" if found.mc is not None else None,
+                       csvs=files.csvs, plots=[out_dir / p for p in files.plots.values()], characters=len(text),
+                       verdict=summary["verdict"], summary_json=summary_json, summary=summary,
+                       kernel_comparison=found.kc, model_comparison=found.mc, projection=found.proj,
+                       kernel_details=asked_kernel_texts(inputs, found.kc))
+
+
+def _analyse(inputs: ReportInputs) -> _Analyses:
+    """The kernel and model comparisons, the dashboard gates and (with both) the projection of one on the other."""
+    has_kernels = inputs.base_kernels is not None and inputs.pr_kernels is not None
+    has_suite = inputs.base_suite is not None and inputs.pr_suite is not None
+    if not has_kernels and not has_suite:
+        raise UserError("report: nothing to compare (need kernels tables or suite tables for both base and PR)")
+    kc = compare_kernels(inputs.base_kernels, inputs.pr_kernels, inputs.base_kernel_samples,
+                         inputs.pr_kernel_samples, inputs.stats_for("kernels"),
+                         inputs.kernel_blocks) if has_kernels else None
+    mc = compare_models(inputs.base_suite, inputs.pr_suite, inputs.base_suite_samples, inputs.pr_suite_samples,
+                        inputs.stats_for("models"), inputs.base_model_rounds, inputs.pr_model_rounds,
+                        inputs.model_blocks) if has_suite else None
+    stats = mc.settings if mc is not None else inputs.settings.stats.validate()  # what depends on the models
+    gates = (model_gates(mc, stats.confidence, inputs.base_compiles, inputs.pr_compiles) if mc is not None
+             else [])
+    found = _Analyses(kc, mc, gates, _projection(inputs, kc, mc) if kc is not None and mc is not None else None)
+    found.numerics = numerics_view(inputs, kc, parse_tolerances(stats.tolerance))
+    if kc is not None:
+        found.fusion = fusion_changes(kc.only_base, kc.only_pr)
+    if mc is not None:
+        found.resources = model_resources(mc, inputs.base_compiles, inputs.pr_compiles, stats.confidence)
+        if kc is not None:
+            found.decomposition = decompose(kc, mc, inputs.base_launch_cost, inputs.pr_launch_cost,
+                                            stats.confidence)
+    return found
+
+
+def _projection(inputs: ReportInputs, kc: KernelComparison, mc: ModelComparison) -> Projection:
+    from analysis.kernels.compare import check_kernels_frame
+
+    return project(check_kernels_frame(inputs.base_kernels, "base kernels"),
+                   check_kernels_frame(inputs.pr_kernels, "PR kernels"), mc, kc.round_ms,
+                   mc.settings.confidence)
+
+
+def _write_kernel_files(kc: KernelComparison | None, out_dir: Path, files: _Files) -> None:
+    if kc is None:
+        return
+    for name, frame, sheet in (("kernels_compare.csv", kc.table, "Kernels"),
+                               ("kernel_categories.csv", kc.categories, "Categories"),
+                               ("kernels_only_base.csv", kc.only_base, "Only in base"),
+                               ("kernels_only_pr.csv", kc.only_pr, "Only in PR")):
+        files.csvs.append(write_csv(out_dir / name, frame))
+        files.sheets.append((sheet, frame[[c for c in XLSX_KERNEL_COLUMNS if c in frame.columns]]
+                             if sheet == "Kernels" else frame))
+    if kc.summary.n_summarised:
+        files.plots["distribution"] = plot_distribution(kc, out_dir / "speedup_distribution.png").name
+        if len(kc.categories):
+            files.plots["categories"] = plot_categories(kc, out_dir / "category_speedups.png").name
+
+
+def _write_model_files(mc: ModelComparison | None, proj: Projection | None, out_dir: Path, files: _Files) -> None:
+    if mc is not None:
+        files.csvs.append(write_csv(out_dir / "models_compare.csv", mc.table))
+        files.sheets.append(("Models", mc.table))
+    if proj is not None:
+        files.csvs.append(write_csv(out_dir / "projection.csv", proj.table))
+        files.sheets.append(("Projection", proj.table))
+
+
+def _write_table(files: _Files, out_dir: Path, name: str, frame: pd.DataFrame | None, sheet: str) -> None:
+    if frame is not None:
+        files.csvs.append(write_csv(out_dir / name, frame))
+        files.sheets.append((sheet, frame))
+
+
+def _write_decomposition(decomposition: Decomposition | None, out_dir: Path, files: _Files) -> None:
+    """Where the PR's time went: its table and its waterfall."""
+    if decomposition is None:
+        return
+    _write_table(files, out_dir, "time_decomposition.csv", decomposition.table, "Where the time went")
+    if len(decomposition.table):
+        files.plots["waterfall"] = plot_waterfall(decomposition, out_dir / "time_waterfall.png").name
+
+
+def _add_environment_sheets(inputs: ReportInputs, files: _Files) -> None:
+    files.sheets.append(("Environment", environment_table(*with_lock_summaries(inputs.base_env, inputs.pr_env,
+                                                                               inputs.lock))))
+    if inputs.lock:
+        files.sheets.append(("Lock", pd.DataFrame(list(flatten(inputs.lock).items()), columns=["key", "value"])))

@@ -1,0 +1,237 @@
+"""Choose the cheapest faithful environment for each side of a comparison.
+
+``--base``/``--pr`` accept ``installed`` (the installed torch as is), a patch file (applied on top of the
+base), or a git ref in ``--pytorch-src``. On the local runner a ref becomes the installed torch plus a Python
+overlay of the diff from the installed torch's commit to that ref — refused, with the reason, when the diff
+touches compiled code (that side then needs a Docker recipe, which rebuilds PyTorch at the ref).
+
+With a wheel-pinned Docker recipe a side is ``installed`` (the recipe's pinned wheel), a wheel pin
+(``torch==2.14.0.dev20261101+cpu``: pip downloads it into the store, and its sha256 pins it from then on) or,
+for the PR, a patch file applied to the wheel's torch package in the image (an overlay layer).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from analysis.errors import UserError
+from prbench import gitrefs
+from prbench.images.image_lock import cpu_model
+from prbench.recipes import Recipe, WheelPin
+from prbench.runs.overlay import PythonOverlay, installed_package_dir
+
+if TYPE_CHECKING:
+    import git
+
+    from prbench.images.content_store import Store
+
+INSTALLED = "installed"
+
+
+@dataclass(frozen=True)
+class VariantPlan:
+    name: str
+    pytorch_ref: str  # full SHA, or "installed"
+    overlay: PythonOverlay | None
+    how: str  # one line for the report: how this side's environment was made
+    wheel: WheelPin | None = None  # a wheel recipe: the torch wheel this side installs
+
+
+@dataclass(frozen=True)
+class LocalEnvironment:
+    """The interpreter whose torch both sides of a local comparison run on, as it describes itself: Python, torch
+    and its commit, Triton, CUDA/HIP, the GPU and the host (what a local side's lock records)."""
+
+    facts: dict[str, Any]
+
+    @property
+    def torch_version(self) -> str:
+        return str(self.facts["torch"])
+
+    @property
+    def torch_commit(self) -> str | None:
+        return self.facts.get("torch_git") or None
+
+
+@dataclass(frozen=True)
+class ComparePlan:
+    base: VariantPlan
+    pr: VariantPlan
+    installed_commit: str | None
+    merge_base: str | None
+    local: LocalEnvironment | None = None  # the local runner's interpreter (None for Docker recipes)
+
+
+_NO_TORCH = 3  # the describing process's exit status when torch does not import
+_DESCRIBE = f"""\
+import json, platform, sys
+try:
+    import torch
+except Exception:
+    sys.exit({_NO_TORCH})
+try:
+    import triton; tv = triton.__version__
+except ImportError:
+    tv = None
+print(json.dumps({{'python': sys.version.split()[0], 'executable': sys.executable, 'torch': torch.__version__,
+                  'torch_git': getattr(torch.version, 'git_version', None), 'triton': tv,
+                  'cuda': torch.version.cuda, 'hip': torch.version.hip, 'machine': platform.machine(),
+                  'gpu': torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+                  'kernel': platform.release()}}))
+"""
+
+
+def describe_local_environment(python: str) -> LocalEnvironment:
+    """``python`` describes its torch environment, once per comparison: importing torch takes seconds, and both
+    sides and the plan ask the same interpreter."""
+    proc = subprocess.run([python, "-c", _DESCRIBE], capture_output=True, text=True)
+    if proc.returncode == _NO_TORCH:
+        raise UserError(f"--python {python}: cannot import torch")
+    if proc.returncode != 0:
+        raise UserError(f"--python {python}: cannot describe its torch environment")
+    return LocalEnvironment(json.loads(proc.stdout))
+
+
+def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str) -> ComparePlan:
+    """Plan both sides for the local runner (installed torch + overlays)."""
+    repo = gitrefs.open_repo(pytorch_src) if pytorch_src else None
+    for name, spec in (("base", base), ("pr", pr)):
+        _refuse_what_needs_no_torch(name, spec, repo)
+    local = describe_local_environment(python)
+    version, installed_commit = local.torch_version, local.torch_commit
+    base_plan = _plan_side("base", base, None, repo, installed_commit, version)
+    pr_plan = _plan_side("pr", pr, base_plan, repo, installed_commit, version)
+    package = None
+    for side in (base_plan, pr_plan):
+        if side.overlay is not None:  # a PR that does not apply is found now, not after the base side's work
+            package = package or installed_package_dir(python)
+            side.overlay.check_applies(package)
+    merge_base = None
+    if repo is not None and _is_sha(base_plan.pytorch_ref) and _is_sha(pr_plan.pytorch_ref):
+        merge_base = gitrefs.merge_base(repo, base_plan.pytorch_ref, pr_plan.pytorch_ref)
+    return ComparePlan(base=base_plan, pr=pr_plan, installed_commit=installed_commit, merge_base=merge_base,
+                       local=local)
+
+
+def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
+                store: Store | None = None) -> ComparePlan:
+    """Plan both sides for a Docker recipe: PyTorch is built at each side's commit (a patch PR: base + overlay),
+    or, for a wheel recipe, installed from each side's wheel."""
+    if recipe.is_wheel:
+        from prbench.images.content_store import Store
+
+        return _plan_wheels(base, pr, recipe, store or Store.at())
+    source = pytorch_src or (Path(recipe.pytorch.source) if recipe.pytorch else None)
+    if source is None or not source.is_dir():
+        raise UserError(f"--pytorch-src: a docker recipe builds PyTorch from a local clone; none at {source}")
+    repo = gitrefs.open_repo(source)
+    base_ref = recipe.pytorch.commit if base == INSTALLED and recipe.pytorch else base
+    base_sha = gitrefs.resolve(repo, base_ref, "--base")
+    base_plan = VariantPlan("base", base_sha, None, f"image of {recipe.name} at PyTorch {base_sha[:12]}")
+    if Path(pr).is_file():
+        overlay = PythonOverlay.from_patch_file(Path(pr), flag="--pr")
+        overlay.check_applies_to_commit(Path(repo.working_dir), base_sha)
+        how = f"{base_plan.how} + overlay layer {Path(pr).name} ({len(overlay.files)} files)"
+        return ComparePlan(base_plan, VariantPlan("pr", base_sha, overlay, how), None, None)
+    pr_sha = gitrefs.resolve(repo, pr, "--pr")
+    pr_plan = VariantPlan("pr", pr_sha, None, f"image of {recipe.name} at PyTorch {pr_sha[:12]}")
+    return ComparePlan(base_plan, pr_plan, None, gitrefs.merge_base(repo, base_sha, pr_sha))
+
+
+def _plan_wheels(base: str, pr: str, recipe: Recipe, store: Store) -> ComparePlan:
+    from prbench.images.wheels import base_image_target
+
+    target = base_image_target(recipe, store)
+    base_plan = _wheel_side("base", base, recipe, store, target)
+    if Path(pr).is_file():
+        overlay = PythonOverlay.from_patch_file(Path(pr), flag="--pr")
+        assert base_plan.wheel is not None
+        wheel = store.find(base_plan.wheel.sha256)
+        if wheel is not None:  # else the build checks it, before Docker starts
+            overlay.check_applies_to_wheel(store.path(wheel), f"the wheel {base_plan.wheel.requirement}")
+        how = f"{base_plan.how} + overlay layer {Path(pr).name} ({len(overlay.files)} files)"
+        return ComparePlan(base_plan, VariantPlan("pr", base_plan.pytorch_ref, overlay, how, base_plan.wheel),
+                           None, None)
+    return ComparePlan(base_plan, _wheel_side("pr", pr, recipe, store, target), None, None)
+
+
+def _wheel_side(name: str, spec: str, recipe: Recipe, store: Store, target) -> VariantPlan:
+    from prbench.images.wheels import is_wheel_spec, resolve_wheel_spec
+
+    assert recipe.pytorch_wheel is not None
+    if spec == INSTALLED:
+        pin = recipe.pytorch_wheel
+    elif is_wheel_spec(spec):
+        pin = resolve_wheel_spec(spec, f"--{name}", "pytorch", store, target)
+    else:
+        raise UserError(f"--{name}={spec}: recipe {recipe.name} installs torch wheels; give 'installed' (its "
+                        f"{recipe.pytorch_wheel.requirement}), a wheel pin like torch==2.13.0+cpu, or a patch "
+                        "file as --pr")
+    ref = f"{pin.requirement} sha256:{pin.sha256}"
+    return VariantPlan(name, ref, None, f"image of {recipe.name} with wheel {pin.requirement} "
+                       f"(sha256 {pin.sha256[:12]})", pin)
+
+
+def local_lock(side: VariantPlan, local: LocalEnvironment) -> dict[str, object]:
+    """What identifies a local environment: the interpreter, torch, Triton, the overlay and the host."""
+    return {
+        "runner": "local",
+        "pytorch_ref": side.pytorch_ref,
+        "overlay_sha256": side.overlay.sha256 if side.overlay else None,
+        "environment": {**local.facts, "cpu": cpu_model()},
+    }
+
+
+def _refuse_what_needs_no_torch(name: str, spec: str, repo: git.Repo | None) -> None:
+    """A side that cannot be planned whatever torch is installed stops before torch is imported (seconds)."""
+    flag = f"--{name}"
+    if spec == INSTALLED:
+        return
+    if Path(spec).is_file():
+        if name == "base":
+            raise UserError(f"{flag}={spec}: a patch file describes a PR; give it as --pr and a ref as --base")
+        PythonOverlay.from_patch_file(Path(spec), flag=flag)  # a file the local runner cannot overlay is named
+    elif repo is None:
+        raise UserError(f"{flag}={spec}: not 'installed' nor an existing patch file; a git ref needs --pytorch-src")
+
+
+def _plan_side(name, spec, base_plan, repo, installed_commit, version) -> VariantPlan:
+    flag = f"--{name}"
+    if spec == INSTALLED:
+        return VariantPlan(name, INSTALLED, None, f"installed torch {version} as is")
+    path = Path(spec)
+    if path.is_file():
+        patch = PythonOverlay.from_patch_file(path, flag=flag)
+        combined = patch if base_plan.overlay is None else PythonOverlay.from_text(
+            base_plan.overlay.patch_text + patch.patch_text, origin=f"{base_plan.overlay.origin} + {path}", flag=flag
+        )
+        how = f"{base_plan.how} + Python overlay {path.name} ({len(patch.files)} files)"
+        return VariantPlan(name, base_plan.pytorch_ref, combined, how)
+    assert repo is not None, "refused before planning"
+    sha = gitrefs.resolve(repo, spec, flag)
+    if installed_commit is None:
+        raise UserError(f"{flag}={spec}: the installed torch records no git commit, so no overlay can be made")
+    if sha == installed_commit:
+        return VariantPlan(name, sha, None, f"installed torch {version} (it is {sha[:12]})")
+    try:
+        repo.commit(installed_commit)
+    except ValueError:
+        raise UserError(
+            f"--pytorch-src: the installed torch's commit {installed_commit[:12]} is not in "
+            f"{repo.working_dir}; fetch it"
+        ) from None
+    diff = gitrefs.diff(repo, installed_commit, sha)
+    try:
+        overlay = PythonOverlay.from_text(diff, origin=f"{installed_commit[:12]}..{sha[:12]}", flag=flag)
+    except UserError as exc:
+        raise UserError(f"{exc} (no Docker recipe given: the local runner can only overlay Python)") from None
+    how = f"installed torch {version} + Python overlay {installed_commit[:12]}..{sha[:12]} ({len(overlay.files)} files)"
+    return VariantPlan(name, sha, overlay, how)
+
+
+def _is_sha(ref: str) -> bool:
+    return len(ref) == 40 and all(c in "0123456789abcdef" for c in ref)

@@ -1,0 +1,210 @@
+"""The build context of an image, filled from the store: every file the build consumes, and the record of it.
+
+Nothing in a Dockerfile fetches anything: the context holds, under fixed names,
+
+- ``src/<tree>/``: the ``git archive`` of the exact PyTorch and Triton commits (submodules included), unpacked;
+- ``wheels/<group>/``: the wheels of one install step plus ``requirements.txt`` listing each with its sha256
+  (groups: ``pytorch`` — the pinned wheels of a wheel recipe and their dependencies —, ``triton-build`` and
+  ``pytorch-build`` — a source tree's build requirements —, ``extra`` — the recipe's ``[pip] extra``);
+- ``downloads/<what>/``: the files Triton's build would fetch by URL (the LLVM tarball, NVIDIA tools), with
+  ``downloads/place.sh`` that unpacks them in the image and ``downloads/env.sh`` that points the build at them.
+
+Each file is a store item. A fresh build resolves them on the host (archives from the clones, ``pip download`` for
+the image's interpreter, Triton's URLs) into the store; a rebuild from a lock takes exactly the items the lock
+lists, by sha256, and needs neither the clones nor the network. The items used are returned as ``UsedItem``s
+(the item and where it went), which the image's label and then its lock record.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tarfile
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+from analysis import atomic_io
+from analysis.errors import UserError
+from prbench.images.build_plan import ROOT_IN_IMAGE, BuildPlan, SourceTree, UsedItem
+from prbench.images.content_store import Store, StoreItem, WheelTarget
+from prbench.images.wheels import hashed_requirements, wheels_for
+from prbench.recipes import ENV_NAME_RE
+
+Emit = Callable[[str], None]
+
+_ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.bz2")
+
+
+class _Source:
+    """Where each item of a build comes from: the lock's list (a rebuild) or the host's resolution (fresh)."""
+
+    def __init__(self, store: Store, locked: tuple[UsedItem, ...] | None) -> None:
+        self.store = store
+        self.locked = locked
+        self.used: list[UsedItem] = []
+
+    def items(self, use: str, resolve: Callable[[], list[StoreItem]]) -> list[StoreItem]:
+        found = resolve() if self.locked is None else [u.item for u in self.locked if u.used_as == use]
+        self.used += [UsedItem(item, use) for item in found]
+        return found
+
+    def one(self, use: str, resolve: Callable[[], StoreItem]) -> StoreItem:
+        found = self.items(use, lambda: [resolve()])
+        if len(found) != 1:
+            raise UserError(f"--lock: the lock's store section has {len(found)} items for {use}, expected one")
+        return found[0]
+
+
+def fill_context(plan: BuildPlan, store: Store, context: Path, target: Callable[[], WheelTarget],
+                 emit: Emit = print) -> list[UsedItem]:
+    """Put every input of ``plan`` into ``context`` from the store; return the items used, in context order.
+
+    ``target`` is called (at most once matters: it runs a container) when wheels must be resolved. A missing or
+    corrupt item is the store's one-line error naming it.
+    """
+    source = _Source(store, plan.locked)
+    once: dict[str, WheelTarget] = {}
+
+    def wheel_target() -> WheelTarget:
+        if "target" not in once:
+            once["target"] = target()
+        return once["target"]
+
+    if plan.recipe.is_wheel:
+        pins = plan.recipe.wheel_pins
+        _wheel_group(source, context, "pytorch", lambda: wheels_for(
+            store, [p.requirement for p in pins], wheel_target, pins=pins, emit=emit))
+    else:
+        assert plan.pytorch is not None and plan.triton is not None
+        for tree in (plan.triton, plan.pytorch):
+            _source_tree(source, context, tree, emit)
+        _downloads(source, context, plan.recipe.platform, wheel_target, emit)
+        for tree, group in ((plan.triton, "triton-build"), (plan.pytorch, "pytorch-build")):
+            requirements = build_requirements(context / "src" / tree.name, tree.requirements)
+            _wheel_group(source, context, group, partial(wheels_for, store, requirements, wheel_target, emit=emit))
+    extra = list(plan.recipe.pip_extra)
+    _wheel_group(source, context, "extra", lambda: wheels_for(store, extra, wheel_target, emit=emit))
+    return source.used
+
+
+def _wheel_group(source: _Source, context: Path, group: str, resolve: Callable[[], list[StoreItem]]) -> None:
+    items = source.items(f"wheels/{group}", resolve)
+    dest = context / "wheels" / group
+    dest.mkdir(parents=True, exist_ok=True)
+    source.store.materialize(items, dest)
+    atomic_io.write_text(dest / "requirements.txt", hashed_requirements(items))
+
+
+def _source_tree(source: _Source, context: Path, tree: SourceTree, emit: Emit) -> None:
+    def archive() -> StoreItem:
+        name = f"{tree.name}-{tree.commit}.tar"
+        # The name holds the full commit: an archive under it is that commit's, whether or not the clone is there.
+        kept = next((i for i in source.store.items() if i.kind == "source-archive" and i.name == name), None)
+        if kept is not None:
+            return kept
+        if tree.clone is None:
+            raise UserError(f"{tree.name} source: no clone to archive commit {tree.commit[:12]} from "
+                            f"(give --{tree.name}-src)")
+        return source.store.add_commit_archive(tree.clone, tree.commit, name=name, emit=emit)
+
+    item = source.one(f"src/{tree.name}", archive)
+    dest = context / "src" / tree.name
+    dest.mkdir(parents=True, exist_ok=True)
+    emit(f"unpacking {item.name} into the build context")
+    with tarfile.open(source.store.path(item)) as tar:
+        tar.extractall(dest, filter="tar")
+
+
+def _downloads(source: _Source, context: Path, platform: str, target: Callable[[], WheelTarget],
+               emit: Emit) -> None:
+    """Triton's own downloads, from the store, with the scripts that unpack them and point its build at them."""
+    from prbench.images.content_store import triton_downloads
+
+    directory = context / "downloads"
+    directory.mkdir(parents=True, exist_ok=True)
+    place = ["#!/bin/bash", "# Generated by prbench: unpack Triton's downloads where downloads/env.sh points.",
+             "set -euo pipefail"]
+    env: dict[str, str] = {}
+    tree = context / "src" / "triton"
+    # setup.py is where Triton fetches things; a tree built from pyproject.toml alone fetches nothing through it.
+    has_setup = (tree / "setup.py").is_file() or (tree / "python" / "setup.py").is_file()
+    downloads = triton_downloads(tree, platform, **_machine_and_glibc(target())) if has_setup else []
+    removals: list[str] = []
+    for download in downloads:
+        # NVIDIA downloads share a directory (what) but each is its own item (key).
+        item = source.one(f"downloads/{download.key}", partial(_download, source.store, download.url, emit))
+        where = directory / download.what
+        where.mkdir(parents=True, exist_ok=True)
+        source.store.materialize([item], where)
+        in_image = f"{ROOT_IN_IMAGE}/downloads/{download.what}"
+        unpack, remove = _unpack_lines(in_image, item.name, download.unpack_under)
+        place += unpack
+        removals += [line for line in remove if line not in removals]
+        for name, value in download.env.items():
+            if not ENV_NAME_RE.fullmatch(name):
+                raise UserError(f"triton downloads: {name!r} is not an environment variable name")
+            env[name] = value.replace("{path}", in_image)
+        emit(f"{download.key}: {item.name} ({item.sha256[:12]}) from the store")
+    place += removals  # last: one archive may be unpacked into two places
+    atomic_io.write_text(directory / "place.sh", "\n".join(place) + "\n")
+    exports = [f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())]
+    atomic_io.write_text(directory / "env.sh", "\n".join(["# Generated by prbench: Triton's build uses the "
+                                                          "local copies of its downloads.", *exports]) + "\n")
+
+
+def _download(store: Store, url: str, emit: Emit) -> StoreItem:
+    """The stored file of ``url`` (Triton's URLs name immutable builds: the LLVM hash, a tool's version), else
+    fetched into the store."""
+    kept = next((i for i in store.items() if i.kind == "download" and i.origin == url), None)
+    return kept if kept is not None else store.add_url(url, emit=emit)
+
+
+def _machine_and_glibc(target: WheelTarget) -> dict[str, str]:
+    """The image's machine and glibc, as its newest manylinux platform tag says (they pick Triton's LLVM build)."""
+    for platform in target.platforms:
+        found = re.fullmatch(r"manylinux_([0-9]+)_([0-9]+)_(\w+)", platform)
+        if found:
+            return {"machine": found.group(3), "glibc": f"{found.group(1)}.{found.group(2)}"}
+    return {}
+
+
+def _unpack_lines(directory: str, name: str, under: str) -> tuple[list[str], list[str]]:
+    """The lines that unpack an archive into ``directory/under``, and the line that removes it afterwards."""
+    path = shlex.quote(f"{directory}/{name}")
+    into = shlex.quote(f"{directory}/{under}".rstrip("/"))
+    if name.endswith(_ARCHIVE_SUFFIXES):
+        return [f"mkdir -p {into}", f"tar -xf {path} -C {into}"], [f"rm -f {path}"]
+    if name.endswith(".zip"):
+        return [f"mkdir -p {into}", f"python3 -m zipfile -e {path} {into}"], [f"rm -f {path}"]
+    return [], []
+
+
+def build_requirements(tree: Path, files: tuple[str, ...]) -> list[str]:
+    """The requirements of a source tree's requirement files (``-r`` includes followed), for ``pip download``.
+
+    Options (index URLs, ``-e``) are left out: the wheelhouse is resolved from the host's index, and nothing is
+    installed in the image but the wheels it lists.
+    """
+    out: list[str] = []
+    for name in files:
+        out += _requirement_lines(tree / name, tree, set())
+    return list(dict.fromkeys(out))
+
+
+def _requirement_lines(path: Path, tree: Path, seen: set[Path]) -> list[str]:
+    resolved = path.resolve()
+    if resolved in seen or not resolved.is_relative_to(tree.resolve()) or not path.is_file():
+        return []
+    seen.add(resolved)
+    lines: list[str] = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        include = re.fullmatch(r"(?:-r|--requirement)[ =]?\s*(\S+)", line)
+        if include:
+            lines += _requirement_lines(path.parent / include.group(1), tree, seen)
+        elif not line.startswith("-"):
+            lines.append(line)
+    return lines

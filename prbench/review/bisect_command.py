@@ -1,0 +1,295 @@
+"""``invoke bisect``: find the commit between a good and a bad PyTorch commit that made a model or kernel slower.
+
+The search is `analysis.bisect.search`; each step is an ``invoke compare`` of the chosen commit (PR side) against
+the good endpoint (base side), run by `prbench.compare.driver.run_compare` with the suite cut to the models that hold
+the target, so the environment of a step is the one compare plans: the installed torch plus a Python overlay
+of the diff from its commit (seconds) with a local recipe, or images built at both commits with a Docker recipe.
+With a local recipe and ``docker_recipe`` given, a commit the overlay cannot make (compiled code changed) is
+built with the Docker recipe instead; without one it is skipped and the step says why.
+
+A step whose target stays inconclusive gets more rounds (the run is resumed with twice the rounds, up to
+``max_rounds``: the rounds already timed are kept), then is undecided and stepped around. Every step is a run of
+its own under the runs directory, named by the good commit, the commit and the target (`step_run_id`);
+``<runs>/<bisect id>/`` holds ``bisect.json`` and
+``bisect.md`` (`analysis.bisect.report`), rewritten after every step. The same command again resumes: the steps
+recorded with the same settings are taken as they are, and a step interrupted midway resumes its run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from analysis import atomic_io
+from analysis.bisect.report import (
+    BISECT_JSON,
+    BISECT_MD,
+    KERNEL,
+    MODEL,
+    BisectRecord,
+    BisectTarget,
+    Commit,
+    Step,
+    headline,
+    outcome_of,
+    read_record,
+    read_target_verdict,
+    render_markdown,
+)
+from analysis.bisect.search import SKIPPED, UNDECIDED, Conclusion, conclude, interval, next_position
+from analysis.errors import UserError
+from analysis.formats.suite_options import UnknownModelError, resolve_models
+from analysis.io_errors import NoSpaceLeft
+from analysis.kernels.compare import read_table
+from analysis.kernels.index import graph_entries
+from prbench import gitrefs
+from prbench.compare.driver import CompareRequest, plan, run_compare
+from prbench.recipes import Recipe
+from prbench.runners import StageFailed
+from prbench.runs.run_lock import RunLock
+from prbench.runs.run_store import REPORT_DIR, RunStore, check_run_id
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class BisectRequest:
+    pytorch_src: Path
+    good: str
+    bad: str
+    compare: CompareRequest  # every step's settings (recipe, suite, kernels, statistics, rounds, runs directory)
+    model: str | None = None
+    kernel: str | None = None
+    from_run: str | None = None
+    max_rounds: int = 0  # an inconclusive step is resumed with twice the rounds up to this many (0: no more)
+    bisect_id: str | None = None
+    docker_recipe: Recipe | None = None  # local recipe: the commits an overlay cannot make are built with this
+
+
+@dataclass(frozen=True)
+class BisectResult:
+    directory: Path
+    record: BisectRecord
+    conclusion: Conclusion
+    headline: str
+
+
+def first_parent_commits(pytorch_src: Path, good: str, bad: str) -> list[Commit]:
+    """The good commit, then every first-parent commit after it up to the bad one (one-line errors)."""
+    repo = gitrefs.open_repo(pytorch_src)
+    good_sha, bad_sha = gitrefs.resolve(repo, good, "--good"), gitrefs.resolve(repo, bad, "--bad")
+    if good_sha == bad_sha:
+        raise UserError(f"--bad={bad}: the same commit as --good; give a later commit")
+    if repo.git.merge_base(good_sha, bad_sha) != good_sha:
+        raise UserError(f"--good={good}: not an ancestor of --bad={bad}; give the older, good commit as --good")
+    lines = repo.git.log("--first-parent", "--reverse", "--format=%H %s", f"{good_sha}..{bad_sha}").splitlines()
+    after = [Commit(*line.partition(" ")[::2]) for line in lines if line.strip()]
+    if not after or after[-1].sha != bad_sha:
+        raise UserError(f"--bad={bad}: not on the first-parent line after --good={good}")
+    return [Commit(good_sha, repo.git.log("-1", "--format=%s", good_sha)), *after]
+
+
+def check_target_flags(model: str | None, kernel: str | None, from_run: str | None) -> None:
+    """--model, --kernel and --from-run name one thing that regressed (one-line errors, nothing read)."""
+    if not model and not kernel:
+        raise UserError("--model or --kernel: name what regressed (a model, or a kernel by its name on the good "
+                        "side; --from-run RUN --kernel NAME takes the kernel from a finished compare)")
+    if from_run and not kernel:
+        raise UserError(f"--from-run {from_run}: give --kernel NAME, the regressed kernel of that run")
+    if from_run:
+        check_run_id(from_run)
+    if model:
+        try:
+            resolve_models(model)
+        except UnknownModelError as exc:
+            raise UserError(f"--model: {exc}") from None
+        if "," in model:
+            raise UserError(f"--model {model}: one model (the one that regressed)")
+
+
+def resolve_target(request: BisectRequest) -> BisectTarget:
+    """The model or kernel the steps judge, and the models they compile."""
+    check_target_flags(request.model, request.kernel, request.from_run)
+    if request.kernel is None:
+        return BisectTarget(MODEL, str(request.model), models=(str(request.model),))
+    models = (request.model,) if request.model else ()
+    if request.from_run is None:
+        return BisectTarget(KERNEL, request.kernel, models=models)
+    return _kernel_from_run(request, models)
+
+
+def _kernel_from_run(request: BisectRequest, models: tuple[str, ...]) -> BisectTarget:
+    """The kernel's identity (base name, body hash, shapes) and the models that launch it, from a finished run."""
+    assert request.from_run is not None and request.kernel is not None
+    store = RunStore(request.compare.runs_dir)
+    table = store.root / request.from_run / REPORT_DIR / "kernels_compare.csv"
+    if not table.is_file():
+        raise UserError(f"--from-run {request.from_run}: no {table} (a finished invoke compare run is expected)")
+    frame = read_table(table, ("base_name", "pr_name", "body_hash", "shape_key", "base_graphs"),
+                       "a kernels_compare.csv", dtype=str, keep_default_na=False)
+    rows = frame[(frame["base_name"] == request.kernel) | (frame["pr_name"] == request.kernel)]
+    if rows.empty:
+        raise UserError(f"--kernel {request.kernel}: not a paired kernel of run {request.from_run} "
+                        f"(see {table}: base_name, pr_name)")
+    row = rows.iloc[0]
+    held = tuple(dict.fromkeys(entry.partition("/")[0] for entry in graph_entries(row["base_graphs"])
+                               if "/" in entry))
+    return BisectTarget(KERNEL, str(row["base_name"]), body_hash=str(row["body_hash"]),
+                        shape_key=str(row["shape_key"]), models=models or held)
+
+
+def default_bisect_id(good: str, bad: str, target: BisectTarget) -> str:
+    return f"bisect-{good[:10]}-{bad[:10]}-" + _UNSAFE.sub("_", target.name)[:60]
+
+
+def step_run_id(good: str, commit: str, target: BisectTarget) -> str:
+    """A step's run: named by what it compares, not by the bisect, so another bisect from the same good commit
+    that measures the same commit (a narrower range, say) resumes the same run instead of timing it again."""
+    return f"step-{good[:10]}-{commit[:12]}-" + _UNSAFE.sub("_", target.name)[:60]
+
+
+def _settings(request: BisectRequest, target: BisectTarget, commits: list[Commit]) -> dict[str, Any]:
+    """What makes two invocations the same bisect: a recorded step is reused only under the same settings."""
+    compare = request.compare
+    return {"good": commits[0].sha, "bad": commits[-1].sha, "target": target.describe(),
+            "body_hash": target.body_hash, "models": list(target.models), "recipe": compare.recipe.name,
+            "docker_recipe": request.docker_recipe.name if request.docker_recipe else None,
+            "suite": compare.suite.inputs(), "rounds": compare.rounds, "max_rounds": request.max_rounds,
+            "passes": compare.passes, "stats": compare.stats.describe(), "env": dict(compare.env),
+            "inductor_config": dict(compare.inductor_config)}
+
+
+def run_bisect(request: BisectRequest, console: Console | None = None) -> BisectResult:
+    """Run (or resume) a bisect; every step's record is written as soon as it is known."""
+    console = console or Console()
+    if not request.pytorch_src:
+        raise UserError("--pytorch-src: required (the PyTorch clone holding --good and --bad)")
+    target = resolve_target(request)
+    commits = first_parent_commits(request.pytorch_src, request.good, request.bad)
+    bisect_id = request.bisect_id or default_bisect_id(commits[0].sha, commits[-1].sha, target)
+    check_run_id(bisect_id)
+    directory = Path(request.compare.runs_dir) / bisect_id
+    directory.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(directory, flag="--bisect").acquire()  # one invocation per bisect
+    try:
+        record = _start_record(directory, _settings(request, target, commits), target, commits, console)
+        return _search(request, record, directory, console)
+    finally:
+        lock.release()
+
+
+def _start_record(directory: Path, settings: dict[str, Any], target: BisectTarget, commits: list[Commit],
+                  console: Console) -> BisectRecord:
+    fresh = BisectRecord(settings=settings, target=target, commits=commits)
+    path = directory / BISECT_JSON
+    if not path.is_file():
+        return fresh
+    earlier = read_record(path)
+    if earlier.settings != settings or [c.sha for c in earlier.commits] != [c.sha for c in commits]:
+        console.print(f"{path}: recorded with other settings; its steps are not reused (their runs resume)",
+                      markup=False, highlight=False)
+        return fresh
+    if earlier.steps:
+        console.print(f"resuming: {len(earlier.steps)} step(s) recorded in {path}", markup=False, highlight=False)
+    fresh.steps = list(earlier.steps)
+    return fresh
+
+
+def _search(request: BisectRequest, record: BisectRecord, directory: Path, console: Console) -> BisectResult:
+    count = len(record.commits)
+    _write(directory, record)
+    while (position := next_position(count, record.outcomes())) is not None:
+        span = interval(count, record.outcomes())
+        commit = record.commits[position]
+        left = span.bad - span.good
+        to_go = math.ceil(math.log2(left)) + (position == count - 1)  # the endpoint is checked before halving
+        console.rule(f"bisect step {len(record.steps) + 1}: {commit.sha[:12]} ({position}/{count - 1}; {left} "
+                     f"commit(s) left, about {to_go} step(s) to go without skips)")
+        step = _measure(request, record, position, step_run_id(record.commits[0].sha, commit.sha, record.target),
+                        console)
+        after = interval(count, {**record.outcomes(), position: step.outcome})
+        record.steps.append(replace(step, good=after.good, bad=after.bad))
+        console.print(f"{commit.sha[:12]}: {step.outcome}" + (f" ({step.note})" if step.note else "")
+                      + f" in {step.seconds:.0f} s", markup=False, highlight=False)
+        _write(directory, record)
+    conclusion = conclude(count, record.outcomes())
+    return BisectResult(directory, record, conclusion, headline(record, conclusion))
+
+
+def _write(directory: Path, record: BisectRecord) -> None:
+    conclusion = conclude(len(record.commits), record.outcomes())
+    atomic_io.write_json(directory / BISECT_JSON, record.to_dict(conclusion))
+    atomic_io.write_text(directory / BISECT_MD, render_markdown(record, conclusion))
+
+
+def _measure(request: BisectRequest, record: BisectRecord, position: int, run_id: str, console: Console) -> Step:
+    """One step: compare the commit against the good endpoint, more rounds while the target is inconclusive."""
+    sha, good = record.commits[position].sha, record.commits[0].sha
+    started = time.monotonic()
+    target = record.target
+    suite = replace(request.compare.suite, models=",".join(target.models)) if target.models else request.compare.suite
+    compare = replace(request.compare, base=good, pr=sha, pytorch_src=request.pytorch_src, run_id=run_id,
+                      suite=suite)
+    try:
+        compare = _buildable(compare, request.docker_recipe, console)
+    except NoSpaceLeft:
+        raise
+    except UserError as exc:
+        return Step(position, sha, SKIPPED, note=f"cannot be built: {exc}", seconds=time.monotonic() - started)
+    rounds = compare.rounds
+    while True:
+        try:
+            _, paths = run_compare(replace(compare, rounds=rounds), console)
+        except StageFailed as exc:  # e.g. the suite cannot compile at this commit; not a full disk (NoSpaceLeft):
+            # that is the machine's, and stops the bisect (which resumes once there is room)
+            return Step(position, sha, SKIPPED, note=f"did not run: {exc}", run=run_id,
+                        seconds=time.monotonic() - started)
+        found = read_target_verdict(Path(paths.out_dir), target)
+        if found is None:
+            return Step(position, sha, SKIPPED, note=f"{target.describe()} is not in the step's report", run=run_id,
+                        seconds=time.monotonic() - started)
+        outcome = outcome_of(found.verdict)
+        if outcome is None:
+            return Step(position, sha, SKIPPED, note=f"{target.describe()}: {found.verdict}", run=run_id,
+                        seconds=time.monotonic() - started)
+        more = _more_rounds(rounds, found.rounds, request.max_rounds)
+        if outcome != UNDECIDED or more is None:
+            break
+        console.print(f"{target.describe()} inconclusive after {found.rounds} round(s): resumed with {more}",
+                      markup=False, highlight=False)
+        rounds = more
+    note = (f"inconclusive after {found.rounds} round(s) (--max-rounds {request.max_rounds})"
+            if outcome == UNDECIDED else "")
+    return Step(position, sha, outcome, verdict=found.verdict, speedup=found.speedup, ci_low=found.ci_low,
+                ci_high=found.ci_high, rounds=found.rounds, seconds=time.monotonic() - started, run=run_id,
+                note=note)
+
+
+def _more_rounds(asked: int | None, ran: int, most: int) -> int | None:
+    """The rounds of the next attempt at an inconclusive step (twice those that ran, at most ``most``), or None."""
+    done = max(asked or 0, ran)
+    return min(2 * done, most) if done < most else None
+
+
+def _buildable(compare: CompareRequest, docker_recipe: Recipe | None, console: Console) -> CompareRequest:
+    """The step's request with the cheapest recipe that can make both commits: the request's own, or (a local
+    recipe whose overlay is refused, e.g. compiled code changed) the Docker recipe. Raises what planning says."""
+    try:
+        plan(compare)
+        return compare
+    except NoSpaceLeft:
+        raise
+    except UserError as exc:
+        if docker_recipe is None or compare.recipe.is_docker:
+            raise
+        console.print(f"{compare.pr[:12]}: {exc}; built with recipe {docker_recipe.name}", markup=False,
+                      highlight=False)
+    with_docker = replace(compare, recipe=docker_recipe)
+    plan(with_docker)
+    return with_docker
