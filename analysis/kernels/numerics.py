@@ -23,9 +23,7 @@ and the elements that differ at all.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,8 +31,7 @@ from typing import Any
 import numpy as np
 
 from analysis import atomic_io
-from analysis.errors import UserError
-from analysis.records import open_regular
+from analysis.formats.array_files import read_arrays, write_arrays
 from analysis.stats.numeric_tolerance import Tolerance, tolerance_for
 
 CONFIG_FILE = "numerics.json"
@@ -67,10 +64,8 @@ def dump_path(directory: Path, organized: Path, rel_path: str, kind: str) -> Pat
 
 def write_dump(path: Path, inputs: dict[int, np.ndarray], outputs: dict[int, np.ndarray],
                meta: dict[str, Any]) -> None:
-    arrays = {**{f"in/{i}": a for i, a in inputs.items()}, **{f"out/{i}": a for i, a in outputs.items()}}
-    savez: Any = np.savez  # its keyword arguments are the arrays' names
-    with atomic_io.atomic_path(path) as tmp, open(tmp, "wb") as handle:
-        savez(handle, meta=np.array(json.dumps({"format": FORMAT, **meta})), **arrays)
+    write_arrays(path, meta, {**{f"in/{i}": a for i, a in inputs.items()},
+                              **{f"out/{i}": a for i, a in outputs.items()}})
 
 
 @dataclass(frozen=True)
@@ -81,22 +76,12 @@ class Dump:
 
 
 def read_dump(path: Path) -> Dump:
-    what = "a kernel's recorded buffers (.npz)"
-    try:
-        with open_regular(Path(path), what) as handle, np.load(handle, allow_pickle=False) as data:
-            meta = json.loads(str(data["meta"][()]))
-            parts: dict[str, dict[int, np.ndarray]] = {"in": {}, "out": {}}
-            for key in data.files:
-                part, _, position = key.partition("/")
-                if part in parts and position.isdigit():
-                    parts[part][int(position)] = data[key]
-    except (ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-        raise UserError(f"{path}: not {what} written by prbench ({type(exc).__name__}: {exc})") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise UserError(f"{path}: meta: expected an object with format {FORMAT}")
-    values = [a for part in parts.values() for a in part.values()]
-    if not all(np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_ for a in values):
-        raise UserError(f"{path}: expected numeric arrays only")
+    meta, stored = read_arrays(path, "a kernel's recorded buffers (.npz)")
+    parts: dict[str, dict[int, np.ndarray]] = {"in": {}, "out": {}}
+    for key, values in stored.items():
+        part, _, position = key.partition("/")
+        if part in parts and position.isdigit():
+            parts[part][int(position)] = values
     return Dump(meta, parts["in"], parts["out"])
 
 

@@ -23,9 +23,7 @@ differently.
 
 from __future__ import annotations
 
-import json
 import math
-import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,13 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from analysis import atomic_io
-from analysis.errors import UserError
+from analysis.formats.array_files import read_arrays, write_arrays
 from analysis.formats.run_layout import MODEL_OUTPUTS_DIR
-from analysis.records import open_regular
 from analysis.stats.numeric_tolerance import Tolerance, tolerance_for
 
-FORMAT = 1
 ROLES = ("eager", "compiled", "fp64")
 FP64_MULTIPLIER = 2.0  # the dynamo runner's multiplier on the reference side's float64 error
 CHECKS = ("PR vs base", "base vs eager", "PR vs eager", "eager PR vs base")
@@ -54,10 +49,7 @@ def write_model_outputs(path: Path, arrays: dict[str, np.ndarray], meta: dict[st
     for key in arrays:
         if key.partition("/")[0] not in ROLES:
             raise ValueError(f"{key}: an output key is <role>/<output> with role one of {ROLES}")
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    savez: Any = np.savez  # its keyword arguments are the arrays' names
-    with atomic_io.atomic_path(path) as tmp, open(tmp, "wb") as handle:
-        savez(handle, meta=np.array(json.dumps({"format": FORMAT, **meta})), **arrays)
+    write_arrays(path, meta, arrays)
 
 
 @dataclass(frozen=True)
@@ -71,22 +63,12 @@ class ModelOutputs:
 
 def read_model_outputs(path: Path) -> ModelOutputs:
     """Read what ``write_model_outputs`` wrote; a damaged file is one UserError naming it."""
-    what = "a model's outputs (.npz)"
-    try:
-        with open_regular(Path(path), what) as handle, np.load(handle, allow_pickle=False) as data:
-            meta = json.loads(str(data["meta"][()]))
-            arrays: dict[str, dict[str, np.ndarray]] = {}
-            for key in data.files:
-                role, _, output = key.partition("/")
-                if key != "meta" and role in ROLES and output:
-                    arrays.setdefault(role, {})[output] = data[key]
-    except (ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-        raise UserError(f"{path}: not {what} written by prbench ({type(exc).__name__}: {exc})") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise UserError(f"{path}: meta: expected an object with format {FORMAT}")
-    values = [a for role in arrays.values() for a in role.values()]
-    if not all(np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_ for a in values):
-        raise UserError(f"{path}: expected numeric arrays only")
+    meta, stored = read_arrays(path, "a model's outputs (.npz)")
+    arrays: dict[str, dict[str, np.ndarray]] = {}
+    for key, values in stored.items():
+        role, _, output = key.partition("/")
+        if role in ROLES and output:
+            arrays.setdefault(role, {})[output] = values
     return ModelOutputs(meta, arrays)
 
 
