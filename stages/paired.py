@@ -122,11 +122,11 @@ class Side:
             startup.update(ready_s=self.worker.ready_s, imports_s=self.worker.imports_s)
             current: list[str] = []
             try:
-                for job in self.prepares:
+                for index, job in enumerate(self.prepares):
                     current = list(job_items(job).values())
                     if not any(item in self.failed for item in current):
                         started = time.monotonic()
-                        numbers = self._prepare(job)
+                        numbers = self._prepare(self._naming_later_models(index))
                         startup["prepares"].append({"items": current, **numbers,
                                                     "wall_s": round(time.monotonic() - started, 3)})
                 self.worker.pin_now()  # after start-up and compiles: only the timed visits share one CPU
@@ -134,6 +134,15 @@ class Side:
                 return
             except WorkerFailure as exc:
                 self.failed.update(dict.fromkeys(current, f"prepare: {exc}"))
+
+    def _naming_later_models(self, index: int) -> PlanJob:
+        """Prepare job ``index``; a model's also names the models this worker prepares after it (``later``), which
+        the model worker builds before it compiles this one (`stages.model_worker`)."""
+        job = self.prepares[index]
+        if "model" not in job:
+            return job
+        later = [j["model"] for j in self.prepares[index + 1:] if "model" in j and j["model"] not in self.failed]
+        return {**job, "later": later}
 
     def _since_t0(self) -> float:
         return round(time.monotonic() - self.t0, 3)

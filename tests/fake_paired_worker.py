@@ -10,7 +10,8 @@ kernels job (``analysis.formats.stage_records.Job``, which has no ``behave``) ta
 ``kill-parent`` / ``kill-grandparent``: the first time (no file at the job's ``marker`` yet) SIGKILL the paired stage
 that started this worker, or the process that started that stage (a Ray actor), as a node going down would.
 Samples are ``[ms] * iterations`` (``ms`` default 1.0). Models must be prepared before they are timed; a
-prepare replies the job's ``compile_s`` (default 0.0) as the first call's time. Every job
+prepare replies the job's ``compile_s`` (default 0.0) as the first call's time and logs the models it names as
+prepared later. Every job
 prints one line (pid, CPU affinity, what it did) to the worker's log, for the tests to read.
 """
 
@@ -69,6 +70,7 @@ def handle(job: dict[str, Any]) -> dict[str, Any]:
     behave(job)
     samples = [float("nan") if behaviour(job) == "nan" else float(job.get("ms", 1.0))] * int(job.get("iterations", 3))
     if job.get("kind") == "prepare":
+        print(f"later {','.join(job.get('later', [])) or '-'}", flush=True)
         prepared.add(job["model"])
         return {"results": {job["model"]: {"compile_s": float(job.get("compile_s", 0.0))}}}
     if job.get("kind") == "time":

@@ -145,6 +145,9 @@ def test_models_are_prepared_first_and_re_prepared_after_a_crash(tmp_path: Path)
     assert all(not e for key, e in errors.items() if key != ("base", "A"))
     log = (tmp_path / "base.log").read_text()
     assert log.count("prepare B") == 2  # the restarted worker prepared its models again before timing B
+    # Each prepare names the models prepared after it in that worker (the model worker builds them first).
+    later = [line.split()[1] for line in log.splitlines() if line.startswith("later ")]
+    assert later == ["B,C", "C", "-", "C", "-"]  # the restarted worker: A failed, so B and C
     assert (tmp_path / "pr.log").read_text().count("prepare B") == 1
     # Every compile is recorded with its first call's time: the report shows their spread per model and side.
     assert record.compiles["base"]["B"] == [1.5, 1.5] and record.compiles["pr"]["B"] == [1.5]
