@@ -27,6 +27,26 @@ extensions/moe_perf_model_extensions.py, read 2026-11; the code here is this pro
   pair); bytes the input read and the output written;
 - cross-entropy (``CrossEntropyFunction``): 5 FLOPs per logit (max, exp, sum, log, subtract); bytes the logits and
   targets read and a float32 loss per row written.
+
+The families of the serving and low-precision libraries TraceLens also models (its extensions, read 2026-11), each
+derived in its function's docstring here:
+
+- SDPA entry points of flash-attn (``FlashAttnFunc``, FA3's ``flash_attn_3::fwd``) and AITER (``mha_fwd``/``bwd``,
+  ``fmha_v3``, ``_flash_attn_forward``/``backward``): the dense formulas above on their [B, N, H, d] arguments;
+  variable-length and paged attention (flash-attn's varlen forward/backward, ``aiter::mha_batch_prefill``): the
+  record holds the sequences' count, totals and longest lengths only, so the FLOPs are the least work these allow
+  (the other sequences equal), a lower bound;
+- scaled GEMMs (Primus-Turbo's hipBLASLt FP8/FP4, ``aiter::gemm_a4w4``): 2·M·N·K, packed FP4 holding two values per
+  byte, bytes the stored operands, their scales and a 16-bit output; ``aiter::gemm_a16w16`` and vLLM's
+  ``rocm_unquantized_gemm`` as ``aten::linear``;
+- SSM: Mamba-2's ``MambaSplitConv1dScanCombinedFn`` (conv + chunked SSD scan, judged on the matrix peak) and the
+  depthwise ``causal_conv1d`` (vector work);
+- quantize: per-tensor FP8 casts and the dual MXFP4 cast, bytes in and packed bytes plus scales out;
+- the serving ops around attention: fused gated activations (``silu_and_mul``: 2 FLOPs per output), RMS norms with
+  or without a fused residual add, rotary embedding on the query and key, KV-cache writes (traffic only, a scale per
+  element into an FP8 cache).
+
+An op no family prices keeps its row in the unified summary with the reason (:func:`unpriced_reason`).
 """
 
 from __future__ import annotations
@@ -48,7 +68,9 @@ from analysis.traces.ops import Attribution
 _BYTES = {"double": 8, "long int": 8, "long": 8, "c10::complex<float>": 8, "float": 4, "int": 4,
           "unsigned int": 4, "c10::half": 2, "c10::bfloat16": 2, "short": 2, "bool": 1, "unsigned char": 1,
           "signed char": 1, "c10::float8_e4m3fn": 1, "c10::float8_e4m3fnuz": 1, "c10::float8_e5m2": 1,
-          "c10::float8_e5m2fnuz": 1, "c10::float8_e8m0fnu": 1}
+          "c10::float8_e5m2fnuz": 1, "c10::float8_e8m0fnu": 1,
+          # Two FP4 values packed in one byte: the recorded shape counts bytes (K/2 columns), not values.
+          "c10::float4_e2m1fn_x2": 1}
 _PRECISION = {"c10::bfloat16": "bf16", "c10::half": "fp16", "float": "fp32", "double": "fp64"}
 
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::_addmm_activation", "aten::bmm", "aten::baddbmm", "aten::matmul",
@@ -82,6 +104,46 @@ SDPA_OPS: dict[str, _Attention] = {
     "aten::_flash_attention_backward": _Attention(1, True, 11, backward=True),
     "aten::_efficient_attention_backward": _Attention(1, True, 14, causal_is_mask_type=True, backward=True),
     "flash_attn::_flash_attn_backward": _Attention(1, True, 11, backward=True),
+    # flash-attn's autograd function and FA3, AITER's flash/MHA entry points ([B, N, H, d] each; the positions of
+    # q and is_causal as their bindings take them, e.g. aiter::mha_bwd(dout, q, k, v, out, lse, dropout_p, scale,
+    # is_causal, ...)).
+    "FlashAttnFunc": _Attention(0, True, 5),
+    "flash_attn_3::fwd": _Attention(0, True, 24),
+    "aiter::_flash_attn_forward": _Attention(0, True, 5),
+    "aiter::mha_fwd": _Attention(0, True, 5),
+    "aiter::fmha_v3_fwd": _Attention(0, True, 5),
+    "aiter::wrapper_fmha_v3_fwd": _Attention(1, True, 6),
+    "aiter::_flash_attn_backward": _Attention(1, True, 12, backward=True),
+    "aiter::mha_bwd": _Attention(1, True, 8, backward=True),
+    "aiter::wrapper_fmha_v3_bwd": _Attention(1, True, 9, backward=True),
+}
+
+
+@dataclass(frozen=True)
+class _VarlenAttention:
+    """Where a variable-length (packed [T, H, d]) attention op keeps q (k, v follow), the cumulative sequence
+    offsets of the queries and keys (n + 1 entries each), the longest query and key lengths, and is_causal; a paged
+    op's K/V are its whole cache, and the slots it attends are listed at ``page_indices_at``."""
+
+    q_at: int
+    cu_q_at: int
+    cu_k_at: int
+    max_q_at: int
+    max_k_at: int
+    causal_at: int
+    backward: bool = False
+    page_indices_at: int | None = None
+
+
+VARLEN_ATTENTION_OPS: dict[str, _VarlenAttention] = {
+    # (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal, ...)
+    "flash_attn::_flash_attn_varlen_forward": _VarlenAttention(0, 3, 4, 5, 6, 9),
+    # (dout, q, k, v, out, softmax_lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+    #  dropout_p, softmax_scale, causal, ...)
+    "flash_attn::_flash_attn_varlen_backward": _VarlenAttention(1, 9, 10, 11, 12, 15, backward=True),
+    # (q, k_cache, v_cache, cu_seqlens_q, kv_indptr, kv_page_indices, max_seqlen_q, max_seqlen_k, dropout_p,
+    #  softmax_scale, logits_soft_cap, zero_tensors, is_causal, ...)
+    "aiter::mha_batch_prefill": _VarlenAttention(0, 3, 4, 6, 7, 12, page_indices_at=5),
 }
 GROUPED_GEMM_OPS = {"aten::_grouped_mm", "aten::_scaled_grouped_mm", "primus_turbo::grouped_gemm",
                     "primus_turbo::grouped_gemm_impl", "primus_turbo_cpp_extension::grouped_gemm",
@@ -92,7 +154,63 @@ MOE_COMM_OPS = {"MoEDispatch", "MoECombine"}
 ROPE_OPS = {"FusedRoPEFunc", "FusedRoPEFuncBackward"}
 CROSS_ENTROPY_OPS = {"CrossEntropyFunction"}
 GROUPED_GEMM, MOE, MOE_COMM, ROPE, CROSS_ENTROPY = "grouped GEMM", "MoE", "MoE comm", "RoPE", "cross-entropy"
-MATRIX_FAMILIES = (GEMM, CONV, SDPA, GROUPED_GEMM, MOE)  # judged against the matrix peak
+SSM, CAUSAL_CONV1D, QUANTIZE, KV_CACHE = "SSM", "causal conv1d", "quantize", "KV cache"
+# Dense GEMMs recorded as (x [..., K], weight [N, K], bias [N] or nothing), priced as aten::linear. Kept out of
+# GEMM_OPS, whose ops the replay re-runs with torch.
+LINEAR_OPS = {"aiter::gemm_a16w16", "vllm::rocm_unquantized_gemm"}
+# Scaled low-precision GEMMs: where A, B and their scales sit, whether the operands are packed FP4, and where the
+# transA/transB/transC flags are (None: the binding only takes the NT layout, B given as [N, K]).
+@dataclass(frozen=True)
+class _ScaledGemm:
+    a_at: int
+    b_at: int
+    scales_at: tuple[int, int]
+    fp4: bool
+    trans_at: int | None
+
+
+SCALED_GEMM_OPS: dict[str, _ScaledGemm] = {
+    # hipblaslt_gemm_fp8/fp4(A, scale_a, B, scale_b, out_dtype, transA, transB, transC, granularity)
+    **dict.fromkeys(("primus_turbo_cpp_extension::hipblaslt_gemm_fp8", "primus_turbo::hipblaslt_gemm_fp8"),
+                    _ScaledGemm(0, 2, (1, 3), False, 5)),
+    **dict.fromkeys(("primus_turbo_cpp_extension::hipblaslt_gemm_fp4", "primus_turbo::hipblaslt_gemm_fp4"),
+                    _ScaledGemm(0, 2, (1, 3), True, 5)),
+    # gemm_a4w4(A, B, scale_a, scale_b, out, dtype, alpha, beta, bpreshuffle): NT only
+    **dict.fromkeys(("aiter::gemm_a4w4", "aiter::_gemm_a4w4_asm"), _ScaledGemm(0, 1, (2, 3), True, None)),
+}
+CAUSAL_CONV1D_OPS = {"DaoAILab::_causal_conv1d_fwd_cpp"}
+MAMBA_SSD_OPS = {"MambaSplitConv1dScanCombinedFn"}
+# Per-tensor FP8 casts: (where the high-precision input sits, FLOPs per element). Primus-Turbo's (input, scale_inv,
+# amax) scales each element and folds it into the running amax of delayed scaling (2); vLLM's static
+# (out, input, scale) only scales (1).
+QUANTIZE_FP8_OPS = {"primus_turbo_cpp_extension::quantize_fp8_tensorwise": (0, 2),
+                    "primus_turbo::quantize_fp8_tensorwise": (0, 2), "_C::static_scaled_fp8_quant": (1, 1)}
+QUANTIZE_MXFP4_OPS = {"primus_turbo_cpp_extension::quantize_mxfp4_dual", "primus_turbo::quantize_mxfp4_dual",
+                      "primus::quantize_mxfp4_dual"}
+# Fused gated activations: (out [T, N], input [T, 2·N]) → out = act(input[:, :N]) · input[:, N:].
+GATED_ACTIVATION_OPS = {"aiter::silu_and_mul", "_C::silu_and_mul", "sgl_kernel::silu_and_mul",
+                        "aiter::gelu_and_mul", "aiter::gelu_tanh_and_mul"}
+# RMS norms of the inference libraries: where the input and the weight sit, and whether a residual is added first
+# (then input and residual are read, the normalized output and the updated residual written).
+@dataclass(frozen=True)
+class _RmsNorm:
+    x_at: int
+    weight_at: int
+    residual: bool = False
+
+
+INFERENCE_NORM_OPS: dict[str, _RmsNorm] = {
+    "aiter::rms_norm": _RmsNorm(0, 1), "aiter::rmsnorm2d_fwd_ck": _RmsNorm(0, 1), "aiter::rmsnorm": _RmsNorm(1, 2),
+    "_C::rms_norm": _RmsNorm(1, 2),  # vLLM's (out, input, weight, epsilon)
+    **dict.fromkeys(("aiter::add_rmsnorm", "aiter::rmsnorm2d_fwd_with_add_ck"), _RmsNorm(1, 4, residual=True)),
+    "_C::fused_add_rms_norm": _RmsNorm(0, 2, residual=True),  # vLLM's (input, residual, weight, epsilon), in place
+}
+# Rotary embedding in place on the query and key: (positions [T], query [T, H_q·d], key [T, H_kv·d], head_size,
+# cos_sin_cache [max_position, rotary_dim], is_neox).
+ROTARY_EMBEDDING_OPS = {"sgl_kernel::rotary_embedding", "_C::rotary_embedding"}
+# KV-cache writes: the new tokens' K and V copied into their cache slots.
+KV_CACHE_OPS = {"sglang::store_cache", "_C_cache_ops::reshape_and_cache_flash"}
+MATRIX_FAMILIES = (GEMM, CONV, SDPA, GROUPED_GEMM, MOE, SSM)  # judged against the matrix peak
 
 # Forward normalizations: (input, normalized shape or weight, ...) as their schemas record them.
 NORM_OPS = {f"aten::{p}{kind}_norm" for p in ("", "native_") for kind in ("layer", "batch", "group", "instance")} \
@@ -107,7 +225,8 @@ ROOFLINE_COLUMNS = ["family", "op", "shape", "dtype", "calls", "kernel time ms",
 
 @dataclass(frozen=True)
 class OpWork:
-    family: str  # GEMM, CONV, SDPA, elementwise, NORM, reduction, grouped GEMM, MoE, MoE comm, RoPE, cross-entropy
+    family: str  # GEMM, CONV, SDPA, elementwise, NORM, reduction, grouped GEMM, MoE, MoE comm, RoPE, cross-entropy,
+    # SSM, causal conv1d, quantize, KV cache
     flops: float
     bytes: float
     shape: str
@@ -121,7 +240,7 @@ def bytes_per_element(dtype: str) -> int | None:
 
 def precision_of(dtype: str) -> str | None:
     d = dtype.lower()
-    return "fp8" if "float8" in d else _PRECISION.get(d)
+    return "fp8" if "float8" in d else "fp4" if "float4" in d else _PRECISION.get(d)
 
 
 def _tensor(dims: Any) -> tuple[int, ...] | None:
@@ -188,6 +307,28 @@ def op_work(name: str, shape: OpShape) -> OpWork | None:
             return _rope(shape)
         if name in CROSS_ENTROPY_OPS:
             return _cross_entropy(shape)
+        if name in LINEAR_OPS:
+            return _gemm("aten::linear", shape)
+        if name in SCALED_GEMM_OPS:
+            return _scaled_gemm(SCALED_GEMM_OPS[name], shape)
+        if name in VARLEN_ATTENTION_OPS:
+            return _varlen_attention(VARLEN_ATTENTION_OPS[name], shape)
+        if name in CAUSAL_CONV1D_OPS:
+            return _causal_conv1d(shape)
+        if name in MAMBA_SSD_OPS:
+            return _mamba_ssd(shape)
+        if name in QUANTIZE_FP8_OPS:
+            return _quantize_fp8(*QUANTIZE_FP8_OPS[name], shape)
+        if name in QUANTIZE_MXFP4_OPS:
+            return _quantize_mxfp4_dual(shape)
+        if name in GATED_ACTIVATION_OPS:
+            return _gated_activation(shape)
+        if name in INFERENCE_NORM_OPS:
+            return _rms_norm(INFERENCE_NORM_OPS[name], shape)
+        if name in ROTARY_EMBEDDING_OPS:
+            return _rotary_embedding(shape)
+        if name in KV_CACHE_OPS:
+            return _kv_cache_write(shape)
     except (IndexError, TypeError, ValueError, ZeroDivisionError):
         return None  # a shape list that does not fit the op's schema: the op stays in the tables, unpriced
     return None
@@ -470,6 +611,253 @@ def _cross_entropy(shape: OpShape) -> OpWork | None:
     target_bpe = bytes_per_element(shape.types[1]) if len(shape.types) > 1 else None
     nbytes = _numel(logits) * _bpe(shape.types, 0) + rows * (target_bpe or 8) + rows * 4
     return _priced(CROSS_ENTROPY, 5 * _numel(logits), nbytes, shape.types[0], f"rows={rows} V={logits[-1]}")
+
+
+def _scaled_gemm(op: _ScaledGemm, shape: OpShape) -> OpWork | None:
+    """C [M, N] = A · B from FP8 or packed FP4 operands with their scales. The flags say which operand is stored
+    transposed; transC asks for Cᵀ, which the library computes as Bᵀ·Aᵀ (the operands swap and both flags flip).
+    A packed FP4 operand holds two values per byte, so its recorded K is half the product's. Bytes: A and B as
+    stored, the scale tensors as recorded (a per-tensor scale records no shape and counts nothing; MXFP4 has one
+    E8M0 byte per 32 values), C written in 16 bits (the bindings take BF16 or FP16 outputs only)."""
+    a, b = _tensor(shape.dims[op.a_at]), _tensor(shape.dims[op.b_at])
+    if a is None or b is None or len(a) != 2 or len(b) != 2:
+        return None
+    if op.trans_at is None:
+        trans_a, trans_b, trans_c = False, True, False
+    else:
+        trans_a, trans_b, trans_c = (bool(_arg(shape, op.trans_at + i, False)) for i in range(3))
+    if trans_c:
+        a, b, trans_a, trans_b = b, a, not trans_b, not trans_a
+    (m, k_stored), (k_b, n) = (a[::-1] if trans_a else a), (b[::-1] if trans_b else b)
+    if k_stored != k_b:
+        return None
+    k = 2 * k_stored if op.fp4 else k_stored
+    scales = sum(_numel(t) * _bpe(shape.types, i) for i in op.scales_at
+                 if (t := _tensor(shape.dims[i]) if i < len(shape.dims) else None) is not None)
+    nbytes = m * k_stored * _bpe(shape.types, op.a_at) + n * k_stored * _bpe(shape.types, op.b_at) + scales \
+        + 2 * m * n
+    return _priced(GEMM, 2 * m * n * k, nbytes, shape.types[op.a_at], f"M={m} N={n} K={k}")
+
+
+def _lengths(count: int, total: int, longest: int) -> tuple[float, float]:
+    """(longest, each other) of ``count`` sequences of ``total`` tokens whose longest is ``longest``: the other
+    ``count`` − 1 equal, which for fixed totals makes Σ lengths² (and the attention work) smallest. A ``longest``
+    below the mean is a cap rather than the longest sequence: then all are taken equal."""
+    if count <= 1:
+        return float(total), float(total)
+    rest = (total - longest) / (count - 1)
+    return (float(longest), rest) if 0 <= rest <= longest else (total / count, total / count)
+
+
+def _pairs(n_q: float, n_k: float, causal: bool) -> float:
+    """Query-key pairs one sequence scores: all, or under a causal mask aligned to the last key (flash-attn's)
+    n_q·n_k − n_q²/2 (n_q²/2 when n_q = n_k, as the dense ops count)."""
+    if not causal:
+        return n_q * n_k
+    return n_q * n_k - n_q * n_q / 2 if n_q <= n_k else n_k * n_k / 2
+
+
+def _varlen_attention(op: _VarlenAttention, shape: OpShape) -> OpWork | None:
+    """Packed sequences, q [T_q, H_q, d_qk], k and v [T_k, H_kv, d] (or a paged cache [pages, page, H_kv, d] of
+    which ``kv_page_indices`` lists the attended pages). The record gives the sequences' count (the offsets' length
+    − 1), the totals and the longest lengths, not each length: the FLOPs are those of the smallest work these allow
+    (:func:`_lengths`), a lower bound, 2·H_q·pairs·(d_qk + d_v) forward and 2·H_q·pairs·(3·d_qk + 2·d_v) backward
+    (plus the sums over the query heads sharing a K/V head), as the dense ops count. Bytes: Q, the attended K and V
+    and O (backward: Q, K, V, dO read, dQ, dK, dV written), each at its own dtype."""
+    dims = shape.dims
+    q, k, v = (_tensor(dims[op.q_at + i]) for i in range(3))
+    cu_q, cu_k = _tensor(dims[op.cu_q_at]), _tensor(dims[op.cu_k_at])
+    if q is None or k is None or v is None or cu_q is None or cu_k is None or len(q) != 3 or len(k) not in (3, 4):
+        return None
+    (t_q, h_q, d_qk), (h_kv, d_v) = q, (k[-2], v[-1])
+    if op.page_indices_at is None:
+        t_k = k[0]
+    else:
+        pages = _tensor(dims[op.page_indices_at])
+        if pages is None:
+            return None
+        t_k = pages[0] * (k[1] if len(k) == 4 else 1)
+    count = cu_q[0] - 1
+    causal = bool(_arg(shape, op.causal_at, False))
+    longest_q, other_q = _lengths(count, t_q, int(_arg(shape, op.max_q_at)))
+    longest_k, other_k = _lengths(count, t_k, int(_arg(shape, op.max_k_at)))
+    pairs = _pairs(longest_q, longest_k, causal) + (count - 1) * _pairs(other_q, other_k, causal)
+    bpe_q, bpe_kv = _bpe(shape.types, op.q_at), _bpe(shape.types, op.q_at + 1)
+    q_bytes, kv_bytes = t_q * h_q * d_qk * bpe_q, t_k * h_kv * (d_qk + d_v) * bpe_kv
+    o_bytes = t_q * h_q * d_v * bpe_q
+    if op.backward:
+        shared = h_q // h_kv - 1 if h_kv else 0
+        flops = 2 * h_q * pairs * (3 * d_qk + 2 * d_v) + t_k * (d_qk + d_v) * shared
+        nbytes = 2 * (q_bytes + kv_bytes) + o_bytes
+    else:
+        flops, nbytes = 2 * h_q * pairs * (d_qk + d_v), q_bytes + kv_bytes + o_bytes
+    text = f"seqs={count} T_q={t_q} T_kv={t_k} H={h_q} H_kv={h_kv} d={d_qk}" + (" causal" if causal else "") \
+        + (" backward" if op.backward else "")
+    return _priced(SDPA, flops, nbytes, shape.types[op.q_at], text)
+
+
+def _causal_conv1d(shape: OpShape) -> OpWork | None:
+    """Depthwise causal conv of x [B, C, L] with w [C, K] (+ bias [C]): each output element a K-tap multiply-add,
+    2·B·C·L·K FLOPs; x read, y written, w and the bias read."""
+    x, w = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if x is None or w is None or len(x) != 3 or len(w) != 2 or w[0] != x[1]:
+        return None
+    bias = _tensor(shape.dims[2]) if len(shape.dims) > 2 else None
+    (b, c, length), taps = x, w[1]
+    nbytes = 2 * _numel(x) * _bpe(shape.types, 0) + _numel(w) * _bpe(shape.types, 1) \
+        + (c * _bpe(shape.types, 2) if bias else 0)
+    return _priced(CAUSAL_CONV1D, 2 * b * c * length * taps, nbytes, shape.types[0],
+                   f"B={b} C={c} L={length} K={taps}")
+
+
+# MambaSplitConv1dScanCombinedFn's recorded arguments: zxbcdt, conv1d weight, conv1d bias, dt_bias, A, D, then
+# chunk_size (6), ..., headdim (15), ngroups (16).
+_SSD_CHUNK_AT, _SSD_HEADDIM_AT, _SSD_NGROUPS_AT = 6, 15, 16
+
+
+def _mamba_ssd(shape: OpShape) -> OpWork | None:
+    """Mamba-2's fused conv1d + chunked SSD scan. zxbcdt [B, T, 2·d_inner + 2·G·N + H] holds z, x, B, C and dt; the
+    conv runs over x, B, C (conv weight [d_inner + 2·G·N, d_conv]), so d_inner = width − conv channels − H, the
+    head dim P = d_inner / H and the state size N = (conv channels − d_inner) / (2·G). With chunks of Q tokens:
+    conv 2·B·(conv channels)·T·d_conv; within each chunk C·Bᵀ (2·Q²·N per group) and its masked product with X
+    (2·Q²·P per head), so 2·B·T·Q·(G·N + d_inner) over the T/Q chunks; each chunk's final state Bᵀ·X and the
+    states' contribution to the outputs C·h, 2·B·T·N·d_inner each. The state passing between chunks (1/Q of one
+    state term) and the optional gated RMSNorm are not counted. Bytes: zxbcdt, the conv weight and bias, dt_bias,
+    A and D read once, y [B, T, d_inner] written."""
+    zxbcdt, conv_w, heads_shape = _tensor(shape.dims[0]), _tensor(shape.dims[1]), _tensor(shape.dims[3])
+    if zxbcdt is None or conv_w is None or heads_shape is None or len(zxbcdt) != 3 or len(conv_w) != 2:
+        return None
+    (b, t, width), (channels, d_conv), heads = zxbcdt, conv_w, heads_shape[0]
+    chunk, groups = int(_arg(shape, _SSD_CHUNK_AT)), int(_arg(shape, _SSD_NGROUPS_AT, 1))
+    d_inner = width - channels - heads
+    state_width = channels - d_inner  # 2·G·N
+    head_dim = _arg(shape, _SSD_HEADDIM_AT, d_inner // heads if heads else 0)
+    if heads <= 0 or d_inner <= 0 or head_dim * heads != d_inner or state_width <= 0 \
+            or state_width % (2 * groups):
+        return None
+    n = state_width // (2 * groups)
+    flops = 2 * b * channels * t * d_conv + 2 * b * t * chunk * (groups * n + d_inner) + 2 * 2 * b * t * n * d_inner
+    params = sum(_numel(p) * _bpe(shape.types, i) for i in range(2, 6)
+                 if (p := _tensor(shape.dims[i])) is not None)
+    bpe = _bpe(shape.types, 0)
+    nbytes = _numel(zxbcdt) * bpe + _numel(conv_w) * _bpe(shape.types, 1) + params + b * t * d_inner * bpe
+    return _priced(SSM, flops, nbytes, shape.types[0],
+                   f"B={b} T={t} H={heads} P={head_dim} G={groups} N={n} chunk={chunk}")
+
+
+def _quantize_fp8(input_at: int, flops_per_element: int, shape: OpShape) -> OpWork | None:
+    """A per-tensor cast to FP8: the input read, one byte per element written, ``flops_per_element`` each."""
+    x = _tensor(shape.dims[input_at])
+    if x is None:
+        return None
+    elements = _numel(x)
+    return _priced(QUANTIZE, flops_per_element * elements, elements * (_bpe(shape.types, input_at) + 1),
+                   shape.types[input_at], f"{list(x)} → fp8")
+
+
+MXFP4_BLOCK = 32  # values sharing one E8M0 scale
+
+
+def _quantize_mxfp4_dual(shape: OpShape) -> OpWork | None:
+    """x [M, N] cast to MXFP4 twice, along rows and along columns (the NT GEMM's A and the weight gradient's copy):
+    x read once; two packed copies (half a byte per value) and their scales (one byte per 32 values along each
+    direction: M·⌈N/32⌉ + N·⌈M/32⌉) written. Per element and direction a block max and a scale multiply: 4·M·N."""
+    x = _tensor(shape.dims[0])
+    if x is None or len(x) < 2:
+        return None
+    m, n = _numel(x[:-1]), x[-1]
+    scales = m * -(-n // MXFP4_BLOCK) + n * -(-m // MXFP4_BLOCK)
+    nbytes = m * n * _bpe(shape.types, 0) + 2 * -(-(m * n) // 2) + scales
+    return _priced(QUANTIZE, 4 * m * n, nbytes, shape.types[0], f"M={m} N={n} → mxfp4 rows and columns")
+
+
+def _gated_activation(shape: OpShape) -> OpWork | None:
+    """(out [..., N], input [..., 2·N]): out = act(input[..., :N]) · input[..., N:], an activation and a product per
+    output element (2 FLOPs); the input read, the output written."""
+    out, x = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if out is None or x is None or x[-1] != 2 * out[-1] or x[:-1] != out[:-1]:
+        return None
+    return _priced(ELEMENTWISE, 2 * _numel(out), _numel(x) * _bpe(shape.types, 1) + _numel(out) *
+                   _bpe(shape.types, 0), shape.types[1], f"{list(x)} → {list(out)}")
+
+
+def _rms_norm(op: _RmsNorm, shape: OpShape) -> OpWork | None:
+    """The normalizations' convention (5 FLOPs per element), plus the residual add when fused (1 more); bytes the
+    input read and the output written (with a residual: input and residual read, output and the updated residual
+    written), and the weight read once."""
+    x, w = _tensor(shape.dims[op.x_at]), _tensor(shape.dims[op.weight_at])
+    if x is None:
+        return None
+    elements = _numel(x)
+    tensors = 4 if op.residual else 2
+    nbytes = tensors * elements * _bpe(shape.types, op.x_at) + (_numel(w) * _bpe(shape.types, op.weight_at) if w
+                                                                 else 0)
+    return _priced(NORM, (6 if op.residual else 5) * elements, nbytes, shape.types[op.x_at],
+                   f"{list(x)}" + (" + residual" if op.residual else ""))
+
+
+def _rotary_embedding(shape: OpShape) -> OpWork | None:
+    """Query and key rotated in place, the first ``rotary_dim`` (the cache's width) of each head of head_size:
+    3 FLOPs per rotated element (the RoPE convention); the rotated elements read and written, and per token its
+    position (int64) and its cos/sin row of the cache read."""
+    positions, q, k, cache = (_tensor(shape.dims[i]) for i in (0, 1, 2, 4))
+    head_size = int(_arg(shape, 3))
+    if positions is None or q is None or cache is None or len(cache) != 2 or head_size <= 0:
+        return None
+    tokens, rotary_dim = _numel(positions), cache[1]
+    heads = (_numel(q) + (_numel(k) if k else 0)) // tokens // head_size
+    rotated = tokens * heads * rotary_dim
+    nbytes = 2 * rotated * _bpe(shape.types, 1) + tokens * (_bpe(shape.types, 0) + rotary_dim * _bpe(shape.types, 4))
+    return _priced(ROPE, 3 * rotated, nbytes, shape.types[1], f"tokens={tokens} heads={heads} rotary_dim={rotary_dim}")
+
+
+def _kv_cache_write(shape: OpShape) -> OpWork | None:
+    """(key, value, key_cache, value_cache, slots [T], ...): the new tokens' K and V read and written into the cache
+    at the cache's width, and their slot indices read. A cache narrower than K (an FP8 cache) means a scale per
+    element: 1 FLOP each; a plain copy does none."""
+    key, value, slots = _tensor(shape.dims[0]), _tensor(shape.dims[1]), _tensor(shape.dims[4])
+    if key is None or value is None or slots is None:
+        return None
+    elements = _numel(key) + _numel(value)
+    bpe_in, bpe_cache = _bpe(shape.types, 0), _bpe(shape.types, 2)
+    nbytes = elements * (bpe_in + bpe_cache) + _numel(slots) * _bpe(shape.types, 4)
+    return _priced(KV_CACHE, elements if bpe_cache < bpe_in else 0, nbytes, shape.types[0],
+                   f"tokens={slots[0]} K={list(key)} V={list(value)}")
+
+
+# --- ops left unpriced, and why ----------------------------------------------------------------------------
+
+_MODELED = (GEMM_OPS, CONV_OPS, SDPA_OPS, ELEMENTWISE_OPS, NORM_OPS, REDUCE_OPS, GROUPED_GEMM_OPS, FUSED_MOE_OPS,
+            MOE_GEMM_OPS, MOE_COMM_OPS, ROPE_OPS, CROSS_ENTROPY_OPS, LINEAR_OPS, SCALED_GEMM_OPS,
+            VARLEN_ATTENTION_OPS, CAUSAL_CONV1D_OPS, MAMBA_SSD_OPS, QUANTIZE_FP8_OPS, QUANTIZE_MXFP4_OPS,
+            GATED_ACTIVATION_OPS, INFERENCE_NORM_OPS, ROTARY_EMBEDDING_OPS, KV_CACHE_OPS)
+_NEEDS_CONTEXT = "the context each request attends is not in its recorded arguments (TraceLens reads it from the " \
+    "serving engine's step annotation)"
+_LABEL_ONLY = "TraceLens labels it but has no FLOP/byte model either"
+# Ops TraceLens's performance model names (PerfModel/torch_op_mapping.py and its extensions, read 2026-11) that
+# stay unpriced here, with the reason the unified summary gives.
+UNPRICED_REASONS: dict[str, str] = {
+    **dict.fromkeys(("vllm::unified_attention_with_output", "aiter::mha_varlen_fwd", "aiter::fmha_v3_varlen_fwd",
+                     "aiter::pa_decode_gluon", "sglang_profiler::attention_paged_attention_ragged",
+                     "aiter::pa_sparse_prefill_opus_fwd", "vllm::gdn_attention_core",
+                     "aiter::linear_attention_with_output_base"), _NEEDS_CONTEXT),
+    **dict.fromkeys(("MambaSplitConv1dScanCombinedFnBackward", "DaoAILab::_causal_conv1d_bwd_cpp",
+                     "CrossEntropyFunctionBackward", "MoEDispatchBackward", "MoECombineBackward",
+                     "TokenPermuteMaskMap", "TokenPermuteMaskMapBackward", "aiter::moe_sorting_opus_fwd",
+                     "aiter::moe_align_block_size", "_moe_C::moe_align_block_size", "aiter::moe_sum",
+                     "aiter::topk_softmax", "aiter::topk_softmax_asm", "aiter::topk_sigmoid", "aiter::grouped_topk",
+                     "aiter::moe_fused_gate", "_C_cache_ops::concat_and_cache_mla", "aiter::get_mla_metadata_v1",
+                     "aiter::indexer_score_topk"), _LABEL_ONLY),
+}
+
+
+def unpriced_reason(name: str, shape: OpShape | None) -> str:
+    """Why :func:`op_work` gives an op call no FLOPs and bytes (call it only when it gave none)."""
+    if shape is None:
+        return "no arguments recorded (profile with record_shapes=True)"
+    if any(name in table for table in _MODELED):
+        return "its recorded arguments do not fit its family's model (shapes, dtypes or flags)"
+    return UNPRICED_REASONS.get(name, "no FLOP/byte model for this op")
 
 
 # --- device peaks -----------------------------------------------------------------------------------------

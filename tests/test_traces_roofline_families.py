@@ -1,0 +1,234 @@
+"""The op families priced beyond the training set of ops: inference serving ops (AITER, SGLang, vLLM), Mamba's SSM
+ops, FP8/MXFP4 GEMMs and quantizes, and the attention variants of flash-attn and AITER. Each family's FLOPs and bytes
+are checked against a hand computation on a real-shaped call; the serving ops on the calls of TraceLens's
+inference test traces (tests/fixtures/traces/README.md), read end to end into the unified summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.traces import read_trace
+from analysis.traces.model import OpShape
+from analysis.traces.op_shapes import unified_perf_summary
+from analysis.traces.ops import attribute
+from analysis.traces.roofline import device_peaks, op_work, unpriced_reason
+from tests.trace_support import kernels_by_op_call
+
+FIXTURES = Path(__file__).parent / "fixtures" / "traces"
+SGLANG = FIXTURES / "mi300_sglang_qwen3_ops_excerpt.json.gz"  # SGLang serving Qwen3-8B on an MI300X (AITER ops)
+VLLM = FIXTURES / "b200_vllm_ops_excerpt.json.gz"  # vLLM on a B200, FP8 KV cache
+BF16, FP8, FP4, E8M0 = "c10::BFloat16", "c10::Float8_e4m3fn", "c10::Float4_e2m1fn_x2", "c10::Float8_e8m0fnu"
+
+
+def _summary(path: Path) -> pd.DataFrame:
+    trace = read_trace(path)
+    return unified_perf_summary(trace, attribute(trace), device_peaks(trace.device_names)).set_index("op")
+
+
+def _kernel_seconds(path: Path, op: str) -> float:
+    """Independently of the reader: the op call's kernel time in the raw trace."""
+    (_, kernels), = kernels_by_op_call(path, (op,))
+    return sum(us for _, us in kernels) / 1e6
+
+
+def test_the_sglang_serving_ops_are_priced_in_the_unified_summary() -> None:
+    summary = _summary(SGLANG)
+
+    t, hidden, e = 15360, 4096, 15360 * 4096  # the prefill batch's tokens, Qwen3-8B's width
+    expected = {
+        # 15 sequences (cu_seqlens_q [16]) of 15360 query tokens, the longest 1024: all 1024. The 15616 attended KV
+        # slots (page size 1) average 1041 > max_seqlen_k 1024, so the max is a cap and all 15 are taken equal;
+        # causal pairs per sequence 1024 · 15616/15 − 1024²/2, over 32 heads of 128 (Q·Kᵀ and P·V).
+        "aiter::mha_batch_prefill": (2 * 32 * (1024 * 15616 - 15 * 1024 ** 2 // 2) * (128 + 128),
+                                     2 * (t * 32 * 128 + 15616 * 8 * 256 + t * 32 * 128), "SDPA"),
+        # out [T, 12288] = silu(x[:, :12288]) · x[:, 12288:]: x read, out written.
+        "sgl_kernel::silu_and_mul": (2 * t * 12288, 2 * (t * 24576 + t * 12288), "elementwise"),
+        # (out, input, weight): input read, out written, the weight once; 5 FLOPs per element.
+        "aiter::rmsnorm": (5 * e, 2 * (2 * e + hidden), "NORM"),
+        # plus the residual: input and residual read, out and the new residual written; 6 FLOPs per element.
+        "aiter::add_rmsnorm": (6 * e, 2 * (4 * e + hidden), "NORM"),
+        # 32 query + 8 key heads of 128 rotated whole (cache rows of 128): read and written, plus per token its
+        # int64 position and its BF16 cos/sin row.
+        "sgl_kernel::rotary_embedding": (3 * t * 40 * 128, 2 * 2 * t * 40 * 128 + t * (8 + 128 * 2), "RoPE"),
+        # K and V [T, 1024] read and written into a BF16 cache, the int64 slot of each token read: no FLOPs.
+        "sglang::store_cache": (0, 2 * t * 1024 * (2 + 2) + t * 8, "KV cache"),
+    }
+    for op, (flops, nbytes, family) in expected.items():
+        row = summary.loc[op]
+        assert (row["family"], row["unpriced because"]) == (family, ""), op
+        assert row["GFLOP per call"] * 1e9 == pytest.approx(flops, rel=1e-12), op
+        assert row["MB per call"] * 1e6 == pytest.approx(nbytes, rel=1e-12), op
+        assert row["TFLOP/s"] == pytest.approx(flops / _kernel_seconds(SGLANG, op) / 1e12, rel=1e-9), op
+    # The 16-bit GEMM's kernel is launched by the aten::mm it falls back to: that op carries the work.
+    assert "aiter::gemm_a16w16" not in summary.index and summary.loc["aten::mm", "family"] == "GEMM"
+
+
+def test_a_16_bit_inference_gemm_is_priced_as_a_linear() -> None:
+    # vLLM's rocm_unquantized_gemm(x [32, 2880], weight [5120, 2880], bias [5120]) from TraceLens's vLLM decode trace.
+    shape = OpShape(([32, 2880], [5120, 2880], [5120]), (BF16,) * 3, ("",) * 3)
+
+    work = op_work("vllm::rocm_unquantized_gemm", shape)
+
+    assert work is not None and (work.family, work.shape) == ("GEMM", "M=32 N=5120 K=2880")
+    assert (work.flops, work.bytes) == (2 * 32 * 5120 * 2880, 2 * (32 * 2880 + 2880 * 5120 + 32 * 5120 + 5120))
+
+
+def test_the_vllm_serving_ops_are_priced_and_its_attention_says_why_it_is_not() -> None:
+    summary = _summary(VLLM)
+
+    t, e = 888, 888 * 2880
+    expected = {
+        # (input, residual, weight) in place: input and residual read and written, the weight read.
+        "_C::fused_add_rms_norm": (6 * e, 2 * (4 * e + 2880), "NORM"),
+        # (out, input, weight).
+        "_C::rms_norm": (5 * e, 2 * (2 * e + 2880), "NORM"),
+        # K and V [888, 1, 64] in BF16 written into an FP8 cache ('unsigned char'): a scale per element.
+        "_C_cache_ops::reshape_and_cache_flash": (2 * t * 64, 2 * t * 64 * (2 + 1) + t * 8, "KV cache"),
+        # 8 query heads + 1 key head of 64, rotated whole.
+        "_C::rotary_embedding": (3 * t * 9 * 64, 2 * 2 * t * 9 * 64 + t * (8 + 64 * 2), "RoPE"),
+        # (out FP8, input BF16, scale): a scale per element, BF16 read, FP8 written.
+        "_C::static_scaled_fp8_quant": (t * 512, t * 512 * (2 + 1), "quantize"),
+    }
+    for op, (flops, nbytes, family) in expected.items():
+        row = summary.loc[op]
+        assert row["family"] == family, op
+        assert (row["GFLOP per call"] * 1e9, row["MB per call"] * 1e6) == (pytest.approx(flops),
+                                                                            pytest.approx(nbytes)), op
+    attention = summary.loc["vllm::unified_attention_with_output"]
+    assert not attention["has model"] and attention["family"] == ""
+    assert "context each request attends" in attention["unpriced because"]
+    assert summary.loc["_C::rms_norm", "bound"] == "unknown device"  # a B200 is not in the peak table
+
+
+def test_aiter_and_flash_attention_entry_points_price_the_problem_the_dense_op_does() -> None:
+    # Llama-3-8B's attention, 2 × 4096 tokens, 32 query heads sharing 8 K/V heads of 128, causal.
+    q, kv = [2, 4096, 32, 128], [2, 4096, 8, 128]  # [B, N, H, d]
+    reference = op_work("aten::_flash_attention_forward",
+                        OpShape((q, kv, kv, [], [], [], [], [], []), (BF16,) * 3, ("",) * 8 + ("True",)))
+    forward = {name: op_work(name, OpShape((q, kv, kv), (BF16,) * 3, ("", "", "", "0.0", "0.088", "True")))
+               for name in ("aiter::mha_fwd", "aiter::fmha_v3_fwd", "aiter::_flash_attn_forward", "FlashAttnFunc")}
+    # aiter::mha_bwd(dout, q, k, v, out, lse, dropout_p, softmax_scale, is_causal, ...)
+    backward = op_work("aiter::mha_bwd", OpShape((q, q, kv, kv, q, [2, 32, 4096]), (BF16,) * 5 + ("float",),
+                                                 ("",) * 6 + ("0.0", "0.088", "True")))
+
+    assert reference is not None and backward is not None
+    assert reference.flops == 2 * 2 * 32 * 4096 * 4096 * (128 + 128) // 2
+    for name, work in forward.items():
+        assert work is not None and (work.family, work.flops, work.bytes) == ("SDPA", reference.flops,
+                                                                              reference.bytes), name
+    products = 2 * 2 * 32 * 4096 * 4096 * (3 * 128 + 2 * 128)
+    assert backward.flops == (products + 2 * 4096 * (128 + 128) * 3) // 2  # 4 query heads per K/V head: 3 sums
+    q_elems, kv_elems = 2 * 4096 * 32 * 128, 2 * 4096 * 8 * 128
+    assert backward.bytes == 2 * (2 * (q_elems + 2 * kv_elems) + q_elems)
+
+
+def test_varlen_attention_takes_the_least_work_the_recorded_lengths_allow() -> None:
+    # 4 packed sequences of 3000 tokens, the longest 1500 (cu_seqlens [5], max_seqlen 1500): the others 500 each.
+    q = [3000, 16, 64]  # [T, H, d]
+    shape = OpShape((q, q, q, [5], [5]), (BF16, BF16, BF16, "int", "int"),
+                    ("", "", "", "", "", "1500", "1500", "0.0", "0.125", "False"))
+
+    work = op_work("flash_attn::_flash_attn_varlen_forward", shape)
+
+    assert work is not None and work.family == "SDPA"
+    pairs = 1500 ** 2 + 3 * 500 ** 2  # for a fixed total, equal lengths make Σ n² smallest
+    assert work.flops == 2 * 16 * pairs * (64 + 64)
+    assert work.bytes == 2 * 4 * 3000 * 16 * 64  # Q, K, V read, O written
+    assert work.shape == "seqs=4 T_q=3000 T_kv=3000 H=16 H_kv=16 d=64"
+
+
+# Mamba-2 370M (state-spaces/mamba2-370m config): d_model 1024, expand 2 → d_inner 2048, head dim 64 → 32 heads,
+# one group, d_state 128, d_conv 4, chunks of 256; 2 sequences of 2048 tokens.
+B, T, D_INNER, HEADS, STATE, CHUNK = 2, 2048, 2048, 32, 128, 256
+CONV_CHANNELS = D_INNER + 2 * STATE  # x, B, C
+
+
+def test_a_mamba2_ssd_scan_counts_its_conv_and_its_chunked_products() -> None:
+    width = 2 * D_INNER + 2 * STATE + HEADS  # z, x, B, C, dt
+    dims = [[B, T, width], [CONV_CHANNELS, 4], [CONV_CHANNELS], [HEADS], [HEADS], [HEADS]] + [[]] * 12
+    types = [BF16, BF16, BF16, "float", "float", "float", "Scalar"] + [""] * 8 + ["Scalar", "Scalar", "Scalar"]
+    concrete = ["", "", "", "", "", "", str(CHUNK)] + [""] * 8 + ["64", "1", "False"]
+
+    work = op_work("MambaSplitConv1dScanCombinedFn", OpShape(tuple(dims), tuple(types), tuple(concrete)))
+
+    assert work is not None and (work.family, work.precision) == ("SSM", "bf16")
+    conv = 2 * B * CONV_CHANNELS * T * 4
+    within_chunks = 2 * B * T * CHUNK * (1 * STATE + D_INNER)  # C·Bᵀ per group, then its product with X per head
+    states = 2 * 2 * B * T * STATE * D_INNER  # Bᵀ·X into each chunk's state, C·h out of it
+    assert work.flops == conv + within_chunks + states
+    assert work.bytes == 2 * B * T * width + 2 * (CONV_CHANNELS * 4 + CONV_CHANNELS) + 3 * 4 * HEADS \
+        + 2 * B * T * D_INNER
+    # A head dim that does not divide the projection's width: the op stays unpriced, and the summary says why.
+    concrete[15] = "48"
+    bad = OpShape(tuple(dims), tuple(types), tuple(concrete))
+    assert op_work("MambaSplitConv1dScanCombinedFn", bad) is None
+    assert "do not fit" in unpriced_reason("MambaSplitConv1dScanCombinedFn", bad)
+
+
+def test_the_causal_conv1d_of_mamba_is_a_four_tap_depthwise_conv() -> None:
+    shape = OpShape(([B, CONV_CHANNELS, T], [CONV_CHANNELS, 4], [CONV_CHANNELS]), (BF16,) * 3, ("",) * 3)
+
+    work = op_work("DaoAILab::_causal_conv1d_fwd_cpp", shape)
+
+    assert work is not None and work.family == "causal conv1d"
+    assert work.flops == 2 * B * CONV_CHANNELS * T * 4
+    assert work.bytes == 2 * (2 * B * CONV_CHANNELS * T + CONV_CHANNELS * 4 + CONV_CHANNELS)
+
+
+def test_fp8_gemm_flags_and_the_transposed_output_give_the_same_product() -> None:
+    # hipblaslt_gemm_fp8(A, scale_a, B, scale_b, out_dtype, transA, transB, transC, granularity): 8192 × 8192 × 4096.
+    m, n, k = 8192, 4096, 8192
+    nt = OpShape(([m, k], [], [n, k], []), (FP8, "float", FP8, "float"), ("", "", "", "", "15", "False", "True",
+                                                                           "False", "0"))
+    # The same product asked as Cᵀ: the library swaps the operands and flips both flags.
+    swapped = OpShape(([n, k], [], [m, k], []), (FP8, "float", FP8, "float"), ("", "", "", "", "15", "False", "True",
+                                                                                "True", "0"))
+
+    plain = op_work("primus_turbo::hipblaslt_gemm_fp8", nt)
+    as_transposed = op_work("primus_turbo::hipblaslt_gemm_fp8", swapped)
+
+    assert plain is not None and as_transposed is not None
+    assert (plain.family, plain.precision, plain.shape) == ("GEMM", "fp8", f"M={m} N={n} K={k}")
+    assert plain.flops == 2 * m * n * k and plain.bytes == m * k + n * k + 2 * m * n  # FP8 in, BF16 out
+    assert as_transposed.shape == f"M={m} N={n} K={k}" and as_transposed.flops == plain.flops
+
+
+@pytest.mark.parametrize(("op", "dims"), [
+    ("primus_turbo::hipblaslt_gemm_fp4", ([4096, 4096], [4096, 256], [8192, 4096], [8192, 256])),  # A, sA, B, sB
+    ("aiter::gemm_a4w4", ([4096, 4096], [8192, 4096], [4096, 256], [8192, 256])),  # A, B, sA, sB
+])
+def test_an_mxfp4_gemm_unpacks_k_and_reads_one_scale_byte_per_32_values(op: str, dims: tuple[list[int], ...]) -> None:
+    m, n, k = 4096, 8192, 8192  # two FP4 values per byte: the stored K is 4096
+    types = (FP4, E8M0, FP4, E8M0) if op.startswith("primus") else (FP4, FP4, E8M0, E8M0)
+    concrete = ("", "", "", "", "15", "False", "True", "False", "1") if op.startswith("primus") else ("",) * 9
+
+    work = op_work(op, OpShape(dims, types, concrete))
+
+    assert work is not None and (work.precision, work.shape) == ("fp4", f"M={m} N={n} K={k}")
+    assert work.flops == 2 * m * n * k
+    assert work.bytes == m * k // 2 + n * k // 2 + (m + n) * k // 32 + 2 * m * n
+
+
+def test_fp8_and_mxfp4_quantizes_are_priced_as_the_casts_they_are() -> None:
+    fp8 = op_work("primus_turbo::quantize_fp8_tensorwise", OpShape(([8192, 4096], [], []), (BF16, "float", "float"),
+                                                                   ("", "", "")))
+    mxfp4 = op_work("primus_turbo::quantize_mxfp4_dual", OpShape(([8192, 4100], [], []), (BF16, "Scalar", "Scalar"),
+                                                                 ("", "0", "False")))
+
+    e = 8192 * 4096
+    assert fp8 is not None and (fp8.family, fp8.flops, fp8.bytes) == ("quantize", 2 * e, 2 * e + e)
+    assert mxfp4 is not None and mxfp4.family == "quantize"
+    # Read BF16; write rows and columns packed (half a byte per value) and their E8M0 scales, ⌈4100/32⌉ = 129 per
+    # row and ⌈8192/32⌉ = 256 per column.
+    assert (mxfp4.flops, mxfp4.bytes) == (4 * 8192 * 4100,
+                                          2 * 8192 * 4100 + 8192 * 4100 + 8192 * 129 + 4100 * 256)
+
+
+def test_an_op_without_a_model_or_without_shapes_says_why_it_is_unpriced() -> None:
+    assert "record_shapes" in unpriced_reason("aten::mm", None)
+    assert unpriced_reason("aten::index_select", OpShape(([4, 8],), ("float",), ("",))) \
+        == "no FLOP/byte model for this op"
+    assert "labels it" in unpriced_reason("aiter::topk_softmax", OpShape(([8, 128],), (BF16,), ("",)))
