@@ -232,3 +232,50 @@ def test_an_op_without_a_model_or_without_shapes_says_why_it_is_unpriced() -> No
     assert unpriced_reason("aten::index_select", OpShape(([4, 8],), ("float",), ("",))) \
         == "no FLOP/byte model for this op"
     assert "labels it" in unpriced_reason("aiter::topk_softmax", OpShape(([8, 128],), (BF16,), ("",)))
+
+
+# Qwen3-30B-A3B's MoE layer: hidden 2048, 128 experts of 768 (gated), top-8; 256 tokens in FP8 with FP8 weights.
+TOKENS, HIDDEN, INTER, EXPERTS, TOPK = 256, 2048, 768, 128, 8
+HIT = EXPERTS * (1 - (1 - TOPK / EXPERTS) ** TOKENS)  # experts a batch reaches under uniform routing
+
+
+def test_aiters_two_stage_moe_counts_each_tokens_experts_in_each_stage() -> None:
+    # ck_moe_stage1(x, w1, w2, sorted_ids, sorted_expert_ids, num_valid_ids, out [T, topk, N], ...)
+    up = OpShape(([TOKENS, HIDDEN], [EXPERTS, 2 * INTER, HIDDEN], [EXPERTS, HIDDEN, INTER], [4096], [64], [1],
+                  [TOKENS, TOPK, INTER]), (FP8, FP8, FP8, "int", "int", "int", BF16), ("",) * 7)
+    # ck_moe_stage2(inter [T, topk, N], w1, w2, sorted_ids, sorted_expert_ids, num_valid_ids, out [T, K], ...)
+    down = OpShape(([TOKENS, TOPK, INTER], [EXPERTS, 2 * INTER, HIDDEN], [EXPERTS, HIDDEN, INTER], [4096], [64], [1],
+                    [TOKENS, HIDDEN]), (BF16, FP8, FP8, "int", "int", "int", BF16), ("",) * 7)
+
+    up_work, down_work = op_work("aiter::ck_moe_stage1", up), op_work("aiter::ck_moe_stage2", down)
+
+    assert up_work is not None and down_work is not None
+    assert (up_work.family, up_work.precision) == ("MoE", "fp8")
+    assert up_work.flops == 2 * TOKENS * TOPK * INTER * HIDDEN * 2  # up and gate
+    assert up_work.bytes == pytest.approx(TOKENS * HIDDEN + HIT * 2 * INTER * HIDDEN + 2 * TOKENS * TOPK * INTER)
+    assert down_work.flops == 2 * TOKENS * TOPK * INTER * HIDDEN
+    assert down_work.bytes == pytest.approx(2 * TOKENS * TOPK * INTER + HIT * HIDDEN * INTER + 2 * TOKENS * HIDDEN)
+
+
+def test_aiters_direct_fused_moe_is_the_fused_formula() -> None:
+    # fmoe_fp8_blockscale_g1u1(out [M, K], x [M, K], w1 [E, 2·N, K], w2 [E, K, N], ..., topk (8), ...)
+    shape = OpShape(([TOKENS, HIDDEN], [TOKENS, HIDDEN], [EXPERTS, 2 * INTER, HIDDEN], [EXPERTS, HIDDEN, INTER]),
+                    (BF16, FP8, FP8, FP8), ("", "", "", "", "", "", "", "", str(TOPK)))
+
+    work = op_work("aiter::fmoe_fp8_blockscale_g1u1", shape)
+
+    assert work is not None and work.family == "MoE"
+    m, k, n = TOKENS, HIDDEN, INTER
+    assert work.flops == 2 * m * k * n * TOPK * 3 + m * k * (2 * TOPK - 1)  # up, gate, down; the weighted sum
+    assert work.bytes == pytest.approx(m * k + 2 * m * k + HIT * 3 * n * k)  # FP8 x, BF16 out, FP8 weights
+
+
+def test_moe_routing_touches_each_recorded_tensor_once() -> None:
+    # biased_grouped_topk_hip(gating_output [M, E], correction_bias [E], topk_weights [M, k], topk_ids [M, k], ...)
+    shape = OpShape(([TOKENS, EXPERTS], [EXPERTS], [TOKENS, TOPK], [TOKENS, TOPK], [], []),
+                    (BF16, BF16, "float", "int", "Scalar", "Scalar"), ("",) * 4 + ("8", "4"))
+
+    work = op_work("aiter::biased_grouped_topk_hip", shape)
+
+    assert work is not None and (work.family, work.flops) == ("MoE routing", TOKENS * EXPERTS)
+    assert work.bytes == 2 * (TOKENS * EXPERTS + EXPERTS) + 4 * 2 * TOKENS * TOPK

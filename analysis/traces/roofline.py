@@ -42,6 +42,8 @@ derived in its function's docstring here:
 - SSM: Mamba-2's ``MambaSplitConv1dScanCombinedFn`` (conv + chunked SSD scan, judged on the matrix peak) and the
   depthwise ``causal_conv1d`` (vector work);
 - quantize: per-tensor FP8 casts and the dual MXFP4 cast, bytes in and packed bytes plus scales out;
+- MoE: AITER's direct fused call and its two-stage (up, down) kernels on the fused formula's terms; MoE routing
+  (router top-k, token sort): every recorded tensor touched once;
 - the serving ops around attention: fused gated activations (``silu_and_mul``: 2 FLOPs per output), RMS norms with
   or without a fused residual add, rotary embedding on the query and key, KV-cache writes (traffic only, a scale per
   element into an FP8 cache).
@@ -53,7 +55,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,11 +152,21 @@ GROUPED_GEMM_OPS = {"aten::_grouped_mm", "aten::_scaled_grouped_mm", "primus_tur
                     "primus_turbo_cpp_extension::ck_grouped_gemm"}
 FUSED_MOE_OPS = {"vllm::rocm_aiter_fused_moe"}
 MOE_GEMM_OPS = {"sglang_profiler::fused_moe_triton_kernels_invoke_fused_moe_kernel"}
+# AITER's fused MoE called directly: (out [M, K], x [M, K], w1 [E, N or 2·N, K], w2 [E, K, N], ..., topk (8), ...).
+AITER_FUSED_MOE_OPS = {"aiter::fmoe_g1u1", "aiter::fmoe_fp8_blockscale_g1u1"}
+# AITER's two-stage (unfused) MoE: where the activations, the experts' weights and the output sit. The up stage
+# reads x [T, K] and writes [T, topk, N] (the activation applied when gated); the down stage reads that and writes
+# [T, K].
+MOE_UP_OPS = {"aiter::moe_cktile2stages_gemm1_ck": (0, 1, 2), "aiter::ck_moe_stage1": (0, 1, 6)}
+MOE_DOWN_OPS = {"aiter::moe_cktile2stages_gemm2_ck": (0, 1, 2), "aiter::ck_moe_stage2": (0, 2, 6)}
+# Router top-k and the token sort into expert order: every recorded operand touched once.
+MOE_ROUTING_OPS = {"aiter::biased_grouped_topk_hip", "aiter::moe_sorting_fwd", "aiter::mxfp4_moe_sort_hip"}
 MOE_COMM_OPS = {"MoEDispatch", "MoECombine"}
 ROPE_OPS = {"FusedRoPEFunc", "FusedRoPEFuncBackward"}
 CROSS_ENTROPY_OPS = {"CrossEntropyFunction"}
 GROUPED_GEMM, MOE, MOE_COMM, ROPE, CROSS_ENTROPY = "grouped GEMM", "MoE", "MoE comm", "RoPE", "cross-entropy"
 SSM, CAUSAL_CONV1D, QUANTIZE, KV_CACHE = "SSM", "causal conv1d", "quantize", "KV cache"
+MOE_ROUTING = "MoE routing"
 # Dense GEMMs recorded as (x [..., K], weight [N, K], bias [N] or nothing), priced as aten::linear. Kept out of
 # GEMM_OPS, whose ops the replay re-runs with torch.
 LINEAR_OPS = {"aiter::gemm_a16w16", "vllm::rocm_unquantized_gemm"}
@@ -226,7 +238,7 @@ ROOFLINE_COLUMNS = ["family", "op", "shape", "dtype", "calls", "kernel time ms",
 @dataclass(frozen=True)
 class OpWork:
     family: str  # GEMM, CONV, SDPA, elementwise, NORM, reduction, grouped GEMM, MoE, MoE comm, RoPE, cross-entropy,
-    # SSM, causal conv1d, quantize, KV cache
+    # SSM, causal conv1d, quantize, KV cache, MoE routing
     flops: float
     bytes: float
     shape: str
@@ -282,56 +294,18 @@ def _numel(t: Sequence[int]) -> int:
 
 def op_work(name: str, shape: OpShape) -> OpWork | None:
     """FLOPs and bytes of one op call, or None when the op has no model or its shapes are not usable."""
+    model = _model_of(name)
+    if model is None:
+        return None
     try:
-        if name in GEMM_OPS:
-            return _gemm(name, shape)
-        if name in CONV_OPS:
-            return _conv(name, shape)
-        if name in SDPA_OPS:
-            return _sdpa(SDPA_OPS[name], shape)
-        if name in ELEMENTWISE_OPS:
-            return _elementwise(shape)
-        if name in NORM_OPS:
-            return _norm(shape)
-        if name in REDUCE_OPS:
-            return _reduce(shape)
-        if name in GROUPED_GEMM_OPS:
-            return _grouped_gemm(name, shape)
-        if name in FUSED_MOE_OPS:
-            return _fused_moe(shape)
-        if name in MOE_GEMM_OPS:
-            return _moe_gemm(shape)
-        if name in MOE_COMM_OPS:
-            return _moe_comm(shape)
-        if name in ROPE_OPS:
-            return _rope(shape)
-        if name in CROSS_ENTROPY_OPS:
-            return _cross_entropy(shape)
-        if name in LINEAR_OPS:
-            return _gemm("aten::linear", shape)
-        if name in SCALED_GEMM_OPS:
-            return _scaled_gemm(SCALED_GEMM_OPS[name], shape)
-        if name in VARLEN_ATTENTION_OPS:
-            return _varlen_attention(VARLEN_ATTENTION_OPS[name], shape)
-        if name in CAUSAL_CONV1D_OPS:
-            return _causal_conv1d(shape)
-        if name in MAMBA_SSD_OPS:
-            return _mamba_ssd(shape)
-        if name in QUANTIZE_FP8_OPS:
-            return _quantize_fp8(*QUANTIZE_FP8_OPS[name], shape)
-        if name in QUANTIZE_MXFP4_OPS:
-            return _quantize_mxfp4_dual(shape)
-        if name in GATED_ACTIVATION_OPS:
-            return _gated_activation(shape)
-        if name in INFERENCE_NORM_OPS:
-            return _rms_norm(INFERENCE_NORM_OPS[name], shape)
-        if name in ROTARY_EMBEDDING_OPS:
-            return _rotary_embedding(shape)
-        if name in KV_CACHE_OPS:
-            return _kv_cache_write(shape)
+        return model(name, shape)
     except (IndexError, TypeError, ValueError, ZeroDivisionError):
         return None  # a shape list that does not fit the op's schema: the op stays in the tables, unpriced
-    return None
+
+
+def _model_of(name: str) -> Callable[[str, OpShape], OpWork | None] | None:
+    """The model that prices op ``name`` (:data:`_MODELS`), None when no family has one."""
+    return next((model for ops, model in _MODELS if name in ops), None)
 
 
 def _work(family: str, flops: float, elements: float, dtype: str, shape_text: str) -> OpWork | None:
@@ -586,6 +560,81 @@ def _moe_gemm(shape: OpShape) -> OpWork | None:
     return _priced(MOE, 2 * rows * n * k, nbytes, shape.types[1], text)
 
 
+def _logical_width(width: int, dtype: str) -> int:
+    """Values along a packed dimension: two per byte for packed FP4."""
+    return 2 * width if "float4" in dtype.lower() else width
+
+
+def _expert_bytes(weights: tuple[int, ...], bpe: int, experts_hit: float) -> float:
+    """The stored bytes of the experts a batch reaches, of a weight tensor [E, ...]."""
+    return experts_hit * _numel(weights[1:]) * bpe
+
+
+def _aiter_fused_moe(shape: OpShape) -> OpWork | None:
+    """The fused MoE's formula (:func:`_fused_moe`) on AITER's direct call, whose hidden width K comes from w2
+    [E, K, N] (x and w1 may be stored packed) and whose N is w2's last width unpacked by the same factor."""
+    out, x, w1, w2 = (_tensor(d) for d in shape.dims[:4])
+    if out is None or x is None or w1 is None or w2 is None or len(w1) != 3 or len(w2) != 3 or len(out) != 2:
+        return None
+    topk, (experts, up, k_stored), (m, k) = int(_arg(shape, 8)), w1, out
+    n = w2[2] * (w2[1] // k_stored)
+    gated = up == 2 * n
+    if not gated and up != n:
+        return None
+    hit = _experts_hit(experts, topk, m)
+    flops = 2 * m * k * n * topk * (3 if gated else 2) + m * k * (2 * topk - 1)
+    nbytes = _numel(x) * _bpe(shape.types, 1) + _numel(out) * _bpe(shape.types, 0) \
+        + _expert_bytes(w1, _bpe(shape.types, 2), hit) + _expert_bytes(w2, _bpe(shape.types, 3), hit)
+    return _priced(MOE, flops, nbytes, shape.types[1],
+                   f"M={m} K={k} N={n} E={experts} topk={topk}" + (" gated" if gated else ""))
+
+
+def _moe_up(x_at: int, w_at: int, out_at: int, shape: OpShape) -> OpWork | None:
+    """Each token times the up (and, gated, gate) projection of each of its top-k experts: x [T, K] · w1
+    [E, N or 2·N, K] → [T, topk, N], 2·T·topk·N·K FLOPs (×2 gated); bytes x read, the weights of the experts
+    expected to be hit under uniform routing (:func:`_experts_hit`) read as stored, the output written."""
+    x, w, out = _tensor(shape.dims[x_at]), _tensor(shape.dims[w_at]), _tensor(shape.dims[out_at])
+    if x is None or w is None or out is None or len(x) != 2 or len(w) != 3 or len(out) != 3:
+        return None
+    (t, k_stored), (experts, up, _), (_, topk, n) = x, w, out
+    k = _logical_width(k_stored, shape.types[x_at])
+    gated = up == 2 * n
+    if not gated and up != n:
+        return None
+    hit = _experts_hit(experts, topk, t)
+    nbytes = _numel(x) * _bpe(shape.types, x_at) + _expert_bytes(w, _bpe(shape.types, w_at), hit) \
+        + _numel(out) * _bpe(shape.types, out_at)
+    return _priced(MOE, 2 * t * topk * n * k * (2 if gated else 1), nbytes, shape.types[x_at],
+                   f"up T={t} K={k} N={n} E={experts} topk={topk}" + (" gated" if gated else ""))
+
+
+def _moe_down(inter_at: int, w_at: int, out_at: int, shape: OpShape) -> OpWork | None:
+    """Each (token, expert) row of the up stage's output times that expert's down projection, summed per token:
+    [T, topk, N] · w2 [E, K, N] → [T, K], 2·T·topk·N·K FLOPs; bytes as :func:`_moe_up`."""
+    inter, w, out = _tensor(shape.dims[inter_at]), _tensor(shape.dims[w_at]), _tensor(shape.dims[out_at])
+    if inter is None or w is None or out is None or len(inter) != 3 or len(w) != 3 or len(out) != 2:
+        return None
+    (t, topk, n_stored), (experts, k, _) = inter, w
+    n = _logical_width(n_stored, shape.types[inter_at])
+    hit = _experts_hit(experts, topk, t)
+    nbytes = _numel(inter) * _bpe(shape.types, inter_at) + _expert_bytes(w, _bpe(shape.types, w_at), hit) \
+        + _numel(out) * _bpe(shape.types, out_at)
+    return _priced(MOE, 2 * t * topk * n * k, nbytes, shape.types[inter_at],
+                   f"down T={t} N={n} K={k} E={experts} topk={topk}")
+
+
+def _moe_routing(shape: OpShape) -> OpWork | None:
+    """Bookkeeping over the router's logits and the token-to-expert lists: every recorded tensor read or written
+    once; one FLOP per element of the largest (a compare or a move each)."""
+    tensors = [(t, i) for i, d in enumerate(shape.dims) if (t := _tensor(d)) is not None
+               and bytes_per_element(shape.types[i] if i < len(shape.types) else "")]
+    if not tensors:
+        return None
+    largest, at = max(tensors, key=lambda ti: _numel(ti[0]))
+    nbytes = sum(_numel(t) * _bpe(shape.types, i) for t, i in tensors)
+    return _priced(MOE_ROUTING, _numel(largest), nbytes, shape.types[at], f"{[list(t) for t, _ in tensors]}")
+
+
 def _moe_comm(shape: OpShape) -> OpWork | None:
     """Tokens [T, hidden] sent to (or gathered from) the expert ranks: traffic only."""
     tokens = _tensor(shape.dims[0])
@@ -825,12 +874,27 @@ def _kv_cache_write(shape: OpShape) -> OpWork | None:
                    f"tokens={slots[0]} K={list(key)} V={list(value)}")
 
 
-# --- ops left unpriced, and why ----------------------------------------------------------------------------
+# --- which model prices which op, and why an op stays unpriced -----------------------------------------------
 
-_MODELED = (GEMM_OPS, CONV_OPS, SDPA_OPS, ELEMENTWISE_OPS, NORM_OPS, REDUCE_OPS, GROUPED_GEMM_OPS, FUSED_MOE_OPS,
-            MOE_GEMM_OPS, MOE_COMM_OPS, ROPE_OPS, CROSS_ENTROPY_OPS, LINEAR_OPS, SCALED_GEMM_OPS,
-            VARLEN_ATTENTION_OPS, CAUSAL_CONV1D_OPS, MAMBA_SSD_OPS, QUANTIZE_FP8_OPS, QUANTIZE_MXFP4_OPS,
-            GATED_ACTIVATION_OPS, INFERENCE_NORM_OPS, ROTARY_EMBEDDING_OPS, KV_CACHE_OPS)
+# The models, in the order they are tried (an op is in one table only).
+_MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], ...] = (
+    (GEMM_OPS, _gemm), (CONV_OPS, _conv), (SDPA_OPS, lambda n, s: _sdpa(SDPA_OPS[n], s)),
+    (ELEMENTWISE_OPS, lambda n, s: _elementwise(s)), (NORM_OPS, lambda n, s: _norm(s)),
+    (REDUCE_OPS, lambda n, s: _reduce(s)), (GROUPED_GEMM_OPS, _grouped_gemm),
+    (FUSED_MOE_OPS, lambda n, s: _fused_moe(s)), (MOE_GEMM_OPS, lambda n, s: _moe_gemm(s)),
+    (MOE_COMM_OPS, lambda n, s: _moe_comm(s)), (AITER_FUSED_MOE_OPS, lambda n, s: _aiter_fused_moe(s)),
+    (MOE_UP_OPS, lambda n, s: _moe_up(*MOE_UP_OPS[n], s)), (MOE_DOWN_OPS, lambda n, s: _moe_down(*MOE_DOWN_OPS[n], s)),
+    (MOE_ROUTING_OPS, lambda n, s: _moe_routing(s)), (ROPE_OPS, lambda n, s: _rope(s)),
+    (CROSS_ENTROPY_OPS, lambda n, s: _cross_entropy(s)), (LINEAR_OPS, lambda n, s: _gemm("aten::linear", s)),
+    (SCALED_GEMM_OPS, lambda n, s: _scaled_gemm(SCALED_GEMM_OPS[n], s)),
+    (VARLEN_ATTENTION_OPS, lambda n, s: _varlen_attention(VARLEN_ATTENTION_OPS[n], s)),
+    (CAUSAL_CONV1D_OPS, lambda n, s: _causal_conv1d(s)), (MAMBA_SSD_OPS, lambda n, s: _mamba_ssd(s)),
+    (QUANTIZE_FP8_OPS, lambda n, s: _quantize_fp8(*QUANTIZE_FP8_OPS[n], s)),
+    (QUANTIZE_MXFP4_OPS, lambda n, s: _quantize_mxfp4_dual(s)),
+    (GATED_ACTIVATION_OPS, lambda n, s: _gated_activation(s)),
+    (INFERENCE_NORM_OPS, lambda n, s: _rms_norm(INFERENCE_NORM_OPS[n], s)),
+    (ROTARY_EMBEDDING_OPS, lambda n, s: _rotary_embedding(s)), (KV_CACHE_OPS, lambda n, s: _kv_cache_write(s)),
+)
 _NEEDS_CONTEXT = "the context each request attends is not in its recorded arguments (TraceLens reads it from the " \
     "serving engine's step annotation)"
 _LABEL_ONLY = "TraceLens labels it but has no FLOP/byte model either"
@@ -855,7 +919,7 @@ def unpriced_reason(name: str, shape: OpShape | None) -> str:
     """Why :func:`op_work` gives an op call no FLOPs and bytes (call it only when it gave none)."""
     if shape is None:
         return "no arguments recorded (profile with record_shapes=True)"
-    if any(name in table for table in _MODELED):
+    if _model_of(name) is not None:
         return "its recorded arguments do not fit its family's model (shapes, dtypes or flags)"
     return UNPRICED_REASONS.get(name, "no FLOP/byte model for this op")
 
