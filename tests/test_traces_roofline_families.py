@@ -279,3 +279,28 @@ def test_moe_routing_touches_each_recorded_tensor_once() -> None:
 
     assert work is not None and (work.family, work.flops) == ("MoE routing", TOKENS * EXPERTS)
     assert work.bytes == 2 * (TOKENS * EXPERTS + EXPERTS) + 4 * 2 * TOKENS * TOPK
+
+
+INDUCTOR = FIXTURES / "mi300_inductor_llama_block.json.gz"  # a torch.compile'd Llama block on an MI300X
+
+
+def test_inductors_triton_kernels_are_priced_from_their_pointers_and_iteration_sizes() -> None:
+    summary = _summary(INDUCTOR)
+
+    x = 8 * 4096 * 2048  # the block's activations, BF16
+    expected = {
+        # RMS norm: x, weight [2048], out; 32768 rows of 2048; add, mean, mul, pow, rsqrt per element.
+        "triton_red_fused_add_mean_mul_pow_rsqrt_0": (5 * 32768 * 2048, 2 * (2 * x + 2048)),
+        # SwiGLU's product: two [32768, 8192] buffers; 268435456 elements; mul and silu (the view moves nothing).
+        "triton_poi_fused__unsafe_view_mul_silu_2": (2 * 268435456, 2 * 2 * 32768 * 8192),
+        # The residual add: three [32768, 2048] buffers.
+        "triton_poi_fused__unsafe_view_add_3": (67108864, 2 * 3 * x),
+    }
+    for op, (flops, nbytes) in expected.items():
+        row = summary.loc[op]
+        assert row["family"] == "Inductor Triton", op
+        assert (row["GFLOP per call"] * 1e9, row["MB per call"] * 1e6) == (pytest.approx(flops),
+                                                                            pytest.approx(nbytes)), op
+        assert row["TB/s"] == pytest.approx(nbytes / _kernel_seconds(INDUCTOR, op) / 1e12, rel=1e-9), op
+        assert row["bound"] == "memory"  # vector work on an MI300X
+    assert summary["has model"].all()  # the GEMMs and the attention beside them are priced too
