@@ -304,3 +304,18 @@ def test_inductors_triton_kernels_are_priced_from_their_pointers_and_iteration_s
         assert row["TB/s"] == pytest.approx(nbytes / _kernel_seconds(INDUCTOR, op) / 1e12, rel=1e-9), op
         assert row["bound"] == "memory"  # vector work on an MI300X
     assert summary["has model"].all()  # the GEMMs and the attention beside them are priced too
+
+
+def test_ligers_swiglu_and_the_evoformer_attention_are_priced() -> None:
+    # Llama-3-8B's MLP on 4 × 2048 tokens: silu(gate) · up over [4, 2048, 14336].
+    swiglu = op_work("LigerSiLUMulFunction", OpShape(([4, 2048, 14336], [4, 2048, 14336]), (BF16, BF16), ("", "")))
+    # AlphaFold's MSA row attention: 129 sequences of 256 residues, 4 heads of 16, with its mask and pair bias.
+    q = [1, 129, 256, 4, 16]
+    evoformer = op_work("EvoformerAttention", OpShape((q, q, q, [1, 129, 1, 1, 256], [1, 1, 4, 256, 256]),
+                                                      ("c10::Half",) * 5, ("",) * 5))
+
+    e = 4 * 2048 * 14336
+    assert swiglu is not None and (swiglu.family, swiglu.flops, swiglu.bytes) == ("elementwise", 2 * e, 2 * 3 * e)
+    assert evoformer is not None and evoformer.family == "SDPA"
+    assert evoformer.flops == 2 * 129 * 4 * 256 * 256 * (16 + 16)
+    assert evoformer.bytes == 2 * (4 * 129 * 256 * 4 * 16 + 129 * 256 + 4 * 256 * 256)  # Q K V O, mask, bias

@@ -205,6 +205,10 @@ QUANTIZE_MXFP4_OPS = {"primus_turbo_cpp_extension::quantize_mxfp4_dual", "primus
 # Fused gated activations: (out [T, N], input [T, 2·N]) → out = act(input[:, :N]) · input[:, N:].
 GATED_ACTIVATION_OPS = {"aiter::silu_and_mul", "_C::silu_and_mul", "sgl_kernel::silu_and_mul",
                         "aiter::gelu_and_mul", "aiter::gelu_tanh_and_mul"}
+# Liger-Kernel's SwiGLU (a, b) → silu(a) · b, all three the same shape.
+SILU_MUL_OPS = {"LigerSiLUMulFunction"}
+# DeepSpeed's Evoformer attention (Q, K, V [B, S, R, H, d], res_mask [B, S, 1, 1, R], pair_bias [B, 1, H, R, R]).
+EVOFORMER_OPS = {"EvoformerAttention"}
 # RMS norms of the inference libraries: where the input and the weight sit, and whether a residual is added first
 # (then input and residual are read, the normalized output and the updated residual written).
 @dataclass(frozen=True)
@@ -940,6 +944,33 @@ def _inductor_triton(name: str, shape: OpShape) -> OpWork | None:
     return _priced(INDUCTOR_TRITON, arithmetic * xnumel * rnumel, nbytes, shape.types[tensors[0][1]], text)
 
 
+def _silu_mul(shape: OpShape) -> OpWork | None:
+    """silu(a) · b over a and b of one shape: an activation and a product per element (2 FLOPs); a and b read,
+    the product written at a's dtype."""
+    a, b = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if a is None or b is None or a != b:
+        return None
+    bpe_a = _bpe(shape.types, 0)
+    return _priced(ELEMENTWISE, 2 * _numel(a), _numel(a) * (2 * bpe_a + _bpe(shape.types, 1)), shape.types[0],
+                   f"{list(a)}")
+
+
+def _evoformer(shape: OpShape) -> OpWork | None:
+    """Attention over the R residues of each of the B·S rows (never causal), with a pair bias shared by the rows and
+    a mask per row: Q·Kᵀ and P·V, 2·B·S·H·R²·(d_qk + d_v) FLOPs (the bias add, like the softmax, not counted);
+    bytes Q, K, V, the mask and the pair bias read, O written."""
+    q, k, v = (_tensor(shape.dims[i]) for i in range(3))
+    if q is None or k is None or v is None or not len(q) == len(k) == len(v) == 5:
+        return None
+    b, rows, residues, heads, d_qk = q
+    d_v = v[4]
+    extras = sum(_numel(t) * _bpe(shape.types, i) for i in (3, 4)
+                 if i < len(shape.dims) and (t := _tensor(shape.dims[i])) is not None)
+    nbytes = (_numel(q) + _numel(k) + _numel(v) + b * rows * residues * heads * d_v) * _bpe(shape.types, 0) + extras
+    return _priced(SDPA, 2 * b * rows * heads * residues * residues * (d_qk + d_v), nbytes, shape.types[0],
+                   f"B={b} S={rows} R={residues} H={heads} d={d_qk}")
+
+
 # --- which model prices which op, and why an op stays unpriced -----------------------------------------------
 
 # The models, in the order they are tried (an op is in one table only).
@@ -960,11 +991,13 @@ _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], .
     (GATED_ACTIVATION_OPS, lambda n, s: _gated_activation(s)),
     (INFERENCE_NORM_OPS, lambda n, s: _rms_norm(INFERENCE_NORM_OPS[n], s)),
     (ROTARY_EMBEDDING_OPS, lambda n, s: _rotary_embedding(s)), (KV_CACHE_OPS, lambda n, s: _kv_cache_write(s)),
+    (SILU_MUL_OPS, lambda n, s: _silu_mul(s)), (EVOFORMER_OPS, lambda n, s: _evoformer(s)),
     (INDUCTOR_TRITON_OPS, _inductor_triton),
 )
 _NEEDS_CONTEXT = "the context each request attends is not in its recorded arguments (TraceLens reads it from the " \
     "serving engine's step annotation)"
 _LABEL_ONLY = "TraceLens labels it but has no FLOP/byte model either"
+_NOT_YET = "TraceLens has a model for it; this project has none yet"
 # Ops TraceLens's performance model names (PerfModel/torch_op_mapping.py and its extensions, read 2026-11) that
 # stay unpriced here, with the reason the unified summary gives.
 UNPRICED_REASONS: dict[str, str] = {
@@ -979,6 +1012,18 @@ UNPRICED_REASONS: dict[str, str] = {
                      "aiter::topk_softmax", "aiter::topk_softmax_asm", "aiter::topk_sigmoid", "aiter::grouped_topk",
                      "aiter::moe_fused_gate", "_C_cache_ops::concat_and_cache_mla", "aiter::get_mla_metadata_v1",
                      "aiter::indexer_score_topk"), _LABEL_ONLY),
+    **dict.fromkeys(("aten::copy_", "aten::copy"), "a copy may cross the host link (host to device), which the HBM "
+                    "roofline does not judge"),
+    **dict.fromkeys((*(f"aten::{p}{kind}_norm_backward" for p in ("", "native_", "miopen_", "cudnn_")
+                       for kind in ("batch", "layer", "group", "instance", "rms")), "aten::_fused_rms_norm_backward",
+                     "primus::fused_ln_modulate", "primus::fused_ln_modulate_backward", "tex_ts::te_gemm_ts",
+                     "vllm::gemm_with_dynamic_quant", "trtllm::cublas_scaled_mm", "bitsandbytes::int8_linear_matmul",
+                     "ConvBias_", "ConvBiasReLU_", "ConvBias_Backward", "ConvBiasReLU_Backward",
+                     "primus_turbo::grouped_gemm_variable_k", "primus_turbo::grouped_gemm_variable_k_impl",
+                     "primus_turbo_cpp_extension::grouped_gemm_variable_k",
+                     "primus_turbo_cpp_extension::ck_grouped_gemm_variable_k", "aten::linalg_norm",
+                     *(f"aten::replication_pad{d}d" for d in (1, 2, 3)),
+                     *(f"aten::upsample_nearest{d}d" for d in (1, 2, 3))), _NOT_YET),
 }
 
 
