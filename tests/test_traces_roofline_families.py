@@ -319,3 +319,18 @@ def test_ligers_swiglu_and_the_evoformer_attention_are_priced() -> None:
     assert evoformer is not None and evoformer.family == "SDPA"
     assert evoformer.flops == 2 * 129 * 4 * 256 * 256 * (16 + 16)
     assert evoformer.bytes == 2 * (4 * 129 * 256 * 4 * 16 + 129 * 256 + 4 * 256 * 256)  # Q K V O, mask, bias
+
+
+def test_dynamic_fp8_and_fp4_casts_count_their_values_and_scales() -> None:
+    # DeepSeek-V3's hidden 7168 on 4096 tokens.
+    m, n = 4096, 7168
+    per_token = op_work("aiter::dynamic_per_token_scaled_quant",  # (out, input, scales [M, 1], ...)
+                        OpShape(([m, n], [m, n], [m, 1], [], []), (FP8, BF16, "float", "", "Scalar"), ("",) * 5))
+    grouped = op_work("vllm::triton_per_token_group_quant_fp8", OpShape(([m, n], []), (BF16, "Scalar"), ("", "128")))
+    fp4 = op_work("aiter::dynamic_per_group_scaled_quant_fp4",  # (out packed, input, scales, ...)
+                  OpShape(([m, n // 2], [m, n], [m, n // 32]), ("unsigned char", BF16, E8M0), ("",) * 3))
+
+    assert per_token is not None and (per_token.family, per_token.flops) == ("quantize", 2 * m * n)
+    assert per_token.bytes == m * n * 2 + m * n + m * 4  # BF16 in, FP8 out, a float32 scale per token
+    assert grouped is not None and grouped.bytes == m * n * (2 + 1) + m * (n // 128) * 4
+    assert fp4 is not None and (fp4.flops, fp4.bytes) == (2 * m * n, m * n * 2 + m * n // 2 + m * n // 32)

@@ -41,7 +41,8 @@ derived in its function's docstring here:
   ``rocm_unquantized_gemm`` as ``aten::linear``;
 - SSM: Mamba-2's ``MambaSplitConv1dScanCombinedFn`` (conv + chunked SSD scan, judged on the matrix peak) and the
   depthwise ``causal_conv1d`` (vector work);
-- quantize: per-tensor FP8 casts and the dual MXFP4 cast, bytes in and packed bytes plus scales out;
+- quantize: per-tensor, dynamic (per token, per group) FP8 casts and MXFP4 casts, bytes in and (packed) bytes plus
+  scales out;
 - MoE: AITER's direct fused call and its two-stage (up, down) kernels on the fused formula's terms; MoE routing
   (router top-k, token sort): every recorded tensor touched once;
 - the serving ops around attention: fused gated activations (``silu_and_mul``: 2 FLOPs per output), RMS norms with
@@ -200,8 +201,17 @@ MAMBA_SSD_OPS = {"MambaSplitConv1dScanCombinedFn"}
 # (out, input, scale) only scales (1).
 QUANTIZE_FP8_OPS = {"primus_turbo_cpp_extension::quantize_fp8_tensorwise": (0, 2),
                     "primus_turbo::quantize_fp8_tensorwise": (0, 2), "_C::static_scaled_fp8_quant": (1, 1)}
-QUANTIZE_MXFP4_OPS = {"primus_turbo_cpp_extension::quantize_mxfp4_dual", "primus_turbo::quantize_mxfp4_dual",
-                      "primus::quantize_mxfp4_dual"}
+# MXFP4 casts: (where the input sits, directions). The dual casts write a row-wise and a column-wise copy.
+QUANTIZE_MXFP4_OPS = {**dict.fromkeys(("primus_turbo_cpp_extension::quantize_mxfp4_dual",
+                                       "primus_turbo::quantize_mxfp4_dual", "primus::quantize_mxfp4_dual"), (0, 2)),
+                      "sglang_profiler::quant_dynamic_mxfp4_quant": (0, 1),
+                      "aiter::dynamic_per_group_scaled_quant_fp4": (1, 1)}  # (out, input, scales, ...)
+# Dynamic casts that find their scales themselves (per token, per group of a row, per tensor): (out, input,
+# scales, ...).
+DYNAMIC_QUANT_OPS = {"aiter::dynamic_per_token_scaled_quant", "aiter::dynamic_per_group_scaled_quant",
+                     "aiter::dynamic_per_tensor_quant"}
+# vLLM's Triton per-token-group FP8 cast (x [M, N], group_size): FP8 values and one float32 scale per group out.
+GROUP_QUANT_FP8_OPS = {"vllm::triton_per_token_group_quant_fp8"}
 # Fused gated activations: (out [T, N], input [T, 2·N]) → out = act(input[:, :N]) · input[:, N:].
 GATED_ACTIVATION_OPS = {"aiter::silu_and_mul", "_C::silu_and_mul", "sgl_kernel::silu_and_mul",
                         "aiter::gelu_and_mul", "aiter::gelu_tanh_and_mul"}
@@ -814,17 +824,42 @@ def _quantize_fp8(input_at: int, flops_per_element: int, shape: OpShape) -> OpWo
 MXFP4_BLOCK = 32  # values sharing one E8M0 scale
 
 
-def _quantize_mxfp4_dual(shape: OpShape) -> OpWork | None:
-    """x [M, N] cast to MXFP4 twice, along rows and along columns (the NT GEMM's A and the weight gradient's copy):
-    x read once; two packed copies (half a byte per value) and their scales (one byte per 32 values along each
-    direction: M·⌈N/32⌉ + N·⌈M/32⌉) written. Per element and direction a block max and a scale multiply: 4·M·N."""
-    x = _tensor(shape.dims[0])
+def _quantize_mxfp4(input_at: int, directions: int, shape: OpShape) -> OpWork | None:
+    """x [M, N] cast to MXFP4 along rows (and, for the dual casts, again along columns: the NT GEMM's A and the
+    weight gradient's copy): x read once; per direction a packed copy (half a byte per value) and its scales (one
+    byte per 32 values: M·⌈N/32⌉ along rows, N·⌈M/32⌉ along columns) written. Per element and direction a block
+    max and a scale multiply: 2 FLOPs."""
+    x = _tensor(shape.dims[input_at])
     if x is None or len(x) < 2:
         return None
     m, n = _numel(x[:-1]), x[-1]
-    scales = m * -(-n // MXFP4_BLOCK) + n * -(-m // MXFP4_BLOCK)
-    nbytes = m * n * _bpe(shape.types, 0) + 2 * -(-(m * n) // 2) + scales
-    return _priced(QUANTIZE, 4 * m * n, nbytes, shape.types[0], f"M={m} N={n} → mxfp4 rows and columns")
+    scales = m * -(-n // MXFP4_BLOCK) + (n * -(-m // MXFP4_BLOCK) if directions == 2 else 0)
+    nbytes = m * n * _bpe(shape.types, input_at) + directions * -(-(m * n) // 2) + scales
+    text = f"M={m} N={n} → mxfp4" + (" rows and columns" if directions == 2 else "")
+    return _priced(QUANTIZE, 2 * directions * m * n, nbytes, shape.types[input_at], text)
+
+
+def _dynamic_quant(shape: OpShape) -> OpWork | None:
+    """(out, input, scales): each value's group max found and the value scaled, 2 FLOPs per element; the input read,
+    the low-precision output and the scales written, each at its dtype."""
+    out, x, scales = (_tensor(shape.dims[i]) for i in range(3))
+    if out is None or x is None or _numel(out) != _numel(x):
+        return None
+    nbytes = _numel(x) * _bpe(shape.types, 1) + _numel(out) * _bpe(shape.types, 0) \
+        + (_numel(scales) * _bpe(shape.types, 2) if scales else 0)
+    return _priced(QUANTIZE, 2 * _numel(x), nbytes, shape.types[1], f"{list(x)} → {shape.types[0]}")
+
+
+def _group_quant_fp8(shape: OpShape) -> OpWork | None:
+    """x [..., N] in groups of ``group_size`` along N: 2 FLOPs per element (group max, scale); x read, one FP8 byte
+    per value and a float32 scale per group written."""
+    x = _tensor(shape.dims[0])
+    group = int(_arg(shape, 1))
+    if x is None or group <= 0:
+        return None
+    rows, n = _numel(x[:-1]), x[-1]
+    nbytes = _numel(x) * (_bpe(shape.types, 0) + 1) + rows * -(-n // group) * 4
+    return _priced(QUANTIZE, 2 * _numel(x), nbytes, shape.types[0], f"{list(x)} groups of {group} → fp8")
 
 
 def _gated_activation(shape: OpShape) -> OpWork | None:
@@ -987,7 +1022,8 @@ _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], .
     (VARLEN_ATTENTION_OPS, lambda n, s: _varlen_attention(VARLEN_ATTENTION_OPS[n], s)),
     (CAUSAL_CONV1D_OPS, lambda n, s: _causal_conv1d(s)), (MAMBA_SSD_OPS, lambda n, s: _mamba_ssd(s)),
     (QUANTIZE_FP8_OPS, lambda n, s: _quantize_fp8(*QUANTIZE_FP8_OPS[n], s)),
-    (QUANTIZE_MXFP4_OPS, lambda n, s: _quantize_mxfp4_dual(s)),
+    (QUANTIZE_MXFP4_OPS, lambda n, s: _quantize_mxfp4(*QUANTIZE_MXFP4_OPS[n], s)),
+    (DYNAMIC_QUANT_OPS, lambda n, s: _dynamic_quant(s)), (GROUP_QUANT_FP8_OPS, lambda n, s: _group_quant_fp8(s)),
     (GATED_ACTIVATION_OPS, lambda n, s: _gated_activation(s)),
     (INFERENCE_NORM_OPS, lambda n, s: _rms_norm(INFERENCE_NORM_OPS[n], s)),
     (ROTARY_EMBEDDING_OPS, lambda n, s: _rotary_embedding(s)), (KV_CACHE_OPS, lambda n, s: _kv_cache_write(s)),
