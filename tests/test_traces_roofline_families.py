@@ -334,3 +334,16 @@ def test_dynamic_fp8_and_fp4_casts_count_their_values_and_scales() -> None:
     assert per_token.bytes == m * n * 2 + m * n + m * 4  # BF16 in, FP8 out, a float32 scale per token
     assert grouped is not None and grouped.bytes == m * n * (2 + 1) + m * (n // 128) * 4
     assert fp4 is not None and (fp4.flops, fp4.bytes) == (2 * m * n, m * n * 2 + m * n // 2 + m * n // 32)
+
+
+def test_a_block_scaled_fp8_gemm_reads_its_operands_and_their_block_scales() -> None:
+    # DeepSeek-V3's q_b projection (1536 → 24576) on 4096 tokens, FP8 with 128 × 128 weight blocks and per-token
+    # groups of 128: (X [M, K], W [N, K], x_scale [M, K/128], w_scale [N/128, K/128], ...).
+    m, n, k = 4096, 24576, 1536
+    shape = OpShape(([m, k], [n, k], [m, k // 128], [n // 128, k // 128]), (FP8, FP8, "float", "float"), ("",) * 4)
+
+    work = op_work("aiter::gemm_a8w8_blockscale_ck", shape)
+
+    assert work is not None and (work.family, work.precision) == ("GEMM", "fp8")
+    assert work.flops == 2 * m * n * k
+    assert work.bytes == m * k + n * k + 4 * (m * k // 128 + (n // 128) * (k // 128)) + 2 * m * n

@@ -36,9 +36,9 @@ derived in its function's docstring here:
   variable-length and paged attention (flash-attn's varlen forward/backward, ``aiter::mha_batch_prefill``): the
   record holds the sequences' count, totals and longest lengths only, so the FLOPs are the least work these allow
   (the other sequences equal), a lower bound;
-- scaled GEMMs (Primus-Turbo's hipBLASLt FP8/FP4, ``aiter::gemm_a4w4``): 2·M·N·K, packed FP4 holding two values per
-  byte, bytes the stored operands, their scales and a 16-bit output; ``aiter::gemm_a16w16`` and vLLM's
-  ``rocm_unquantized_gemm`` as ``aten::linear``;
+- scaled GEMMs (Primus-Turbo's hipBLASLt FP8/FP4, ``aiter::gemm_a4w4``, AITER's 8-bit GEMMs): 2·M·N·K, packed
+  FP4 holding two values per byte, bytes the stored operands, their scales and a 16-bit output;
+  ``aiter::gemm_a16w16`` and vLLM's ``rocm_unquantized_gemm`` as ``aten::linear``;
 - SSM: Mamba-2's ``MambaSplitConv1dScanCombinedFn`` (conv + chunked SSD scan, judged on the matrix peak) and the
   depthwise ``causal_conv1d`` (vector work);
 - quantize: per-tensor, dynamic (per token, per group) FP8 casts and MXFP4 casts, bytes in and (packed) bytes plus
@@ -193,6 +193,16 @@ SCALED_GEMM_OPS: dict[str, _ScaledGemm] = {
                     _ScaledGemm(0, 2, (1, 3), True, 5)),
     # gemm_a4w4(A, B, scale_a, scale_b, out, dtype, alpha, beta, bpreshuffle): NT only
     **dict.fromkeys(("aiter::gemm_a4w4", "aiter::_gemm_a4w4_asm"), _ScaledGemm(0, 1, (2, 3), True, None)),
+    # The 8-bit GEMMs of AITER and their vLLM/SGLang wrappers: (X [M, K], W [N, K], x_scale, w_scale, ...), NT only.
+    **dict.fromkeys((
+        "aiter::gemm_a8w8_ck", "aiter::gemm_a8w8_bpreshuffle_ck", "aiter::gemm_a8w8_bpreshuffle",
+        "aiter::gemm_a8w8_blockscale_ck", "aiter::gemm_a8w8_blockscale_cktile",
+        "aiter::gemm_a8w8_blockscale_bpreshuffle_ck", "aiter::gemm_a8w8_blockscale_bpreshuffle_cktile",
+        "aiter::_gemm_a8w8_blockscale_bpreshuffle_asm", "aiter::flatmm_a8w8_blockscale_asm",
+        "aiter::gfx950_a8w8_blockscale_asm",
+        "vllm::rocm_aiter_triton_gemm_a8w8_blockscale", "vllm::_rocm_aiter_preshuffled_per_token_w8a8_gemm",
+        "sglang_profiler::fp8_utils_gemm_a8w8_blockscale", "sglang_profiler::gemm_a8w8_blockscale_gemm_a8w8_blockscale",
+    ), _ScaledGemm(0, 1, (2, 3), False, None)),
 }
 CAUSAL_CONV1D_OPS = {"DaoAILab::_causal_conv1d_fwd_cpp"}
 MAMBA_SSD_OPS = {"MambaSplitConv1dScanCombinedFn"}
