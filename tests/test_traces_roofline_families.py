@@ -347,3 +347,19 @@ def test_a_block_scaled_fp8_gemm_reads_its_operands_and_their_block_scales() -> 
     assert work is not None and (work.family, work.precision) == ("GEMM", "fp8")
     assert work.flops == 2 * m * n * k
     assert work.bytes == m * k + n * k + 4 * (m * k // 128 + (n // 128) * (k // 128)) + 2 * m * n
+
+
+def test_a_batch_norm_backward_of_resnet_counts_dx_and_the_parameter_gradients() -> None:
+    # A call of TraceLens's ResNet training trace (mi300/resnet_act_checkpoint.json.gz): (grad_out, input, weight,
+    # running_mean, running_var, save_mean, save_invstd, train, eps, output_mask).
+    e, c = 10 * 512 * 7 * 7, 512
+    shape = OpShape(([10, 512, 7, 7], [10, 512, 7, 7], [c], [c], [c], [c], [c], [], [], []),
+                    (BF16,) * 5 + ("float", "float", "Scalar", "Scalar", "ScalarList"),
+                    ("",) * 7 + ("True", "1.0000000000000001e-05", "[True, True, True]"))
+
+    work = op_work("aten::native_batch_norm_backward", shape)
+
+    assert work is not None and (work.family, work.flops) == ("NORM", 10 * e)
+    # grad_out and input read, dx written; weight and running stats (BF16), saved stats (float32) read; dweight and
+    # dbias written.
+    assert work.bytes == 2 * 3 * e + 2 * 3 * c + 4 * 2 * c + 2 * 2 * c

@@ -43,6 +43,8 @@ derived in its function's docstring here:
   depthwise ``causal_conv1d`` (vector work);
 - quantize: per-tensor, dynamic (per token, per group) FP8 casts and MXFP4 casts, bytes in and (packed) bytes plus
   scales out;
+- normalization backwards (layer, batch, group, RMS): 10 FLOPs per element, every recorded tensor read, dx and the
+  parameter gradients written;
 - MoE: AITER's direct fused call and its two-stage (up, down) kernels on the fused formula's terms; MoE routing
   (router top-k, token sort): every recorded tensor touched once;
 - the serving ops around attention: fused gated activations (``silu_and_mul``: 2 FLOPs per output), RMS norms with
@@ -225,6 +227,11 @@ GROUP_QUANT_FP8_OPS = {"vllm::triton_per_token_group_quant_fp8"}
 # Fused gated activations: (out [T, N], input [T, 2·N]) → out = act(input[:, :N]) · input[:, N:].
 GATED_ACTIVATION_OPS = {"aiter::silu_and_mul", "_C::silu_and_mul", "sgl_kernel::silu_and_mul",
                         "aiter::gelu_and_mul", "aiter::gelu_tanh_and_mul"}
+# Normalization backwards (torch 2.13's schemas): where the weight sits and how many parameter gradients (weight,
+# bias) they write; grad_out and input come first (miopen/cudnn: input, then grad_output).
+NORM_BACKWARD_OPS = {"aten::native_layer_norm_backward": (5, 2), "aten::native_batch_norm_backward": (2, 2),
+                     "aten::native_group_norm_backward": (4, 2), "aten::_fused_rms_norm_backward": (4, 1),
+                     "aten::miopen_batch_norm_backward": (2, 2), "aten::cudnn_batch_norm_backward": (2, 2)}
 # Liger-Kernel's SwiGLU (a, b) → silu(a) · b, all three the same shape.
 SILU_MUL_OPS = {"LigerSiLUMulFunction"}
 # DeepSpeed's Evoformer attention (Q, K, V [B, S, R, H, d], res_mask [B, S, 1, 1, R], pair_bias [B, 1, H, R, R]).
@@ -989,6 +996,21 @@ def _inductor_triton(name: str, shape: OpShape) -> OpWork | None:
     return _priced(INDUCTOR_TRITON, arithmetic * xnumel * rnumel, nbytes, shape.types[tensors[0][1]], text)
 
 
+def _norm_backward(weight_at: int, param_grads: int, shape: OpShape) -> OpWork | None:
+    """dx from grad_out and input: x̂ recomputed, the two sums per row (or channel) and dx, with the weight and bias
+    gradients, 10 FLOPs per element (twice the forward's convention). Bytes: every recorded tensor read once
+    (grad_out, input, the saved statistics, the weight), dx written, and the parameter gradients written when a
+    weight is given."""
+    tensors = [(t, i) for i, d in enumerate(shape.dims) if (t := _tensor(d)) is not None]
+    if len(tensors) < 2 or tensors[0][0] != tensors[1][0]:
+        return None
+    x, x_at = tensors[0]
+    weight = _tensor(shape.dims[weight_at]) if weight_at < len(shape.dims) else None
+    nbytes = sum(_numel(t) * _bpe(shape.types, i) for t, i in tensors) + _numel(x) * _bpe(shape.types, x_at) \
+        + (param_grads * _numel(weight) * _bpe(shape.types, weight_at) if weight else 0)
+    return _priced(NORM, 10 * _numel(x), nbytes, shape.types[x_at], f"{list(x)} backward")
+
+
 def _silu_mul(shape: OpShape) -> OpWork | None:
     """silu(a) · b over a and b of one shape: an activation and a product per element (2 FLOPs); a and b read,
     the product written at a's dtype."""
@@ -1037,6 +1059,7 @@ _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], .
     (GATED_ACTIVATION_OPS, lambda n, s: _gated_activation(s)),
     (INFERENCE_NORM_OPS, lambda n, s: _rms_norm(INFERENCE_NORM_OPS[n], s)),
     (ROTARY_EMBEDDING_OPS, lambda n, s: _rotary_embedding(s)), (KV_CACHE_OPS, lambda n, s: _kv_cache_write(s)),
+    (NORM_BACKWARD_OPS, lambda n, s: _norm_backward(*NORM_BACKWARD_OPS[n], s)),
     (SILU_MUL_OPS, lambda n, s: _silu_mul(s)), (EVOFORMER_OPS, lambda n, s: _evoformer(s)),
     (INDUCTOR_TRITON_OPS, _inductor_triton),
 )
@@ -1060,9 +1083,7 @@ UNPRICED_REASONS: dict[str, str] = {
                      "aiter::indexer_score_topk"), _LABEL_ONLY),
     **dict.fromkeys(("aten::copy_", "aten::copy"), "a copy may cross the host link (host to device), which the HBM "
                     "roofline does not judge"),
-    **dict.fromkeys((*(f"aten::{p}{kind}_norm_backward" for p in ("", "native_", "miopen_", "cudnn_")
-                       for kind in ("batch", "layer", "group", "instance", "rms")), "aten::_fused_rms_norm_backward",
-                     "primus::fused_ln_modulate", "primus::fused_ln_modulate_backward", "tex_ts::te_gemm_ts",
+    **dict.fromkeys(("primus::fused_ln_modulate", "primus::fused_ln_modulate_backward", "tex_ts::te_gemm_ts",
                      "vllm::gemm_with_dynamic_quant", "trtllm::cublas_scaled_mm", "bitsandbytes::int8_linear_matmul",
                      "ConvBias_", "ConvBiasReLU_", "ConvBias_Backward", "ConvBiasReLU_Backward",
                      "primus_turbo::grouped_gemm_variable_k", "primus_turbo::grouped_gemm_variable_k_impl",
