@@ -363,3 +363,23 @@ def test_a_batch_norm_backward_of_resnet_counts_dx_and_the_parameter_gradients()
     # grad_out and input read, dx written; weight and running stats (BF16), saved stats (float32) read; dweight and
     # dbias written.
     assert work.bytes == 2 * 3 * e + 2 * 3 * c + 4 * 2 * c + 2 * 2 * c
+
+
+def test_a_variable_k_grouped_gemm_and_transformer_engines_gemm_count_their_products() -> None:
+    # The compact weight-gradient form of TraceLens's Primus-Turbo test: X [24576, 1408], dY [24576, 2048].
+    variable_k = op_work("primus_turbo::grouped_gemm_variable_k_impl",
+                         OpShape(([24576, 1408], [24576, 2048]), (BF16, BF16), ("", "")))
+    # te_gemm_ts(A = weight [N, K] FP8, ..., B = input [M, K] FP8 (5), ..., D [M, N] BF16 (10), ...): 4096 tokens of a
+    # 4096 → 14336 projection.
+    dims: list[list[int]] = [[]] * 19
+    dims[0], dims[5], dims[10] = [14336, 4096], [4096, 4096], [4096, 14336]
+    types = [""] * 19
+    types[0], types[5], types[10] = FP8, FP8, BF16
+    te = op_work("tex_ts::te_gemm_ts", OpShape(tuple(dims), tuple(types), ("",) * 19))
+
+    assert variable_k is not None and variable_k.family == "grouped GEMM"
+    assert variable_k.flops == 2 * 24576 * 1408 * 2048
+    assert variable_k.bytes == 2 * (24576 * (1408 + 2048) + 1408 * 2048)  # the groups' count is not recorded
+    assert te is not None and (te.family, te.precision, te.shape) == ("GEMM", "fp8", "D=[4096, 14336] K=4096")
+    assert te.flops == 2 * 4096 * 14336 * 4096
+    assert te.bytes == 14336 * 4096 + 4096 * 4096 + 2 * 4096 * 14336

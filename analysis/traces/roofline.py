@@ -156,6 +156,11 @@ VARLEN_ATTENTION_OPS: dict[str, _VarlenAttention] = {
 GROUPED_GEMM_OPS = {"aten::_grouped_mm", "aten::_scaled_grouped_mm", "primus_turbo::grouped_gemm",
                     "primus_turbo::grouped_gemm_impl", "primus_turbo_cpp_extension::grouped_gemm",
                     "primus_turbo_cpp_extension::ck_grouped_gemm"}
+# Variable-K grouped GEMMs (the weight gradients of a MoE): per-group lists, or the compact X [M, K], dY [M, N] with
+# M cut into the groups.
+GROUPED_GEMM_VARIABLE_K_OPS = {"primus_turbo::grouped_gemm_variable_k", "primus_turbo::grouped_gemm_variable_k_impl",
+                               "primus_turbo_cpp_extension::grouped_gemm_variable_k",
+                               "primus_turbo_cpp_extension::ck_grouped_gemm_variable_k"}
 FUSED_MOE_OPS = {"vllm::rocm_aiter_fused_moe"}
 MOE_GEMM_OPS = {"sglang_profiler::fused_moe_triton_kernels_invoke_fused_moe_kernel"}
 # AITER's fused MoE called directly: (out [M, K], x [M, K], w1 [E, N or 2·N, K], w2 [E, K, N], ..., topk (8), ...).
@@ -176,6 +181,10 @@ MOE_ROUTING, INDUCTOR_TRITON = "MoE routing", "Inductor Triton"
 # Dense GEMMs recorded as (x [..., K], weight [N, K], bias [N] or nothing), priced as aten::linear. Kept out of
 # GEMM_OPS, whose ops the replay re-runs with torch.
 LINEAR_OPS = {"aiter::gemm_a16w16", "vllm::rocm_unquantized_gemm"}
+# GEMMs recorded as aten::_scaled_mm records them (A [M, K], B [K, N], scales, ...), priced as it is.
+SCALED_MM_OPS = {"trtllm::cublas_scaled_mm"}
+# Transformer Engine's TorchScript GEMM: A, B and the output D sit at 0, 5 and 10.
+TE_GEMM_OPS = {"tex_ts::te_gemm_ts"}
 # Scaled low-precision GEMMs: where A, B and their scales sit, whether the operands are packed FP4, and where the
 # transA/transB/transC flags are (None: the binding only takes the NT layout, B given as [N, K]).
 @dataclass(frozen=True)
@@ -1011,6 +1020,35 @@ def _norm_backward(weight_at: int, param_grads: int, shape: OpShape) -> OpWork |
     return _priced(NORM, 10 * _numel(x), nbytes, shape.types[x_at], f"{list(x)} backward")
 
 
+def _grouped_gemm_variable_k(name: str, shape: OpShape) -> OpWork | None:
+    """Per-group lists as :func:`_grouped_gemm` reads them; the compact form X [M, K], dY [M, N] (M cut into the
+    groups) is Σ 2·mᵢ·K·N = 2·M·K·N FLOPs, X and dY read and the groups' [K, N] results written, counted once
+    since the compact form does not record how many groups there are (a lower bound)."""
+    a, b = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if a is None or b is None:
+        return _grouped_gemm(name, shape)
+    if len(a) != 2 or len(b) != 2 or a[0] != b[0]:
+        return None
+    (m, k), n = a, b[1]
+    bpe_in = _bpe(shape.types, 0)
+    bpe_out = bytes_per_element(shape.types[1]) or bpe_in
+    return _priced(GROUPED_GEMM, 2 * m * k * n, m * (k + n) * bpe_in + k * n * bpe_out, shape.types[0],
+                   f"M={m} N={n} K={k} variable K")
+
+
+def _te_gemm(shape: OpShape) -> OpWork | None:
+    """D = op(A) · op(B) with A, B, D at 0, 5, 10: whatever the transpose flags, |A|·|B| = M·K·K·N and |D| = M·N, so
+    K = √(|A|·|B| / |D|) and the FLOPs are 2·|D|·K. Bytes A and B read, D written, each at its dtype."""
+    a, b, d = (_tensor(shape.dims[i]) for i in (0, 5, 10))
+    if a is None or b is None or d is None or len(a) != 2 or len(b) != 2:
+        return None
+    k = math.isqrt(_numel(a) * _numel(b) // _numel(d))
+    if k * k * _numel(d) != _numel(a) * _numel(b) or k not in a or k not in b:
+        return None
+    nbytes = _numel(a) * _bpe(shape.types, 0) + _numel(b) * _bpe(shape.types, 5) + _numel(d) * _bpe(shape.types, 10)
+    return _priced(GEMM, 2 * _numel(d) * k, nbytes, shape.types[0], f"D={list(d)} K={k}")
+
+
 def _silu_mul(shape: OpShape) -> OpWork | None:
     """silu(a) · b over a and b of one shape: an activation and a product per element (2 FLOPs); a and b read,
     the product written at a's dtype."""
@@ -1045,6 +1083,8 @@ _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], .
     (GEMM_OPS, _gemm), (CONV_OPS, _conv), (SDPA_OPS, lambda n, s: _sdpa(SDPA_OPS[n], s)),
     (ELEMENTWISE_OPS, lambda n, s: _elementwise(s)), (NORM_OPS, lambda n, s: _norm(s)),
     (REDUCE_OPS, lambda n, s: _reduce(s)), (GROUPED_GEMM_OPS, _grouped_gemm),
+    (GROUPED_GEMM_VARIABLE_K_OPS, _grouped_gemm_variable_k), (SCALED_MM_OPS, lambda n, s: _gemm("aten::_scaled_mm", s)),
+    (TE_GEMM_OPS, lambda n, s: _te_gemm(s)),
     (FUSED_MOE_OPS, lambda n, s: _fused_moe(s)), (MOE_GEMM_OPS, lambda n, s: _moe_gemm(s)),
     (MOE_COMM_OPS, lambda n, s: _moe_comm(s)), (AITER_FUSED_MOE_OPS, lambda n, s: _aiter_fused_moe(s)),
     (MOE_UP_OPS, lambda n, s: _moe_up(*MOE_UP_OPS[n], s)), (MOE_DOWN_OPS, lambda n, s: _moe_down(*MOE_DOWN_OPS[n], s)),
@@ -1083,12 +1123,10 @@ UNPRICED_REASONS: dict[str, str] = {
                      "aiter::indexer_score_topk"), _LABEL_ONLY),
     **dict.fromkeys(("aten::copy_", "aten::copy"), "a copy may cross the host link (host to device), which the HBM "
                     "roofline does not judge"),
-    **dict.fromkeys(("primus::fused_ln_modulate", "primus::fused_ln_modulate_backward", "tex_ts::te_gemm_ts",
-                     "vllm::gemm_with_dynamic_quant", "trtllm::cublas_scaled_mm", "bitsandbytes::int8_linear_matmul",
+    **dict.fromkeys(("primus::fused_ln_modulate", "primus::fused_ln_modulate_backward",
+                     "vllm::gemm_with_dynamic_quant", "bitsandbytes::int8_linear_matmul",
                      "ConvBias_", "ConvBiasReLU_", "ConvBias_Backward", "ConvBiasReLU_Backward",
-                     "primus_turbo::grouped_gemm_variable_k", "primus_turbo::grouped_gemm_variable_k_impl",
-                     "primus_turbo_cpp_extension::grouped_gemm_variable_k",
-                     "primus_turbo_cpp_extension::ck_grouped_gemm_variable_k", "aten::linalg_norm",
+                     "aten::linalg_norm",
                      *(f"aten::replication_pad{d}d" for d in (1, 2, 3)),
                      *(f"aten::upsample_nearest{d}d" for d in (1, 2, 3))), _NOT_YET),
 }
