@@ -383,3 +383,23 @@ def test_a_variable_k_grouped_gemm_and_transformer_engines_gemm_count_their_prod
     assert te is not None and (te.family, te.precision, te.shape) == ("GEMM", "fp8", "D=[4096, 14336] K=4096")
     assert te.flops == 2 * 4096 * 14336 * 4096
     assert te.bytes == 14336 * 4096 + 4096 * 4096 + 2 * 4096 * 14336
+
+
+def test_the_vae_decoders_upsample_and_group_norm_and_a_replication_pad_are_priced() -> None:
+    # Two calls of TraceLens's Stable Diffusion 3.5 trace (inference/xdit_sd_3.5): the VAE decoder's
+    # upsample_nearest2d.vec(input, output_size=None, scale_factors=[2., 2.]) and AITER's group norm
+    # (x, num_groups, weight, bias, eps).
+    x = [1, 512, 128, 128]
+    upsample = op_work("aten::upsample_nearest2d", OpShape((x, [], []), (BF16, "", "ScalarList"), ("", "", "[2., 2.]")))
+    group_norm = op_work("aiter::_groupnorm_run", OpShape((x, [], [512], [512], []),
+                                                          (BF16, "Scalar", BF16, BF16, "Scalar"),
+                                                          ("", "32", "", "", "9.9999999999999995e-07")))
+    pad = op_work("aten::replication_pad2d", OpShape(([8, 3, 224, 224], []), ("float", "ScalarList"),
+                                                     ("", "[2, 2, 1, 1]")))
+
+    e = 512 * 128 * 128
+    assert upsample is not None and (upsample.family, upsample.flops, upsample.bytes) == ("elementwise", 0,
+                                                                                        2 * (e + 4 * e))
+    assert group_norm is not None and (group_norm.family, group_norm.flops) == ("NORM", 5 * e)
+    assert group_norm.bytes == 2 * (2 * e + 2 * 512)
+    assert pad is not None and pad.bytes == 4 * 8 * 3 * (224 * 224 + 226 * 228)  # W + 2 + 2, H + 1 + 1

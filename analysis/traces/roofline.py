@@ -241,6 +241,10 @@ GATED_ACTIVATION_OPS = {"aiter::silu_and_mul", "_C::silu_and_mul", "sgl_kernel::
 NORM_BACKWARD_OPS = {"aten::native_layer_norm_backward": (5, 2), "aten::native_batch_norm_backward": (2, 2),
                      "aten::native_group_norm_backward": (4, 2), "aten::_fused_rms_norm_backward": (4, 1),
                      "aten::miopen_batch_norm_backward": (2, 2), "aten::cudnn_batch_norm_backward": (2, 2)}
+# Pure data movement into a larger tensor: (input, padding [left, right, top, bottom, ...]) and (input, output_size,
+# scales...) or (input, output_size, scale_factors).
+PAD_OPS = {f"aten::replication_pad{d}d" for d in (1, 2, 3)}
+UPSAMPLE_OPS = {f"aten::upsample_nearest{d}d" for d in (1, 2, 3)}
 # Liger-Kernel's SwiGLU (a, b) → silu(a) · b, all three the same shape.
 SILU_MUL_OPS = {"LigerSiLUMulFunction"}
 # DeepSpeed's Evoformer attention (Q, K, V [B, S, R, H, d], res_mask [B, S, 1, 1, R], pair_bias [B, 1, H, R, R]).
@@ -269,7 +273,7 @@ MATRIX_FAMILIES = (GEMM, CONV, SDPA, GROUPED_GEMM, MOE, SSM)  # judged against t
 
 # Forward normalizations: (input, normalized shape or weight, ...) as their schemas record them.
 NORM_OPS = {f"aten::{p}{kind}_norm" for p in ("", "native_") for kind in ("layer", "batch", "group", "instance")} \
-    | {"aten::rms_norm", "aten::_fused_rms_norm"}
+    | {"aten::rms_norm", "aten::_fused_rms_norm", "aiter::_groupnorm_run"}  # AITER's: aten::group_norm's arguments
 REDUCE_OPS = {f"aten::{n}" for n in ("sum", "mean", "amax", "amin", "max", "min", "norm", "linalg_vector_norm",
                                      "std", "var", "logsumexp", "cumsum", "cumprod", "prod")}
 
@@ -1049,6 +1053,42 @@ def _te_gemm(shape: OpShape) -> OpWork | None:
     return _priced(GEMM, 2 * _numel(d) * k, nbytes, shape.types[0], f"D={list(d)} K={k}")
 
 
+def _moved(x: tuple[int, ...], out: Sequence[int], dtype: str, what: str) -> OpWork | None:
+    """Data movement: the input read once and the output written, no FLOPs."""
+    bpe = bytes_per_element(dtype)
+    if bpe is None or min(out) <= 0:
+        return None
+    return _priced(ELEMENTWISE, 0, (_numel(x) + _numel(out)) * bpe, dtype, f"{list(x)} → {list(out)} {what}")
+
+
+def _replication_pad(shape: OpShape) -> OpWork | None:
+    """The edge values repeated outward: padding pairs (first, last) widen the last dims, the first pair the last
+    dim."""
+    x, padding = _tensor(shape.dims[0]), _arg(shape, 1)
+    if x is None or not isinstance(padding, list) or len(padding) % 2 or len(padding) // 2 > len(x):
+        return None
+    out = list(x)
+    for i in range(len(padding) // 2):
+        out[-1 - i] += padding[2 * i] + padding[2 * i + 1]
+    return _moved(x, out, shape.types[0], "padded")
+
+
+def _upsample_nearest(shape: OpShape) -> OpWork | None:
+    """Each output element a copy of its nearest input element: the spatial dims from ``output_size``, else from
+    the scale factors (⌊size · scale⌋)."""
+    x, size = _tensor(shape.dims[0]), _arg(shape, 1)
+    if x is None:
+        return None
+    spatial = len(x) - 2
+    if not isinstance(size, list):
+        scales = _arg(shape, 2)
+        scales = scales if isinstance(scales, list) else [_arg(shape, 2 + i) for i in range(spatial)]
+        size = [math.floor(n * float(f)) for n, f in zip(x[2:], scales, strict=True)]
+    if len(size) != spatial:
+        return None
+    return _moved(x, [*x[:2], *size], shape.types[0], "nearest")
+
+
 def _silu_mul(shape: OpShape) -> OpWork | None:
     """silu(a) · b over a and b of one shape: an activation and a product per element (2 FLOPs); a and b read,
     the product written at a's dtype."""
@@ -1100,6 +1140,7 @@ _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], .
     (INFERENCE_NORM_OPS, lambda n, s: _rms_norm(INFERENCE_NORM_OPS[n], s)),
     (ROTARY_EMBEDDING_OPS, lambda n, s: _rotary_embedding(s)), (KV_CACHE_OPS, lambda n, s: _kv_cache_write(s)),
     (NORM_BACKWARD_OPS, lambda n, s: _norm_backward(*NORM_BACKWARD_OPS[n], s)),
+    (PAD_OPS, lambda n, s: _replication_pad(s)), (UPSAMPLE_OPS, lambda n, s: _upsample_nearest(s)),
     (SILU_MUL_OPS, lambda n, s: _silu_mul(s)), (EVOFORMER_OPS, lambda n, s: _evoformer(s)),
     (INDUCTOR_TRITON_OPS, _inductor_triton),
 )
@@ -1126,9 +1167,7 @@ UNPRICED_REASONS: dict[str, str] = {
     **dict.fromkeys(("primus::fused_ln_modulate", "primus::fused_ln_modulate_backward",
                      "vllm::gemm_with_dynamic_quant", "bitsandbytes::int8_linear_matmul",
                      "ConvBias_", "ConvBiasReLU_", "ConvBias_Backward", "ConvBiasReLU_Backward",
-                     "aten::linalg_norm",
-                     *(f"aten::replication_pad{d}d" for d in (1, 2, 3)),
-                     *(f"aten::upsample_nearest{d}d" for d in (1, 2, 3))), _NOT_YET),
+                     "aten::linalg_norm"), _NOT_YET),
 }
 
 
