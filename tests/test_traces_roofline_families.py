@@ -403,3 +403,32 @@ def test_the_vae_decoders_upsample_and_group_norm_and_a_replication_pad_are_pric
     assert group_norm is not None and (group_norm.family, group_norm.flops) == ("NORM", 5 * e)
     assert group_norm.bytes == 2 * (2 * e + 2 * 512)
     assert pad is not None and pad.bytes == 4 * 8 * 3 * (224 * 224 + 226 * 228)  # W + 2 + 2, H + 1 + 1
+
+
+def test_rms_norms_fused_with_an_fp8_cast_write_one_byte_per_value_and_their_scales() -> None:
+    # DeepSeek-V3's hidden 7168 on 4 decode tokens, the shapes AITER's and vLLM's bindings document.
+    per_token = op_work("aiter::rmsnorm2d_fwd_with_dynamicquant_ck",  # (out, input, yscale, weight, eps, flag)
+                        OpShape(([4, 7168], [4, 7168], [4, 1], [7168], [], []),
+                                (FP8, BF16, "float", BF16, "Scalar", "Scalar"), ("",) * 4 + ("1e-06", "0")))
+    with_add = op_work("vllm::rocm_aiter_rmsnorm_with_add_fp8_group_quant",  # (x, residual, weight, eps, group)
+                       OpShape(([4, 7168], [4, 7168], [7168], [], []), (BF16, BF16, BF16, "Scalar", "Scalar"),
+                               ("", "", "", "1e-06", "128")))
+
+    e = 4 * 7168
+    assert per_token is not None and (per_token.family, per_token.flops) == ("NORM", 7 * e)
+    assert per_token.bytes == 2 * e + 2 * 7168 + e + 4 * 4  # input, weight read; FP8 out, a scale per token
+    assert with_add is not None and with_add.flops == 8 * e
+    # input and residual read, the sum written, the weight read, FP8 out, a float32 scale per group of 128.
+    assert with_add.bytes == 3 * 2 * e + 2 * 7168 + e + 4 * (7168 // 128) * 4
+
+
+def test_aiters_16_bit_and_fp4_nt_gemms_are_priced_as_their_products() -> None:
+    m, n, k = 64, 2880, 4096
+    a16 = op_work("aiter::gemm_a16w16_atomic_", OpShape(([m, k], [n, k]), (BF16, BF16), ("", "")))
+    # gemm_afp4wfp4(x packed [M, K/2], w packed [N, K/2], x_scales [M, K/32], w_scales [N, K/32], ...)
+    fp4 = op_work("aiter::gemm_afp4wfp4_", OpShape(([m, k // 2], [n, k // 2], [m, k // 32], [n, k // 32]),
+                                                   ("unsigned char", "unsigned char", E8M0, E8M0), ("",) * 4))
+
+    assert a16 is not None and (a16.flops, a16.bytes) == (2 * m * n * k, 2 * (m * k + n * k + m * n))
+    assert fp4 is not None and fp4.flops == 2 * m * n * k
+    assert fp4.bytes == (m + n) * k // 2 + (m + n) * k // 32 + 2 * m * n

@@ -49,7 +49,7 @@ derived in its function's docstring here:
   (router top-k, token sort): every recorded tensor touched once;
 - the serving ops around attention: fused gated activations (``silu_and_mul``: 2 FLOPs per output), RMS norms with
   or without a fused residual add, rotary embedding on the query and key, KV-cache writes (traffic only, a scale per
-  element into an FP8 cache).
+  element into an FP8 cache), RMS norms fused with an FP8 cast of their output.
 
 - Inductor Triton: the ops PyTorch records around Inductor's generated Triton kernels, priced from their pointers'
   shapes, their iteration sizes and the ATen ops their names list (:func:`_inductor_triton`).
@@ -185,13 +185,14 @@ LINEAR_OPS = {"aiter::gemm_a16w16", "vllm::rocm_unquantized_gemm"}
 SCALED_MM_OPS = {"trtllm::cublas_scaled_mm"}
 # Transformer Engine's TorchScript GEMM: A, B and the output D sit at 0, 5 and 10.
 TE_GEMM_OPS = {"tex_ts::te_gemm_ts"}
-# Scaled low-precision GEMMs: where A, B and their scales sit, whether the operands are packed FP4, and where the
-# transA/transB/transC flags are (None: the binding only takes the NT layout, B given as [N, K]).
+# NT GEMMs with a 16-bit output, most of them scaled low-precision ones: where A, B and their scales sit, whether
+# the operands are packed FP4, and where the transA/transB/transC flags are (None: the binding only takes the NT
+# layout, B given as [N, K]).
 @dataclass(frozen=True)
 class _ScaledGemm:
     a_at: int
     b_at: int
-    scales_at: tuple[int, int]
+    scales_at: tuple[int, ...]
     fp4: bool
     trans_at: int | None
 
@@ -214,6 +215,10 @@ SCALED_GEMM_OPS: dict[str, _ScaledGemm] = {
         "vllm::rocm_aiter_triton_gemm_a8w8_blockscale", "vllm::_rocm_aiter_preshuffled_per_token_w8a8_gemm",
         "sglang_profiler::fp8_utils_gemm_a8w8_blockscale", "sglang_profiler::gemm_a8w8_blockscale_gemm_a8w8_blockscale",
     ), _ScaledGemm(0, 1, (2, 3), False, None)),
+    # AITER's 16-bit GEMMs (x [M, K], w [N, K], ...) and its FP4 × FP4 one (packed x, w, x_scales, w_scales, ...).
+    **dict.fromkeys(("aiter::gemm_a16w16_atomic_", "aiter::_gemm_a16w16_asm",
+                     "sglang_profiler::gemm_kernels_flydsl_hgemm"), _ScaledGemm(0, 1, (), False, None)),
+    "aiter::gemm_afp4wfp4_": _ScaledGemm(0, 1, (2, 3), True, None),
 }
 CAUSAL_CONV1D_OPS = {"DaoAILab::_causal_conv1d_fwd_cpp"}
 MAMBA_SSD_OPS = {"MambaSplitConv1dScanCombinedFn"}
@@ -240,7 +245,8 @@ GATED_ACTIVATION_OPS = {"aiter::silu_and_mul", "_C::silu_and_mul", "sgl_kernel::
 # bias) they write; grad_out and input come first (miopen/cudnn: input, then grad_output).
 NORM_BACKWARD_OPS = {"aten::native_layer_norm_backward": (5, 2), "aten::native_batch_norm_backward": (2, 2),
                      "aten::native_group_norm_backward": (4, 2), "aten::_fused_rms_norm_backward": (4, 1),
-                     "aten::miopen_batch_norm_backward": (2, 2), "aten::cudnn_batch_norm_backward": (2, 2)}
+                     "aten::miopen_batch_norm_backward": (2, 2), "aten::cudnn_batch_norm_backward": (2, 2),
+                     "aten::batch_norm_backward": (2, 2)}
 # Pure data movement into a larger tensor: (input, padding [left, right, top, bottom, ...]) and (input, output_size,
 # scales...) or (input, output_size, scale_factors).
 PAD_OPS = {f"aten::replication_pad{d}d" for d in (1, 2, 3)}
@@ -264,6 +270,29 @@ INFERENCE_NORM_OPS: dict[str, _RmsNorm] = {
     **dict.fromkeys(("aiter::add_rmsnorm", "aiter::rmsnorm2d_fwd_with_add_ck"), _RmsNorm(1, 4, residual=True)),
     "_C::fused_add_rms_norm": _RmsNorm(0, 2, residual=True),  # vLLM's (input, residual, weight, epsilon), in place
 }
+# RMS norms fused with an FP8 cast of their output (per token or per group of a row): where the input, the weight, the
+# FP8 output and the scales sit when recorded (None: returned, so not recorded), or the position of the group size
+# that sizes the scales (float32, one per group), and whether a residual is added first (read, and the sum written).
+@dataclass(frozen=True)
+class _RmsNormQuant:
+    x_at: int
+    weight_at: int
+    out_at: int | None
+    scales_at: int | None
+    group_at: int | None = None
+    residual: bool = False
+
+
+RMS_NORM_QUANT_OPS: dict[str, _RmsNormQuant] = {
+    # (out, input, yscale [M, 1], weight, epsilon, ...)
+    "aiter::rmsnorm2d_fwd_with_dynamicquant_ck": _RmsNormQuant(1, 3, 0, 2),
+    # (out, input, scale [M, N / group], weight, epsilon, group_size, ...)
+    "aiter::rmsnorm_quant": _RmsNormQuant(1, 3, 0, 2),
+    # (x, weight, eps, group_size) → (x_quant, scales)
+    "vllm::rocm_aiter_rmsnorm_fp8_group_quant": _RmsNormQuant(0, 1, None, None, group_at=3),
+    # (x, residual, weight, eps, group_size) → (x_quant, residual_out, scales)
+    "vllm::rocm_aiter_rmsnorm_with_add_fp8_group_quant": _RmsNormQuant(0, 2, None, None, group_at=4, residual=True),
+}
 # Rotary embedding in place on the query and key: (positions [T], query [T, H_q·d], key [T, H_kv·d], head_size,
 # cos_sin_cache [max_position, rotary_dim], is_neox).
 ROTARY_EMBEDDING_OPS = {"sgl_kernel::rotary_embedding", "_C::rotary_embedding"}
@@ -273,7 +302,8 @@ MATRIX_FAMILIES = (GEMM, CONV, SDPA, GROUPED_GEMM, MOE, SSM)  # judged against t
 
 # Forward normalizations: (input, normalized shape or weight, ...) as their schemas record them.
 NORM_OPS = {f"aten::{p}{kind}_norm" for p in ("", "native_") for kind in ("layer", "batch", "group", "instance")} \
-    | {"aten::rms_norm", "aten::_fused_rms_norm", "aiter::_groupnorm_run"}  # AITER's: aten::group_norm's arguments
+    | {"aten::rms_norm", "aten::_fused_rms_norm", "aten::miopen_batch_norm", "aten::cudnn_batch_norm",
+       "aiter::_groupnorm_run"}  # AITER's: aten::group_norm's arguments
 REDUCE_OPS = {f"aten::{n}" for n in ("sum", "mean", "amax", "amin", "max", "min", "norm", "linalg_vector_norm",
                                      "std", "var", "logsumexp", "cumsum", "cumprod", "prod")}
 
@@ -917,6 +947,27 @@ def _rms_norm(op: _RmsNorm, shape: OpShape) -> OpWork | None:
                    f"{list(x)}" + (" + residual" if op.residual else ""))
 
 
+def _rms_norm_quant(op: _RmsNormQuant, shape: OpShape) -> OpWork | None:
+    """The RMS norm's convention (5 FLOPs per element, +1 for a residual add) plus the cast's group max and scale (2);
+    bytes the input and the weight read (with a residual: the residual read and the sum written at the input's
+    width), the FP8 output written (one byte per value) and the float32 scales."""
+    x, w = _tensor(shape.dims[op.x_at]), _tensor(shape.dims[op.weight_at])
+    if x is None or w is None:
+        return None
+    elements, rows, bpe = _numel(x), _numel(x[:-1]), _bpe(shape.types, op.x_at)
+    out_bytes = _numel(_tensor(shape.dims[op.out_at]) or ()) * _bpe(shape.types, op.out_at) \
+        if op.out_at is not None else elements
+    if op.group_at is not None:
+        scale_bytes = rows * -(-x[-1] // int(_arg(shape, op.group_at))) * 4
+    else:
+        scales = _tensor(shape.dims[op.scales_at]) if op.scales_at is not None else None
+        scale_bytes = _numel(scales) * _bpe(shape.types, op.scales_at) if scales and op.scales_at is not None else 0
+    nbytes = elements * bpe * (3 if op.residual else 1) + _numel(w) * _bpe(shape.types, op.weight_at) + out_bytes \
+        + scale_bytes
+    return _priced(NORM, (8 if op.residual else 7) * elements, nbytes, shape.types[op.x_at],
+                   f"{list(x)}" + (" + residual" if op.residual else "") + " → fp8")
+
+
 def _rotary_embedding(shape: OpShape) -> OpWork | None:
     """Query and key rotated in place, the first ``rotary_dim`` (the cache's width) of each head of head_size:
     3 FLOPs per rotated element (the RoPE convention); the rotated elements read and written, and per token its
@@ -1138,6 +1189,7 @@ _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], .
     (DYNAMIC_QUANT_OPS, lambda n, s: _dynamic_quant(s)), (GROUP_QUANT_FP8_OPS, lambda n, s: _group_quant_fp8(s)),
     (GATED_ACTIVATION_OPS, lambda n, s: _gated_activation(s)),
     (INFERENCE_NORM_OPS, lambda n, s: _rms_norm(INFERENCE_NORM_OPS[n], s)),
+    (RMS_NORM_QUANT_OPS, lambda n, s: _rms_norm_quant(RMS_NORM_QUANT_OPS[n], s)),
     (ROTARY_EMBEDDING_OPS, lambda n, s: _rotary_embedding(s)), (KV_CACHE_OPS, lambda n, s: _kv_cache_write(s)),
     (NORM_BACKWARD_OPS, lambda n, s: _norm_backward(*NORM_BACKWARD_OPS[n], s)),
     (PAD_OPS, lambda n, s: _replication_pad(s)), (UPSAMPLE_OPS, lambda n, s: _upsample_nearest(s)),
