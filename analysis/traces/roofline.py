@@ -1216,10 +1216,27 @@ UNPRICED_REASONS: dict[str, str] = {
                      "aiter::indexer_score_topk"), _LABEL_ONLY),
     **dict.fromkeys(("aten::copy_", "aten::copy"), "a copy may cross the host link (host to device), which the HBM "
                     "roofline does not judge"),
+    **dict.fromkeys(("_C_custom_ar::all_reduce", "_C_custom_ar::qr_all_reduce", "aiter::all_gather_reg",
+                     "aiter::reduce_scatter", "aiter::fused_allreduce_rmsnorm", "aiter::fused_allreduce_rmsnorm_",
+                     "sgl_kernel::all_reduce_reg", "sgl_kernel::qr_all_reduce", "sglang::reg_all_gather_into_tensor"),
+                    "a collective: its traffic crosses the links between GPUs, which the HBM roofline does not judge"),
     **dict.fromkeys(("primus::fused_ln_modulate", "primus::fused_ln_modulate_backward",
                      "vllm::gemm_with_dynamic_quant", "bitsandbytes::int8_linear_matmul",
                      "ConvBias_", "ConvBiasReLU_", "ConvBias_Backward", "ConvBiasReLU_Backward",
-                     "aten::linalg_norm"), _NOT_YET),
+                     "aten::linalg_norm", "aiter::batched_gemm_a16wfp4_",
+                     "sglang_profiler::batched_gemm_a8w8_a_per_token_group_prequant_w_per_batched_tensor_quant_"
+                     "batched_gemm_a8w8_a_per_token_group_prequant_w_per_batched_tensor_quant",
+                     "aiter::rope_cached_positions_2c_fwd_impl", "aiter::fused_qk_rope_concat_and_cache_mla",
+                     "aiter::fused_qk_rope_cat_and_cache_mla", "aiter::fused_add_rmsnorm_pad_",
+                     "vllm::rocm_aiter_triton_add_rmsnorm_pad", "aiter::_fuse_rmsnorm_fp4_quant",
+                     "sglang_profiler::fused_mxfp4_quant_fused_rms_mxfp4_quant",
+                     "sglang_profiler::fused_mxfp4_quant_fused_flatten_mxfp4_quant",
+                     "aiter::fused_dynamic_mx_quant_moe_sort_hip", "aiter::fused_dynamic_mxfp4_quant_moe_sort_hip",
+                     "sglang_profiler::fused_moe_triton_kernels_fused_append_shared_experts", "aiter::mhc_post",
+                     "aiter::mhc_pre_gemm_sqrsum", "aiter::mhc_pre_big_fuse_rmsnorm",
+                     "aiter::mhc_fused_post_pre_gemm_sqrsum", "aiter::topk_softplus",
+                     "aiter::mixed_sample_outer_exponential", "sglang_profiler::tilelang_kernel_tilelang_sparse_fwd"),
+                    _NOT_YET),
 }
 
 
