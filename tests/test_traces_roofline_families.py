@@ -231,7 +231,7 @@ def test_an_op_without_a_model_or_without_shapes_says_why_it_is_unpriced() -> No
     assert "record_shapes" in unpriced_reason("aten::mm", None)
     assert unpriced_reason("aten::index_select", OpShape(([4, 8],), ("float",), ("",))) \
         == "no FLOP/byte model for this op"
-    assert "labels it" in unpriced_reason("aiter::topk_softmax", OpShape(([8, 128],), (BF16,), ("",)))
+    assert "labels it" in unpriced_reason("aiter::moe_align_block_size", OpShape(([8, 2],), ("int",), ("",)))
 
 
 # Qwen3-30B-A3B's MoE layer: hidden 2048, 128 experts of 768 (gated), top-8; 256 tokens in FP8 with FP8 weights.
@@ -432,3 +432,25 @@ def test_aiters_16_bit_and_fp4_nt_gemms_are_priced_as_their_products() -> None:
     assert a16 is not None and (a16.flops, a16.bytes) == (2 * m * n * k, 2 * (m * k + n * k + m * n))
     assert fp4 is not None and fp4.flops == 2 * m * n * k
     assert fp4.bytes == (m + n) * k // 2 + (m + n) * k // 32 + 2 * m * n
+
+
+def test_aiters_two_channel_rope_the_flattened_mxfp4_cast_and_a_router_top_k() -> None:
+    # Llama-3-8B decode, 32 sequences: q [32, 1, 32, 128], k [32, 1, 8, 128], cos/sin [131072, 1, 1, 64].
+    q, k = [32, 1, 32, 128], [32, 1, 8, 128]
+    rope = op_work("aiter::rope_cached_positions_2c_fwd_impl",
+                   OpShape((q, k, q, k, [131072, 1, 1, 64], [131072, 1, 1, 64], [32, 1]),
+                           (BF16,) * 6 + ("long int",), ("",) * 7))
+    # DeepSeek MLA's flattened attention output [4096, 128, 128] cast to MXFP4 along rows of 16384.
+    flat = op_work("sglang_profiler::fused_mxfp4_quant_fused_flatten_mxfp4_quant",
+                   OpShape(([4096, 128, 128],), (BF16,), ("",)))
+    # aiter::topk_softmax(topk_weights [M, k], topk_ids [M, k], token_expert_indices [M, k], gating [M, E], renorm)
+    topk = op_work("aiter::topk_softmax", OpShape(([256, 8], [256, 8], [256, 8], [256, 128], []),
+                                                  ("float", "int", "int", BF16, "Scalar"), ("",) * 4 + ("True",)))
+
+    e = 32 * 32 * 128 + 32 * 8 * 128
+    assert rope is not None and (rope.family, rope.flops) == ("RoPE", 3 * e)
+    assert rope.bytes == 2 * 2 * e + 32 * (8 + 2 * 64 * 2)
+    m, n = 4096 * 128, 128  # rows of the last dim: the same blocks of 32 as rows of 16384
+    assert flat is not None and flat.bytes == m * n * 2 + m * n // 2 + m * n // 32
+    assert topk is not None and (topk.family, topk.flops) == ("MoE routing", 256 * 128)
+    assert topk.bytes == 4 * 3 * 256 * 8 + 2 * 256 * 128

@@ -170,8 +170,11 @@ AITER_FUSED_MOE_OPS = {"aiter::fmoe_g1u1", "aiter::fmoe_fp8_blockscale_g1u1"}
 # [T, K].
 MOE_UP_OPS = {"aiter::moe_cktile2stages_gemm1_ck": (0, 1, 2), "aiter::ck_moe_stage1": (0, 1, 6)}
 MOE_DOWN_OPS = {"aiter::moe_cktile2stages_gemm2_ck": (0, 1, 2), "aiter::ck_moe_stage2": (0, 2, 6)}
-# Router top-k and the token sort into expert order: every recorded operand touched once.
-MOE_ROUTING_OPS = {"aiter::biased_grouped_topk_hip", "aiter::moe_sorting_fwd", "aiter::mxfp4_moe_sort_hip"}
+# Router top-k, the token sort into expert order and the sum over each token's experts: every recorded operand
+# touched once (AITER's allocation-padded alignment buffers, moe_align_block_size, are left out).
+MOE_ROUTING_OPS = {"aiter::biased_grouped_topk_hip", "aiter::moe_sorting_fwd", "aiter::mxfp4_moe_sort_hip",
+                   "aiter::topk_softplus", "aiter::topk_softmax", "aiter::topk_softmax_asm", "aiter::topk_sigmoid",
+                   "aiter::grouped_topk", "aiter::moe_fused_gate", "aiter::moe_sum"}
 MOE_COMM_OPS = {"MoEDispatch", "MoECombine"}
 ROPE_OPS = {"FusedRoPEFunc", "FusedRoPEFuncBackward"}
 CROSS_ENTROPY_OPS = {"CrossEntropyFunction"}
@@ -231,6 +234,7 @@ QUANTIZE_FP8_OPS = {"primus_turbo_cpp_extension::quantize_fp8_tensorwise": (0, 2
 QUANTIZE_MXFP4_OPS = {**dict.fromkeys(("primus_turbo_cpp_extension::quantize_mxfp4_dual",
                                        "primus_turbo::quantize_mxfp4_dual", "primus::quantize_mxfp4_dual"), (0, 2)),
                       "sglang_profiler::quant_dynamic_mxfp4_quant": (0, 1),
+                      "sglang_profiler::fused_mxfp4_quant_fused_flatten_mxfp4_quant": (0, 1),  # x [M, N1, N2]
                       "aiter::dynamic_per_group_scaled_quant_fp4": (1, 1)}  # (out, input, scales, ...)
 # Dynamic casts that find their scales themselves (per token, per group of a row, per tensor): (out, input,
 # scales, ...).
@@ -296,6 +300,9 @@ RMS_NORM_QUANT_OPS: dict[str, _RmsNormQuant] = {
 # Rotary embedding in place on the query and key: (positions [T], query [T, H_q·d], key [T, H_kv·d], head_size,
 # cos_sin_cache [max_position, rotary_dim], is_neox).
 ROTARY_EMBEDDING_OPS = {"sgl_kernel::rotary_embedding", "_C::rotary_embedding"}
+# AITER's two-channel RoPE: (out_x, out_y, x [B, S, H_q, d], y [B, S, H_kv, d], cos, sin [max_pos, 1, 1, d_cs],
+# positions [B, S], ...).
+ROPE_2C_OPS = {"aiter::rope_cached_positions_2c_fwd_impl"}
 # KV-cache writes: the new tokens' K and V copied into their cache slots.
 KV_CACHE_OPS = {"sglang::store_cache", "_C_cache_ops::reshape_and_cache_flash"}
 MATRIX_FAMILIES = (GEMM, CONV, SDPA, GROUPED_GEMM, MOE, SSM)  # judged against the matrix peak
@@ -983,6 +990,17 @@ def _rotary_embedding(shape: OpShape) -> OpWork | None:
     return _priced(ROPE, 3 * rotated, nbytes, shape.types[1], f"tokens={tokens} heads={heads} rotary_dim={rotary_dim}")
 
 
+def _rope_2c(shape: OpShape) -> OpWork | None:
+    """Query (x) and key (y) rotated whole, 3 FLOPs per element (the RoPE convention); x and y read, the outputs
+    written, and per token its int64 position and its cos and sin rows read."""
+    x, y, cos, positions = (_tensor(shape.dims[i]) for i in (2, 3, 4, 6))
+    if x is None or y is None or cos is None or positions is None:
+        return None
+    elements, tokens = _numel(x) + _numel(y), _numel(positions)
+    nbytes = 2 * elements * _bpe(shape.types, 2) + tokens * (_bpe(shape.types, 6) + 2 * cos[-1] * _bpe(shape.types, 4))
+    return _priced(ROPE, 3 * elements, nbytes, shape.types[2], f"x={list(x)} y={list(y)}")
+
+
 def _kv_cache_write(shape: OpShape) -> OpWork | None:
     """(key, value, key_cache, value_cache, slots [T], ...): the new tokens' K and V read and written into the cache
     at the cache's width, and their slot indices read. A cache narrower than K (an FP8 cache) means a scale per
@@ -1190,7 +1208,8 @@ _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], .
     (GATED_ACTIVATION_OPS, lambda n, s: _gated_activation(s)),
     (INFERENCE_NORM_OPS, lambda n, s: _rms_norm(INFERENCE_NORM_OPS[n], s)),
     (RMS_NORM_QUANT_OPS, lambda n, s: _rms_norm_quant(RMS_NORM_QUANT_OPS[n], s)),
-    (ROTARY_EMBEDDING_OPS, lambda n, s: _rotary_embedding(s)), (KV_CACHE_OPS, lambda n, s: _kv_cache_write(s)),
+    (ROTARY_EMBEDDING_OPS, lambda n, s: _rotary_embedding(s)), (ROPE_2C_OPS, lambda n, s: _rope_2c(s)),
+    (KV_CACHE_OPS, lambda n, s: _kv_cache_write(s)),
     (NORM_BACKWARD_OPS, lambda n, s: _norm_backward(*NORM_BACKWARD_OPS[n], s)),
     (PAD_OPS, lambda n, s: _replication_pad(s)), (UPSAMPLE_OPS, lambda n, s: _upsample_nearest(s)),
     (SILU_MUL_OPS, lambda n, s: _silu_mul(s)), (EVOFORMER_OPS, lambda n, s: _evoformer(s)),
@@ -1210,9 +1229,8 @@ UNPRICED_REASONS: dict[str, str] = {
     **dict.fromkeys(("MambaSplitConv1dScanCombinedFnBackward", "DaoAILab::_causal_conv1d_bwd_cpp",
                      "CrossEntropyFunctionBackward", "MoEDispatchBackward", "MoECombineBackward",
                      "TokenPermuteMaskMap", "TokenPermuteMaskMapBackward", "aiter::moe_sorting_opus_fwd",
-                     "aiter::moe_align_block_size", "_moe_C::moe_align_block_size", "aiter::moe_sum",
-                     "aiter::topk_softmax", "aiter::topk_softmax_asm", "aiter::topk_sigmoid", "aiter::grouped_topk",
-                     "aiter::moe_fused_gate", "_C_cache_ops::concat_and_cache_mla", "aiter::get_mla_metadata_v1",
+                     "aiter::moe_align_block_size", "_moe_C::moe_align_block_size",
+                     "_C_cache_ops::concat_and_cache_mla", "aiter::get_mla_metadata_v1",
                      "aiter::indexer_score_topk"), _LABEL_ONLY),
     **dict.fromkeys(("aten::copy_", "aten::copy"), "a copy may cross the host link (host to device), which the HBM "
                     "roofline does not judge"),
@@ -1226,15 +1244,14 @@ UNPRICED_REASONS: dict[str, str] = {
                      "aten::linalg_norm", "aiter::batched_gemm_a16wfp4_",
                      "sglang_profiler::batched_gemm_a8w8_a_per_token_group_prequant_w_per_batched_tensor_quant_"
                      "batched_gemm_a8w8_a_per_token_group_prequant_w_per_batched_tensor_quant",
-                     "aiter::rope_cached_positions_2c_fwd_impl", "aiter::fused_qk_rope_concat_and_cache_mla",
+                     "aiter::fused_qk_rope_concat_and_cache_mla",
                      "aiter::fused_qk_rope_cat_and_cache_mla", "aiter::fused_add_rmsnorm_pad_",
                      "vllm::rocm_aiter_triton_add_rmsnorm_pad", "aiter::_fuse_rmsnorm_fp4_quant",
                      "sglang_profiler::fused_mxfp4_quant_fused_rms_mxfp4_quant",
-                     "sglang_profiler::fused_mxfp4_quant_fused_flatten_mxfp4_quant",
                      "aiter::fused_dynamic_mx_quant_moe_sort_hip", "aiter::fused_dynamic_mxfp4_quant_moe_sort_hip",
                      "sglang_profiler::fused_moe_triton_kernels_fused_append_shared_experts", "aiter::mhc_post",
                      "aiter::mhc_pre_gemm_sqrsum", "aiter::mhc_pre_big_fuse_rmsnorm",
-                     "aiter::mhc_fused_post_pre_gemm_sqrsum", "aiter::topk_softplus",
+                     "aiter::mhc_fused_post_pre_gemm_sqrsum",
                      "aiter::mixed_sample_outer_exponential", "sglang_profiler::tilelang_kernel_tilelang_sparse_fwd"),
                     _NOT_YET),
 }
