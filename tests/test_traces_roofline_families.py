@@ -454,3 +454,12 @@ def test_aiters_two_channel_rope_the_flattened_mxfp4_cast_and_a_router_top_k() -
     assert flat is not None and flat.bytes == m * n * 2 + m * n // 2 + m * n // 32
     assert topk is not None and (topk.family, topk.flops) == ("MoE routing", 256 * 128)
     assert topk.bytes == 4 * 3 * 256 * 8 + 2 * 256 * 128
+
+
+def test_vllms_gemm_that_casts_its_input_to_mxfp4_counts_the_unpacked_k() -> None:
+    # Llama-3-8B's o_proj in MXFP4 on 256 tokens: x [256, 4096] BF16, weight [4096, 2048] (two FP4 values a byte).
+    work = op_work("vllm::gemm_with_dynamic_quant", OpShape(([256, 4096], [4096, 2048], [], []), (BF16, FP4, "", ""),
+                                                            ("",) * 4))
+
+    assert work is not None and (work.family, work.precision, work.shape) == ("GEMM", "fp4", "M=256 N=4096 K=4096")
+    assert (work.flops, work.bytes) == (2 * 256 * 4096 * 4096, 2 * 256 * 4096 + 4096 * 2048 + 2 * 256 * 4096)

@@ -186,6 +186,8 @@ MOE_ROUTING, INDUCTOR_TRITON = "MoE routing", "Inductor Triton"
 LINEAR_OPS = {"aiter::gemm_a16w16", "vllm::rocm_unquantized_gemm"}
 # GEMMs recorded as aten::_scaled_mm records them (A [M, K], B [K, N], scales, ...), priced as it is.
 SCALED_MM_OPS = {"trtllm::cublas_scaled_mm"}
+# vLLM's (Quark OCP MX) GEMM that casts x [M, K] to MXFP4 itself: (x, weight packed [N, K/2], ...).
+DYNAMIC_QUANT_GEMM_OPS = {"vllm::gemm_with_dynamic_quant"}
 # Transformer Engine's TorchScript GEMM: A, B and the output D sit at 0, 5 and 10.
 TE_GEMM_OPS = {"tex_ts::te_gemm_ts"}
 # NT GEMMs with a 16-bit output, most of them scaled low-precision ones: where A, B and their scales sit, whether
@@ -1109,6 +1111,17 @@ def _grouped_gemm_variable_k(name: str, shape: OpShape) -> OpWork | None:
                    f"M={m} N={n} K={k} variable K")
 
 
+def _dynamic_quant_gemm(shape: OpShape) -> OpWork | None:
+    """x [M, K] (16-bit, cast to MXFP4 inside the op) times the packed FP4 weight [N, K/2]: 2·M·N·K FLOPs at the
+    weight's precision; bytes x and the stored weight read, y [M, N] written at x's width."""
+    x, w = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if x is None or w is None or len(x) != 2 or len(w) != 2 or _logical_width(w[1], shape.types[1]) != x[1]:
+        return None
+    (m, k), n, bpe_x = x, w[0], _bpe(shape.types, 0)
+    nbytes = m * k * bpe_x + _numel(w) * _bpe(shape.types, 1) + m * n * bpe_x
+    return _priced(GEMM, 2 * m * n * k, nbytes, shape.types[1], f"M={m} N={n} K={k}")
+
+
 def _te_gemm(shape: OpShape) -> OpWork | None:
     """D = op(A) · op(B) with A, B, D at 0, 5, 10: whatever the transpose flags, |A|·|B| = M·K·K·N and |D| = M·N, so
     K = √(|A|·|B| / |D|) and the FLOPs are 2·|D|·K. Bytes A and B read, D written, each at its dtype."""
@@ -1193,7 +1206,7 @@ _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], .
     (ELEMENTWISE_OPS, lambda n, s: _elementwise(s)), (NORM_OPS, lambda n, s: _norm(s)),
     (REDUCE_OPS, lambda n, s: _reduce(s)), (GROUPED_GEMM_OPS, _grouped_gemm),
     (GROUPED_GEMM_VARIABLE_K_OPS, _grouped_gemm_variable_k), (SCALED_MM_OPS, lambda n, s: _gemm("aten::_scaled_mm", s)),
-    (TE_GEMM_OPS, lambda n, s: _te_gemm(s)),
+    (TE_GEMM_OPS, lambda n, s: _te_gemm(s)), (DYNAMIC_QUANT_GEMM_OPS, lambda n, s: _dynamic_quant_gemm(s)),
     (FUSED_MOE_OPS, lambda n, s: _fused_moe(s)), (MOE_GEMM_OPS, lambda n, s: _moe_gemm(s)),
     (MOE_COMM_OPS, lambda n, s: _moe_comm(s)), (AITER_FUSED_MOE_OPS, lambda n, s: _aiter_fused_moe(s)),
     (MOE_UP_OPS, lambda n, s: _moe_up(*MOE_UP_OPS[n], s)), (MOE_DOWN_OPS, lambda n, s: _moe_down(*MOE_DOWN_OPS[n], s)),
@@ -1239,7 +1252,7 @@ UNPRICED_REASONS: dict[str, str] = {
                      "sgl_kernel::all_reduce_reg", "sgl_kernel::qr_all_reduce", "sglang::reg_all_gather_into_tensor"),
                     "a collective: its traffic crosses the links between GPUs, which the HBM roofline does not judge"),
     **dict.fromkeys(("primus::fused_ln_modulate", "primus::fused_ln_modulate_backward",
-                     "vllm::gemm_with_dynamic_quant", "bitsandbytes::int8_linear_matmul",
+                     "bitsandbytes::int8_linear_matmul",
                      "ConvBias_", "ConvBiasReLU_", "ConvBias_Backward", "ConvBiasReLU_Backward",
                      "aten::linalg_norm", "aiter::batched_gemm_a16wfp4_",
                      "sglang_profiler::batched_gemm_a8w8_a_per_token_group_prequant_w_per_batched_tensor_quant_"
