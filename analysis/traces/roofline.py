@@ -33,12 +33,13 @@ derived in its function's docstring here:
 
 - SDPA entry points of flash-attn (``FlashAttnFunc``, FA3's ``flash_attn_3::fwd``) and AITER (``mha_fwd``/``bwd``,
   ``fmha_v3``, ``_flash_attn_forward``/``backward``): the dense formulas above on their [B, N, H, d] arguments;
-  variable-length and paged attention (flash-attn's varlen forward/backward, ``aiter::mha_batch_prefill``): the
-  record holds the sequences' count, totals and longest lengths only, so the FLOPs are the least work these allow
-  (the other sequences equal), a lower bound;
-- scaled GEMMs (Primus-Turbo's hipBLASLt FP8/FP4, ``aiter::gemm_a4w4``, AITER's 8-bit GEMMs): 2·M·N·K, packed
-  FP4 holding two values per byte, bytes the stored operands, their scales and a 16-bit output;
-  ``aiter::gemm_a16w16`` and vLLM's ``rocm_unquantized_gemm`` as ``aten::linear``;
+  Evoformer attention over the residues of each row; variable-length and paged attention (flash-attn's varlen
+  forward/backward, ``aiter::mha_batch_prefill``): the record holds the sequences' count, totals and longest lengths
+  only, so the FLOPs are the least work these allow (the other sequences equal), a lower bound;
+- GEMMs of the serving and FP8/FP4 libraries (Primus-Turbo's hipBLASLt FP8/FP4, AITER's 16-bit, 8-bit and FP4 GEMMs,
+  vLLM's, Transformer Engine's): 2·M·N·K, packed FP4 holding two values per byte, bytes the stored operands, their
+  scales and a 16-bit output; ``aiter::gemm_a16w16`` and vLLM's ``rocm_unquantized_gemm`` as ``aten::linear``;
+  variable-K grouped GEMMs;
 - SSM: Mamba-2's ``MambaSplitConv1dScanCombinedFn`` (conv + chunked SSD scan, judged on the matrix peak) and the
   depthwise ``causal_conv1d`` (vector work);
 - quantize: per-tensor, dynamic (per token, per group) FP8 casts and MXFP4 casts, bytes in and (packed) bytes plus
@@ -46,11 +47,10 @@ derived in its function's docstring here:
 - normalization backwards (layer, batch, group, RMS): 10 FLOPs per element, every recorded tensor read, dx and the
   parameter gradients written;
 - MoE: AITER's direct fused call and its two-stage (up, down) kernels on the fused formula's terms; MoE routing
-  (router top-k, token sort): every recorded tensor touched once;
-- the serving ops around attention: fused gated activations (``silu_and_mul``: 2 FLOPs per output), RMS norms with
-  or without a fused residual add, rotary embedding on the query and key, KV-cache writes (traffic only, a scale per
-  element into an FP8 cache), RMS norms fused with an FP8 cast of their output.
-
+  (router top-k, token sort, the sum over experts): every recorded tensor touched once;
+- the serving ops around attention: fused gated activations (``silu_and_mul``, Liger's SwiGLU: 2 FLOPs per output),
+  RMS norms with or without a fused residual add or FP8 cast, rotary embedding on the query and key, KV-cache
+  writes (traffic only, a scale per element into an FP8 cache); padding and nearest upsampling (data movement);
 - Inductor Triton: the ops PyTorch records around Inductor's generated Triton kernels, priced from their pointers'
   shapes, their iteration sizes and the ATen ops their names list (:func:`_inductor_triton`).
 
