@@ -463,3 +463,15 @@ def test_vllms_gemm_that_casts_its_input_to_mxfp4_counts_the_unpacked_k() -> Non
 
     assert work is not None and (work.family, work.precision, work.shape) == ("GEMM", "fp4", "M=256 N=4096 K=4096")
     assert (work.flops, work.bytes) == (2 * 256 * 4096 * 4096, 2 * 256 * 4096 + 4096 * 2048 + 2 * 256 * 4096)
+
+
+def test_aiters_batched_fp4_gemm_is_b_products_of_the_unpacked_k() -> None:
+    # DeepSeek MLA's per-head absorbed projection: 128 heads of x [128 heads, 64 tokens, 512] BF16 times an FP4 weight
+    # [128, 128, 256 bytes] with E8M0 scales [128, 128, 16].
+    shape = OpShape(([128, 64, 512], [128, 128, 256], [128, 128, 16]), (BF16, FP4, E8M0), ("",) * 3)
+
+    work = op_work("aiter::batched_gemm_a16wfp4_", shape)
+
+    assert work is not None and (work.precision, work.shape) == ("fp4", "B=128 M=64 N=128 K=512")
+    assert work.flops == 2 * 128 * 64 * 128 * 512
+    assert work.bytes == 2 * 128 * 64 * 512 + 128 * 128 * 256 + 128 * 128 * 16 + 2 * 128 * 64 * 128

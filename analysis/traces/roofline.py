@@ -188,6 +188,13 @@ LINEAR_OPS = {"aiter::gemm_a16w16", "vllm::rocm_unquantized_gemm"}
 SCALED_MM_OPS = {"trtllm::cublas_scaled_mm"}
 # vLLM's (Quark OCP MX) GEMM that casts x [M, K] to MXFP4 itself: (x, weight packed [N, K/2], ...).
 DYNAMIC_QUANT_GEMM_OPS = {"vllm::gemm_with_dynamic_quant"}
+# Batched NT GEMMs of AITER that cast x themselves: (x [B, M, K] or [M, B, K] in 16 bits, w [B, N, K] (FP4: K/2
+# bytes), w_scales, ...) → y [B, M, N] in 16 bits.
+BATCHED_GEMM_OPS = {
+    "aiter::batched_gemm_a16wfp4_": True,  # packed FP4 weight
+    "sglang_profiler::batched_gemm_a8w8_a_per_token_group_prequant_w_per_batched_tensor_quant_"
+    "batched_gemm_a8w8_a_per_token_group_prequant_w_per_batched_tensor_quant": False,
+}
 # Transformer Engine's TorchScript GEMM: A, B and the output D sit at 0, 5 and 10.
 TE_GEMM_OPS = {"tex_ts::te_gemm_ts"}
 # NT GEMMs with a 16-bit output, most of them scaled low-precision ones: where A, B and their scales sit, whether
@@ -1122,6 +1129,20 @@ def _dynamic_quant_gemm(shape: OpShape) -> OpWork | None:
     return _priced(GEMM, 2 * m * n * k, nbytes, shape.types[1], f"M={m} N={n} K={k}")
 
 
+def _batched_gemm(fp4_weight: bool, shape: OpShape) -> OpWork | None:
+    """B products of x [M, K] (16-bit, cast inside the op) and the stored w [N, K]: 2·B·M·N·K FLOPs at the weight's
+    precision; bytes x, w and the other recorded tensors (the weight scales) read once, y [B, M, N] written at x's
+    width."""
+    x, w = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if x is None or w is None or len(x) != 3 or len(w) != 3 or (2 * w[2] if fp4_weight else w[2]) != x[2]:
+        return None
+    (b, n, _), k = w, x[2]
+    m = x[1] if x[0] == b else x[0]
+    read = sum(_numel(t) * _bpe(shape.types, i) for i, d in enumerate(shape.dims) if (t := _tensor(d)) is not None)
+    return _priced(GEMM, 2 * b * m * n * k, read + b * m * n * _bpe(shape.types, 0), shape.types[1],
+                   f"B={b} M={m} N={n} K={k}")
+
+
 def _te_gemm(shape: OpShape) -> OpWork | None:
     """D = op(A) · op(B) with A, B, D at 0, 5, 10: whatever the transpose flags, |A|·|B| = M·K·K·N and |D| = M·N, so
     K = √(|A|·|B| / |D|) and the FLOPs are 2·|D|·K. Bytes A and B read, D written, each at its dtype."""
@@ -1206,7 +1227,8 @@ _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], .
     (ELEMENTWISE_OPS, lambda n, s: _elementwise(s)), (NORM_OPS, lambda n, s: _norm(s)),
     (REDUCE_OPS, lambda n, s: _reduce(s)), (GROUPED_GEMM_OPS, _grouped_gemm),
     (GROUPED_GEMM_VARIABLE_K_OPS, _grouped_gemm_variable_k), (SCALED_MM_OPS, lambda n, s: _gemm("aten::_scaled_mm", s)),
-    (TE_GEMM_OPS, lambda n, s: _te_gemm(s)), (DYNAMIC_QUANT_GEMM_OPS, lambda n, s: _dynamic_quant_gemm(s)),
+    (TE_GEMM_OPS, lambda n, s: _te_gemm(s)), (BATCHED_GEMM_OPS, lambda n, s: _batched_gemm(BATCHED_GEMM_OPS[n], s)),
+    (DYNAMIC_QUANT_GEMM_OPS, lambda n, s: _dynamic_quant_gemm(s)),
     (FUSED_MOE_OPS, lambda n, s: _fused_moe(s)), (MOE_GEMM_OPS, lambda n, s: _moe_gemm(s)),
     (MOE_COMM_OPS, lambda n, s: _moe_comm(s)), (AITER_FUSED_MOE_OPS, lambda n, s: _aiter_fused_moe(s)),
     (MOE_UP_OPS, lambda n, s: _moe_up(*MOE_UP_OPS[n], s)), (MOE_DOWN_OPS, lambda n, s: _moe_down(*MOE_DOWN_OPS[n], s)),
@@ -1254,9 +1276,7 @@ UNPRICED_REASONS: dict[str, str] = {
     **dict.fromkeys(("primus::fused_ln_modulate", "primus::fused_ln_modulate_backward",
                      "bitsandbytes::int8_linear_matmul",
                      "ConvBias_", "ConvBiasReLU_", "ConvBias_Backward", "ConvBiasReLU_Backward",
-                     "aten::linalg_norm", "aiter::batched_gemm_a16wfp4_",
-                     "sglang_profiler::batched_gemm_a8w8_a_per_token_group_prequant_w_per_batched_tensor_quant_"
-                     "batched_gemm_a8w8_a_per_token_group_prequant_w_per_batched_tensor_quant",
+                     "aten::linalg_norm",
                      "aiter::fused_qk_rope_concat_and_cache_mla",
                      "aiter::fused_qk_rope_cat_and_cache_mla", "aiter::fused_add_rmsnorm_pad_",
                      "vllm::rocm_aiter_triton_add_rmsnorm_pad", "aiter::_fuse_rmsnorm_fp4_quant",
