@@ -8,7 +8,8 @@ rows. Kernels without a launching op are in no row (the ops tables count them).
 
 ``unified_perf_summary`` adds the work of one call from :func:`analysis.traces.roofline.op_work` (every family
 it models: GEMM, CONV, SDPA forward and backward, elementwise, normalization, reduction, grouped GEMM, MoE, RoPE,
-cross-entropy) and the achieved rates stated both ways:
+cross-entropy, SSM, causal conv1d, quantize, KV cache, MoE routing, Inductor Triton), or why an op stays unpriced
+(:func:`analysis.traces.roofline.unpriced_reason`), and the achieved rates stated both ways:
 ``TFLOP/s`` = total FLOPs / total kernel time (this project's roofline), ``TFLOP/s mean of calls`` = the mean of
 each call's FLOPs / its time (TraceLens's ``TFLOPS/s_mean``); ``TB/s`` likewise. MB and TB/s are decimal.
 Columns: :data:`UNIQUE_ARGS_COLUMNS`, :data:`UNIFIED_COLUMNS` (documented in docs/trace-reports.md).
@@ -24,7 +25,7 @@ import pandas as pd
 
 from analysis.traces.model import TraceData
 from analysis.traces.ops import Attribution
-from analysis.traces.roofline import DevicePeaks, matrix_peak, op_work, versus_peak
+from analysis.traces.roofline import DevicePeaks, matrix_peak, op_work, unpriced_reason, versus_peak
 from analysis.traces.timeline import union_length_by_group
 
 ARG_COLUMNS = ["input dims", "input types", "input strides", "concrete inputs"]
@@ -34,8 +35,8 @@ UNIQUE_ARGS_COLUMNS = ["op", "category", *ARG_COLUMNS, "calls", *STAT_COLUMNS, "
                        "cumulative percent"]
 UNIFIED_COLUMNS = ["op", "category", "family", *ARG_COLUMNS, "calls", "cpu time us mean", *STAT_COLUMNS,
                    "GFLOP per call", "MB per call", "FLOP/byte", "TFLOP/s", "TFLOP/s mean of calls", "TB/s",
-                   "TB/s mean of calls", "peak TFLOP/s", "bound", "% of roofline", "has model", "kernels", "percent",
-                   "cumulative percent"]
+                   "TB/s mean of calls", "peak TFLOP/s", "bound", "% of roofline", "has model", "unpriced because",
+                   "kernels", "percent", "cumulative percent"]
 KERNEL_NAME_CHARS = 64  # kernel names in the ``kernels`` cell are cut to this many characters, as TraceLens's
 
 
@@ -119,8 +120,10 @@ def unified_perf_summary(trace: TraceData, attr: Attribution, peaks: DevicePeaks
     rows = []
     for row in grouped.itertuples(index=False):
         shape_id = int(row.shape_id)
-        work = op_work(row.op, trace.ops.shapes[shape_id]) if shape_id >= 0 else None
-        perf: dict[str, Any] = {"family": "", "has model": work is not None}
+        shape = trace.ops.shapes[shape_id] if shape_id >= 0 else None
+        work = op_work(row.op, shape) if shape is not None else None
+        perf: dict[str, Any] = {"family": "", "has model": work is not None,
+                                "unpriced because": "" if work is not None else unpriced_reason(row.op, shape)}
         times = row.call_times[row.call_times > 0] / 1e9  # s
         if work is not None and times.size:
             seconds = float(times.sum())

@@ -27,13 +27,41 @@ extensions/moe_perf_model_extensions.py, read 2026-11; the code here is this pro
   pair); bytes the input read and the output written;
 - cross-entropy (``CrossEntropyFunction``): 5 FLOPs per logit (max, exp, sum, log, subtract); bytes the logits and
   targets read and a float32 loss per row written.
+
+The families of the serving and low-precision libraries TraceLens also models (its extensions, read 2026-11), each
+derived in its function's docstring here:
+
+- SDPA entry points of flash-attn (``FlashAttnFunc``, FA3's ``flash_attn_3::fwd``) and AITER (``mha_fwd``/``bwd``,
+  ``fmha_v3``, ``_flash_attn_forward``/``backward``): the dense formulas above on their [B, N, H, d] arguments;
+  Evoformer attention over the residues of each row; variable-length and paged attention (flash-attn's varlen
+  forward/backward, ``aiter::mha_batch_prefill``): the record holds the sequences' count, totals and longest lengths
+  only, so the FLOPs are the least work these allow (the other sequences equal), a lower bound;
+- GEMMs of the serving and FP8/FP4 libraries (Primus-Turbo's hipBLASLt FP8/FP4, AITER's 16-bit, 8-bit and FP4 GEMMs,
+  vLLM's, Transformer Engine's): 2·M·N·K, packed FP4 holding two values per byte, bytes the stored operands, their
+  scales and a 16-bit output; ``aiter::gemm_a16w16`` and vLLM's ``rocm_unquantized_gemm`` as ``aten::linear``;
+  variable-K grouped GEMMs;
+- SSM: Mamba-2's ``MambaSplitConv1dScanCombinedFn`` (conv + chunked SSD scan, judged on the matrix peak) and the
+  depthwise ``causal_conv1d`` (vector work);
+- quantize: per-tensor, dynamic (per token, per group) FP8 casts and MXFP4 casts, bytes in and (packed) bytes plus
+  scales out;
+- normalization backwards (layer, batch, group, RMS): 10 FLOPs per element, every recorded tensor read, dx and the
+  parameter gradients written;
+- MoE: AITER's direct fused call and its two-stage (up, down) kernels on the fused formula's terms; MoE routing
+  (router top-k, token sort, the sum over experts): every recorded tensor touched once;
+- the serving ops around attention: fused gated activations (``silu_and_mul``, Liger's SwiGLU: 2 FLOPs per output),
+  RMS norms with or without a fused residual add or FP8 cast, rotary embedding on the query and key, KV-cache
+  writes (traffic only, a scale per element into an FP8 cache); padding and nearest upsampling (data movement);
+- Inductor Triton: the ops PyTorch records around Inductor's generated Triton kernels, priced from their pointers'
+  shapes, their iteration sizes and the ATen ops their names list (:func:`_inductor_triton`).
+
+An op no family prices keeps its row in the unified summary with the reason (:func:`unpriced_reason`).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +76,9 @@ from analysis.traces.ops import Attribution
 _BYTES = {"double": 8, "long int": 8, "long": 8, "c10::complex<float>": 8, "float": 4, "int": 4,
           "unsigned int": 4, "c10::half": 2, "c10::bfloat16": 2, "short": 2, "bool": 1, "unsigned char": 1,
           "signed char": 1, "c10::float8_e4m3fn": 1, "c10::float8_e4m3fnuz": 1, "c10::float8_e5m2": 1,
-          "c10::float8_e5m2fnuz": 1, "c10::float8_e8m0fnu": 1}
+          "c10::float8_e5m2fnuz": 1, "c10::float8_e8m0fnu": 1,
+          # Two FP4 values packed in one byte: the recorded shape counts bytes (K/2 columns), not values.
+          "c10::float4_e2m1fn_x2": 1}
 _PRECISION = {"c10::bfloat16": "bf16", "c10::half": "fp16", "float": "fp32", "double": "fp64"}
 
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::_addmm_activation", "aten::bmm", "aten::baddbmm", "aten::matmul",
@@ -82,21 +112,214 @@ SDPA_OPS: dict[str, _Attention] = {
     "aten::_flash_attention_backward": _Attention(1, True, 11, backward=True),
     "aten::_efficient_attention_backward": _Attention(1, True, 14, causal_is_mask_type=True, backward=True),
     "flash_attn::_flash_attn_backward": _Attention(1, True, 11, backward=True),
+    # flash-attn's autograd function and FA3, AITER's flash/MHA entry points ([B, N, H, d] each; the positions of
+    # q and is_causal as their bindings take them, e.g. aiter::mha_bwd(dout, q, k, v, out, lse, dropout_p, scale,
+    # is_causal, ...)).
+    "FlashAttnFunc": _Attention(0, True, 5),
+    "flash_attn_3::fwd": _Attention(0, True, 24),
+    "aiter::_flash_attn_forward": _Attention(0, True, 5),
+    "aiter::mha_fwd": _Attention(0, True, 5),
+    "aiter::fmha_v3_fwd": _Attention(0, True, 5),
+    "aiter::wrapper_fmha_v3_fwd": _Attention(1, True, 6),
+    "aiter::_flash_attn_backward": _Attention(1, True, 12, backward=True),
+    "aiter::mha_bwd": _Attention(1, True, 8, backward=True),
+    "aiter::wrapper_fmha_v3_bwd": _Attention(1, True, 9, backward=True),
+}
+
+
+@dataclass(frozen=True)
+class _VarlenAttention:
+    """Where a variable-length (packed [T, H, d]) attention op keeps q (k, v follow), the cumulative sequence
+    offsets of the queries and keys (n + 1 entries each), the longest query and key lengths, and is_causal; a paged
+    op's K/V are its whole cache, and the slots it attends are listed at ``page_indices_at``."""
+
+    q_at: int
+    cu_q_at: int
+    cu_k_at: int
+    max_q_at: int
+    max_k_at: int
+    causal_at: int
+    backward: bool = False
+    page_indices_at: int | None = None
+
+
+VARLEN_ATTENTION_OPS: dict[str, _VarlenAttention] = {
+    # (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal, ...)
+    "flash_attn::_flash_attn_varlen_forward": _VarlenAttention(0, 3, 4, 5, 6, 9),
+    # (dout, q, k, v, out, softmax_lse, dq, dk, dv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+    #  dropout_p, softmax_scale, causal, ...)
+    "flash_attn::_flash_attn_varlen_backward": _VarlenAttention(1, 9, 10, 11, 12, 15, backward=True),
+    # (q, k_cache, v_cache, cu_seqlens_q, kv_indptr, kv_page_indices, max_seqlen_q, max_seqlen_k, dropout_p,
+    #  softmax_scale, logits_soft_cap, zero_tensors, is_causal, ...)
+    "aiter::mha_batch_prefill": _VarlenAttention(0, 3, 4, 6, 7, 12, page_indices_at=5),
 }
 GROUPED_GEMM_OPS = {"aten::_grouped_mm", "aten::_scaled_grouped_mm", "primus_turbo::grouped_gemm",
                     "primus_turbo::grouped_gemm_impl", "primus_turbo_cpp_extension::grouped_gemm",
                     "primus_turbo_cpp_extension::ck_grouped_gemm"}
+# Variable-K grouped GEMMs (the weight gradients of a MoE): per-group lists, or the compact X [M, K], dY [M, N] with
+# M cut into the groups.
+GROUPED_GEMM_VARIABLE_K_OPS = {"primus_turbo::grouped_gemm_variable_k", "primus_turbo::grouped_gemm_variable_k_impl",
+                               "primus_turbo_cpp_extension::grouped_gemm_variable_k",
+                               "primus_turbo_cpp_extension::ck_grouped_gemm_variable_k"}
 FUSED_MOE_OPS = {"vllm::rocm_aiter_fused_moe"}
 MOE_GEMM_OPS = {"sglang_profiler::fused_moe_triton_kernels_invoke_fused_moe_kernel"}
+# AITER's fused MoE called directly: (out [M, K], x [M, K], w1 [E, N or 2·N, K], w2 [E, K, N], ..., topk (8), ...).
+AITER_FUSED_MOE_OPS = {"aiter::fmoe_g1u1", "aiter::fmoe_fp8_blockscale_g1u1"}
+# AITER's two-stage (unfused) MoE: where the activations, the experts' weights and the output sit. The up stage
+# reads x [T, K] and writes [T, topk, N] (the activation applied when gated); the down stage reads that and writes
+# [T, K].
+MOE_UP_OPS = {"aiter::moe_cktile2stages_gemm1_ck": (0, 1, 2), "aiter::ck_moe_stage1": (0, 1, 6)}
+MOE_DOWN_OPS = {"aiter::moe_cktile2stages_gemm2_ck": (0, 1, 2), "aiter::ck_moe_stage2": (0, 2, 6)}
+# Router top-k, the token sort into expert order and the sum over each token's experts: every recorded operand
+# touched once (AITER's allocation-padded alignment buffers, moe_align_block_size, are left out).
+MOE_ROUTING_OPS = {"aiter::biased_grouped_topk_hip", "aiter::moe_sorting_fwd", "aiter::mxfp4_moe_sort_hip",
+                   "aiter::topk_softplus", "aiter::topk_softmax", "aiter::topk_softmax_asm", "aiter::topk_sigmoid",
+                   "aiter::grouped_topk", "aiter::moe_fused_gate", "aiter::moe_sum"}
 MOE_COMM_OPS = {"MoEDispatch", "MoECombine"}
 ROPE_OPS = {"FusedRoPEFunc", "FusedRoPEFuncBackward"}
 CROSS_ENTROPY_OPS = {"CrossEntropyFunction"}
 GROUPED_GEMM, MOE, MOE_COMM, ROPE, CROSS_ENTROPY = "grouped GEMM", "MoE", "MoE comm", "RoPE", "cross-entropy"
-MATRIX_FAMILIES = (GEMM, CONV, SDPA, GROUPED_GEMM, MOE)  # judged against the matrix peak
+SSM, CAUSAL_CONV1D, QUANTIZE, KV_CACHE = "SSM", "causal conv1d", "quantize", "KV cache"
+MOE_ROUTING, INDUCTOR_TRITON = "MoE routing", "Inductor Triton"
+# Dense GEMMs recorded as (x [..., K], weight [N, K], bias [N] or nothing), priced as aten::linear. Kept out of
+# GEMM_OPS, whose ops the replay re-runs with torch.
+LINEAR_OPS = {"aiter::gemm_a16w16", "vllm::rocm_unquantized_gemm"}
+# GEMMs recorded as aten::_scaled_mm records them (A [M, K], B [K, N], scales, ...), priced as it is.
+SCALED_MM_OPS = {"trtllm::cublas_scaled_mm"}
+# vLLM's (Quark OCP MX) GEMM that casts x [M, K] to MXFP4 itself: (x, weight packed [N, K/2], ...).
+DYNAMIC_QUANT_GEMM_OPS = {"vllm::gemm_with_dynamic_quant"}
+# Batched NT GEMMs of AITER that cast x themselves: (x [B, M, K] or [M, B, K] in 16 bits, w [B, N, K] (FP4: K/2
+# bytes), w_scales, ...) → y [B, M, N] in 16 bits.
+BATCHED_GEMM_OPS = {
+    "aiter::batched_gemm_a16wfp4_": True,  # packed FP4 weight
+    "sglang_profiler::batched_gemm_a8w8_a_per_token_group_prequant_w_per_batched_tensor_quant_"
+    "batched_gemm_a8w8_a_per_token_group_prequant_w_per_batched_tensor_quant": False,
+}
+# Transformer Engine's TorchScript GEMM: A, B and the output D sit at 0, 5 and 10.
+TE_GEMM_OPS = {"tex_ts::te_gemm_ts"}
+# NT GEMMs with a 16-bit output, most of them scaled low-precision ones: where A, B and their scales sit, whether
+# the operands are packed FP4, and where the transA/transB/transC flags are (None: the binding only takes the NT
+# layout, B given as [N, K]).
+@dataclass(frozen=True)
+class _ScaledGemm:
+    a_at: int
+    b_at: int
+    scales_at: tuple[int, ...]
+    fp4: bool
+    trans_at: int | None
+
+
+SCALED_GEMM_OPS: dict[str, _ScaledGemm] = {
+    # hipblaslt_gemm_fp8/fp4(A, scale_a, B, scale_b, out_dtype, transA, transB, transC, granularity)
+    **dict.fromkeys(("primus_turbo_cpp_extension::hipblaslt_gemm_fp8", "primus_turbo::hipblaslt_gemm_fp8"),
+                    _ScaledGemm(0, 2, (1, 3), False, 5)),
+    **dict.fromkeys(("primus_turbo_cpp_extension::hipblaslt_gemm_fp4", "primus_turbo::hipblaslt_gemm_fp4"),
+                    _ScaledGemm(0, 2, (1, 3), True, 5)),
+    # gemm_a4w4(A, B, scale_a, scale_b, out, dtype, alpha, beta, bpreshuffle): NT only
+    **dict.fromkeys(("aiter::gemm_a4w4", "aiter::_gemm_a4w4_asm"), _ScaledGemm(0, 1, (2, 3), True, None)),
+    # The 8-bit GEMMs of AITER and their vLLM/SGLang wrappers: (X [M, K], W [N, K], x_scale, w_scale, ...), NT only.
+    **dict.fromkeys((
+        "aiter::gemm_a8w8_ck", "aiter::gemm_a8w8_bpreshuffle_ck", "aiter::gemm_a8w8_bpreshuffle",
+        "aiter::gemm_a8w8_blockscale_ck", "aiter::gemm_a8w8_blockscale_cktile",
+        "aiter::gemm_a8w8_blockscale_bpreshuffle_ck", "aiter::gemm_a8w8_blockscale_bpreshuffle_cktile",
+        "aiter::_gemm_a8w8_blockscale_bpreshuffle_asm", "aiter::flatmm_a8w8_blockscale_asm",
+        "aiter::gfx950_a8w8_blockscale_asm",
+        "vllm::rocm_aiter_triton_gemm_a8w8_blockscale", "vllm::_rocm_aiter_preshuffled_per_token_w8a8_gemm",
+        "sglang_profiler::fp8_utils_gemm_a8w8_blockscale", "sglang_profiler::gemm_a8w8_blockscale_gemm_a8w8_blockscale",
+    ), _ScaledGemm(0, 1, (2, 3), False, None)),
+    # AITER's 16-bit GEMMs (x [M, K], w [N, K], ...) and its FP4 × FP4 one (packed x, w, x_scales, w_scales, ...).
+    **dict.fromkeys(("aiter::gemm_a16w16_atomic_", "aiter::_gemm_a16w16_asm",
+                     "sglang_profiler::gemm_kernels_flydsl_hgemm"), _ScaledGemm(0, 1, (), False, None)),
+    "aiter::gemm_afp4wfp4_": _ScaledGemm(0, 1, (2, 3), True, None),
+}
+CAUSAL_CONV1D_OPS = {"DaoAILab::_causal_conv1d_fwd_cpp"}
+MAMBA_SSD_OPS = {"MambaSplitConv1dScanCombinedFn"}
+# Per-tensor FP8 casts: (where the high-precision input sits, FLOPs per element). Primus-Turbo's (input, scale_inv,
+# amax) scales each element and folds it into the running amax of delayed scaling (2); vLLM's static
+# (out, input, scale) only scales (1).
+QUANTIZE_FP8_OPS = {"primus_turbo_cpp_extension::quantize_fp8_tensorwise": (0, 2),
+                    "primus_turbo::quantize_fp8_tensorwise": (0, 2), "_C::static_scaled_fp8_quant": (1, 1)}
+# MXFP4 casts: (where the input sits, directions). The dual casts write a row-wise and a column-wise copy.
+QUANTIZE_MXFP4_OPS = {**dict.fromkeys(("primus_turbo_cpp_extension::quantize_mxfp4_dual",
+                                       "primus_turbo::quantize_mxfp4_dual", "primus::quantize_mxfp4_dual"), (0, 2)),
+                      "sglang_profiler::quant_dynamic_mxfp4_quant": (0, 1),
+                      "sglang_profiler::fused_mxfp4_quant_fused_flatten_mxfp4_quant": (0, 1),  # x [M, N1, N2]
+                      "aiter::dynamic_per_group_scaled_quant_fp4": (1, 1)}  # (out, input, scales, ...)
+# Dynamic casts that find their scales themselves (per token, per group of a row, per tensor): (out, input,
+# scales, ...).
+DYNAMIC_QUANT_OPS = {"aiter::dynamic_per_token_scaled_quant", "aiter::dynamic_per_group_scaled_quant",
+                     "aiter::dynamic_per_tensor_quant"}
+# vLLM's Triton per-token-group FP8 cast (x [M, N], group_size): FP8 values and one float32 scale per group out.
+GROUP_QUANT_FP8_OPS = {"vllm::triton_per_token_group_quant_fp8"}
+# Fused gated activations: (out [T, N], input [T, 2·N]) → out = act(input[:, :N]) · input[:, N:].
+GATED_ACTIVATION_OPS = {"aiter::silu_and_mul", "_C::silu_and_mul", "sgl_kernel::silu_and_mul",
+                        "aiter::gelu_and_mul", "aiter::gelu_tanh_and_mul"}
+# Normalization backwards (torch 2.13's schemas): where the weight sits and how many parameter gradients (weight,
+# bias) they write; grad_out and input come first (miopen/cudnn: input, then grad_output).
+NORM_BACKWARD_OPS = {"aten::native_layer_norm_backward": (5, 2), "aten::native_batch_norm_backward": (2, 2),
+                     "aten::native_group_norm_backward": (4, 2), "aten::_fused_rms_norm_backward": (4, 1),
+                     "aten::miopen_batch_norm_backward": (2, 2), "aten::cudnn_batch_norm_backward": (2, 2),
+                     "aten::batch_norm_backward": (2, 2)}
+# Pure data movement into a larger tensor: (input, padding [left, right, top, bottom, ...]) and (input, output_size,
+# scales...) or (input, output_size, scale_factors).
+PAD_OPS = {f"aten::replication_pad{d}d" for d in (1, 2, 3)}
+UPSAMPLE_OPS = {f"aten::upsample_nearest{d}d" for d in (1, 2, 3)}
+# Liger-Kernel's SwiGLU (a, b) → silu(a) · b, all three the same shape.
+SILU_MUL_OPS = {"LigerSiLUMulFunction"}
+# DeepSpeed's Evoformer attention (Q, K, V [B, S, R, H, d], res_mask [B, S, 1, 1, R], pair_bias [B, 1, H, R, R]).
+EVOFORMER_OPS = {"EvoformerAttention"}
+# RMS norms of the inference libraries: where the input and the weight sit, and whether a residual is added first
+# (then input and residual are read, the normalized output and the updated residual written).
+@dataclass(frozen=True)
+class _RmsNorm:
+    x_at: int
+    weight_at: int
+    residual: bool = False
+
+
+INFERENCE_NORM_OPS: dict[str, _RmsNorm] = {
+    "aiter::rms_norm": _RmsNorm(0, 1), "aiter::rmsnorm2d_fwd_ck": _RmsNorm(0, 1), "aiter::rmsnorm": _RmsNorm(1, 2),
+    "_C::rms_norm": _RmsNorm(1, 2),  # vLLM's (out, input, weight, epsilon)
+    **dict.fromkeys(("aiter::add_rmsnorm", "aiter::rmsnorm2d_fwd_with_add_ck"), _RmsNorm(1, 4, residual=True)),
+    "_C::fused_add_rms_norm": _RmsNorm(0, 2, residual=True),  # vLLM's (input, residual, weight, epsilon), in place
+}
+# RMS norms fused with an FP8 cast of their output (per token or per group of a row): where the input, the weight, the
+# FP8 output and the scales sit when recorded (None: returned, so not recorded), or the position of the group size
+# that sizes the scales (float32, one per group), and whether a residual is added first (read, and the sum written).
+@dataclass(frozen=True)
+class _RmsNormQuant:
+    x_at: int
+    weight_at: int
+    out_at: int | None
+    scales_at: int | None
+    group_at: int | None = None
+    residual: bool = False
+
+
+RMS_NORM_QUANT_OPS: dict[str, _RmsNormQuant] = {
+    # (out, input, yscale [M, 1], weight, epsilon, ...)
+    "aiter::rmsnorm2d_fwd_with_dynamicquant_ck": _RmsNormQuant(1, 3, 0, 2),
+    # (out, input, scale [M, N / group], weight, epsilon, group_size, ...)
+    "aiter::rmsnorm_quant": _RmsNormQuant(1, 3, 0, 2),
+    # (x, weight, eps, group_size) → (x_quant, scales)
+    "vllm::rocm_aiter_rmsnorm_fp8_group_quant": _RmsNormQuant(0, 1, None, None, group_at=3),
+    # (x, residual, weight, eps, group_size) → (x_quant, residual_out, scales)
+    "vllm::rocm_aiter_rmsnorm_with_add_fp8_group_quant": _RmsNormQuant(0, 2, None, None, group_at=4, residual=True),
+}
+# Rotary embedding in place on the query and key: (positions [T], query [T, H_q·d], key [T, H_kv·d], head_size,
+# cos_sin_cache [max_position, rotary_dim], is_neox).
+ROTARY_EMBEDDING_OPS = {"sgl_kernel::rotary_embedding", "_C::rotary_embedding"}
+# AITER's two-channel RoPE: (out_x, out_y, x [B, S, H_q, d], y [B, S, H_kv, d], cos, sin [max_pos, 1, 1, d_cs],
+# positions [B, S], ...).
+ROPE_2C_OPS = {"aiter::rope_cached_positions_2c_fwd_impl"}
+# KV-cache writes: the new tokens' K and V copied into their cache slots.
+KV_CACHE_OPS = {"sglang::store_cache", "_C_cache_ops::reshape_and_cache_flash"}
+MATRIX_FAMILIES = (GEMM, CONV, SDPA, GROUPED_GEMM, MOE, SSM)  # judged against the matrix peak
 
 # Forward normalizations: (input, normalized shape or weight, ...) as their schemas record them.
 NORM_OPS = {f"aten::{p}{kind}_norm" for p in ("", "native_") for kind in ("layer", "batch", "group", "instance")} \
-    | {"aten::rms_norm", "aten::_fused_rms_norm"}
+    | {"aten::rms_norm", "aten::_fused_rms_norm", "aten::miopen_batch_norm", "aten::cudnn_batch_norm",
+       "aiter::_groupnorm_run"}  # AITER's: aten::group_norm's arguments
 REDUCE_OPS = {f"aten::{n}" for n in ("sum", "mean", "amax", "amin", "max", "min", "norm", "linalg_vector_norm",
                                      "std", "var", "logsumexp", "cumsum", "cumprod", "prod")}
 
@@ -107,7 +330,8 @@ ROOFLINE_COLUMNS = ["family", "op", "shape", "dtype", "calls", "kernel time ms",
 
 @dataclass(frozen=True)
 class OpWork:
-    family: str  # GEMM, CONV, SDPA, elementwise, NORM, reduction, grouped GEMM, MoE, MoE comm, RoPE, cross-entropy
+    family: str  # GEMM, CONV, SDPA, elementwise, NORM, reduction, grouped GEMM, MoE, MoE comm, RoPE, cross-entropy,
+    # SSM, causal conv1d, quantize, KV cache, MoE routing, Inductor Triton
     flops: float
     bytes: float
     shape: str
@@ -121,7 +345,7 @@ def bytes_per_element(dtype: str) -> int | None:
 
 def precision_of(dtype: str) -> str | None:
     d = dtype.lower()
-    return "fp8" if "float8" in d else _PRECISION.get(d)
+    return "fp8" if "float8" in d else "fp4" if "float4" in d else _PRECISION.get(d)
 
 
 def _tensor(dims: Any) -> tuple[int, ...] | None:
@@ -163,34 +387,18 @@ def _numel(t: Sequence[int]) -> int:
 
 def op_work(name: str, shape: OpShape) -> OpWork | None:
     """FLOPs and bytes of one op call, or None when the op has no model or its shapes are not usable."""
+    model = _model_of(name)
+    if model is None:
+        return None
     try:
-        if name in GEMM_OPS:
-            return _gemm(name, shape)
-        if name in CONV_OPS:
-            return _conv(name, shape)
-        if name in SDPA_OPS:
-            return _sdpa(SDPA_OPS[name], shape)
-        if name in ELEMENTWISE_OPS:
-            return _elementwise(shape)
-        if name in NORM_OPS:
-            return _norm(shape)
-        if name in REDUCE_OPS:
-            return _reduce(shape)
-        if name in GROUPED_GEMM_OPS:
-            return _grouped_gemm(name, shape)
-        if name in FUSED_MOE_OPS:
-            return _fused_moe(shape)
-        if name in MOE_GEMM_OPS:
-            return _moe_gemm(shape)
-        if name in MOE_COMM_OPS:
-            return _moe_comm(shape)
-        if name in ROPE_OPS:
-            return _rope(shape)
-        if name in CROSS_ENTROPY_OPS:
-            return _cross_entropy(shape)
+        return model(name, shape)
     except (IndexError, TypeError, ValueError, ZeroDivisionError):
         return None  # a shape list that does not fit the op's schema: the op stays in the tables, unpriced
-    return None
+
+
+def _model_of(name: str) -> Callable[[str, OpShape], OpWork | None] | None:
+    """The model that prices op ``name`` (:data:`_MODELS`), None when no family has one."""
+    return next((model for ops, model in _MODELS if name in ops), None)
 
 
 def _work(family: str, flops: float, elements: float, dtype: str, shape_text: str) -> OpWork | None:
@@ -445,6 +653,81 @@ def _moe_gemm(shape: OpShape) -> OpWork | None:
     return _priced(MOE, 2 * rows * n * k, nbytes, shape.types[1], text)
 
 
+def _logical_width(width: int, dtype: str) -> int:
+    """Values along a packed dimension: two per byte for packed FP4."""
+    return 2 * width if "float4" in dtype.lower() else width
+
+
+def _expert_bytes(weights: tuple[int, ...], bpe: int, experts_hit: float) -> float:
+    """The stored bytes of the experts a batch reaches, of a weight tensor [E, ...]."""
+    return experts_hit * _numel(weights[1:]) * bpe
+
+
+def _aiter_fused_moe(shape: OpShape) -> OpWork | None:
+    """The fused MoE's formula (:func:`_fused_moe`) on AITER's direct call, whose hidden width K comes from w2
+    [E, K, N] (x and w1 may be stored packed) and whose N is w2's last width unpacked by the same factor."""
+    out, x, w1, w2 = (_tensor(d) for d in shape.dims[:4])
+    if out is None or x is None or w1 is None or w2 is None or len(w1) != 3 or len(w2) != 3 or len(out) != 2:
+        return None
+    topk, (experts, up, k_stored), (m, k) = int(_arg(shape, 8)), w1, out
+    n = w2[2] * (w2[1] // k_stored)
+    gated = up == 2 * n
+    if not gated and up != n:
+        return None
+    hit = _experts_hit(experts, topk, m)
+    flops = 2 * m * k * n * topk * (3 if gated else 2) + m * k * (2 * topk - 1)
+    nbytes = _numel(x) * _bpe(shape.types, 1) + _numel(out) * _bpe(shape.types, 0) \
+        + _expert_bytes(w1, _bpe(shape.types, 2), hit) + _expert_bytes(w2, _bpe(shape.types, 3), hit)
+    return _priced(MOE, flops, nbytes, shape.types[1],
+                   f"M={m} K={k} N={n} E={experts} topk={topk}" + (" gated" if gated else ""))
+
+
+def _moe_up(x_at: int, w_at: int, out_at: int, shape: OpShape) -> OpWork | None:
+    """Each token times the up (and, gated, gate) projection of each of its top-k experts: x [T, K] · w1
+    [E, N or 2·N, K] → [T, topk, N], 2·T·topk·N·K FLOPs (×2 gated); bytes x read, the weights of the experts
+    expected to be hit under uniform routing (:func:`_experts_hit`) read as stored, the output written."""
+    x, w, out = _tensor(shape.dims[x_at]), _tensor(shape.dims[w_at]), _tensor(shape.dims[out_at])
+    if x is None or w is None or out is None or len(x) != 2 or len(w) != 3 or len(out) != 3:
+        return None
+    (t, k_stored), (experts, up, _), (_, topk, n) = x, w, out
+    k = _logical_width(k_stored, shape.types[x_at])
+    gated = up == 2 * n
+    if not gated and up != n:
+        return None
+    hit = _experts_hit(experts, topk, t)
+    nbytes = _numel(x) * _bpe(shape.types, x_at) + _expert_bytes(w, _bpe(shape.types, w_at), hit) \
+        + _numel(out) * _bpe(shape.types, out_at)
+    return _priced(MOE, 2 * t * topk * n * k * (2 if gated else 1), nbytes, shape.types[x_at],
+                   f"up T={t} K={k} N={n} E={experts} topk={topk}" + (" gated" if gated else ""))
+
+
+def _moe_down(inter_at: int, w_at: int, out_at: int, shape: OpShape) -> OpWork | None:
+    """Each (token, expert) row of the up stage's output times that expert's down projection, summed per token:
+    [T, topk, N] · w2 [E, K, N] → [T, K], 2·T·topk·N·K FLOPs; bytes as :func:`_moe_up`."""
+    inter, w, out = _tensor(shape.dims[inter_at]), _tensor(shape.dims[w_at]), _tensor(shape.dims[out_at])
+    if inter is None or w is None or out is None or len(inter) != 3 or len(w) != 3 or len(out) != 2:
+        return None
+    (t, topk, n_stored), (experts, k, _) = inter, w
+    n = _logical_width(n_stored, shape.types[inter_at])
+    hit = _experts_hit(experts, topk, t)
+    nbytes = _numel(inter) * _bpe(shape.types, inter_at) + _expert_bytes(w, _bpe(shape.types, w_at), hit) \
+        + _numel(out) * _bpe(shape.types, out_at)
+    return _priced(MOE, 2 * t * topk * n * k, nbytes, shape.types[inter_at],
+                   f"down T={t} N={n} K={k} E={experts} topk={topk}")
+
+
+def _moe_routing(shape: OpShape) -> OpWork | None:
+    """Bookkeeping over the router's logits and the token-to-expert lists: every recorded tensor read or written
+    once; one FLOP per element of the largest (a compare or a move each)."""
+    tensors = [(t, i) for i, d in enumerate(shape.dims) if (t := _tensor(d)) is not None
+               and bytes_per_element(shape.types[i] if i < len(shape.types) else "")]
+    if not tensors:
+        return None
+    largest, at = max(tensors, key=lambda ti: _numel(ti[0]))
+    nbytes = sum(_numel(t) * _bpe(shape.types, i) for t, i in tensors)
+    return _priced(MOE_ROUTING, _numel(largest), nbytes, shape.types[at], f"{[list(t) for t, _ in tensors]}")
+
+
 def _moe_comm(shape: OpShape) -> OpWork | None:
     """Tokens [T, hidden] sent to (or gathered from) the expert ranks: traffic only."""
     tokens = _tensor(shape.dims[0])
@@ -470,6 +753,550 @@ def _cross_entropy(shape: OpShape) -> OpWork | None:
     target_bpe = bytes_per_element(shape.types[1]) if len(shape.types) > 1 else None
     nbytes = _numel(logits) * _bpe(shape.types, 0) + rows * (target_bpe or 8) + rows * 4
     return _priced(CROSS_ENTROPY, 5 * _numel(logits), nbytes, shape.types[0], f"rows={rows} V={logits[-1]}")
+
+
+def _scaled_gemm(op: _ScaledGemm, shape: OpShape) -> OpWork | None:
+    """C [M, N] = A · B from FP8 or packed FP4 operands with their scales. The flags say which operand is stored
+    transposed; transC asks for Cᵀ, which the library computes as Bᵀ·Aᵀ (the operands swap and both flags flip).
+    A packed FP4 operand holds two values per byte, so its recorded K is half the product's. Bytes: A and B as
+    stored, the scale tensors as recorded (a per-tensor scale records no shape and counts nothing; MXFP4 has one
+    E8M0 byte per 32 values), C written in 16 bits (the bindings take BF16 or FP16 outputs only)."""
+    a, b = _tensor(shape.dims[op.a_at]), _tensor(shape.dims[op.b_at])
+    if a is None or b is None or len(a) != 2 or len(b) != 2:
+        return None
+    if op.trans_at is None:
+        trans_a, trans_b, trans_c = False, True, False
+    else:
+        trans_a, trans_b, trans_c = (bool(_arg(shape, op.trans_at + i, False)) for i in range(3))
+    if trans_c:
+        a, b, trans_a, trans_b = b, a, not trans_b, not trans_a
+    (m, k_stored), (k_b, n) = (a[::-1] if trans_a else a), (b[::-1] if trans_b else b)
+    if k_stored != k_b:
+        return None
+    k = 2 * k_stored if op.fp4 else k_stored
+    scales = sum(_numel(t) * _bpe(shape.types, i) for i in op.scales_at
+                 if (t := _tensor(shape.dims[i]) if i < len(shape.dims) else None) is not None)
+    nbytes = m * k_stored * _bpe(shape.types, op.a_at) + n * k_stored * _bpe(shape.types, op.b_at) + scales \
+        + 2 * m * n
+    return _priced(GEMM, 2 * m * n * k, nbytes, shape.types[op.a_at], f"M={m} N={n} K={k}")
+
+
+def _lengths(count: int, total: int, longest: int) -> tuple[float, float]:
+    """(longest, each other) of ``count`` sequences of ``total`` tokens whose longest is ``longest``: the other
+    ``count`` − 1 equal, which for fixed totals makes Σ lengths² (and the attention work) smallest. A ``longest``
+    below the mean is a cap rather than the longest sequence: then all are taken equal."""
+    if count <= 1:
+        return float(total), float(total)
+    rest = (total - longest) / (count - 1)
+    return (float(longest), rest) if 0 <= rest <= longest else (total / count, total / count)
+
+
+def _pairs(n_q: float, n_k: float, causal: bool) -> float:
+    """Query-key pairs one sequence scores: all, or under a causal mask aligned to the last key (flash-attn's)
+    n_q·n_k − n_q²/2 (n_q²/2 when n_q = n_k, as the dense ops count)."""
+    if not causal:
+        return n_q * n_k
+    return n_q * n_k - n_q * n_q / 2 if n_q <= n_k else n_k * n_k / 2
+
+
+def _varlen_attention(op: _VarlenAttention, shape: OpShape) -> OpWork | None:
+    """Packed sequences, q [T_q, H_q, d_qk], k and v [T_k, H_kv, d] (or a paged cache [pages, page, H_kv, d] of
+    which ``kv_page_indices`` lists the attended pages). The record gives the sequences' count (the offsets' length
+    − 1), the totals and the longest lengths, not each length: the FLOPs are those of the smallest work these allow
+    (:func:`_lengths`), a lower bound, 2·H_q·pairs·(d_qk + d_v) forward and 2·H_q·pairs·(3·d_qk + 2·d_v) backward
+    (plus the sums over the query heads sharing a K/V head), as the dense ops count. Bytes: Q, the attended K and V
+    and O (backward: Q, K, V, dO read, dQ, dK, dV written), each at its own dtype."""
+    dims = shape.dims
+    q, k, v = (_tensor(dims[op.q_at + i]) for i in range(3))
+    cu_q, cu_k = _tensor(dims[op.cu_q_at]), _tensor(dims[op.cu_k_at])
+    if q is None or k is None or v is None or cu_q is None or cu_k is None or len(q) != 3 or len(k) not in (3, 4):
+        return None
+    (t_q, h_q, d_qk), (h_kv, d_v) = q, (k[-2], v[-1])
+    if op.page_indices_at is None:
+        t_k = k[0]
+    else:
+        pages = _tensor(dims[op.page_indices_at])
+        if pages is None:
+            return None
+        t_k = pages[0] * (k[1] if len(k) == 4 else 1)
+    count = cu_q[0] - 1
+    causal = bool(_arg(shape, op.causal_at, False))
+    longest_q, other_q = _lengths(count, t_q, int(_arg(shape, op.max_q_at)))
+    longest_k, other_k = _lengths(count, t_k, int(_arg(shape, op.max_k_at)))
+    pairs = _pairs(longest_q, longest_k, causal) + (count - 1) * _pairs(other_q, other_k, causal)
+    bpe_q, bpe_kv = _bpe(shape.types, op.q_at), _bpe(shape.types, op.q_at + 1)
+    q_bytes, kv_bytes = t_q * h_q * d_qk * bpe_q, t_k * h_kv * (d_qk + d_v) * bpe_kv
+    o_bytes = t_q * h_q * d_v * bpe_q
+    if op.backward:
+        shared = h_q // h_kv - 1 if h_kv else 0
+        flops = 2 * h_q * pairs * (3 * d_qk + 2 * d_v) + t_k * (d_qk + d_v) * shared
+        nbytes = 2 * (q_bytes + kv_bytes) + o_bytes
+    else:
+        flops, nbytes = 2 * h_q * pairs * (d_qk + d_v), q_bytes + kv_bytes + o_bytes
+    text = f"seqs={count} T_q={t_q} T_kv={t_k} H={h_q} H_kv={h_kv} d={d_qk}" + (" causal" if causal else "") \
+        + (" backward" if op.backward else "")
+    return _priced(SDPA, flops, nbytes, shape.types[op.q_at], text)
+
+
+def _causal_conv1d(shape: OpShape) -> OpWork | None:
+    """Depthwise causal conv of x [B, C, L] with w [C, K] (+ bias [C]): each output element a K-tap multiply-add,
+    2·B·C·L·K FLOPs; x read, y written, w and the bias read."""
+    x, w = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if x is None or w is None or len(x) != 3 or len(w) != 2 or w[0] != x[1]:
+        return None
+    bias = _tensor(shape.dims[2]) if len(shape.dims) > 2 else None
+    (b, c, length), taps = x, w[1]
+    nbytes = 2 * _numel(x) * _bpe(shape.types, 0) + _numel(w) * _bpe(shape.types, 1) \
+        + (c * _bpe(shape.types, 2) if bias else 0)
+    return _priced(CAUSAL_CONV1D, 2 * b * c * length * taps, nbytes, shape.types[0],
+                   f"B={b} C={c} L={length} K={taps}")
+
+
+# MambaSplitConv1dScanCombinedFn's recorded arguments: zxbcdt, conv1d weight, conv1d bias, dt_bias, A, D, then
+# chunk_size (6), ..., headdim (15), ngroups (16).
+_SSD_CHUNK_AT, _SSD_HEADDIM_AT, _SSD_NGROUPS_AT = 6, 15, 16
+
+
+def _mamba_ssd(shape: OpShape) -> OpWork | None:
+    """Mamba-2's fused conv1d + chunked SSD scan. zxbcdt [B, T, 2·d_inner + 2·G·N + H] holds z, x, B, C and dt; the
+    conv runs over x, B, C (conv weight [d_inner + 2·G·N, d_conv]), so d_inner = width − conv channels − H, the
+    head dim P = d_inner / H and the state size N = (conv channels − d_inner) / (2·G). With chunks of Q tokens:
+    conv 2·B·(conv channels)·T·d_conv; within each chunk C·Bᵀ (2·Q²·N per group) and its masked product with X
+    (2·Q²·P per head), so 2·B·T·Q·(G·N + d_inner) over the T/Q chunks; each chunk's final state Bᵀ·X and the
+    states' contribution to the outputs C·h, 2·B·T·N·d_inner each. The state passing between chunks (1/Q of one
+    state term) and the optional gated RMSNorm are not counted. Bytes: zxbcdt, the conv weight and bias, dt_bias,
+    A and D read once, y [B, T, d_inner] written."""
+    zxbcdt, conv_w, heads_shape = _tensor(shape.dims[0]), _tensor(shape.dims[1]), _tensor(shape.dims[3])
+    if zxbcdt is None or conv_w is None or heads_shape is None or len(zxbcdt) != 3 or len(conv_w) != 2:
+        return None
+    (b, t, width), (channels, d_conv), heads = zxbcdt, conv_w, heads_shape[0]
+    chunk, groups = int(_arg(shape, _SSD_CHUNK_AT)), int(_arg(shape, _SSD_NGROUPS_AT, 1))
+    d_inner = width - channels - heads
+    state_width = channels - d_inner  # 2·G·N
+    head_dim = _arg(shape, _SSD_HEADDIM_AT, d_inner // heads if heads else 0)
+    if heads <= 0 or d_inner <= 0 or head_dim * heads != d_inner or state_width <= 0 \
+            or state_width % (2 * groups):
+        return None
+    n = state_width // (2 * groups)
+    flops = 2 * b * channels * t * d_conv + 2 * b * t * chunk * (groups * n + d_inner) + 2 * 2 * b * t * n * d_inner
+    params = sum(_numel(p) * _bpe(shape.types, i) for i in range(2, 6)
+                 if (p := _tensor(shape.dims[i])) is not None)
+    bpe = _bpe(shape.types, 0)
+    nbytes = _numel(zxbcdt) * bpe + _numel(conv_w) * _bpe(shape.types, 1) + params + b * t * d_inner * bpe
+    return _priced(SSM, flops, nbytes, shape.types[0],
+                   f"B={b} T={t} H={heads} P={head_dim} G={groups} N={n} chunk={chunk}")
+
+
+def _quantize_fp8(input_at: int, flops_per_element: int, shape: OpShape) -> OpWork | None:
+    """A per-tensor cast to FP8: the input read, one byte per element written, ``flops_per_element`` each."""
+    x = _tensor(shape.dims[input_at])
+    if x is None:
+        return None
+    elements = _numel(x)
+    return _priced(QUANTIZE, flops_per_element * elements, elements * (_bpe(shape.types, input_at) + 1),
+                   shape.types[input_at], f"{list(x)} → fp8")
+
+
+MXFP4_BLOCK = 32  # values sharing one E8M0 scale
+
+
+def _quantize_mxfp4(input_at: int, directions: int, shape: OpShape) -> OpWork | None:
+    """x [M, N] cast to MXFP4 along rows (and, for the dual casts, again along columns: the NT GEMM's A and the
+    weight gradient's copy): x read once; per direction a packed copy (half a byte per value) and its scales (one
+    byte per 32 values: M·⌈N/32⌉ along rows, N·⌈M/32⌉ along columns) written. Per element and direction a block
+    max and a scale multiply: 2 FLOPs."""
+    x = _tensor(shape.dims[input_at])
+    if x is None or len(x) < 2:
+        return None
+    m, n = _numel(x[:-1]), x[-1]
+    scales = m * -(-n // MXFP4_BLOCK) + (n * -(-m // MXFP4_BLOCK) if directions == 2 else 0)
+    nbytes = m * n * _bpe(shape.types, input_at) + directions * -(-(m * n) // 2) + scales
+    text = f"M={m} N={n} → mxfp4" + (" rows and columns" if directions == 2 else "")
+    return _priced(QUANTIZE, 2 * directions * m * n, nbytes, shape.types[input_at], text)
+
+
+def _dynamic_quant(shape: OpShape) -> OpWork | None:
+    """(out, input, scales): each value's group max found and the value scaled, 2 FLOPs per element; the input read,
+    the low-precision output and the scales written, each at its dtype."""
+    out, x, scales = (_tensor(shape.dims[i]) for i in range(3))
+    if out is None or x is None or _numel(out) != _numel(x):
+        return None
+    nbytes = _numel(x) * _bpe(shape.types, 1) + _numel(out) * _bpe(shape.types, 0) \
+        + (_numel(scales) * _bpe(shape.types, 2) if scales else 0)
+    return _priced(QUANTIZE, 2 * _numel(x), nbytes, shape.types[1], f"{list(x)} → {shape.types[0]}")
+
+
+def _group_quant_fp8(shape: OpShape) -> OpWork | None:
+    """x [..., N] in groups of ``group_size`` along N: 2 FLOPs per element (group max, scale); x read, one FP8 byte
+    per value and a float32 scale per group written."""
+    x = _tensor(shape.dims[0])
+    group = int(_arg(shape, 1))
+    if x is None or group <= 0:
+        return None
+    rows, n = _numel(x[:-1]), x[-1]
+    nbytes = _numel(x) * (_bpe(shape.types, 0) + 1) + rows * -(-n // group) * 4
+    return _priced(QUANTIZE, 2 * _numel(x), nbytes, shape.types[0], f"{list(x)} groups of {group} → fp8")
+
+
+def _gated_activation(shape: OpShape) -> OpWork | None:
+    """(out [..., N], input [..., 2·N]): out = act(input[..., :N]) · input[..., N:], an activation and a product per
+    output element (2 FLOPs); the input read, the output written."""
+    out, x = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if out is None or x is None or x[-1] != 2 * out[-1] or x[:-1] != out[:-1]:
+        return None
+    return _priced(ELEMENTWISE, 2 * _numel(out), _numel(x) * _bpe(shape.types, 1) + _numel(out) *
+                   _bpe(shape.types, 0), shape.types[1], f"{list(x)} → {list(out)}")
+
+
+def _rms_norm(op: _RmsNorm, shape: OpShape) -> OpWork | None:
+    """The normalizations' convention (5 FLOPs per element), plus the residual add when fused (1 more); bytes the
+    input read and the output written (with a residual: input and residual read, output and the updated residual
+    written), and the weight read once."""
+    x, w = _tensor(shape.dims[op.x_at]), _tensor(shape.dims[op.weight_at])
+    if x is None:
+        return None
+    elements = _numel(x)
+    tensors = 4 if op.residual else 2
+    nbytes = tensors * elements * _bpe(shape.types, op.x_at) + (_numel(w) * _bpe(shape.types, op.weight_at) if w
+                                                                 else 0)
+    return _priced(NORM, (6 if op.residual else 5) * elements, nbytes, shape.types[op.x_at],
+                   f"{list(x)}" + (" + residual" if op.residual else ""))
+
+
+def _rms_norm_quant(op: _RmsNormQuant, shape: OpShape) -> OpWork | None:
+    """The RMS norm's convention (5 FLOPs per element, +1 for a residual add) plus the cast's group max and scale (2);
+    bytes the input and the weight read (with a residual: the residual read and the sum written at the input's
+    width), the FP8 output written (one byte per value) and the float32 scales."""
+    x, w = _tensor(shape.dims[op.x_at]), _tensor(shape.dims[op.weight_at])
+    if x is None or w is None:
+        return None
+    elements, rows, bpe = _numel(x), _numel(x[:-1]), _bpe(shape.types, op.x_at)
+    out_bytes = _numel(_tensor(shape.dims[op.out_at]) or ()) * _bpe(shape.types, op.out_at) \
+        if op.out_at is not None else elements
+    if op.group_at is not None:
+        scale_bytes = rows * -(-x[-1] // int(_arg(shape, op.group_at))) * 4
+    else:
+        scales = _tensor(shape.dims[op.scales_at]) if op.scales_at is not None else None
+        scale_bytes = _numel(scales) * _bpe(shape.types, op.scales_at) if scales and op.scales_at is not None else 0
+    nbytes = elements * bpe * (3 if op.residual else 1) + _numel(w) * _bpe(shape.types, op.weight_at) + out_bytes \
+        + scale_bytes
+    return _priced(NORM, (8 if op.residual else 7) * elements, nbytes, shape.types[op.x_at],
+                   f"{list(x)}" + (" + residual" if op.residual else "") + " → fp8")
+
+
+def _rotary_embedding(shape: OpShape) -> OpWork | None:
+    """Query and key rotated in place, the first ``rotary_dim`` (the cache's width) of each head of head_size:
+    3 FLOPs per rotated element (the RoPE convention); the rotated elements read and written, and per token its
+    position (int64) and its cos/sin row of the cache read."""
+    positions, q, k, cache = (_tensor(shape.dims[i]) for i in (0, 1, 2, 4))
+    head_size = int(_arg(shape, 3))
+    if positions is None or q is None or cache is None or len(cache) != 2 or head_size <= 0:
+        return None
+    tokens, rotary_dim = _numel(positions), cache[1]
+    heads = (_numel(q) + (_numel(k) if k else 0)) // tokens // head_size
+    rotated = tokens * heads * rotary_dim
+    nbytes = 2 * rotated * _bpe(shape.types, 1) + tokens * (_bpe(shape.types, 0) + rotary_dim * _bpe(shape.types, 4))
+    return _priced(ROPE, 3 * rotated, nbytes, shape.types[1], f"tokens={tokens} heads={heads} rotary_dim={rotary_dim}")
+
+
+def _rope_2c(shape: OpShape) -> OpWork | None:
+    """Query (x) and key (y) rotated whole, 3 FLOPs per element (the RoPE convention); x and y read, the outputs
+    written, and per token its int64 position and its cos and sin rows read."""
+    x, y, cos, positions = (_tensor(shape.dims[i]) for i in (2, 3, 4, 6))
+    if x is None or y is None or cos is None or positions is None:
+        return None
+    elements, tokens = _numel(x) + _numel(y), _numel(positions)
+    nbytes = 2 * elements * _bpe(shape.types, 2) + tokens * (_bpe(shape.types, 6) + 2 * cos[-1] * _bpe(shape.types, 4))
+    return _priced(ROPE, 3 * elements, nbytes, shape.types[2], f"x={list(x)} y={list(y)}")
+
+
+def _kv_cache_write(shape: OpShape) -> OpWork | None:
+    """(key, value, key_cache, value_cache, slots [T], ...): the new tokens' K and V read and written into the cache
+    at the cache's width, and their slot indices read. A cache narrower than K (an FP8 cache) means a scale per
+    element: 1 FLOP each; a plain copy does none."""
+    key, value, slots = _tensor(shape.dims[0]), _tensor(shape.dims[1]), _tensor(shape.dims[4])
+    if key is None or value is None or slots is None:
+        return None
+    elements = _numel(key) + _numel(value)
+    bpe_in, bpe_cache = _bpe(shape.types, 0), _bpe(shape.types, 2)
+    nbytes = elements * (bpe_in + bpe_cache) + _numel(slots) * _bpe(shape.types, 4)
+    return _priced(KV_CACHE, elements if bpe_cache < bpe_in else 0, nbytes, shape.types[0],
+                   f"tokens={slots[0]} K={list(key)} V={list(value)}")
+
+
+class _InductorTritonKernels:
+    """The ops PyTorch (2.4 and later) records around each Triton kernel Inductor generated, named as the kernel:
+    ``triton_poi_fused_…`` (pointwise), ``triton_red_…``/``triton_per_…`` (reductions)."""
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.startswith(("triton_poi_fused_", "triton_red_fused_",
+                                                          "triton_per_fused_"))
+
+
+INDUCTOR_TRITON_OPS = _InductorTritonKernels()
+# The ATen ops a fused kernel's name lists that do arithmetic (one FLOP per element each, the elementwise
+# convention), and those that only move or reshape data (none).
+_ARITHMETIC = frozenset({n.removeprefix("aten::").rstrip("_") for n in ELEMENTWISE_OPS}
+                        | {n.removeprefix("aten::") for n in REDUCE_OPS}
+                        | {"_softmax", "_log_softmax", "softmax", "log_softmax", "native_layer_norm", "var_mean",
+                           "argmax", "argmin", "any", "all", "bitwise_xor", "remainder", "fmod", "erfinv",
+                           "mm", "bmm", "addmm", "native_dropout_backward", "_softmax_backward_data"})
+_DATA_MOVEMENT = frozenset({"view", "_unsafe_view", "reshape", "clone", "_to_copy", "copy", "cat", "stack",
+                            "embedding", "embedding_dense_backward", "permute", "transpose", "t", "expand",
+                            "slice", "select", "squeeze", "unsqueeze", "index", "index_select", "gather",
+                            "scatter", "constant_pad_nd", "full", "zeros", "ones", "arange", "iota", "fill",
+                            "new_zeros", "empty", "alias", "split", "split_with_sizes", "unbind",
+                            "slice_scatter", "select_scatter", "convert_element_type", "lift_fresh_copy"})
+
+
+def fused_ops(kernel_name: str) -> list[str]:
+    """The ATen ops in an Inductor kernel's name, read left to right taking the longest known name at each place
+    (a name's words are joined by the same underscores as the names: ``fused__unsafe_view_mul_silu`` is
+    ``_unsafe_view``, ``mul``, ``silu``); a word no known name starts is skipped."""
+    m = re.match(r"triton_(?:poi|red|per)_fused_(.+)_\d+$", kernel_name)
+    words = m.group(1).split("_") if m else []
+    known = _ARITHMETIC | _DATA_MOVEMENT
+    ops, i = [], 0
+    while i < len(words):
+        end = next((j for j in range(len(words), i, -1) if "_".join(words[i:j]) in known), None)
+        if end is None:
+            i += 1
+            continue
+        ops.append("_".join(words[i:end]))
+        i = end
+    return ops
+
+
+def _inductor_triton(name: str, shape: OpShape) -> OpWork | None:
+    """An Inductor kernel's recorded arguments are its pointers (tensors) and, last, its iteration sizes: xnumel
+    (pointwise), or xnumel and rnumel (reductions: rnumel values reduced per output). FLOPs: one per element of
+    the iteration space (xnumel · rnumel) for each arithmetic op the name lists (:func:`fused_ops`; ops that move
+    data count none), an estimate, since a fused op may run per row rather than per element. Bytes: each pointer's
+    tensor read or written once (a buffer the kernel both reads and writes counts once: a lower bound)."""
+    sizes = [v for v in (_arg(shape, i) for i, t in enumerate(shape.types) if t == "Scalar") if type(v) is int]
+    reduction = not name.startswith("triton_poi_")
+    if len(sizes) < (2 if reduction else 1):
+        return None
+    xnumel, rnumel = (sizes[-2], sizes[-1]) if reduction else (sizes[-1], 1)
+    tensors = [(t, i) for i, d in enumerate(shape.dims) if (t := _tensor(d)) is not None]
+    if not tensors:
+        return None
+    arithmetic = sum(op in _ARITHMETIC for op in fused_ops(name))
+    nbytes = sum(_numel(t) * _bpe(shape.types, i) for t, i in tensors)
+    text = f"xnumel={xnumel}" + (f" rnumel={rnumel}" if reduction else "")
+    return _priced(INDUCTOR_TRITON, arithmetic * xnumel * rnumel, nbytes, shape.types[tensors[0][1]], text)
+
+
+def _norm_backward(weight_at: int, param_grads: int, shape: OpShape) -> OpWork | None:
+    """dx from grad_out and input: x̂ recomputed, the two sums per row (or channel) and dx, with the weight and bias
+    gradients, 10 FLOPs per element (twice the forward's convention). Bytes: every recorded tensor read once
+    (grad_out, input, the saved statistics, the weight), dx written, and the parameter gradients written when a
+    weight is given."""
+    tensors = [(t, i) for i, d in enumerate(shape.dims) if (t := _tensor(d)) is not None]
+    if len(tensors) < 2 or tensors[0][0] != tensors[1][0]:
+        return None
+    x, x_at = tensors[0]
+    weight = _tensor(shape.dims[weight_at]) if weight_at < len(shape.dims) else None
+    nbytes = sum(_numel(t) * _bpe(shape.types, i) for t, i in tensors) + _numel(x) * _bpe(shape.types, x_at) \
+        + (param_grads * _numel(weight) * _bpe(shape.types, weight_at) if weight else 0)
+    return _priced(NORM, 10 * _numel(x), nbytes, shape.types[x_at], f"{list(x)} backward")
+
+
+def _grouped_gemm_variable_k(name: str, shape: OpShape) -> OpWork | None:
+    """Per-group lists as :func:`_grouped_gemm` reads them; the compact form X [M, K], dY [M, N] (M cut into the
+    groups) is Σ 2·mᵢ·K·N = 2·M·K·N FLOPs, X and dY read and the groups' [K, N] results written, counted once
+    since the compact form does not record how many groups there are (a lower bound)."""
+    a, b = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if a is None or b is None:
+        return _grouped_gemm(name, shape)
+    if len(a) != 2 or len(b) != 2 or a[0] != b[0]:
+        return None
+    (m, k), n = a, b[1]
+    bpe_in = _bpe(shape.types, 0)
+    bpe_out = bytes_per_element(shape.types[1]) or bpe_in
+    return _priced(GROUPED_GEMM, 2 * m * k * n, m * (k + n) * bpe_in + k * n * bpe_out, shape.types[0],
+                   f"M={m} N={n} K={k} variable K")
+
+
+def _dynamic_quant_gemm(shape: OpShape) -> OpWork | None:
+    """x [M, K] (16-bit, cast to MXFP4 inside the op) times the packed FP4 weight [N, K/2]: 2·M·N·K FLOPs at the
+    weight's precision; bytes x and the stored weight read, y [M, N] written at x's width."""
+    x, w = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if x is None or w is None or len(x) != 2 or len(w) != 2 or _logical_width(w[1], shape.types[1]) != x[1]:
+        return None
+    (m, k), n, bpe_x = x, w[0], _bpe(shape.types, 0)
+    nbytes = m * k * bpe_x + _numel(w) * _bpe(shape.types, 1) + m * n * bpe_x
+    return _priced(GEMM, 2 * m * n * k, nbytes, shape.types[1], f"M={m} N={n} K={k}")
+
+
+def _batched_gemm(fp4_weight: bool, shape: OpShape) -> OpWork | None:
+    """B products of x [M, K] (16-bit, cast inside the op) and the stored w [N, K]: 2·B·M·N·K FLOPs at the weight's
+    precision; bytes x, w and the other recorded tensors (the weight scales) read once, y [B, M, N] written at x's
+    width."""
+    x, w = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if x is None or w is None or len(x) != 3 or len(w) != 3 or (2 * w[2] if fp4_weight else w[2]) != x[2]:
+        return None
+    (b, n, _), k = w, x[2]
+    m = x[1] if x[0] == b else x[0]
+    read = sum(_numel(t) * _bpe(shape.types, i) for i, d in enumerate(shape.dims) if (t := _tensor(d)) is not None)
+    return _priced(GEMM, 2 * b * m * n * k, read + b * m * n * _bpe(shape.types, 0), shape.types[1],
+                   f"B={b} M={m} N={n} K={k}")
+
+
+def _te_gemm(shape: OpShape) -> OpWork | None:
+    """D = op(A) · op(B) with A, B, D at 0, 5, 10: whatever the transpose flags, |A|·|B| = M·K·K·N and |D| = M·N, so
+    K = √(|A|·|B| / |D|) and the FLOPs are 2·|D|·K. Bytes A and B read, D written, each at its dtype."""
+    a, b, d = (_tensor(shape.dims[i]) for i in (0, 5, 10))
+    if a is None or b is None or d is None or len(a) != 2 or len(b) != 2:
+        return None
+    k = math.isqrt(_numel(a) * _numel(b) // _numel(d))
+    if k * k * _numel(d) != _numel(a) * _numel(b) or k not in a or k not in b:
+        return None
+    nbytes = _numel(a) * _bpe(shape.types, 0) + _numel(b) * _bpe(shape.types, 5) + _numel(d) * _bpe(shape.types, 10)
+    return _priced(GEMM, 2 * _numel(d) * k, nbytes, shape.types[0], f"D={list(d)} K={k}")
+
+
+def _moved(x: tuple[int, ...], out: Sequence[int], dtype: str, what: str) -> OpWork | None:
+    """Data movement: the input read once and the output written, no FLOPs."""
+    bpe = bytes_per_element(dtype)
+    if bpe is None or min(out) <= 0:
+        return None
+    return _priced(ELEMENTWISE, 0, (_numel(x) + _numel(out)) * bpe, dtype, f"{list(x)} → {list(out)} {what}")
+
+
+def _replication_pad(shape: OpShape) -> OpWork | None:
+    """The edge values repeated outward: padding pairs (first, last) widen the last dims, the first pair the last
+    dim."""
+    x, padding = _tensor(shape.dims[0]), _arg(shape, 1)
+    if x is None or not isinstance(padding, list) or len(padding) % 2 or len(padding) // 2 > len(x):
+        return None
+    out = list(x)
+    for i in range(len(padding) // 2):
+        out[-1 - i] += padding[2 * i] + padding[2 * i + 1]
+    return _moved(x, out, shape.types[0], "padded")
+
+
+def _upsample_nearest(shape: OpShape) -> OpWork | None:
+    """Each output element a copy of its nearest input element: the spatial dims from ``output_size``, else from
+    the scale factors (⌊size · scale⌋)."""
+    x, size = _tensor(shape.dims[0]), _arg(shape, 1)
+    if x is None:
+        return None
+    spatial = len(x) - 2
+    if not isinstance(size, list):
+        scales = _arg(shape, 2)
+        scales = scales if isinstance(scales, list) else [_arg(shape, 2 + i) for i in range(spatial)]
+        size = [math.floor(n * float(f)) for n, f in zip(x[2:], scales, strict=True)]
+    if len(size) != spatial:
+        return None
+    return _moved(x, [*x[:2], *size], shape.types[0], "nearest")
+
+
+def _silu_mul(shape: OpShape) -> OpWork | None:
+    """silu(a) · b over a and b of one shape: an activation and a product per element (2 FLOPs); a and b read,
+    the product written at a's dtype."""
+    a, b = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if a is None or b is None or a != b:
+        return None
+    bpe_a = _bpe(shape.types, 0)
+    return _priced(ELEMENTWISE, 2 * _numel(a), _numel(a) * (2 * bpe_a + _bpe(shape.types, 1)), shape.types[0],
+                   f"{list(a)}")
+
+
+def _evoformer(shape: OpShape) -> OpWork | None:
+    """Attention over the R residues of each of the B·S rows (never causal), with a pair bias shared by the rows and
+    a mask per row: Q·Kᵀ and P·V, 2·B·S·H·R²·(d_qk + d_v) FLOPs (the bias add, like the softmax, not counted);
+    bytes Q, K, V, the mask and the pair bias read, O written."""
+    q, k, v = (_tensor(shape.dims[i]) for i in range(3))
+    if q is None or k is None or v is None or not len(q) == len(k) == len(v) == 5:
+        return None
+    b, rows, residues, heads, d_qk = q
+    d_v = v[4]
+    extras = sum(_numel(t) * _bpe(shape.types, i) for i in (3, 4)
+                 if i < len(shape.dims) and (t := _tensor(shape.dims[i])) is not None)
+    nbytes = (_numel(q) + _numel(k) + _numel(v) + b * rows * residues * heads * d_v) * _bpe(shape.types, 0) + extras
+    return _priced(SDPA, 2 * b * rows * heads * residues * residues * (d_qk + d_v), nbytes, shape.types[0],
+                   f"B={b} S={rows} R={residues} H={heads} d={d_qk}")
+
+
+# --- which model prices which op, and why an op stays unpriced -----------------------------------------------
+
+# The models, in the order they are tried (an op is in one table only).
+_MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], ...] = (
+    (GEMM_OPS, _gemm), (CONV_OPS, _conv), (SDPA_OPS, lambda n, s: _sdpa(SDPA_OPS[n], s)),
+    (ELEMENTWISE_OPS, lambda n, s: _elementwise(s)), (NORM_OPS, lambda n, s: _norm(s)),
+    (REDUCE_OPS, lambda n, s: _reduce(s)), (GROUPED_GEMM_OPS, _grouped_gemm),
+    (GROUPED_GEMM_VARIABLE_K_OPS, _grouped_gemm_variable_k), (SCALED_MM_OPS, lambda n, s: _gemm("aten::_scaled_mm", s)),
+    (TE_GEMM_OPS, lambda n, s: _te_gemm(s)), (BATCHED_GEMM_OPS, lambda n, s: _batched_gemm(BATCHED_GEMM_OPS[n], s)),
+    (DYNAMIC_QUANT_GEMM_OPS, lambda n, s: _dynamic_quant_gemm(s)),
+    (FUSED_MOE_OPS, lambda n, s: _fused_moe(s)), (MOE_GEMM_OPS, lambda n, s: _moe_gemm(s)),
+    (MOE_COMM_OPS, lambda n, s: _moe_comm(s)), (AITER_FUSED_MOE_OPS, lambda n, s: _aiter_fused_moe(s)),
+    (MOE_UP_OPS, lambda n, s: _moe_up(*MOE_UP_OPS[n], s)), (MOE_DOWN_OPS, lambda n, s: _moe_down(*MOE_DOWN_OPS[n], s)),
+    (MOE_ROUTING_OPS, lambda n, s: _moe_routing(s)), (ROPE_OPS, lambda n, s: _rope(s)),
+    (CROSS_ENTROPY_OPS, lambda n, s: _cross_entropy(s)), (LINEAR_OPS, lambda n, s: _gemm("aten::linear", s)),
+    (SCALED_GEMM_OPS, lambda n, s: _scaled_gemm(SCALED_GEMM_OPS[n], s)),
+    (VARLEN_ATTENTION_OPS, lambda n, s: _varlen_attention(VARLEN_ATTENTION_OPS[n], s)),
+    (CAUSAL_CONV1D_OPS, lambda n, s: _causal_conv1d(s)), (MAMBA_SSD_OPS, lambda n, s: _mamba_ssd(s)),
+    (QUANTIZE_FP8_OPS, lambda n, s: _quantize_fp8(*QUANTIZE_FP8_OPS[n], s)),
+    (QUANTIZE_MXFP4_OPS, lambda n, s: _quantize_mxfp4(*QUANTIZE_MXFP4_OPS[n], s)),
+    (DYNAMIC_QUANT_OPS, lambda n, s: _dynamic_quant(s)), (GROUP_QUANT_FP8_OPS, lambda n, s: _group_quant_fp8(s)),
+    (GATED_ACTIVATION_OPS, lambda n, s: _gated_activation(s)),
+    (INFERENCE_NORM_OPS, lambda n, s: _rms_norm(INFERENCE_NORM_OPS[n], s)),
+    (RMS_NORM_QUANT_OPS, lambda n, s: _rms_norm_quant(RMS_NORM_QUANT_OPS[n], s)),
+    (ROTARY_EMBEDDING_OPS, lambda n, s: _rotary_embedding(s)), (ROPE_2C_OPS, lambda n, s: _rope_2c(s)),
+    (KV_CACHE_OPS, lambda n, s: _kv_cache_write(s)),
+    (NORM_BACKWARD_OPS, lambda n, s: _norm_backward(*NORM_BACKWARD_OPS[n], s)),
+    (PAD_OPS, lambda n, s: _replication_pad(s)), (UPSAMPLE_OPS, lambda n, s: _upsample_nearest(s)),
+    (SILU_MUL_OPS, lambda n, s: _silu_mul(s)), (EVOFORMER_OPS, lambda n, s: _evoformer(s)),
+    (INDUCTOR_TRITON_OPS, _inductor_triton),
+)
+_NEEDS_CONTEXT = "the context each request attends is not in its recorded arguments (TraceLens reads it from the " \
+    "serving engine's step annotation)"
+_LABEL_ONLY = "TraceLens labels it but has no FLOP/byte model either"
+_NOT_YET = "TraceLens has a model for it; this project has none yet"
+# Ops TraceLens's performance model names (PerfModel/torch_op_mapping.py and its extensions, read 2026-11) that
+# stay unpriced here, with the reason the unified summary gives.
+UNPRICED_REASONS: dict[str, str] = {
+    **dict.fromkeys(("vllm::unified_attention_with_output", "aiter::mha_varlen_fwd", "aiter::fmha_v3_varlen_fwd",
+                     "aiter::pa_decode_gluon", "sglang_profiler::attention_paged_attention_ragged",
+                     "aiter::pa_sparse_prefill_opus_fwd", "vllm::gdn_attention_core",
+                     "aiter::linear_attention_with_output_base"), _NEEDS_CONTEXT),
+    **dict.fromkeys(("MambaSplitConv1dScanCombinedFnBackward", "DaoAILab::_causal_conv1d_bwd_cpp",
+                     "CrossEntropyFunctionBackward", "MoEDispatchBackward", "MoECombineBackward",
+                     "TokenPermuteMaskMap", "TokenPermuteMaskMapBackward", "aiter::moe_sorting_opus_fwd",
+                     "aiter::moe_align_block_size", "_moe_C::moe_align_block_size",
+                     "_C_cache_ops::concat_and_cache_mla", "aiter::get_mla_metadata_v1",
+                     "aiter::indexer_score_topk"), _LABEL_ONLY),
+    **dict.fromkeys(("aten::copy_", "aten::copy"), "a copy may cross the host link (host to device), which the HBM "
+                    "roofline does not judge"),
+    **dict.fromkeys(("_C_custom_ar::all_reduce", "_C_custom_ar::qr_all_reduce", "aiter::all_gather_reg",
+                     "aiter::reduce_scatter", "aiter::fused_allreduce_rmsnorm", "aiter::fused_allreduce_rmsnorm_",
+                     "sgl_kernel::all_reduce_reg", "sgl_kernel::qr_all_reduce", "sglang::reg_all_gather_into_tensor"),
+                    "a collective: its traffic crosses the links between GPUs, which the HBM roofline does not judge"),
+    **dict.fromkeys(("primus::fused_ln_modulate", "primus::fused_ln_modulate_backward",
+                     "bitsandbytes::int8_linear_matmul",
+                     "ConvBias_", "ConvBiasReLU_", "ConvBias_Backward", "ConvBiasReLU_Backward",
+                     "aten::linalg_norm",
+                     "aiter::fused_qk_rope_concat_and_cache_mla",
+                     "aiter::fused_qk_rope_cat_and_cache_mla", "aiter::fused_add_rmsnorm_pad_",
+                     "vllm::rocm_aiter_triton_add_rmsnorm_pad", "aiter::_fuse_rmsnorm_fp4_quant",
+                     "sglang_profiler::fused_mxfp4_quant_fused_rms_mxfp4_quant",
+                     "aiter::fused_dynamic_mx_quant_moe_sort_hip", "aiter::fused_dynamic_mxfp4_quant_moe_sort_hip",
+                     "sglang_profiler::fused_moe_triton_kernels_fused_append_shared_experts", "aiter::mhc_post",
+                     "aiter::mhc_pre_gemm_sqrsum", "aiter::mhc_pre_big_fuse_rmsnorm",
+                     "aiter::mhc_fused_post_pre_gemm_sqrsum",
+                     "aiter::mixed_sample_outer_exponential", "sglang_profiler::tilelang_kernel_tilelang_sparse_fwd"),
+                    _NOT_YET),
+}
+
+
+def unpriced_reason(name: str, shape: OpShape | None) -> str:
+    """Why :func:`op_work` gives an op call no FLOPs and bytes (call it only when it gave none)."""
+    if shape is None:
+        return "no arguments recorded (profile with record_shapes=True)"
+    if _model_of(name) is not None:
+        return "its recorded arguments do not fit its family's model (shapes, dtypes or flags)"
+    return UNPRICED_REASONS.get(name, "no FLOP/byte model for this op")
 
 
 # --- device peaks -----------------------------------------------------------------------------------------
