@@ -17,24 +17,26 @@
 #   ir         benchmarks/triton_ir_fixtures.py on the compare's run: the Triton cache IR (ttir, ttgir, llir,
 #              ptx, metadata JSON) of IR_PAIRS changed kernel pairs, every version the GPU run compiled
 #   aa         benchmarks/aa_noise.py --measure: the installed torch against itself, AA_REPEAT fresh runs of
-#              AA_MODELS at SIZE and DTYPE
+#              AA_MODELS at AA_SIZE and AA_DTYPE (default SIZE and DTYPE); cut off by its limit, the repeats
+#              that finished are read back
 #   numerics   invoke compare of the same PR in float16 (NUMERICS_MODELS, NUMERICS_DTYPE, NUMERICS_ROUNDS): the
 #              numerical A/B of the models' outputs and the paired kernels' outputs
 #   busy       benchmarks/gpu_busy_by_stage.py over every run of the call: how busy the GPU was per stage (from
 #              nvidia-smi's utilization, sampled every 200 ms for the whole call into gpu-utilization.csv)
 #   replay-fixture  perf-report -r on the H100 trace in tests/fixtures (its GEMMs replayed on this GPU)
-#   startup    benchmarks/kernel_worker_startup.py on the compare's base kernels, twice with one Triton cache:
+#   startup    benchmarks/kernel_worker_startup.py on a run's base kernels, twice with one Triton cache:
 #              where a paired kernel round's worker spends its start-up, cold (round 1) and warm (later rounds)
-#   overhead   benchmarks/runner_overhead.py on the compare's real CUDA kernel files
+#   overhead   benchmarks/runner_overhead.py on a run's real CUDA kernel files
 #   gpu-tests  pytest -m gpu
 # Each step ends with "--- STEP: rc=N in S s" and, where it measured something, one line of its numbers
-# (benchmarks/gpu_check_summary.py, read from its outputs). round-cost, ir, startup and overhead read the run of
-# this call's compare, or RUN_DIR (a finished run directory) when it is set; without either they say so and the
-# call goes on. Knobs: BUDGET (seconds for the whole call, default 560), RECIPE (a local recipe: cpu-local tries
-# the script without a GPU), MODELS, SIZE (full or tiny), DTYPE, ROUNDS (auto or a number), MAX_ROUNDS,
-# ROUND_BUDGET (compare's --budget; default: the compare's limit less 120 s), PROFILE, IR_PAIRS, AA_REPEAT,
-# AA_MODELS, AA_ROUNDS, NUMERICS_MODELS, NUMERICS_DTYPE, NUMERICS_ROUNDS, OVERHEAD_KERNELS, RUN_DIR, and
-# <STEP>_TIMEOUT in seconds. docs/gpu-validation.md ("Next run") has the two calls a 15-minute lease takes.
+# (benchmarks/gpu_check_summary.py, read from its outputs). round-cost and ir read the run of this call's compare,
+# or RUN_DIR (a finished run directory) when it is set; startup and overhead also the call's newest run; without
+# one they say so and the call goes on. Knobs: BUDGET (seconds for the whole call, default 560), RECIPE (a local
+# recipe: cpu-local tries the script without a GPU), MODELS, SIZE (full or tiny), DTYPE, ROUNDS (auto or a
+# number), MAX_ROUNDS, ROUND_BUDGET (compare's --budget; default: the compare's limit less 120 s), PROFILE,
+# IR_PAIRS, AA_REPEAT, AA_MODELS, AA_ROUNDS, AA_SIZE, AA_DTYPE, NUMERICS_MODELS, NUMERICS_DTYPE, NUMERICS_ROUNDS,
+# OVERHEAD_KERNELS, RUN_DIR, PACK_LIMIT_MB, and <STEP>_TIMEOUT in seconds. docs/gpu-validation.md ("Next run") has the two calls a
+# 15-minute lease takes.
 #
 # Runs and logs go to $WORK; $OUT gets summary.txt and gpu-check.tar.gz with the small real outputs (kernel files,
 # kernels.csv, round records, reports, the A/A JSON, the kept IR, every step's log) that become test fixtures.
@@ -58,6 +60,8 @@ IR_PAIRS=${IR_PAIRS:-4}
 AA_REPEAT=${AA_REPEAT:-2}
 AA_MODELS=${AA_MODELS:-$MODELS}
 AA_ROUNDS=${AA_ROUNDS:-$ROUNDS}
+AA_SIZE=${AA_SIZE:-$SIZE}
+AA_DTYPE=${AA_DTYPE:-$DTYPE}
 NUMERICS_MODELS=${NUMERICS_MODELS:-GPT2ForSequenceClassification}
 NUMERICS_DTYPE=${NUMERICS_DTYPE:-float16}
 NUMERICS_ROUNDS=${NUMERICS_ROUNDS:-3}
@@ -160,10 +164,12 @@ numbers() {
     fi
 }
 
-# needs_run STEP: the run that STEP reads, or a note saying there is none.
+# needs_run STEP [any]: the run that STEP reads (with "any": else the call's newest run, an A/A's too), or a note
+# saying there is none.
 needs_run() {
     local run
     run=$(compare_run) && { echo "$run"; return 0; }
+    [ "${2:-}" = any ] && run=$(newest_run) && [ -n "$run" ] && { echo "$run"; return 0; }
     note "--- $1: skipped (no compare run in this call and no RUN_DIR)" >&2
     return 1
 }
@@ -238,7 +244,7 @@ step_gpu_tests() {
 
 step_overhead() {
     local run
-    run=$(needs_run overhead) || return 1
+    run=$(needs_run overhead any) || return 1
     [ -f "$run/base/organized/index.csv" ] || { note "--- overhead: no organized kernels in $run"; return 1; }
     step overhead "${OVERHEAD_TIMEOUT:-120}" "$PY" benchmarks/runner_overhead.py --organized "$run/base/organized" \
         --device 0 --kernels "${OVERHEAD_KERNELS:-3}"
@@ -254,29 +260,29 @@ step_aa() {
     fi
     [ "$AA_ROUNDS" = auto ] || rounds=(--rounds "$AA_ROUNDS")
     step aa "${AA_TIMEOUT:-400}" "$PY" benchmarks/aa_noise.py --measure --recipe "$RECIPE" --repeat "$AA_REPEAT" \
-        "${rounds[@]}" --models "$AA_MODELS" --size "$SIZE" --dtype "$DTYPE" --run gpu-aa --runs-dir "$RUNS" \
+        "${rounds[@]}" --models "$AA_MODELS" --size "$AA_SIZE" --dtype "$AA_DTYPE" --run gpu-aa --runs-dir "$RUNS" \
         --json "$WORK/aa.json"
     if [ ! -f "$WORK/aa.json" ]; then
         # Cut off by its limit: the repeats that finished still count.
         for repeat in $(seq 1 "$AA_REPEAT"); do
             [ -f "$RUNS/gpu-aa-aa$repeat/report/summary.json" ] && runs+=(--run "gpu-aa-aa$repeat")
         done
-        [ ${#runs[@]} -gt 0 ] && "$PY" benchmarks/aa_noise.py "${runs[@]}" --runs-dir "$RUNS" \
-            --json "$WORK/aa.json" >>"$WORK/aa.log" 2>&1
+        [ ${#runs[@]} -gt 0 ] && note "    aa: cut off; the ${#runs[@]} finished repeat(s) read back" \
+            && "$PY" benchmarks/aa_noise.py "${runs[@]}" --runs-dir "$RUNS" --json "$WORK/aa.json" >>"$WORK/aa.log" 2>&1
     fi
     numbers aa "$WORK/aa.json"
 }
 
 # A kernel worker's start-up, phase by phase, as a paired round's worker pays it: cold (a fresh Triton cache, as in
-# round 1) then warm (the cache the first pass filled, as in later rounds). The kernels are the compare's base
-# side (with that side's Inductor cache), or a copy of STARTUP_ORGANIZED (an organized directory, fresh caches).
+# round 1) then warm (the cache the first pass filled, as in later rounds). The kernels are the compare's (else the
+# newest run's) base side with that side's Inductor cache, or a copy of STARTUP_ORGANIZED (fresh caches).
 step_startup() {
     local organized inductor run device=0 start
     if [ -n "${STARTUP_ORGANIZED:-}" ]; then
         organized=$WORK/startup-organized inductor=$WORK/startup-inductor
         rm -rf "$organized" "$inductor" && cp -r "$STARTUP_ORGANIZED" "$organized"
     else
-        run=$(needs_run startup) || return 1
+        run=$(needs_run startup any) || return 1
         organized=${run}base/organized inductor=${run}base/work/inductor-cache
     fi
     [ -f "$organized/index.csv" ] || { note "--- startup: no organized kernels"; return 1; }
@@ -340,7 +346,8 @@ main() {
             *) note "unknown step $name (expected $STEPS)"; exit 2 ;;
         esac
     done
-    note "gpu_check $(date -u +%FT%TZ): steps ${steps[*]}; recipe $RECIPE, models $MODELS, size $SIZE, dtype $DTYPE, rounds $ROUNDS, budget ${BUDGET:-560} s; work $WORK"
+    note "gpu_check $(date -u +%FT%TZ): steps ${steps[*]}; recipe $RECIPE, models $MODELS, size $SIZE," \
+        "dtype $DTYPE, rounds $ROUNDS, budget ${BUDGET:-560} s; work $WORK"
     if command -v nvidia-smi >/dev/null; then
         # The share of each 200 ms in which a kernel ran, matched to the stages' and rounds' times afterwards.
         nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 200 \

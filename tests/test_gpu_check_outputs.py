@@ -98,6 +98,22 @@ def test_the_numerics_line_of_a_run_without_outputs_says_so_and_one_without_a_re
     assert err == f"error: {run / 'report' / 'summary.json'}: not found (the run has no report)\n"
 
 
+def test_the_numerics_line_of_a_float16_ab_counts_what_the_report_compared(capsys: pytest.CaptureFixture[str]) -> None:
+    """The rehearsal's float16 A/B on the CPU (tests/fixtures/cpu_rehearsal): the line is the report's own
+    numerics block, with the float16 tolerance, and the compare line of the same run says the same."""
+    run = FIXTURES / "cpu_rehearsal" / "gpu-numerics"
+    numerics = json.loads((run / "report" / "summary.json").read_text())["numerics"]
+
+    line = _line(capsys, "numerics", str(run))
+
+    assert numerics["tolerances"]["float16"] == {"rtol": 0.01, "atol": 0.01}
+    assert line == ("numerics gpu-numerics: GPT2ForSequenceClassification (tiny, float16), rtol 0.01 atol 0.01; "
+                    "numerics models 1/1 passed; kernels 9/9 passed (9/9 identical-code pairs bit-identical)")
+    compare = _line(capsys, "compare", str(run))
+    assert "kernels base 9 (0 triton), pr 9 (0 triton)" in compare
+    assert compare.endswith("numerics models 1/1 passed; kernels 9/9 passed (9/9 identical-code pairs bit-identical)")
+
+
 def test_the_numerics_text_names_each_family_and_its_worst_failure() -> None:
     """A float16 A/B's summary block (the keys analysis.models.numerics and analysis.kernels.numerics write)."""
     summary = {"numerics": {
