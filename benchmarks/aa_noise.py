@@ -11,7 +11,8 @@ every time.
 
 Inputs, either:
   python benchmarks/aa_noise.py --measure [--repeat N] [--rounds R] [--passes P] [--load] [--positive-control]
-      [--models A,B] [--recipe cpu-local]      # runs `invoke compare --base=installed --pr=installed` now
+      [--models A,B] [--size tiny|full] [--dtype D] [--recipe cpu-local]
+                                               # runs `invoke compare --base=installed --pr=installed` now
   python benchmarks/aa_noise.py --run RUN_ID [--run RUN_ID ...] [--positive-run RUN_ID ...] [--runs-dir runs]
   python benchmarks/aa_noise.py --base-csv A/kernels.csv --pr-csv B/kernels.csv \
       [--samples-base A/kernel_samples.json --samples-pr B/kernel_samples.json]
@@ -37,6 +38,8 @@ from background_load import BackgroundLoad
 from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.flag_values import whole_number
+from analysis.formats.suite_options import DTYPES, SIZES
+from analysis.formats.suite_request import SuiteRequest
 from analysis.stats.sequential import check_rounds_flags
 from analysis.stats.verdict_settings import FLAG_HELP, VERDICTS, VerdictSettings
 from prbench.cli import OneLineParser
@@ -360,6 +363,8 @@ class MeasurePlan:
     load: bool
     positive: bool
     verbose: bool
+    size: str = "tiny"  # the suite's model size and dtype, as invoke compare's --size and --dtype
+    dtype: str = "float32"
 
     def run_id(self, kind: str, number: int) -> str:
         return f"{self.prefix}-{kind}{number}"
@@ -367,13 +372,12 @@ class MeasurePlan:
 
 def measure(plan: MeasurePlan) -> Iterator[Repeat]:
     """Fresh A/A comparisons (and positive controls), one repeat at a time."""
-    from analysis.formats.suite_request import SuiteRequest
     from prbench.compare.driver import CompareRequest, run_compare
     from prbench.compare.suite_stage import device_for
     from prbench.recipes import load_recipe
 
     recipe = load_recipe(plan.recipe, ROOT / "recipes")
-    suite = SuiteRequest(models=plan.models, device=device_for(recipe.platform))
+    suite = SuiteRequest(models=plan.models, size=plan.size, dtype=plan.dtype, device=device_for(recipe.platform))
     suite.validate()
     log = plan.runs_dir / f"{plan.prefix}.log"
 
@@ -485,6 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--passes", default=None,
                    help="ABBA blocks per item and round (default: invoke compare's)")
     m.add_argument("--models", default=DEFAULT_MODELS, help=f"suite models (default: {DEFAULT_MODELS})")
+    m.add_argument("--size", default=None, help=f"model size: {' or '.join(SIZES)} (default: {SIZES[0]})")
+    m.add_argument("--dtype", default=None, help=f"model dtype: {', '.join(DTYPES)} (default: {DTYPES[0]})")
     m.add_argument("--recipe", default="cpu-local", help="local recipe (default: cpu-local)")
     m.add_argument("--load", action="store_true",
                    help="run every comparison under a varying background CPU load (benchmarks/background_load.py)")
@@ -515,6 +521,7 @@ def check_args(args: argparse.Namespace) -> None:
     if not args.measure:
         used = [flag for flag, on in (("--repeat", args.repeat != 1), ("--rounds", args.rounds is not None),
                                       ("--passes", args.passes is not None),
+                                      ("--size", args.size is not None), ("--dtype", args.dtype is not None),
                                       ("--load", args.load), ("--positive-control", args.positive_control)) if on]
         if used:
             raise UserError(f"{used[0]}: only with --measure")
@@ -538,17 +545,20 @@ def plan_from(args: argparse.Namespace) -> MeasurePlan:
     prefix = args.run[0] if args.run else f"aa-{dt.datetime.now():%Y%m%d-%H%M%S}"
     rounds = check_rounds_flags(args.rounds, None, None)
     passes = None if args.passes is None else whole_number("--passes", args.passes, minimum=1)
+    size, dtype = args.size or SIZES[0], args.dtype or DTYPES[0]
+    SuiteRequest(models=args.models, size=size, dtype=dtype).validate()  # at the door, not after a suite
     return MeasurePlan(prefix=prefix, repeat=args.repeat, rounds=rounds.rounds, auto=rounds.auto,
                        passes=passes, models=args.models,
                        recipe=args.recipe, runs_dir=args.runs_dir, stats=stats, load=args.load,
-                       positive=args.positive_control, verbose=args.verbose)
+                       positive=args.positive_control, verbose=args.verbose, size=size, dtype=dtype)
 
 
 def header(plan: MeasurePlan) -> str:
     load = f"background load ({background_load().settings.describe()})" if plan.load else "no background load"
     positive = f", positive control {EXAMPLE_PATCH.name}" if plan.positive else ""
     timing = f"{'adaptive' if plan.auto else plan.rounds} rounds, {plan.passes or 'default'} passes"
-    return (f"A/A: {plan.repeat} x installed vs installed, {timing}, models {plan.models}, recipe "
+    return (f"A/A: {plan.repeat} x installed vs installed, {timing}, models {plan.models} ({plan.size}, "
+            f"{plan.dtype}), recipe "
             f"{plan.recipe}, {load}{positive}; runs {plan.runs_dir}/{plan.prefix}-*, pipeline output "
             f"{'shown' if plan.verbose else plan.runs_dir / (plan.prefix + '.log')}")
 

@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -26,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 from prbench.cli import OneLineParser  # noqa: E402
 
 KERNEL_ROUND = "pair/kernels-round-"
+KERNEL_STAGE = "kernel stage (all kernel rounds)"  # the paired kernel rounds summed as one row
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,11 @@ def stage_spans(run: Path) -> list[tuple[str, float, float]]:
 
     The end is the start plus the stage's duration: a round's ``finished`` is rewritten when the last round ends.
     """
-    manifest = json.loads((run / "manifest.json").read_text())
+    return manifest_spans(json.loads((run / "manifest.json").read_text()))
+
+
+def manifest_spans(manifest: dict[str, Any]) -> list[tuple[str, float, float]]:
+    """(stage, start, end) of a run's manifest (already read), as `stage_spans`."""
     spans = []
     for name, stage in manifest.get("stages", {}).items():
         if stage.get("started") and isinstance(stage.get("duration_s"), int | float):
@@ -85,7 +91,7 @@ def run_busy(run: Path, samples: list[Sample]) -> list[StageBusy]:
     rounds = [(start, end) for name, start, end in spans if name.startswith(KERNEL_ROUND)]
     if rounds:
         count, percent = busy(samples, rounds)
-        rows.append(StageBusy("kernel stage (all kernel rounds)", sum(e - s for s, e in rounds), count, percent))
+        rows.append(StageBusy(KERNEL_STAGE, sum(e - s for s, e in rounds), count, percent))
     return rows
 
 

@@ -1,46 +1,70 @@
 #!/usr/bin/env bash
 # The GPU path end to end on one NVIDIA GPU, unattended: a lent GPU machine comes for minutes, with no network
 # and no Docker, so everything it needs travels with the checkout and every step is bounded by its own timeout
-# (a step that hangs or fails is logged and the next one still runs).
+# (a step that hangs or fails is logged, and every later step that does not need its output still runs).
 #
 #   OUT=/tmp/gpu-check bash benchmarks/gpu_check.sh [STEP ...]
 #
-# Steps (default: env compare replay-fixture aa startup overhead gpu-tests, in that order):
+# Steps (default: compare round-cost ir aa numerics; env always runs first, busy always last):
 #   env        GPU, driver, Python, torch, Triton, transformers versions; installs the host packages the GPU
 #              machine lacks from .whl/ (wheels downloaded beforehand) and git from .tools/ when it has none
-#   compare    invoke compare on recipes/cuda-local.toml: the installed torch against a PR made here from the
-#              installed torch's own config.py (reductions looped instead of persistent: changes the Triton
-#              code of every reduction kernel), with --profile; then the node replay (perf-report -r) of the
-#              base side's compiled-model trace
+#   compare    invoke compare on recipes/cuda-local.toml, full-size models in bfloat16 (MODELS, SIZE, DTYPE) with
+#              compare's own defaults (adaptive rounds, no new round after ROUND_BUDGET): the installed torch
+#              against a PR made here from the installed torch's own config.py (reductions looped instead of
+#              persistent: changes the Triton code of every reduction kernel); with PROFILE=1 also --profile and
+#              the node replay (perf-report -r) of the base side's compiled-model trace
+#   round-cost benchmarks/round_cost.py on the compare's run: each paired round split into its phases
+#   ir         benchmarks/triton_ir_fixtures.py on the compare's run: the Triton cache IR (ttir, ttgir, llir,
+#              ptx, metadata JSON) of IR_PAIRS changed kernel pairs, every version the GPU run compiled
+#   aa         benchmarks/aa_noise.py --measure: the installed torch against itself, AA_REPEAT fresh runs of
+#              AA_MODELS at AA_SIZE and AA_DTYPE (default SIZE and DTYPE); cut off by its limit, the repeats
+#              that finished are read back
+#   numerics   invoke compare of the same PR in float16 (NUMERICS_MODELS, NUMERICS_DTYPE, NUMERICS_ROUNDS): the
+#              numerical A/B of the models' outputs and the paired kernels' outputs
+#   busy       benchmarks/gpu_busy_by_stage.py over every run of the call: how busy the GPU was per stage (from
+#              nvidia-smi's utilization, sampled every 200 ms for the whole call into gpu-utilization.csv)
 #   replay-fixture  perf-report -r on the H100 trace in tests/fixtures (its GEMMs replayed on this GPU)
-#   gpu-tests  pytest -m gpu
-#   overhead   benchmarks/runner_overhead.py on the compare's real CUDA kernel files
-#   aa         benchmarks/aa_noise.py --measure on the same recipe (the installed torch against itself)
-#   startup    benchmarks/kernel_worker_startup.py on the latest run's base kernels, twice with one Triton cache:
+#   startup    benchmarks/kernel_worker_startup.py on a run's base kernels, twice with one Triton cache:
 #              where a paired kernel round's worker spends its start-up, cold (round 1) and warm (later rounds)
-# A failed or timed-out compare ends the script there: what follows needs its run, and the time is better spent
-# on a fixed rerun. Knobs: BUDGET (seconds for the whole script, default 560), RECIPE (a local recipe: cpu-local
-# tries the script without a GPU), MODELS, SIZE, DTYPE, ROUNDS, PROFILE (0: the compare without --profile and
-# without the replay of its traces), AA_REPEAT, AA_MODELS, AA_ROUNDS, OVERHEAD_KERNELS, and <STEP>_TIMEOUT in
-# seconds. GPU utilization is sampled every 200 ms for the whole script (gpu-utilization.csv).
+#   overhead   benchmarks/runner_overhead.py on a run's real CUDA kernel files
+#   gpu-tests  pytest -m gpu
+# Each step ends with "--- STEP: rc=N in S s" and, where it measured something, one line of its numbers
+# (benchmarks/gpu_check_summary.py, read from its outputs). round-cost and ir read the run of this call's compare,
+# or RUN_DIR (a finished run directory) when it is set; startup and overhead also the call's newest run; without
+# one they say so and the call goes on. Knobs: BUDGET (seconds for the whole call, default 560), RECIPE (a local
+# recipe: cpu-local tries the script without a GPU), MODELS, SIZE (full or tiny), DTYPE, ROUNDS (auto or a
+# number), MAX_ROUNDS, ROUND_BUDGET (compare's --budget; default: the compare's limit less 120 s), PROFILE,
+# IR_PAIRS, AA_REPEAT, AA_MODELS, AA_ROUNDS, AA_SIZE, AA_DTYPE, NUMERICS_MODELS, NUMERICS_DTYPE, NUMERICS_ROUNDS,
+# OVERHEAD_KERNELS, RUN_DIR, PACK_LIMIT_MB, and <STEP>_TIMEOUT in seconds. docs/gpu-validation.md ("Next run") has the two calls a
+# 15-minute lease takes.
 #
 # Runs and logs go to $WORK; $OUT gets summary.txt and gpu-check.tar.gz with the small real outputs (kernel files,
-# kernels.csv, round records, traces, reports, the A/A JSON, every step's log) that become test fixtures.
+# kernels.csv, round records, reports, the A/A JSON, the kept IR, every step's log) that become test fixtures.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 2
 OUT=${OUT:-$ROOT/gpu-check-out}
-WORK=${WORK:-/tmp/prbench-gpu-check}  # runs and logs; $OUT gets the packed outputs and the summary only
+# Runs and logs, one folder per call (a warm machine keeps /tmp between calls: a second call must not pack or
+# count the first one's runs again); $OUT gets the packed outputs and the summary only.
+WORK=${WORK:-/tmp/prbench-gpu-check/$(date -u +%Y%m%d-%H%M%S)}
 PY=${PYTHON:-python3}
 RECIPE=${RECIPE:-cuda-local}
-MODELS=${MODELS:-BertForMaskedLM}
-SIZE=${SIZE:-tiny}
-DTYPE=${DTYPE:-float32}
-ROUNDS=${ROUNDS:-3}
-AA_REPEAT=${AA_REPEAT:-1}
+# Full-size models (the suite's default configs, built from transformers' config classes: no download) in bfloat16,
+# as users run them; SIZE=tiny DTYPE=float32 is the scale of the earlier runs and of a rehearsal on the CPU.
+MODELS=${MODELS:-BertForMaskedLM,GPT2ForSequenceClassification}
+SIZE=${SIZE:-full}
+DTYPE=${DTYPE:-bfloat16}
+ROUNDS=${ROUNDS:-auto}
+PROFILE=${PROFILE:-0}
+IR_PAIRS=${IR_PAIRS:-4}
+AA_REPEAT=${AA_REPEAT:-2}
 AA_MODELS=${AA_MODELS:-$MODELS}
 AA_ROUNDS=${AA_ROUNDS:-$ROUNDS}
-PROFILE=${PROFILE:-1}
+AA_SIZE=${AA_SIZE:-$SIZE}
+AA_DTYPE=${AA_DTYPE:-$DTYPE}
+NUMERICS_MODELS=${NUMERICS_MODELS:-GPT2ForSequenceClassification}
+NUMERICS_DTYPE=${NUMERICS_DTYPE:-float16}
+NUMERICS_ROUNDS=${NUMERICS_ROUNDS:-3}
 RUNS=$WORK/runs
 mkdir -p "$OUT" "$RUNS"
 SUMMARY=$WORK/summary.txt
@@ -52,9 +76,9 @@ note() { echo "$*" | tee -a "$SUMMARY"; }
 DEADLINE=$((SECONDS + ${BUDGET:-560}))
 
 # step NAME SECONDS COMMAND...: run under a timeout (cut to what the budget has left), log to $WORK/NAME.log,
-# print its tail and its outcome.
+# print its tail and its outcome (the step's "--- NAME: rc=..." line).
 step() {
-    local name=$1 limit=$2 begin=$SECONDS rc left=$((DEADLINE - SECONDS - 20))
+    local name=$1 limit=$2 begin=$SECONDS rc why left=$((DEADLINE - SECONDS - 20))
     shift 2
     [ "$left" -lt "$limit" ] && limit=$left
     if [ "$limit" -lt 10 ]; then
@@ -65,7 +89,9 @@ step() {
     timeout -k 15 "$limit" "$@" >"$WORK/$name.log" 2>&1
     rc=$?
     tail -n "${TAIL_LINES:-12}" "$WORK/$name.log"
-    note "--- $name: rc=$rc in $((SECONDS - begin)) s$([ $rc = 124 ] && echo ' (timed out)')"
+    # A failed step's summary line says why: the last "error:" line of its log (the project's one-line errors).
+    why=$([ $rc = 0 ] || grep -E '^error: ' "$WORK/$name.log" | tail -n 1)
+    note "--- $name: rc=$rc in $((SECONDS - begin)) s$([ $rc = 124 ] && echo ' (timed out)')${why:+: $why}"
     return $rc
 }
 
@@ -83,7 +109,11 @@ host_packages() {
 }
 
 step_env() {
-    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | tee -a "$SUMMARY"
+    if command -v nvidia-smi >/dev/null; then
+        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | tee -a "$SUMMARY"
+    else
+        note "no nvidia-smi: no GPU (a rehearsal on the CPU)"
+    fi
     host_packages >"$WORK/install.log" 2>&1 || note "install: failed (see install.log)"
     tail -n 3 "$WORK/install.log"
     "$PY" - <<'EOF' 2>&1 | tee -a "$SUMMARY"
@@ -116,28 +146,88 @@ open(sys.argv[1], "w", encoding="utf-8").write(f"diff --git a/{name} b/{name}\n{
 EOF
 }
 
-latest_run() { ls -1dt "$RUNS"/*/ 2>/dev/null | head -n 1; }  # newest first: run names do not sort by time (aa-…)
+# The run of this call's compare, or RUN_DIR; empty when neither exists.
+compare_run() {
+    local run=${RUN_DIR:-${COMPARE_RUN:-}}
+    [ -n "$run" ] && [ -f "$run/manifest.json" ] && echo "${run%/}/"
+}
+
+newest_run() { ls -1dt "$RUNS"/*/ 2>/dev/null | head -n 1; }  # newest first: run names do not sort by time (aa-…)
+
+# The step's numbers as one line of the summary (benchmarks/gpu_check_summary.py KIND PATH...), or why not.
+numbers() {
+    local line
+    if line=$("$PY" benchmarks/gpu_check_summary.py "$@" 2>&1); then
+        note "    $line"
+    else
+        note "    $1: no numbers (${line##*error: })"
+    fi
+}
+
+# needs_run STEP [any]: the run that STEP reads (with "any": else the call's newest run, an A/A's too), or a note
+# saying there is none.
+needs_run() {
+    local run
+    run=$(compare_run) && { echo "$run"; return 0; }
+    [ "${2:-}" = any ] && run=$(newest_run) && [ -n "$run" ] && { echo "$run"; return 0; }
+    note "--- $1: skipped (no compare run in this call and no RUN_DIR)" >&2
+    return 1
+}
 
 step_compare() {
-    make_pr_patch "$WORK/looped-reductions.patch" || return 1
-    local begin=$SECONDS profile=()
-    [ "$PROFILE" = 1 ] && profile=(--profile)
-    step compare "${COMPARE_TIMEOUT:-300}" "$PY" -m invoke compare --recipe "$RECIPE" --base=installed \
-        --pr="$WORK/looped-reductions.patch" --models "$MODELS" --size "$SIZE" --dtype "$DTYPE" --rounds "$ROUNDS" \
-        "${profile[@]}" --runs-dir "$RUNS"
+    make_pr_patch "$WORK/looped-reductions.patch" || { note "--- compare: the PR patch could not be made"; return 1; }
+    local limit=${COMPARE_TIMEOUT:-440} begin=$SECONDS extra=() run
+    if [ "$ROUNDS" = auto ]; then
+        # No new round once the compare has run this long: the last round and the report still fit in its limit.
+        extra+=(--budget "${ROUND_BUDGET:-$((limit - 120))s}")
+        [ -n "${MAX_ROUNDS:-}" ] && extra+=(--max-rounds "$MAX_ROUNDS")
+    else
+        extra+=(--rounds "$ROUNDS")
+    fi
+    [ "$PROFILE" = 1 ] && extra+=(--profile)
+    step compare "$limit" "$PY" -m invoke compare --recipe "$RECIPE" --base=installed \
+        --pr="$WORK/looped-reductions.patch" --models "$MODELS" --size "$SIZE" --dtype "$DTYPE" "${extra[@]}" \
+        --run "gpu-compare" --runs-dir "$RUNS"
     local rc=$?
     COMPARE_SECONDS=$((SECONDS - begin))
-    local run
-    run=$(latest_run)
-    [ -n "$run" ] || return 1
+    run=$RUNS/gpu-compare/
+    [ -f "$run/manifest.json" ] || return 1
     COMPARE_RUN=$run
-    TAIL_LINES=60 step status 60 "$PY" -m invoke status --runs-dir "$RUNS"
-    [ "$PROFILE" = 1 ] || return $rc
+    numbers compare "$run"
+    [ "$PROFILE" = 1 ] && [ $rc = 0 ] || return $rc
     [ -d "$run/base/profiles" ] || { note "replay: no base/profiles in $run"; return 1; }
-    [ $rc = 0 ] || return $rc
     TAIL_LINES=40 step replay "${REPLAY_TIMEOUT:-90}" "$PY" -m invoke perf-report -b "$run/base/profiles" -r \
         --format md,csv
-    return 0
+}
+
+step_round_cost() {
+    local run
+    run=$(needs_run round-cost) || return 1
+    TAIL_LINES=30 step round-cost "${ROUND_COST_TIMEOUT:-60}" "$PY" benchmarks/round_cost.py \
+        --run "$(basename "$run")" --runs-dir "$(dirname "$run")" && numbers round-cost "$run"
+}
+
+step_ir() {
+    local run
+    run=$(needs_run ir) || return 1
+    rm -rf "$WORK/ir"
+    step ir "${IR_TIMEOUT:-60}" "$PY" benchmarks/triton_ir_fixtures.py --run "$run" --out "$WORK/ir" \
+        --pairs "$IR_PAIRS" && numbers ir "$WORK/ir"
+}
+
+# The PR, made by the compare step or here (numerics may run in a call without the compare).
+pr_patch() {
+    [ -f "$WORK/looped-reductions.patch" ] || make_pr_patch "$WORK/looped-reductions.patch"
+}
+
+step_numerics() {
+    pr_patch || { note "--- numerics: the PR patch could not be made"; return 1; }
+    local rounds=(--rounds "$NUMERICS_ROUNDS")
+    [ "$NUMERICS_ROUNDS" = auto ] && rounds=()
+    step numerics "${NUMERICS_TIMEOUT:-300}" "$PY" -m invoke compare --recipe "$RECIPE" --base=installed \
+        --pr="$WORK/looped-reductions.patch" --models "$NUMERICS_MODELS" --size "$SIZE" --dtype "$NUMERICS_DTYPE" \
+        "${rounds[@]}" --run "gpu-numerics" --runs-dir "$RUNS"
+    [ -f "$RUNS/gpu-numerics/manifest.json" ] && numbers numerics "$RUNS/gpu-numerics"
 }
 
 # The node replay of a real H100 trace recorded elsewhere: its bf16 GEMMs timed on this GPU next to their trace time.
@@ -153,37 +243,49 @@ step_gpu_tests() {
 }
 
 step_overhead() {
-    local run=${COMPARE_RUN:-$(latest_run)}
-    [ -n "$run" ] && [ -f "$run/base/organized/index.csv" ] || { note "overhead: no organized kernels"; return 1; }
+    local run
+    run=$(needs_run overhead any) || return 1
+    [ -f "$run/base/organized/index.csv" ] || { note "--- overhead: no organized kernels in $run"; return 1; }
     step overhead "${OVERHEAD_TIMEOUT:-120}" "$PY" benchmarks/runner_overhead.py --organized "$run/base/organized" \
         --device 0 --kernels "${OVERHEAD_KERNELS:-3}"
 }
 
 step_aa() {
-    # An A/A is the compare's pipeline without the profile: starting it without about that much time left
-    # would only spend the budget on a run that cannot finish.
-    local left=$((DEADLINE - SECONDS))
+    # An A/A is the compare's pipeline: starting it with less time left than the compare took would only spend
+    # the budget on a run that cannot finish.
+    local left=$((DEADLINE - SECONDS)) rounds=() repeat runs=()
     if [ -n "${COMPARE_SECONDS:-}" ] && [ "$left" -lt $((COMPARE_SECONDS * 9 / 10)) ]; then
         note "--- aa: skipped (the compare took ${COMPARE_SECONDS} s; ${left} s left)"
         return 1
     fi
-    step aa "${AA_TIMEOUT:-240}" "$PY" benchmarks/aa_noise.py --measure --recipe "$RECIPE" --repeat "$AA_REPEAT" \
-        --rounds "$AA_ROUNDS" --models "$AA_MODELS" --runs-dir "$RUNS" --json "$WORK/aa.json"
+    [ "$AA_ROUNDS" = auto ] || rounds=(--rounds "$AA_ROUNDS")
+    step aa "${AA_TIMEOUT:-400}" "$PY" benchmarks/aa_noise.py --measure --recipe "$RECIPE" --repeat "$AA_REPEAT" \
+        "${rounds[@]}" --models "$AA_MODELS" --size "$AA_SIZE" --dtype "$AA_DTYPE" --run gpu-aa --runs-dir "$RUNS" \
+        --json "$WORK/aa.json"
+    if [ ! -f "$WORK/aa.json" ]; then
+        # Cut off by its limit: the repeats that finished still count.
+        for repeat in $(seq 1 "$AA_REPEAT"); do
+            [ -f "$RUNS/gpu-aa-aa$repeat/report/summary.json" ] && runs+=(--run "gpu-aa-aa$repeat")
+        done
+        [ ${#runs[@]} -gt 0 ] && note "    aa: cut off; the ${#runs[@]} finished repeat(s) read back" \
+            && "$PY" benchmarks/aa_noise.py "${runs[@]}" --runs-dir "$RUNS" --json "$WORK/aa.json" >>"$WORK/aa.log" 2>&1
+    fi
+    numbers aa "$WORK/aa.json"
 }
 
 # A kernel worker's start-up, phase by phase, as a paired round's worker pays it: cold (a fresh Triton cache, as in
-# round 1) then warm (the cache the first pass filled, as in later rounds). The kernels are the latest run's base
-# side (with that side's Inductor cache), or a copy of STARTUP_ORGANIZED (an organized directory, fresh caches).
+# round 1) then warm (the cache the first pass filled, as in later rounds). The kernels are the compare's (else the
+# newest run's) base side with that side's Inductor cache, or a copy of STARTUP_ORGANIZED (fresh caches).
 step_startup() {
     local organized inductor run device=0 start
     if [ -n "${STARTUP_ORGANIZED:-}" ]; then
         organized=$WORK/startup-organized inductor=$WORK/startup-inductor
         rm -rf "$organized" "$inductor" && cp -r "$STARTUP_ORGANIZED" "$organized"
     else
-        run=$(latest_run)
+        run=$(needs_run startup any) || return 1
         organized=${run}base/organized inductor=${run}base/work/inductor-cache
     fi
-    [ -f "$organized/index.csv" ] || { note "startup: no organized kernels"; return 1; }
+    [ -f "$organized/index.csv" ] || { note "--- startup: no organized kernels"; return 1; }
     [ "$RECIPE" = cpu-local ] && device=cpu
     rm -rf "$WORK/startup-triton" "$WORK/startup-bytecode"
     for start in cold warm; do
@@ -195,45 +297,78 @@ step_startup() {
     done
 }
 
-# The small real outputs: no Inductor caches, no worker caches, no compiled binaries.
+# How busy the GPU was in each stage of every run of this call (the samples end when the steps do).
+step_busy() {
+    local runs=()
+    [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
+    if [ ! -s "$WORK/gpu-utilization.csv" ]; then
+        note "--- busy: skipped (no nvidia-smi utilization samples)"
+        return 1
+    fi
+    mapfile -t runs < <(ls -1d "$RUNS"/*/ 2>/dev/null)
+    [ ${#runs[@]} -gt 0 ] || { note "--- busy: skipped (no run in this call)"; return 1; }
+    TAIL_LINES=80 step busy 30 "$PY" benchmarks/gpu_busy_by_stage.py --utilization "$WORK/gpu-utilization.csv" \
+        "${runs[@]}" && numbers busy "$WORK/gpu-utilization.csv" "${runs[@]}"
+}
+
+# The small real outputs: no Inductor caches, no worker caches, no compiled binaries; the kept Triton IR. A lent
+# machine returns files of at most 16 MiB: past PACK_LIMIT_MB the biggest files (over 1 MB) are left out.
 pack() {
-    (cd "$WORK" && find . -type f \( -name '*.py' -o -name '*.csv' -o -name '*.json' -o -name '*.json.gz' \
-        -o -name '*.md' -o -name '*.txt' -o -name '*.log' -o -name '*.patch' -o -name '*.sh' \) -size -8M \
-        -not -path '*/work/*' -not -path '*/inductor-cache/*' -not -path '*/triton/*' \
-        | tar -czf "$OUT/gpu-check.tar.gz" -T -)
-    ls -la "$OUT/gpu-check.tar.gz" | tee -a "$SUMMARY"
+    local archive=$OUT/gpu-check.tar.gz size
+    pack_files 8M >"$WORK/packed.txt"
+    tar -czf "$archive" -C "$WORK" -T "$WORK/packed.txt"
+    size=$(stat -c %s "$archive")
+    if [ "$size" -gt $((${PACK_LIMIT_MB:-15} * 1024 * 1024)) ]; then
+        note "pack: $((size / 1048576)) MiB with every file; files over 1 MB left out"
+        pack_files 1M >"$WORK/packed.txt"
+        tar -czf "$archive" -C "$WORK" -T "$WORK/packed.txt"
+    fi
+    note "packed: $(wc -l <"$WORK/packed.txt") files, $(($(stat -c %s "$archive") / 1024)) KiB in gpu-check.tar.gz"
     cp "$SUMMARY" "$OUT/summary.txt"
 }
 
+pack_files() {
+    (cd "$WORK" && find . -type f \( -name '*.py' -o -name '*.csv' -o -name '*.json' -o -name '*.json.gz' \
+        -o -name '*.md' -o -name '*.txt' -o -name '*.log' -o -name '*.patch' -o -name '*.sh' \
+        -o -path './ir/*' \) -size "-$1" -not -name packed.txt \
+        -not -path '*/work/*' -not -path '*/inductor-cache/*' -not -path '*/triton/*' -not -path '*/__pycache__/*')
+}
+
+STEPS="env, compare, round-cost, ir, aa, numerics, busy, replay-fixture, startup, overhead, gpu-tests"
+SAMPLER=""
+
 main() {
     local steps=("$@")
-    [ ${#steps[@]} -gt 0 ] || steps=(env compare replay-fixture aa startup overhead gpu-tests)
-    local sampler=""
+    [ ${#steps[@]} -gt 0 ] || steps=(compare round-cost ir aa numerics)
+    for name in "${steps[@]}"; do
+        case $name in
+            env|compare|round-cost|ir|aa|numerics|busy|replay-fixture|startup|overhead|gpu-tests) ;;
+            *) note "unknown step $name (expected $STEPS)"; exit 2 ;;
+        esac
+    done
+    note "gpu_check $(date -u +%FT%TZ): steps ${steps[*]}; recipe $RECIPE, models $MODELS, size $SIZE," \
+        "dtype $DTYPE, rounds $ROUNDS, budget ${BUDGET:-560} s; work $WORK"
     if command -v nvidia-smi >/dev/null; then
         # The share of each 200 ms in which a kernel ran, matched to the stages' and rounds' times afterwards.
         nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 200 \
             >"$WORK/gpu-utilization.csv" 2>/dev/null &
-        sampler=$!
+        SAMPLER=$!
     fi
     step_env
     for name in "${steps[@]}"; do
         case $name in
-            env) ;;
-            compare) step_compare || { note "compare failed: the steps after it are not run"; break; } ;;
-            gpu-tests) step_gpu_tests ;;
-            replay-fixture) step_replay_fixture ;;
-            overhead) step_overhead ;;
+            compare) step_compare ;;
+            round-cost) step_round_cost ;;
+            ir) step_ir ;;
             aa) step_aa ;;
+            numerics) step_numerics ;;
+            replay-fixture) step_replay_fixture ;;
             startup) step_startup ;;
-            *) note "unknown step $name (expected env, compare, replay-fixture, gpu-tests, overhead, aa, startup)"
-               exit 2 ;;
+            overhead) step_overhead ;;
+            gpu-tests) step_gpu_tests ;;
         esac
     done
-    if [ -n "$sampler" ]; then
-        kill "$sampler" 2>/dev/null
-        ls -d "$RUNS"/*/ >/dev/null 2>&1 && TAIL_LINES=80 step busy 30 "$PY" benchmarks/gpu_busy_by_stage.py \
-            --utilization "$WORK/gpu-utilization.csv" "$RUNS"/*/
-    fi
+    step_busy
     pack
     cat "$SUMMARY"
 }

@@ -45,10 +45,11 @@ def kernel_object(path: Path) -> Any:
     module = types.ModuleType(path.stem)
     module.__file__ = str(path)
     exec(compile(_DRIVER_LINES.sub("", text), str(path), "exec"), module.__dict__)
-    name = re.search(r"^def (\w+)\(", text, re.M)
-    if name is None or not hasattr(module.__dict__.get(name.group(1)), "triton_meta"):
-        raise UserError(f"{path}: no Inductor Triton kernel in the file")
-    return module.__dict__[name.group(1)]
+    # The kernel is the function Inductor's decorator wrapped; a scan kernel defines its combine function first.
+    for name in re.findall(r"^def (\w+)\(", text, re.M):
+        if hasattr(module.__dict__.get(name), "triton_meta"):
+            return module.__dict__[name]
+    raise UserError(f"{path}: no Inductor Triton kernel in the file")
 
 
 def compile_for(path: Path, target_spec: str, out: Path) -> str:

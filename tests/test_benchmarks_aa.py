@@ -179,6 +179,9 @@ def test_the_controls_of_each_run_are_counted(tmp_path: Path) -> None:
     (["--run", "x", "--load"], "--load: only with --measure"),
     (["--run", "x", "--positive-control"], "--positive-control: only with --measure"),
     (["--run", "x", "--rounds", "5"], "--rounds: only with --measure"),
+    (["--run", "x", "--size", "full"], "--size: only with --measure"),
+    (["--measure", "--size", "huge"], "--size 'huge': expected one of tiny, full"),
+    (["--measure", "--dtype", "fp8"], "--dtype 'fp8': expected one of float32, bfloat16, float16, amp"),
     (["--measure", "--rounds", "2"], "--rounds 2: at least 3 rounds"),
     (["--measure", "--repeat", "0"], "--repeat 0: expected at least 1"),
     (["--measure", "--margin", "2"], "--margin 2.0"),
@@ -195,6 +198,15 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path: Path, capsys, monkeypat
         code = exc.code
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_a_full_size_half_precision_aa_asks_the_suite_for_that_size_and_dtype() -> None:
+    """The GPU check's A/A runs full-size models in bfloat16: the plan carries both to the suite request."""
+    plan = aa_noise.plan_from(aa_noise.build_parser().parse_args(
+        ["--measure", "--models", "BertForMaskedLM", "--size", "full", "--dtype", "bfloat16"]))
+
+    assert (plan.models, plan.size, plan.dtype) == ("BertForMaskedLM", "full", "bfloat16")
+    assert "models BertForMaskedLM (full, bfloat16)" in aa_noise.header(plan)
 
 
 def test_a_malformed_summary_is_a_user_error(tmp_path: Path, capsys) -> None:
@@ -258,6 +270,7 @@ def test_measure_runs_fresh_aa_and_positive_comparisons_under_load(tmp_path: Pat
     assert (default.rounds, default.auto) == (None, True)
     assert seen[1][0].pr == str(aa_noise.EXAMPLE_PATCH)
     assert seen[0][0].suite.models == aa_noise.DEFAULT_MODELS
+    assert (seen[0][0].suite.size, seen[0][0].suite.dtype) == ("tiny", "float32")  # invoke compare's defaults
     assert all(len(pids) == 2 for _, pids in seen)  # the default load: two workers during every comparison
     assert not any(_alive(pid) for _, pids in seen for pid in pids)  # and none after
     assert "stage output" not in out and "stage output" in (tmp_path / "t.log").read_text()

@@ -18,9 +18,9 @@ SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 pytestmark = pytest.mark.integration  # the env step imports torch, triton and transformers in a subprocess
 
 
-def _run(tmp_path: Path, *steps: str) -> subprocess.CompletedProcess[str]:
+def _run(tmp_path: Path, *steps: str, **knobs: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OUT": str(tmp_path / "out"), "WORK": str(tmp_path / "work"), "PYTHON": sys.executable,
-           "RECIPE": "cpu-local", "BUDGET": "300"}
+           "RECIPE": "cpu-local", "BUDGET": "300", **knobs}
     return subprocess.run(["bash", str(SCRIPT), *steps], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300, check=False)
 
@@ -44,5 +44,22 @@ def test_an_unknown_step_stops_with_the_list_of_steps(tmp_path: Path) -> None:
     done = _run(tmp_path, "comapre")
 
     assert done.returncode == 2
-    steps = "env, compare, replay-fixture, gpu-tests, overhead, aa, startup"
+    steps = "env, compare, round-cost, ir, aa, numerics, busy, replay-fixture, startup, overhead, gpu-tests"
     assert f"unknown step comapre (expected {steps})" in done.stdout
+
+
+def test_a_failed_compare_skips_only_the_steps_that_read_its_run(tmp_path: Path) -> None:
+    """A compare refused at the door (a model name the suite does not know) leaves no run: the steps that read it
+    say so in one line each, and the next independent step still runs and is packed."""
+    done = _run(tmp_path, "compare", "round-cost", "ir", "replay-fixture", MODELS="NoSuchModel")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = (tmp_path / "out" / "summary.txt").read_text().splitlines()
+    compare = next(line for line in lines if line.startswith("--- compare: "))
+    assert compare.startswith("--- compare: rc=2 in ") and "error: --models: " in compare and "NoSuchModel" in compare
+    assert "--- round-cost: skipped (no compare run in this call and no RUN_DIR)" in lines
+    assert "--- ir: skipped (no compare run in this call and no RUN_DIR)" in lines
+    assert any(line.startswith("--- replay-fixture: rc=2 in ") for line in lines)
+    assert "--- busy: skipped (no nvidia-smi utilization samples)" in lines
+    with tarfile.open(tmp_path / "out" / "gpu-check.tar.gz") as archive:
+        assert {"./compare.log", "./replay-fixture.log", "./summary.txt"} <= set(archive.getnames())

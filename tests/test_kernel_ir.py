@@ -130,3 +130,19 @@ def test_triton_compiles_an_organized_kernel_for_gfx942_on_this_cpu_as_the_fixtu
     made = read_kernel_ir(tmp_path / BASE, BASE)
     kept, _ = _pair("hip-gfx942")
     assert made is not None and made.summary == kept.summary
+
+
+@pytest.mark.integration
+def test_a_scan_kernel_whose_file_defines_its_combine_function_first_compiles(tmp_path: Path) -> None:
+    """GPT-2's cumsum kernel from the H200 run: the file's first function is the scan's combine helper, the kernel
+    comes after it."""
+    organized = ROOT / "tests" / "fixtures" / "gpu_h200" / "fp16" / "base" / "organized"
+    name = "triton_per_fused_add_arange_cat_cumsum_expand_ne_slice_sub_unsqueeze_1"
+    proc = subprocess.run([sys.executable, "-m", "stages.triton_ir", "--organized", str(organized),
+                           "--target", "cuda:90", "--out", str(tmp_path), "--kernel", name],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TRITON_DEFAULT_FP_FUSION": "1"})
+
+    assert proc.returncode == 0, proc.stderr
+    made = read_kernel_ir(tmp_path / name, name)
+    assert made is not None and "tt.scan" in made.texts["ttir"]

@@ -364,6 +364,29 @@ def test_adaptive_rounds_go_on_until_the_look_settles_or_the_maximum(tmp_path: P
 
 
 @pytest.mark.integration
+def test_adaptive_rounds_capped_at_the_minimum_run_it_without_a_look(tmp_path: Path) -> None:
+    """``--max-rounds 3`` leaves no early look to spend a level on: the three rounds run, the verdicts are stated
+    at the run's own level, and no look is asked for (its strict level would be no level at all)."""
+    calls: list[tuple[int, str]] = []
+    sides, run, _ = sides_of(tmp_path, FakeRunner(calls))
+    plan = partial(kernel_plan, [PlanSide(s.prepared.variant.name, s.prepared.directory, s.prepared.env,
+                                          s.prepared.python_path, s.pipeline.runner) for s in sides],
+                   device="cpu", platform="cpu", warmup=1, iterations=3, timeout_s=60, logs=tmp_path, passes=1)
+
+    def look(rounds: int) -> tuple[bool, str]:
+        raise AssertionError(f"looked after {rounds} rounds")
+
+    Comparison(adaptive(tmp_path, max_rounds=3), run, sides, rounds_on(sides, run, tmp_path)).run_rounds(
+        "kernels", {}, {}, plan, look)
+
+    used = read_rounds_used(run.path("pair", "kernels"))
+    assert [n for n, _ in calls] == [1, 2, 3]
+    assert used is not None and (used.rounds, used.mode, used.max_rounds) == (3, "auto", 3)
+    assert used.reason == "--max-rounds reached (the minimum, 3: no early look)"
+    assert (used.alpha, used.confidence) == (0.05, 0.95)
+
+
+@pytest.mark.integration
 def test_a_spent_budget_stops_adaptive_rounds_after_the_minimum(tmp_path: Path) -> None:
     calls: list[tuple[int, str]] = []
     sides, run, _ = sides_of(tmp_path, FakeRunner(calls))

@@ -500,6 +500,9 @@ class Comparison:
         hashes = batches.run(1, used)
         reason, stopped = "fixed", False
         while adaptive and look is not None:
+            if not policy.early_looks:  # --max-rounds is the minimum: no look, and no level left to look at
+                reason = f"--max-rounds reached (the minimum, {policy.min_rounds}: no early look)"
+                break
             stopped, why = look(used)
             spent = time.monotonic() - self.rounds.started
             if stopped or used == policy.max_rounds or (policy.budget_s is not None and spent >= policy.budget_s):
