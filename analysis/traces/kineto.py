@@ -8,32 +8,33 @@ with the same result), keeps only what the analyses use (device activities, laun
 ``ProfilerStep`` windows, host ops as (start, duration, thread, name) columns plus the recorded shapes and strides
 of every op, the collective metadata of communication kernels, compiled-graph regions, and on CPU-only traces the
 Inductor C++ kernel cpu_ops) in compact columns, and drops every other event at once. After reading, each launch is
-linked to its innermost enclosing op and only the ops that launched something are kept.
+linked to its innermost enclosing op and only the ops that launched something are kept: on first use of the
+trace's op attribution (``TraceData.ops``), which alone needs numpy; the read itself imports neither numpy nor
+pandas (see :mod:`analysis.traces.model`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import json
 import marshal
 import math
 import re
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import itemgetter
+from operator import add, itemgetter, mul, sub
 from pathlib import Path
-from typing import Any, TextIO
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, TextIO
 
 from analysis.errors import UserError
 from analysis.records import MAX_US, invalid
 from analysis.traces import event_columns as columns
 from analysis.traces import fast_io
-from analysis.traces.breakdown import launch_index
-from analysis.traces.categories import ROCM_LEGACY_COPY, is_communication
+from analysis.traces.categories import COMPILED_REGION, ROCM_LEGACY_COPY, is_communication
 from analysis.traces.fileio import open_text, reading
 from analysis.traces.model import (
     COLLECTIVE_ARG_KEYS,
@@ -41,6 +42,7 @@ from analysis.traces.model import (
     KERNEL,
     MEMCPY,
     MEMSET,
+    Attribution,
     CollectiveArgs,
     OpShape,
     OpTable,
@@ -49,7 +51,9 @@ from analysis.traces.model import (
     TraceBuilder,
     TraceData,
 )
-from analysis.traces.ops import COMPILED_REGION, innermost_enclosing
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _CHUNK_CHARS = 4 * 1024 * 1024
 # A run of events decoded in one call spans at most this much text. Short runs are faster: the objects of a run
@@ -76,7 +80,7 @@ _GROUP_OF = {**dict.fromkeys(_DEVICE_CATS, _GROUP_DEVICE), **dict.fromkeys(_RUNT
              "cpu_op": _GROUP_OP, **dict.fromkeys(_ANNOTATION_CATS, _GROUP_ANNOTATION)}
 # Any other cat (a list, an object) sends the run to the one-by-one path.
 _CAT_TYPES: frozenset[type] = frozenset({str, type(None)})
-_FIRST = itemgetter(0)
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 # The recorded shapes of an op (see _Collector._shape), in the order of its cache key.
 _SHAPE_FIELDS = itemgetter("Input Dims", "Input type", "Concrete Inputs", "Input Strides")
 # Runtime calls worth keeping: launches (for launch delay and step attribution), copies, and synchronizations.
@@ -186,7 +190,6 @@ class _Collector:
         self.op_names: list[str] = []
         # name → (name id, is a compiled region, is a CPU kernel)
         self._op_kinds: dict[str, tuple[int, bool, bool]] = {}
-        self._op_flags: list[tuple[bool, bool]] = []  # by name id: (region, cpu kernel)
         self.shapes: list[OpShape] = []
         self._shape_ids: dict[str, int] = {}
         self._shape_of_fields: dict[bytes, int] = {}  # the four fields as written → shape id or −1 (column path)
@@ -230,18 +233,14 @@ class _Collector:
         cats = columns.field(events, "cat")
         if not columns.all_of(cats, _CAT_TYPES):
             return None
-        group = np.fromiter(map(_GROUP_OF.get, cats, repeat(_DROPPED)), dtype=np.int8, count=len(cats))
-        # The used events grouped (a stable sort keeps file order within a group), each group a slice.
-        used = np.flatnonzero(group)
-        order = used[np.argsort(group[used], kind="stable")].tolist()
-        ends = np.cumsum(np.bincount(group[used], minlength=_GROUP_ANNOTATION + 1)).tolist()
-        grouped = list(map(events.__getitem__, order))
+        group = list(map(_GROUP_OF.get, cats, repeat(_DROPPED)))
+        present = set(group)
         commits = []
         for code, read in ((_GROUP_DEVICE, self._device_columns), (_GROUP_RUNTIME, self._runtime_columns),
                            (_GROUP_OP, self._op_columns), (_GROUP_ANNOTATION, self._annotation_columns)):
-            lo, hi = ends[code - 1], ends[code]
-            if hi > lo:
-                commit = read(grouped[lo:hi], first, order[lo:hi])
+            if code in present:  # the group's events in file order, and where they are in the run
+                chosen = list(map(code.__eq__, group))
+                commit = read(list(compress(events, chosen)), first, list(compress(range(len(events)), chosen)))
                 if commit is None:
                     return None
                 commits.append(commit)
@@ -263,19 +262,21 @@ class _Collector:
             return None
 
         def commit() -> None:
-            kind = np.fromiter(map(_DEVICE_CATS.__getitem__, cats), dtype=np.int8, count=len(cats))
+            kind = array("b", map(_DEVICE_CATS.__getitem__, cats))
             legacy = self._legacy_copy
             for name in set(names) - legacy.keys():
                 legacy[name] = bool(ROCM_LEGACY_COPY.match(name))
-            kind[(kind == KERNEL) & np.fromiter(map(legacy.__getitem__, names), dtype=bool, count=len(names))] = MEMCPY
+            for i in compress(range(len(names)), map(legacy.__getitem__, names)):  # ROCm's copies as kernels
+                if kind[i] == KERNEL:
+                    kind[i] = MEMCPY
             self._collective_args(names, args)
-            self.dev_ts.frombytes(span[0].tobytes())
-            self.dev_dur.frombytes(span[1].tobytes())
+            self.dev_ts.extend(span[0])
+            self.dev_dur.extend(span[1])
             self.dev_name.extend(self._shared(names))
-            self.dev_kind.frombytes(kind.tobytes())
-            self.dev_device.frombytes(device.astype(np.int32).tobytes())
-            self.dev_stream.frombytes(stream.tobytes())
-            self.dev_corr.frombytes(corr.tobytes())
+            self.dev_kind.extend(kind)
+            self.dev_device.extend(device)
+            self.dev_stream.extend(stream)
+            self.dev_corr.extend(corr)
         return commit
 
     def _runtime_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
@@ -298,11 +299,11 @@ class _Collector:
 
         def commit() -> None:
             self.runtime_names.update(names)
-            self.rt_ts.frombytes(span[0].tobytes())
-            self.rt_dur.frombytes(span[1].tobytes())
+            self.rt_ts.extend(span[0])
+            self.rt_dur.extend(span[1])
             self.rt_name.extend(self._shared(kept_names))
-            self.rt_corr.frombytes(corr.tobytes())
-            self.rt_tid.frombytes(tid.tobytes())
+            self.rt_corr.extend(corr)
+            self.rt_tid.extend(tid)
         return commit
 
     def _op_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
@@ -320,23 +321,21 @@ class _Collector:
                 for name in dict.fromkeys(names):  # ids in order of first appearance, as one at a time
                     if name not in known:
                         self._new_op_name(name)
-            name_id = np.fromiter(map(_FIRST, map(known.__getitem__, names)), dtype=np.int32, count=len(names))
-            region, cpu_kernel = np.array(self._op_flags, dtype=bool).reshape(-1, 2)[name_id].T
+            kinds = list(map(known.__getitem__, names))  # (name id, is a compiled region, is a CPU kernel)
+            self.op_ts.extend(span[0])
+            self.op_dur.extend(span[1])
+            self.op_tid.extend(tid)
+            self.op_name.extend(map(_FIRST, kinds))
             # Every op's recorded shapes (ops_unique_args lists them all; the roofline prices the ones it models).
-            shape = np.array(self._shape_column(evs), dtype=np.int32)
-            self.op_ts.frombytes(span[0].tobytes())
-            self.op_dur.frombytes(span[1].tobytes())
-            self.op_tid.frombytes(tid.tobytes())
-            self.op_name.frombytes(name_id.tobytes())
-            self.op_shape.frombytes(shape.tobytes())
-            for i in np.flatnonzero(region).tolist():
-                self.regions.append((first + where[i], names[i], ts[i], dur[i], int(tid[i])))
-            at = np.flatnonzero(cpu_kernel)
-            if at.size:
-                self.cpu_ts.frombytes(span[0][at].tobytes())
-                self.cpu_dur.frombytes(span[1][at].tobytes())
-                self.cpu_name.extend(self._shared(list(map(names.__getitem__, at.tolist()))))
-                self.cpu_tid.frombytes(tid[at].tobytes())
+            self.op_shape.extend(self._shape_column(evs))
+            for i in compress(range(len(kinds)), map(_SECOND, kinds)):
+                self.regions.append((first + where[i], names[i], ts[i], dur[i], tid[i]))
+            at = list(compress(range(len(kinds)), map(_THIRD, kinds)))
+            if at:
+                self.cpu_ts.extend(map(span[0].__getitem__, at))
+                self.cpu_dur.extend(map(span[1].__getitem__, at))
+                self.cpu_name.extend(self._shared(list(map(names.__getitem__, at))))
+                self.cpu_tid.extend(map(tid.__getitem__, at))
         return commit
 
     def _annotation_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None]:
@@ -517,7 +516,6 @@ class _Collector:
         flags = (bool(COMPILED_REGION.match(name)), bool(CPU_KERNEL_NAME.search(name)))
         known = self._op_kinds[name] = (len(self.op_names), *flags)
         self.op_names.append(name)
-        self._op_flags.append(flags)
         return known
 
     def _shape_column(self, evs: list[dict[str, Any]]) -> list[int]:
@@ -594,13 +592,11 @@ def _text(value: Any) -> str:
     return "" if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
-def _us_to_ns(values: array, base_us: int = 0) -> np.ndarray:
-    """µs floats → int ns. Subtracting an integer origin first keeps ns precision for absolute timestamps
-    (1.7e15 µs times 1000 would exceed the 53-bit float mantissa)."""
-    if not len(values):
-        return np.empty(0, dtype=np.int64)
-    rel = np.frombuffer(values, dtype=np.float64) - float(base_us)
-    return np.rint(rel * 1000.0).astype(np.int64) + np.int64(base_us) * 1000
+def _us_to_ns(values: Iterable[float], base_us: int = 0) -> Iterator[int]:
+    """µs floats → int ns (rounded half to even). Subtracting an integer origin first keeps ns precision for
+    absolute timestamps (1.7e15 µs times 1000 would exceed the 53-bit float mantissa)."""
+    relative = map(mul, map(sub, values, repeat(float(base_us))), repeat(1000.0))
+    return map(add, map(round, relative), repeat(base_us * 1000))
 
 
 @contextlib.contextmanager
@@ -742,8 +738,7 @@ def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
                         f"(expected both on every complete event); pass --lenient to leave them out")
     b = TraceBuilder(path, "kineto")
     b.skipped = SkippedEvents(col.skipped, col.first_skipped)
-    firsts = [float(np.frombuffer(a, dtype=np.float64).min()) for a in (col.dev_ts, col.rt_ts, col.cpu_ts, col.op_ts)
-              if len(a)]
+    firsts = [min(a) for a in (col.dev_ts, col.rt_ts, col.cpu_ts, col.op_ts) if len(a)]
     base = int(min(firsts)) if firsts else 0
     if len(col.dev_ts):
         b.add_events(col.dev_name, _us_to_ns(col.dev_ts, base), _us_to_ns(col.dev_dur), col.dev_kind,
@@ -768,33 +763,60 @@ def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
                                         "distributedInfo", "trace_id") if k in meta}
     b.metadata["time_origin_ns"] = base * 1000  # the trace's clock at start_ns 0 (ranks share the host clock)
     b.collectives = col.collectives
-    trace = b.build()
     if len(col.op_ts):
-        _attribute(trace, col, base)
-    return trace
+        b.has_host_ops = True
+        b.link_ops = functools.partial(_attribute, _host_ops(b, col, base))
+    return b.build()
 
 
-def _attribute(trace: TraceData, col: _Collector, base: int) -> None:
+@dataclass(frozen=True)
+class _HostOps:
+    """What the op attribution needs from the read: every host op (start and duration in µs, thread, name id
+    into the trace's names, shape id), the compiled regions in file order, and each runtime call's thread."""
+
+    base_us: int
+    op_ts: array
+    op_dur: array
+    op_tid: array
+    op_name: array
+    op_shape: array
+    shapes: list[OpShape]
+    regions: list[tuple[int, str, float, float, int]]
+    region_ids: list[int]
+    rt_tid: array
+
+
+def _host_ops(b: TraceBuilder, col: _Collector, base: int) -> _HostOps:
+    """The ops' and regions' names join the trace's name table now (regions first, then ops in order of first
+    appearance), so that ids never change once the trace is built."""
+    regions = sorted(col.regions)  # file order (a batch collects its annotations and its cpu_ops apart)
+    region_ids = [b.intern(r[1]) for r in regions]
+    global_id = array("i", map(b.intern, col.op_names))
+    return _HostOps(base, col.op_ts, col.op_dur, col.op_tid, array("i", map(global_id.__getitem__, col.op_name)),
+                    col.op_shape, col.shapes, regions, region_ids, col.rt_tid)
+
+
+def _attribute(host: _HostOps, trace: TraceData) -> Attribution:
     """Link every device event to its launching op and keep only the launching ops (see analysis.traces.ops)."""
-    op_start = _us_to_ns(col.op_ts, base)
-    op_end = op_start + _us_to_ns(col.op_dur)
-    op_tid = np.frombuffer(col.op_tid, dtype=np.int64)
-    name_index = {name: i for i, name in enumerate(trace.names)}
+    import numpy as np  # only here: reading a trace needs no numpy (see the module docstring)
 
-    def intern(name: str) -> int:  # ops and regions join the trace's name table
-        index = name_index.get(name)
-        if index is None:
-            index = name_index[name] = len(trace.names)
-            trace.names.append(name)
-        return index
+    from analysis.traces.breakdown import launch_index
+    from analysis.traces.ops import innermost_enclosing
 
+    def ns(values: Sequence[float], base_us: int = 0) -> np.ndarray:
+        return np.fromiter(_us_to_ns(values, base_us), dtype=np.int64, count=len(values))
+
+    op_start = ns(host.op_ts, host.base_us)
+    op_end = op_start + ns(host.op_dur)
+    op_tid = np.frombuffer(host.op_tid, dtype=np.int64)
+    event_graph = np.full(trace.n_events, -1, dtype=np.int32)
     if trace.n_events and (trace.kind == CPU_KERNEL).all():
         # A CPU profile's "kernels" are host ops themselves: each is its own launching op.
         points, point_tids, launch = trace.start_ns, trace.stream, None
         event_parent = innermost_enclosing(op_start, op_end, op_tid, points, point_tids)
     else:
         points = trace.rt_start_ns
-        point_tids = np.frombuffer(col.rt_tid, dtype=np.int64)
+        point_tids = np.frombuffer(host.rt_tid, dtype=np.int64)
         launch = launch_index(trace)
         rt_parent = innermost_enclosing(op_start, op_end, op_tid, points, point_tids)
         event_parent = _take(rt_parent, launch)
@@ -803,31 +825,25 @@ def _attribute(trace: TraceData, col: _Collector, base: int) -> None:
     if used.size and used[0] < 0:  # −1 (no op) sorts first: shift so that it stays −1
         event_op -= 1
         used = used[1:]
-    if col.regions and trace.n_events:
+    if host.regions and trace.n_events:
         # The graph is the innermost compiled region around the launch itself (not around its op, which may be
         # the outer region).
-        regions = sorted(col.regions)  # file order (a batch collects its annotations and its cpu_ops apart)
-        reg_start = _us_to_ns(array("d", (r[2] for r in regions)), base)
-        reg_end = reg_start + _us_to_ns(array("d", (r[3] for r in regions)))
-        reg_tid = np.array([r[4] for r in regions], dtype=np.int64)
-        region_ids = np.array([intern(r[1]) for r in regions], dtype=np.int32)
+        reg_start = ns([r[2] for r in host.regions], host.base_us)
+        reg_end = reg_start + ns([r[3] for r in host.regions])
+        reg_tid = np.array([r[4] for r in host.regions], dtype=np.int64)
         region = innermost_enclosing(reg_start, reg_end, reg_tid, points, point_tids)
-        point_graph = _take(region_ids, region).astype(np.int32)
-        if launch is None:
-            trace.event_graph = point_graph
-        else:
-            trace.event_graph = _take(point_graph, launch).astype(np.int32)
-    used_names = np.frombuffer(col.op_name, dtype=np.int32)[used]
-    name_ids = {local: intern(col.op_names[local]) for local in np.unique(used_names).tolist()}
-    op_shape = np.frombuffer(col.op_shape, dtype=np.int32)
-    trace.ops = OpTable(name_id=np.array([name_ids[i] for i in used_names.tolist()], dtype=np.int32),
-                        shape_id=op_shape[used].copy(), shapes=col.shapes, dur_ns=(op_end - op_start)[used])
-    trace.event_op = event_op
-    trace.has_host_ops = True
+        point_graph = _take(np.array(host.region_ids, dtype=np.int32), region).astype(np.int32)
+        event_graph = point_graph if launch is None else _take(point_graph, launch).astype(np.int32)
+    ops = OpTable(name_id=np.frombuffer(host.op_name, dtype=np.int32)[used],
+                  shape_id=np.frombuffer(host.op_shape, dtype=np.int32)[used], shapes=host.shapes,
+                  dur_ns=(op_end - op_start)[used])
+    return Attribution(ops, event_op, event_graph)
 
 
 def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """``values[index]`` where ``index`` ≥ 0, −1 elsewhere (``values`` may be empty when nothing links)."""
+    import numpy as np  # only in the op attribution (see _attribute)
+
     out = np.full(index.size, -1, dtype=np.int64)
     hit = index >= 0
     out[hit] = values[index[hit]]
