@@ -36,10 +36,10 @@ def _ignoring_case(pattern: str) -> Callable[[str], bool]:
     trace's 199 kernel names). Any other name meets the pattern as written."""
     if re.search(r"\\[A-Z]", pattern):  # an escape such as \W would change its meaning in lowercase
         raise ValueError(f"{pattern!r}: a case-insensitive rule cannot hold an upper-case escape")
-    as_written, lowered = re.compile(pattern, re.IGNORECASE).search, re.compile(pattern.lower()).search
+    lowered = re.compile(pattern.lower()).search
 
-    def search(name: str) -> bool:
-        return (lowered(name.lower()) if name.isascii() else as_written(name)) is not None
+    def search(name: str) -> bool:  # (the pattern as written is compiled on first use, and kept by re's cache)
+        return (lowered(name.lower()) if name.isascii() else re.search(pattern, name, re.IGNORECASE)) is not None
     return search
 
 

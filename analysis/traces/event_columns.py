@@ -39,6 +39,15 @@ def fields(events: Sequence[Any], keys: tuple[str, ...], defaults: tuple[Any, ..
     return list(zip(*rows, strict=True))
 
 
+def of_dicts(events: Sequence[Any], keys: tuple[str, ...], defaults: tuple[Any, ...]) -> list[Sequence[Any]] | None:
+    """:func:`fields` (or :func:`field` for one key) when every event is a JSON object, else None: ``dict.get``
+    and ``itemgetter`` refuse anything else with a TypeError, so no pass of its own checks the events' type."""
+    try:
+        return [field(events, keys[0], defaults[0])] if len(keys) == 1 else fields(events, keys, defaults)
+    except TypeError:
+        return None
+
+
 def all_of(values: Sequence[Any], types: frozenset[type]) -> bool:
     """Whether every value's exact type is one of ``types`` (True for no values)."""
     return set(map(type, values)) <= types

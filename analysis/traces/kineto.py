@@ -228,35 +228,35 @@ class _Collector:
     def _run_columns(self, events: list[Any], first: int) -> list[Callable[[], None]] | None:
         """Check a whole run first and return what appends it (None when some event needs :meth:`add`): nothing
         is appended unless every group of the run is regular."""
-        if not columns.all_of(events, columns.DICT_TYPES):
+        found = columns.of_dicts(events, ("cat",), (None,))
+        if found is None or not columns.all_of(found[0], _CAT_TYPES):
             return None
-        cats = columns.field(events, "cat")
-        if not columns.all_of(cats, _CAT_TYPES):
-            return None
-        group = list(map(_GROUP_OF.get, cats, repeat(_DROPPED)))
+        group = list(map(_GROUP_OF.get, found[0], repeat(_DROPPED)))
         present = set(group)
         commits = []
         for code, read in ((_GROUP_DEVICE, self._device_columns), (_GROUP_RUNTIME, self._runtime_columns),
                            (_GROUP_OP, self._op_columns), (_GROUP_ANNOTATION, self._annotation_columns)):
-            if code in present:  # the group's events in file order, and where they are in the run
+            if code in present:  # the group's events in file order, and which of the run they are
                 chosen = list(map(code.__eq__, group))
-                commit = read(list(compress(events, chosen)), first, list(compress(range(len(events)), chosen)))
+                commit = read(list(compress(events, chosen)), first, chosen)
                 if commit is None:
                     return None
                 commits.append(commit)
         return commits
 
-    def _device_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
-        """The device activities of a run (``evs``: events ``first + where[i]`` of traceEvents)."""
+    def _device_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool]
+                        ) -> Callable[[], None] | None:
+        """The device activities of a run: ``evs`` are the events of traceEvents from ``first`` on that ``chosen``
+        marks (the other ``*_columns`` methods take the same arguments)."""
         names, ph, ts, dur, args, cats = columns.fields(evs, ("name", "ph", "ts", "dur", "args", "cat"),
                                                         ("", None, None, None, None, None))
         if not columns.all_of(names, columns.STR_TYPES) or ph.count("X") != len(ph):  # (a ph may be unhashable)
             return None
         span = columns.times(ts, dur, MAX_US)
-        if span is None or not columns.all_of(args, columns.DICT_TYPES):
+        id_fields = columns.of_dicts(args, ("device", "stream", "correlation"), (None, None, None))
+        if span is None or id_fields is None:
             return None
-        device_ids, stream_ids, corr_ids = columns.fields(args, ("device", "stream", "correlation"),
-                                                          (None, None, None))
+        device_ids, stream_ids, corr_ids = id_fields
         device, stream, corr = columns.ids(device_ids, bits=32), columns.ids(stream_ids), columns.ids(corr_ids)
         if device is None or stream is None or corr is None:
             return None
@@ -279,7 +279,8 @@ class _Collector:
             self.dev_corr.extend(corr)
         return commit
 
-    def _runtime_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
+    def _runtime_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool]
+                         ) -> Callable[[], None] | None:
         names = columns.field(evs, "name", "")
         if not columns.all_of(names, columns.STR_TYPES):
             return None
@@ -290,9 +291,10 @@ class _Collector:
         kept, kept_names = list(compress(evs, wanted)), list(compress(names, wanted))
         ts, dur, args, tids = columns.fields(kept, ("ts", "dur", "args", "tid"), (None, None, None, None))
         span = columns.times(ts, dur, MAX_US)
-        if span is None or not columns.all_of(args, columns.DICT_TYPES):
+        corr_ids = columns.of_dicts(args, ("correlation",), (None,))
+        if span is None or corr_ids is None:
             return None
-        corr = columns.ids(columns.field(args, "correlation"))
+        corr = columns.ids(corr_ids[0])
         tid = columns.ids(tids)
         if corr is None or tid is None:
             return None
@@ -306,7 +308,7 @@ class _Collector:
             self.rt_tid.extend(tid)
         return commit
 
-    def _op_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
+    def _op_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool]) -> Callable[[], None] | None:
         names, ts, dur, tids = columns.fields(evs, ("name", "ts", "dur", "tid"), ("", None, None, None))
         if not columns.all_of(names, columns.STR_TYPES):
             return None
@@ -328,8 +330,10 @@ class _Collector:
             self.op_name.extend(map(_FIRST, kinds))
             # Every op's recorded shapes (ops_unique_args lists them all; the roofline prices the ones it models).
             self.op_shape.extend(self._shape_column(evs))
-            for i in compress(range(len(kinds)), map(_SECOND, kinds)):
-                self.regions.append((first + where[i], names[i], ts[i], dur[i], tid[i]))
+            if any(map(_SECOND, kinds)):
+                where = list(compress(range(first, first + len(chosen)), chosen))  # index in traceEvents
+                for i in compress(range(len(kinds)), map(_SECOND, kinds)):
+                    self.regions.append((where[i], names[i], ts[i], dur[i], tid[i]))
             at = list(compress(range(len(kinds)), map(_THIRD, kinds)))
             if at:
                 self.cpu_ts.extend(map(span[0].__getitem__, at))
@@ -338,12 +342,12 @@ class _Collector:
                 self.cpu_tid.extend(map(tid.__getitem__, at))
         return commit
 
-    def _annotation_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None]:
+    def _annotation_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool]) -> Callable[[], None]:
         """Annotations are few: :meth:`add` reads them, after the rest of the run is known to be regular (so an
         error it raises is the run's first)."""
         def commit() -> None:
-            for ev, i in zip(evs, where, strict=True):
-                self.add(ev, first + i)
+            for ev, index in zip(evs, compress(range(first, first + len(chosen)), chosen), strict=True):
+                self.add(ev, index)
         return commit
 
     def add(self, ev: dict[str, Any], index: int) -> None:
