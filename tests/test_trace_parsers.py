@@ -173,7 +173,7 @@ def _outcome(path: Path, one_at_a_time: bool) -> dict[str, Any] | str:
     """The trace read from ``path``, or the one-line error it gives."""
     with pytest.MonkeyPatch.context() as m:
         if one_at_a_time:
-            m.setattr(kineto._Collector, "_run_columns", lambda self, events, first: None)
+            m.setattr(kineto._Collector, "_run_columns", lambda self, events, first, nan_free: None)
         try:
             return _snapshot(read_trace(path))
         except UserError as exc:

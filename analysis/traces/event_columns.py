@@ -53,13 +53,15 @@ def all_of(values: Sequence[Any], types: frozenset[type]) -> bool:
     return set(map(type, values)) <= types
 
 
-def times(ts: Sequence[Any], dur: Sequence[Any], limit: float) -> tuple[Sequence[float], Sequence[float]] | None:
+def times(ts: Sequence[Any], dur: Sequence[Any], limit: float, nan_free: bool = False
+          ) -> tuple[Sequence[float], Sequence[float]] | None:
     """(ts, dur) as they are when every ts is a number in (−limit, limit) and every dur one in [0, limit). A NaN
-    or an infinity makes the column's sum non-finite, so it is refused too (``min`` and ``max`` skip a NaN)."""
+    makes the column's sum NaN, so it is refused too (``min`` and ``max`` may skip it); ``nan_free``: the values
+    cannot be NaN (a fast decoder refuses it), so that test is left out."""
     if not (all_of(ts, NUMBER_TYPES) and all_of(dur, NUMBER_TYPES)):
         return None
     if ts and not (-limit < min(ts) and max(ts) < limit and min(dur) >= 0 and max(dur) < limit
-                   and math.isfinite(sum(ts)) and math.isfinite(sum(dur))):
+                   and (nan_free or not (math.isnan(sum(ts)) or math.isnan(sum(dur))))):
         return None
     return ts, dur
 

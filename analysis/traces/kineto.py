@@ -208,11 +208,12 @@ class _Collector:
         # Device event index → the collective's metadata as its kernel's args carry it (CollectiveArgs fields).
         self.collectives: dict[int, CollectiveArgs] = {}
 
-    def add_run(self, events: list[Any], first: int) -> None:
+    def add_run(self, events: list[Any], first: int, nan_free: bool = False) -> None:
         """Events ``first``, ``first + 1``, … of traceEvents: column by column when every event the analyses use
         is regular (the common case, with no Python frame per event), else one event at a time as :meth:`add`,
-        which words every error. Both ways keep the same columns in the same order."""
-        commits = self._run_columns(events, first)
+        which words every error. Both ways keep the same columns in the same order. ``nan_free``: the events were
+        decoded by a fast decoder, which refuses NaN (only ``json`` reads it), so their times need no NaN test."""
+        commits = self._run_columns(events, first, nan_free)
         if commits is not None:
             for commit in commits:
                 commit()
@@ -225,7 +226,7 @@ class _Collector:
             if type(cat) is str and cat in kept:
                 self.add(ev, index)
 
-    def _run_columns(self, events: list[Any], first: int) -> list[Callable[[], None]] | None:
+    def _run_columns(self, events: list[Any], first: int, nan_free: bool) -> list[Callable[[], None]] | None:
         """Check a whole run first and return what appends it (None when some event needs :meth:`add`): nothing
         is appended unless every group of the run is regular."""
         found = columns.of_dicts(events, ("cat",), (None,))
@@ -238,13 +239,13 @@ class _Collector:
                            (_GROUP_OP, self._op_columns), (_GROUP_ANNOTATION, self._annotation_columns)):
             if code in present:  # the group's events in file order, and which of the run they are
                 chosen = list(map(code.__eq__, group))
-                commit = read(list(compress(events, chosen)), first, chosen)
+                commit = read(list(compress(events, chosen)), first, chosen, nan_free)
                 if commit is None:
                     return None
                 commits.append(commit)
         return commits
 
-    def _device_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool]
+    def _device_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool], nan_free: bool
                         ) -> Callable[[], None] | None:
         """The device activities of a run: ``evs`` are the events of traceEvents from ``first`` on that ``chosen``
         marks (the other ``*_columns`` methods take the same arguments)."""
@@ -252,7 +253,7 @@ class _Collector:
                                                         ("", None, None, None, None, None))
         if not columns.all_of(names, columns.STR_TYPES) or ph.count("X") != len(ph):  # (a ph may be unhashable)
             return None
-        span = columns.times(ts, dur, MAX_US)
+        span = columns.times(ts, dur, MAX_US, nan_free)
         id_fields = columns.of_dicts(args, ("device", "stream", "correlation"), (None, None, None))
         if span is None or id_fields is None:
             return None
@@ -279,7 +280,7 @@ class _Collector:
             self.dev_corr.extend(corr)
         return commit
 
-    def _runtime_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool]
+    def _runtime_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool], nan_free: bool
                          ) -> Callable[[], None] | None:
         names = columns.field(evs, "name", "")
         if not columns.all_of(names, columns.STR_TYPES):
@@ -290,7 +291,7 @@ class _Collector:
         wanted = list(map(keep.__getitem__, names))
         kept, kept_names = list(compress(evs, wanted)), list(compress(names, wanted))
         ts, dur, args, tids = columns.fields(kept, ("ts", "dur", "args", "tid"), (None, None, None, None))
-        span = columns.times(ts, dur, MAX_US)
+        span = columns.times(ts, dur, MAX_US, nan_free)
         corr_ids = columns.of_dicts(args, ("correlation",), (None,))
         if span is None or corr_ids is None:
             return None
@@ -308,11 +309,12 @@ class _Collector:
             self.rt_tid.extend(tid)
         return commit
 
-    def _op_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool]) -> Callable[[], None] | None:
+    def _op_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool], nan_free: bool
+                    ) -> Callable[[], None] | None:
         names, ts, dur, tids = columns.fields(evs, ("name", "ts", "dur", "tid"), ("", None, None, None))
         if not columns.all_of(names, columns.STR_TYPES):
             return None
-        span = columns.times(ts, dur, MAX_US)
+        span = columns.times(ts, dur, MAX_US, nan_free)
         tid = columns.ids(tids)
         if span is None or tid is None:
             return None
@@ -342,7 +344,8 @@ class _Collector:
                 self.cpu_tid.extend(map(tid.__getitem__, at))
         return commit
 
-    def _annotation_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool]) -> Callable[[], None]:
+    def _annotation_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool], nan_free: bool
+                            ) -> Callable[[], None]:
         """Annotations are few: :meth:`add` reads them, after the rest of the run is known to be regular (so an
         error it raises is the run's first)."""
         def commit() -> None:
@@ -694,7 +697,7 @@ def _read_events(stream: _Stream, collector: _Collector) -> None:
                     one_by_one_until = cut
                 else:
                     hand_on()
-                    collector.add_run(events, index)
+                    collector.add_run(events, index, nan_free=True)
                     index += len(events)
                     pos = cut + 1
                     continue

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from itertools import accumulate, chain, compress, repeat
+from itertools import accumulate, compress, repeat
 from operator import add, gt, sub
 from typing import TYPE_CHECKING, Any
 
@@ -54,24 +54,24 @@ def _by_start(starts: Any, ends: Any) -> tuple[list[int], list[int]]:
     return list(map(s.__getitem__, order)), list(map(e.__getitem__, order))
 
 
-def merge_intervals(starts: Any, ends: Any) -> tuple[list[int], list[int]]:
-    """Union of [start, end) intervals as sorted disjoint intervals; touching intervals coalesce."""
-    s, e = _by_start(starts, ends)
+def _merge_sorted(s: Sequence[int], e: Sequence[int]) -> tuple[list[int], list[int]]:
+    """:func:`merge_intervals` of intervals sorted by start."""
     if not s:
         return [], []
     reach = list(accumulate(e, max))  # the furthest end of each interval and all that start before it
     first = [0, *compress(range(1, len(s)), map(gt, s[1:], reach))]  # starts beyond every earlier end
-    last = [i - 1 for i in first[1:]] + [len(s) - 1]
+    last = [*map(sub, first[1:], repeat(1)), len(s) - 1]
     return list(map(s.__getitem__, first)), list(map(reach.__getitem__, last))
 
 
+def merge_intervals(starts: Any, ends: Any) -> tuple[list[int], list[int]]:
+    """Union of [start, end) intervals as sorted disjoint intervals; touching intervals coalesce."""
+    return _merge_sorted(*_by_start(starts, ends))
+
+
 def _sorted_union_length(s: Sequence[int], e: Sequence[int]) -> int:
-    """|union| of intervals sorted by start: each adds what it reaches beyond all earlier ones."""
-    if not s:
-        return 0
-    reach = list(accumulate(e, max))
-    before = chain((s[0],), reach)  # the furthest end before each interval (the first: its own start)
-    return sum(map(max, map(sub, reach, map(max, s, before)), repeat(0)))
+    merged_starts, merged_ends = _merge_sorted(s, e)
+    return sum(merged_ends) - sum(merged_starts)
 
 
 def union_length(starts: Any, ends: Any) -> int:
@@ -141,14 +141,16 @@ class Timeline:
 
 
 COMPUTATION, COMMUNICATION, MEMCPY_GROUP = range(3)
+ALL_GROUPS = frozenset({COMPUTATION, COMMUNICATION, MEMCPY_GROUP})
 
 
 def activity_groups(trace: TraceData) -> list[int]:
     """The group of each of the trace's device activities: COMPUTATION, COMMUNICATION or MEMCPY_GROUP."""
-    ids = trace.columns.name_id
-    comm_name = {name_id: is_communication(trace.names[name_id]) for name_id in set(ids)}  # once per name
-    return [MEMCPY_GROUP if kind == MEMCPY else COMMUNICATION if comm_name[name_id] else COMPUTATION
-            for kind, name_id in zip(trace.columns.kind, ids, strict=True)]
+    pairs = list(zip(trace.columns.kind, trace.columns.name_id, strict=True))
+    group_of = {(kind, name_id): MEMCPY_GROUP if kind == MEMCPY  # decided once per kind and name
+                else COMMUNICATION if is_communication(trace.names[name_id]) else COMPUTATION
+                for kind, name_id in set(pairs)}
+    return list(map(group_of.__getitem__, pairs))
 
 
 @dataclass(frozen=True)
@@ -199,15 +201,18 @@ def gpu_timeline(trace: TraceData, window: Window | None = None) -> Timeline:
     we = _values(window.ends) if window is not None and window.ends is not None else None
 
     def u(groups: frozenset[int]) -> int:
-        chosen = list(map(groups.__contains__, group))
-        s, e = list(compress(start, chosen)), list(compress(end, chosen))
+        if groups == ALL_GROUPS:
+            s, e = start, end
+        else:
+            chosen = list(map(groups.__contains__, group))
+            s, e = list(compress(start, chosen)), list(compress(end, chosen))
         own = _sorted_union_length(s, e)
         if ws is None or we is None:
             return own
         # |X ∩ W| = |X| + |W| − |X ∪ W|, all three unions of intervals.
         return own + union_length(ws, we) - union_length(s + ws, e + we)
 
-    busy = u(frozenset({COMPUTATION, COMMUNICATION, MEMCPY_GROUP}))
+    busy = u(ALL_GROUPS)
     computation = u(frozenset({COMPUTATION}))
     comp_or_comm = u(frozenset({COMPUTATION, COMMUNICATION}))
     total = union_length(ws, we) if ws is not None and we is not None else max(end) - min(start)
