@@ -50,6 +50,7 @@ from analysis.traces.model import (
     StepWindow,
     TraceBuilder,
     TraceData,
+    extend,
 )
 
 if TYPE_CHECKING:
@@ -271,13 +272,13 @@ class _Collector:
                 if kind[i] == KERNEL:
                     kind[i] = MEMCPY
             self._collective_args(names, args)
-            self.dev_ts.extend(span[0])
-            self.dev_dur.extend(span[1])
+            extend(self.dev_ts, span[0])
+            extend(self.dev_dur, span[1])
             self.dev_name.extend(self._shared(names))
-            self.dev_kind.extend(kind)
-            self.dev_device.extend(device)
-            self.dev_stream.extend(stream)
-            self.dev_corr.extend(corr)
+            extend(self.dev_kind, kind)
+            extend(self.dev_device, device)
+            extend(self.dev_stream, stream)
+            extend(self.dev_corr, corr)
         return commit
 
     def _runtime_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool], nan_free: bool
@@ -302,11 +303,11 @@ class _Collector:
 
         def commit() -> None:
             self.runtime_names.update(names)
-            self.rt_ts.extend(span[0])
-            self.rt_dur.extend(span[1])
+            extend(self.rt_ts, span[0])
+            extend(self.rt_dur, span[1])
             self.rt_name.extend(self._shared(kept_names))
-            self.rt_corr.extend(corr)
-            self.rt_tid.extend(tid)
+            extend(self.rt_corr, corr)
+            extend(self.rt_tid, tid)
         return commit
 
     def _op_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool], nan_free: bool
@@ -326,22 +327,22 @@ class _Collector:
                     if name not in known:
                         self._new_op_name(name)
             kinds = list(map(known.__getitem__, names))  # (name id, is a compiled region, is a CPU kernel)
-            self.op_ts.extend(span[0])
-            self.op_dur.extend(span[1])
-            self.op_tid.extend(tid)
-            self.op_name.extend(map(_FIRST, kinds))
+            extend(self.op_ts, span[0])
+            extend(self.op_dur, span[1])
+            extend(self.op_tid, tid)
+            extend(self.op_name, map(_FIRST, kinds))
             # Every op's recorded shapes (ops_unique_args lists them all; the roofline prices the ones it models).
-            self.op_shape.extend(self._shape_column(evs))
+            extend(self.op_shape, self._shape_column(evs))
             if any(map(_SECOND, kinds)):
                 where = list(compress(range(first, first + len(chosen)), chosen))  # index in traceEvents
                 for i in compress(range(len(kinds)), map(_SECOND, kinds)):
                     self.regions.append((where[i], names[i], ts[i], dur[i], tid[i]))
             at = list(compress(range(len(kinds)), map(_THIRD, kinds)))
             if at:
-                self.cpu_ts.extend(map(span[0].__getitem__, at))
-                self.cpu_dur.extend(map(span[1].__getitem__, at))
+                extend(self.cpu_ts, map(span[0].__getitem__, at))
+                extend(self.cpu_dur, map(span[1].__getitem__, at))
                 self.cpu_name.extend(self._shared(list(map(names.__getitem__, at))))
-                self.cpu_tid.extend(map(tid.__getitem__, at))
+                extend(self.cpu_tid, map(tid.__getitem__, at))
         return commit
 
     def _annotation_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool], nan_free: bool

