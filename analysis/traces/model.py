@@ -151,7 +151,8 @@ class OpTable:
 @dataclass(frozen=True)
 class Attribution:
     """The launching op of every device event (index into ``ops``, −1 when no op encloses its launch) and the
-    Inductor-compiled region around its launch (an index into the trace's ``names``, −1 if none)."""
+    Inductor-compiled region around its launch (``## Call CompiledFxGraph <hash> ##``, ``CompiledFunction``,
+    ``Torch-Compiled Region``; an index into the trace's ``names``, −1 if none)."""
 
     ops: OpTable
     event_op: np.ndarray

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, compress, islice, repeat
 from operator import add, gt, sub
 from typing import TYPE_CHECKING, Any
 
@@ -70,8 +70,13 @@ def merge_intervals(starts: Any, ends: Any) -> tuple[list[int], list[int]]:
 
 
 def _sorted_union_length(s: Sequence[int], e: Sequence[int]) -> int:
-    merged_starts, merged_ends = _merge_sorted(s, e)
-    return sum(merged_ends) - sum(merged_starts)
+    """|union| of intervals sorted by start: from the first start to the furthest end, less the gaps (a start
+    beyond every earlier end)."""
+    if not s:
+        return 0
+    reach = list(accumulate(e, max))
+    after = list(map(sub, islice(s, 1, None), reach))  # each start less the furthest end before it
+    return reach[-1] - s[0] - sum(compress(after, map(gt, after, repeat(0))))
 
 
 def union_length(starts: Any, ends: Any) -> int:
@@ -146,11 +151,15 @@ ALL_GROUPS = frozenset({COMPUTATION, COMMUNICATION, MEMCPY_GROUP})
 
 def activity_groups(trace: TraceData) -> list[int]:
     """The group of each of the trace's device activities: COMPUTATION, COMMUNICATION or MEMCPY_GROUP."""
-    pairs = list(zip(trace.columns.kind, trace.columns.name_id, strict=True))
-    group_of = {(kind, name_id): MEMCPY_GROUP if kind == MEMCPY  # decided once per kind and name
-                else COMMUNICATION if is_communication(trace.names[name_id]) else COMPUTATION
-                for kind, name_id in set(pairs)}
-    return list(map(group_of.__getitem__, pairs))
+    columns = trace.columns
+    by_name = [COMPUTATION] * len(trace.names)
+    for name_id in set(columns.name_id):  # decided once per name
+        if is_communication(trace.names[name_id]):
+            by_name[name_id] = COMMUNICATION
+    group = list(map(by_name.__getitem__, columns.name_id))
+    for i in compress(range(len(group)), map(MEMCPY.__eq__, columns.kind)):  # (few)
+        group[i] = MEMCPY_GROUP
+    return group
 
 
 @dataclass(frozen=True)
@@ -195,13 +204,21 @@ def gpu_timeline(trace: TraceData, window: Window | None = None) -> Timeline:
     # Sorted by start once; each union below takes its activities from this order.
     order = sorted(range(trace.n_events), key=columns.start_ns.__getitem__)
     start = list(map(columns.start_ns.__getitem__, order))
-    end = list(map(list(map(add, columns.start_ns, columns.dur_ns)).__getitem__, order))
+    end = list(map(add, start, map(columns.dur_ns.__getitem__, order)))
     group = list(map(activity_groups(trace).__getitem__, order))
+    present = frozenset(group)
+    unions: dict[frozenset[int], int] = {}  # by the groups present: e.g. without communication, COMP ∪ COMM = COMP
     ws = _values(window.starts) if window is not None and window.starts is not None else None
     we = _values(window.ends) if window is not None and window.ends is not None else None
 
     def u(groups: frozenset[int]) -> int:
-        if groups == ALL_GROUPS:
+        key = groups & present
+        if key not in unions:
+            unions[key] = within_window(key)
+        return unions[key]
+
+    def within_window(groups: frozenset[int]) -> int:
+        if groups == present:
             s, e = start, end
         else:
             chosen = list(map(groups.__contains__, group))
