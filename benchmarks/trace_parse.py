@@ -12,8 +12,10 @@ and ``limit`` runs alternate (limit, prbench, limit, prbench, …) and the ratio
 round's prbench / limit, so a box whose pace drifts during the benchmark slows both sides of a ratio alike.
 Columns:
 
-- ``prbench``: ``read_trace`` + GPU timeline + kernel categories, imports included (the readers' fast path
-  when installed); the last line also gives ``read_trace`` alone;
+- ``prbench``: ``read_trace`` + GPU timeline + the kernel totals per category (``kernel_categories``, the
+  numbers ``category_table`` tabulates), imports included (the readers' fast path when installed); that path
+  imports neither numpy nor pandas (the line under the table says what it imported); the last line also gives
+  ``read_trace`` alone;
 - ``prbench stdlib``: the same with ``PRBENCH_TRACE_PARSER=stdlib`` (json + gzip);
 - ``limit``: only import the fastest gzip reader and JSON decoder present, decompress the file and parse it
   (whole document, cyclic GC paused as our reader does), timed from before its imports as ``prbench`` is;
@@ -60,10 +62,32 @@ and 3.1 % (H100 fixture).
   TraceLens 12.6 s against 2.9 s (4.4x); xdit_sd_3.5 (60 MiB) 1.95x, 1.95x, TraceLens 22.5 s against 4.2 s
   (5.3x); mi300 owlv2-large (38 MiB) 2.33x, 2.57x, TraceLens 12.5 s against 4.4 s (2.9x).
 
-On a 60 MB trace the fixed 0.24 s of imports is over a quarter of prbench's time, so the ratio there follows the
-box's pace more than on large traces, where the read itself decides it. (Until 2026-11-28 the limit was timed
-after its own imports, about 0.02 s, while prbench's were counted: the ratios measured then read about 0.07
-higher on a 60 MB trace.)
+After the lean read (the read, the timeline and the kernel totals in plain Python over ``array`` columns, numpy and
+pandas imported only by the tables and the op attribution, 32 KB runs), 2026-11-28 14:31-14:41 UTC on the same box,
+in-process time (``--gzip --skip-hta``, ``--repeat 5`` unless said), wall / CPU ratio, "idle" meaning the other
+sessions' load alone (load average 2.6-4.8 on the 2 cores), "loaded" beside ``background_load.py --workers 1``;
+before: the branch point, the same day at a load average of 0.6-1.1:
+
+- default fixture, 15 MiB of JSON (``--size-mb 14``): before 3.51x / 3.42x (0.39 s against 0.11 s, 0.22 s of it
+  imports); idle 1.70x / 1.66x (``--repeat 7``, load 3.0; prbench 0.20 s of CPU, limit 0.12 s), 1.61x / 1.66x
+  (load 4.7); loaded 1.75x / 1.72x (``--repeat 7``, load 3.3), 1.07x / 1.63x (load 4.8);
+- default fixture, 61 MiB: before 1.75x / 1.74x; idle 1.47x / 1.42x (load 4.7; prbench 0.57 s, limit 0.40 s),
+  loaded 1.49x / 1.47x (load 4.4); peak 58 MiB (was 109);
+- the H100 fixture replicated to 60 MiB: before 1.46x / 1.46x; idle 0.88x / 0.90x (load 4.3), loaded 0.85x /
+  0.89x (load 4.1): with few kernels and many host events, prbench decodes in 32 KB runs that stay in the CPU
+  caches and keeps only what it uses, where the limit builds the whole document;
+- default fixture, 500 MiB of JSON (uncompressed, ``--size-mb 500``; was 1.08x-1.41x wall): idle 1.41x / 1.60x
+  (load 3.6; prbench 4.53 s of CPU, limit 2.84 s), loaded 1.43x / 1.57x (load 3.6); the pure-Python timeline
+  takes 0.31 s of it on 352 772 kernels and the kernel totals 0.11 s; peak 167 MiB (0.33x the file);
+- the two largest TraceLens test traces at hand (``--fixture <trace> --size-mb 1 --gzip``: the trace itself,
+  re-serialised compactly): xdit_flux.1_aiter_sage (54 MiB) idle 0.75x / 0.75x, loaded 0.69x / 0.74x; xdit_sd_3.5
+  (60 MiB) idle 0.90x / 0.90x, loaded 0.85x / 0.90x (load 2.6-3.2).
+
+The fixed cost is now about 0.02 s of imports beyond the limit's and 0.02 s of timeline and totals on a 15 MB
+trace; the rest grows with the file. With ``--repeat 5`` on this shared box the wall time's rounds spread widely
+(0.86x-2.96x in one run at load 4.7) while the CPU time's stay within about ±0.1x: read the CPU ratio when the box
+is busy. (Until 2026-11-28 the limit was timed after its own imports, about 0.02 s, while prbench's were counted:
+the ratios measured then read about 0.07 higher on a 60 MB trace.)
 """
 
 from __future__ import annotations
@@ -89,16 +113,17 @@ OURS = """
 import json, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
 from analysis.traces import read_trace
-from analysis.traces.breakdown import category_table, kernel_table
+from analysis.traces.kernel_totals import kernel_categories
 from analysis.traces.timeline import gpu_timeline
 t_read = time.perf_counter()
 trace = read_trace(sys.argv[1])
 read_s = time.perf_counter() - t_read
 timeline = gpu_timeline(trace)
-categories = category_table(trace, kernel_table(trace))
+categories = kernel_categories(trace)
 print(json.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
                   "import_seconds": t_read - t0, "read_seconds": read_s, "events": trace.n_events,
-                  "idle_pct": timeline.percent("idle_time"), "categories": len(categories)}))
+                  "idle_pct": timeline.percent("idle_time"), "categories": len(categories),
+                  "imported": sorted({"numpy", "pandas"} & sys.modules.keys())}))
 """
 
 LIMIT = """
@@ -326,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
         stdlib = repeated([sys.executable, "-c", OURS, str(target)], dict(env, PRBENCH_TRACE_PARSER="stdlib"),
                           args.repeat)
         rows += [("prbench", ours), ("prbench stdlib (json + gzip)", stdlib), (f"limit ({limit['parser']})", limit)]
-        print(f"prbench: {ours['events']} device events, idle {ours['idle_pct']:.2f}%; "
+        print(f"prbench: {ours['events']} device events, idle {ours['idle_pct']:.2f}%; imported "
+              f"{', '.join(ours['imported']) or 'neither numpy nor pandas'}; "
               f"peak memory / file size = {ours['peak_mb'] * 2**20 / size:.2f} (goal <= 2)", flush=True)
         if not args.skip_hta:
             python = hta_python(args.hta_venv)
@@ -347,8 +373,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(("TraceLens (minimal)", "not installed"))
         print(table(rows, limit))
         print(f"prbench / limit = {statistics.median(ratios):.2f}x, median of {len(ratios)} alternating rounds "
-              f"({', '.join(f'{r:.2f}' for r in ratios)}; goal <= 2); of prbench's median, the imports (numpy, "
-              f"pandas, the readers) {ours['import_seconds']:.2f} s; read_trace alone (median "
+              f"({', '.join(f'{r:.2f}' for r in ratios)}; goal <= 2); of prbench's median, the imports "
+              f"{ours['import_seconds']:.2f} s; read_trace alone (median "
               f"{ours['read_seconds']:.2f} s) / limit = {ours['read_seconds'] / limit['seconds']:.2f}x")
         cpu_rounds = ", ".join(f"{r:.2f}" for r in cpu_ratios)
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())

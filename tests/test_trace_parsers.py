@@ -18,7 +18,7 @@ from test_fuzz_readers import DELETE, dumps, mutated, odd_numbers  # the fuzzers
 
 from analysis.errors import UserError
 from analysis.traces import fast_io, kineto, read_trace
-from analysis.traces.model import OpTable, TraceData
+from analysis.traces.model import EventColumns, TraceData
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 KINETO = [FIXTURES / "h100_bert-small-uncased.json.gz", FIXTURES / "mi300_bert-small-uncased.json.gz",
@@ -153,15 +153,19 @@ def test_msgspec_decodes_runs_when_orjson_is_absent(monkeypatch: pytest.MonkeyPa
 # irregular is read one event at a time (which words every error). Both must keep exactly the same trace.
 
 def _snapshot(trace: TraceData) -> dict[str, Any]:
-    """Every field of a trace, as plain values (arrays with their dtype)."""
+    """Every field of a trace and its op attribution, as plain values (columns with their type)."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(trace):
         value = getattr(trace, f.name)
-        if isinstance(value, np.ndarray):
-            value = (value.dtype.str, value.tolist())
-        elif isinstance(value, OpTable):
-            value = (value.name_id.tolist(), value.shape_id.tolist(), value.shapes)
-        out[f.name] = value
+        if isinstance(value, EventColumns):
+            out.update({c.name: (getattr(value, c.name).typecode, getattr(value, c.name).tolist())
+                        for c in dataclasses.fields(value)})
+        elif f.name != "link_ops":  # how the attribution is made (a function): what it makes is compared below
+            out[f.name] = value
+    ops = trace.ops
+    out["ops"] = (ops.name_id.tolist(), ops.shape_id.tolist(), ops.shapes, ops.dur_ns.tolist())
+    out.update({name: (column.dtype.str, column.tolist())
+                for name, column in (("event_op", trace.event_op), ("event_graph", trace.event_graph))})
     return out
 
 
@@ -169,7 +173,7 @@ def _outcome(path: Path, one_at_a_time: bool) -> dict[str, Any] | str:
     """The trace read from ``path``, or the one-line error it gives."""
     with pytest.MonkeyPatch.context() as m:
         if one_at_a_time:
-            m.setattr(kineto._Collector, "_run_columns", lambda self, events, first: None)
+            m.setattr(kineto._Collector, "_run_columns", lambda self, events, first, nan_free: None)
         try:
             return _snapshot(read_trace(path))
         except UserError as exc:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 from analysis.errors import UserError
 from analysis.traces import fast_io, kineto, read_trace
 from analysis.traces.breakdown import category_table, kernels_per_step, top_kernels
+from analysis.traces.kernel_totals import kernel_categories
 from analysis.traces.launch import analyze_launches, launch_delays, sync_table
 from analysis.traces.timeline import gpu_timeline
 from tests import interval_support as intervals
@@ -318,3 +321,31 @@ def test_a_timeline_that_spans_no_time_is_not_called_gpu_bound() -> None:
 
     verdict = analyze_launches(trace).verdict
     assert verdict.label == "no timeline"
+
+
+@pytest.mark.integration  # a fresh interpreter: this one has imported numpy and pandas long ago
+def test_reading_a_trace_its_timeline_and_kernel_totals_load_neither_numpy_nor_pandas() -> None:
+    # The parse-limit benchmark's path: near 10 MB, the imports of numpy and pandas alone took twice the time of
+    # decompressing and parsing the whole file.
+    code = ("import sys\n"
+            "from analysis.traces import read_trace\n"
+            "from analysis.traces.kernel_totals import kernel_categories\n"
+            "from analysis.traces.timeline import gpu_timeline\n"
+            f"trace = read_trace({str(MULTIRANK)!r})\n"
+            "gpu_timeline(trace), kernel_categories(trace)\n"
+            "print(sorted({'numpy', 'pandas'} & sys.modules.keys()))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[1])
+
+    assert proc.stdout.strip() == "[]"
+
+
+def test_the_category_table_tabulates_the_lean_kernel_totals() -> None:
+    trace = read_trace(MULTIRANK)
+
+    table = category_table(trace)
+    totals = {c.category: (c.count, c.time / 1e6) for c in kernel_categories(trace)}
+
+    assert len(table) == len(totals) > 3
+    for row in table.itertuples():
+        assert totals[row.category] == (row.count, pytest.approx(row._3))  # "time ms"

@@ -29,7 +29,7 @@ def test_nested_and_overlapping_intervals_merge_into_their_union() -> None:
 
     merged_s, merged_e = merge_intervals(starts, ends)
 
-    assert list(zip(merged_s.tolist(), merged_e.tolist(), strict=True)) == [(0, 13), (20, 21)]
+    assert list(zip(merged_s, merged_e, strict=True)) == [(0, 13), (20, 21)]
     assert union_length(starts, ends) == 14 == _covered(intervals)
 
 

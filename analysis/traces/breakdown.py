@@ -2,7 +2,8 @@
 
 Kernel "time" here is the sum of kernel durations (what a kernel costs wherever it runs); the timeline module
 holds the overlap-aware unions. Summary-only inputs (stats CSVs, nsys sums, ``-p`` tables) have aggregates
-instead of events and still give the per-kernel and per-category tables.
+instead of events and still give the per-kernel and per-category tables. The totals of a trace's events are
+:mod:`analysis.traces.kernel_totals`'s (without numpy or pandas); this module makes the tables.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.traces.categories import kernel_category
+from analysis.traces.kernel_totals import category_totals, kernel_totals
 from analysis.traces.model import CPU_KERNEL, KERNEL, MEMCPY, MEMSET, TraceData
 from analysis.traces.timeline import union_length
 
@@ -31,18 +33,15 @@ def _with_percent(df: pd.DataFrame, time_col: str) -> pd.DataFrame:
 def kernel_table(trace: TraceData) -> pd.DataFrame:
     """One row per kernel name, sorted by total time, with percent of all kernel time and cumulative %."""
     if trace.has_timeline:
-        frame = pd.DataFrame({"name_id": trace.name_id, "dur": trace.dur_ns, "kind": trace.kind})
-        g = frame.groupby("name_id", sort=False).agg(count=("dur", "size"), total=("dur", "sum"),
-                                                      min=("dur", "min"), max=("dur", "max"), kind=("kind", "first"))
-        names = [trace.names[i] for i in g.index]
+        totals = kernel_totals(trace)
         df = pd.DataFrame({
-            "name": names,
-            "category": [kernel_category(n, int(k)) for n, k in zip(names, g["kind"], strict=True)],
-            "count": g["count"].to_numpy(),
-            "total ms": g["total"].to_numpy() / 1e6,
-            "mean us": g["total"].to_numpy() / g["count"].to_numpy() / 1e3,
-            "min us": g["min"].to_numpy() / 1e3,
-            "max us": g["max"].to_numpy() / 1e3,
+            "name": [k.name for k in totals],
+            "category": [k.category for k in totals],
+            "count": np.array([k.count for k in totals], dtype=np.int64),
+            "total ms": [k.total_ns / 1e6 for k in totals],
+            "mean us": [k.total_ns / k.count / 1e3 for k in totals],
+            "min us": [k.min_ns / 1e3 for k in totals],
+            "max us": [k.max_ns / 1e3 for k in totals],
         })
     elif trace.aggregates:
         aggs = trace.aggregates
@@ -73,7 +72,10 @@ def category_table(trace: TraceData, kernels: pd.DataFrame | None = None) -> pd.
     kernels = kernel_table(trace) if kernels is None else kernels
     if kernels.empty:
         return pd.DataFrame(columns=CATEGORY_COLUMNS)
-    df = kernels.groupby("category", as_index=False).agg(**{"count": ("count", "sum"), "time ms": ("total ms", "sum")})
+    totals = category_totals(zip(kernels["category"], kernels["count"].tolist(), kernels["total ms"], strict=True))
+    df = pd.DataFrame({"category": [c.category for c in totals],
+                       "count": np.array([c.count for c in totals], dtype=np.int64),
+                       "time ms": [c.time for c in totals]})
     return _with_percent(df, "time ms")[CATEGORY_COLUMNS]
 
 

@@ -14,14 +14,16 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from analysis.errors import UserError
 from analysis.records import parse_cell
 from analysis.traces.fileio import open_text, reading
 from analysis.traces.kineto import CPU_KERNEL_NAME
 from analysis.traces.model import KernelAggregate, TraceBuilder, TraceData
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MARKER = "Profiling result for a compiled module of benchmark"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -85,6 +87,8 @@ def _split(line: str) -> list[str]:
 
 def _op_table(lines: list[str], path: Path) -> pd.DataFrame:
     """The key_averages table: columns are delimited by the dash runs of its separator line."""
+    import pandas as pd  # here, not at the top: trace format detection imports this module for MARKER
+
     columns = ["name", "self_cpu_us", "self_device_us", "calls"]
     for i, line in enumerate(lines):
         above = lines[i - 1].strip() if i > 0 else ""
@@ -107,6 +111,8 @@ def _op_table(lines: list[str], path: Path) -> pd.DataFrame:
 
 
 def parse_compiled_module_profile(text: str, path: Path = Path("<stdout>")) -> CompiledModuleProfile:
+    import pandas as pd  # here, not at the top: trace format detection imports this module for MARKER
+
     if MARKER not in text:
         raise UserError(f"{path}: no '{MARKER}' line; not the output of a compiled module run with -p")
     lines = [_ANSI.sub("", line.rstrip("\n")) for line in text.splitlines()]

@@ -1,19 +1,19 @@
 """Columns of decoded JSON events, pulled out and checked a run of events at a time.
 
 The Kineto reader's hot path: ``map(dict.get, events, repeat(key))`` takes one field of every event without a
-Python frame per event, ``set(map(type, values))`` checks a whole column's types at once and numpy converts and
-range-checks it. Each check answers ``None`` (or False) unless the whole column is well-formed; the reader then
-reads that run one event at a time, which decides and words every irregular case as it always did.
+Python frame per event, ``set(map(type, values))`` checks a whole column's types at once and ``min``, ``max`` and
+``sum`` range-check it, all at C speed and without numpy (whose import alone costs most of the read of a 10 MB
+trace). Each check answers ``None`` (or False) unless the whole column is well-formed; the reader then reads that
+run one event at a time, which decides and words every irregular case as it always did.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
-
-import numpy as np
 
 _GET = dict.get
 NUMBER_TYPES = frozenset({int, float})  # exact types: a JSON true/false is a bool, which is not a time
@@ -39,36 +39,38 @@ def fields(events: Sequence[Any], keys: tuple[str, ...], defaults: tuple[Any, ..
     return list(zip(*rows, strict=True))
 
 
+def of_dicts(events: Sequence[Any], keys: tuple[str, ...], defaults: tuple[Any, ...]) -> list[Sequence[Any]] | None:
+    """:func:`fields` (or :func:`field` for one key) when every event is a JSON object, else None: ``dict.get``
+    and ``itemgetter`` refuse anything else with a TypeError, so no pass of its own checks the events' type."""
+    try:
+        return [field(events, keys[0], defaults[0])] if len(keys) == 1 else fields(events, keys, defaults)
+    except TypeError:
+        return None
+
+
 def all_of(values: Sequence[Any], types: frozenset[type]) -> bool:
     """Whether every value's exact type is one of ``types`` (True for no values)."""
     return set(map(type, values)) <= types
 
 
-def times(ts: Sequence[Any], dur: Sequence[Any], limit: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """(ts, dur) as float64 when every ts is a number in (−limit, limit) and every dur one in [0, limit); NaN
-    fails the comparisons, so it is refused too."""
+def times(ts: Sequence[Any], dur: Sequence[Any], limit: float, nan_free: bool = False
+          ) -> tuple[Sequence[float], Sequence[float]] | None:
+    """(ts, dur) as they are when every ts is a number in (−limit, limit) and every dur one in [0, limit). A NaN
+    makes the column's sum NaN, so it is refused too (``min`` and ``max`` may skip it); ``nan_free``: the values
+    cannot be NaN (a fast decoder refuses it), so that test is left out."""
     if not (all_of(ts, NUMBER_TYPES) and all_of(dur, NUMBER_TYPES)):
         return None
-    try:
-        start = np.fromiter(ts, dtype=np.float64, count=len(ts))
-        length = np.fromiter(dur, dtype=np.float64, count=len(dur))
-    except OverflowError:  # an integer beyond the float range (only the standard library decodes those)
+    if ts and not (-limit < min(ts) and max(ts) < limit and min(dur) >= 0 and max(dur) < limit
+                   and (nan_free or not (math.isnan(sum(ts)) or math.isnan(sum(dur))))):
         return None
-    if not (((start > -limit) & (start < limit)).all() and ((length >= 0) & (length < limit)).all()):
-        return None
-    return start, length
+    return ts, dur
 
 
-def ids(values: Sequence[Any], bits: int = 64) -> np.ndarray | None:
-    """Whole numbers that fit a signed ``bits``-bit column, as int64; None if any value is something else."""
+def ids(values: Sequence[Any], bits: int = 64) -> Sequence[int] | None:
+    """The values as they are when all are whole numbers that fit a signed ``bits``-bit column, else None."""
     if not all_of(values, INT_TYPES):
         return None
-    try:
-        column = np.fromiter(values, dtype=np.int64, count=len(values))
-    except OverflowError:
+    limit = 1 << (bits - 1)
+    if values and (min(values) < -limit or max(values) >= limit):
         return None
-    if bits < 64 and column.size:
-        limit = 1 << (bits - 1)
-        if column.min() < -limit or column.max() >= limit:
-            return None
-    return column
+    return values

@@ -8,32 +8,33 @@ with the same result), keeps only what the analyses use (device activities, laun
 ``ProfilerStep`` windows, host ops as (start, duration, thread, name) columns plus the recorded shapes and strides
 of every op, the collective metadata of communication kernels, compiled-graph regions, and on CPU-only traces the
 Inductor C++ kernel cpu_ops) in compact columns, and drops every other event at once. After reading, each launch is
-linked to its innermost enclosing op and only the ops that launched something are kept.
+linked to its innermost enclosing op and only the ops that launched something are kept: on first use of the
+trace's op attribution (``TraceData.ops``), which alone needs numpy; the read itself imports neither numpy nor
+pandas (see :mod:`analysis.traces.model`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import json
 import marshal
 import math
 import re
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import itemgetter
+from operator import add, itemgetter, mul, sub
 from pathlib import Path
-from typing import Any, TextIO
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, TextIO
 
 from analysis.errors import UserError
 from analysis.records import MAX_US, invalid
 from analysis.traces import event_columns as columns
 from analysis.traces import fast_io
-from analysis.traces.breakdown import launch_index
-from analysis.traces.categories import ROCM_LEGACY_COPY, is_communication
+from analysis.traces.categories import COMPILED_REGION, ROCM_LEGACY_COPY, is_communication
 from analysis.traces.fileio import open_text, reading
 from analysis.traces.model import (
     COLLECTIVE_ARG_KEYS,
@@ -41,6 +42,7 @@ from analysis.traces.model import (
     KERNEL,
     MEMCPY,
     MEMSET,
+    Attribution,
     CollectiveArgs,
     OpShape,
     OpTable,
@@ -48,16 +50,21 @@ from analysis.traces.model import (
     StepWindow,
     TraceBuilder,
     TraceData,
+    extend,
 )
-from analysis.traces.ops import COMPILED_REGION, innermost_enclosing
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _CHUNK_CHARS = 4 * 1024 * 1024
 # A run of events decoded in one call spans at most this much text. Short runs are faster: the objects of a run
-# then stay in the CPU caches while its columns are read (1 MB runs took about a fifth longer on a 60 MB trace).
-_RUN_CHARS = 128 * 1024
+# then stay in the CPU caches while its columns are read (on a 60 MB trace, on a 2-core box other work kept busy,
+# the read took about a tenth longer with 128 KB runs and a third longer with 256 KB runs than with 32 KB runs;
+# 16 KB runs were no faster).
+_RUN_CHARS = 32 * 1024
 # Events decoded one at a time are handed to the collector in runs of this many (see _Collector.add_run), short
-# for the same reason.
-_RUN_EVENTS = 512
+# for the same reason (512 took a fifth longer, 64 no less).
+_RUN_EVENTS = 128
 _INT32_LIMIT = 1 << 31
 # A syntax error this far before the end of the buffer cannot be explained by the buffer being cut short.
 _CUT_MARGIN = 1024 * 1024
@@ -76,7 +83,7 @@ _GROUP_OF = {**dict.fromkeys(_DEVICE_CATS, _GROUP_DEVICE), **dict.fromkeys(_RUNT
              "cpu_op": _GROUP_OP, **dict.fromkeys(_ANNOTATION_CATS, _GROUP_ANNOTATION)}
 # Any other cat (a list, an object) sends the run to the one-by-one path.
 _CAT_TYPES: frozenset[type] = frozenset({str, type(None)})
-_FIRST = itemgetter(0)
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 # The recorded shapes of an op (see _Collector._shape), in the order of its cache key.
 _SHAPE_FIELDS = itemgetter("Input Dims", "Input type", "Concrete Inputs", "Input Strides")
 # Runtime calls worth keeping: launches (for launch delay and step attribution), copies, and synchronizations.
@@ -186,7 +193,6 @@ class _Collector:
         self.op_names: list[str] = []
         # name → (name id, is a compiled region, is a CPU kernel)
         self._op_kinds: dict[str, tuple[int, bool, bool]] = {}
-        self._op_flags: list[tuple[bool, bool]] = []  # by name id: (region, cpu kernel)
         self.shapes: list[OpShape] = []
         self._shape_ids: dict[str, int] = {}
         self._shape_of_fields: dict[bytes, int] = {}  # the four fields as written → shape id or −1 (column path)
@@ -205,11 +211,12 @@ class _Collector:
         # Device event index → the collective's metadata as its kernel's args carry it (CollectiveArgs fields).
         self.collectives: dict[int, CollectiveArgs] = {}
 
-    def add_run(self, events: list[Any], first: int) -> None:
+    def add_run(self, events: list[Any], first: int, nan_free: bool = False) -> None:
         """Events ``first``, ``first + 1``, … of traceEvents: column by column when every event the analyses use
         is regular (the common case, with no Python frame per event), else one event at a time as :meth:`add`,
-        which words every error. Both ways keep the same columns in the same order."""
-        commits = self._run_columns(events, first)
+        which words every error. Both ways keep the same columns in the same order. ``nan_free``: the events were
+        decoded by a fast decoder, which refuses NaN (only ``json`` reads it), so their times need no NaN test."""
+        commits = self._run_columns(events, first, nan_free)
         if commits is not None:
             for commit in commits:
                 commit()
@@ -222,63 +229,62 @@ class _Collector:
             if type(cat) is str and cat in kept:
                 self.add(ev, index)
 
-    def _run_columns(self, events: list[Any], first: int) -> list[Callable[[], None]] | None:
+    def _run_columns(self, events: list[Any], first: int, nan_free: bool) -> list[Callable[[], None]] | None:
         """Check a whole run first and return what appends it (None when some event needs :meth:`add`): nothing
         is appended unless every group of the run is regular."""
-        if not columns.all_of(events, columns.DICT_TYPES):
+        found = columns.of_dicts(events, ("cat",), (None,))
+        if found is None or not columns.all_of(found[0], _CAT_TYPES):
             return None
-        cats = columns.field(events, "cat")
-        if not columns.all_of(cats, _CAT_TYPES):
-            return None
-        group = np.fromiter(map(_GROUP_OF.get, cats, repeat(_DROPPED)), dtype=np.int8, count=len(cats))
-        # The used events grouped (a stable sort keeps file order within a group), each group a slice.
-        used = np.flatnonzero(group)
-        order = used[np.argsort(group[used], kind="stable")].tolist()
-        ends = np.cumsum(np.bincount(group[used], minlength=_GROUP_ANNOTATION + 1)).tolist()
-        grouped = list(map(events.__getitem__, order))
+        group = list(map(_GROUP_OF.get, found[0], repeat(_DROPPED)))
+        present = set(group)
         commits = []
         for code, read in ((_GROUP_DEVICE, self._device_columns), (_GROUP_RUNTIME, self._runtime_columns),
                            (_GROUP_OP, self._op_columns), (_GROUP_ANNOTATION, self._annotation_columns)):
-            lo, hi = ends[code - 1], ends[code]
-            if hi > lo:
-                commit = read(grouped[lo:hi], first, order[lo:hi])
+            if code in present:  # the group's events in file order, and which of the run they are
+                chosen = list(map(code.__eq__, group))
+                commit = read(list(compress(events, chosen)), first, chosen, nan_free)
                 if commit is None:
                     return None
                 commits.append(commit)
         return commits
 
-    def _device_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
-        """The device activities of a run (``evs``: events ``first + where[i]`` of traceEvents)."""
+    def _device_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool], nan_free: bool
+                        ) -> Callable[[], None] | None:
+        """The device activities of a run: ``evs`` are the events of traceEvents from ``first`` on that ``chosen``
+        marks (the other ``*_columns`` methods take the same arguments)."""
         names, ph, ts, dur, args, cats = columns.fields(evs, ("name", "ph", "ts", "dur", "args", "cat"),
                                                         ("", None, None, None, None, None))
         if not columns.all_of(names, columns.STR_TYPES) or ph.count("X") != len(ph):  # (a ph may be unhashable)
             return None
-        span = columns.times(ts, dur, MAX_US)
-        if span is None or not columns.all_of(args, columns.DICT_TYPES):
+        span = columns.times(ts, dur, MAX_US, nan_free)
+        id_fields = columns.of_dicts(args, ("device", "stream", "correlation"), (None, None, None))
+        if span is None or id_fields is None:
             return None
-        device_ids, stream_ids, corr_ids = columns.fields(args, ("device", "stream", "correlation"),
-                                                          (None, None, None))
+        device_ids, stream_ids, corr_ids = id_fields
         device, stream, corr = columns.ids(device_ids, bits=32), columns.ids(stream_ids), columns.ids(corr_ids)
         if device is None or stream is None or corr is None:
             return None
 
         def commit() -> None:
-            kind = np.fromiter(map(_DEVICE_CATS.__getitem__, cats), dtype=np.int8, count=len(cats))
+            kind = array("b", map(_DEVICE_CATS.__getitem__, cats))
             legacy = self._legacy_copy
             for name in set(names) - legacy.keys():
                 legacy[name] = bool(ROCM_LEGACY_COPY.match(name))
-            kind[(kind == KERNEL) & np.fromiter(map(legacy.__getitem__, names), dtype=bool, count=len(names))] = MEMCPY
+            for i in compress(range(len(names)), map(legacy.__getitem__, names)):  # ROCm's copies as kernels
+                if kind[i] == KERNEL:
+                    kind[i] = MEMCPY
             self._collective_args(names, args)
-            self.dev_ts.frombytes(span[0].tobytes())
-            self.dev_dur.frombytes(span[1].tobytes())
+            extend(self.dev_ts, span[0])
+            extend(self.dev_dur, span[1])
             self.dev_name.extend(self._shared(names))
-            self.dev_kind.frombytes(kind.tobytes())
-            self.dev_device.frombytes(device.astype(np.int32).tobytes())
-            self.dev_stream.frombytes(stream.tobytes())
-            self.dev_corr.frombytes(corr.tobytes())
+            extend(self.dev_kind, kind)
+            extend(self.dev_device, device)
+            extend(self.dev_stream, stream)
+            extend(self.dev_corr, corr)
         return commit
 
-    def _runtime_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
+    def _runtime_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool], nan_free: bool
+                         ) -> Callable[[], None] | None:
         names = columns.field(evs, "name", "")
         if not columns.all_of(names, columns.STR_TYPES):
             return None
@@ -288,28 +294,30 @@ class _Collector:
         wanted = list(map(keep.__getitem__, names))
         kept, kept_names = list(compress(evs, wanted)), list(compress(names, wanted))
         ts, dur, args, tids = columns.fields(kept, ("ts", "dur", "args", "tid"), (None, None, None, None))
-        span = columns.times(ts, dur, MAX_US)
-        if span is None or not columns.all_of(args, columns.DICT_TYPES):
+        span = columns.times(ts, dur, MAX_US, nan_free)
+        corr_ids = columns.of_dicts(args, ("correlation",), (None,))
+        if span is None or corr_ids is None:
             return None
-        corr = columns.ids(columns.field(args, "correlation"))
+        corr = columns.ids(corr_ids[0])
         tid = columns.ids(tids)
         if corr is None or tid is None:
             return None
 
         def commit() -> None:
             self.runtime_names.update(names)
-            self.rt_ts.frombytes(span[0].tobytes())
-            self.rt_dur.frombytes(span[1].tobytes())
+            extend(self.rt_ts, span[0])
+            extend(self.rt_dur, span[1])
             self.rt_name.extend(self._shared(kept_names))
-            self.rt_corr.frombytes(corr.tobytes())
-            self.rt_tid.frombytes(tid.tobytes())
+            extend(self.rt_corr, corr)
+            extend(self.rt_tid, tid)
         return commit
 
-    def _op_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None] | None:
+    def _op_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool], nan_free: bool
+                    ) -> Callable[[], None] | None:
         names, ts, dur, tids = columns.fields(evs, ("name", "ts", "dur", "tid"), ("", None, None, None))
         if not columns.all_of(names, columns.STR_TYPES):
             return None
-        span = columns.times(ts, dur, MAX_US)
+        span = columns.times(ts, dur, MAX_US, nan_free)
         tid = columns.ids(tids)
         if span is None or tid is None:
             return None
@@ -320,31 +328,32 @@ class _Collector:
                 for name in dict.fromkeys(names):  # ids in order of first appearance, as one at a time
                     if name not in known:
                         self._new_op_name(name)
-            name_id = np.fromiter(map(_FIRST, map(known.__getitem__, names)), dtype=np.int32, count=len(names))
-            region, cpu_kernel = np.array(self._op_flags, dtype=bool).reshape(-1, 2)[name_id].T
+            kinds = list(map(known.__getitem__, names))  # (name id, is a compiled region, is a CPU kernel)
+            extend(self.op_ts, span[0])
+            extend(self.op_dur, span[1])
+            extend(self.op_tid, tid)
+            extend(self.op_name, map(_FIRST, kinds))
             # Every op's recorded shapes (ops_unique_args lists them all; the roofline prices the ones it models).
-            shape = np.array(self._shape_column(evs), dtype=np.int32)
-            self.op_ts.frombytes(span[0].tobytes())
-            self.op_dur.frombytes(span[1].tobytes())
-            self.op_tid.frombytes(tid.tobytes())
-            self.op_name.frombytes(name_id.tobytes())
-            self.op_shape.frombytes(shape.tobytes())
-            for i in np.flatnonzero(region).tolist():
-                self.regions.append((first + where[i], names[i], ts[i], dur[i], int(tid[i])))
-            at = np.flatnonzero(cpu_kernel)
-            if at.size:
-                self.cpu_ts.frombytes(span[0][at].tobytes())
-                self.cpu_dur.frombytes(span[1][at].tobytes())
-                self.cpu_name.extend(self._shared(list(map(names.__getitem__, at.tolist()))))
-                self.cpu_tid.frombytes(tid[at].tobytes())
+            extend(self.op_shape, self._shape_column(evs))
+            if any(map(_SECOND, kinds)):
+                where = list(compress(range(first, first + len(chosen)), chosen))  # index in traceEvents
+                for i in compress(range(len(kinds)), map(_SECOND, kinds)):
+                    self.regions.append((where[i], names[i], ts[i], dur[i], tid[i]))
+            at = list(compress(range(len(kinds)), map(_THIRD, kinds)))
+            if at:
+                extend(self.cpu_ts, map(span[0].__getitem__, at))
+                extend(self.cpu_dur, map(span[1].__getitem__, at))
+                self.cpu_name.extend(self._shared(list(map(names.__getitem__, at))))
+                extend(self.cpu_tid, map(tid.__getitem__, at))
         return commit
 
-    def _annotation_columns(self, evs: list[dict[str, Any]], first: int, where: list[int]) -> Callable[[], None]:
+    def _annotation_columns(self, evs: list[dict[str, Any]], first: int, chosen: list[bool], nan_free: bool
+                            ) -> Callable[[], None]:
         """Annotations are few: :meth:`add` reads them, after the rest of the run is known to be regular (so an
         error it raises is the run's first)."""
         def commit() -> None:
-            for ev, i in zip(evs, where, strict=True):
-                self.add(ev, first + i)
+            for ev, index in zip(evs, compress(range(first, first + len(chosen)), chosen), strict=True):
+                self.add(ev, index)
         return commit
 
     def add(self, ev: dict[str, Any], index: int) -> None:
@@ -517,7 +526,6 @@ class _Collector:
         flags = (bool(COMPILED_REGION.match(name)), bool(CPU_KERNEL_NAME.search(name)))
         known = self._op_kinds[name] = (len(self.op_names), *flags)
         self.op_names.append(name)
-        self._op_flags.append(flags)
         return known
 
     def _shape_column(self, evs: list[dict[str, Any]]) -> list[int]:
@@ -594,13 +602,11 @@ def _text(value: Any) -> str:
     return "" if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
-def _us_to_ns(values: array, base_us: int = 0) -> np.ndarray:
-    """µs floats → int ns. Subtracting an integer origin first keeps ns precision for absolute timestamps
-    (1.7e15 µs times 1000 would exceed the 53-bit float mantissa)."""
-    if not len(values):
-        return np.empty(0, dtype=np.int64)
-    rel = np.frombuffer(values, dtype=np.float64) - float(base_us)
-    return np.rint(rel * 1000.0).astype(np.int64) + np.int64(base_us) * 1000
+def _us_to_ns(values: Iterable[float], base_us: int = 0) -> Iterator[int]:
+    """µs floats → int ns (rounded half to even). Subtracting an integer origin first keeps ns precision for
+    absolute timestamps (1.7e15 µs times 1000 would exceed the 53-bit float mantissa)."""
+    relative = map(mul, map(sub, values, repeat(float(base_us))), repeat(1000.0))
+    return map(add, map(round, relative), repeat(base_us * 1000))
 
 
 @contextlib.contextmanager
@@ -694,7 +700,7 @@ def _read_events(stream: _Stream, collector: _Collector) -> None:
                     one_by_one_until = cut
                 else:
                     hand_on()
-                    collector.add_run(events, index)
+                    collector.add_run(events, index, nan_free=True)
                     index += len(events)
                     pos = cut + 1
                     continue
@@ -742,8 +748,7 @@ def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
                         f"(expected both on every complete event); pass --lenient to leave them out")
     b = TraceBuilder(path, "kineto")
     b.skipped = SkippedEvents(col.skipped, col.first_skipped)
-    firsts = [float(np.frombuffer(a, dtype=np.float64).min()) for a in (col.dev_ts, col.rt_ts, col.cpu_ts, col.op_ts)
-              if len(a)]
+    firsts = [min(a) for a in (col.dev_ts, col.rt_ts, col.cpu_ts, col.op_ts) if len(a)]
     base = int(min(firsts)) if firsts else 0
     if len(col.dev_ts):
         b.add_events(col.dev_name, _us_to_ns(col.dev_ts, base), _us_to_ns(col.dev_dur), col.dev_kind,
@@ -768,33 +773,60 @@ def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
                                         "distributedInfo", "trace_id") if k in meta}
     b.metadata["time_origin_ns"] = base * 1000  # the trace's clock at start_ns 0 (ranks share the host clock)
     b.collectives = col.collectives
-    trace = b.build()
     if len(col.op_ts):
-        _attribute(trace, col, base)
-    return trace
+        b.has_host_ops = True
+        b.link_ops = functools.partial(_attribute, _host_ops(b, col, base))
+    return b.build()
 
 
-def _attribute(trace: TraceData, col: _Collector, base: int) -> None:
+@dataclass(frozen=True)
+class _HostOps:
+    """What the op attribution needs from the read: every host op (start and duration in µs, thread, name id
+    into the trace's names, shape id), the compiled regions in file order, and each runtime call's thread."""
+
+    base_us: int
+    op_ts: array
+    op_dur: array
+    op_tid: array
+    op_name: array
+    op_shape: array
+    shapes: list[OpShape]
+    regions: list[tuple[int, str, float, float, int]]
+    region_ids: list[int]
+    rt_tid: array
+
+
+def _host_ops(b: TraceBuilder, col: _Collector, base: int) -> _HostOps:
+    """The ops' and regions' names join the trace's name table now (regions first, then ops in order of first
+    appearance), so that ids never change once the trace is built."""
+    regions = sorted(col.regions)  # file order (a batch collects its annotations and its cpu_ops apart)
+    region_ids = [b.intern(r[1]) for r in regions]
+    global_id = array("i", map(b.intern, col.op_names))
+    return _HostOps(base, col.op_ts, col.op_dur, col.op_tid, array("i", map(global_id.__getitem__, col.op_name)),
+                    col.op_shape, col.shapes, regions, region_ids, col.rt_tid)
+
+
+def _attribute(host: _HostOps, trace: TraceData) -> Attribution:
     """Link every device event to its launching op and keep only the launching ops (see analysis.traces.ops)."""
-    op_start = _us_to_ns(col.op_ts, base)
-    op_end = op_start + _us_to_ns(col.op_dur)
-    op_tid = np.frombuffer(col.op_tid, dtype=np.int64)
-    name_index = {name: i for i, name in enumerate(trace.names)}
+    import numpy as np  # only here: reading a trace needs no numpy (see the module docstring)
 
-    def intern(name: str) -> int:  # ops and regions join the trace's name table
-        index = name_index.get(name)
-        if index is None:
-            index = name_index[name] = len(trace.names)
-            trace.names.append(name)
-        return index
+    from analysis.traces.breakdown import launch_index
+    from analysis.traces.ops import innermost_enclosing
 
+    def ns(values: Sequence[float], base_us: int = 0) -> np.ndarray:
+        return np.fromiter(_us_to_ns(values, base_us), dtype=np.int64, count=len(values))
+
+    op_start = ns(host.op_ts, host.base_us)
+    op_end = op_start + ns(host.op_dur)
+    op_tid = np.frombuffer(host.op_tid, dtype=np.int64)
+    event_graph = np.full(trace.n_events, -1, dtype=np.int32)
     if trace.n_events and (trace.kind == CPU_KERNEL).all():
         # A CPU profile's "kernels" are host ops themselves: each is its own launching op.
         points, point_tids, launch = trace.start_ns, trace.stream, None
         event_parent = innermost_enclosing(op_start, op_end, op_tid, points, point_tids)
     else:
         points = trace.rt_start_ns
-        point_tids = np.frombuffer(col.rt_tid, dtype=np.int64)
+        point_tids = np.frombuffer(host.rt_tid, dtype=np.int64)
         launch = launch_index(trace)
         rt_parent = innermost_enclosing(op_start, op_end, op_tid, points, point_tids)
         event_parent = _take(rt_parent, launch)
@@ -803,31 +835,25 @@ def _attribute(trace: TraceData, col: _Collector, base: int) -> None:
     if used.size and used[0] < 0:  # −1 (no op) sorts first: shift so that it stays −1
         event_op -= 1
         used = used[1:]
-    if col.regions and trace.n_events:
+    if host.regions and trace.n_events:
         # The graph is the innermost compiled region around the launch itself (not around its op, which may be
         # the outer region).
-        regions = sorted(col.regions)  # file order (a batch collects its annotations and its cpu_ops apart)
-        reg_start = _us_to_ns(array("d", (r[2] for r in regions)), base)
-        reg_end = reg_start + _us_to_ns(array("d", (r[3] for r in regions)))
-        reg_tid = np.array([r[4] for r in regions], dtype=np.int64)
-        region_ids = np.array([intern(r[1]) for r in regions], dtype=np.int32)
+        reg_start = ns([r[2] for r in host.regions], host.base_us)
+        reg_end = reg_start + ns([r[3] for r in host.regions])
+        reg_tid = np.array([r[4] for r in host.regions], dtype=np.int64)
         region = innermost_enclosing(reg_start, reg_end, reg_tid, points, point_tids)
-        point_graph = _take(region_ids, region).astype(np.int32)
-        if launch is None:
-            trace.event_graph = point_graph
-        else:
-            trace.event_graph = _take(point_graph, launch).astype(np.int32)
-    used_names = np.frombuffer(col.op_name, dtype=np.int32)[used]
-    name_ids = {local: intern(col.op_names[local]) for local in np.unique(used_names).tolist()}
-    op_shape = np.frombuffer(col.op_shape, dtype=np.int32)
-    trace.ops = OpTable(name_id=np.array([name_ids[i] for i in used_names.tolist()], dtype=np.int32),
-                        shape_id=op_shape[used].copy(), shapes=col.shapes, dur_ns=(op_end - op_start)[used])
-    trace.event_op = event_op
-    trace.has_host_ops = True
+        point_graph = _take(np.array(host.region_ids, dtype=np.int32), region).astype(np.int32)
+        event_graph = point_graph if launch is None else _take(point_graph, launch).astype(np.int32)
+    ops = OpTable(name_id=np.frombuffer(host.op_name, dtype=np.int32)[used],
+                  shape_id=np.frombuffer(host.op_shape, dtype=np.int32)[used], shapes=host.shapes,
+                  dur_ns=(op_end - op_start)[used])
+    return Attribution(ops, event_op, event_graph)
 
 
 def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """``values[index]`` where ``index`` ≥ 0, −1 elsewhere (``values`` may be empty when nothing links)."""
+    import numpy as np  # only in the op attribution (see _attribute)
+
     out = np.full(index.size, -1, dtype=np.int64)
     hit = index >= 0
     out[hit] = values[index[hit]]

@@ -1,20 +1,27 @@
 """The common, reader-independent form of a profile: device activities, runtime calls and step windows.
 
 Every reader (Kineto, rocprof, nsys, compiled-module ``-p`` output) fills a :class:`TraceBuilder` and returns a
-:class:`TraceData`. Device activities are held column-wise in numpy arrays (one row per kernel, memcpy or
-memset) so a trace with millions of kernels costs tens of bytes per kernel, not a Python dict each.
+:class:`TraceData`. Device activities are held column-wise (one row per kernel, memcpy or memset) so a trace with
+millions of kernels costs tens of bytes per kernel, not a Python dict each: in ``array`` columns
+(:class:`EventColumns`, what the lean analyses read), seen as numpy arrays (``TraceData.start_ns`` …, zero-copy
+views) by the analyses that need numpy. numpy is imported only then, and the op attribution (numpy too) is
+computed on first use: reading a trace and its GPU timeline and kernel totals import neither numpy nor pandas
+(their imports took 0.28 s of CPU, over twice the decode of a 14 MB trace).
 Times are integer nanoseconds everywhere: readers convert their native unit (Kineto µs, rocprof/nsys ns) once.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 # Kinds of device activity. CPU_KERNEL is an Inductor C++ kernel (``cpp_fused_*``) or a CPU extern GEMM seen
 # as a cpu_op in a CPU-only profile: the CPU is then the device whose time we break down.
@@ -126,13 +133,81 @@ class OpTable:
     number of launching op calls, not the number of ops in the trace.
     """
 
-    name_id: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
-    shape_id: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
-    shapes: list[OpShape] = field(default_factory=list)
-    dur_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # each call's host duration
+    name_id: np.ndarray
+    shape_id: np.ndarray
+    shapes: list[OpShape]
+    dur_ns: np.ndarray  # each call's host duration
 
     def __len__(self) -> int:
         return int(self.name_id.size)
+
+    @staticmethod
+    def empty() -> OpTable:
+        import numpy as np  # only where ops are used (see the module docstring)
+
+        return OpTable(np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int32), [], np.empty(0, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """The launching op of every device event (index into ``ops``, −1 when no op encloses its launch) and the
+    Inductor-compiled region around its launch (``## Call CompiledFxGraph <hash> ##``, ``CompiledFunction``,
+    ``Torch-Compiled Region``; an index into the trace's ``names``, −1 if none)."""
+
+    ops: OpTable
+    event_op: np.ndarray
+    event_graph: np.ndarray
+
+    @staticmethod
+    def none(n_events: int) -> Attribution:
+        import numpy as np  # only where ops are used (see the module docstring)
+
+        unlinked = np.full(n_events, -1, dtype=np.int32)
+        return Attribution(OpTable.empty(), unlinked, unlinked.copy())
+
+
+@dataclass
+class EventColumns:
+    """The device activities (``start_ns`` … ``correlation``) and the runtime calls (``rt_*``), one ``array`` each."""
+
+    start_ns: array = field(default_factory=lambda: array("q"))
+    dur_ns: array = field(default_factory=lambda: array("q"))
+    name_id: array = field(default_factory=lambda: array("i"))
+    kind: array = field(default_factory=lambda: array("b"))
+    device: array = field(default_factory=lambda: array("i"))
+    stream: array = field(default_factory=lambda: array("q"))
+    correlation: array = field(default_factory=lambda: array("q"))
+    rt_start_ns: array = field(default_factory=lambda: array("q"))
+    rt_dur_ns: array = field(default_factory=lambda: array("q"))
+    rt_name_id: array = field(default_factory=lambda: array("i"))
+    rt_correlation: array = field(default_factory=lambda: array("q"))
+
+
+_DTYPES = {"q": "int64", "i": "int32", "b": "int8"}  # array typecode → numpy dtype
+
+
+class _NumpyColumn:
+    """``TraceData.<column>``: that column of ``TraceData.columns`` as a numpy array, a zero-copy view made on first
+    use (and then kept in the instance's ``__dict__``)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _NumpyColumn: ...
+    @overload
+    def __get__(self, obj: TraceData, owner: type | None = None) -> np.ndarray: ...
+
+    def __get__(self, obj: TraceData | None, owner: type | None = None) -> np.ndarray | _NumpyColumn:
+        if obj is None:
+            return self
+        import numpy as np  # only where an analysis needs numpy (see the module docstring)
+
+        values: array = getattr(obj.columns, self.name)
+        dtype = np.dtype(_DTYPES[values.typecode])
+        view = np.frombuffer(values, dtype=dtype) if len(values) else np.empty(0, dtype=dtype)
+        obj.__dict__[self.name] = view
+        return view
 
 
 @dataclass
@@ -142,17 +217,7 @@ class TraceData:
     path: Path
     source: str
     names: list[str]
-    start_ns: np.ndarray
-    dur_ns: np.ndarray
-    name_id: np.ndarray
-    kind: np.ndarray
-    device: np.ndarray
-    stream: np.ndarray
-    correlation: np.ndarray
-    rt_start_ns: np.ndarray
-    rt_dur_ns: np.ndarray
-    rt_name_id: np.ndarray
-    rt_correlation: np.ndarray
+    columns: EventColumns
     steps: list[StepWindow] = field(default_factory=list)
     aggregates: list[KernelAggregate] = field(default_factory=list)
     rank: int | None = None
@@ -160,20 +225,46 @@ class TraceData:
     platform: str = "unknown"
     device_names: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
-    # Op attribution (Kineto traces with cpu_op events): the launching op of every device event (index into
-    # ``ops``, −1 when no op encloses its launch), the Inductor-compiled region around its launch
-    # (``## Call CompiledFxGraph <hash> ##``, ``CompiledFunction``, ``Torch-Compiled Region``; an index into
-    # ``names``, −1 if none), and whether the trace had host ops at all.
-    ops: OpTable = field(default_factory=OpTable)
-    event_op: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
-    event_graph: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int32))
+    # Whether the trace had host ops (Kineto cpu_op events); then ``link_ops`` computes the op attribution
+    # (:class:`Attribution`, see ``ops``, ``event_op``, ``event_graph``) on first use.
     has_host_ops: bool = False
+    link_ops: Callable[[TraceData], Attribution] | None = field(default=None, repr=False, compare=False)
     skipped: SkippedEvents = field(default_factory=SkippedEvents)
     collectives: dict[int, CollectiveArgs] = field(default_factory=dict)  # device event index → its metadata
 
+    start_ns = _NumpyColumn()
+    dur_ns = _NumpyColumn()
+    name_id = _NumpyColumn()
+    kind = _NumpyColumn()
+    device = _NumpyColumn()
+    stream = _NumpyColumn()
+    correlation = _NumpyColumn()
+    rt_start_ns = _NumpyColumn()
+    rt_dur_ns = _NumpyColumn()
+    rt_name_id = _NumpyColumn()
+    rt_correlation = _NumpyColumn()
+
+    @cached_property
+    def attribution(self) -> Attribution:
+        """The launching op and compiled region of every device event (none without host ops)."""
+        return self.link_ops(self) if self.link_ops is not None else Attribution.none(self.n_events)
+
+    @property
+    def ops(self) -> OpTable:
+        """The host ops that launched device work (see :class:`OpTable`)."""
+        return self.attribution.ops
+
+    @property
+    def event_op(self) -> np.ndarray:
+        return self.attribution.event_op
+
+    @property
+    def event_graph(self) -> np.ndarray:
+        return self.attribution.event_graph
+
     @property
     def n_events(self) -> int:
-        return int(self.start_ns.size)
+        return len(self.columns.start_ns)
 
     @property
     def end_ns(self) -> np.ndarray:
@@ -186,53 +277,51 @@ class TraceData:
 
     def event_names(self) -> np.ndarray:
         """Name of every device event, as an object array aligned with the columns."""
+        import numpy as np  # only where an analysis needs numpy (see the module docstring)
+
         return np.asarray(self.names, dtype=object)[self.name_id] if self.n_events else np.array([], dtype=object)
 
     def events(self) -> Iterator[KernelEvent]:
-        for i in range(self.n_events):
-            yield KernelEvent(
-                name=self.names[self.name_id[i]],
-                start_ns=int(self.start_ns[i]),
-                dur_ns=int(self.dur_ns[i]),
-                kind=KIND_NAMES[int(self.kind[i])],
-                device=int(self.device[i]),
-                stream=int(self.stream[i]),
-                correlation=int(self.correlation[i]),
-            )
+        c = self.columns
+        for name_id, start, dur, kind, device, stream, corr in zip(c.name_id, c.start_ns, c.dur_ns, c.kind, c.device,
+                                                                   c.stream, c.correlation, strict=True):
+            yield KernelEvent(self.names[name_id], start, dur, KIND_NAMES[kind], device, stream, corr)
 
     def runtime_calls(self) -> Iterator[RuntimeCall]:
-        for i in range(int(self.rt_start_ns.size)):
-            yield RuntimeCall(
-                name=self.names[self.rt_name_id[i]],
-                start_ns=int(self.rt_start_ns[i]),
-                dur_ns=int(self.rt_dur_ns[i]),
-                correlation=int(self.rt_correlation[i]),
-            )
+        c = self.columns
+        for name_id, start, dur, corr in zip(c.rt_name_id, c.rt_start_ns, c.rt_dur_ns, c.rt_correlation, strict=True):
+            yield RuntimeCall(self.names[name_id], start, dur, corr)
 
     @property
     def label(self) -> str:
         return f"rank {self.rank}" if self.rank is not None else self.path.name
 
 
+def extend(column: array, values: Iterable[Any]) -> None:
+    """``column.extend(values)``, about twice as fast: ``array.extend`` grows the array one value at a time,
+    ``fromlist`` converts a list at its size (35 against 77 ns a float, 69 against 157 ns an int)."""
+    if isinstance(values, array):
+        column.extend(values)  # (of the same type: a copy of its bytes)
+    else:
+        column.fromlist(values if isinstance(values, list) else list(values))
+
+
+def _extend(column: array, values: Any, n: int) -> None:
+    """Append ``n`` values to ``column``: one value repeated (a scalar) or a sequence of ``n`` whole numbers."""
+    extend(column, repeat(values, n) if isinstance(values, int) else
+           values.tolist() if hasattr(values, "tolist") else values)
+
+
 class TraceBuilder:
-    """Append-only columnar buffers (``array``) that readers fill; ``build`` turns them into numpy arrays."""
+    """Append-only columnar buffers (``array``, :class:`EventColumns`) that readers fill; ``build`` hands them to
+    the :class:`TraceData`."""
 
     def __init__(self, path: Path, source: str) -> None:
         self.path = path
         self.source = source
         self.names: list[str] = []
         self._name_ids: dict[str, int] = {}
-        self.start_ns = array("q")
-        self.dur_ns = array("q")
-        self.name_id = array("i")
-        self.kind = array("b")
-        self.device = array("i")
-        self.stream = array("q")
-        self.correlation = array("q")
-        self.rt_start_ns = array("q")
-        self.rt_dur_ns = array("q")
-        self.rt_name_id = array("i")
-        self.rt_correlation = array("q")
+        self.columns = EventColumns()
         self.steps: list[StepWindow] = []
         self.aggregates: list[KernelAggregate] = []
         self.rank: int | None = None
@@ -240,10 +329,8 @@ class TraceBuilder:
         self.platform = "unknown"
         self.device_names: list[str] = []
         self.metadata: dict[str, Any] = {}
-        self.ops = OpTable()
-        self.event_op: np.ndarray | None = None
-        self.event_graph: np.ndarray | None = None
         self.has_host_ops = False
+        self.link_ops: Callable[[TraceData], Attribution] | None = None
         self.skipped = SkippedEvents()
         self.collectives: dict[int, CollectiveArgs] = {}
 
@@ -256,69 +343,53 @@ class TraceBuilder:
 
     def add_event(self, name: str, start_ns: int, dur_ns: int, kind: int = KERNEL, device: int = -1,
                   stream: int = -1, correlation: int = -1) -> None:
-        self.start_ns.append(start_ns)
-        self.dur_ns.append(max(dur_ns, 0))
-        self.name_id.append(self.intern(name))
-        self.kind.append(kind)
-        self.device.append(device)
-        self.stream.append(stream)
-        self.correlation.append(correlation)
+        c = self.columns
+        c.start_ns.append(start_ns)
+        c.dur_ns.append(max(dur_ns, 0))
+        c.name_id.append(self.intern(name))
+        c.kind.append(kind)
+        c.device.append(device)
+        c.stream.append(stream)
+        c.correlation.append(correlation)
 
-    def name_ids(self, names: list[str]) -> np.ndarray:
+    def name_ids(self, names: list[str]) -> Iterator[int]:
         """Interned ids of many names at once (one dict lookup per name, new names added in order)."""
         for name in dict.fromkeys(names):
             self.intern(name)
-        return np.fromiter(map(self._name_ids.__getitem__, names), dtype=np.int32, count=len(names))
+        return map(self._name_ids.__getitem__, names)
 
-    def add_events(self, names: list[str], start_ns: np.ndarray, dur_ns: np.ndarray, kind: Any, device: Any,
+    def add_events(self, names: list[str], start_ns: Iterable[int], dur_ns: Iterable[int], kind: Any, device: Any,
                    stream: Any, correlation: Any) -> None:
-        """Many device events at once: the column form of :meth:`add_event` (scalars or arrays per column)."""
-        n = len(names)
+        """Many device events at once: the column form of :meth:`add_event` (each of ``kind``, ``device``,
+        ``stream`` and ``correlation`` one value for all or a sequence of whole numbers)."""
+        n, c = len(names), self.columns
+        extend(c.start_ns, start_ns)
+        extend(c.dur_ns, map(max, dur_ns, repeat(0)))
+        extend(c.name_id, self.name_ids(names))
+        for column, values in ((c.kind, kind), (c.device, device), (c.stream, stream), (c.correlation, correlation)):
+            _extend(column, values, n)
 
-        def column(values: Any, dtype: Any) -> bytes:
-            return np.broadcast_to(np.asarray(values, dtype=dtype), (n,)).tobytes()
-
-        self.start_ns.frombytes(column(start_ns, np.int64))
-        self.dur_ns.frombytes(column(np.maximum(np.asarray(dur_ns, dtype=np.int64), 0), np.int64))
-        self.name_id.frombytes(self.name_ids(names).tobytes())
-        self.kind.frombytes(column(kind, np.int8))
-        self.device.frombytes(column(device, np.int32))
-        self.stream.frombytes(column(stream, np.int64))
-        self.correlation.frombytes(column(correlation, np.int64))
-
-    def add_runtimes(self, names: list[str], start_ns: np.ndarray, dur_ns: np.ndarray, correlation: Any) -> None:
+    def add_runtimes(self, names: list[str], start_ns: Iterable[int], dur_ns: Iterable[int], correlation: Any) -> None:
         """Many runtime calls at once: the column form of :meth:`add_runtime`."""
-        n = len(names)
-        self.rt_start_ns.frombytes(np.asarray(start_ns, dtype=np.int64).tobytes())
-        self.rt_dur_ns.frombytes(np.maximum(np.asarray(dur_ns, dtype=np.int64), 0).tobytes())
-        self.rt_name_id.frombytes(self.name_ids(names).tobytes())
-        self.rt_correlation.frombytes(np.broadcast_to(np.asarray(correlation, dtype=np.int64), (n,)).tobytes())
+        c = self.columns
+        extend(c.rt_start_ns, start_ns)
+        extend(c.rt_dur_ns, map(max, dur_ns, repeat(0)))
+        extend(c.rt_name_id, self.name_ids(names))
+        _extend(c.rt_correlation, correlation, len(names))
 
     def add_runtime(self, name: str, start_ns: int, dur_ns: int, correlation: int = -1) -> None:
-        self.rt_start_ns.append(start_ns)
-        self.rt_dur_ns.append(max(dur_ns, 0))
-        self.rt_name_id.append(self.intern(name))
-        self.rt_correlation.append(correlation)
+        c = self.columns
+        c.rt_start_ns.append(start_ns)
+        c.rt_dur_ns.append(max(dur_ns, 0))
+        c.rt_name_id.append(self.intern(name))
+        c.rt_correlation.append(correlation)
 
     def build(self) -> TraceData:
-        def arr(a: array, dtype: Any) -> np.ndarray:
-            return np.frombuffer(a, dtype=dtype).copy() if len(a) else np.empty(0, dtype=dtype)
-
         return TraceData(
             path=self.path,
             source=self.source,
             names=self.names,
-            start_ns=arr(self.start_ns, np.int64),
-            dur_ns=arr(self.dur_ns, np.int64),
-            name_id=arr(self.name_id, np.int32),
-            kind=arr(self.kind, np.int8),
-            device=arr(self.device, np.int32),
-            stream=arr(self.stream, np.int64),
-            correlation=arr(self.correlation, np.int64),
-            rt_start_ns=arr(self.rt_start_ns, np.int64),
-            rt_dur_ns=arr(self.rt_dur_ns, np.int64),
-            rt_name_id=arr(self.rt_name_id, np.int32),
-            rt_correlation=arr(self.rt_correlation, np.int64),
+            columns=self.columns,
             steps=sorted(self.steps, key=lambda s: s.start_ns),
             aggregates=self.aggregates,
             rank=self.rank,
@@ -326,11 +397,8 @@ class TraceBuilder:
             platform=self.platform,
             device_names=self.device_names,
             metadata=self.metadata,
-            ops=self.ops,
-            event_op=self.event_op if self.event_op is not None else np.full(len(self.start_ns), -1, dtype=np.int32),
-            event_graph=self.event_graph if self.event_graph is not None
-            else np.full(len(self.start_ns), -1, dtype=np.int32),
             has_host_ops=self.has_host_ops,
+            link_ops=self.link_ops,
             skipped=self.skipped,
             collectives=self.collectives,
         )

@@ -33,6 +33,7 @@ import pandas as pd
 
 from analysis.traces.breakdown import launch_index
 from analysis.traces.categories import (
+    COMPILED_REGION,
     is_communication,
     launch_category,
     tracelens_launcher_category,
@@ -51,9 +52,6 @@ COMM_ROW = "(communication kernels)"
 # again, outside the totals, in this row.
 UNLINKED_SHARE = f"of which {NO_OP}"
 OUTSIDE_TOTALS = (COMM_ROW, UNLINKED, UNLINKED_SHARE)
-# Names of compiled regions on the host: Inductor's wrapper call (a user_annotation), the autograd function and
-# Dynamo's region (cpu_ops). The innermost one around an op names its graph.
-COMPILED_REGION = re.compile(r"^## Call CompiledFxGraph (\w+) ##$|^CompiledFunction$|^Torch-Compiled Region")
 _INDUCTOR_KERNEL_OP = re.compile(r"^triton_|cpp_fused_")
 OPS_COLUMNS = ["op", "category", "calls", "kernels", "kernel time ms", "percent", "cumulative percent"]
 CATEGORY_COLUMNS = ["category", "calls", "kernels", "kernel time ms", "percent", "cumulative percent"]

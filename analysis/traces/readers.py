@@ -1,4 +1,8 @@
-"""``read_trace(path)``: pick the reader for a profile file by its content, not only its name."""
+"""``read_trace(path)``: pick the reader for a profile file by its content, not only its name.
+
+Each reader is imported when a file of its format is read: the Kineto reader imports neither numpy nor pandas,
+the others do (see :mod:`analysis.traces.model`).
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,10 @@ from pathlib import Path
 
 from analysis import records
 from analysis.errors import UserError
-from analysis.traces.compiled_module_profile import MARKER, read_compiled_module_profile
+from analysis.traces.compiled_module_profile import MARKER
 from analysis.traces.fileio import read_head
 from analysis.traces.kineto import read_kineto
 from analysis.traces.model import TraceData
-from analysis.traces.nsys import read_nsys_gpu_trace, read_nsys_kern_sum
-from analysis.traces.rocprof import (
-    read_rocpd,
-    read_rocprof_stats,
-    read_rocprof_v1_results,
-    read_rocprofv3_json,
-    read_rocprofv3_kernel_trace,
-)
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -66,6 +62,17 @@ def read_trace(path: str | Path, lenient: bool = False) -> TraceData:
 def _read(path: Path, fmt: str, lenient: bool = False) -> TraceData:
     if fmt == "kineto":
         return read_kineto(path, lenient)
+    # The other readers import numpy (and pandas): only when a file of theirs is read.
+    from analysis.traces.compiled_module_profile import read_compiled_module_profile
+    from analysis.traces.nsys import read_nsys_gpu_trace, read_nsys_kern_sum
+    from analysis.traces.rocprof import (
+        read_rocpd,
+        read_rocprof_stats,
+        read_rocprof_v1_results,
+        read_rocprofv3_json,
+        read_rocprofv3_kernel_trace,
+    )
+
     if fmt == "rocprofv3-json":
         return read_rocprofv3_json(path)
     if fmt == "rocprofv3-csv":
@@ -86,7 +93,7 @@ def _read(path: Path, fmt: str, lenient: bool = False) -> TraceData:
 def require_activity(trace: TraceData) -> TraceData:
     """Refuse a trace without device time: its timeline would read "GPU-bound, 100 % busy" over 0 ms."""
     if trace.has_timeline:
-        if not trace.dur_ns.any():
+        if not any(trace.columns.dur_ns):
             raise UserError(f"{trace.path}: contains no GPU kernel events with a duration ({trace.n_events} "
                             "device events, all 0 µs long); nothing to analyze")
         return trace
