@@ -103,14 +103,9 @@ def copy_version(source: Path, name: str, target: Path) -> None:
 
 
 def keep(run: Path, out: Path, limit: int) -> KeptPairs:
-    from prbench.review.ir_command import changed_triton_pairs
+    from prbench.review.ir_command import finished_changed_pairs
 
-    for side in SIDES:
-        if not (csv := RunLayout(run).variant(side).kernels_csv).is_file():
-            raise UserError(f"{csv}: not found (--run must name a finished comparison)")
-    changed = changed_triton_pairs(run)
-    if not changed:
-        raise UserError(f"--run {run.name}: no paired Triton kernel changed its code (a CPU run's kernels are C++)")
+    changed = finished_changed_pairs(run, "a CPU run's kernels are C++")
     works = {side: RunLayout(run).variant(side).work for side in SIDES}
     found = {}
     for base, pr in changed:

@@ -27,15 +27,22 @@ def changed_triton_pairs(run_dir: Path) -> list[tuple[str, str]]:
             if how != IDENTICAL_CODE and base.at[b, "backend"] == "triton"]
 
 
-def write_run_ir(run_dir: Path, target: str) -> list[tuple[str, str]]:
-    """Compile the changed Triton pairs of the run for ``target`` into each side's ``ir/``; returns the pairs."""
-    parse_target(target)
+def finished_changed_pairs(run_dir: Path, none_means: str) -> list[tuple[str, str]]:
+    """The changed Triton pairs of a finished comparison; a UserError naming the run where it is not finished or
+    has none (``none_means``: what that leaves undone)."""
     for side in SIDES:
         if not (csv := RunLayout(run_dir).variant(side).kernels_csv).is_file():
             raise UserError(f"{csv}: not found (--run must name a finished comparison)")
     pairs = changed_triton_pairs(run_dir)
     if not pairs:
-        raise UserError(f"--run {run_dir.name}: no paired Triton kernel changed its code (nothing to compile)")
+        raise UserError(f"--run {run_dir.name}: no paired Triton kernel changed its code ({none_means})")
+    return pairs
+
+
+def write_run_ir(run_dir: Path, target: str) -> list[tuple[str, str]]:
+    """Compile the changed Triton pairs of the run for ``target`` into each side's ``ir/``; returns the pairs."""
+    parse_target(target)
+    pairs = finished_changed_pairs(run_dir, "nothing to compile")
     for index, side in enumerate(SIDES):
         names = sorted({pair[index] for pair in pairs})
         files = RunLayout(run_dir).variant(side)
