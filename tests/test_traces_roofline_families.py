@@ -14,7 +14,7 @@ from analysis.traces import read_trace
 from analysis.traces.model import OpShape
 from analysis.traces.op_shapes import unified_perf_summary
 from analysis.traces.ops import attribute
-from analysis.traces.roofline import device_peaks, op_work, unpriced_reason
+from analysis.traces.roofline import RMS_NORM_MXFP4_OPS, RMS_NORM_PAD_OPS, device_peaks, op_work, unpriced_reason
 from tests.trace_support import kernels_by_op_call
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
@@ -475,3 +475,99 @@ def test_aiters_batched_fp4_gemm_is_b_products_of_the_unpacked_k() -> None:
     assert work is not None and (work.precision, work.shape) == ("fp4", "B=128 M=64 N=128 K=512")
     assert work.flops == 2 * 128 * 64 * 128 * 512
     assert work.bytes == 2 * 128 * 64 * 512 + 128 * 128 * 256 + 128 * 128 * 16 + 2 * 128 * 64 * 128
+
+
+def test_a_norm_reduces_the_dims_of_its_third_argument_not_its_order() -> None:
+    # torch.linalg.vector_norm(h, ord=2, dim=-1) and h.norm(2, dim=[1]) over Llama hidden states [8, 4096, 1024]:
+    # (self, ord, dim, keepdim, ...), so argument 1 is the order (2), not a dim to reduce.
+    h = [8, 4096, 1024]
+    vector = op_work("aten::linalg_vector_norm", OpShape((h, [], [], [], []), (BF16, "Scalar", "ScalarList", "Scalar",
+                                                                                "ScalarType"),
+                                                         ("", "2", "[-1]", "False", "")))
+    rows = op_work("aten::norm", OpShape((h, [], [], []), (BF16, "Scalar", "ScalarList", "Scalar"),
+                                         ("", "2", "[1]", "False")))
+    whole = op_work("aten::norm", OpShape((h, []), (BF16, "Scalar"), ("", "2")))
+
+    e = 8 * 4096 * 1024
+    assert vector is not None and (vector.family, vector.flops) == ("reduction", e)
+    assert vector.bytes == 2 * (e + 8 * 4096)  # one norm per row of 1024 written, not one per [8, 4096] column
+    assert rows is not None and rows.bytes == 2 * (e + 8 * 1024)
+    assert whole is not None and whole.bytes == 2 * (e + 1)
+
+
+def test_a_cumsum_is_a_scan_that_writes_as_much_as_it_reads() -> None:
+    # The position ids of a padded batch: attention_mask.long().cumsum(-1) on [16, 2048].
+    scan = op_work("aten::cumsum", OpShape(([16, 2048], [], []), ("long int", "Scalar", ""), ("", "-1", "")))
+
+    assert scan is not None and (scan.family, scan.flops) == ("reduction", 16 * 2048)
+    assert scan.bytes == 8 * 2 * 16 * 2048  # every prefix sum written, not one value per row
+
+
+def test_linalg_norm_is_a_reduction_except_a_matrix_norm_from_singular_values() -> None:
+    # Gradient-clipping style: torch.linalg.norm(w, dim=-1) on a [4096, 11008] FP32 weight, and its nuclear norm.
+    w = [4096, 11008]
+    rows = op_work("aten::linalg_norm", OpShape((w, [], [], [], []), ("float", "Scalar", "ScalarList", "Scalar",
+                                                                        "ScalarType"), ("", "", "[-1]", "False", "")))
+    nuclear = OpShape((w, [], [], [], []), ("float", "", "ScalarList", "Scalar", "ScalarType"),
+                      ("", "nuc", "[0, 1]", "False", ""))
+
+    assert rows is not None and (rows.flops, rows.bytes) == (4096 * 11008, 4 * (4096 * 11008 + 4096))
+    assert op_work("aten::linalg_norm", nuclear) is None
+    assert "do not fit" in unpriced_reason("aten::linalg_norm", nuclear)
+
+
+def test_apexs_fused_conv_bias_reads_padding_before_stride() -> None:
+    # apex ConvBias_.forward(ctx, x, weight, bias, padding, stride): a ResNet-50 stage-2 3×3 conv that halves
+    # 56×56 (padding 1, stride 2) on 32 FP16 images of 64 channels, bias [1, 64, 1, 1].
+    shape = OpShape(([32, 64, 56, 56], [64, 64, 3, 3], [1, 64, 1, 1], [], []), ("c10::Half",) * 3 + ("Scalar",) * 2,
+                    ("", "", "", "1", "2"))
+
+    for op in ("ConvBias_", "ConvBiasReLU_"):
+        work = op_work(op, shape)
+        y = 32 * 64 * 28 * 28  # (56 + 2·1 − 3) // 2 + 1 = 28; read the other way round (stride 1, padding 2): 58
+        assert work is not None and work.family == "CONV", op
+        assert (work.flops, work.bytes) == (2 * y * 64 * 9, 2 * (32 * 64 * 56 * 56 + 64 * 64 * 9 + y + 64)), op
+    assert "sequence number" in unpriced_reason("ConvBias_Backward", OpShape(([32, 64, 28, 28],), ("c10::Half",),
+                                                                               ("",)))
+
+
+def test_the_int8_gemm_reads_bytes_and_writes_int32() -> None:
+    # bitsandbytes' LLM.int8() on Llama-7B's up projection for 4096 tokens: A [4096, 4096] · B [11008, 4096]ᵀ.
+    work = op_work("bitsandbytes::int8_linear_matmul", OpShape(([4096, 4096], [11008, 4096]),
+                                                               ("signed char", "signed char"), ("", "")))
+
+    assert work is not None and (work.family, work.precision, work.shape) == ("GEMM", None, "M=4096 N=11008 K=4096")
+    assert (work.flops, work.bytes) == (2 * 4096 * 11008 * 4096, 4096 * 4096 + 11008 * 4096 + 4 * 4096 * 11008)
+
+
+def test_the_serving_and_dit_fused_norms_count_their_extra_tensors() -> None:
+    # Primus's DiT modulation: x [T=1024, B=2, H=3072], scale and shift [2, 3072].
+    modulate = op_work("primus::fused_ln_modulate", OpShape(([1024, 2, 3072], [2, 3072], [2, 3072], []),
+                                                            (BF16, BF16, BF16, "Scalar"), ("", "", "", "1e-06")))
+    # gpt-oss's add + RMS norm padded to 256 columns for the MoE GEMM: x, residual [64, 2880] → out [64, 3072].
+    pad_shape = OpShape(([64, 2880], [2880], [], [64, 2880], []), (BF16, BF16, "Scalar", BF16, "Scalar"),
+                        ("", "", "1e-05", "", "256"))
+    # DeepSeek-V3's input norm + MXFP4 cast with the residual (x1, res1 [256, 7168]), and its q/kv norm pair
+    # (x1 [256, 1536] cast, x2 [256, 512] normalized alone).
+    with_res = OpShape(([256, 7168], [7168], [], [], [], [], [256, 7168], [], [], []),
+                       (BF16, BF16, "Scalar", "", "", "Scalar", BF16, "Scalar", "Scalar", "Scalar"),
+                       ("", "", "1e-06", "", "", "", "", "True", "True", "False"))
+    pair = OpShape(([256, 1536], [1536], [], [256, 512], [512], [], [], [], [], []),
+                   (BF16, BF16, "Scalar", BF16, BF16, "Scalar", "", "Scalar", "Scalar", "Scalar"),
+                   ("", "", "1e-06", "", "", "1e-06", "", "True", "True", "False"))
+
+    e = 1024 * 2 * 3072
+    assert modulate is not None and (modulate.family, modulate.flops) == ("NORM", 5 * e)
+    assert modulate.bytes == 2 * 2 * e + 2 * 2 * 2 * 3072 + 2 * 4 * 1024 * 2  # x, y; scale, shift; mean, rstd
+    for op in RMS_NORM_PAD_OPS:
+        pad = op_work(op, pad_shape)
+        assert pad is not None and (pad.family, pad.flops) == ("NORM", 6 * 64 * 2880), op
+        assert pad.bytes == 2 * (3 * 64 * 2880 + 64 * 3072 + 2880), op  # x, residual, r; padded out; weight
+    for op in RMS_NORM_MXFP4_OPS:
+        res, both = op_work(op, with_res), op_work(op, pair)
+        e1 = 256 * 7168
+        assert res is not None and (res.family, res.flops) == ("NORM", 8 * e1), op
+        assert res.bytes == 2 * 3 * e1 + 2 * 7168 + e1 // 2 + 256 * 7168 // 32, op  # x1, res1, sum; w; fp4; scales
+        assert both is not None and both.flops == 7 * 256 * 1536 + 5 * 256 * 512, op
+        assert both.bytes == 2 * 256 * 1536 + 2 * 1536 + 256 * 1536 // 2 + 256 * 1536 // 32 \
+            + 2 * 2 * 256 * 512 + 2 * 512, op

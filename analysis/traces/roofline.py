@@ -268,6 +268,18 @@ UPSAMPLE_OPS = {f"aten::upsample_nearest{d}d" for d in (1, 2, 3)}
 SILU_MUL_OPS = {"LigerSiLUMulFunction"}
 # DeepSpeed's Evoformer attention (Q, K, V [B, S, R, H, d], res_mask [B, S, 1, 1, R], pair_bias [B, 1, H, R, R]).
 EVOFORMER_OPS = {"EvoformerAttention"}
+# bitsandbytes' int8 GEMM: int8_linear_matmul(A [..., K], B [N, K]) → int32 [..., N].
+INT8_GEMM_OPS = {"bitsandbytes::int8_linear_matmul"}
+# Primus's LayerNorm fused with a DiT modulation: (x [T, B, H], scale [B, H], shift [B, H], eps).
+LN_MODULATE_OPS = {"primus::fused_ln_modulate"}
+# AITER's residual add + RMS norm + zero pad of the hidden dim (vLLM's wrapper has the same arguments):
+# (x [M, N], weight [N], epsilon, residual [M, N], x_pad_to_multiple) → (out [M, N_out], residual_out [M, N]).
+RMS_NORM_PAD_OPS = {"aiter::fused_add_rmsnorm_pad_", "vllm::rocm_aiter_triton_add_rmsnorm_pad"}
+# AITER's RMS norm fused with an MXFP4 cast (SGLang's profiler name and AITER's op):
+# (x1 [M, N1], x1_weight [N1], x1_epsilon, x2 [M, N2] or None, x2_weight, x2_epsilon, res1 [M, N1] or None, shuffle,
+#  scale_shuffle_padding, output_unquantized_inp1) → x1 normalized (after res1 is added) and cast to MXFP4; x2
+# normalized alone; x1 + res1 and, when asked, x1's unquantized normalization written.
+RMS_NORM_MXFP4_OPS = {"sglang_profiler::fused_mxfp4_quant_fused_rms_mxfp4_quant", "aiter::_fuse_rmsnorm_fp4_quant"}
 # RMS norms of the inference libraries: where the input and the weight sit, and whether a residual is added first
 # (then input and residual are read, the normalized output and the updated residual written).
 @dataclass(frozen=True)
@@ -321,7 +333,12 @@ NORM_OPS = {f"aten::{p}{kind}_norm" for p in ("", "native_") for kind in ("layer
     | {"aten::rms_norm", "aten::_fused_rms_norm", "aten::miopen_batch_norm", "aten::cudnn_batch_norm",
        "aiter::_groupnorm_run"}  # AITER's: aten::group_norm's arguments
 REDUCE_OPS = {f"aten::{n}" for n in ("sum", "mean", "amax", "amin", "max", "min", "norm", "linalg_vector_norm",
-                                     "std", "var", "logsumexp", "cumsum", "cumprod", "prod")}
+                                     "linalg_norm", "std", "var", "logsumexp", "prod")}
+# Where a reduction's dims sit (torch 2.13's schemas): (self, dim, ...) for most, (self, p, dim, keepdim, ...) for
+# the norms (aten::norm.ScalarOpt_dim, linalg_vector_norm, linalg_norm), whose dim is an int list.
+_NORM_DIM_AT = {"aten::norm": 2, "aten::linalg_vector_norm": 2, "aten::linalg_norm": 2}
+# Scans (self, dim, dtype): every prefix kept, so the output is the input's size.
+SCAN_OPS = {"aten::cumsum", "aten::cumprod"}
 
 ROOFLINE_COLUMNS = ["family", "op", "shape", "dtype", "calls", "kernel time ms", "mean us", "GFLOP per call",
                     "MB per call", "FLOP/byte", "TFLOP/s", "TB/s", "peak TFLOP/s", "% of peak FLOP/s",
@@ -444,7 +461,12 @@ _CONV_LAYOUT: dict[str, dict[str, int]] = {
     #  output_mask): the tensors sit one place further right.
     "aten::convolution_backward": {"stride": 4, "padding": 5, "dilation": 6, "transposed": 7,
                                    "output_padding": 8, "groups": 9, "output_mask": 10},
+    # apex's fused conv + bias (+ ReLU) autograd functions: forward(ctx, x, weight, bias, padding, stride), one int
+    # each for every spatial dim (apex/contrib/conv_bias_relu; the bias add and ReLU are not counted, as aten's).
+    **{op: {"bias": 2, "padding": 3, "stride": 4} for op in ("ConvBias_", "ConvBiasReLU_")},
 }
+# Kept out of CONV_OPS: the replay re-runs CONV_OPS through aten::convolution, and these are apex's.
+APEX_CONV_OPS = {"ConvBias_", "ConvBiasReLU_"}
 
 
 def _conv(name: str, shape: OpShape) -> OpWork | None:
@@ -462,7 +484,7 @@ def _conv(name: str, shape: OpShape) -> OpWork | None:
 
     stride, padding, dilation = ints("stride", 1), ints("padding", 0), ints("dilation", 1)
     transposed = bool(_arg(shape, layout["transposed"], False)) if "transposed" in layout else False
-    groups = int(_arg(shape, layout["groups"], 1))
+    groups = int(_arg(shape, layout["groups"], 1)) if "groups" in layout else 1
     if transposed:
         out_channels = w[1] * groups
         out = [(i - 1) * s - 2 * p + d * (k - 1) + o + 1 for i, s, p, d, k, o in
@@ -544,15 +566,36 @@ def _norm(shape: OpShape) -> OpWork | None:
     return _work(NORM, 5 * _numel(x), 2 * _numel(x) + params, shape.types[0], f"{list(x)}")
 
 
-def _reduce(shape: OpShape) -> OpWork | None:
-    """Input read once, output written once; the output's size from the reduced dims (all when none given)."""
+def _reduce(name: str, shape: OpShape) -> OpWork | None:
+    """Input read once, output written once; the output's size from the reduced dims (all when none given: an
+    overload without dims, e.g. ``aten::norm(self, p)``, or a dims argument that is not an int or an int list, e.g.
+    ``aten::std(self, unbiased)``'s flag). One FLOP per input element. ``aten::linalg_norm`` over two dims with
+    ``ord`` 2, -2 or 'nuc' is a matrix norm computed from singular values, which this count does not describe:
+    unpriced."""
     x = _tensor(shape.dims[0])
     if x is None:
         return None
-    dims = _arg(shape, 1, None)
-    reduced = [d % len(x) for d in (dims if isinstance(dims, list) else [dims])] if dims is not None and x else []
+    dims_at = _NORM_DIM_AT.get(name, 1)
+    dims = _arg(shape, dims_at, None) if dims_at < len(shape.types) and shape.types[dims_at] in (
+        "Scalar", "ScalarList") else None
+    listed = dims if isinstance(dims, list) else [dims] if dims is not None else []
+    if not all(type(d) is int for d in listed):
+        listed = []
+    reduced = sorted({d % len(x) for d in listed}) if x else []
+    if name == "aten::linalg_norm" and _arg(shape, 1, None) in (2, -2, 2.0, -2.0, "nuc") \
+            and (len(reduced) == 2 or (not reduced and len(x) == 2)):
+        return None
     out = _numel([n for i, n in enumerate(x) if i not in reduced]) if reduced else 1
     return _work(REDUCTION, _numel(x), _numel(x) + out, shape.types[0], f"{list(x)} over {reduced or 'all'}")
+
+
+def _scan(shape: OpShape) -> OpWork | None:
+    """A running sum or product along one dim (``aten::cumsum``/``cumprod``): one FLOP per element, the input read
+    and an output of the same size written, both at the input's width."""
+    x = _tensor(shape.dims[0])
+    if x is None:
+        return None
+    return _work(REDUCTION, _numel(x), 2 * _numel(x), shape.types[0], f"{list(x)} scan over dim {_arg(shape, 1)}")
 
 
 def _priced(family: str, flops: float, nbytes: float, dtype: str, shape_text: str) -> OpWork:
@@ -1037,7 +1080,7 @@ INDUCTOR_TRITON_OPS = _InductorTritonKernels()
 # The ATen ops a fused kernel's name lists that do arithmetic (one FLOP per element each, the elementwise
 # convention), and those that only move or reshape data (none).
 _ARITHMETIC = frozenset({n.removeprefix("aten::").rstrip("_") for n in ELEMENTWISE_OPS}
-                        | {n.removeprefix("aten::") for n in REDUCE_OPS}
+                        | {n.removeprefix("aten::") for n in REDUCE_OPS | SCAN_OPS}
                         | {"_softmax", "_log_softmax", "softmax", "log_softmax", "native_layer_norm", "var_mean",
                            "argmax", "argmin", "any", "all", "bitwise_xor", "remainder", "fmod", "erfinv",
                            "mm", "bmm", "addmm", "native_dropout_backward", "_softmax_backward_data"})
@@ -1219,13 +1262,75 @@ def _evoformer(shape: OpShape) -> OpWork | None:
                    f"B={b} S={rows} R={residues} H={heads} d={d_qk}")
 
 
+def _int8_gemm(shape: OpShape) -> OpWork | None:
+    """A [..., K] · Bᵀ with B [N, K], both int8, accumulated into an int32 output: 2·M·N·K; bytes A and B read at one
+    byte per value and the int32 output written. No peak table holds int8 rates: judged on bandwidth only."""
+    a, b = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if a is None or b is None or len(a) < 2 or len(b) != 2 or a[-1] != b[1]:
+        return None
+    m, k, n = _numel(a[:-1]), a[-1], b[0]
+    nbytes = m * k * _bpe(shape.types, 0) + n * k * _bpe(shape.types, 1) + 4 * m * n
+    return _priced(GEMM, 2 * m * n * k, nbytes, shape.types[0], f"M={m} N={n} K={k}")
+
+
+def _ln_modulate(shape: OpShape) -> OpWork | None:
+    """y = LayerNorm(x) · (1 + scale) + shift over H, scale and shift per (B, H): the normalizations' 5 FLOPs per
+    element (the modulation takes the affine's place); bytes x read and y written, scale and shift read once, and
+    per row of H a float32 mean and reciprocal std written for the backward."""
+    x = _tensor(shape.dims[0])
+    if x is None or len(x) != 3:
+        return None
+    params = sum(_numel(t) * _bpe(shape.types, i) for i in (1, 2) if (t := _tensor(shape.dims[i])) is not None)
+    rows = _numel(x[:-1])
+    nbytes = 2 * _numel(x) * _bpe(shape.types, 0) + params + 2 * rows * 4
+    return _priced(NORM, 5 * _numel(x), nbytes, shape.types[0], f"{list(x)} modulated")
+
+
+def _rms_norm_pad(shape: OpShape) -> OpWork | None:
+    """r = x + residual; out = RMSNorm(r) · weight, zero-padded to N_out = ⌈N / multiple⌉ · multiple columns: the RMS
+    norm's 5 FLOPs per element and 1 for the add; bytes x, residual and the weight read, r written, and out written
+    with its padding (the zeros are stores too)."""
+    x, w, res = _tensor(shape.dims[0]), _tensor(shape.dims[1]), _tensor(shape.dims[3])
+    if x is None or w is None or len(x) != 2 or res != x:
+        return None
+    m, n = x
+    multiple = int(_arg(shape, 4, 0))
+    n_out = -(-n // multiple) * multiple if multiple > 0 else n
+    bpe = _bpe(shape.types, 0)
+    nbytes = (3 * m * n + m * n_out) * bpe + _numel(w) * _bpe(shape.types, 1)
+    return _priced(NORM, 6 * m * n, nbytes, shape.types[0], f"[{m}, {n}] + residual → [{m}, {n_out}]")
+
+
+def _rms_norm_mxfp4(shape: OpShape) -> OpWork | None:
+    """RMS norm of x1 (5 FLOPs per element; +1 when res1 is added first) cast to MXFP4 (2 per element: block max
+    and scale), and of x2 when given (5 per element). Bytes: x1, its weight, res1, x2 and its weight read; x1's
+    packed FP4 (half a byte per value) and E8M0 scales (one byte per 32 values) written, x1 + res1 written when
+    res1 is given, x2's normalization written, and x1's unquantized normalization when ``output_unquantized_inp1``."""
+    x1, w1 = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if x1 is None or w1 is None or len(x1) != 2:
+        return None
+    m, n1 = x1
+    bpe = _bpe(shape.types, 0)
+    x2 = _tensor(shape.dims[3]) if len(shape.dims) > 3 else None
+    x2 = x2 if x2 and len(x2) == 2 else None
+    res = _tensor(shape.dims[6]) if len(shape.dims) > 6 else None
+    has_res = res == x1
+    w2 = _tensor(shape.dims[4]) if x2 and len(shape.dims) > 4 else None
+    flops = (8 if has_res else 7) * m * n1 + (5 * _numel(x2) if x2 else 0)
+    nbytes = m * n1 * bpe * (1 + 2 * has_res + bool(_arg(shape, 9, False))) + _numel(w1) * _bpe(shape.types, 1) \
+        + -(-(m * n1) // 2) + m * -(-n1 // MXFP4_BLOCK) \
+        + (2 * _numel(x2) * _bpe(shape.types, 3) if x2 else 0) + (_numel(w2) * _bpe(shape.types, 4) if w2 else 0)
+    text = f"[{m}, {n1}]" + (" + residual" if has_res else "") + " → mxfp4" + (f", x2 {list(x2)}" if x2 else "")
+    return _priced(NORM, flops, nbytes, shape.types[0], text)
+
+
 # --- which model prices which op, and why an op stays unpriced -----------------------------------------------
 
 # The models, in the order they are tried (an op is in one table only).
 _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], ...] = (
     (GEMM_OPS, _gemm), (CONV_OPS, _conv), (SDPA_OPS, lambda n, s: _sdpa(SDPA_OPS[n], s)),
     (ELEMENTWISE_OPS, lambda n, s: _elementwise(s)), (NORM_OPS, lambda n, s: _norm(s)),
-    (REDUCE_OPS, lambda n, s: _reduce(s)), (GROUPED_GEMM_OPS, _grouped_gemm),
+    (REDUCE_OPS, _reduce), (SCAN_OPS, lambda n, s: _scan(s)), (GROUPED_GEMM_OPS, _grouped_gemm),
     (GROUPED_GEMM_VARIABLE_K_OPS, _grouped_gemm_variable_k), (SCALED_MM_OPS, lambda n, s: _gemm("aten::_scaled_mm", s)),
     (TE_GEMM_OPS, lambda n, s: _te_gemm(s)), (BATCHED_GEMM_OPS, lambda n, s: _batched_gemm(BATCHED_GEMM_OPS[n], s)),
     (DYNAMIC_QUANT_GEMM_OPS, lambda n, s: _dynamic_quant_gemm(s)),
@@ -1248,6 +1353,9 @@ _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], .
     (NORM_BACKWARD_OPS, lambda n, s: _norm_backward(*NORM_BACKWARD_OPS[n], s)),
     (PAD_OPS, lambda n, s: _replication_pad(s)), (UPSAMPLE_OPS, lambda n, s: _upsample_nearest(s)),
     (SILU_MUL_OPS, lambda n, s: _silu_mul(s)), (EVOFORMER_OPS, lambda n, s: _evoformer(s)),
+    (APEX_CONV_OPS, _conv), (INT8_GEMM_OPS, lambda n, s: _int8_gemm(s)),
+    (LN_MODULATE_OPS, lambda n, s: _ln_modulate(s)), (RMS_NORM_PAD_OPS, lambda n, s: _rms_norm_pad(s)),
+    (RMS_NORM_MXFP4_OPS, lambda n, s: _rms_norm_mxfp4(s)),
     (INDUCTOR_TRITON_OPS, _inductor_triton),
 )
 _NEEDS_CONTEXT = "the context each request attends is not in its recorded arguments (TraceLens reads it from the " \
@@ -1273,14 +1381,11 @@ UNPRICED_REASONS: dict[str, str] = {
                      "aiter::reduce_scatter", "aiter::fused_allreduce_rmsnorm", "aiter::fused_allreduce_rmsnorm_",
                      "sgl_kernel::all_reduce_reg", "sgl_kernel::qr_all_reduce", "sglang::reg_all_gather_into_tensor"),
                     "a collective: its traffic crosses the links between GPUs, which the HBM roofline does not judge"),
-    **dict.fromkeys(("primus::fused_ln_modulate", "primus::fused_ln_modulate_backward",
-                     "bitsandbytes::int8_linear_matmul",
-                     "ConvBias_", "ConvBiasReLU_", "ConvBias_Backward", "ConvBiasReLU_Backward",
-                     "aten::linalg_norm",
-                     "aiter::fused_qk_rope_concat_and_cache_mla",
-                     "aiter::fused_qk_rope_cat_and_cache_mla", "aiter::fused_add_rmsnorm_pad_",
-                     "vllm::rocm_aiter_triton_add_rmsnorm_pad", "aiter::_fuse_rmsnorm_fp4_quant",
-                     "sglang_profiler::fused_mxfp4_quant_fused_rms_mxfp4_quant",
+    **dict.fromkeys(("ConvBias_Backward", "ConvBiasReLU_Backward"),
+                    "its record holds only the incoming gradient: the conv's shapes are on its forward's record "
+                    "(TraceLens pairs the two by sequence number, which this reader does not keep)"),
+    **dict.fromkeys(("primus::fused_ln_modulate_backward",
+                     "aiter::fused_qk_rope_concat_and_cache_mla", "aiter::fused_qk_rope_cat_and_cache_mla",
                      "aiter::fused_dynamic_mx_quant_moe_sort_hip", "aiter::fused_dynamic_mxfp4_quant_moe_sort_hip",
                      "sglang_profiler::fused_moe_triton_kernels_fused_append_shared_experts", "aiter::mhc_post",
                      "aiter::mhc_pre_gemm_sqrsum", "aiter::mhc_pre_big_fuse_rmsnorm",
