@@ -571,3 +571,93 @@ def test_the_serving_and_dit_fused_norms_count_their_extra_tensors() -> None:
         assert both is not None and both.flops == 7 * 256 * 1536 + 5 * 256 * 512, op
         assert both.bytes == 2 * 256 * 1536 + 2 * 1536 + 256 * 1536 // 2 + 256 * 1536 // 32 \
             + 2 * 2 * 256 * 512 + 2 * 512, op
+
+
+def test_moe_side_ops_count_the_values_they_produce() -> None:
+    # DeepSeek-V3 on 256 tokens: the activation [256, 7168] cast to MXFP4 in expert-sorted order (scales padded to
+    # the sorted layout's 8192 rows), and the shared expert appended to each token's 8 routed experts.
+    cast = OpShape(([256, 3584], [8192, 224], [256, 7168], [8192], [2]), (FP4, E8M0, BF16, "int", "int"),
+                   ("",) * 5)
+    append = op_work("sglang_profiler::fused_moe_triton_kernels_fused_append_shared_experts",
+                     OpShape(([256, 8], [256, 8], [], [], []), ("int", "float", "Scalar", "Scalar", "Scalar"),
+                             ("", "", "1", "1.0", "256")))
+
+    for op in ("aiter::fused_dynamic_mx_quant_moe_sort_hip", "aiter::fused_dynamic_mxfp4_quant_moe_sort_hip"):
+        work = op_work(op, cast)
+        assert work is not None and (work.family, work.flops) == ("quantize", 2 * 256 * 7168), op
+        assert work.bytes == 2 * 256 * 7168 + 256 * 3584 + 256 * 7168 // 32, op  # not the 8192 padded scale rows
+    assert append is not None and (append.family, append.flops) == ("MoE routing", 0)
+    assert append.bytes == 256 * 8 * (4 + 4) + 256 * 9 * (4 + 4)
+
+
+def test_sampling_and_sparse_mla_are_priced_from_their_tensors() -> None:
+    # Sampling 64 rows of Qwen's 151936-token vocabulary with float32 noise, and DeepSeek-V3.2's sparse MLA prefill
+    # on 4096 tokens (128 heads, d_qk 576, d_v 512, top-2048 of a 4096-row latent cache).
+    sample = op_work("aiter::mixed_sample_outer_exponential",
+                     OpShape(([64], [64, 151936], [64, 151936], [64], []), ("int", BF16, "float", "float", "Scalar"),
+                             ("",) * 4 + ("1e-10",)))
+    sparse = op_work("sglang_profiler::tilelang_kernel_tilelang_sparse_fwd",
+                     OpShape(([4096, 128, 576], [4096, 1, 576], [4096, 1, 2048], [], []),
+                             (BF16, BF16, "int", "Scalar", "Scalar"), ("", "", "", "0.0416", "512")))
+
+    v = 64 * 151936
+    assert sample is not None and (sample.family, sample.flops) == ("reduction", 2 * v)
+    assert sample.bytes == 64 * 4 + v * (2 + 4) + 64 * 4
+    assert sparse is not None and (sparse.family, sparse.precision) == ("SDPA", "bf16")
+    assert sparse.flops == 2 * 4096 * 128 * 2048 * (576 + 512)
+    assert sparse.bytes == 2 * 4096 * 128 * 576 + 4 * 4096 * 2048 + 2 * 4096 * 576 + 2 * 4096 * 128 * 512
+
+
+def test_mla_rope_with_the_cache_write_rotates_the_rotary_slices_and_writes_whole_rows() -> None:
+    # DeepSeek-V3 decode, 128 tokens, 16 heads of 512 + 64: the concat variant writes an FP8 q_out and an FP8 cache.
+    concat = op_work("aiter::fused_qk_rope_concat_and_cache_mla",
+                     OpShape(([128, 16, 512], [128, 16, 64], [128, 512], [128, 64], [4096, 1, 576], [128, 16, 576]),
+                             (BF16, BF16, BF16, BF16, FP8, FP8), ("",) * 6))
+    cat = op_work("aiter::fused_qk_rope_cat_and_cache_mla",
+                  OpShape(([128, 16, 512], [128, 16, 64], [128, 1, 512], [128, 1, 64], [4096, 1, 576], [128]),
+                          (BF16, BF16, BF16, BF16, BF16, "long int"), ("",) * 6))
+
+    read = 2 * (128 * 16 * 576 + 128 * 576)
+    assert concat is not None and concat.family == "RoPE"
+    assert concat.flops == 3 * 128 * 17 * 64 + 128 * 16 * 576 + 128 * 576  # rotations, then the FP8 scales
+    assert concat.bytes == read + 128 * 16 * 576 + 128 * 576
+    assert cat is not None and (cat.flops, cat.bytes) == (3 * 128 * 17 * 64, read + 2 * (128 * 16 * 576 + 128 * 576))
+
+
+def test_the_mhc_ops_count_their_stream_mixes_and_projection() -> None:
+    # DeepSeek's hyper-connections: n = 4 streams of C = 7168 for 256 tokens; hc3 = n² + 2n = 24, split-K 4.
+    m, n, c = 256, 4, 7168
+    post = op_work("aiter::mhc_post", OpShape(([m, n, c], [m, c], [m, n, c], [m, n, 1], [m, n, n], []),
+                                              (BF16, BF16, BF16, "float", "float", "Scalar"), ("",) * 6))
+    pre = op_work("aiter::mhc_pre_gemm_sqrsum", OpShape(([4, m, 24], [4, m], [m, n, c], [24, n * c], [], []),
+                                                        ("float", "float", BF16, "float", "Scalar", "Scalar"),
+                                                        ("",) * 6))
+
+    fold = op_work("aiter::mhc_pre_big_fuse_rmsnorm",
+                   OpShape(([m, n, 1], [m, n, n], [m, c], [4, m, 24], [4, m], [3], [24], [m, n, c], [c], [], []),
+                           ("float",) * 2 + (BF16,) + ("float",) * 4 + (BF16, BF16, "Scalar", "Scalar"), ("",) * 11))
+    fused = op_work("aiter::mhc_fused_post_pre_gemm_sqrsum",
+                    OpShape(([4, m, 24], [4, m], [m, n, c], [m, c], [m, n, c], [m, n, 1], [m, n, n], [24, n * c]),
+                            ("float", "float", BF16, BF16, BF16, "float", "float", "float"), ("",) * 8))
+
+    assert post is not None and (post.family, post.flops) == ("mHC", 2 * (n + 1) * m * n * c)
+    assert post.bytes == 2 * (2 * m * n * c + m * c) + 4 * (m * n + m * n * n)
+    assert pre is not None and pre.flops == 2 * m * 24 * n * c + 2 * m * n * c
+    assert pre.bytes == 4 * (4 * m * 24 + 4 * m + 24 * n * c) + 2 * m * n * c
+    # the split-K partials summed, the streams folded with the pre mix, the result RMS-normalized
+    assert fold is not None and fold.flops == 4 * m * 24 + 2 * m * n * c + 5 * m * c
+    assert fold.bytes == 4 * (m * n + m * n * n + 4 * m * 24 + 4 * m + 3 + 24) + 2 * (m * c + m * n * c + c)
+    # post, then the new streams projected on chip: each tensor once
+    assert fused is not None and fused.flops == 2 * (n + 1) * m * n * c + 2 * m * 24 * n * c + 2 * m * n * c
+    assert fused.bytes == 4 * (4 * m * 24 + 4 * m + m * n + m * n * n + 24 * n * c) + 2 * (2 * m * n * c + m * c)
+
+
+def test_the_ln_modulate_backward_writes_dx_and_the_modulation_gradients() -> None:
+    # Primus's DiT backward: grad_out and x_norm [1024, 2, 3072], float32 mean and rstd per row, modulation grad.
+    t_b_h = 1024 * 2 * 3072
+    work = op_work("primus::fused_ln_modulate_backward",
+                   OpShape(([1024, 2, 3072], [1024, 2, 3072], [2048], [2048], [2, 3072]),
+                           (BF16, BF16, "float", "float", BF16), ("",) * 5))
+
+    assert work is not None and (work.family, work.flops) == ("NORM", 10 * t_b_h)
+    assert work.bytes == 2 * 2 * t_b_h + 2 * 4 * 2048 + 2 * 2 * 3072 + 2 * t_b_h + 2 * 2 * 2 * 3072

@@ -180,7 +180,7 @@ ROPE_OPS = {"FusedRoPEFunc", "FusedRoPEFuncBackward"}
 CROSS_ENTROPY_OPS = {"CrossEntropyFunction"}
 GROUPED_GEMM, MOE, MOE_COMM, ROPE, CROSS_ENTROPY = "grouped GEMM", "MoE", "MoE comm", "RoPE", "cross-entropy"
 SSM, CAUSAL_CONV1D, QUANTIZE, KV_CACHE = "SSM", "causal conv1d", "quantize", "KV cache"
-MOE_ROUTING, INDUCTOR_TRITON = "MoE routing", "Inductor Triton"
+MOE_ROUTING, INDUCTOR_TRITON, MHC = "MoE routing", "Inductor Triton", "mHC"
 # Dense GEMMs recorded as (x [..., K], weight [N, K], bias [N] or nothing), priced as aten::linear. Kept out of
 # GEMM_OPS, whose ops the replay re-runs with torch.
 LINEAR_OPS = {"aiter::gemm_a16w16", "vllm::rocm_unquantized_gemm"}
@@ -259,7 +259,10 @@ GATED_ACTIVATION_OPS = {"aiter::silu_and_mul", "_C::silu_and_mul", "sgl_kernel::
 NORM_BACKWARD_OPS = {"aten::native_layer_norm_backward": (5, 2), "aten::native_batch_norm_backward": (2, 2),
                      "aten::native_group_norm_backward": (4, 2), "aten::_fused_rms_norm_backward": (4, 1),
                      "aten::miopen_batch_norm_backward": (2, 2), "aten::cudnn_batch_norm_backward": (2, 2),
-                     "aten::batch_norm_backward": (2, 2)}
+                     "aten::batch_norm_backward": (2, 2),
+                     # Primus's (grad_out [T, B, H], x_norm [T, B, H], mean, rstd, modulation grad [B, H]): dx and
+                     # the scale and shift gradients [B, H]
+                     "primus::fused_ln_modulate_backward": (4, 2)}
 # Pure data movement into a larger tensor: (input, padding [left, right, top, bottom, ...]) and (input, output_size,
 # scales...) or (input, output_size, scale_factors).
 PAD_OPS = {f"aten::replication_pad{d}d" for d in (1, 2, 3)}
@@ -280,6 +283,43 @@ RMS_NORM_PAD_OPS = {"aiter::fused_add_rmsnorm_pad_", "vllm::rocm_aiter_triton_ad
 #  scale_shuffle_padding, output_unquantized_inp1) → x1 normalized (after res1 is added) and cast to MXFP4; x2
 # normalized alone; x1 + res1 and, when asked, x1's unquantized normalization written.
 RMS_NORM_MXFP4_OPS = {"sglang_profiler::fused_mxfp4_quant_fused_rms_mxfp4_quant", "aiter::_fuse_rmsnorm_fp4_quant"}
+# AITER's MX casts fused with the MoE token sort: (out [M, N/2] packed, scales (sorted, padded layout), input [M, N],
+# sorted ids, valid-id count).
+MOE_SORT_QUANT_OPS = {"aiter::fused_dynamic_mx_quant_moe_sort_hip", "aiter::fused_dynamic_mxfp4_quant_moe_sort_hip"}
+# SGLang's shared-expert append: (topk_ids [M, K], topk_weights [M, K], num_fused_shared_experts, scale_factor, N).
+APPEND_SHARED_EXPERTS_OPS = {"sglang_profiler::fused_moe_triton_kernels_fused_append_shared_experts"}
+# AITER's exponential-race sampler: (out ids [T], logits [T, V], exponential noise [T, V], ...).
+SAMPLING_OPS = {"aiter::mixed_sample_outer_exponential"}
+# AITER's RoPE on the rotary slices of MLA's query and key, with the key (latent ‖ rotary) written into the cache:
+# (q_nope [T, H, D_lora], q_pe [T, H, D_pe], k_nope [T, (H_kv,) D_lora], k_pe [T, (H_kv,) D_pe], kv_cache, then, for
+# the concat variant, q_out [T, H, D_lora + D_pe]).
+# SGLang's DeepSeek sparse (top-k) MLA prefill: (q [S, H, d_qk], kv [S_kv, H_kv, d_qk], indices [S, H_kv, top-k],
+# sm_scale, d_v), V being the first d_v of each kv row.
+SPARSE_MLA_OPS = {"sglang_profiler::tilelang_kernel_tilelang_sparse_fwd"}
+MLA_ROPE_CACHE_OPS = {"aiter::fused_qk_rope_cat_and_cache_mla", "aiter::fused_qk_rope_concat_and_cache_mla"}
+# AITER's manifold-constrained hyper-connection (mHC) ops over n residual streams of width C (aiter/ops/mhc.py):
+# where the [M, n, C] streams, the [M, C] layer tensor and the [hc3, K = n·C] projection sit (None: not an argument).
+@dataclass(frozen=True)
+class _Mhc:
+    streams_at: int
+    layer_at: int | None
+    fn_at: int | None
+    post: bool  # recombines: out[m, i] = post_mix[m, i]·layer[m] + Σ_j comb[m, i, j]·residual[m, j]
+    pre_fold: bool = False  # folds the streams into the layer input, RMS-normalized, from split-K partials at 3
+
+
+MHC_OPS: dict[str, _Mhc] = {
+    # (out [M, n, C], layer x [M, C], residual [M, n, C], post_layer_mix [M, n, 1], comb_res_mix [M, n, n], store_nt)
+    "aiter::mhc_post": _Mhc(0, 1, None, post=True),
+    # (out [split_k, M, hc3], sqrsum [split_k, M], x [M, n, C], fn [hc3, n·C], tile_k, is_fn_pack_bf16)
+    "aiter::mhc_pre_gemm_sqrsum": _Mhc(2, None, 3, post=False),
+    # (post_mix [M, n, 1], comb_mix [M, n, n], out [M, C], gemm_out_mul [split_k, M, hc3], gemm_out_sqrsum,
+    #  hc_scale, hc_base, residual [M, n, C], norm_weight [C], ...)
+    "aiter::mhc_pre_big_fuse_rmsnorm": _Mhc(7, 2, None, post=False, pre_fold=True),
+    # (gemm_out_mul, gemm_out_sqrsum, next_residual [M, n, C], layer_input [M, C], residual_in [M, n, C],
+    #  post_layer_mix, comb_res_mix, fn [hc3, n·C], ...)
+    "aiter::mhc_fused_post_pre_gemm_sqrsum": _Mhc(4, 3, 7, post=True),
+}
 # RMS norms of the inference libraries: where the input and the weight sit, and whether a residual is added first
 # (then input and residual are read, the normalized output and the updated residual written).
 @dataclass(frozen=True)
@@ -348,7 +388,7 @@ ROOFLINE_COLUMNS = ["family", "op", "shape", "dtype", "calls", "kernel time ms",
 @dataclass(frozen=True)
 class OpWork:
     family: str  # GEMM, CONV, SDPA, elementwise, NORM, reduction, grouped GEMM, MoE, MoE comm, RoPE, cross-entropy,
-    # SSM, causal conv1d, quantize, KV cache, MoE routing, Inductor Triton
+    # SSM, causal conv1d, quantize, KV cache, MoE routing, mHC, Inductor Triton
     flops: float
     bytes: float
     shape: str
@@ -1324,6 +1364,109 @@ def _rms_norm_mxfp4(shape: OpShape) -> OpWork | None:
     return _priced(NORM, flops, nbytes, shape.types[0], text)
 
 
+def _moe_sort_quant(shape: OpShape) -> OpWork | None:
+    """The MX cast of the activation x [M, N] (2 FLOPs per element: block max and scale) written in the experts' sorted
+    order: x read, the recorded output (packed FP4, or FP8) written at its width and one E8M0 scale per 32 values of
+    x. The scale buffer and the sorted ids are padded to their allocation (their filled part depends on the
+    routing), so they count for the values the cast produces, and the small id arrays not at all."""
+    out, x = _tensor(shape.dims[0]), _tensor(shape.dims[2])
+    if out is None or x is None or len(x) != 2:
+        return None
+    m, n = x
+    nbytes = m * n * _bpe(shape.types, 2) + _numel(out) * _bpe(shape.types, 0) + m * -(-n // MXFP4_BLOCK)
+    return _priced(QUANTIZE, 2 * m * n, nbytes, shape.types[2], f"M={m} N={n} → {shape.types[0]}, expert-sorted")
+
+
+def _append_shared_experts(shape: OpShape) -> OpWork | None:
+    """Each token's top-K expert ids and weights copied into rows of K + S, the S shared experts' ids and the common
+    weight filled in after them: no arithmetic; ids and weights read, the wider rows written."""
+    ids, weights = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    shared = int(_arg(shape, 2))
+    if ids is None or weights is None or len(ids) != 2 or ids != weights or shared < 0:
+        return None
+    m, k = ids
+    width = _bpe(shape.types, 0) + _bpe(shape.types, 1)
+    return _priced(MOE_ROUTING, 0, m * k * width + m * (k + shared) * width, shape.types[1],
+                   f"M={m} top-k={k} + {shared} shared")
+
+
+def _sampling(shape: OpShape) -> OpWork | None:
+    """token[t] = argmax_v logits[t, v] / noise[t, v] (exponential race, which samples the softmax): a divide and a
+    compare per logit (2 FLOPs); logits and noise read, every other recorded tensor (the ids written, per-row
+    temperatures read) once."""
+    logits, noise = _tensor(shape.dims[1]), _tensor(shape.dims[2])
+    if logits is None or noise is None or len(logits) != 2:
+        return None
+    nbytes = sum(_numel(t) * _bpe(shape.types, i) for i, d in enumerate(shape.dims) if (t := _tensor(d)) is not None)
+    return _priced(REDUCTION, 2 * _numel(logits), nbytes, shape.types[1], f"T={logits[0]} V={logits[1]} sampled")
+
+
+def _mla_rope_cache(shape: OpShape) -> OpWork | None:
+    """The rotary slices of Q and K rotated (3 FLOPs per element, the RoPE convention); the four inputs read; Q written
+    whole (latent ‖ rotary, at q_out's width when it is an argument, else the input's) and each token's K row
+    (latent ‖ rotary) written into the cache at the cache's width, a scale per element when that is narrower (1 FLOP
+    each, as a KV-cache write). The positions and cos/sin rows are not counted (a few bytes per token)."""
+    q_nope, q_pe, k_nope, k_pe = (_tensor(shape.dims[i]) for i in range(4))
+    if q_nope is None or q_pe is None or k_nope is None or k_pe is None or len(q_nope) != 3 or len(q_pe) != 3:
+        return None
+    tokens, heads, d_lora = q_nope
+    d_pe = q_pe[2]
+    kv_heads = k_nope[1] if len(k_nope) == 3 else 1
+    q_out = _tensor(shape.dims[5]) if len(shape.dims) > 5 else None
+    bpe_in, bpe_cache = _bpe(shape.types, 0), _bpe(shape.types, 4)
+    bpe_q = _bpe(shape.types, 5) if q_out == (tokens, heads, d_lora + d_pe) else bpe_in
+    q_written, k_written = tokens * heads * (d_lora + d_pe), tokens * kv_heads * (d_lora + d_pe)
+    read = sum(_numel(t) for t in (q_nope, q_pe, k_nope, k_pe)) * bpe_in
+    flops = 3 * tokens * (heads + kv_heads) * d_pe + (q_written if bpe_q < bpe_in else 0) \
+        + (k_written if bpe_cache < bpe_in else 0)
+    return _priced(ROPE, flops, read + q_written * bpe_q + k_written * bpe_cache, shape.types[0],
+                   f"tokens={tokens} heads={heads} kv_heads={kv_heads} d={d_lora}+{d_pe}, cached")
+
+
+def _sparse_mla(shape: OpShape) -> OpWork | None:
+    """Each query token attends the top-k KV rows its indexer picked: Q·Kᵀ over d_qk and P·V over d_v, 2·S·H·k·(d_qk
+    + d_v) FLOPs, an upper bound (a token with fewer than k predecessors pads its index row, and the padding is
+    masked). Bytes Q and the indices read, O [S, H, d_v] written at Q's width, and each KV row that can be picked
+    read once: min(S_kv, S·k) rows (rows picked by several tokens read once: the least traffic)."""
+    q, kv, idx = (_tensor(shape.dims[i]) for i in range(3))
+    if q is None or kv is None or idx is None or len(q) != 3 or len(kv) != 3 or len(idx) != 3:
+        return None
+    s_q, heads, d_qk = q
+    top_k, d_v = idx[2], int(_arg(shape, 4, 512))
+    kv_rows = min(kv[0], s_q * top_k) * kv[1]
+    bpe_q = _bpe(shape.types, 0)
+    nbytes = _numel(q) * bpe_q + _numel(idx) * _bpe(shape.types, 2) + kv_rows * kv[2] * _bpe(shape.types, 1) \
+        + s_q * heads * d_v * bpe_q
+    return _priced(SDPA, 2 * s_q * heads * top_k * (d_qk + d_v), nbytes, shape.types[0],
+                   f"S={s_q} H={heads} top-k={top_k} d={d_qk}/{d_v} sparse")
+
+
+def _mhc(op: _Mhc, shape: OpShape) -> OpWork | None:
+    """mHC keeps n residual streams [M, n, C]. Its post step recombines them with the layer's output x [M, C]:
+    out[m, i, c] = post[m, i]·x[m, c] + Σ_j comb[m, i, j]·res[m, j, c], 2·(n + 1) FLOPs per output element. Its pre
+    projection multiplies the flattened streams [M, K = n·C] by fn [hc3, K] (2·M·hc3·K) and sums each token's squares
+    (2·M·K). Its pre epilogue sums the split-K partials (split_k·M·hc3), folds the streams into the layer input with
+    the pre mix (2·M·n·C) and RMS-normalizes it (5·M·C; the few Sinkhorn steps over the n × n mix are not counted).
+    Bytes: every recorded tensor once, each either read or written once (the fused post + pre keeps the new streams
+    it projects on chip). Vector work here: hc3 = n² + 2n is a few dozen columns, too few for the matrix units to
+    set the pace, so it is judged on bandwidth."""
+    streams = _tensor(shape.dims[op.streams_at])
+    if streams is None or len(streams) != 3:
+        return None
+    m, n, c = streams
+    flops = 2 * (n + 1) * m * n * c if op.post else 0
+    if op.fn_at is not None:
+        fn = _tensor(shape.dims[op.fn_at])
+        if fn is None or len(fn) != 2 or fn[1] != n * c:
+            return None
+        flops += 2 * m * fn[0] * fn[1] + 2 * m * fn[1]
+    if op.pre_fold:
+        partials = _tensor(shape.dims[3])
+        flops += (_numel(partials) if partials else 0) + 2 * m * n * c + 5 * m * c
+    nbytes = sum(_numel(t) * _bpe(shape.types, i) for i, d in enumerate(shape.dims) if (t := _tensor(d)) is not None)
+    return _priced(MHC, flops, nbytes, shape.types[op.streams_at], f"M={m} n={n} C={c}")
+
+
 # --- which model prices which op, and why an op stays unpriced -----------------------------------------------
 
 # The models, in the order they are tried (an op is in one table only).
@@ -1356,12 +1499,15 @@ _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], .
     (APEX_CONV_OPS, _conv), (INT8_GEMM_OPS, lambda n, s: _int8_gemm(s)),
     (LN_MODULATE_OPS, lambda n, s: _ln_modulate(s)), (RMS_NORM_PAD_OPS, lambda n, s: _rms_norm_pad(s)),
     (RMS_NORM_MXFP4_OPS, lambda n, s: _rms_norm_mxfp4(s)),
+    (MOE_SORT_QUANT_OPS, lambda n, s: _moe_sort_quant(s)),
+    (APPEND_SHARED_EXPERTS_OPS, lambda n, s: _append_shared_experts(s)), (SAMPLING_OPS, lambda n, s: _sampling(s)),
+    (MLA_ROPE_CACHE_OPS, lambda n, s: _mla_rope_cache(s)), (SPARSE_MLA_OPS, lambda n, s: _sparse_mla(s)),
+    (MHC_OPS, lambda n, s: _mhc(MHC_OPS[n], s)),
     (INDUCTOR_TRITON_OPS, _inductor_triton),
 )
 _NEEDS_CONTEXT = "the context each request attends is not in its recorded arguments (TraceLens reads it from the " \
     "serving engine's step annotation)"
 _LABEL_ONLY = "TraceLens labels it but has no FLOP/byte model either"
-_NOT_YET = "TraceLens has a model for it; this project has none yet"
 # Ops TraceLens's performance model names (PerfModel/torch_op_mapping.py and its extensions, read 2026-11) that
 # stay unpriced here, with the reason the unified summary gives.
 UNPRICED_REASONS: dict[str, str] = {
@@ -1384,14 +1530,6 @@ UNPRICED_REASONS: dict[str, str] = {
     **dict.fromkeys(("ConvBias_Backward", "ConvBiasReLU_Backward"),
                     "its record holds only the incoming gradient: the conv's shapes are on its forward's record "
                     "(TraceLens pairs the two by sequence number, which this reader does not keep)"),
-    **dict.fromkeys(("primus::fused_ln_modulate_backward",
-                     "aiter::fused_qk_rope_concat_and_cache_mla", "aiter::fused_qk_rope_cat_and_cache_mla",
-                     "aiter::fused_dynamic_mx_quant_moe_sort_hip", "aiter::fused_dynamic_mxfp4_quant_moe_sort_hip",
-                     "sglang_profiler::fused_moe_triton_kernels_fused_append_shared_experts", "aiter::mhc_post",
-                     "aiter::mhc_pre_gemm_sqrsum", "aiter::mhc_pre_big_fuse_rmsnorm",
-                     "aiter::mhc_fused_post_pre_gemm_sqrsum",
-                     "aiter::mixed_sample_outer_exponential", "sglang_profiler::tilelang_kernel_tilelang_sparse_fwd"),
-                    _NOT_YET),
 }
 
 
