@@ -54,6 +54,12 @@ derived in its function's docstring here:
 - Inductor Triton: the ops PyTorch records around Inductor's generated Triton kernels, priced from their pointers'
   shapes, their iteration sizes and the ATen ops their names list (:func:`_inductor_triton`).
 
+And, on the same conventions, each derived from what the op computes in its function's docstring: apex's fused
+conv + bias (+ ReLU), bitsandbytes' int8 GEMM, ``aten::linalg_norm`` and the scans ``cumsum``/``cumprod``, Primus's
+LayerNorm-modulate (and backward), AITER's add-RMSNorm-pad, RMSNorm + MXFP4 cast, MX casts in expert-sorted order,
+mHC hyper-connection ops, exponential sampler and MLA RoPE + KV-cache write, SGLang's shared-expert append and sparse
+(top-k) MLA prefill.
+
 An op no family prices keeps its row in the unified summary with the reason (:func:`unpriced_reason`).
 """
 
