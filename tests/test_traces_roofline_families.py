@@ -14,7 +14,7 @@ from analysis.traces import read_trace
 from analysis.traces.model import OpShape
 from analysis.traces.op_shapes import unified_perf_summary
 from analysis.traces.ops import attribute
-from analysis.traces.roofline import device_peaks, op_work, unpriced_reason
+from analysis.traces.roofline import RMS_NORM_MXFP4_OPS, RMS_NORM_PAD_OPS, device_peaks, op_work, unpriced_reason
 from tests.trace_support import kernels_by_op_call
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
@@ -475,3 +475,189 @@ def test_aiters_batched_fp4_gemm_is_b_products_of_the_unpacked_k() -> None:
     assert work is not None and (work.precision, work.shape) == ("fp4", "B=128 M=64 N=128 K=512")
     assert work.flops == 2 * 128 * 64 * 128 * 512
     assert work.bytes == 2 * 128 * 64 * 512 + 128 * 128 * 256 + 128 * 128 * 16 + 2 * 128 * 64 * 128
+
+
+def test_a_norm_reduces_the_dims_of_its_third_argument_not_its_order() -> None:
+    # torch.linalg.vector_norm(h, ord=2, dim=-1) and h.norm(2, dim=[1]) over Llama hidden states [8, 4096, 1024]:
+    # (self, ord, dim, keepdim, ...), so argument 1 is the order (2), not a dim to reduce.
+    h = [8, 4096, 1024]
+    vector = op_work("aten::linalg_vector_norm", OpShape((h, [], [], [], []), (BF16, "Scalar", "ScalarList", "Scalar",
+                                                                                "ScalarType"),
+                                                         ("", "2", "[-1]", "False", "")))
+    rows = op_work("aten::norm", OpShape((h, [], [], []), (BF16, "Scalar", "ScalarList", "Scalar"),
+                                         ("", "2", "[1]", "False")))
+    whole = op_work("aten::norm", OpShape((h, []), (BF16, "Scalar"), ("", "2")))
+
+    e = 8 * 4096 * 1024
+    assert vector is not None and (vector.family, vector.flops) == ("reduction", e)
+    assert vector.bytes == 2 * (e + 8 * 4096)  # one norm per row of 1024 written, not one per [8, 4096] column
+    assert rows is not None and rows.bytes == 2 * (e + 8 * 1024)
+    assert whole is not None and whole.bytes == 2 * (e + 1)
+
+
+def test_a_cumsum_is_a_scan_that_writes_as_much_as_it_reads() -> None:
+    # The position ids of a padded batch: attention_mask.long().cumsum(-1) on [16, 2048].
+    scan = op_work("aten::cumsum", OpShape(([16, 2048], [], []), ("long int", "Scalar", ""), ("", "-1", "")))
+
+    assert scan is not None and (scan.family, scan.flops) == ("reduction", 16 * 2048)
+    assert scan.bytes == 8 * 2 * 16 * 2048  # every prefix sum written, not one value per row
+
+
+def test_linalg_norm_is_a_reduction_except_a_matrix_norm_from_singular_values() -> None:
+    # Gradient-clipping style: torch.linalg.norm(w, dim=-1) on a [4096, 11008] FP32 weight, and its nuclear norm.
+    w = [4096, 11008]
+    rows = op_work("aten::linalg_norm", OpShape((w, [], [], [], []), ("float", "Scalar", "ScalarList", "Scalar",
+                                                                        "ScalarType"), ("", "", "[-1]", "False", "")))
+    nuclear = OpShape((w, [], [], [], []), ("float", "", "ScalarList", "Scalar", "ScalarType"),
+                      ("", "nuc", "[0, 1]", "False", ""))
+
+    assert rows is not None and (rows.flops, rows.bytes) == (4096 * 11008, 4 * (4096 * 11008 + 4096))
+    assert op_work("aten::linalg_norm", nuclear) is None
+    assert "do not fit" in unpriced_reason("aten::linalg_norm", nuclear)
+
+
+def test_apexs_fused_conv_bias_reads_padding_before_stride() -> None:
+    # apex ConvBias_.forward(ctx, x, weight, bias, padding, stride): a ResNet-50 stage-2 3×3 conv that halves
+    # 56×56 (padding 1, stride 2) on 32 FP16 images of 64 channels, bias [1, 64, 1, 1].
+    shape = OpShape(([32, 64, 56, 56], [64, 64, 3, 3], [1, 64, 1, 1], [], []), ("c10::Half",) * 3 + ("Scalar",) * 2,
+                    ("", "", "", "1", "2"))
+
+    for op in ("ConvBias_", "ConvBiasReLU_"):
+        work = op_work(op, shape)
+        y = 32 * 64 * 28 * 28  # (56 + 2·1 − 3) // 2 + 1 = 28; read the other way round (stride 1, padding 2): 58
+        assert work is not None and work.family == "CONV", op
+        assert (work.flops, work.bytes) == (2 * y * 64 * 9, 2 * (32 * 64 * 56 * 56 + 64 * 64 * 9 + y + 64)), op
+    assert "sequence number" in unpriced_reason("ConvBias_Backward", OpShape(([32, 64, 28, 28],), ("c10::Half",),
+                                                                               ("",)))
+
+
+def test_the_int8_gemm_reads_bytes_and_writes_int32() -> None:
+    # bitsandbytes' LLM.int8() on Llama-7B's up projection for 4096 tokens: A [4096, 4096] · B [11008, 4096]ᵀ.
+    work = op_work("bitsandbytes::int8_linear_matmul", OpShape(([4096, 4096], [11008, 4096]),
+                                                               ("signed char", "signed char"), ("", "")))
+
+    assert work is not None and (work.family, work.precision, work.shape) == ("GEMM", None, "M=4096 N=11008 K=4096")
+    assert (work.flops, work.bytes) == (2 * 4096 * 11008 * 4096, 4096 * 4096 + 11008 * 4096 + 4 * 4096 * 11008)
+
+
+def test_the_serving_and_dit_fused_norms_count_their_extra_tensors() -> None:
+    # Primus's DiT modulation: x [T=1024, B=2, H=3072], scale and shift [2, 3072].
+    modulate = op_work("primus::fused_ln_modulate", OpShape(([1024, 2, 3072], [2, 3072], [2, 3072], []),
+                                                            (BF16, BF16, BF16, "Scalar"), ("", "", "", "1e-06")))
+    # gpt-oss's add + RMS norm padded to 256 columns for the MoE GEMM: x, residual [64, 2880] → out [64, 3072].
+    pad_shape = OpShape(([64, 2880], [2880], [], [64, 2880], []), (BF16, BF16, "Scalar", BF16, "Scalar"),
+                        ("", "", "1e-05", "", "256"))
+    # DeepSeek-V3's input norm + MXFP4 cast with the residual (x1, res1 [256, 7168]), and its q/kv norm pair
+    # (x1 [256, 1536] cast, x2 [256, 512] normalized alone).
+    with_res = OpShape(([256, 7168], [7168], [], [], [], [], [256, 7168], [], [], []),
+                       (BF16, BF16, "Scalar", "", "", "Scalar", BF16, "Scalar", "Scalar", "Scalar"),
+                       ("", "", "1e-06", "", "", "", "", "True", "True", "False"))
+    pair = OpShape(([256, 1536], [1536], [], [256, 512], [512], [], [], [], [], []),
+                   (BF16, BF16, "Scalar", BF16, BF16, "Scalar", "", "Scalar", "Scalar", "Scalar"),
+                   ("", "", "1e-06", "", "", "1e-06", "", "True", "True", "False"))
+
+    e = 1024 * 2 * 3072
+    assert modulate is not None and (modulate.family, modulate.flops) == ("NORM", 5 * e)
+    assert modulate.bytes == 2 * 2 * e + 2 * 2 * 2 * 3072 + 2 * 4 * 1024 * 2  # x, y; scale, shift; mean, rstd
+    for op in RMS_NORM_PAD_OPS:
+        pad = op_work(op, pad_shape)
+        assert pad is not None and (pad.family, pad.flops) == ("NORM", 6 * 64 * 2880), op
+        assert pad.bytes == 2 * (3 * 64 * 2880 + 64 * 3072 + 2880), op  # x, residual, r; padded out; weight
+    for op in RMS_NORM_MXFP4_OPS:
+        res, both = op_work(op, with_res), op_work(op, pair)
+        e1 = 256 * 7168
+        assert res is not None and (res.family, res.flops) == ("NORM", 8 * e1), op
+        assert res.bytes == 2 * 3 * e1 + 2 * 7168 + e1 // 2 + 256 * 7168 // 32, op  # x1, res1, sum; w; fp4; scales
+        assert both is not None and both.flops == 7 * 256 * 1536 + 5 * 256 * 512, op
+        assert both.bytes == 2 * 256 * 1536 + 2 * 1536 + 256 * 1536 // 2 + 256 * 1536 // 32 \
+            + 2 * 2 * 256 * 512 + 2 * 512, op
+
+
+def test_moe_side_ops_count_the_values_they_produce() -> None:
+    # DeepSeek-V3 on 256 tokens: the activation [256, 7168] cast to MXFP4 in expert-sorted order (scales padded to
+    # the sorted layout's 8192 rows), and the shared expert appended to each token's 8 routed experts.
+    cast = OpShape(([256, 3584], [8192, 224], [256, 7168], [8192], [2]), (FP4, E8M0, BF16, "int", "int"),
+                   ("",) * 5)
+    append = op_work("sglang_profiler::fused_moe_triton_kernels_fused_append_shared_experts",
+                     OpShape(([256, 8], [256, 8], [], [], []), ("int", "float", "Scalar", "Scalar", "Scalar"),
+                             ("", "", "1", "1.0", "256")))
+
+    for op in ("aiter::fused_dynamic_mx_quant_moe_sort_hip", "aiter::fused_dynamic_mxfp4_quant_moe_sort_hip"):
+        work = op_work(op, cast)
+        assert work is not None and (work.family, work.flops) == ("quantize", 2 * 256 * 7168), op
+        assert work.bytes == 2 * 256 * 7168 + 256 * 3584 + 256 * 7168 // 32, op  # not the 8192 padded scale rows
+    assert append is not None and (append.family, append.flops) == ("MoE routing", 0)
+    assert append.bytes == 256 * 8 * (4 + 4) + 256 * 9 * (4 + 4)
+
+
+def test_sampling_and_sparse_mla_are_priced_from_their_tensors() -> None:
+    # Sampling 64 rows of Qwen's 151936-token vocabulary with float32 noise, and DeepSeek-V3.2's sparse MLA prefill
+    # on 4096 tokens (128 heads, d_qk 576, d_v 512, top-2048 of a 4096-row latent cache).
+    sample = op_work("aiter::mixed_sample_outer_exponential",
+                     OpShape(([64], [64, 151936], [64, 151936], [64], []), ("int", BF16, "float", "float", "Scalar"),
+                             ("",) * 4 + ("1e-10",)))
+    sparse = op_work("sglang_profiler::tilelang_kernel_tilelang_sparse_fwd",
+                     OpShape(([4096, 128, 576], [4096, 1, 576], [4096, 1, 2048], [], []),
+                             (BF16, BF16, "int", "Scalar", "Scalar"), ("", "", "", "0.0416", "512")))
+
+    v = 64 * 151936
+    assert sample is not None and (sample.family, sample.flops) == ("reduction", 2 * v)
+    assert sample.bytes == 64 * 4 + v * (2 + 4) + 64 * 4
+    assert sparse is not None and (sparse.family, sparse.precision) == ("SDPA", "bf16")
+    assert sparse.flops == 2 * 4096 * 128 * 2048 * (576 + 512)
+    assert sparse.bytes == 2 * 4096 * 128 * 576 + 4 * 4096 * 2048 + 2 * 4096 * 576 + 2 * 4096 * 128 * 512
+
+
+def test_mla_rope_with_the_cache_write_rotates_the_rotary_slices_and_writes_whole_rows() -> None:
+    # DeepSeek-V3 decode, 128 tokens, 16 heads of 512 + 64: the concat variant writes an FP8 q_out and an FP8 cache.
+    concat = op_work("aiter::fused_qk_rope_concat_and_cache_mla",
+                     OpShape(([128, 16, 512], [128, 16, 64], [128, 512], [128, 64], [4096, 1, 576], [128, 16, 576]),
+                             (BF16, BF16, BF16, BF16, FP8, FP8), ("",) * 6))
+    cat = op_work("aiter::fused_qk_rope_cat_and_cache_mla",
+                  OpShape(([128, 16, 512], [128, 16, 64], [128, 1, 512], [128, 1, 64], [4096, 1, 576], [128]),
+                          (BF16, BF16, BF16, BF16, BF16, "long int"), ("",) * 6))
+
+    read = 2 * (128 * 16 * 576 + 128 * 576)
+    assert concat is not None and concat.family == "RoPE"
+    assert concat.flops == 3 * 128 * 17 * 64 + 128 * 16 * 576 + 128 * 576  # rotations, then the FP8 scales
+    assert concat.bytes == read + 128 * 16 * 576 + 128 * 576
+    assert cat is not None and (cat.flops, cat.bytes) == (3 * 128 * 17 * 64, read + 2 * (128 * 16 * 576 + 128 * 576))
+
+
+def test_the_mhc_ops_count_their_stream_mixes_and_projection() -> None:
+    # DeepSeek's hyper-connections: n = 4 streams of C = 7168 for 256 tokens; hc3 = n² + 2n = 24, split-K 4.
+    m, n, c = 256, 4, 7168
+    post = op_work("aiter::mhc_post", OpShape(([m, n, c], [m, c], [m, n, c], [m, n, 1], [m, n, n], []),
+                                              (BF16, BF16, BF16, "float", "float", "Scalar"), ("",) * 6))
+    pre = op_work("aiter::mhc_pre_gemm_sqrsum", OpShape(([4, m, 24], [4, m], [m, n, c], [24, n * c], [], []),
+                                                        ("float", "float", BF16, "float", "Scalar", "Scalar"),
+                                                        ("",) * 6))
+
+    fold = op_work("aiter::mhc_pre_big_fuse_rmsnorm",
+                   OpShape(([m, n, 1], [m, n, n], [m, c], [4, m, 24], [4, m], [3], [24], [m, n, c], [c], [], []),
+                           ("float",) * 2 + (BF16,) + ("float",) * 4 + (BF16, BF16, "Scalar", "Scalar"), ("",) * 11))
+    fused = op_work("aiter::mhc_fused_post_pre_gemm_sqrsum",
+                    OpShape(([4, m, 24], [4, m], [m, n, c], [m, c], [m, n, c], [m, n, 1], [m, n, n], [24, n * c]),
+                            ("float", "float", BF16, BF16, BF16, "float", "float", "float"), ("",) * 8))
+
+    assert post is not None and (post.family, post.flops) == ("mHC", 2 * (n + 1) * m * n * c)
+    assert post.bytes == 2 * (2 * m * n * c + m * c) + 4 * (m * n + m * n * n)
+    assert pre is not None and pre.flops == 2 * m * 24 * n * c + 2 * m * n * c
+    assert pre.bytes == 4 * (4 * m * 24 + 4 * m + 24 * n * c) + 2 * m * n * c
+    # the split-K partials summed, the streams folded with the pre mix, the result RMS-normalized
+    assert fold is not None and fold.flops == 4 * m * 24 + 2 * m * n * c + 5 * m * c
+    assert fold.bytes == 4 * (m * n + m * n * n + 4 * m * 24 + 4 * m + 3 + 24) + 2 * (m * c + m * n * c + c)
+    # post, then the new streams projected on chip: each tensor once
+    assert fused is not None and fused.flops == 2 * (n + 1) * m * n * c + 2 * m * 24 * n * c + 2 * m * n * c
+    assert fused.bytes == 4 * (4 * m * 24 + 4 * m + m * n + m * n * n + 24 * n * c) + 2 * (2 * m * n * c + m * c)
+
+
+def test_the_ln_modulate_backward_writes_dx_and_the_modulation_gradients() -> None:
+    # Primus's DiT backward: grad_out and x_norm [1024, 2, 3072], float32 mean and rstd per row, modulation grad.
+    t_b_h = 1024 * 2 * 3072
+    work = op_work("primus::fused_ln_modulate_backward",
+                   OpShape(([1024, 2, 3072], [1024, 2, 3072], [2048], [2048], [2, 3072]),
+                           (BF16, BF16, "float", "float", BF16), ("",) * 5))
+
+    assert work is not None and (work.family, work.flops) == ("NORM", 10 * t_b_h)
+    assert work.bytes == 2 * 2 * t_b_h + 2 * 4 * 2048 + 2 * 2 * 3072 + 2 * t_b_h + 2 * 2 * 2 * 3072

@@ -8,7 +8,7 @@ rows. Kernels without a launching op are in no row (the ops tables count them).
 
 ``unified_perf_summary`` adds the work of one call from :func:`analysis.traces.roofline.op_work` (every family
 it models: GEMM, CONV, SDPA forward and backward, elementwise, normalization, reduction, grouped GEMM, MoE, RoPE,
-cross-entropy, SSM, causal conv1d, quantize, KV cache, MoE routing, Inductor Triton), or why an op stays unpriced
+cross-entropy, SSM, causal conv1d, quantize, KV cache, MoE routing, mHC, Inductor Triton), or why an op stays unpriced
 (:func:`analysis.traces.roofline.unpriced_reason`), and the achieved rates stated both ways:
 ``TFLOP/s`` = total FLOPs / total kernel time (this project's roofline), ``TFLOP/s mean of calls`` = the mean of
 each call's FLOPs / its time (TraceLens's ``TFLOPS/s_mean``); ``TB/s`` likewise. MB and TB/s are decimal.

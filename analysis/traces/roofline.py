@@ -54,6 +54,12 @@ derived in its function's docstring here:
 - Inductor Triton: the ops PyTorch records around Inductor's generated Triton kernels, priced from their pointers'
   shapes, their iteration sizes and the ATen ops their names list (:func:`_inductor_triton`).
 
+And, on the same conventions, each derived from what the op computes in its function's docstring: apex's fused
+conv + bias (+ ReLU), bitsandbytes' int8 GEMM, ``aten::linalg_norm`` and the scans ``cumsum``/``cumprod``, Primus's
+LayerNorm-modulate (and backward), AITER's add-RMSNorm-pad, RMSNorm + MXFP4 cast, MX casts in expert-sorted order,
+mHC hyper-connection ops, exponential sampler and MLA RoPE + KV-cache write, SGLang's shared-expert append and sparse
+(top-k) MLA prefill.
+
 An op no family prices keeps its row in the unified summary with the reason (:func:`unpriced_reason`).
 """
 
@@ -180,7 +186,7 @@ ROPE_OPS = {"FusedRoPEFunc", "FusedRoPEFuncBackward"}
 CROSS_ENTROPY_OPS = {"CrossEntropyFunction"}
 GROUPED_GEMM, MOE, MOE_COMM, ROPE, CROSS_ENTROPY = "grouped GEMM", "MoE", "MoE comm", "RoPE", "cross-entropy"
 SSM, CAUSAL_CONV1D, QUANTIZE, KV_CACHE = "SSM", "causal conv1d", "quantize", "KV cache"
-MOE_ROUTING, INDUCTOR_TRITON = "MoE routing", "Inductor Triton"
+MOE_ROUTING, INDUCTOR_TRITON, MHC = "MoE routing", "Inductor Triton", "mHC"
 # Dense GEMMs recorded as (x [..., K], weight [N, K], bias [N] or nothing), priced as aten::linear. Kept out of
 # GEMM_OPS, whose ops the replay re-runs with torch.
 LINEAR_OPS = {"aiter::gemm_a16w16", "vllm::rocm_unquantized_gemm"}
@@ -259,7 +265,10 @@ GATED_ACTIVATION_OPS = {"aiter::silu_and_mul", "_C::silu_and_mul", "sgl_kernel::
 NORM_BACKWARD_OPS = {"aten::native_layer_norm_backward": (5, 2), "aten::native_batch_norm_backward": (2, 2),
                      "aten::native_group_norm_backward": (4, 2), "aten::_fused_rms_norm_backward": (4, 1),
                      "aten::miopen_batch_norm_backward": (2, 2), "aten::cudnn_batch_norm_backward": (2, 2),
-                     "aten::batch_norm_backward": (2, 2)}
+                     "aten::batch_norm_backward": (2, 2),
+                     # Primus's (grad_out [T, B, H], x_norm [T, B, H], mean, rstd, modulation grad [B, H]): dx and
+                     # the scale and shift gradients [B, H]
+                     "primus::fused_ln_modulate_backward": (4, 2)}
 # Pure data movement into a larger tensor: (input, padding [left, right, top, bottom, ...]) and (input, output_size,
 # scales...) or (input, output_size, scale_factors).
 PAD_OPS = {f"aten::replication_pad{d}d" for d in (1, 2, 3)}
@@ -268,6 +277,55 @@ UPSAMPLE_OPS = {f"aten::upsample_nearest{d}d" for d in (1, 2, 3)}
 SILU_MUL_OPS = {"LigerSiLUMulFunction"}
 # DeepSpeed's Evoformer attention (Q, K, V [B, S, R, H, d], res_mask [B, S, 1, 1, R], pair_bias [B, 1, H, R, R]).
 EVOFORMER_OPS = {"EvoformerAttention"}
+# bitsandbytes' int8 GEMM: int8_linear_matmul(A [..., K], B [N, K]) → int32 [..., N].
+INT8_GEMM_OPS = {"bitsandbytes::int8_linear_matmul"}
+# Primus's LayerNorm fused with a DiT modulation: (x [T, B, H], scale [B, H], shift [B, H], eps).
+LN_MODULATE_OPS = {"primus::fused_ln_modulate"}
+# AITER's residual add + RMS norm + zero pad of the hidden dim (vLLM's wrapper has the same arguments):
+# (x [M, N], weight [N], epsilon, residual [M, N], x_pad_to_multiple) → (out [M, N_out], residual_out [M, N]).
+RMS_NORM_PAD_OPS = {"aiter::fused_add_rmsnorm_pad_", "vllm::rocm_aiter_triton_add_rmsnorm_pad"}
+# AITER's RMS norm fused with an MXFP4 cast (SGLang's profiler name and AITER's op):
+# (x1 [M, N1], x1_weight [N1], x1_epsilon, x2 [M, N2] or None, x2_weight, x2_epsilon, res1 [M, N1] or None, shuffle,
+#  scale_shuffle_padding, output_unquantized_inp1) → x1 normalized (after res1 is added) and cast to MXFP4; x2
+# normalized alone; x1 + res1 and, when asked, x1's unquantized normalization written.
+RMS_NORM_MXFP4_OPS = {"sglang_profiler::fused_mxfp4_quant_fused_rms_mxfp4_quant", "aiter::_fuse_rmsnorm_fp4_quant"}
+# AITER's MX casts fused with the MoE token sort: (out [M, N/2] packed, scales (sorted, padded layout), input [M, N],
+# sorted ids, valid-id count).
+MOE_SORT_QUANT_OPS = {"aiter::fused_dynamic_mx_quant_moe_sort_hip", "aiter::fused_dynamic_mxfp4_quant_moe_sort_hip"}
+# SGLang's shared-expert append: (topk_ids [M, K], topk_weights [M, K], num_fused_shared_experts, scale_factor, N).
+APPEND_SHARED_EXPERTS_OPS = {"sglang_profiler::fused_moe_triton_kernels_fused_append_shared_experts"}
+# AITER's exponential-race sampler: (out ids [T], logits [T, V], exponential noise [T, V], ...).
+SAMPLING_OPS = {"aiter::mixed_sample_outer_exponential"}
+# AITER's RoPE on the rotary slices of MLA's query and key, with the key (latent ‖ rotary) written into the cache:
+# (q_nope [T, H, D_lora], q_pe [T, H, D_pe], k_nope [T, (H_kv,) D_lora], k_pe [T, (H_kv,) D_pe], kv_cache, then, for
+# the concat variant, q_out [T, H, D_lora + D_pe]).
+# SGLang's DeepSeek sparse (top-k) MLA prefill: (q [S, H, d_qk], kv [S_kv, H_kv, d_qk], indices [S, H_kv, top-k],
+# sm_scale, d_v), V being the first d_v of each kv row.
+SPARSE_MLA_OPS = {"sglang_profiler::tilelang_kernel_tilelang_sparse_fwd"}
+MLA_ROPE_CACHE_OPS = {"aiter::fused_qk_rope_cat_and_cache_mla", "aiter::fused_qk_rope_concat_and_cache_mla"}
+# AITER's manifold-constrained hyper-connection (mHC) ops over n residual streams of width C (aiter/ops/mhc.py):
+# where the [M, n, C] streams, the [M, C] layer tensor and the [hc3, K = n·C] projection sit (None: not an argument).
+@dataclass(frozen=True)
+class _Mhc:
+    streams_at: int
+    layer_at: int | None
+    fn_at: int | None
+    post: bool  # recombines: out[m, i] = post_mix[m, i]·layer[m] + Σ_j comb[m, i, j]·residual[m, j]
+    pre_fold: bool = False  # folds the streams into the layer input, RMS-normalized, from split-K partials at 3
+
+
+MHC_OPS: dict[str, _Mhc] = {
+    # (out [M, n, C], layer x [M, C], residual [M, n, C], post_layer_mix [M, n, 1], comb_res_mix [M, n, n], store_nt)
+    "aiter::mhc_post": _Mhc(0, 1, None, post=True),
+    # (out [split_k, M, hc3], sqrsum [split_k, M], x [M, n, C], fn [hc3, n·C], tile_k, is_fn_pack_bf16)
+    "aiter::mhc_pre_gemm_sqrsum": _Mhc(2, None, 3, post=False),
+    # (post_mix [M, n, 1], comb_mix [M, n, n], out [M, C], gemm_out_mul [split_k, M, hc3], gemm_out_sqrsum,
+    #  hc_scale, hc_base, residual [M, n, C], norm_weight [C], ...)
+    "aiter::mhc_pre_big_fuse_rmsnorm": _Mhc(7, 2, None, post=False, pre_fold=True),
+    # (gemm_out_mul, gemm_out_sqrsum, next_residual [M, n, C], layer_input [M, C], residual_in [M, n, C],
+    #  post_layer_mix, comb_res_mix, fn [hc3, n·C], ...)
+    "aiter::mhc_fused_post_pre_gemm_sqrsum": _Mhc(4, 3, 7, post=True),
+}
 # RMS norms of the inference libraries: where the input and the weight sit, and whether a residual is added first
 # (then input and residual are read, the normalized output and the updated residual written).
 @dataclass(frozen=True)
@@ -321,7 +379,12 @@ NORM_OPS = {f"aten::{p}{kind}_norm" for p in ("", "native_") for kind in ("layer
     | {"aten::rms_norm", "aten::_fused_rms_norm", "aten::miopen_batch_norm", "aten::cudnn_batch_norm",
        "aiter::_groupnorm_run"}  # AITER's: aten::group_norm's arguments
 REDUCE_OPS = {f"aten::{n}" for n in ("sum", "mean", "amax", "amin", "max", "min", "norm", "linalg_vector_norm",
-                                     "std", "var", "logsumexp", "cumsum", "cumprod", "prod")}
+                                     "linalg_norm", "std", "var", "logsumexp", "prod")}
+# Where a reduction's dims sit (torch 2.13's schemas): (self, dim, ...) for most, (self, p, dim, keepdim, ...) for
+# the norms (aten::norm.ScalarOpt_dim, linalg_vector_norm, linalg_norm), whose dim is an int list.
+_NORM_DIM_AT = {"aten::norm": 2, "aten::linalg_vector_norm": 2, "aten::linalg_norm": 2}
+# Scans (self, dim, dtype): every prefix kept, so the output is the input's size.
+SCAN_OPS = {"aten::cumsum", "aten::cumprod"}
 
 ROOFLINE_COLUMNS = ["family", "op", "shape", "dtype", "calls", "kernel time ms", "mean us", "GFLOP per call",
                     "MB per call", "FLOP/byte", "TFLOP/s", "TB/s", "peak TFLOP/s", "% of peak FLOP/s",
@@ -331,7 +394,7 @@ ROOFLINE_COLUMNS = ["family", "op", "shape", "dtype", "calls", "kernel time ms",
 @dataclass(frozen=True)
 class OpWork:
     family: str  # GEMM, CONV, SDPA, elementwise, NORM, reduction, grouped GEMM, MoE, MoE comm, RoPE, cross-entropy,
-    # SSM, causal conv1d, quantize, KV cache, MoE routing, Inductor Triton
+    # SSM, causal conv1d, quantize, KV cache, MoE routing, mHC, Inductor Triton
     flops: float
     bytes: float
     shape: str
@@ -444,7 +507,12 @@ _CONV_LAYOUT: dict[str, dict[str, int]] = {
     #  output_mask): the tensors sit one place further right.
     "aten::convolution_backward": {"stride": 4, "padding": 5, "dilation": 6, "transposed": 7,
                                    "output_padding": 8, "groups": 9, "output_mask": 10},
+    # apex's fused conv + bias (+ ReLU) autograd functions: forward(ctx, x, weight, bias, padding, stride), one int
+    # each for every spatial dim (apex/contrib/conv_bias_relu; the bias add and ReLU are not counted, as aten's).
+    **{op: {"bias": 2, "padding": 3, "stride": 4} for op in ("ConvBias_", "ConvBiasReLU_")},
 }
+# Kept out of CONV_OPS: the replay re-runs CONV_OPS through aten::convolution, and these are apex's.
+APEX_CONV_OPS = {"ConvBias_", "ConvBiasReLU_"}
 
 
 def _conv(name: str, shape: OpShape) -> OpWork | None:
@@ -462,7 +530,7 @@ def _conv(name: str, shape: OpShape) -> OpWork | None:
 
     stride, padding, dilation = ints("stride", 1), ints("padding", 0), ints("dilation", 1)
     transposed = bool(_arg(shape, layout["transposed"], False)) if "transposed" in layout else False
-    groups = int(_arg(shape, layout["groups"], 1))
+    groups = int(_arg(shape, layout["groups"], 1)) if "groups" in layout else 1
     if transposed:
         out_channels = w[1] * groups
         out = [(i - 1) * s - 2 * p + d * (k - 1) + o + 1 for i, s, p, d, k, o in
@@ -544,15 +612,36 @@ def _norm(shape: OpShape) -> OpWork | None:
     return _work(NORM, 5 * _numel(x), 2 * _numel(x) + params, shape.types[0], f"{list(x)}")
 
 
-def _reduce(shape: OpShape) -> OpWork | None:
-    """Input read once, output written once; the output's size from the reduced dims (all when none given)."""
+def _reduce(name: str, shape: OpShape) -> OpWork | None:
+    """Input read once, output written once; the output's size from the reduced dims (all when none given: an
+    overload without dims, e.g. ``aten::norm(self, p)``, or a dims argument that is not an int or an int list, e.g.
+    ``aten::std(self, unbiased)``'s flag). One FLOP per input element. ``aten::linalg_norm`` over two dims with
+    ``ord`` 2, -2 or 'nuc' is a matrix norm computed from singular values, which this count does not describe:
+    unpriced."""
     x = _tensor(shape.dims[0])
     if x is None:
         return None
-    dims = _arg(shape, 1, None)
-    reduced = [d % len(x) for d in (dims if isinstance(dims, list) else [dims])] if dims is not None and x else []
+    dims_at = _NORM_DIM_AT.get(name, 1)
+    dims = _arg(shape, dims_at, None) if dims_at < len(shape.types) and shape.types[dims_at] in (
+        "Scalar", "ScalarList") else None
+    listed = dims if isinstance(dims, list) else [dims] if dims is not None else []
+    if not all(type(d) is int for d in listed):
+        listed = []
+    reduced = sorted({d % len(x) for d in listed}) if x else []
+    if name == "aten::linalg_norm" and _arg(shape, 1, None) in (2, -2, 2.0, -2.0, "nuc") \
+            and (len(reduced) == 2 or (not reduced and len(x) == 2)):
+        return None
     out = _numel([n for i, n in enumerate(x) if i not in reduced]) if reduced else 1
     return _work(REDUCTION, _numel(x), _numel(x) + out, shape.types[0], f"{list(x)} over {reduced or 'all'}")
+
+
+def _scan(shape: OpShape) -> OpWork | None:
+    """A running sum or product along one dim (``aten::cumsum``/``cumprod``): one FLOP per element, the input read
+    and an output of the same size written, both at the input's width."""
+    x = _tensor(shape.dims[0])
+    if x is None:
+        return None
+    return _work(REDUCTION, _numel(x), 2 * _numel(x), shape.types[0], f"{list(x)} scan over dim {_arg(shape, 1)}")
 
 
 def _priced(family: str, flops: float, nbytes: float, dtype: str, shape_text: str) -> OpWork:
@@ -1037,7 +1126,7 @@ INDUCTOR_TRITON_OPS = _InductorTritonKernels()
 # The ATen ops a fused kernel's name lists that do arithmetic (one FLOP per element each, the elementwise
 # convention), and those that only move or reshape data (none).
 _ARITHMETIC = frozenset({n.removeprefix("aten::").rstrip("_") for n in ELEMENTWISE_OPS}
-                        | {n.removeprefix("aten::") for n in REDUCE_OPS}
+                        | {n.removeprefix("aten::") for n in REDUCE_OPS | SCAN_OPS}
                         | {"_softmax", "_log_softmax", "softmax", "log_softmax", "native_layer_norm", "var_mean",
                            "argmax", "argmin", "any", "all", "bitwise_xor", "remainder", "fmod", "erfinv",
                            "mm", "bmm", "addmm", "native_dropout_backward", "_softmax_backward_data"})
@@ -1219,13 +1308,178 @@ def _evoformer(shape: OpShape) -> OpWork | None:
                    f"B={b} S={rows} R={residues} H={heads} d={d_qk}")
 
 
+def _int8_gemm(shape: OpShape) -> OpWork | None:
+    """A [..., K] · Bᵀ with B [N, K], both int8, accumulated into an int32 output: 2·M·N·K; bytes A and B read at one
+    byte per value and the int32 output written. No peak table holds int8 rates: judged on bandwidth only."""
+    a, b = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if a is None or b is None or len(a) < 2 or len(b) != 2 or a[-1] != b[1]:
+        return None
+    m, k, n = _numel(a[:-1]), a[-1], b[0]
+    nbytes = m * k * _bpe(shape.types, 0) + n * k * _bpe(shape.types, 1) + 4 * m * n
+    return _priced(GEMM, 2 * m * n * k, nbytes, shape.types[0], f"M={m} N={n} K={k}")
+
+
+def _ln_modulate(shape: OpShape) -> OpWork | None:
+    """y = LayerNorm(x) · (1 + scale) + shift over H, scale and shift per (B, H): the normalizations' 5 FLOPs per
+    element (the modulation takes the affine's place); bytes x read and y written, scale and shift read once, and
+    per row of H a float32 mean and reciprocal std written for the backward."""
+    x = _tensor(shape.dims[0])
+    if x is None or len(x) != 3:
+        return None
+    params = sum(_numel(t) * _bpe(shape.types, i) for i in (1, 2) if (t := _tensor(shape.dims[i])) is not None)
+    rows = _numel(x[:-1])
+    nbytes = 2 * _numel(x) * _bpe(shape.types, 0) + params + 2 * rows * 4
+    return _priced(NORM, 5 * _numel(x), nbytes, shape.types[0], f"{list(x)} modulated")
+
+
+def _rms_norm_pad(shape: OpShape) -> OpWork | None:
+    """r = x + residual; out = RMSNorm(r) · weight, zero-padded to N_out = ⌈N / multiple⌉ · multiple columns: the RMS
+    norm's 5 FLOPs per element and 1 for the add; bytes x, residual and the weight read, r written, and out written
+    with its padding (the zeros are stores too)."""
+    x, w, res = _tensor(shape.dims[0]), _tensor(shape.dims[1]), _tensor(shape.dims[3])
+    if x is None or w is None or len(x) != 2 or res != x:
+        return None
+    m, n = x
+    multiple = int(_arg(shape, 4, 0))
+    n_out = -(-n // multiple) * multiple if multiple > 0 else n
+    bpe = _bpe(shape.types, 0)
+    nbytes = (3 * m * n + m * n_out) * bpe + _numel(w) * _bpe(shape.types, 1)
+    return _priced(NORM, 6 * m * n, nbytes, shape.types[0], f"[{m}, {n}] + residual → [{m}, {n_out}]")
+
+
+def _rms_norm_mxfp4(shape: OpShape) -> OpWork | None:
+    """RMS norm of x1 (5 FLOPs per element; +1 when res1 is added first) cast to MXFP4 (2 per element: block max
+    and scale), and of x2 when given (5 per element). Bytes: x1, its weight, res1, x2 and its weight read; x1's
+    packed FP4 (half a byte per value) and E8M0 scales (one byte per 32 values) written, x1 + res1 written when
+    res1 is given, x2's normalization written, and x1's unquantized normalization when ``output_unquantized_inp1``."""
+    x1, w1 = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    if x1 is None or w1 is None or len(x1) != 2:
+        return None
+    m, n1 = x1
+    bpe = _bpe(shape.types, 0)
+    x2 = _tensor(shape.dims[3]) if len(shape.dims) > 3 else None
+    x2 = x2 if x2 and len(x2) == 2 else None
+    res = _tensor(shape.dims[6]) if len(shape.dims) > 6 else None
+    has_res = res == x1
+    w2 = _tensor(shape.dims[4]) if x2 and len(shape.dims) > 4 else None
+    flops = (8 if has_res else 7) * m * n1 + (5 * _numel(x2) if x2 else 0)
+    nbytes = m * n1 * bpe * (1 + 2 * has_res + bool(_arg(shape, 9, False))) + _numel(w1) * _bpe(shape.types, 1) \
+        + -(-(m * n1) // 2) + m * -(-n1 // MXFP4_BLOCK) \
+        + (2 * _numel(x2) * _bpe(shape.types, 3) if x2 else 0) + (_numel(w2) * _bpe(shape.types, 4) if w2 else 0)
+    text = f"[{m}, {n1}]" + (" + residual" if has_res else "") + " → mxfp4" + (f", x2 {list(x2)}" if x2 else "")
+    return _priced(NORM, flops, nbytes, shape.types[0], text)
+
+
+def _moe_sort_quant(shape: OpShape) -> OpWork | None:
+    """The MX cast of the activation x [M, N] (2 FLOPs per element: block max and scale) written in the experts' sorted
+    order: x read, the recorded output (packed FP4, or FP8) written at its width and one E8M0 scale per 32 values of
+    x. The scale buffer and the sorted ids are padded to their allocation (their filled part depends on the
+    routing), so they count for the values the cast produces, and the small id arrays not at all."""
+    out, x = _tensor(shape.dims[0]), _tensor(shape.dims[2])
+    if out is None or x is None or len(x) != 2:
+        return None
+    m, n = x
+    nbytes = m * n * _bpe(shape.types, 2) + _numel(out) * _bpe(shape.types, 0) + m * -(-n // MXFP4_BLOCK)
+    return _priced(QUANTIZE, 2 * m * n, nbytes, shape.types[2], f"M={m} N={n} → {shape.types[0]}, expert-sorted")
+
+
+def _append_shared_experts(shape: OpShape) -> OpWork | None:
+    """Each token's top-K expert ids and weights copied into rows of K + S, the S shared experts' ids and the common
+    weight filled in after them: no arithmetic; ids and weights read, the wider rows written."""
+    ids, weights = _tensor(shape.dims[0]), _tensor(shape.dims[1])
+    shared = int(_arg(shape, 2))
+    if ids is None or weights is None or len(ids) != 2 or ids != weights or shared < 0:
+        return None
+    m, k = ids
+    width = _bpe(shape.types, 0) + _bpe(shape.types, 1)
+    return _priced(MOE_ROUTING, 0, m * k * width + m * (k + shared) * width, shape.types[1],
+                   f"M={m} top-k={k} + {shared} shared")
+
+
+def _sampling(shape: OpShape) -> OpWork | None:
+    """token[t] = argmax_v logits[t, v] / noise[t, v] (exponential race, which samples the softmax): a divide and a
+    compare per logit (2 FLOPs); logits and noise read, every other recorded tensor (the ids written, per-row
+    temperatures read) once."""
+    logits, noise = _tensor(shape.dims[1]), _tensor(shape.dims[2])
+    if logits is None or noise is None or len(logits) != 2:
+        return None
+    nbytes = sum(_numel(t) * _bpe(shape.types, i) for i, d in enumerate(shape.dims) if (t := _tensor(d)) is not None)
+    return _priced(REDUCTION, 2 * _numel(logits), nbytes, shape.types[1], f"T={logits[0]} V={logits[1]} sampled")
+
+
+def _mla_rope_cache(shape: OpShape) -> OpWork | None:
+    """The rotary slices of Q and K rotated (3 FLOPs per element, the RoPE convention); the four inputs read; Q written
+    whole (latent ‖ rotary, at q_out's width when it is an argument, else the input's) and each token's K row
+    (latent ‖ rotary) written into the cache at the cache's width, a scale per element when that is narrower (1 FLOP
+    each, as a KV-cache write). The positions and cos/sin rows are not counted (a few bytes per token)."""
+    q_nope, q_pe, k_nope, k_pe = (_tensor(shape.dims[i]) for i in range(4))
+    if q_nope is None or q_pe is None or k_nope is None or k_pe is None or len(q_nope) != 3 or len(q_pe) != 3:
+        return None
+    tokens, heads, d_lora = q_nope
+    d_pe = q_pe[2]
+    kv_heads = k_nope[1] if len(k_nope) == 3 else 1
+    q_out = _tensor(shape.dims[5]) if len(shape.dims) > 5 else None
+    bpe_in, bpe_cache = _bpe(shape.types, 0), _bpe(shape.types, 4)
+    bpe_q = _bpe(shape.types, 5) if q_out == (tokens, heads, d_lora + d_pe) else bpe_in
+    q_written, k_written = tokens * heads * (d_lora + d_pe), tokens * kv_heads * (d_lora + d_pe)
+    read = sum(_numel(t) for t in (q_nope, q_pe, k_nope, k_pe)) * bpe_in
+    flops = 3 * tokens * (heads + kv_heads) * d_pe + (q_written if bpe_q < bpe_in else 0) \
+        + (k_written if bpe_cache < bpe_in else 0)
+    return _priced(ROPE, flops, read + q_written * bpe_q + k_written * bpe_cache, shape.types[0],
+                   f"tokens={tokens} heads={heads} kv_heads={kv_heads} d={d_lora}+{d_pe}, cached")
+
+
+def _sparse_mla(shape: OpShape) -> OpWork | None:
+    """Each query token attends the top-k KV rows its indexer picked: Q·Kᵀ over d_qk and P·V over d_v, 2·S·H·k·(d_qk
+    + d_v) FLOPs, an upper bound (a token with fewer than k predecessors pads its index row, and the padding is
+    masked). Bytes Q and the indices read, O [S, H, d_v] written at Q's width, and each KV row that can be picked
+    read once: min(S_kv, S·k) rows (rows picked by several tokens read once: the least traffic)."""
+    q, kv, idx = (_tensor(shape.dims[i]) for i in range(3))
+    if q is None or kv is None or idx is None or len(q) != 3 or len(kv) != 3 or len(idx) != 3:
+        return None
+    s_q, heads, d_qk = q
+    top_k, d_v = idx[2], int(_arg(shape, 4, 512))
+    kv_rows = min(kv[0], s_q * top_k) * kv[1]
+    bpe_q = _bpe(shape.types, 0)
+    nbytes = _numel(q) * bpe_q + _numel(idx) * _bpe(shape.types, 2) + kv_rows * kv[2] * _bpe(shape.types, 1) \
+        + s_q * heads * d_v * bpe_q
+    return _priced(SDPA, 2 * s_q * heads * top_k * (d_qk + d_v), nbytes, shape.types[0],
+                   f"S={s_q} H={heads} top-k={top_k} d={d_qk}/{d_v} sparse")
+
+
+def _mhc(op: _Mhc, shape: OpShape) -> OpWork | None:
+    """mHC keeps n residual streams [M, n, C]. Its post step recombines them with the layer's output x [M, C]:
+    out[m, i, c] = post[m, i]·x[m, c] + Σ_j comb[m, i, j]·res[m, j, c], 2·(n + 1) FLOPs per output element. Its pre
+    projection multiplies the flattened streams [M, K = n·C] by fn [hc3, K] (2·M·hc3·K) and sums each token's squares
+    (2·M·K). Its pre epilogue sums the split-K partials (split_k·M·hc3), folds the streams into the layer input with
+    the pre mix (2·M·n·C) and RMS-normalizes it (5·M·C; the few Sinkhorn steps over the n × n mix are not counted).
+    Bytes: every recorded tensor once, each either read or written once (the fused post + pre keeps the new streams
+    it projects on chip). Vector work here: hc3 = n² + 2n is a few dozen columns, too few for the matrix units to
+    set the pace, so it is judged on bandwidth."""
+    streams = _tensor(shape.dims[op.streams_at])
+    if streams is None or len(streams) != 3:
+        return None
+    m, n, c = streams
+    flops = 2 * (n + 1) * m * n * c if op.post else 0
+    if op.fn_at is not None:
+        fn = _tensor(shape.dims[op.fn_at])
+        if fn is None or len(fn) != 2 or fn[1] != n * c:
+            return None
+        flops += 2 * m * fn[0] * fn[1] + 2 * m * fn[1]
+    if op.pre_fold:
+        partials = _tensor(shape.dims[3])
+        flops += (_numel(partials) if partials else 0) + 2 * m * n * c + 5 * m * c
+    nbytes = sum(_numel(t) * _bpe(shape.types, i) for i, d in enumerate(shape.dims) if (t := _tensor(d)) is not None)
+    return _priced(MHC, flops, nbytes, shape.types[op.streams_at], f"M={m} n={n} C={c}")
+
+
 # --- which model prices which op, and why an op stays unpriced -----------------------------------------------
 
 # The models, in the order they are tried (an op is in one table only).
 _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], ...] = (
     (GEMM_OPS, _gemm), (CONV_OPS, _conv), (SDPA_OPS, lambda n, s: _sdpa(SDPA_OPS[n], s)),
     (ELEMENTWISE_OPS, lambda n, s: _elementwise(s)), (NORM_OPS, lambda n, s: _norm(s)),
-    (REDUCE_OPS, lambda n, s: _reduce(s)), (GROUPED_GEMM_OPS, _grouped_gemm),
+    (REDUCE_OPS, _reduce), (SCAN_OPS, lambda n, s: _scan(s)), (GROUPED_GEMM_OPS, _grouped_gemm),
     (GROUPED_GEMM_VARIABLE_K_OPS, _grouped_gemm_variable_k), (SCALED_MM_OPS, lambda n, s: _gemm("aten::_scaled_mm", s)),
     (TE_GEMM_OPS, lambda n, s: _te_gemm(s)), (BATCHED_GEMM_OPS, lambda n, s: _batched_gemm(BATCHED_GEMM_OPS[n], s)),
     (DYNAMIC_QUANT_GEMM_OPS, lambda n, s: _dynamic_quant_gemm(s)),
@@ -1248,12 +1502,18 @@ _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], .
     (NORM_BACKWARD_OPS, lambda n, s: _norm_backward(*NORM_BACKWARD_OPS[n], s)),
     (PAD_OPS, lambda n, s: _replication_pad(s)), (UPSAMPLE_OPS, lambda n, s: _upsample_nearest(s)),
     (SILU_MUL_OPS, lambda n, s: _silu_mul(s)), (EVOFORMER_OPS, lambda n, s: _evoformer(s)),
+    (APEX_CONV_OPS, _conv), (INT8_GEMM_OPS, lambda n, s: _int8_gemm(s)),
+    (LN_MODULATE_OPS, lambda n, s: _ln_modulate(s)), (RMS_NORM_PAD_OPS, lambda n, s: _rms_norm_pad(s)),
+    (RMS_NORM_MXFP4_OPS, lambda n, s: _rms_norm_mxfp4(s)),
+    (MOE_SORT_QUANT_OPS, lambda n, s: _moe_sort_quant(s)),
+    (APPEND_SHARED_EXPERTS_OPS, lambda n, s: _append_shared_experts(s)), (SAMPLING_OPS, lambda n, s: _sampling(s)),
+    (MLA_ROPE_CACHE_OPS, lambda n, s: _mla_rope_cache(s)), (SPARSE_MLA_OPS, lambda n, s: _sparse_mla(s)),
+    (MHC_OPS, lambda n, s: _mhc(MHC_OPS[n], s)),
     (INDUCTOR_TRITON_OPS, _inductor_triton),
 )
 _NEEDS_CONTEXT = "the context each request attends is not in its recorded arguments (TraceLens reads it from the " \
     "serving engine's step annotation)"
 _LABEL_ONLY = "TraceLens labels it but has no FLOP/byte model either"
-_NOT_YET = "TraceLens has a model for it; this project has none yet"
 # Ops TraceLens's performance model names (PerfModel/torch_op_mapping.py and its extensions, read 2026-11) that
 # stay unpriced here, with the reason the unified summary gives.
 UNPRICED_REASONS: dict[str, str] = {
@@ -1273,20 +1533,9 @@ UNPRICED_REASONS: dict[str, str] = {
                      "aiter::reduce_scatter", "aiter::fused_allreduce_rmsnorm", "aiter::fused_allreduce_rmsnorm_",
                      "sgl_kernel::all_reduce_reg", "sgl_kernel::qr_all_reduce", "sglang::reg_all_gather_into_tensor"),
                     "a collective: its traffic crosses the links between GPUs, which the HBM roofline does not judge"),
-    **dict.fromkeys(("primus::fused_ln_modulate", "primus::fused_ln_modulate_backward",
-                     "bitsandbytes::int8_linear_matmul",
-                     "ConvBias_", "ConvBiasReLU_", "ConvBias_Backward", "ConvBiasReLU_Backward",
-                     "aten::linalg_norm",
-                     "aiter::fused_qk_rope_concat_and_cache_mla",
-                     "aiter::fused_qk_rope_cat_and_cache_mla", "aiter::fused_add_rmsnorm_pad_",
-                     "vllm::rocm_aiter_triton_add_rmsnorm_pad", "aiter::_fuse_rmsnorm_fp4_quant",
-                     "sglang_profiler::fused_mxfp4_quant_fused_rms_mxfp4_quant",
-                     "aiter::fused_dynamic_mx_quant_moe_sort_hip", "aiter::fused_dynamic_mxfp4_quant_moe_sort_hip",
-                     "sglang_profiler::fused_moe_triton_kernels_fused_append_shared_experts", "aiter::mhc_post",
-                     "aiter::mhc_pre_gemm_sqrsum", "aiter::mhc_pre_big_fuse_rmsnorm",
-                     "aiter::mhc_fused_post_pre_gemm_sqrsum",
-                     "aiter::mixed_sample_outer_exponential", "sglang_profiler::tilelang_kernel_tilelang_sparse_fwd"),
-                    _NOT_YET),
+    **dict.fromkeys(("ConvBias_Backward", "ConvBiasReLU_Backward"),
+                    "its record holds only the incoming gradient: the conv's shapes are on its forward's record "
+                    "(TraceLens pairs the two by sequence number, which this reader does not keep)"),
 }
 
 
