@@ -17,8 +17,8 @@ new (query) tokens and kᵢ the tokens it attends, its context including the new
   (generation); plain without ``sqsq``/``sqsk``.
 
 Each parser returns the sums, or one line saying why the name gives none (the op then stays unpriced with it).
-An op call's step is the step annotation whose interval holds the call's (any thread: the engine
-annotates the step on its scheduler thread). Looking it up needs the op attribution and runs only when a report
+An op call's step is the step annotation whose interval holds the call's, on any thread (TraceLens matches them
+by time alone too). Looking it up needs the op attribution and runs only when a report
 prices such an op: the trace reader merely keeps the few annotations whose names start as a step's does.
 """
 
