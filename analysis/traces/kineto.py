@@ -5,12 +5,12 @@ A Kineto trace is one JSON object whose ``traceEvents`` array dominates the file
 run of events at a time (a fast decoder, else the C-accelerated ``raw_decode`` event by event), reads each run
 column by column (:mod:`analysis.traces.event_columns`; a run with anything irregular is read one event at a time,
 with the same result), keeps only what the analyses use (device activities, launch/memcpy/sync runtime calls,
-``ProfilerStep`` windows, host ops as (start, duration, thread, name) columns plus the recorded shapes and strides
-of every op, the collective metadata of communication kernels, compiled-graph regions, and on CPU-only traces the
-Inductor C++ kernel cpu_ops) in compact columns, and drops every other event at once. After reading, each launch is
-linked to its innermost enclosing op and only the ops that launched something are kept: on first use of the
-trace's op attribution (``TraceData.ops``), which alone needs numpy; the read itself imports neither numpy nor
-pandas (see :mod:`analysis.traces.model`).
+``ProfilerStep`` windows, a serving engine's step annotations, host ops as (start, duration, thread, name) columns plus
+the recorded shapes and strides of every op, the collective metadata of communication kernels, compiled-graph regions,
+and on CPU-only traces the Inductor C++ kernel cpu_ops) in compact columns, and drops every other event at once. After
+reading, each launch is linked to its innermost enclosing op and only the ops that launched something are kept: on first
+use of the trace's op attribution (``TraceData.ops``), which alone needs numpy; the read itself imports neither numpy
+nor pandas (see :mod:`analysis.traces.model`).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from analysis.traces.model import (
     TraceData,
     extend,
 )
+from analysis.traces.serving_steps import SERVING_STEP_PREFIXES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -204,6 +205,7 @@ class _Collector:
         self.cpu_name: list[str] = []
         self.cpu_tid = array("q")
         self.steps: list[tuple[str, float, float, bool]] = []
+        self.serving_steps: list[tuple[str, float, float]] = []  # (name, ts, end) in µs
         self.runtime_names: set[str] = set()
         self._keep_runtime: dict[str, bool] = {}
         self._legacy_copy: dict[str, bool] = {}
@@ -375,6 +377,10 @@ class _Collector:
                     self.steps.append((name, times[0], times[0] + times[1], _ANNOTATION_CATS[cat]))
             elif not _ANNOTATION_CATS[cat] and name.startswith("## Call CompiledFxGraph"):
                 self._region(ev, name, index)
+            elif not _ANNOTATION_CATS[cat] and name.startswith(SERVING_STEP_PREFIXES):
+                times = self._times(ev, index)
+                if times is not None:
+                    self.serving_steps.append((name, times[0], times[0] + times[1]))
 
     def _region(self, ev: dict[str, Any], name: str, index: int) -> None:
         times = self._times(ev, index) if COMPILED_REGION.match(name) else None
@@ -761,6 +767,9 @@ def _build(path: Path, col: _Collector, meta: dict[str, Any]) -> TraceData:
     for name, ts, end, on_device in col.steps:
         b.steps.append(StepWindow(name, base * 1000 + round((ts - base) * 1000),
                                   base * 1000 + round((end - base) * 1000), on_device))
+    for name, ts, end in col.serving_steps:
+        b.serving_steps.append(StepWindow(name, base * 1000 + round((ts - base) * 1000),
+                                          base * 1000 + round((end - base) * 1000)))
     dist = meta.get("distributedInfo") or {}
     if isinstance(dist, dict):
         b.rank = _as_int(dist.get("rank"), -1) if "rank" in dist else None
@@ -846,7 +855,7 @@ def _attribute(host: _HostOps, trace: TraceData) -> Attribution:
         event_graph = point_graph if launch is None else _take(point_graph, launch).astype(np.int32)
     ops = OpTable(name_id=np.frombuffer(host.op_name, dtype=np.int32)[used],
                   shape_id=np.frombuffer(host.op_shape, dtype=np.int32)[used], shapes=host.shapes,
-                  dur_ns=(op_end - op_start)[used])
+                  dur_ns=(op_end - op_start)[used], start_ns=op_start[used], end_ns=op_end[used])
     return Attribution(ops, event_op, event_graph)
 
 

@@ -137,6 +137,10 @@ class OpTable:
     shape_id: np.ndarray
     shapes: list[OpShape]
     dur_ns: np.ndarray  # each call's host duration
+    # Each call's host start and end (ns; empty when the reader has no host times): only the serving-step lookup
+    # of KV-cache attention reads them (analysis.traces.serving_steps).
+    start_ns: np.ndarray | None = None
+    end_ns: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.name_id.size)
@@ -219,6 +223,9 @@ class TraceData:
     names: list[str]
     columns: EventColumns
     steps: list[StepWindow] = field(default_factory=list)
+    # A serving engine's step annotations (vLLM ``execute_…``, SGLang ``step[…]``, ATOM ``prefill[…]``/``decode[…]``
+    # user_annotations), by start: the context of KV-cache attention (analysis.traces.serving_steps).
+    serving_steps: list[StepWindow] = field(default_factory=list)
     aggregates: list[KernelAggregate] = field(default_factory=list)
     rank: int | None = None
     world_size: int | None = None
@@ -323,6 +330,7 @@ class TraceBuilder:
         self._name_ids: dict[str, int] = {}
         self.columns = EventColumns()
         self.steps: list[StepWindow] = []
+        self.serving_steps: list[StepWindow] = []
         self.aggregates: list[KernelAggregate] = []
         self.rank: int | None = None
         self.world_size: int | None = None
@@ -391,6 +399,7 @@ class TraceBuilder:
             names=self.names,
             columns=self.columns,
             steps=sorted(self.steps, key=lambda s: s.start_ns),
+            serving_steps=sorted(self.serving_steps, key=lambda s: s.start_ns),
             aggregates=self.aggregates,
             rank=self.rank,
             world_size=self.world_size,

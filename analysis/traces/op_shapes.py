@@ -12,7 +12,9 @@ cross-entropy, SSM, causal conv1d, quantize, KV cache, MoE routing, mHC, Inducto
 (:func:`analysis.traces.roofline.unpriced_reason`), and the achieved rates stated both ways:
 ``TFLOP/s`` = total FLOPs / total kernel time (this project's roofline), ``TFLOP/s mean of calls`` = the mean of
 each call's FLOPs / its time (TraceLens's ``TFLOPS/s_mean``); ``TB/s`` likewise. MB and TB/s are decimal.
-Columns: :data:`UNIQUE_ARGS_COLUMNS`, :data:`UNIFIED_COLUMNS` (documented in docs/trace-reports.md).
+Attention over a KV cache is priced from the serving step around each call (:mod:`analysis.traces.serving_steps`):
+its unified rows are split by the step's sums too (``serving step``), so steps of different context are different
+rows. Columns: :data:`UNIQUE_ARGS_COLUMNS`, :data:`UNIFIED_COLUMNS` (documented in docs/trace-reports.md).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import pandas as pd
 
 from analysis.traces.model import TraceData
 from analysis.traces.ops import Attribution
-from analysis.traces.roofline import DevicePeaks, matrix_peak, op_work, unpriced_reason, versus_peak
+from analysis.traces.roofline import KV_ATTENTION_OPS, DevicePeaks, matrix_peak, op_work, unpriced_reason, versus_peak
+from analysis.traces.serving_steps import StepSums, call_steps
 from analysis.traces.timeline import union_length_by_group
 
 ARG_COLUMNS = ["input dims", "input types", "input strides", "concrete inputs"]
@@ -33,7 +36,7 @@ STAT_COLUMNS = ["kernel time us sum", "kernel time us mean", "kernel time us med
                 "kernel time us min", "kernel time us max"]
 UNIQUE_ARGS_COLUMNS = ["op", "category", *ARG_COLUMNS, "calls", *STAT_COLUMNS, "kernels", "percent",
                        "cumulative percent"]
-UNIFIED_COLUMNS = ["op", "category", "family", *ARG_COLUMNS, "calls", "cpu time us mean", *STAT_COLUMNS,
+UNIFIED_COLUMNS = ["op", "category", "family", *ARG_COLUMNS, "serving step", "calls", "cpu time us mean", *STAT_COLUMNS,
                    "GFLOP per call", "MB per call", "FLOP/byte", "TFLOP/s", "TFLOP/s mean of calls", "TB/s",
                    "TB/s mean of calls", "peak TFLOP/s", "bound", "% of roofline", "has model", "unpriced because",
                    "kernels", "percent", "cumulative percent"]
@@ -60,8 +63,20 @@ def _calls(trace: TraceData, attr: Attribution) -> pd.DataFrame:
     launched[attr.op_index[linked]] = True
     frame = pd.DataFrame({"name_id": ops.name_id, "shape_id": ops.shape_id, "category": category,
                           "kernel_ns": kernel_ns, "cpu_ns": ops.dur_ns if ops.dur_ns.size == n else np.nan,
-                          "call": np.arange(n)})
+                          "call": np.arange(n), "step": ""})
     return frame[launched]
+
+
+def serving_steps_of(trace: TraceData, calls: np.ndarray) -> dict[int, StepSums | str]:
+    """The serving step (its sums, or why none) of each call among ``calls`` (indices into ``trace.ops``) that is
+    attention over a KV cache; looked up only when the trace has such calls (the other ops need no step)."""
+    name_ids = trace.ops.name_id[calls]
+    kv_ids = [i for i in np.unique(name_ids).tolist() if trace.names[i] in KV_ATTENTION_OPS]
+    return call_steps(trace, calls[np.isin(name_ids, kv_ids)].tolist()) if kv_ids else {}
+
+
+def _step_key(step: StepSums | str) -> str:
+    return step.text() if isinstance(step, StepSums) else step
 
 
 def _kernels_cell(trace: TraceData, attr: Attribution, call_group: np.ndarray) -> dict[int, str]:
@@ -78,11 +93,16 @@ def _kernels_cell(trace: TraceData, attr: Attribution, call_group: np.ndarray) -
     return cells
 
 
-def _grouped(trace: TraceData, attr: Attribution) -> pd.DataFrame:
+def _grouped(trace: TraceData, attr: Attribution, by_step: bool = False) -> pd.DataFrame:
+    """The calls grouped by (op, arguments) and, with ``by_step``, by the sums of the serving step around
+    attention over a KV cache (``step``: the sums' text, or why there are none; empty for the other ops)."""
     calls = _calls(trace, attr)
     if calls.empty:
         return calls
-    keys = ["name_id", "shape_id"]
+    steps = serving_steps_of(trace, calls["call"].to_numpy()) if by_step else {}
+    if steps:
+        calls["step"] = [_step_key(steps[c]) if c in steps else "" for c in calls["call"]]
+    keys = ["name_id", "shape_id", "step"]
     calls["group"] = calls.groupby(keys, sort=False).ngroup()
     call_group = np.full(len(trace.ops), -1, dtype=np.int64)
     call_group[calls["call"].to_numpy()] = calls["group"].to_numpy()
@@ -90,6 +110,7 @@ def _grouped(trace: TraceData, attr: Attribution) -> pd.DataFrame:
     stats = us.groupby(calls["group"]).agg(["size", "sum", "mean", "median", "std", "min", "max"])
     first = calls.groupby("group").first()
     out = pd.DataFrame({"name_id": first["name_id"], "shape_id": first["shape_id"], "category": first["category"],
+                        "step_of": [steps.get(int(c)) for c in first["call"]],
                         "calls": stats["size"], "cpu time us mean": (calls["cpu_ns"] / 1e3).groupby(
                             calls["group"]).mean()})
     for col, stat in zip(STAT_COLUMNS, ("sum", "mean", "median", "std", "min", "max"), strict=True):
@@ -114,16 +135,18 @@ def ops_unique_args(trace: TraceData, attr: Attribution) -> pd.DataFrame:
 
 def unified_perf_summary(trace: TraceData, attr: Attribution, peaks: DevicePeaks | None) -> pd.DataFrame:
     """:func:`ops_unique_args` with each row's work and roofline where a model prices the op."""
-    grouped = _grouped(trace, attr)
+    grouped = _grouped(trace, attr, by_step=True)
     if grouped.empty:
         return pd.DataFrame(columns=UNIFIED_COLUMNS)
     rows = []
     for row in grouped.itertuples(index=False):
         shape_id = int(row.shape_id)
         shape = trace.ops.shapes[shape_id] if shape_id >= 0 else None
-        work = op_work(row.op, shape) if shape is not None else None
+        step = row.step_of
+        work = op_work(row.op, shape, step) if shape is not None else None
         perf: dict[str, Any] = {"family": "", "has model": work is not None,
-                                "unpriced because": "" if work is not None else unpriced_reason(row.op, shape)}
+                                "serving step": step.text() if isinstance(step, StepSums) else "",
+                                "unpriced because": "" if work is not None else unpriced_reason(row.op, shape, step)}
         times = row.call_times[row.call_times > 0] / 1e9  # s
         if work is not None and times.size:
             seconds = float(times.sum())

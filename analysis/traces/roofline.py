@@ -60,6 +60,12 @@ LayerNorm-modulate (and backward), AITER's add-RMSNorm-pad, RMSNorm + MXFP4 cast
 mHC hyper-connection ops, exponential sampler and MLA RoPE + KV-cache write, SGLang's shared-expert append and sparse
 (top-k) MLA prefill.
 
+Attention over a KV cache (vLLM's unified attention, AITER's varlen, FMHA v3 and paged decode kernels, SGLang's
+ragged paged attention, gated-delta linear attention) records its packed tensors but not the context each request
+attends: :func:`op_work` takes the sums of the serving step around the call (:mod:`analysis.traces.serving_steps`)
+and prices the pairs they give (:func:`_kv_attention`, :func:`_gated_delta`); AITER's DeepSeek-V4 sparse prefill
+records its picked slots and needs no step.
+
 An op no family prices keeps its row in the unified summary with the reason (:func:`unpriced_reason`).
 """
 
@@ -77,6 +83,7 @@ import pandas as pd
 from analysis.traces.categories import CONV, ELEMENTWISE, ELEMENTWISE_OPS, GEMM, NORM, REDUCTION, SDPA
 from analysis.traces.model import OpShape, TraceData
 from analysis.traces.ops import Attribution
+from analysis.traces.serving_steps import NO_STEP, PhaseSums, StepSums, call_steps
 
 # Bytes per element of the dtype names Kineto writes (lower-cased), after TraceLens' name2bpe.
 _BYTES = {"double": 8, "long int": 8, "long": 8, "c10::complex<float>": 8, "float": 4, "int": 4,
@@ -302,6 +309,7 @@ SAMPLING_OPS = {"aiter::mixed_sample_outer_exponential"}
 # SGLang's DeepSeek sparse (top-k) MLA prefill: (q [S, H, d_qk], kv [S_kv, H_kv, d_qk], indices [S, H_kv, top-k],
 # sm_scale, d_v), V being the first d_v of each kv row.
 SPARSE_MLA_OPS = {"sglang_profiler::tilelang_kernel_tilelang_sparse_fwd"}
+OPUS_SPARSE_PREFILL_OPS = {"aiter::pa_sparse_prefill_opus_fwd"}
 MLA_ROPE_CACHE_OPS = {"aiter::fused_qk_rope_cat_and_cache_mla", "aiter::fused_qk_rope_concat_and_cache_mla"}
 # AITER's manifold-constrained hyper-connection (mHC) ops over n residual streams of width C (aiter/ops/mhc.py):
 # where the [M, n, C] streams, the [M, C] layer tensor and the [hc3, K = n·C] projection sit (None: not an argument).
@@ -394,7 +402,7 @@ ROOFLINE_COLUMNS = ["family", "op", "shape", "dtype", "calls", "kernel time ms",
 @dataclass(frozen=True)
 class OpWork:
     family: str  # GEMM, CONV, SDPA, elementwise, NORM, reduction, grouped GEMM, MoE, MoE comm, RoPE, cross-entropy,
-    # SSM, causal conv1d, quantize, KV cache, MoE routing, mHC, Inductor Triton
+    # SSM (and gated-delta linear attention), causal conv1d, quantize, KV cache, MoE routing, mHC, Inductor Triton
     flops: float
     bytes: float
     shape: str
@@ -448,13 +456,16 @@ def _numel(t: Sequence[int]) -> int:
     return math.prod(t)
 
 
-def op_work(name: str, shape: OpShape) -> OpWork | None:
-    """FLOPs and bytes of one op call, or None when the op has no model or its shapes are not usable."""
-    model = _model_of(name)
-    if model is None:
-        return None
+def op_work(name: str, shape: OpShape, step: StepSums | str | None = None) -> OpWork | None:
+    """FLOPs and bytes of one op call, or None when the op has no model or its shapes are not usable. ``step``:
+    the sums of the serving step around the call (:mod:`analysis.traces.serving_steps`), which attention over a
+    KV cache (:data:`KV_ATTENTION_OPS`) needs; a text (why there are none) or None leaves such an op unpriced."""
+    kv = KV_ATTENTION_OPS.get(name)
     try:
-        return model(name, shape)
+        if kv is not None:
+            return kv(shape, step) if isinstance(step, StepSums) else None
+        model = _model_of(name)
+        return None if model is None else model(name, shape)
     except (IndexError, TypeError, ValueError, ZeroDivisionError):
         return None  # a shape list that does not fit the op's schema: the op stays in the tables, unpriced
 
@@ -1447,6 +1458,96 @@ def _sparse_mla(shape: OpShape) -> OpWork | None:
                    f"S={s_q} H={heads} top-k={top_k} d={d_qk}/{d_v} sparse")
 
 
+@dataclass(frozen=True)
+class _KvAttention:
+    """Where an attention op over a KV cache keeps q [T, H_q, d_qk] and its K (the K/V heads at axis
+    ``heads_kv_axis``), the tensor whose last dimension is d_v (None: d_v = d_qk) and, for a decode kernel, its
+    sliding-window argument (``Concrete Inputs``; ≤ 0 is full attention). K and V are priced at the recorded K's
+    width (vLLM's and the varlen ops record the new tokens' K, which an FP8 cache may store narrower)."""
+
+    q_at: int
+    k_at: int
+    heads_kv_axis: int
+    v_at: int | None
+    decode_only: bool = False
+    window_at: int | None = None
+
+
+def _attended_pairs(p: PhaseSums) -> float:
+    """Query-key pairs a phase's requests score: request i's j-th new token (0-based) attends the kᵢ − qᵢ cached
+    tokens and the new ones up to itself, kᵢ − qᵢ + j + 1 keys, so Σⱼ = qᵢ·kᵢ − (qᵢ² − qᵢ)/2, and over the requests
+    Σq·k − (Σq² − Σq)/2 (a decode token, q = 1, attends all k)."""
+    return p.qk - (p.qq - p.q) / 2
+
+
+def _kv_attention(op: _KvAttention, shape: OpShape, step: StepSums) -> OpWork | None:
+    """Attention of a serving step's requests over their KV cache, priced from the step's sums
+    (:mod:`analysis.traces.serving_steps`): FLOPs the two products Q·Kᵀ and P·V over the attended pairs,
+    2·H_q·(d_qk + d_v)·pairs with pairs = Σq·k − (Σq² − Σq)/2 summed over the context and generation requests
+    (:func:`_attended_pairs`; 4·H_q·d·Σq·k for decode with d_qk = d_v = d; TraceLens counts Σq·k − Σq²/2, which
+    differs by Σq/2 pairs per prefill step: 0.01 % on 2 requests of 7k tokens). Bytes the least traffic: Q read and O
+    written for each new token, Σq·H_q·(d_qk + d_v) at Q's width, and each request's K and V read once over its
+    context, Σk·H_kv·(d_qk + d_v) at the cache's width. A decode-only kernel reads the generation sums only; under a
+    sliding window W each decode token attends min(k, W) keys, taken over the step as min(Σq·k, Σq·W) (exact when
+    every context is on one side of W, else an upper bound)."""
+    q, k = _tensor(shape.dims[op.q_at]), _tensor(shape.dims[op.k_at])
+    v = _tensor(shape.dims[op.v_at]) if op.v_at is not None else None
+    if q is None or k is None or len(q) != 3 or (op.v_at is not None and not v):
+        return None
+    _, h_q, d_qk = q
+    h_kv, d_v = k[op.heads_kv_axis], (v[-1] if v else d_qk)
+    phases = [step.generation] if op.decode_only else [step.context, step.generation]
+    window = int(_arg(shape, op.window_at, 0)) if op.window_at is not None else 0
+    if op.decode_only and window > 0:
+        g = step.generation
+        phases = [PhaseSums(g.q, min(g.k, g.q * window), g.qq, min(g.qk, g.q * window))]
+    pairs = sum(_attended_pairs(p) for p in phases)
+    n_q, n_k = sum(p.q for p in phases), sum(p.k for p in phases)
+    if n_q <= 0:
+        return None
+    bpe_q, bpe_kv = _bpe(shape.types, op.q_at), _bpe(shape.types, op.k_at)
+    nbytes = n_q * h_q * (d_qk + d_v) * bpe_q + n_k * h_kv * (d_qk + d_v) * bpe_kv
+    text = f"Σq={n_q} Σk={n_k} pairs={pairs:.0f} H={h_q} H_kv={h_kv} d={d_qk}" + (f"/{d_v}" if d_v != d_qk else "") \
+        + (f" window={window}" if window > 0 else "")
+    return _priced(SDPA, 2 * h_q * (d_qk + d_v) * pairs, nbytes, shape.types[op.q_at], text)
+
+
+def _gated_delta(shape: OpShape, step: StepSums) -> OpWork | None:
+    """Gated-delta linear attention (Qwen3-Next's GDN): mixed_qkv [T, 2·H_k·d_k + H_v·d_v], b and a [T, H_v], out
+    [T, H_v, d_v]. Each value head keeps a d_v × d_k state that every new token decays (1 FLOP per entry), reads
+    with k (2), updates with the delta (2) and reads with q (2): 7·H_v·d_v·d_k per token, over the step's Σq tokens
+    (context and generation), whatever the context (no KV cache). d_k = (D − H_v·d_v) / (2·H_k) with H_k = H_v/2, the
+    head ratio of the models that use it. Bytes each token's q, k, v, a, b read and its output written at the
+    input's width; the recurrent state carried from the previous step is not counted (a lower bound)."""
+    qkv, b, out = _tensor(shape.dims[0]), _tensor(shape.dims[1]), _tensor(shape.dims[3])
+    if qkv is None or b is None or out is None or len(qkv) != 2 or len(b) != 2 or len(out) != 3:
+        return None
+    width, h_v, d_v = qkv[1], b[1], out[2]
+    d_k = (width - h_v * d_v) // h_v
+    tokens = step.context.q + step.generation.q
+    if d_k <= 0 or tokens <= 0:
+        return None
+    nbytes = tokens * (width + 2 * h_v + h_v * d_v) * _bpe(shape.types, 0)
+    return _priced(SSM, 7 * tokens * h_v * d_v * d_k, nbytes, shape.types[0],
+                   f"tokens={tokens} H_v={h_v} d_k={d_k} d_v={d_v} gated delta")
+
+
+def _opus_sparse_prefill(shape: OpShape) -> OpWork | None:
+    """AITER's sparse MLA prefill over picked KV slots: q [N, H, d] and the slot lists kv_indices_prefix (the
+    history each token picked) and kv_indices_extend (its in-chunk window), whose lengths sum to the (token, slot)
+    pairs scored; one latent K/V head of width d: 2·H·pairs·(d + d) FLOPs. Bytes Q read and O written at Q's width
+    and each pair's latent row at the cache's (a slot picked by several tokens counted each time: an upper bound,
+    the record not saying how many slots are distinct)."""
+    q, prefix, extend = _tensor(shape.dims[0]), _tensor(shape.dims[2]), _tensor(shape.dims[5])
+    if q is None or prefix is None or extend is None or len(q) != 3 or not prefix or not extend:
+        return None
+    n, heads, d = q
+    pairs = prefix[0] + extend[0]
+    nbytes = 2 * n * heads * d * _bpe(shape.types, 0) + pairs * d * _bpe(shape.types, 1)
+    return _priced(SDPA, 2 * heads * pairs * 2 * d, nbytes, shape.types[0],
+                   f"N={n} H={heads} d={d} pairs={pairs} sparse")
+
+
 def _mhc(op: _Mhc, shape: OpShape) -> OpWork | None:
     """mHC keeps n residual streams [M, n, C]. Its post step recombines them with the layer's output x [M, C]:
     out[m, i, c] = post[m, i]·x[m, c] + Σ_j comb[m, i, j]·res[m, j, c], 2·(n + 1) FLOPs per output element. Its pre
@@ -1509,18 +1610,25 @@ _MODELS: tuple[tuple[Container[str], Callable[[str, OpShape], OpWork | None]], .
     (APPEND_SHARED_EXPERTS_OPS, lambda n, s: _append_shared_experts(s)), (SAMPLING_OPS, lambda n, s: _sampling(s)),
     (MLA_ROPE_CACHE_OPS, lambda n, s: _mla_rope_cache(s)), (SPARSE_MLA_OPS, lambda n, s: _sparse_mla(s)),
     (MHC_OPS, lambda n, s: _mhc(MHC_OPS[n], s)),
-    (INDUCTOR_TRITON_OPS, _inductor_triton),
+    (INDUCTOR_TRITON_OPS, _inductor_triton), (OPUS_SPARSE_PREFILL_OPS, lambda n, s: _opus_sparse_prefill(s)),
 )
-_NEEDS_CONTEXT = "the context each request attends is not in its recorded arguments (TraceLens reads it from the " \
-    "serving engine's step annotation)"
+_UNIFIED = _KvAttention(q_at=0, k_at=1, heads_kv_axis=-2, v_at=1)
+# The attention ops over a KV cache whose work the serving step's sums give (op_work's ``step``), with the argument
+# layouts of vLLM's, AITER's and SGLang's bindings (as TraceLens reads them, 2026-11).
+KV_ATTENTION_OPS: dict[str, Callable[[OpShape, StepSums], OpWork | None]] = {
+    **dict.fromkeys(("vllm::unified_attention_with_output", "aiter::mha_varlen_fwd"),
+                    lambda s, st: _kv_attention(_UNIFIED, s, st)),
+    "aiter::fmha_v3_varlen_fwd": lambda s, st: _kv_attention(_KvAttention(0, 1, -2, 2), s, st),
+    # (…, query, key_cache [pages, page, H_kv, d], value_cache, …)
+    "sglang_profiler::attention_paged_attention_ragged": lambda s, st: _kv_attention(_KvAttention(2, 3, -2, 4), s, st),
+    # (query, …, key_cache [blocks, H_kv, …], …, sliding_window at 19): a decode kernel
+    "aiter::pa_decode_gluon": lambda s, st: _kv_attention(_KvAttention(0, 2, 1, None, True, 19), s, st),
+    **dict.fromkeys(("vllm::gdn_attention_core", "aiter::linear_attention_with_output_base"), _gated_delta),
+}
 _LABEL_ONLY = "TraceLens labels it but has no FLOP/byte model either"
 # Ops TraceLens's performance model names (PerfModel/torch_op_mapping.py and its extensions, read 2026-11) that
 # stay unpriced here, with the reason the unified summary gives.
 UNPRICED_REASONS: dict[str, str] = {
-    **dict.fromkeys(("vllm::unified_attention_with_output", "aiter::mha_varlen_fwd", "aiter::fmha_v3_varlen_fwd",
-                     "aiter::pa_decode_gluon", "sglang_profiler::attention_paged_attention_ragged",
-                     "aiter::pa_sparse_prefill_opus_fwd", "vllm::gdn_attention_core",
-                     "aiter::linear_attention_with_output_base"), _NEEDS_CONTEXT),
     **dict.fromkeys(("MambaSplitConv1dScanCombinedFnBackward", "DaoAILab::_causal_conv1d_bwd_cpp",
                      "CrossEntropyFunctionBackward", "MoEDispatchBackward", "MoECombineBackward",
                      "TokenPermuteMaskMap", "TokenPermuteMaskMapBackward", "aiter::moe_sorting_opus_fwd",
@@ -1539,11 +1647,13 @@ UNPRICED_REASONS: dict[str, str] = {
 }
 
 
-def unpriced_reason(name: str, shape: OpShape | None) -> str:
+def unpriced_reason(name: str, shape: OpShape | None, step: StepSums | str | None = None) -> str:
     """Why :func:`op_work` gives an op call no FLOPs and bytes (call it only when it gave none)."""
     if shape is None:
         return "no arguments recorded (profile with record_shapes=True)"
-    if _model_of(name) is not None:
+    if name in KV_ATTENTION_OPS and not isinstance(step, StepSums):
+        return f"attention over a KV cache: {step or NO_STEP}"
+    if _model_of(name) is not None or name in KV_ATTENTION_OPS:
         return "its recorded arguments do not fit its family's model (shapes, dtypes or flags)"
     return UNPRICED_REASONS.get(name, "no FLOP/byte model for this op")
 
@@ -1619,22 +1729,26 @@ def device_sentence(trace: TraceData, peaks: DevicePeaks | None) -> str:
 
 
 def roofline_table(trace: TraceData, attr: Attribution, peaks: DevicePeaks | None) -> pd.DataFrame:
-    """One row per (op, shapes, dtypes) that launched kernels and has a FLOP/byte model."""
+    """One row per (op, shapes, dtypes) that launched kernels and has a FLOP/byte model (attention over a KV
+    cache: per serving step sums too, which the shape text states)."""
     ops = trace.ops
     if not len(ops) or not ops.shapes:
         return pd.DataFrame(columns=ROOFLINE_COLUMNS)
     linked = attr.op_index >= 0
     time_per_op = np.bincount(attr.op_index[linked], weights=trace.dur_ns[linked], minlength=len(ops))
-    groups: dict[tuple[int, int], list[float]] = {}
-    for i in np.flatnonzero((ops.shape_id >= 0) & (time_per_op > 0)).tolist():
-        key = (int(ops.name_id[i]), int(ops.shape_id[i]))
+    priced = np.flatnonzero((ops.shape_id >= 0) & (time_per_op > 0))
+    kv = [i for i in priced.tolist() if trace.names[int(ops.name_id[i])] in KV_ATTENTION_OPS]
+    steps = call_steps(trace, kv) if kv else {}  # only attention over a KV cache needs its serving step
+    groups: dict[tuple[int, int, StepSums | str | None], list[float]] = {}
+    for i in priced.tolist():
+        key = (int(ops.name_id[i]), int(ops.shape_id[i]), steps.get(i))
         entry = groups.setdefault(key, [0, 0.0])
         entry[0] += 1
         entry[1] += float(time_per_op[i])
     rows = []
-    for (name_id, shape_id), (calls, ns) in groups.items():
+    for (name_id, shape_id, step), (calls, ns) in groups.items():
         name = trace.names[name_id]
-        work = op_work(name, ops.shapes[shape_id])
+        work = op_work(name, ops.shapes[shape_id], step)
         if work is None or ns <= 0:
             continue
         seconds = ns / 1e9
