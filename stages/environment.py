@@ -1,17 +1,23 @@
 """What every stage that compiles or runs compiled code does first inside its environment: apply the variant's
-Inductor config overrides and point Inductor at the shared precompiled-header directory (organize, which only
-reads files, and the upstream launcher do neither)."""
+Inductor config overrides, point Inductor at the shared precompiled-header directory and reuse the side's probe of
+the CPU's vector instruction sets (organize, which only reads files, and the upstream launcher do none of this)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import platform
+import sys
 from pathlib import Path
 from typing import Any
 
+from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.formats.stage_records import HEADER_DIR_ENV, INDUCTOR_CONFIG_ENV
+
+VEC_ISA_RECORD = "prbench-vec-isa.json"  # in the side's Inductor cache: `reuse_vec_isa_probe`
+VEC_ISA_RECORD_VERSION = 1
 
 
 def inductor_overrides() -> dict[str, Any]:
@@ -20,13 +26,20 @@ def inductor_overrides() -> dict[str, Any]:
 
 
 def prepare_inductor(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Share the precompiled headers (``$PRBENCH_INDUCTOR_HEADERS``), then set ``torch._inductor.config`` entries
-    (dotted names such as ``cpp.simdlen``); return what was set. Neither imports torch when it has nothing to do."""
+    """Share the precompiled headers (``$PRBENCH_INDUCTOR_HEADERS``), set ``torch._inductor.config`` entries
+    (dotted names such as ``cpp.simdlen``), then reuse the side's vector-ISA probe (``$TORCHINDUCTOR_CACHE_DIR``);
+    return what was set. Imports torch only for the last two."""
     if os.environ.get(HEADER_DIR_ENV):
         share_precompiled_headers()
     overrides = inductor_overrides() if overrides is None else overrides
-    if not overrides:
-        return overrides
+    if overrides:
+        _set_inductor_config(overrides)
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        reuse_vec_isa_probe(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]))
+    return overrides
+
+
+def _set_inductor_config(overrides: dict[str, Any]) -> None:
     import torch._inductor.config as inductor_config
 
     for dotted, value in overrides.items():
@@ -38,7 +51,6 @@ def prepare_inductor(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
             # A UserError, so the stage's entry wrapper makes it the stage's one "error:" line the host shows.
             raise UserError(f"inductor config: unknown key '{dotted}'")
         setattr(owner, leaf, value)
-    return overrides
 
 
 def share_precompiled_headers() -> None:
@@ -59,6 +71,63 @@ def share_precompiled_headers() -> None:
         return
     codecache._HEADER_DIR = shared
     codecache._HEADER_LOCK_DIR = os.path.join(shared, "locks")
+
+
+def reuse_vec_isa_probe(cache_dir: Path) -> None:
+    """Load-test each of Inductor's vector-ISA test programs once per side and machine, not once per process.
+
+    Before its first C++ kernel a process compiles a test program for each instruction set the CPU reports
+    (AVX-512 VNNI, AVX-512, AVX2 here; compiled once, then found in the cache) and loads each in a Python
+    subprocess, to be sure it does not crash the process that loads it: 1.26 s of every model worker's first call
+    (BertForMaskedLM from the warm cache: 2.5 s → 1.6 s without it), and again in every kernel worker and
+    ``launch_cost``, round after round. A program's path in the side's Inductor cache names its code, flags,
+    compiler and torch, so a load that worked once works again on the same CPU with the same Python: each process
+    of the side now records the programs that loaded (``prbench-vec-isa.json`` in that cache, keyed by the CPU
+    and the Python) and skips those subprocesses for them. Everything else Inductor decides from the probe (which
+    sets are usable, the AVX-512 BF16 flag) it still decides itself, so the picked ISA and every compile flag, and
+    with them the cache keys, are what a full probe gives. A torch without this layout probes as before."""
+    try:
+        from torch._inductor import cpu_vec_isa
+    except ImportError:  # a torch without Inductor (the stand-in torch of the Docker tests)
+        return
+    vec_isa: Any = getattr(cpu_vec_isa, "VecISA", None)
+    probe = getattr(vec_isa, "_probe_load", None)
+    if probe is None or getattr(probe, "remembers", False):
+        return
+    path = cache_dir / VEC_ISA_RECORD
+    key = _vec_isa_key()
+    loaded: list[str] = []
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record.get("key") == key:
+            loaded = [str(program) for program in record["loaded"]]
+
+    def remembered(self: Any, output_path: str) -> bool:
+        if output_path in loaded:
+            return True
+        if not probe(self, output_path):
+            return False
+        loaded.append(output_path)
+        with contextlib.suppress(OSError):
+            atomic_io.write_json(path, {"format_version": VEC_ISA_RECORD_VERSION, "key": key, "loaded": loaded})
+        return True
+
+    remembered.remembers = True  # type: ignore[attr-defined]
+    vec_isa._probe_load = remembered
+
+
+def _vec_isa_key() -> dict[str, Any]:
+    """What a test program's load depends on beyond its path: the CPU (its model and flags) and the Python."""
+    cpu: dict[str, str] = {}
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+        for line in info:
+            name, _, value = line.partition(":")
+            name = name.strip()
+            if name in ("model name", "flags", "Features", "CPU part") and name not in cpu:
+                cpu[name] = " ".join(value.split())
+            if not line.strip() and cpu:
+                break
+    return {"machine": platform.machine(), "cpu": cpu, "python": sys.executable}
 
 
 def lend_precompiled_headers(tmpdir: Path) -> None:
