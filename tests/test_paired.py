@@ -167,7 +167,8 @@ def test_each_worker_start_records_when_it_was_ready_what_its_imports_and_prepar
     for side in ("base", "pr"):
         (startup,) = record.workers[side]["startups"]  # benchmarks/round_cost.py splits the round with these
         assert 0 <= startup["at_s"] < startup["pinned_at_s"] <= first_visit
-        assert 0 < startup["imports_s"] <= startup["ready_s"]
+        # The stand-in worker imports nothing heavy: its imports may round to 0.000 s.
+        assert isinstance(startup["imports_s"], float) and 0 <= startup["imports_s"] <= startup["ready_s"]
         assert [p["items"] for p in startup["prepares"]] == [["A"], ["B"]]
         assert all(p["compile_s"] == 1.5 and p["wall_s"] >= 0 for p in startup["prepares"])
     write_round(tmp_path / "round.json", record)
