@@ -99,7 +99,7 @@ def open_cache(cache: Path, extract_to: Path | None = None) -> Iterator[Path]:
 
 def _extract_data(tar: tarfile.TarFile, destination: Path) -> None:
     """Extract an untrusted archive refusing absolute paths, links out of the tree and device files: the "data"
-    filter where this Python has it (3.11.4+), the same checks by hand on older ones (Debian bookworm's 3.11.2,
+    filter where this Python has it (3.10.12+, 3.11.4+), the same checks by hand on older ones (bookworm's 3.11.2,
     the Python of images built on it)."""
     if hasattr(tarfile, "data_filter"):
         tar.extractall(destination, filter="data")

@@ -277,7 +277,7 @@ def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], No
               placement: Placement | None = None, layout: random.Random | None = None) -> RoundRecord:
     """Time round ``number``; ``layout`` draws each worker's environment padding (fresh entropy by default)."""
     placement = placement or Placement()
-    started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
     device = placement.device or plan.device
     cpus = {last_cpu()}

@@ -429,7 +429,7 @@ def write_record(args: argparse.Namespace, placed: str, settings: SuiteSettings,
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    started = dt.datetime.now(dt.UTC)
+    started = dt.datetime.now(dt.timezone.utc)
     placed = args.device
     args.device = pin_device(args.device, args.platform)
     try:
@@ -460,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(rows)
     finish_archive(settings, cache_dir, rows)
     if args.shard_record is not None:
-        write_record(args, placed, settings, started, (dt.datetime.now(dt.UTC) - started).total_seconds())
+        write_record(args, placed, settings, started, (dt.datetime.now(dt.timezone.utc) - started).total_seconds())
         return 0
     return 0 if any(r["status"] == STATUS_OK for r in rows) else 1
 

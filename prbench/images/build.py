@@ -53,6 +53,11 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES_DIR = PROJECT_ROOT / "docker"
 CHECK_SCRIPT = TEMPLATES_DIR / "check_environment.py"
 TOOL_PACKAGES = ("stages", "analysis")
+# The oldest Python an image runs: the ROCm base images' 3.10 (the host needs 3.11). Everything a build copies from
+# this project into an image (IMAGE_CODE) must work there: tests/test_image_python.py checks it, and ruff's
+# per-file-target-version (pyproject.toml) names the same files.
+IMAGE_PYTHON = (3, 10)
+IMAGE_CODE = (CHECK_SCRIPT, *(PROJECT_ROOT / package for package in TOOL_PACKAGES))
 # Every name a bundled Triton has shipped under, plus the packages ABI-tied to the bundled torch.
 TRITON_PACKAGES = ("triton", "pytorch-triton", "pytorch-triton-rocm", "triton-rocm")
 REMOVED_PACKAGES = ("torch", "torchvision", "torchaudio", *TRITON_PACKAGES)
