@@ -21,6 +21,7 @@ from prbench.images.image_lock import compare, plan_from_lock
 from prbench.images.wheels import hashed_requirements
 from prbench.recipes import load_recipe
 from tests.store_support import write_wheel
+from tests.triton_trees import triton_tree
 
 TARGET = WheelTarget("3.11", ("manylinux_2_36_x86_64", "linux_x86_64"), abi="cp311")
 
@@ -265,15 +266,9 @@ def test_a_rocm_build_takes_llvm_from_the_store_and_records_its_url_and_checksum
     import git
     from docker_support import commit_all, make_pytorch
 
-    # A Triton tree whose setup.py downloads LLVM as Triton 3.2-3.4 do (the shape prbench.images.triton_setup reads).
-    triton = tmp_path / "triton"
+    # A Triton tree whose setup.py downloads LLVM as Triton 3.4 does (the stand-in of tests/triton_trees.py).
+    triton = triton_tree(tmp_path / "triton", "3.4")
     repo = git.Repo.init(triton)
-    (triton / "cmake").mkdir(parents=True)
-    (triton / "cmake" / "llvm-hash.txt").write_text("b5cc222d7429fe6f18c787f633d5262fac2e676f\n")
-    (triton / "setup.py").write_text(
-        "def is_offline_build():\n    return check_env_flag('TRITON_OFFLINE_BUILD', '')\n\n"
-        "def get_llvm_package_info():\n    name = f'llvm-{rev}-{system_suffix}'\n"
-        "    url = f'https://oaitriton.blob.core.windows.net/public/llvm-builds/{name}.tar.gz'\n")
     triton_commit = commit_all(repo, "triton with an LLVM download")
     _, pytorch_commit = make_pytorch(tmp_path / "pytorch", triton_commit)
     recipe = write_recipe("bookworm-rocm-path.toml", tmp_path, digest=ZERO_DIGEST, pytorch_commit=pytorch_commit)
@@ -290,7 +285,7 @@ def test_a_rocm_build_takes_llvm_from_the_store_and_records_its_url_and_checksum
     assert (entry["origin"], entry["sha256"]) == (url, llvm.sha256)  # what the lock's store section lists
     env = (tmp_path / "context" / "downloads" / "env.sh").read_text()
     assert "export LLVM_SYSPATH=/opt/prbench/downloads/llvm/llvm-b5cc222d-ubuntu-x64" in env
-    assert "export TRITON_OFFLINE_BUILD=1" in env
+    assert "export TRITON_OFFLINE_BUILD=1" in env and "export TRITON_BUILD_PROTON=OFF" in env
     place = (tmp_path / "context" / "downloads" / "place.sh").read_text()
     assert "tar -xf /opt/prbench/downloads/llvm/llvm-b5cc222d-ubuntu-x64.tar.gz -C /opt/prbench/downloads/llvm" in place
     assert (tmp_path / "context" / "downloads" / "llvm" / llvm.name).read_bytes() == b"an LLVM build, fetched once"

@@ -1,125 +1,26 @@
-"""What Triton's build downloads by itself, read from the Triton tree being built: a user building Triton 3.0, 3.2
-or 3.4 for CUDA or ROCm gets each URL the build would fetch and the environment that makes it use the stored copy.
+"""What Triton's build downloads by itself, read from the Triton tree being built: a user building Triton 3.0, 3.2,
+3.4, 3.5 or main for CUDA or ROCm gets each URL the build would fetch and the environment that makes it use the
+stored copy, with Proton and the C++ unit tests switched off.
 
-The trees are stand-ins written here: the files Triton's setup reads (cmake/llvm-hash.txt, the NVIDIA toolchain
-versions, pybind11-version.txt) and a setup.py with the same shape of download code as the release's own.
+The trees are the stand-ins of tests/triton_trees.py: the files Triton's build reads (cmake/llvm-hash.txt or
+cmake/llvm-info.json, the NVIDIA toolchain versions, json-version.txt, pybind11-version.txt) and a setup.py (and on
+main python/build_helpers.py) with the same shape of download code as the real trees.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from analysis.errors import UserError
-from prbench.images.content_store import TritonDownload, triton_downloads
-
-LLVM_HASH = "b5cc222d7429fe6f18c787f633d5262fac2e676f\n"
-LLVM_BASE = "https://oaitriton.blob.core.windows.net/public/llvm-builds"
-JSON_URL = "https://github.com/nlohmann/json/releases/download/v3.11.3/include.zip"
-REDIST = "https://developer.download.nvidia.com/compute/cuda/redist"
-
-COMMON = f'''
-def get_json_package_info():
-    return Package("json", "", "{JSON_URL}", "JSON_INCLUDE_DIR", "", "JSON_SYSPATH")
-
-
-def get_llvm_package_info():
-    with open(os.path.join(get_base_dir(), "cmake", "llvm-hash.txt")) as f:
-        rev = f.read(8)
-    name = f"llvm-{{rev}}-{{system_suffix}}"
-    url = f"{LLVM_BASE}/{{name}}.tar.gz"
-    return Package("llvm", name, url, "LLVM_INCLUDE_DIRS", "LLVM_LIBRARY_DIR", "LLVM_SYSPATH")
-'''
-
-# Triton 3.0: python/setup.py, pybind11 fetched too, NVIDIA conda packages from one .txt version, no offline switch.
-SETUP_3_0 = COMMON + '''
-def get_pybind11_package_info():
-    version = open(os.path.join(get_base_dir(), "cmake", "pybind11-version.txt")).read().strip()
-    url = f"https://github.com/pybind/pybind11/archive/refs/tags/v{version}.tar.gz"
-    return Package("pybind11", f"pybind11-{version}", url, "PYBIND11_INCLUDE_DIR", "", "PYBIND11_SYSPATH")
-
-
-def download_and_copy(name, src_path, variable, version, url_func):
-    if variable in os.environ:
-        return
-    arch = {"x86_64": "64", "arm64": "aarch64", "aarch64": "aarch64"}[platform.machine()]
-    url = url_func(arch, version)
-
-
-NVIDIA_TOOLCHAIN_VERSION = open(os.path.join(get_base_dir(), "cmake", "nvidia-toolchain-version.txt")).read().strip()
-download_and_copy(name="ptxas", src_path="bin/ptxas", variable="TRITON_PTXAS_PATH", version=NVIDIA_TOOLCHAIN_VERSION,
-    url_func=lambda arch, version: f"https://anaconda.org/nvidia/cuda-nvcc/{version}/download/linux-{arch}/cuda-nvcc-{version}-0.tar.bz2")
-download_and_copy(name="cudacrt", src_path="include", variable="TRITON_CUDACRT_PATH", version=NVIDIA_TOOLCHAIN_VERSION,
-    url_func=lambda arch, version: f"https://anaconda.org/nvidia/cuda-nvcc/{version}/download/linux-{arch}/cuda-nvcc-{version}-0.tar.bz2")
-download_and_copy(name="cupti", src_path="include", variable="TRITON_CUPTI_PATH", version=NVIDIA_TOOLCHAIN_VERSION,
-    url_func=lambda arch, version: f"https://anaconda.org/nvidia/cuda-cupti/{version}/download/linux-{arch}/cuda-cupti-{version}-0.tar.bz2")
-'''
-
-def redist_call(name: str, tool: str, inside: str, variable: str, key: str) -> str:
-    """One download_and_copy call of the redist kind, as 3.2 and 3.4 write them."""
-    archive = f"cuda_{tool}-{{system}}-{{arch}}-{{version}}-archive"
-    return (f'    download_and_copy(name="{name}", src_func=lambda system, arch, version: f"{archive}/{inside}",\n'
-            f'        dst_path="{inside}", variable="{variable}", version=NVIDIA_TOOLCHAIN_VERSION["{key}"],\n'
-            f'        url_func=lambda system, arch, version:\n'
-            f'        f"{REDIST}/cuda_{tool}/{{system}}-{{arch}}/{archive}.tar.xz")\n')
-
-
-REDIST_CALLS = """
-def is_offline_build():
-    return check_env_flag("TRITON_OFFLINE_BUILD", "")
-
-
-def download_and_copy(name, src_func, dst_path, variable, version, url_func):
-    if is_offline_build():
-        return
-    arch = {"arm64": "sbsa", "aarch64": "sbsa"}.get(platform.machine(), platform.machine())
-
-
-def build_extension():
-    if is_offline_build():
-        cmake_args += ["-DTRITON_BUILD_UT=OFF"]
-    extra = os.getenv("TRITON_APPEND_CMAKE_ARGS")
-
-
-def download_and_copy_dependencies():
-    with open(os.path.join(get_base_dir(), "cmake", "nvidia-toolchain-version.json")) as f:
-        NVIDIA_TOOLCHAIN_VERSION = json.load(f)
-""" + "".join([
-    redist_call("nvcc", "nvcc", "bin/ptxas", "TRITON_PTXAS_PATH", "ptxas"),
-    redist_call("nvcc", "nvcc", "include", "TRITON_CUDACRT_PATH", "cudacrt"),
-    redist_call("cupti", "cupti", "include", "TRITON_CUPTI_INCLUDE_PATH", "cupti"),
-    redist_call("cupti", "cupti", "lib", "TRITON_CUPTI_LIB_PATH", "cupti"),
-])
-
-# Triton 3.2: python/setup.py, per-tool versions from JSON (with a Blackwell ptxas), an offline switch.
-SETUP_3_2 = COMMON + REDIST_CALLS + redist_call("nvcc", "nvcc", "bin/ptxas", "TRITON_PTXAS_PATH", "ptxas-blackwell")
-
-# Triton 3.4: setup.py at the repository root, the same download code.
-SETUP_3_4 = COMMON + REDIST_CALLS
-
-VERSIONS_3_2 = {"ptxas": "12.4.99", "ptxas-blackwell": "12.8.61", "cuobjdump": "12.4.99", "nvdisasm": "12.4.99",
-                "cudacrt": "12.4.99", "cudart": "12.4.99", "cupti": "12.4.99"}
-VERSIONS_3_4 = {"ptxas": "12.8.93", "cuobjdump": "12.8.55", "nvdisasm": "12.8.55", "cudacrt": "12.8.61",
-                "cudart": "12.8.57", "cupti": "12.8.57"}
-
-
-def triton_tree(root: Path, version: str) -> Path:
-    files: dict[str, str] = {"cmake/llvm-hash.txt": LLVM_HASH}
-    if version == "3.0":
-        files |= {"python/setup.py": SETUP_3_0, "cmake/nvidia-toolchain-version.txt": "12.4.99\n",
-                  "cmake/pybind11-version.txt": "2.11.1\n"}
-    elif version == "3.2":
-        files |= {"python/setup.py": SETUP_3_2, "cmake/nvidia-toolchain-version.json": json.dumps(VERSIONS_3_2)}
-    else:
-        files |= {"setup.py": SETUP_3_4, "python/setup.py": "# moved to the repository root\n",
-                  "cmake/nvidia-toolchain-version.json": json.dumps(VERSIONS_3_4, indent=2)}
-    for relative, text in files.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_text(text)
-    return root
+from prbench.images.build_context import fill_context
+from prbench.images.build_plan import BuildPlan
+from prbench.images.content_store import Store, StoreItem, TritonDownload, WheelTarget, triton_downloads
+from tests.triton_trees import JSON_URL, LLVM_BASE, REDIST, triton_tree
 
 
 def by_what(downloads: list[TritonDownload], what: str) -> list[TritonDownload]:
@@ -134,6 +35,7 @@ def test_llvm_is_the_prebuilt_tarball_of_the_pinned_hash_used_through_llvm_syspa
 
     assert llvm.url == f"{LLVM_BASE}/llvm-b5cc222d-ubuntu-x64.tar.gz"
     assert llvm.env["LLVM_SYSPATH"] == "{path}/llvm-b5cc222d-ubuntu-x64"
+    assert llvm.sha256 == ""  # llvm-hash.txt names no checksum: the store records the first fetch
 
 
 def test_the_llvm_build_follows_the_images_machine_and_glibc(tmp_path) -> None:
@@ -149,11 +51,120 @@ def test_the_llvm_build_follows_the_images_machine_and_glibc(tmp_path) -> None:
         llvm_url(machine="riscv64")
 
 
-@pytest.mark.parametrize("version", ["3.0", "3.2", "3.4"])
-def test_json_comes_from_the_url_in_setup_py(tmp_path, version) -> None:
-    [json_download] = by_what(triton_downloads(triton_tree(tmp_path / "t", version), "cuda"), "json")
+# --- Triton 3.5 (PyTorch 2.9's pin) and main ----------------------------------------------------------------------
 
-    assert json_download.url == JSON_URL and json_download.env == {"JSON_SYSPATH": "{path}"}
+NVIDIA_3_5 = [  # (URL, where setup.py looks for it before downloading), in setup.py's order
+    (f"{REDIST}/cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-12.8.93-archive.tar.xz", ".triton/nvidia/nvcc"),
+    (f"{REDIST}/cuda_cuobjdump/linux-x86_64/cuda_cuobjdump-linux-x86_64-12.8.55-archive.tar.xz",
+     ".triton/nvidia/cuobjdump"),
+    (f"{REDIST}/cuda_nvdisasm/linux-x86_64/cuda_nvdisasm-linux-x86_64-12.8.55-archive.tar.xz",
+     ".triton/nvidia/nvdisasm"),
+    (f"{REDIST}/cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-12.8.61-archive.tar.xz", ".triton/nvidia/nvcc"),
+    (f"{REDIST}/cuda_cudart/linux-x86_64/cuda_cudart-linux-x86_64-12.8.57-archive.tar.xz", ".triton/nvidia/cudart"),
+    (f"{REDIST}/cuda_cupti/linux-x86_64/cuda_cupti-linux-x86_64-12.8.90-archive.tar.xz", ".triton/nvidia/cupti"),
+]
+NVIDIA_MAIN = [
+    (f"{REDIST}/cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-12.9.86-archive.tar.xz", ".triton/nvidia/nvcc"),
+    (f"{REDIST}/cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-13.3.33-archive.tar.xz",
+     ".triton/nvidia/nvcc-blackwell"),
+    (f"{REDIST}/cuda_cuobjdump/linux-x86_64/cuda_cuobjdump-linux-x86_64-13.1.80-archive.tar.xz",
+     ".triton/nvidia/cuobjdump"),
+    (f"{REDIST}/cuda_nvdisasm/linux-x86_64/cuda_nvdisasm-linux-x86_64-13.1.80-archive.tar.xz",
+     ".triton/nvidia/nvdisasm"),
+    # CUDA 13 moved the CRT headers out of nvcc: main picks cuda_crt by the cudacrt major version
+    (f"{REDIST}/cuda_crt/linux-x86_64/cuda_crt-linux-x86_64-13.1.80-archive.tar.xz", ".triton/nvidia/nvcc-crt"),
+    (f"{REDIST}/cuda_cudart/linux-x86_64/cuda_cudart-linux-x86_64-13.1.80-archive.tar.xz", ".triton/nvidia/cudart"),
+    (f"{REDIST}/cuda_cupti/linux-x86_64/cuda_cupti-linux-x86_64-12.8.90-archive.tar.xz", ".triton/nvidia/cupti"),
+    (f"{REDIST}/cuda_cupti/linux-x86_64/cuda_cupti-linux-x86_64-13.3.35-archive.tar.xz",
+     ".triton/nvidia/cupti-blackwell"),
+]
+LLVM_3_5 = f"{LLVM_BASE}/llvm-7d5de303-ubuntu-x64.tar.gz"
+LLVM_MAIN = f"{LLVM_BASE}/llvm-941a04e6-ubuntu-x64-1.tar.gz"  # llvm-info.json: hash, system, build number
+LLVM_MAIN_SHA256 = "6da421dd5fe5eda50bb4abf679a86ed8cf7543fd0dbace7398a10828dc7ae2aa"  # its sha256sum["ubuntu-x64"]
+
+
+def test_a_rocm_build_of_3_5_fetches_llvm_only_and_builds_offline_without_proton(tmp_path) -> None:
+    downloads = triton_downloads(triton_tree(tmp_path / "t", "3.5"), "rocm")
+
+    assert [(d.key, d.url) for d in downloads] == [("llvm", LLVM_3_5)]
+    # Offline: setup.py fails instead of fetching and skips the NVIDIA tools and googletest; no Proton: it would
+    # need the CUPTI headers of those tools (and nlohmann/json, which 3.5 fetches for Proton only).
+    assert downloads[0].env == {"LLVM_SYSPATH": "{path}/llvm-7d5de303-ubuntu-x64", "TRITON_OFFLINE_BUILD": "1",
+                                "TRITON_BUILD_PROTON": "OFF"}
+
+
+def test_a_cuda_build_of_3_5_lays_each_nvidia_archive_in_tritons_cache_and_turns_the_unit_tests_off(tmp_path) -> None:
+    downloads = triton_downloads(triton_tree(tmp_path / "t", "3.5"), "cuda")
+
+    assert [d.key for d in downloads] == ["llvm", "nvidia-nvcc-12-8-93", "nvidia-cuobjdump-12-8-55",
+                                          "nvidia-nvdisasm-12-8-55", "nvidia-nvcc-12-8-61", "nvidia-cudart-12-8-57",
+                                          "nvidia-cupti-12-8-90"]  # cupti: include and lib from one archive
+    assert [(d.url, d.unpack_under) for d in by_what(downloads, "nvidia-toolchain")] == NVIDIA_3_5
+    assert {tuple(d.env.items()) for d in by_what(downloads, "nvidia-toolchain")} == {(("TRITON_HOME", "{path}"),)}
+    [llvm] = by_what(downloads, "llvm")
+    assert llvm.url == LLVM_3_5
+    # Not offline (that would skip copying the tools into the backend); no unit tests, no Proton: on 3.5 Proton's
+    # C++ tests are added whenever Proton is built, and they need googletest.
+    assert llvm.env == {"LLVM_SYSPATH": "{path}/llvm-7d5de303-ubuntu-x64", "TRITON_BUILD_PROTON": "OFF",
+                        "TRITON_APPEND_CMAKE_ARGS": "-DTRITON_BUILD_UT=OFF"}
+
+
+def test_main_pins_llvm_in_llvm_info_json_with_its_build_number_and_checksum(tmp_path) -> None:
+    tree = triton_tree(tmp_path / "t", "main")
+
+    [llvm] = by_what(triton_downloads(tree, "rocm"), "llvm")
+
+    assert (llvm.url, llvm.sha256) == (LLVM_MAIN, LLVM_MAIN_SHA256)
+    assert llvm.env["LLVM_SYSPATH"] == "{path}/llvm-941a04e6-ubuntu-x64-1"
+    # main dropped the CentOS build: an old glibc gets the AlmaLinux one, with that build's checksum
+    [old] = by_what(triton_downloads(tree, "rocm", glibc="2.17"), "llvm")
+    assert old.url == f"{LLVM_BASE}/llvm-941a04e6-almalinux-x64-1.tar.gz"
+    assert old.sha256 == "a01e6c491a807af198959300f1020d18f27a56d40961b9d90e0785cd8ad28143"
+
+
+def test_a_rocm_build_of_main_fetches_llvm_and_json_and_builds_offline_without_proton(tmp_path) -> None:
+    downloads = triton_downloads(triton_tree(tmp_path / "t", "main"), "rocm")
+
+    # main's CMake resolves json for every build, Proton or not
+    assert [(d.key, d.url, d.env) for d in downloads] == [
+        ("llvm", LLVM_MAIN, {"LLVM_SYSPATH": "{path}/llvm-941a04e6-ubuntu-x64-1", "TRITON_OFFLINE_BUILD": "1",
+                             "TRITON_BUILD_PROTON": "OFF"}),
+        ("json", JSON_URL, {"JSON_SYSPATH": "{path}"}),
+    ]
+
+
+def test_a_cuda_build_of_main_gets_every_nvidia_archive_of_build_helpers(tmp_path) -> None:
+    downloads = triton_downloads(triton_tree(tmp_path / "t", "main"), "cuda")
+
+    assert [d.key for d in downloads] == [
+        "llvm", "json", "nvidia-nvcc-12-9-86", "nvidia-nvcc-blackwell-13-3-33", "nvidia-cuobjdump-13-1-80",
+        "nvidia-nvdisasm-13-1-80", "nvidia-nvcc-crt-13-1-80", "nvidia-cudart-13-1-80", "nvidia-cupti-12-8-90",
+        "nvidia-cupti-blackwell-13-3-35"]
+    assert [(d.url, d.unpack_under) for d in by_what(downloads, "nvidia-toolchain")] == NVIDIA_MAIN
+    assert by_what(downloads, "llvm")[0].env == {
+        "LLVM_SYSPATH": "{path}/llvm-941a04e6-ubuntu-x64-1", "TRITON_BUILD_PROTON": "OFF",
+        "TRITON_APPEND_CMAKE_ARGS": "-DTRITON_BUILD_UT=OFF"}
+
+
+def test_mains_crt_archive_follows_the_cudacrt_major_version(tmp_path) -> None:
+    tree = triton_tree(tmp_path / "t", "main")
+    versions = tree / "cmake" / "nvidia-toolchain-version.json"
+    versions.write_text(versions.read_text().replace('"cudacrt": "13.1.80"', '"cudacrt": "12.9.86"'))
+
+    [crt] = [d for d in triton_downloads(tree, "cuda") if d.unpack_under == ".triton/nvidia/nvcc-crt"]
+
+    assert crt.url == f"{REDIST}/cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-12.9.86-archive.tar.xz"
+
+
+def test_3_0_to_3_5_fetch_json_only_for_proton_which_is_off_and_main_from_json_version_txt(tmp_path) -> None:
+    for version in ("3.0", "3.2", "3.4", "3.5"):
+        assert by_what(triton_downloads(triton_tree(tmp_path / version, version), "cuda"), "json") == [], version
+    tree = triton_tree(tmp_path / "main", "main")
+    (tree / "cmake" / "json-version.txt").write_text("v3.12.0\n")
+
+    [json_download] = by_what(triton_downloads(tree, "cuda"), "json")
+
+    assert json_download.url == "https://github.com/nlohmann/json/releases/download/v3.12.0/include.zip"
 
 
 def test_pybind11_is_fetched_by_triton_3_0_only(tmp_path) -> None:
@@ -161,7 +172,8 @@ def test_pybind11_is_fetched_by_triton_3_0_only(tmp_path) -> None:
 
     assert pybind11.url == "https://github.com/pybind/pybind11/archive/refs/tags/v2.11.1.tar.gz"
     assert pybind11.env == {"PYBIND11_SYSPATH": "{path}/pybind11-2.11.1"}
-    assert by_what(triton_downloads(triton_tree(tmp_path / "b", "3.4"), "rocm"), "pybind11") == []
+    for version in ("3.4", "3.5", "main"):
+        assert by_what(triton_downloads(triton_tree(tmp_path / version, version), "rocm"), "pybind11") == []
 
 
 def test_a_cuda_build_of_3_4_gets_each_nvidia_archive_laid_in_tritons_own_cache(tmp_path) -> None:
@@ -204,9 +216,11 @@ def test_a_cuda_build_of_3_0_fetches_conda_packages_of_the_one_toolchain_version
     ]
 
 
-@pytest.mark.parametrize("version", ["3.2", "3.4"])
-def test_a_rocm_build_fetches_no_nvidia_tool_and_tells_setup_it_is_offline(tmp_path, version) -> None:
-    downloads = triton_downloads(triton_tree(tmp_path / "t", version), "rocm")
+@pytest.mark.parametrize("version", ["3.2", "3.4", "3.5", "main"])
+@pytest.mark.parametrize("platform", ["rocm", "cpu"])
+def test_a_rocm_or_cpu_build_fetches_no_nvidia_tool_and_tells_setup_it_is_offline(tmp_path, version,
+                                                                                  platform) -> None:
+    downloads = triton_downloads(triton_tree(tmp_path / "t", version), platform)
 
     assert by_what(downloads, "nvidia-toolchain") == []
     assert by_what(downloads, "llvm")[0].env["TRITON_OFFLINE_BUILD"] == "1"
@@ -217,19 +231,45 @@ def test_a_rocm_build_of_3_0_sets_every_nvidia_variable_instead(tmp_path) -> Non
     [llvm] = by_what(triton_downloads(triton_tree(tmp_path / "t", "3.0"), "rocm"), "llvm")
 
     assert {key for key in llvm.env if key.startswith("TRITON_")} == {
-        "TRITON_PTXAS_PATH", "TRITON_CUDACRT_PATH", "TRITON_CUPTI_PATH"}
+        "TRITON_PTXAS_PATH", "TRITON_CUDACRT_PATH", "TRITON_CUPTI_PATH", "TRITON_BUILD_PROTON"}
+
+
+@pytest.mark.parametrize("version", ["3.0", "3.2", "3.4", "3.5", "main"])
+@pytest.mark.parametrize("platform", ["rocm", "cuda"])
+def test_every_build_switches_proton_off(tmp_path, version, platform) -> None:
+    [llvm] = by_what(triton_downloads(triton_tree(tmp_path / "t", version), platform), "llvm")
+
+    assert llvm.env["TRITON_BUILD_PROTON"] == "OFF"
 
 
 def test_a_tree_whose_downloads_prbench_does_not_know_is_one_line(tmp_path) -> None:
-    tree = tmp_path / "triton"
-    (tree / "cmake").mkdir(parents=True)
-    (tree / "cmake" / "llvm-info.json").write_text(json.dumps({"llvm_hash": "4611156032e1", "sha256sum": {}}))
-    (tree / "setup.py").write_text("# downloads happen in CMake; llvm from cmake/llvm-info.json\n")
+    tree = triton_tree(tmp_path / "triton", "main")
+    # a later main that fetches from somewhere else: no LLVM URL of the known form in either file
+    helpers = tree / "python" / "build_helpers.py"
+    helpers.write_text(helpers.read_text().replace("/llvm-builds/{name}.tar.gz", "/llvm/{name}.tar.zst"))
 
-    with pytest.raises(UserError, match=r"setup\.py: no LLVM download of the form prbench knows"):
+    with pytest.raises(UserError, match=r"^\S+: no LLVM download of the form prbench knows in setup\.py or "
+                                        r"python/build_helpers\.py .*not supported yet$"):
         triton_downloads(tree, "cuda")
     with pytest.raises(UserError, match=r"no Triton setup\.py"):
         triton_downloads(tmp_path / "empty", "cuda")
+    (tmp_path / "old" / "setup.py").parent.mkdir()
+    (tmp_path / "old" / "setup.py").write_text("# Triton 2.x: no Proton switch\n")
+    with pytest.raises(UserError, match=r"setup\.py: no TRITON_BUILD_PROTON switch"):
+        triton_downloads(tmp_path / "old", "rocm")
+
+
+@pytest.mark.parametrize(("broken", "message"), [
+    ({"build_number": "one"}, r"llvm-info\.json: expected llvm_hash \(a commit\), build_number"),
+    ({"sha256sum": {"macos-arm64": "0" * 64}}, r"llvm-info\.json: no sha256sum for 'ubuntu-x64'"),
+])
+def test_a_malformed_llvm_info_json_is_named(tmp_path, broken, message) -> None:
+    tree = triton_tree(tmp_path / "t", "main")
+    info = tree / "cmake" / "llvm-info.json"
+    info.write_text(json.dumps({**json.loads(info.read_text()), **broken}))
+
+    with pytest.raises(UserError, match=message):
+        triton_downloads(tree, "rocm")
 
 
 def test_a_missing_version_file_is_named(tmp_path) -> None:
@@ -248,10 +288,97 @@ def test_an_unknown_platform_is_refused(tmp_path) -> None:
         triton_downloads(triton_tree(tmp_path / "t", "3.4"), "metal")
 
 
-@pytest.mark.parametrize(("version", "platform"), [("3.0", "cuda"), ("3.2", "cuda"), ("3.4", "cuda"), ("3.0", "rocm")])
+@pytest.mark.parametrize(("version", "platform"), [("3.0", "cuda"), ("3.2", "cuda"), ("3.4", "cuda"), ("3.0", "rocm"),
+                                                   ("3.5", "cuda"), ("main", "cuda"), ("main", "rocm")])
 def test_each_download_has_a_key_of_its_own_for_the_lock(tmp_path, version, platform) -> None:
     downloads = triton_downloads(triton_tree(tmp_path / "t", version), platform)
 
     keys = [download.key for download in downloads]
     assert len(set(keys)) == len(keys) and all(re.fullmatch(r"[a-z0-9-]+", key) for key in keys), keys
     assert keys[0] == "llvm"
+
+
+# --- through the build plan: the store items an image build of 3.5 or main takes ---------------------------------
+
+TARGET = WheelTarget("3.11", ("manylinux_2_36_x86_64", "linux_x86_64"), abi="cp311")  # the image: x86_64, glibc 2.36
+NVIDIA_KEYS_3_5 = ["nvcc-12-8-93", "cuobjdump-12-8-55", "nvdisasm-12-8-55", "nvcc-12-8-61", "cudart-12-8-57",
+                   "cupti-12-8-90"]
+NVIDIA_KEYS_MAIN = ["nvcc-12-9-86", "nvcc-blackwell-13-3-33", "cuobjdump-13-1-80", "nvdisasm-13-1-80",
+                    "nvcc-crt-13-1-80", "cudart-13-1-80", "cupti-12-8-90", "cupti-blackwell-13-3-35"]
+EXPECTED = {  # every download of a build, as (the lock's used_as, URL), in build-context order
+    ("3.5", "rocm"): [("downloads/llvm", LLVM_3_5)],
+    ("3.5", "cuda"): [("downloads/llvm", LLVM_3_5)] + [
+        (f"downloads/nvidia-{key}", url) for key, (url, _) in zip(NVIDIA_KEYS_3_5, NVIDIA_3_5, strict=True)],
+    ("main", "rocm"): [("downloads/llvm", LLVM_MAIN), ("downloads/json", JSON_URL)],
+    ("main", "cuda"): [("downloads/llvm", LLVM_MAIN), ("downloads/json", JSON_URL)] + [
+        (f"downloads/nvidia-{key}", url) for key, (url, _) in zip(NVIDIA_KEYS_MAIN, NVIDIA_MAIN, strict=True)],
+}
+
+
+def _plan(tmp_path: Path, version: str, platform: str, llvm_sha256: str = LLVM_MAIN_SHA256) -> BuildPlan:
+    """A source build plan of the stand-in PyTorch pinning a Triton clone with the real layout of ``version``
+    (main's llvm-info.json naming ``llvm_sha256`` for the image's LLVM build)."""
+    import git
+    from docker_support import ZERO_DIGEST, commit_all, make_pytorch, write_recipe
+
+    from prbench.images.build import plan_build
+    from prbench.recipes import load_recipe
+
+    triton = triton_tree(tmp_path / "triton", version)
+    if version == "main":
+        info = triton / "cmake" / "llvm-info.json"
+        info.write_text(info.read_text().replace(LLVM_MAIN_SHA256, llvm_sha256))
+    triton_commit = commit_all(git.Repo.init(triton), f"triton {version} layout")
+    _, pytorch_commit = make_pytorch(tmp_path / "pytorch", triton_commit)
+    recipe = write_recipe("bookworm-rocm-path.toml", tmp_path, digest=ZERO_DIGEST, pytorch_commit=pytorch_commit)
+    if platform == "cuda":
+        recipe.write_text(recipe.read_text().replace('platform = "rocm"', 'platform = "cuda"')
+                          .replace('arch = ["gfx942", "gfx950"]', 'arch = ["9.0"]'))
+    return plan_build(load_recipe(str(recipe), tmp_path), pytorch_src=tmp_path / "pytorch", triton_src=triton)
+
+
+def _stored(tmp_path: Path, store: Store, urls: list[str]) -> dict[str, StoreItem]:
+    """Each URL's file in the store, as a store fetched elsewhere and imported (``invoke store import``) has it."""
+    items = {}
+    for url in urls:
+        archive = tmp_path / "fetched" / url.rsplit("/", 1)[1]
+        archive.parent.mkdir(exist_ok=True)
+        archive.write_bytes(f"the file of {url}".encode())
+        items[url] = store.add_file(archive, kind="download", name=archive.name, origin=url)
+    return items
+
+
+@pytest.mark.parametrize(("version", "platform"), list(EXPECTED))
+def test_a_build_plan_takes_every_download_from_the_store_and_fetches_nothing(tmp_path, version, platform) -> None:
+    store = Store(tmp_path / "store")
+    stored = _stored(tmp_path, store, [url for _, url in EXPECTED[version, platform]])
+    plan = _plan(tmp_path, version, platform, llvm_sha256=stored[LLVM_MAIN].sha256 if version == "main" else "")
+    context = tmp_path / "context"
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(urllib.request, "urlopen", _refuse)
+        used = fill_context(plan, store, context, lambda: TARGET, emit=lambda _: None)
+
+    downloads = [(u.used_as, u.item.origin, u.item.sha256) for u in used if u.used_as.startswith("downloads/")]
+    assert downloads == [(use, url, stored[url].sha256) for use, url in EXPECTED[version, platform]]
+    env = (context / "downloads" / "env.sh").read_text()
+    assert "export TRITON_BUILD_PROTON=OFF" in env
+    assert ("export TRITON_OFFLINE_BUILD=1" in env) == (platform == "rocm")
+    assert ("export TRITON_HOME=/opt/prbench/downloads/nvidia-toolchain" in env) == (platform == "cuda")
+    llvm = (LLVM_3_5 if version == "3.5" else LLVM_MAIN).rsplit("/", 1)[1]
+    assert f"tar -xf /opt/prbench/downloads/llvm/{llvm} -C /opt/prbench/downloads/llvm" in (
+        context / "downloads" / "place.sh").read_text()
+
+
+def test_a_stored_llvm_that_is_not_the_one_llvm_info_json_names_is_not_used(tmp_path) -> None:
+    store = Store(tmp_path / "store")
+    _stored(tmp_path, store, [url for _, url in EXPECTED["main", "rocm"]])  # bytes that are not LLVM_MAIN_SHA256's
+    plan = _plan(tmp_path, "main", "rocm")
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(AssertionError, match=r"fetched .*llvm-941a04e6"):
+        patch.setattr(urllib.request, "urlopen", _refuse)
+        fill_context(plan, store, tmp_path / "context", lambda: TARGET, emit=lambda _: None)
+
+
+def _refuse(url, *args, **kwargs):
+    raise AssertionError(f"the build fetched {getattr(url, 'full_url', url)}: the network is off")

@@ -133,7 +133,8 @@ def _downloads(source: _Source, context: Path, platform: str, target: Callable[[
     removals: list[str] = []
     for download in downloads:
         # NVIDIA downloads share a directory (what) but each is its own item (key).
-        item = source.one(f"downloads/{download.key}", partial(_download, source.store, download.url, emit))
+        item = source.one(f"downloads/{download.key}", partial(_download, source.store, download.url,
+                                                               download.sha256, emit))
         where = directory / download.what
         where.mkdir(parents=True, exist_ok=True)
         source.store.materialize([item], where)
@@ -153,11 +154,12 @@ def _downloads(source: _Source, context: Path, platform: str, target: Callable[[
                                                           "local copies of its downloads.", *exports]) + "\n")
 
 
-def _download(store: Store, url: str, emit: Emit) -> StoreItem:
+def _download(store: Store, url: str, sha256: str, emit: Emit) -> StoreItem:
     """The stored file of ``url`` (Triton's URLs name immutable builds: the LLVM hash, a tool's version), else
-    fetched into the store."""
-    kept = next((i for i in store.items() if i.kind == "download" and i.origin == url), None)
-    return kept if kept is not None else store.add_url(url, emit=emit)
+    fetched into the store; where the tree names the file's sha256 (``sha256``, "" if not), only a file with it."""
+    kept = next((i for i in store.items() if i.kind == "download" and i.origin == url
+                 and (not sha256 or i.sha256 == sha256)), None)
+    return kept if kept is not None else store.add_url(url, sha256=sha256 or None, emit=emit)
 
 
 def _machine_and_glibc(target: WheelTarget) -> dict[str, str]:
