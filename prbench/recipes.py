@@ -126,8 +126,13 @@ _SECTION_KEYS = {
     "triton": {"source", "commit", "wheel", "sha256"},
     "pytorch": {"source", "commit", "wheel", "sha256"},
     "pip": {"extra"},
-    "build": {"max_jobs", "apt"},
+    "build": {"max_jobs", "apt", "env"},
 }
+# Variables the image's build steps set themselves, from other recipe keys or from what the build reads: a
+# ``[build] env`` entry may not replace them (MAX_JOBS comes from build.max_jobs or --max-jobs; the arch lists from
+# 'arch'; CMAKE_PREFIX_PATH is unset on purpose, see prbench.images.pytorch_setup).
+RESERVED_BUILD_ENV = ("USE_ROCM", "USE_CUDA", "PYTORCH_ROCM_ARCH", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
+                      "CMAKE_PREFIX_PATH", "AOTRITON_INSTALLED_PREFIX")
 
 
 @dataclass(frozen=True)
@@ -194,6 +199,9 @@ class Recipe:
     inductor_config: dict[str, Any] = field(default_factory=dict)
     patches: tuple[str, ...] = ()
     max_jobs: int | None = None
+    # [build] env: variables of the PyTorch and Triton build steps only (not of the image the stages run in);
+    # prbench.images.pytorch_setup adds its defaults under them.
+    build_env: dict[str, str] = field(default_factory=dict)
     # Debian/Ubuntu packages the base lacks (e.g. python3 in nvidia/cuda images), installed in the base layer.
     apt_packages: tuple[str, ...] = ()
     # Binary pins instead of source builds: [pytorch] wheel + sha256 (then [triton] is a wheel pin or, on the
@@ -290,6 +298,7 @@ def parse_recipe(raw: dict[str, Any], path: Path) -> Recipe:
     max_jobs = check.table(raw, "build").get("max_jobs")
     if max_jobs is not None and (isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1):
         raise UserError(f"{path}: key 'build.max_jobs': expected a positive integer, got {max_jobs!r}")
+    build_env = _parse_build_env(raw, check)
     inductor_config = dict(check.table(raw, "inductor_config"))
     if inductor_config:  # only then: checking names and types imports torch's Inductor config (1-2 s)
         from prbench.inductor_options import check_inductor_config
@@ -310,6 +319,7 @@ def parse_recipe(raw: dict[str, Any], path: Path) -> Recipe:
         inductor_config=inductor_config,
         patches=_parse_patches(raw, check),
         max_jobs=max_jobs,
+        build_env=build_env,
         apt_packages=_parse_apt(raw, check),
         pytorch_wheel=pytorch_wheel,
         triton_wheel=triton_wheel,
@@ -451,6 +461,18 @@ def _parse_apt(raw: dict[str, Any], check: _Checker) -> tuple[str, ...]:
     return tuple(packages)
 
 
+def _parse_build_env(raw: dict[str, Any], check: _Checker) -> dict[str, str]:
+    table = check.table(raw, "build").get("env", {})
+    if not isinstance(table, dict):
+        raise UserError(f"{check.path}: key 'build.env': expected a table, got {type(table).__name__}")
+    env = {name: check.env_value(name, value, prefix="build.env.") for name, value in table.items()}
+    for name in env:
+        if name in RESERVED_BUILD_ENV:
+            raise UserError(f"{check.path}: key {_show('build.env.' + name)}: prbench sets {name} itself "
+                            f"(not settable: {', '.join(RESERVED_BUILD_ENV)}; the build's jobs are build.max_jobs)")
+    return env
+
+
 def _parse_pip_extra(raw: dict[str, Any], check: _Checker) -> tuple[str, ...]:
     entries = check.str_list(check.table(raw, "pip"), "extra", prefix="pip.")
     for i, entry in enumerate(entries):
@@ -554,12 +576,12 @@ class _Checker:
             self.no_control_characters(f"{prefix}{key}[{i}]", item)
         return value
 
-    def env_value(self, name: str, value: Any) -> str:
+    def env_value(self, name: str, value: Any, prefix: str = "env.") -> str:
         if not ENV_NAME_RE.fullmatch(name):
-            raise UserError(f"{self.path}: key {_show('env.' + name)}: not a valid environment variable name")
+            raise UserError(f"{self.path}: key {_show(prefix + name)}: not a valid environment variable name")
         if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise UserError(f"{self.path}: key 'env.{name}': expected a string or number, got {value!r}")
-        self.no_control_characters(f"env.{name}", str(value))
+            raise UserError(f"{self.path}: key '{prefix}{name}': expected a string or number, got {value!r}")
+        self.no_control_characters(f"{prefix}{name}", str(value))
         return str(value)
 
     def no_control_characters(self, key: str, value: str) -> None:

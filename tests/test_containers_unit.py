@@ -131,7 +131,7 @@ def test_cuda_dockerfile_sets_arch_list_and_installs_python_first() -> None:
     assert 'TORCH_CUDA_ARCH_LIST="9.0"' in text
     assert "build_amd.py" not in text and "PYTORCH_ROCM_ARCH" not in text
     assert text.index("apt-get install -y --no-install-recommends -- python3 ") < text.index("pip uninstall")
-    assert "RUN python3 -m pip install --no-index --no-build-isolation -v -e ." in text
+    assert " && python3 -m pip install --no-index --no-build-isolation -v -e ." in text
 
 
 # --- lock comparison and env allow-list ------------------------------------------------------------------

@@ -81,6 +81,7 @@ def twin(recipe: Recipe) -> Recipe:
         apt_packages=tuple(f"pkg{i}" for i in range(len(recipe.apt_packages))),
         pip_extra=tuple(f"pkg{i}" for i in range(len(recipe.pip_extra))),
         env={f"VAR{i}": "value" for i in range(len(recipe.env))},
+        build_env={f"VAR{i}": "value" for i in range(len(recipe.build_env))},
     )
 
 
@@ -89,7 +90,9 @@ def expected_instructions(recipe: Recipe) -> list[str]:
     base = ["FROM", "SHELL", "ENV", *(["RUN"] if recipe.apt_packages else []), "ARG", "COPY", "RUN"]
     # each install from the wheelhouse is a COPY of its group and one pip RUN
     triton = ["COPY", "RUN", "COPY", "RUN", "COPY", "WORKDIR", "RUN"]
-    pytorch = ["COPY", "RUN", "COPY", "WORKDIR", "ENV", *(["RUN"] if recipe.platform == "rocm" else []), "RUN"]
+    # wheelhouse, PyTorch's downloads placed, the tree, hipify on ROCm, the build
+    pytorch = ["COPY", "RUN", "COPY", "RUN", "COPY", "WORKDIR", "ENV", *(["RUN"] if recipe.platform == "rocm" else []),
+               "RUN"]
     wheels = ["COPY", "RUN"]
     extras = ["COPY", "RUN"] if recipe.pip_extra else []
     overlay = ["COPY", "RUN"]
@@ -175,6 +178,7 @@ def hostile(request: pytest.FixtureRequest) -> Recipe:
         apt_packages=SHELL_HOSTILE,
         pip_extra=PIP_HOSTILE,
         env=dict(ENV_HOSTILE),
+        build_env=dict(ENV_HOSTILE),
     )
 
 
@@ -219,12 +223,27 @@ def test_each_hostile_environment_value_is_one_docker_string(hostile: Recipe) ->
         assert docker_double_quoted(env_word(dockerfile, "PYTORCH_ROCM_ARCH")) == ";".join(ARCH_HOSTILE)
 
 
+def test_hostile_build_variables_stay_one_shell_word_in_both_build_steps(hostile: Recipe) -> None:
+    if hostile.is_wheel:
+        pytest.skip("a wheel recipe builds neither PyTorch nor Triton")
+    dockerfile = render(hostile, from_ref=BENIGN_REF)
+
+    for marker in ("-e .", "/downloads/env.sh"):  # the PyTorch step, the Triton step
+        command = run_line(dockerfile, marker)
+        tokens = shell_tokens(command)
+        for name, value in ENV_HOSTILE.items():
+            assert f"{name}={value}" in tokens  # one word, as bash reads it
+        assert operators(command) == operators(run_line(render(twin(hostile)), marker))
+
+
 UNREPRESENTABLE = {
     "a newline in an apt package": {"apt_packages": ("curl\nRUN touch /tmp/x",)},
     "a newline in an environment value": {"env": {"A": "1\nRUN touch /tmp/x"}},
     "a NUL in an environment value": {"env": {"A": "a\x00b"}},
     "a space in an environment name": {"env": {"A B": "1"}},
     "a newline in an environment name": {"env": {"A\nRUN touch /tmp/x": "1"}},
+    "a newline in a build variable": {"build_env": {"A": "1\nRUN touch /tmp/x"}},
+    "a space in a build variable's name": {"build_env": {"A B": "1"}},
     "a newline in an architecture": {"arch": ("gfx942\nRUN touch /tmp/x",)},
     "a base image that cannot be pinned": {"base_image": BaseImage("evil\nRUN touch /tmp/x", DIGEST)},
     "a base image with a space": {"base_image": BaseImage("rocm/pytorch AS evil", DIGEST)},

@@ -19,11 +19,12 @@ import pytest
 from analysis.errors import UserError
 from prbench.images.build_context import fill_context
 from prbench.images.build_plan import BuildPlan
-from prbench.images.content_store import Store, StoreItem, TritonDownload, WheelTarget, triton_downloads
+from prbench.images.content_store import Store, StoreItem, WheelTarget, triton_downloads
+from prbench.images.downloads import Download
 from tests.triton_trees import JSON_URL, LLVM_BASE, REDIST, triton_tree
 
 
-def by_what(downloads: list[TritonDownload], what: str) -> list[TritonDownload]:
+def by_what(downloads: list[Download], what: str) -> list[Download]:
     return [download for download in downloads if download.what == what]
 
 

@@ -191,12 +191,17 @@ def test_rocm_and_cuda_dockerfiles_install_only_from_the_wheelhouse_and_archives
     _installs_only_from_the_build_context(text)
     copies = [line.split()[1] for line in text.splitlines() if line.startswith("COPY ")]
     assert set(copies) == {"check_environment.py", "wheels/triton-build", "downloads", "src/triton",
-                           "wheels/pytorch-build", "src/pytorch", "wheels/extra", "overlay.patch", "code"}
+                           "wheels/pytorch-build", "pytorch-downloads", "src/pytorch", "wheels/extra",
+                           "overlay.patch", "code"}
     # Triton's build is pointed at the store's copies of what it would download (LLVM, ...) before it runs
     runs = _run_lines(text)
     triton_build = next(r for r in runs if "-e ." in r and "downloads/env.sh" in r)
     assert triton_build.startswith("RUN . /opt/prbench/downloads/env.sh && python3 -m pip install --no-index ")
     assert text.index("RUN bash /opt/prbench/downloads/place.sh") < text.index("COPY src/triton")
+    # and PyTorch's at its own (AOTriton on ROCm), with the base image's CMAKE_PREFIX_PATH gone
+    pytorch_build = next(r for r in runs if "pytorch-downloads/env.sh" in r)
+    assert pytorch_build.startswith("RUN unset CMAKE_PREFIX_PATH && . /opt/prbench/pytorch-downloads/env.sh && ")
+    assert text.index("RUN bash /opt/prbench/pytorch-downloads/place.sh") < text.index("COPY src/pytorch")
     # the only network a build asks for is apt's (Debian packages the base lacks)
     apt = [r for r in runs if "apt-get" in r]
     assert len(apt) == (1 if recipe.apt_packages else 0)

@@ -25,6 +25,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ from prbench.images.build_plan import (
 )
 from prbench.images.dockerfile_quote import UnsafeValue, dockerfile_value
 from prbench.images.pins import TritonPin, open_repo, resolve_commit, triton_pin
+from prbench.images.pytorch_setup import build_env, host_build_jobs, image_rocm_version
 from prbench.recipes import Recipe, resolve_patch_entry
 
 if TYPE_CHECKING:
@@ -120,6 +122,8 @@ def plan_build(
         pytorch, triton, tp, merge_base = _source_trees(recipe, pytorch_src, triton_src, pytorch_ref, pin,
                                                         merge_base)
     jobs = max_jobs or recipe.max_jobs
+    if jobs is None and not recipe.is_wheel:
+        jobs = host_build_jobs()  # the lock keeps it: a rebuild from the lock uses the same count
     build_args = {"MAX_JOBS": str(jobs)} if jobs else {}
     patches = tuple(_patch_file(entry, f"{recipe.path}: key 'patches'") for entry in recipe.patches)
     dockerfile = render_dockerfile(recipe, pytorch, triton, overlay=overlay is not None,
@@ -207,6 +211,8 @@ def render_dockerfile(recipe: Recipe, pytorch: SourceTree | None = None, triton:
             overlay_strip=overlay_strip,
             env=sorted(recipe.env.items()),
             apt_packages=list(recipe.apt_packages),
+            pytorch_build_env=sorted(build_env(recipe).items()),
+            triton_build_env=sorted(recipe.build_env.items()),
         )
     except UnsafeValue as exc:
         raise UserError(f"{recipe.path}: cannot render the Dockerfile: {exc}") from None
@@ -302,7 +308,8 @@ def build_image(
     emit(f"building {plan.tag} from {plan.base.name} ({plan.base.digest[:19]}…)")
     with tempfile.TemporaryDirectory(prefix="prbench-build-") as tmp:
         context = Path(tmp)
-        used = prepare_context(plan, context, dockerfile, store, lambda: _wheel_target(client, base.image_id), emit)
+        used = prepare_context(plan, context, dockerfile, store, lambda: _wheel_target(client, base.image_id), emit,
+                               rocm_version=partial(image_rocm_version, client, base.image_id))
         label = {LABEL_STORE: json.dumps([u.to_json() for u in used], sort_keys=True)}
         image_id, steps = _stream_build(plan, client, context, log_path, nocache, stream or sys.stdout, label)
     emit(f"built {plan.tag} ({image_id[:19]})" + (f"; log: {log_path}" if log_path else ""))
@@ -316,13 +323,14 @@ def _wheel_target(client, image_id: str):
 
 
 def prepare_context(plan: BuildPlan, context: Path, dockerfile: str, store: Store, target: Callable[[], Any],
-                    emit: Emit = print) -> list[UsedItem]:
-    """The build context: Dockerfile, what the build consumes (from the store), the overlay and our code."""
+                    emit: Emit = print, rocm_version: Callable[[], str] | None = None) -> list[UsedItem]:
+    """The build context: Dockerfile, what the build consumes (from the store), the overlay and our code.
+    ``rocm_version`` reads the base image's ROCm version (AOTriton's runtime is picked by it)."""
     from prbench.images.build_context import fill_context
 
     (context / "Dockerfile").write_text(dockerfile, encoding="utf-8")
     shutil.copy2(CHECK_SCRIPT, context / CHECK_SCRIPT.name)
-    used = fill_context(plan, store, context, target, emit)
+    used = fill_context(plan, store, context, target, emit, rocm_version=rocm_version)
     _apply_patches(plan, context)
     if plan.overlay is not None:
         shutil.copy2(plan.overlay, context / "overlay.patch")

@@ -21,6 +21,7 @@ from analysis.errors import UserError
 from analysis.records import expect_list, expect_str
 from prbench.images.content_store import StoreItem
 from prbench.images.pins import TritonPin
+from prbench.images.pytorch_setup import build_env
 from prbench.recipes import BaseImage, Recipe
 
 IMAGE_REPO = "prbench"
@@ -139,9 +140,15 @@ class BuildPlan:
                 "code_sha256": self.code_sha256,
                 "network_mode": self.network_mode,
                 "builder": "docker-py classic builder",
+                # The PyTorch step's variables (prbench's defaults and the recipe's [build] env); MAX_JOBS is an arg.
+                "env": dict(sorted(self.build_env().items())),
             },
             "env": dict(sorted(self.recipe.env.items())),
         }
+
+    def build_env(self) -> dict[str, str]:
+        """The variables of the PyTorch build step (prbench.images.pytorch_setup.build_env)."""
+        return build_env(self.recipe)
 
     @property
     def inputs_hash(self) -> str:

@@ -8,8 +8,9 @@ items an image rebuilds with the network off and the git clones gone. Items are 
 - ``download``: a file fetched by URL (Triton's LLVM tarball, its NVIDIA tools), checked against its sha256;
 - ``image``: a base image as ``docker save`` wrote it.
 
-What Triton's build downloads by itself (``TritonDownload``, ``triton_downloads``) is read from a Triton tree by
-``prbench.images.triton_setup``; each of those files enters the store through ``add_url``.
+What a source tree's build downloads by itself (``prbench.images.downloads.Download``) is read from a Triton tree by
+``prbench.images.triton_setup`` and from a PyTorch tree by ``prbench.images.pytorch_setup``; each of those files enters
+the store through ``add_url``.
 
 Layout under the root (``~/.cache/prbench/store``, ``$PRBENCH_STORE`` or ``--store``)::
 
@@ -70,7 +71,6 @@ from analysis.records import (
     parse_json,
     read_json,
 )
-from prbench.images.triton_setup import TritonDownload as TritonDownload
 from prbench.images.triton_setup import triton_downloads as triton_downloads
 
 DEFAULT_STORE = Path("~/.cache/prbench/store")

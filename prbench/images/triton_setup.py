@@ -64,11 +64,12 @@ import json
 import operator
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
+from prbench.images.downloads import Download
 
 PLATFORMS = ("cuda", "rocm", "cpu")
 # Where the build keeps downloads it unpacked itself: $TRITON_HOME/.triton/<package>/...
@@ -80,27 +81,8 @@ _JSON_URL = re.compile(r"f[\"'](https://github\.com/nlohmann/json/releases/downl
 _NO_PROTON = {"TRITON_BUILD_PROTON": "OFF"}
 
 
-@dataclass(frozen=True)
-class TritonDownload:
-    """One file Triton's build would fetch, and how to make it use a local copy.
-
-    ``env`` values use ``{path}`` for the directory the file is placed and unpacked in (in the image);
-    ``unpack_under`` is a directory relative to ``{path}`` to unpack into instead ("" = ``{path}`` itself).
-    """
-
-    what: str  # "llvm", "json", "pybind11", "nvidia-toolchain"
-    url: str
-    env: dict[str, str]
-    unpack_under: str = ""
-    tool: str = field(default="", compare=False)  # for people: "nvcc 12.8.93", "LLVM 4611156"
-    # Unique within one triton_downloads() list (several NVIDIA downloads share ``what`` and one directory, and
-    # 3.0 unpacks one archive twice): "llvm", "json", "pybind11", "nvidia-nvcc-12-8-93". [a-z0-9-] only.
-    key: str = ""
-    sha256: str = ""  # what the tree itself expects (llvm-info.json's sha256sum); "" where it names none
-
-
 def triton_downloads(tree: Path, platform: str, *, machine: str = "x86_64",
-                     glibc: str = "2.35") -> list[TritonDownload]:
+                     glibc: str = "2.35") -> list[Download]:
     """Triton's downloads for a build on ``platform`` ("cuda" adds the NVIDIA tools; "rocm"/"cpu" do not), read
     from the source tree ``tree`` (an exported commit). ``machine`` and ``glibc`` are the image's (they pick the
     LLVM build, as the download code does with ``platform.machine()`` and ``platform.libc_ver()``)."""
@@ -180,7 +162,7 @@ def _llvm_system(machine: str, glibc: str, *, centos: bool) -> str:
     return "centos-x64" if centos and version <= 217 else "almalinux-x64"
 
 
-def _llvm(tree: Path, code: Path, text: str, base: str, system: str, switches: dict[str, str]) -> TritonDownload:
+def _llvm(tree: Path, code: Path, text: str, base: str, system: str, switches: dict[str, str]) -> Download:
     sha256 = ""
     if "llvm-info.json" in text:
         relative = "cmake/llvm-info.json"
@@ -205,7 +187,7 @@ def _llvm(tree: Path, code: Path, text: str, base: str, system: str, switches: d
         raise UserError(f"{code}: its LLVM download has no name = f\"llvm-...\" prbench can read")
     values |= {"rev": revision, "system_suffix": system}
     name = _fill(template.group(1), values, code)
-    return TritonDownload("llvm", f"{base}/{name}.tar.gz", {"LLVM_SYSPATH": f"{{path}}/{name}", **switches},
+    return Download("llvm", f"{base}/{name}.tar.gz", {"LLVM_SYSPATH": f"{{path}}/{name}", **switches},
                           tool=f"LLVM {revision}", key="llvm", sha256=sha256)
 
 
@@ -229,21 +211,21 @@ def _json_outside_proton(text: str, code: Path) -> bool:
                and not any(start <= node.lineno <= end for start, end in proton) for node in ast.walk(module))
 
 
-def _json(tree: Path, code: Path, text: str) -> TritonDownload:
+def _json(tree: Path, code: Path, text: str) -> Download:
     template = _JSON_URL.search(text)
     if template is None or "json-version.txt" not in text:
         raise UserError(f"{code}: its nlohmann/json download is not main's (a URL from cmake/json-version.txt)")
     version = _read(tree, "cmake/json-version.txt")
-    return TritonDownload("json", template.group(1).replace("{version}", version), {"JSON_SYSPATH": "{path}"},
+    return Download("json", template.group(1).replace("{version}", version), {"JSON_SYSPATH": "{path}"},
                           tool=f"nlohmann/json {version}", key="json")
 
 
-def _pybind11(tree: Path, code: Path, text: str) -> TritonDownload:
+def _pybind11(tree: Path, code: Path, text: str) -> Download:
     template = re.search(r"f[\"'](https://github\.com/pybind/pybind11/archive/[^\"']*\{version\}[^\"']*)[\"']", text)
     if template is None:
         raise UserError(f"{code}: its pybind11 download has no URL prbench can read")
     version = _read(tree, "cmake/pybind11-version.txt")
-    return TritonDownload("pybind11", template.group(1).replace("{version}", version),
+    return Download("pybind11", template.group(1).replace("{version}", version),
                           {"PYBIND11_SYSPATH": f"{{path}}/pybind11-{version}"}, tool=f"pybind11 {version}",
                           key="pybind11")
 
@@ -362,7 +344,7 @@ def _key(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def _nvidia(tree: Path, code: Path, text: str, machine: str) -> list[TritonDownload]:
+def _nvidia(tree: Path, code: Path, text: str, machine: str) -> list[Download]:
     calls = _download_calls(text, code)
     if not calls:
         return []
@@ -374,14 +356,14 @@ def _nvidia(tree: Path, code: Path, text: str, machine: str) -> list[TritonDownl
         versions = {"": _read(tree, relative)}
     arch = _arch_map(text).get(machine, machine)
     chosen = _major_choices(text, versions)
-    downloads: dict[tuple[str, str], TritonDownload] = {}
+    downloads: dict[tuple[str, str], Download] = {}
     for call in calls:
         version = versions.get(call.version_key)
         if not isinstance(version, str):
             raise UserError(f"{tree / relative}: no version for {call.version_key!r} (the build's {call.name} "
                             "download)")
         url = _render(call.url, {**chosen, "system": "linux", "arch": arch, "version": version}, code)
-        downloads.setdefault((url, call.name), TritonDownload(
+        downloads.setdefault((url, call.name), Download(
             "nvidia-toolchain", url, {"TRITON_HOME": "{path}"}, unpack_under=f"{_CACHE}/nvidia/{call.name}",
             tool=f"{call.name} {version}", key=_key(f"nvidia-{call.name}-{version}")))
     return list(downloads.values())
