@@ -9,6 +9,7 @@ from typing import Any
 
 from invoke import task
 
+from analysis.formats.hip_modules import ROCM_MODELS_PER_PROCESS, ROCM_MODULES_PER_WORKER
 from analysis.stats.numeric_tolerance import FLAG_HELP as NUMERIC_TOLERANCE_HELP
 from analysis.stats.verdict_settings import FLAG_HELP as STATS_FLAG_HELP
 from prbench.cli import LongOnlyFlags, config_value, holds_run, holds_runs_under, resolve_path, user_facing
@@ -456,7 +457,11 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
         "passes": "A-B-B-A blocks per kernel job and model in each round, spread over the round; more passes "
                   "average out visit-to-visit noise (default 16 on the CPU, 2 on a GPU)",
         "models_per_process": "Models kept compiled in one worker per side and round (0 = all; lower it when "
-                              "a GPU cannot hold every model twice)",
+                              f"a GPU cannot hold every model twice; default {ROCM_MODELS_PER_PROCESS} on ROCm, "
+                              "whose processes run out of HIP modules, else 0)",
+        "modules_per_worker": "Kernel modules one kernel worker loads in a round before a fresh worker takes "
+                              "over; a job that fails with HIP error 209 is run once more in a fresh worker "
+                              f"(0 = no limit; default {ROCM_MODULES_PER_WORKER} on ROCm, else 0)",
         **STATS_FLAG_HELP,
         "fail_on": _FAIL_ON_HELP,
         "tolerance": _TOLERANCE_HELP,  # numerical A/B (issue 42)
@@ -488,7 +493,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             warmup=None, iterations=None, recipe=None, run=None, runs_dir=None, env=None, inductor_config=None,
             kernel_warmup="10", kernel_iterations="30", kernel_timeout="300", rounds=None, max_rounds=None,
             budget=None, passes=None,
-            models_per_process="0", confidence=None, alpha=None, margin=None, threshold=None, noise=None,
+            models_per_process=None, modules_per_worker=None, confidence=None, alpha=None, margin=None,
+            threshold=None, noise=None,
             min_ms=None, fail_share=None, fail_on="never", force=None, python=None, profile=False,
             suite_source="builtin",
             upstream_src=None, store=None, save_base=False, executor="local", ray_address=None, devices=None,
@@ -505,7 +511,10 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     fail_on = check_fail_on(fail_on)
     if not pr:
         raise UserError("--pr: required (a git ref in --pytorch-src, a Python-only patch file, or 'installed')")
-    per_process = whole_number("--models-per-process", models_per_process, minimum=0)
+    per_process = None if models_per_process is None else whole_number("--models-per-process", models_per_process,
+                                                                       minimum=0)
+    per_worker = None if modules_per_worker is None else whole_number("--modules-per-worker", modules_per_worker,
+                                                                      minimum=0)
     checked_passes = None if passes is None else whole_number("--passes", passes, minimum=1)
     kernel_warmup_calls = call_count("--kernel-warmup", kernel_warmup, minimum=0)
     kernel_timed_calls = call_count("--kernel-iterations", kernel_iterations, minimum=1)
@@ -534,7 +543,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         kernels=KernelSettings(warmup=kernel_warmup_calls, iterations=kernel_timed_calls, timeout_s=kernel_timeout_s),
         rounds=round_flags.rounds, auto_rounds=round_flags.auto, max_rounds=round_flags.max_rounds,
         budget_s=round_flags.budget_s,
-        passes=checked_passes, models_per_process=per_process, stats=stats,
+        passes=checked_passes, models_per_process=per_process, modules_per_worker=per_worker, stats=stats,
         env=parse_assignments(env or [], "--env"),
         inductor_config=inductor_values,
         force=validate_force(force or []),

@@ -2,11 +2,15 @@
 
     python -m stages.kernels --dir ORGANIZED [--out DIR] [--devices cpu|0,1,...] [--warmup N] [--iterations N]
                              [--timeout S] [--cache-dir DIR] [--filter REGEX] [--jobs 0-31,40 --device D --node N]
+                             [--modules-per-worker N]
 
 One worker per device (pinned with CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES) imports kernel modules and
 times them in-process, so a kernel costs one import and its timed calls instead of a Python start-up
 (the seed ran ``python kernel.py`` per file). A worker that crashes (segfault) or hangs past ``--timeout`` is
-killed and restarted: the kernel gets a failure row with the reason, the run goes on.
+killed and restarted: the kernel gets a failure row with the reason, the run goes on. A worker that has loaded
+``--modules-per-worker`` kernel modules is replaced by a fresh one (default: ROCm's limit, none elsewhere:
+``analysis.formats.hip_modules``; one process runs out of HIP modules after thousands), and a job whose reply
+carries error 209 (``hipErrorNoBinaryForGpu``) runs once more in a fresh worker before its error is recorded.
 
 * Triton kernels: ``get_args()`` then ``call(args)``; on a GPU each timed call is bracketed by device events,
   with the L2 cache flushed (a 256 MiB buffer zeroed) before each one; ``*.best_config`` files are deleted
@@ -44,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
+from analysis.formats.hip_modules import is_error_209, modules_per_worker
 from analysis.formats.round_shards import parse_block_ranges
 from analysis.formats.run_layout import WORK_DIR
 from analysis.formats.stage_records import (
@@ -166,8 +171,11 @@ def graph_job_problem(job: Job, organized: Path) -> str | None:
 # --- worker process (host side) ----------------------------------------------------------------------------------
 
 
-def run_jobs(jobs: list[Job], workers: list[Worker], progress: Callable[[str], None] = print) -> dict[str, Outcome]:
-    """Spread jobs over the workers (one thread each pulls from a shared queue); {relative path: outcome}."""
+def run_jobs(jobs: list[Job], workers: list[Worker], progress: Callable[[str], None] = print,
+             modules_per_worker: int = 0) -> dict[str, Outcome]:
+    """Spread jobs over the workers (one thread each pulls from a shared queue); {relative path: outcome}. A worker
+    is replaced by a fresh one after ``modules_per_worker`` jobs (0: never) and after an error 209
+    (`RecycledWorker`)."""
     pending: queue.Queue[Job] = queue.Queue()
     for job in jobs:
         pending.put(job)
@@ -176,13 +184,14 @@ def run_jobs(jobs: list[Job], workers: list[Worker], progress: Callable[[str], N
     done = [0]
 
     def drive(worker: Worker) -> None:
+        recycled = RecycledWorker(worker, modules_per_worker, progress)
         while True:
             try:
                 job = pending.get_nowait()
             except queue.Empty:
                 return
             try:
-                results = _run_one(worker, job)
+                results = recycled.run(job)
             except Exception as exc:
                 worker.stop()
                 results = {path: Outcome(error=f"runner error: {one_line_error(exc)}") for path in job.kernels.values()}
@@ -201,6 +210,42 @@ def run_jobs(jobs: list[Job], workers: list[Worker], progress: Callable[[str], N
     for worker in workers:
         worker.stop()
     return outcomes
+
+
+class RecycledWorker:
+    """A worker that loads at most ``limit`` kernel modules (0: no limit) before a fresh one takes over, and whose
+    job that failed with error 209 runs once more in a fresh worker (``analysis.formats.hip_modules``)."""
+
+    def __init__(self, worker: Worker, limit: int, say: Callable[[str], None]) -> None:
+        self.worker = worker
+        self.limit = limit
+        self.say = say
+        self.starts = worker.starts  # the worker process the count is for
+        self.loaded = 0
+
+    def run(self, job: Job) -> dict[str, Outcome]:
+        results = self._once(job)
+        if not _error_209(results):
+            return results
+        self.say(f"kernels: {self.worker.name} {Path(job.path).name}: error 209; run again in a fresh worker")
+        self.worker.stop()
+        results = self._once(job)
+        if _error_209(results):
+            self.worker.stop()  # its module table may be full: the next job starts a fresh worker
+        return results
+
+    def _once(self, job: Job) -> dict[str, Outcome]:
+        if self.limit and self.loaded >= self.limit:
+            self.worker.stop()
+        results = _run_one(self.worker, job)  # starts a worker that is not running
+        if self.worker.starts != self.starts:
+            self.starts, self.loaded = self.worker.starts, 0
+        self.loaded += 1
+        return results
+
+
+def _error_209(results: dict[str, Outcome]) -> bool:
+    return any(is_error_209(outcome.error) for outcome in results.values())
 
 
 def _run_one(worker: Worker, job: Job) -> dict[str, Outcome]:
@@ -369,6 +414,7 @@ class RunSettings:
     filter: str | None
     interpreter_iterations: int
     jobs: list[int] | None = None  # one shard of the plan's jobs (``prbench.compare.kernel_shards``); None: every job
+    modules_per_worker: int = 0  # kernel modules per worker process before a fresh one (0: no limit)
 
 
 def detect_platform(devices: list[str]) -> str:
@@ -416,7 +462,8 @@ def run(settings: RunSettings) -> list[KernelRow]:
     ]
     jobs, unrunnable = split_unrunnable(jobs, settings.organized)
     print(f"kernels: {len(rows)} kernels in {len(jobs)} jobs on {len(workers)} worker(s)", flush=True)
-    outcomes = {**unrunnable, **run_jobs(jobs, workers, progress=lambda line: print(line, flush=True))}
+    outcomes = {**unrunnable, **run_jobs(jobs, workers, progress=lambda line: print(line, flush=True),
+                                         modules_per_worker=settings.modules_per_worker)}
     results = [summarize(r, outcomes.get(r.path, Outcome(error="not run")), kernel_gb(settings.organized / r.path))
                for r in rows]
     write_outputs(settings.out, results, outcomes)
@@ -449,7 +496,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the one device to time on instead of --devices (an executor's placement): cpu or a "
                              "GPU index")
     parser.add_argument("--node", default="", help="the node's name (an executor's placement), shown in the log")
+    parser.add_argument("--modules-per-worker", type=int, default=None,
+                        help="kernel modules a worker loads before a fresh one takes over (0: no limit; default: "
+                             "the platform's, analysis.formats.hip_modules)")
     return parser
+
+
+def _per_worker(given: int | None, platform: str) -> int:
+    if given is None:
+        return modules_per_worker(platform)
+    if given < 0:
+        raise UserError(f"--modules-per-worker {given}: expected 0 (no limit) or a positive number")
+    return given
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -467,14 +525,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.node:
         print(f"kernels: on node {args.node}, device {devices[0]}", flush=True)
     out = args.out or args.dir.resolve().parent
+    platform = detect_platform(devices) if args.platform == "auto" else args.platform
     settings = RunSettings(
-        organized=args.dir.resolve(), out=out, devices=devices,
-        platform=detect_platform(devices) if args.platform == "auto" else args.platform,
+        organized=args.dir.resolve(), out=out, devices=devices, platform=platform,
         warmup=args.warmup, iterations=args.iterations, timeout_s=args.timeout,
         cache_dir=args.cache_dir.resolve() if args.cache_dir else None,
         work_dir=(args.work_dir or out / WORK_DIR / "kernels").resolve(), filter=args.filter,
         interpreter_iterations=args.interpreter_iterations,
         jobs=parse_block_ranges(args.jobs, "--jobs") if args.jobs is not None else None,
+        modules_per_worker=_per_worker(args.modules_per_worker, platform),
     )
     results = run(settings)
     failed = [r for r in results if r.status != "ok"]

@@ -23,6 +23,12 @@ worker that crashes or hangs past the job's ``timeout_s`` costs error visits for
 skipped for the rest of the round on that side, and the worker is restarted (models re-prepared) for the next
 block.
 
+Kernel modules: with ``modules_per_worker`` N (``analysis.formats.hip_modules``: ROCm's HIP module table runs out
+when one process loads thousands), the round's blocks are cut into consecutive groups of N, each with fresh workers
+that load only the group's modules. A job whose reply carries error 209 (``hipErrorNoBinaryForGpu``) is timed
+once more in a fresh worker (prepared again); a second 209 is the job's error visit and the job is skipped for the
+rest of the round on that side, as after a crash.
+
 A round may be cut into shards (``analysis.formats.round_shards``): ``--blocks`` times only those blocks (their items
 are the only ones prepared), on ``--device`` instead of the plan's (the workers' environment is pinned to it again,
 with the plan's ``platform``), and the record's ``shards`` entry says where it ran (``--node``). The block numbers,
@@ -57,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
+from analysis.formats.hip_modules import is_error_209
 from analysis.formats.paired_rounds import SIDES, RoundRecord, Visit, write_round
 from analysis.formats.round_shards import parse_block_ranges
 from analysis.formats.stage_records import LAYOUT_PAD_VAR, Block, Plan, PlanJob, device_env, job_items, read_plan
@@ -100,10 +107,11 @@ class Side:
         # imports, each prepare job's wall time and the numbers its reply gave, and when the worker was pinned.
         self.startups: list[dict[str, Any]] = []
 
-    def start_group(self, items: set[str] | None) -> None:
-        """A fresh worker for the group's items (None: everything)."""
+    def start_group(self, blocks: list[tuple[int, Block]]) -> None:
+        """A fresh worker for this side's items of the group's blocks."""
         self.worker.stop()
-        self.prepares = [j for j in self.all_prepares if items is None or set(job_items(j).values()) & items]
+        items = {item for _, block in blocks if (job := block.get(self.name)) for item in job_items(job).values()}
+        self.prepares = [j for j in self.all_prepares if set(job_items(j).values()) & items]
         self.failed = {}
         self._start()
 
@@ -171,7 +179,21 @@ class Side:
         return numbers
 
     def visit(self, job: PlanJob) -> dict[str, tuple[list[float], str]]:
-        """Time one job: {item: (samples, error)}."""
+        """Time one job: {item: (samples, error)}; after an error 209 once more in a fresh worker."""
+        skipped = {item for item in job_items(job).values() if item in self.failed}
+        result = self._visit(job)
+        if not _error_209(result, skipped):
+            return result
+        # The worker's HIP module table may be full: a fresh worker (prepared again) holds only what it loads next.
+        self.say(f"pair: {self.name} {_job_label(job)}: error 209; timed again in a fresh worker")
+        self.worker.stop()
+        result = self._visit(job)
+        if _error_209(result, skipped):
+            self.worker.stop()  # the next job gets a fresh worker; this one is skipped for the round, as a crash
+            self.failed.update({item: error for item, (_, error) in result.items() if item not in skipped})
+        return result
+
+    def _visit(self, job: PlanJob) -> dict[str, tuple[list[float], str]]:
         items = job_items(job)
         if not self.worker.alive:
             self._start()
@@ -196,6 +218,11 @@ class Side:
                 "layout_pad": self.layout_pad, "startups": self.startups}
 
 
+def _error_209(result: dict[str, tuple[list[float], str]], skipped: set[str]) -> bool:
+    """Whether a visit's reply (not an item skipped before it) carries error 209 (`is_error_209`)."""
+    return any(is_error_209(error) for item, (_, error) in result.items() if item not in skipped)
+
+
 def outcomes(job: PlanJob, reply: dict[str, Any]) -> dict[str, tuple[list[float], str]]:
     """A worker's reply split per item; an item without samples (or with a mis-shaped entry) is an error."""
     items = job_items(job)
@@ -218,7 +245,10 @@ def side_order(block: int, number: int, pass_index: int = 0) -> tuple[str, str, 
 
 
 def _label(block: Block) -> str:
-    job = next(j for j in block.values() if j is not None)
+    return _job_label(next(j for j in block.values() if j is not None))
+
+
+def _job_label(job: PlanJob) -> str:
     if "model" in job:
         return job["model"]
     name = Path(job.get("path", "?")).name
@@ -229,20 +259,24 @@ def _block_items(blocks: list[tuple[int, Block]]) -> set[str]:
     return {item for _, block in blocks for job in block.values() if job for item in job_items(job).values()}
 
 
-def _groups(plan: Plan, blocks: list[tuple[int, Block]]) -> list[tuple[set[str], list[tuple[int, Block]]]]:
-    """The items and blocks of each group that has blocks to time, in plan order (one group without groups).
+def _groups(plan: Plan, blocks: list[tuple[int, Block]]) -> list[list[tuple[int, Block]]]:
+    """The blocks of each group that has blocks to time, in plan order (one group without groups): the plan's
+    groups, or consecutive groups of ``modules_per_worker`` blocks (each block holds one job per side at most).
 
     Only the items of ``blocks`` are prepared: a shard of the round loads and compiles its own items only.
     """
-    items = _block_items(blocks)
+    if plan.modules_per_worker:
+        size = plan.modules_per_worker
+        return [blocks[i:i + size] for i in range(0, len(blocks), size)]
     if not plan.groups:
-        return [(items, blocks)] if blocks else []
-    out: list[tuple[set[str], list[tuple[int, Block]]]] = []
+        return [blocks] if blocks else []
+    items = _block_items(blocks)
+    out: list[list[tuple[int, Block]]] = []
     for group in plan.groups:
         members = set(group) & items
         mine = [(i, b) for i, b in blocks if any(set(job_items(j).values()) & members for j in b.values() if j)]
         if mine:
-            out.append((members, mine))
+            out.append(mine)
     return out
 
 
@@ -293,8 +327,8 @@ def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], No
     visits: list[Visit] = []
     done, total = 0, len(blocks) * plan.passes
     try:
-        for items, group in _groups(plan, blocks):
-            _start_together([workers[side] for side in start_order(sides, number)], items)
+        for group in _groups(plan, blocks):
+            _start_together([workers[side] for side in start_order(sides, number)], group)
             for pass_index in range(plan.passes):
                 for index, block in group:
                     order = side_order(index, number, pass_index)
@@ -331,9 +365,9 @@ def start_order(sides: list[str], number: int) -> list[str]:
     return list(sides) if number % 2 else list(reversed(sides))
 
 
-def _start_together(sides: list[Side], items: set[str] | None) -> None:
+def _start_together(sides: list[Side], blocks: list[tuple[int, Block]]) -> None:
     """Start (and prepare) every side's worker at once: start-up is half a round when done one after the other."""
-    threads = [threading.Thread(target=side.start_group, args=(items,), daemon=True) for side in sides]
+    threads = [threading.Thread(target=side.start_group, args=(blocks,), daemon=True) for side in sides]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -2,17 +2,20 @@
 
     python -m tests.fake_paired_worker --worker --result-fd N
 
-A job's ``behave`` decides: ``ok`` (default), ``crash`` (SIGSEGV), ``hang`` (never replies), ``error`` (raises),
-and the ways a reply can be broken on the result channel: ``garbage`` (a stray non-JSON line before the real
-reply), ``half`` (a reply cut in the middle), ``list`` (JSON that is not an object), ``nan`` (NaN samples). A
-kernels job (``analysis.formats.stage_records.Job``, which has no ``behave``) takes it from its file name:
-``/x/garbage.py``. ``sleep`` (seconds ``sleep_s`` before replying: a long kernel), and for the executors' tests
-``kill-parent`` / ``kill-grandparent``: the first time (no file at the job's ``marker`` yet) SIGKILL the paired stage
-that started this worker, or the process that started that stage (a Ray actor), as a node going down would.
-Samples are ``[ms] * iterations`` (``ms`` default 1.0). Models must be prepared before they are timed; a
-prepare replies the job's ``compile_s`` (default 0.0) as the first call's time and logs the models it names as
-prepared later. Every job
-prints one line (pid, CPU affinity, what it did) to the worker's log, for the tests to read.
+A job's ``behave`` decides: ``ok`` (default), ``crash`` (SIGSEGV), ``hang`` (never replies), ``error`` (raises), and
+the ways a reply can be broken on the result channel: ``garbage`` (a stray non-JSON line before the real reply),
+``half`` (a reply cut in the middle), ``list`` (JSON that is not an object), ``nan`` (NaN samples). A kernels job
+(``analysis.formats.stage_records.Job``, which has no ``behave``) takes it from its file name: ``/x/garbage.py``.
+ROCm's HIP module table (``analysis.formats.hip_modules``): ``hip`` loads a module at the job's first timed call in
+this process, and past ``$FAKE_HIP_TABLE`` modules held (default 2) that load fails with error 209 as Triton's HIP
+driver words it, so a fresh worker passes; ``no-binary`` fails every call with error 209 as Inductor's static launcher
+words it on ROCm (a binary for another GPU: no fresh worker helps). ``sleep`` (seconds ``sleep_s`` before replying: a
+long kernel), and for the executors' tests ``kill-parent`` / ``kill-grandparent``: the first time (no file at the
+job's ``marker`` yet) SIGKILL the paired stage that started this worker, or the process that started that stage (a Ray
+actor), as a node going down would. Samples are ``[ms] * iterations`` (``ms`` default 1.0). Models must be prepared
+before they are timed; a prepare replies the job's ``compile_s`` (default 0.0) as the first call's time and logs the
+models it names as prepared later. Every job prints one line (pid, CPU affinity, what it did) to the worker's log, for
+the tests to read.
 """
 
 from __future__ import annotations
@@ -28,7 +31,12 @@ from typing import Any
 from stages.worker_process import serve
 
 prepared: set[str] = set()
+hip_modules: list[str] = []  # the kernel paths whose module this process has loaded
 RESULT_FD = -1
+# hipGetErrorString(209) in the line Triton's HIP driver raises (its own spelling), and the static launcher's line.
+TRITON_HIP_209 = ("Triton Error [HIP]:  Code: 209, Messsage: no kernel image is available for execution on the "
+                  "device")
+STATIC_LAUNCHER_209 = "CUDA driver error: 209"
 
 
 def behaviour(job: dict[str, Any]) -> str:
@@ -48,6 +56,12 @@ def behave(job: dict[str, Any]) -> None:
         time.sleep(3600)
     if what == "error":
         raise RuntimeError("the kernel raised")
+    if what == "hip" and job.get("kind") != "load" and job["path"] not in hip_modules:
+        if len(hip_modules) >= int(os.environ.get("FAKE_HIP_TABLE", "2")):
+            raise RuntimeError(TRITON_HIP_209)
+        hip_modules.append(job["path"])
+    if what == "no-binary" and job.get("kind") != "load":
+        raise RuntimeError(STATIC_LAUNCHER_209)
     if what == "sleep":
         time.sleep(float(job.get("sleep_s", 1.0)))
     if what in ("kill-parent", "kill-grandparent") and not Path(job["marker"]).exists():

@@ -168,6 +168,21 @@ def test_the_model_plan_times_models_ok_on_both_sides_in_groups(tmp_path: Path) 
                       passes=1).groups == []
 
 
+def test_on_rocm_a_model_worker_holds_one_model_unless_the_user_says(tmp_path: Path) -> None:
+    """One process holding every compiled model runs out of HIP modules on ROCm (error 209): by default each model
+    gets its own worker there, what one suite process held while it compiled that model."""
+    base, pr = side(tmp_path, "base", [], suite=SUITE), side(tmp_path, "pr", [], suite=SUITE)
+    suite = SuiteRequest(models="BertForMaskedLM,T5Small", warmup=4, iterations=12)
+
+    def groups(platform: str, per_process: int | None) -> list[list[str]]:
+        return model_plan([base, pr], suite=suite, device="0", platform=platform, per_process=per_process,
+                          logs=tmp_path, passes=1).groups
+
+    assert groups("rocm", None) == [["BertForMaskedLM"], ["T5Small"], ["DistilGPT2"]]
+    assert groups("cuda", None) == []  # every model in one worker, as before
+    assert groups("rocm", 0) == []  # --models-per-process 0: the user's word wins
+
+
 # --- the rounds as run-level stages ----------------------------------------------------------------------------
 
 

@@ -129,11 +129,11 @@ def test_the_models_are_cut_in_list_order_and_zero_is_one_shard() -> None:
 
 
 def test_the_suite_is_spread_only_with_several_devices_or_ray_unless_the_user_says() -> None:
-    assert spread_shard_size(None, "local", 1) == 0  # one device: one suite stage per side, as always
-    assert spread_shard_size(None, "local", 2) == 1
-    assert spread_shard_size(None, "ray", 0) == 1
-    assert spread_shard_size(0, "ray", 0) == 0
-    assert spread_shard_size(3, "local", 1) == 3
+    assert spread_shard_size(None, "local", 1, "cpu") == 0  # one device: one suite stage per side, as always
+    assert spread_shard_size(None, "local", 2, "cpu") == 1
+    assert spread_shard_size(None, "ray", 0, "cuda") == 1
+    assert spread_shard_size(0, "ray", 0, "cpu") == 0
+    assert spread_shard_size(3, "local", 1, "cpu") == 3
 
 
 def test_merged_graph_lists_read_as_one_stage_wrote_them() -> None:

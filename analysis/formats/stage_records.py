@@ -12,6 +12,8 @@
      "groups": [[model, ...], ...],            (models, optional; [] = one group of everything)
      "blocks": [{"base": job | null, "pr": job | null}, ...],
      "passes": P,                               (optional, default 1)
+     "modules_per_worker": N,                   (kernels, optional, default 0 = no limit: the blocks are cut into
+                                                 groups of N, each with fresh workers that load only its modules)
      "platform": "cpu" | "cuda" | "rocm"}       (optional: how --device pins a worker; default cuda)
 
   A plan job is what the worker takes, plus ``timeout_s``; its items are ``job["kernels"]`` ({kernel name:
@@ -168,6 +170,8 @@ class Plan:
     groups: list[list[str]] = field(default_factory=list)
     passes: int = 1  # the blocks are walked this many times per round
     platform: str = ""  # cpu, cuda or rocm: how a worker is pinned to another device (--device); "" = cuda
+    # Kernel modules one worker loads before a fresh one takes over (analysis.formats.hip_modules); 0: no limit.
+    modules_per_worker: int = 0
 
 
 def job_items(job: PlanJob) -> dict[str, str]:
@@ -198,9 +202,13 @@ def _parse_plan(data: dict[str, Any]) -> Plan:
     sides = {name: SidePlan(**side) for name, side in data["sides"].items()}
     plan = Plan(kind=data["kind"], worker=data["worker"], device=str(data["device"]), sides=sides,
                 blocks=list(data["blocks"]), groups=[list(g) for g in data.get("groups") or []],
-                passes=data.get("passes", 1), platform=str(data.get("platform", "")))
+                passes=data.get("passes", 1), platform=str(data.get("platform", "")),
+                modules_per_worker=data.get("modules_per_worker", 0))
     if not isinstance(plan.passes, int) or isinstance(plan.passes, bool) or plan.passes < 1:
         raise ValueError(f"passes {plan.passes!r} is not a positive whole number")
+    limit = plan.modules_per_worker
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        raise ValueError(f"modules_per_worker {limit!r} is not a whole number")
     if plan.kind not in ROUND_KINDS:
         raise ValueError(f"kind {plan.kind!r} is not one of {', '.join(ROUND_KINDS)}")
     if not plan.sides or any(s not in SIDES for s in plan.sides):

@@ -25,6 +25,7 @@ from rich.console import Console
 
 from analysis import atomic_io
 from analysis.errors import UserError
+from analysis.formats.hip_modules import models_per_process, modules_per_worker
 from analysis.formats.paired_rounds import read_rounds, round_file, side_samples
 from analysis.formats.run_layout import VariantLayout
 from analysis.formats.stage_records import Plan, write_plan
@@ -104,8 +105,12 @@ class CompareRequest:
     budget_s: float | None = None  # adaptive rounds: no round starts after this many seconds of the compare
     passes: int | None = None  # ABBA blocks per item in every round (None: by device)
     # 0: every model alive in one worker per side per round; N: groups of N models, fresh workers per group
-    # (a GPU without memory for all models of both sides at once).
-    models_per_process: int = 0
+    # (a GPU without memory for all models of both sides at once); None: the platform's default (ROCm: 1,
+    # analysis.formats.hip_modules).
+    models_per_process: int | None = None
+    # Kernel modules one kernel worker loads in a round before a fresh one takes over (0: no limit); None: the
+    # platform's default (ROCm: analysis.formats.hip_modules.ROCM_MODULES_PER_WORKER).
+    modules_per_worker: int | None = None
     env: dict[str, str] = field(default_factory=dict)
     inductor_config: dict[str, Any] = field(default_factory=dict)
     force: tuple[str, ...] = ()
@@ -142,9 +147,14 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
     request.suite.validate()
     _timing(request)  # checks --rounds and --passes
     request.stats.validate()
-    if not isinstance(request.models_per_process, int) or request.models_per_process < 0:
+    if request.models_per_process is not None and (not isinstance(request.models_per_process, int)
+                                                    or request.models_per_process < 0):
         raise UserError(f"--models-per-process {request.models_per_process!r}: expected 0 (all models in one "
                         "worker) or a positive number of models per worker")
+    if request.modules_per_worker is not None and (not isinstance(request.modules_per_worker, int)
+                                                    or request.modules_per_worker < 0):
+        raise UserError(f"--modules-per-worker {request.modules_per_worker!r}: expected 0 (no limit) or a positive "
+                        "number of kernel modules per worker")
     _check_devices(request)
     tree = upstream_tree(request.suite, request.recipe, request.upstream_src)
     compare_plan = plan(request)  # every ref and patch is checked before anything is written
@@ -308,12 +318,14 @@ class _Side:
 
 
 def _suite_shard_size(request: CompareRequest, rounds: _Rounds) -> int:
-    """Models per suite shard (0: the suite is one stage per side). The upstream harness is never cut."""
+    """Models per suite shard (0: the suite is one stage per side). The upstream harness is never cut (it runs each
+    model in its own process already)."""
     if request.suite.source == "upstream":
         if request.suite_shard_size:
             rounds.say("suite: the upstream harness runs as one stage per side; --suite-shard-size is not used")
         return 0
-    return spread_shard_size(request.suite_shard_size, request.executor, len(request.devices))
+    return spread_shard_size(request.suite_shard_size, request.executor, len(request.devices),
+                             request.recipe.platform)
 
 
 def _suite_spec(side: _Side, request: CompareRequest, upstream_src: Path | None) -> StageSpec:
@@ -437,12 +449,12 @@ class Comparison:
         if not set(ok_models(plan_sides[0])) & set(ok_models(plan_sides[1])):
             console.print("[yellow]models: no model ran on both sides; no model rounds[/]")
             return
-        settings = {"suite": request.suite.inputs(), "models_per_process": request.models_per_process,
-                    "passes": self.timing.passes}
+        per_process = _models_per_process(request)
+        settings = {"suite": request.suite.inputs(), "models_per_process": per_process, "passes": self.timing.passes}
         hashes = self.run_rounds("models", {s.prepared.variant.name: s.suite_hash for s in self.sides}, settings,
                                  lambda: model_plan(plan_sides, suite=request.suite, device=_device(request),
                                                     platform=request.recipe.platform,
-                                                    per_process=request.models_per_process,
+                                                    per_process=per_process,
                                                     logs=self.run.layout.paired_logs, passes=self.timing.passes),
                                  self.models_look)
         for side in self.sides:
@@ -464,13 +476,16 @@ class Comparison:
         round put the between-process spread into the rounds the report's intervals are built from.
         """
         request = self.request
+        per_worker = _modules_per_worker(request)
+        settings: dict[str, Any] = {**asdict(request.kernels), "passes": self.timing.passes}
+        if per_worker:  # runs without a limit keep the input hashes they had before there was one
+            settings["modules_per_worker"] = per_worker
         hashes = self.run_rounds(
-            "kernels", {s.prepared.variant.name: s.organize_hash for s in self.sides},
-            {**asdict(request.kernels), "passes": self.timing.passes},
+            "kernels", {s.prepared.variant.name: s.organize_hash for s in self.sides}, settings,
             lambda: kernel_plan(self.plan_sides(), device=_device(request), platform=request.recipe.platform,
                                 warmup=request.kernels.warmup, iterations=request.kernels.iterations,
                                 timeout_s=request.kernels.timeout_s, logs=self.run.layout.paired_logs,
-                                passes=self.timing.passes),
+                                passes=self.timing.passes, modules_per_worker=per_worker),
             self.kernels_look)
         for side in self.sides:
             name, directory = side.prepared.variant.name, side.prepared.directory
@@ -643,6 +658,19 @@ def _device(request: CompareRequest) -> str:
     return "cpu" if request.recipe.platform == "cpu" else "0"
 
 
+def _models_per_process(request: CompareRequest) -> int:
+    """Models per model worker: ``--models-per-process``, else the platform's default (ROCm: one model per worker,
+    what one suite process held; ``analysis.formats.hip_modules``)."""
+    given = request.models_per_process
+    return models_per_process(request.recipe.platform) if given is None else given
+
+
+def _modules_per_worker(request: CompareRequest) -> int:
+    """Kernel modules per kernel worker: ``--modules-per-worker``, else the platform's default."""
+    given = request.modules_per_worker
+    return modules_per_worker(request.recipe.platform) if given is None else given
+
+
 def _timing(request: CompareRequest) -> PairedTiming:
     """Rounds (the most a kind may run) and passes; checks --rounds, --max-rounds and --passes."""
     return PairedTiming.for_device(_device(request), request.rounds if request.rounds is not None
@@ -788,7 +816,8 @@ def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: 
         "rounds": _timing(request).rounds,
         "rounds_policy": _policy(request).describe(),
         "passes": _timing(request).passes,
-        "models_per_process": request.models_per_process,
+        "models_per_process": _models_per_process(request),
+        "modules_per_worker": _modules_per_worker(request),
         # the level the verdicts are stated at: with adaptive rounds, what the early looks left
         # (analysis.stats.sequential)
         "stats": _policy(request).run_settings(request.stats).describe(),

@@ -31,6 +31,7 @@ import pandas as pd
 from analysis.errors import UserError
 from analysis.flag_values import whole_number
 from analysis.formats.dynamo_csv import STATUS_OK, DynamoCsvError, read_suite_csv
+from analysis.formats.hip_modules import models_per_process
 from analysis.formats.run_layout import VariantLayout
 from analysis.formats.stage_records import (
     INTERPRETER_ITERATIONS,
@@ -153,8 +154,9 @@ class PairedTiming:
 
 
 def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: int, iterations: int,
-                timeout_s: float, logs: Path, passes: int) -> Plan:
-    """The kernel timing plan of both sides (``sides`` = base, PR), walked ``passes`` times per round."""
+                timeout_s: float, logs: Path, passes: int, modules_per_worker: int = 0) -> Plan:
+    """The kernel timing plan of both sides (``sides`` = base, PR), walked ``passes`` times per round, with fresh
+    workers every ``modules_per_worker`` kernel modules (0: one worker per side for the round)."""
     indexes = {side.name: _read_side_index(side) for side in sides}
     jobs: dict[str, list[Job]] = {}
     plan_sides: dict[str, SidePlan] = {}
@@ -177,7 +179,8 @@ def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: in
     partner = partners(indexes[base][1], indexes[pr][1])
     _numerics_configs(sides, plan_sides, partner)
     return Plan(kind="kernels", worker=KERNEL_WORKER, device=device, sides=plan_sides,
-                blocks=pair_jobs(jobs[base], jobs[pr], partner), passes=passes, platform=platform)
+                blocks=pair_jobs(jobs[base], jobs[pr], partner), passes=passes, platform=platform,
+                modules_per_worker=modules_per_worker)
 
 
 def _numerics_configs(sides: list[PlanSide], plan_sides: dict[str, SidePlan], partner: dict[str, str]) -> None:
@@ -213,10 +216,13 @@ def model_jobs(model: str, suite: SuiteRequest) -> tuple[dict[str, Any], dict[st
     return prepare, time
 
 
-def model_plan(sides: list[PlanSide], *, suite: SuiteRequest, device: str, platform: str, per_process: int,
+def model_plan(sides: list[PlanSide], *, suite: SuiteRequest, device: str, platform: str, per_process: int | None,
                logs: Path, passes: int) -> Plan:
-    """The model timing plan: models ok on both sides, in groups of ``per_process`` (0: all in one worker),
-    walked ``passes`` times per round."""
+    """The model timing plan: models ok on both sides, in groups of ``per_process`` (0: all in one worker; None:
+    the platform's default, one model per worker on ROCm: ``analysis.formats.hip_modules``), walked ``passes``
+    times per round."""
+    if per_process is None:
+        per_process = models_per_process(platform)
     base, pr = sides
     on_pr = set(ok_models(pr))
     models = [m for m in ok_models(base) if m in on_pr]

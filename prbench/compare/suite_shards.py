@@ -1,15 +1,17 @@
 """The suite stage of a comparison spread over the executor's devices: shards of models, resumable, merged into the
 files one suite stage writes.
 
-With more than one device (``--devices cpu,cpu``, ``--devices 0,1``, or ``--executor ray``) each side's model list
-is cut into shards of ``--suite-shard-size`` models (default 1). A shard runs ``stages.suite`` over its models on
-whatever device the executor gives it: compiling is not a paired measurement, so base and PR shards go anywhere, and
-the two sides' shards are handed to the executor together. Each shard works in ``<side>/work/suite-shards/<suite
-inputs hash>-<models per shard>/shard-KKK/``: its own ``suite/`` (suite.csv, samples.json, graph_models.json,
-outputs/), its own Inductor cache and TMPDIR (no two compiles share a cache directory, on one node or many), and
-``shard.json``, written by the stage last (``analysis.formats.suite_shard_records``): a shard with its record is
-finished and never redone (the directory is named by the stage's inputs and the cut); one without was interrupted or
-lost and runs again, keeping the models it finished (as the suite stage resumes).
+With more than one device (``--devices cpu,cpu``, ``--devices 0,1``, or ``--executor ray``), and on ROCm on one device
+too, each side's model list is cut into shards of ``--suite-shard-size`` models (default 1). On ROCm a shard of one
+model is its own process, as PyTorch's harness runs each model: one process compiling every model runs out of HIP
+modules at full suite scale (error 209, ``analysis.formats.hip_modules``). A shard runs ``stages.suite`` over its models
+on whatever device the executor gives it: compiling is not a paired measurement, so base and PR shards go anywhere, and
+the two sides' shards are handed to the executor together. Each shard works in ``<side>/work/suite-shards/<suite inputs
+hash>-<models per shard>/shard-KKK/``: its own ``suite/`` (suite.csv, samples.json, graph_models.json, outputs/), its
+own Inductor cache and TMPDIR (no two compiles share a cache directory, on one node or many), and ``shard.json``,
+written by the stage last (``analysis.formats.suite_shard_records``): a shard with its record is finished and never
+redone (the directory is named by the stage's inputs and the cut); one without was interrupted or lost and runs again,
+keeping the models it finished (as the suite stage resumes).
 
 When every shard of a side is there, the side's ``suite`` stage merges them (`SuiteShards.merge`): the rows, samples
 and graph lists in model-list order into ``<side>/suite/`` (and the recorded outputs of each model), the shards'
@@ -41,6 +43,7 @@ from analysis.formats.dynamo_csv import (
     read_suite_samples,
     write_suite_csv,
 )
+from analysis.formats.hip_modules import suite_models_per_process
 from analysis.formats.run_layout import VariantLayout
 from analysis.formats.suite_request import SuiteRequest
 from analysis.formats.suite_shard_records import (
@@ -60,12 +63,13 @@ RECORD = "shard.json"
 DEFAULT_SHARD_SIZE = 1  # models per shard when the suite is spread: the finest cut, so devices even out
 
 
-def spread_shard_size(requested: int | None, executor: str, devices: int) -> int:
+def spread_shard_size(requested: int | None, executor: str, devices: int, platform: str) -> int:
     """Models per suite shard: 0 (one stage over every model, as on one device) unless the executor has several
-    devices or is Ray; ``requested`` (``--suite-shard-size``) wins, 0 included."""
+    devices or is Ray, or the platform is ROCm (one process per model: ``analysis.formats.hip_modules``);
+    ``requested`` (``--suite-shard-size``) wins, 0 included."""
     if requested is not None:
         return requested
-    return DEFAULT_SHARD_SIZE if executor == "ray" or devices > 1 else 0
+    return DEFAULT_SHARD_SIZE if executor == "ray" or devices > 1 else suite_models_per_process(platform)
 
 
 @dataclass(frozen=True)
