@@ -92,6 +92,10 @@ class CompareRequest:
     runs_dir: Path
     run_id: str | None = None
     pytorch_src: Path | None = None
+    # Docker recipes built from source: the Triton clone, and a commit or ref in it built on both sides instead of
+    # the recipe's commit or PyTorch's pin (--triton-src, --triton-ref).
+    triton_src: Path | None = None
+    triton_ref: str | None = None
     # The PyTorch tree the upstream suite runs from, as the environment sees it (default for docker recipes:
     # the image's tree); only with suite.source == "upstream".
     upstream_src: Path | None = None
@@ -128,11 +132,21 @@ def validate_force(force: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(force)
 
 
+def check_sources(request: CompareRequest) -> None:
+    """The request's Triton flags and, for a Docker recipe built from source, both clones (given, or local in the
+    recipe): one line naming the flag, before anything is written (`prbench.images.build.check_source_flags`)."""
+    from prbench.images.build import check_source_flags
+
+    check_source_flags(request.recipe, request.pytorch_src, request.triton_src, request.triton_ref)
+
+
 def plan(request: CompareRequest) -> ComparePlan:
     if request.recipe.is_docker:
         from prbench.images.content_store import Store
 
-        return plan_docker(request.base, request.pr, request.recipe, request.pytorch_src, Store.at(request.store))
+        return plan_docker(request.base, request.pr, request.recipe, request.pytorch_src, Store.at(request.store),
+                           triton_src=request.triton_src, triton_ref=request.triton_ref)
+    check_sources(request)
     return plan_local(request.base, request.pr, request.pytorch_src, request.python)
 
 
@@ -273,8 +287,9 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
     if side.wheel is not None:  # a wheel recipe: this side's wheel, the PR's Python as an overlay layer
         build_plan = plan_build(request.recipe.with_wheels(side.wheel, None), overlay=overlay_path)
     else:
-        build_plan = plan_build(request.recipe, pytorch_src=request.pytorch_src, pytorch_ref=side.pytorch_ref,
-                                overlay=overlay_path, merge_base=compare_plan.merge_base)
+        build_plan = plan_build(request.recipe, pytorch_src=request.pytorch_src, triton_src=request.triton_src,
+                                pytorch_ref=side.pytorch_ref, pin=side.triton, overlay=overlay_path,
+                                merge_base=compare_plan.merge_base)
     client = docker_client()
     outcome = build_and_lock(build_plan, client, request.runs_dir / "images",
                              lock_path=run.layout.variant(side.name).lock, store=Store.at(request.store),
@@ -293,6 +308,7 @@ def _variant(side: VariantPlan, request: CompareRequest) -> Variant:
         recipe=request.recipe,
         pytorch_ref=side.pytorch_ref,
         overlay_sha256=side.overlay.sha256 if side.overlay else None,
+        triton_commit=side.triton.commit if side.triton is not None and request.triton_ref is not None else None,
         env=dict(request.env),
         inductor_config=dict(request.inductor_config),
     )
@@ -783,6 +799,7 @@ def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: 
         "pr": request.pr,
         "installed_commit": compare_plan.installed_commit,
         "merge_base": compare_plan.merge_base,
+        **({"triton_ref": request.triton_ref} if request.triton_ref else {}),
         "suite": stage_inputs(request.suite, upstream_src),
         "kernels": asdict(request.kernels),
         "rounds": _timing(request).rounds,
