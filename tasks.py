@@ -480,7 +480,9 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
                        "(Ray Client) or HOST:PORT (the head); nodes must see the run directory (one shared file "
                        "system: suite shards and round records are written there) and the code at the same paths",
         "devices": "With --executor local: the devices shards run on at once, one each: cpu (default on a CPU "
-                   "recipe), cpu,cpu (two CPU devices sharing the CPUs), or GPU indices 0,1,... (default 0)",
+                   "recipe), cpu,cpu (two CPU devices sharing the CPUs), or GPU indices 0,1,... as this machine "
+                   "numbers them (default 0); a side's stages that are not cut in shards (the suite on one device, "
+                   "launch cost, profile) run on the first",
         "shard_size": "Blocks (kernel jobs or models, each with its partner) per shard of a timing round; a "
                       "shard runs base and PR on one device, and a finished shard is never redone (default 0: a "
                       "round is one shard)",

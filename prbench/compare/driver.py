@@ -59,12 +59,14 @@ from prbench.compare.variant_plan import ComparePlan, VariantPlan, local_lock, p
 from prbench.executors import Executor, RunnerSpec, ShardOutcome, open_executor
 from prbench.images.image_lock import RUN_NODES
 from prbench.recipes import Recipe
+from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runs.pipeline import Pipeline, PreparedVariant, StageSpec
 from prbench.runs.report_command import render_run_report
 from prbench.runs.run_store import Run, RunStore, input_hash
 from prbench.runs.stage_commands import (
     launch_cost_command,
+    on_device,
     suite_source_command,
     variant_organize_command,
     variant_profile_command,
@@ -341,7 +343,7 @@ def _suite_spec(side: _Side, request: CompareRequest, upstream_src: Path | None)
         inputs=stage_inputs(request.suite, upstream_src),
         outputs=suite_outputs(directory),
         # stages.upstream_suite when request.suite.source == "upstream", else stages.suite
-        command=lambda: suite_source_command(directory, request.suite, upstream_src),
+        command=lambda: _on_device(suite_source_command(directory, request.suite, upstream_src), request),
         summarize=lambda: summarize_suite(directory),
         reset=lambda: clear_outputs(directory),
     )
@@ -364,7 +366,7 @@ class Comparison:
         the report's paths."""
         self.run_suites()
         for side in self.sides:
-            _prepare_kernels(side)
+            _prepare_kernels(side, self.request)
         self.time_models()
         self.time_kernels()
         if self.request.profile:
@@ -607,8 +609,9 @@ class Comparison:
             name="profile",
             inputs={"suite": side.suite_hash},
             outputs=[files.profile_index],
-            command=lambda: variant_profile_command(directory, self.request.suite.device,
-                                                    Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"])),
+            command=lambda: _on_device(variant_profile_command(directory, self.request.suite.device,
+                                                               Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"])),
+                                       self.request),
             reset=lambda: shutil.rmtree(files.profiles, ignore_errors=True),
         ))
 
@@ -632,8 +635,9 @@ def _sharded_summary(directory: Path, shards: SuiteShards) -> dict[str, Any]:
     return {**summarize_suite(directory), "shards": shards.placements()}
 
 
-def _prepare_kernels(side: _Side) -> None:
-    """organize → launch_cost for one side (after its suite)."""
+def _prepare_kernels(side: _Side, request: CompareRequest) -> None:
+    """organize → launch_cost for one side (after its suite); organize reads files only, launch_cost runs the side's
+    graphs on the compare's device."""
     pipeline, prepared = side.pipeline, side.prepared
     directory = prepared.directory
     files = VariantLayout(directory)
@@ -650,13 +654,22 @@ def _prepare_kernels(side: _Side) -> None:
         name="launch_cost",
         inputs={"organize": side.organize_hash},
         outputs=[files.launch_cost],
-        command=lambda: launch_cost_command(directory),
+        command=lambda: _on_device(launch_cost_command(directory), request),
         reset=lambda: files.launch_cost.unlink(missing_ok=True),
     ))
 
 
 def _device(request: CompareRequest) -> str:
+    """The device of the stages that run once per side (suite, launch_cost, profile) and of the paired plans: the
+    first of --devices, else the CPU or GPU 0 (the executor's default too)."""
+    if request.devices:
+        return request.devices[0]
     return "cpu" if request.recipe.platform == "cpu" else "0"
+
+
+def _on_device(command: StageCommand, request: CompareRequest) -> StageCommand:
+    """A stage of one side pinned to the compare's device, as its shards and paired workers are pinned to theirs."""
+    return on_device(command, _device(request), request.recipe.platform)
 
 
 def _timing(request: CompareRequest) -> PairedTiming:
