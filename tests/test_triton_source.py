@@ -170,3 +170,15 @@ def test_triton_flags_where_no_triton_is_built_are_refused(clones: Clones, tmp_p
                                         "no Triton")
     with pytest.raises(UserError, match=r"^--triton-ref: recipe cpu-docker installs wheels; it builds no Triton"):
         plan_build(load_recipe(str(ROOT / "recipes" / "cpu-docker.toml"), ROOT / "recipes"), triton_ref="main")
+
+
+def test_a_rocm_bisect_checks_its_triton_flags_before_the_first_step(clones: Clones, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    common = ("bisect", "--recipe", "rocm7-mi300", "--pytorch-src", str(clones.pytorch), "--good", clones.base,
+              "--bad", clones.pr, "--model", "BertForMaskedLM", "--runs-dir", str(runs))
+    assert _one_line(invoke_in_process(*common)).startswith(
+        f"error: --triton-src: recipe rocm7-mi300 builds Triton from {TRITON_URL} at the PyTorch pin; give a local "
+        "clone of it")
+    result = invoke_in_process(*common, "--triton-src", str(clones.triton), "--triton-ref", "no-such-branch")
+    assert _one_line(result).startswith("error: --triton-ref: commit no-such-branch is not in the clone")
+    assert not runs.exists()

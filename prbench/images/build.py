@@ -185,8 +185,9 @@ def triton_source(recipe: Recipe, pytorch_repo: git.Repo, pytorch_commit: str, t
 def check_source_flags(recipe: Recipe, pytorch_src: Path | None, triton_src: Path | None,
                        triton_ref: str | None) -> tuple[Path, Path] | None:
     """At the door of a task that builds (compare, bisect): Triton flags where the recipe builds no Triton are
-    refused, and a recipe that builds from source needs both clones, given or local in the recipe (one line
-    naming the flag otherwise); returns them (None: nothing is built from source)."""
+    refused, and a recipe that builds from source needs both clones, given or local in the recipe, and
+    ``--triton-ref`` in the Triton clone (one line naming the flag otherwise); returns the clones (None: nothing is
+    built from source)."""
     if not recipe.is_docker or recipe.is_wheel or recipe.pytorch is None or recipe.triton is None:
         what = "installs wheels" if recipe.is_docker else "runs an installed torch"
         for flag, value in (("--triton-src", triton_src), ("--triton-ref", triton_ref)):
@@ -196,7 +197,9 @@ def check_source_flags(recipe: Recipe, pytorch_src: Path | None, triton_src: Pat
         return None
     clones = (clone_path(recipe, "pytorch", pytorch_src), clone_path(recipe, "triton", triton_src))
     open_repo(clones[0], "--pytorch-src")
-    open_repo(clones[1], "--triton-src")
+    triton = open_repo(clones[1], "--triton-src")
+    if triton_ref is not None:
+        resolve_commit(triton, triton_ref, "--triton-ref")
     return clones
 
 
