@@ -288,6 +288,8 @@ _BUILD_HELP = {
     "store": "Store the build takes every input from: source archives, wheels, downloads, saved bases (default: "
              "$PRBENCH_STORE, else ~/.cache/prbench/store)",
 }
+_TRITON_REF_HELP = ("Triton commit or ref in the Triton clone to build instead of the recipe's commit or the one "
+                    "PyTorch pins (recorded in the lock as pin_source --triton-ref)")
 _SAVE_BASE_HELP = ("Also docker save the base image into the store and list it in the lock, so a rebuild on a "
                    "machine without it loads it from the store")
 
@@ -303,6 +305,7 @@ def _optional_path(value):
 @task(help={
     "recipe": "Recipe name under recipes/ or a path to a .toml file (default from invoke.yaml)",
     "pytorch_ref": "PyTorch commit or ref to build instead of the recipe's commit",
+    "triton_ref": _TRITON_REF_HELP,
     "overlay": "Python-only diff applied on top of the built torch, in its own layer",
     "merge_base": "PyTorch merge-base commit to record in the lock (a PR's base)",
     "max_jobs": "Parallel compile jobs (default: the recipe's build.max_jobs, else the build's default)",
@@ -312,9 +315,9 @@ def _optional_path(value):
     **_BUILD_HELP,
 })
 @user_facing
-def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None, overlay=None, merge_base=None,
-          max_jobs=None, pull=False, no_cache=False, lock=None, force=False, runs_dir=None, store=None,
-          save_base=False):
+def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None, triton_ref=None, overlay=None,
+          merge_base=None, max_jobs=None, pull=False, no_cache=False, lock=None, force=False, runs_dir=None,
+          store=None, save_base=False):
     """Build the Docker image of a recipe (nothing to do when present) and write its lock."""
     from analysis.flag_values import whole_number
     from prbench.docker_engine import docker_client
@@ -328,8 +331,8 @@ def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None,
     recipes_dir = resolve_path(config_value(ctx, "recipes_dir", "recipes"))
     loaded = load_recipe(recipe or config_value(ctx, "recipe", "cpu-local"), recipes_dir)
     plan = plan_build(loaded, pytorch_src=_optional_path(pytorch_src), triton_src=_optional_path(triton_src),
-                      pytorch_ref=pytorch_ref, overlay=_optional_path(overlay), merge_base=merge_base,
-                      max_jobs=jobs)
+                      pytorch_ref=pytorch_ref, triton_ref=triton_ref, overlay=_optional_path(overlay),
+                      merge_base=merge_base, max_jobs=jobs)
     outcome = build_and_lock(plan, docker_client(), _images_dir(ctx, runs_dir), lock_path=_optional_path(lock),
                              store=Store.at(_optional_path(store)), save_base=save_base, pull=pull,
                              nocache=no_cache, force=force)
@@ -425,6 +428,9 @@ def store_task(ctx, action, file=None, lock=None, store=None, recipe=None):
                      recipe=_recipe(ctx, recipe) if recipe else None)
 
 
+_COMPARE_TRITON_SRC_HELP = ("Local Triton clone holding the Triton commit each side builds (docker recipes built "
+                            "from source: the recipe's triton.commit, or the one PyTorch pins at the side's commit; "
+                            "default: the recipe's source if it is a local path)")
 _FAIL_ON_HELP = ("Exit 1 when the verdict is: regression (a family's headline regressed beyond --threshold, a "
                  "kernel or model holding at least --fail-share of the step regressed beyond it, a dashboard "
                  "check failed, or the outputs failed the numerical A/B), inconclusive (that, or anything not "
@@ -442,6 +448,8 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
         "pr": "PR side: a git ref in --pytorch-src, a Python-only patch file, 'installed', or with a wheel recipe a "
               "wheel pin like torch==2.14.0.dev20261101+cpu (pip downloads it into the store)",
         "pytorch_src": "PyTorch git clone where --base/--pr refs are resolved (GitPython)",
+        "triton_src": _COMPARE_TRITON_SRC_HELP,
+        "triton_ref": _TRITON_REF_HELP + "; both sides; docker recipes built from source only",
         **_SUITE_HELP,
         "kernel_warmup": "Warm-up calls per kernel before timing, 0 to 1,000,000 (default 10)",
         "kernel_iterations": "Timed calls per kernel, 1 to 1,000,000 (default 30)",
@@ -477,7 +485,9 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
                        "(Ray Client) or HOST:PORT (the head); nodes must see the run directory (one shared file "
                        "system: suite shards and round records are written there) and the code at the same paths",
         "devices": "With --executor local: the devices shards run on at once, one each: cpu (default on a CPU "
-                   "recipe), cpu,cpu (two CPU devices sharing the CPUs), or GPU indices 0,1,... (default 0)",
+                   "recipe), cpu,cpu (two CPU devices sharing the CPUs), or GPU indices 0,1,... as this machine "
+                   "numbers them (default 0); a side's stages that are not cut in shards (the suite on one device, "
+                   "launch cost, profile) run on the first",
         "shard_size": "Blocks (kernel jobs or models, each with its partner) per shard of a timing round; a "
                       "shard runs base and PR on one device, and a finished shard is never redone (default 0: a "
                       "round is one shard)",
@@ -498,7 +508,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             min_ms=None, fail_share=None, fail_on="never", force=None, python=None, profile=False,
             suite_source="builtin",
             upstream_src=None, store=None, save_base=False, executor="local", ray_address=None, devices=None,
-            shard_size="0", suite_shard_size=None, tolerance=None):
+            shard_size="0", suite_shard_size=None, tolerance=None,
+            triton_src=None, triton_ref=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
     from analysis.flag_values import call_count, timeout_seconds, whole_number
@@ -538,6 +549,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     request = CompareRequest(
         base=base, pr=pr, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir), run_id=run,
         pytorch_src=resolve_path(pytorch_src) if pytorch_src else None,
+        triton_src=_optional_path(triton_src), triton_ref=triton_ref,
         upstream_src=_upstream_src(upstream_src),
         suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, source=suite_source),
         kernels=KernelSettings(warmup=kernel_warmup_calls, iterations=kernel_timed_calls, timeout_s=kernel_timeout_s),
@@ -567,6 +579,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
 @task(
     help={
         "pytorch_src": "PyTorch git clone holding --good and --bad",
+        "triton_src": _COMPARE_TRITON_SRC_HELP + "; every step's",
+        "triton_ref": _TRITON_REF_HELP + "; every step, both sides",
         "good": "The last commit known good (every step is compared against it)",
         "bad": "The first commit known bad (a later commit on the first-parent line of --good)",
         "model": "The model that regressed (the steps compile only it); with --kernel: the model to compile",
@@ -595,7 +609,8 @@ def bisect(ctx, pytorch_src=None, good=None, bad=None, model=None, kernel=None, 
            recipe=None, docker_recipe=None, rounds="3", max_rounds=None, passes="2", size=None, mode=None,
            dtype=None, warmup=None, iterations=None, kernel_warmup="10", kernel_iterations="30", runs_dir=None,
            confidence=None, alpha=None, margin=None, threshold=None, noise=None, min_ms=None, fail_share=None,
-           python=None):
+           python=None,
+           triton_src=None, triton_ref=None):
     """Find the commit between --good and --bad that made a model or kernel slower: a paired compare per step."""
     from analysis.errors import UserError
     from analysis.flag_values import call_count, whole_number
@@ -621,6 +636,7 @@ def bisect(ctx, pytorch_src=None, good=None, bad=None, model=None, kernel=None, 
     loaded = _recipe(ctx, recipe)
     compare = CompareRequest(
         base=good, pr=bad, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir),
+        triton_src=_optional_path(triton_src), triton_ref=triton_ref,
         suite=_suite_settings(ctx, loaded, None, size, mode, dtype, warmup, iterations),
         kernels=KernelSettings(warmup=checked["warmup"], iterations=checked["iterations"]),
         rounds=step_rounds, passes=checked["passes"], stats=stats, python=_python_flag(python))

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from docker_support import make_triton
 
 from analysis.bisect.report import KERNEL, BisectTarget, read_target_verdict
 from analysis.errors import UserError
@@ -56,11 +57,13 @@ class StandInCompare:
         self.shas = shas
         self.calls: list[tuple[int, int | None]] = []
         self.recipes: dict[int, str] = {}
+        self.triton: dict[int, tuple[Path | None, str | None]] = {}  # each step's --triton-src and --triton-ref
 
     def __call__(self, request: CompareRequest, console) -> tuple[None, SimpleNamespace]:
         position = self.shas.index(request.pr)
         self.calls.append((position, request.rounds))
         self.recipes[position] = request.recipe.name
+        self.triton[position] = (request.triton_src, request.triton_ref)
         row: dict[str, object] = {"matched_by": IDENTICAL_CODE, "base_name": "cpp_fused_k_0", "pr_name":
                                   "cpp_fused_k_0", "verdict": "inconclusive", "speedup": 1.01, "ci_low": 0.9,
                                   "ci_high": 1.1, "rounds": request.rounds}
@@ -115,12 +118,29 @@ def test_with_a_docker_recipe_the_commit_an_overlay_cannot_make_is_built_from_so
     fake = StandInCompare(history)
     monkeypatch.setattr(bisect_command, "run_compare", fake)
     docker = load_recipe("rocm7-mi300", ROOT / "recipes")
+    _, triton = make_triton(tmp_path / "triton")  # the stand-in history pins no Triton: --triton-ref names it
 
-    result = run_bisect(_request(tmp_path / "pytorch", history, tmp_path / "runs", docker_recipe=docker))
+    request = _request(tmp_path / "pytorch", history, tmp_path / "runs", docker_recipe=docker)
+    result = run_bisect(replace(request, compare=replace(request.compare, triton_src=tmp_path / "triton",
+                                                         triton_ref=triton[:10])))
 
     assert fake.recipes[10] == "rocm7-mi300" and {fake.recipes[p] for p in fake.recipes if p != 10} == {"cpu-local"}
+    # the step built from source got the Triton clone and ref; the installed torch's steps bring their own Triton
+    assert fake.triton[10] == (tmp_path / "triton", triton[:10])
+    assert {fake.triton[p] for p in fake.triton if p != 10} == {(None, None)}
     assert result.conclusion.status == "found" and result.record.commits[result.conclusion.candidates[0]].sha == \
         history[11]
+
+
+def test_a_docker_recipe_without_its_triton_clone_stops_the_bisect_at_the_door(history, tmp_path, monkeypatch):
+    fake = StandInCompare(history)
+    monkeypatch.setattr(bisect_command, "run_compare", fake)
+    docker = load_recipe("rocm7-mi300", ROOT / "recipes")
+
+    with pytest.raises(UserError, match=r"^--triton-src: recipe rocm7-mi300 builds Triton from \S+ at the PyTorch "
+                                        r"pin; give a local clone of it \(git clone "):
+        run_bisect(_request(tmp_path / "pytorch", history, tmp_path / "runs", docker_recipe=docker))
+    assert fake.calls == [] and not (tmp_path / "runs").exists()
 
 
 def test_a_commit_whose_stage_fails_is_skipped_and_said(history, tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import git
 import pytest
+from docker_support import make_triton
 
 from analysis.errors import UserError
 from prbench.compare import variant_plan
@@ -89,12 +90,14 @@ def test_unknown_refs_and_a_missing_installed_commit_are_one_line_errors(pytorch
 
 def test_with_a_docker_recipe_each_side_is_built_at_its_commit(pytorch, tmp_path):
     recipe = load_recipe("cuda-h100", ROOT / "recipes")
-    plan = plan_docker(pytorch["base"], pytorch["pr"], recipe, Path(pytorch["root"]))
+    _, triton = make_triton(tmp_path / "triton")  # these stand-in commits pin no Triton: --triton-ref names it
+    clones = {"triton_src": tmp_path / "triton", "triton_ref": triton}
+    plan = plan_docker(pytorch["base"], pytorch["pr"], recipe, Path(pytorch["root"]), **clones)
     assert (plan.base.pytorch_ref, plan.pr.pytorch_ref) == (pytorch["base"], pytorch["pr"])
     assert plan.base.overlay is None and plan.pr.overlay is None
     assert plan.merge_base == pytorch["base"]
     # Compiled changes are fine here: the image rebuilds PyTorch.
-    native = plan_docker(pytorch["base"], pytorch["native"], recipe, Path(pytorch["root"]))
+    native = plan_docker(pytorch["base"], pytorch["native"], recipe, Path(pytorch["root"]), **clones)
     assert native.pr.pytorch_ref == pytorch["native"]
 
 

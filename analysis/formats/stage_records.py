@@ -1,7 +1,8 @@
 """The records the host and the stages exchange, torch-free: the host writes them, a stage reads them.
 
 - environment variable names a stage reads (set by the host's runner, a plan, or a worker's parent);
-- a worker's device pinning (`device_env`, `worker_env`) and ``--devices`` (`parse_devices`);
+- what pins a stage or a worker to a device (`visible_devices_env`, merged by `pinned_over`; a worker's `device_env`,
+  `worker_env`) and ``--devices`` (`parse_devices`);
 - a kernels run's jobs (`Job`, `plan_jobs` over an organized directory's `load_rows`), which ``stages.kernels``
   runs and ``prbench.compare.paired_plan``/``prbench.compare.kernel_shards`` pair and shard;
 - the paired timing plan (`Plan`, ``pair/<kind>/plan.json``) that ``stages.paired`` runs round by round::
@@ -54,18 +55,32 @@ INTERPRETER_ITERATIONS = 1  # timed calls of a Triton kernel in the CPU interpre
 LOAD = "load"  # a job kind: only load the module (a paired round's prepare)
 
 
-def device_env(device: str, platform: str, base: dict[str, str]) -> dict[str, str]:
-    """``base`` pinned to one device: a GPU index through the platform's visible-devices variable, or the CPU."""
-    env = dict(base)
-    for var in VISIBLE_DEVICES:
-        env.pop(var, None)
+def visible_devices_env(device: str, platform: str) -> dict[str, str]:
+    """The environment that pins a process to ``device`` on ``platform``, the one definition every stage and worker
+    of a comparison is pinned by: a GPU index (as this machine numbers its GPUs) becomes the only visible GPU, which
+    torch then calls ``cuda``/``cuda:0``, through the platform's variable (HIP_VISIBLE_DEVICES on rocm: ROCm also
+    honours CUDA_VISIBLE_DEVICES, and setting both would apply the index twice); ``cpu`` leaves no GPU visible.
+    Merge it with `pinned_over`, so that no other visible-devices variable narrows or renumbers what it names."""
     if device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU worker must not touch a GPU that happens to be there
+        return {"CUDA_VISIBLE_DEVICES": ""}
+    return {"HIP_VISIBLE_DEVICES" if platform == "rocm" else "CUDA_VISIBLE_DEVICES": device}
+
+
+def pinned_over(base: dict[str, str], env: dict[str, str]) -> dict[str, str]:
+    """``env`` over ``base``; when ``env`` pins a device (names a visible-devices variable), none of ``base``'s
+    visible-devices variables stays (a host's ROCR_VISIBLE_DEVICES=0,1 would hide GPU 7 from HIP_VISIBLE_DEVICES=7)."""
+    pins = any(var in env for var in VISIBLE_DEVICES)
+    merged = {key: value for key, value in base.items() if not (pins and key in VISIBLE_DEVICES)}
+    merged.update(env)
+    return merged
+
+
+def device_env(device: str, platform: str, base: dict[str, str]) -> dict[str, str]:
+    """``base`` pinned to one device (`visible_devices_env`), for a worker that times on it: one OpenMP thread on
+    the CPU, and ``PRBENCH_WORKER_DEVICE`` saying which kind of device it times on."""
+    env = pinned_over(base, visible_devices_env(device, platform))
+    if device == "cpu":
         env.setdefault("OMP_NUM_THREADS", "1")
-    elif platform == "rocm":
-        env["HIP_VISIBLE_DEVICES"] = device  # ROCm also honours CUDA_VISIBLE_DEVICES; set only one
-    else:
-        env["CUDA_VISIBLE_DEVICES"] = device
     env[WORKER_DEVICE_ENV] = "cpu" if device == "cpu" else "gpu"
     return env
 

@@ -60,12 +60,14 @@ from prbench.compare.variant_plan import ComparePlan, VariantPlan, local_lock, p
 from prbench.executors import Executor, RunnerSpec, ShardOutcome, open_executor
 from prbench.images.image_lock import RUN_NODES
 from prbench.recipes import Recipe
+from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runs.pipeline import Pipeline, PreparedVariant, StageSpec
 from prbench.runs.report_command import render_run_report
 from prbench.runs.run_store import Run, RunStore, input_hash
 from prbench.runs.stage_commands import (
     launch_cost_command,
+    on_device,
     suite_source_command,
     variant_organize_command,
     variant_profile_command,
@@ -93,6 +95,10 @@ class CompareRequest:
     runs_dir: Path
     run_id: str | None = None
     pytorch_src: Path | None = None
+    # Docker recipes built from source: the Triton clone, and a commit or ref in it built on both sides instead of
+    # the recipe's commit or PyTorch's pin (--triton-src, --triton-ref).
+    triton_src: Path | None = None
+    triton_ref: str | None = None
     # The PyTorch tree the upstream suite runs from, as the environment sees it (default for docker recipes:
     # the image's tree); only with suite.source == "upstream".
     upstream_src: Path | None = None
@@ -133,11 +139,21 @@ def validate_force(force: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(force)
 
 
+def check_sources(request: CompareRequest) -> None:
+    """The request's Triton flags and, for a Docker recipe built from source, both clones (given, or local in the
+    recipe): one line naming the flag, before anything is written (`prbench.images.build.check_source_flags`)."""
+    from prbench.images.build import check_source_flags
+
+    check_source_flags(request.recipe, request.pytorch_src, request.triton_src, request.triton_ref)
+
+
 def plan(request: CompareRequest) -> ComparePlan:
     if request.recipe.is_docker:
         from prbench.images.content_store import Store
 
-        return plan_docker(request.base, request.pr, request.recipe, request.pytorch_src, Store.at(request.store))
+        return plan_docker(request.base, request.pr, request.recipe, request.pytorch_src, Store.at(request.store),
+                           triton_src=request.triton_src, triton_ref=request.triton_ref)
+    check_sources(request)
     return plan_local(request.base, request.pr, request.pytorch_src, request.python)
 
 
@@ -283,8 +299,9 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
     if side.wheel is not None:  # a wheel recipe: this side's wheel, the PR's Python as an overlay layer
         build_plan = plan_build(request.recipe.with_wheels(side.wheel, None), overlay=overlay_path)
     else:
-        build_plan = plan_build(request.recipe, pytorch_src=request.pytorch_src, pytorch_ref=side.pytorch_ref,
-                                overlay=overlay_path, merge_base=compare_plan.merge_base)
+        build_plan = plan_build(request.recipe, pytorch_src=request.pytorch_src, triton_src=request.triton_src,
+                                pytorch_ref=side.pytorch_ref, pin=side.triton, overlay=overlay_path,
+                                merge_base=compare_plan.merge_base)
     client = docker_client()
     outcome = build_and_lock(build_plan, client, request.runs_dir / "images",
                              lock_path=run.layout.variant(side.name).lock, store=Store.at(request.store),
@@ -303,6 +320,7 @@ def _variant(side: VariantPlan, request: CompareRequest) -> Variant:
         recipe=request.recipe,
         pytorch_ref=side.pytorch_ref,
         overlay_sha256=side.overlay.sha256 if side.overlay else None,
+        triton_commit=side.triton.commit if side.triton is not None and request.triton_ref is not None else None,
         env=dict(request.env),
         inductor_config=dict(request.inductor_config),
     )
@@ -337,7 +355,7 @@ def _suite_spec(side: _Side, request: CompareRequest, upstream_src: Path | None)
         inputs=stage_inputs(request.suite, upstream_src),
         outputs=suite_outputs(directory),
         # stages.upstream_suite when request.suite.source == "upstream", else stages.suite
-        command=lambda: suite_source_command(directory, request.suite, upstream_src),
+        command=lambda: _on_device(suite_source_command(directory, request.suite, upstream_src), request),
         summarize=lambda: summarize_suite(directory),
         reset=lambda: clear_outputs(directory),
     )
@@ -360,7 +378,7 @@ class Comparison:
         the report's paths."""
         self.run_suites()
         for side in self.sides:
-            _prepare_kernels(side)
+            _prepare_kernels(side, self.request)
         self.time_models()
         self.time_kernels()
         if self.request.profile:
@@ -606,8 +624,9 @@ class Comparison:
             name="profile",
             inputs={"suite": side.suite_hash},
             outputs=[files.profile_index],
-            command=lambda: variant_profile_command(directory, self.request.suite.device,
-                                                    Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"])),
+            command=lambda: _on_device(variant_profile_command(directory, self.request.suite.device,
+                                                               Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"])),
+                                       self.request),
             reset=lambda: shutil.rmtree(files.profiles, ignore_errors=True),
         ))
 
@@ -631,8 +650,9 @@ def _sharded_summary(directory: Path, shards: SuiteShards) -> dict[str, Any]:
     return {**summarize_suite(directory), "shards": shards.placements()}
 
 
-def _prepare_kernels(side: _Side) -> None:
-    """organize → launch_cost for one side (after its suite)."""
+def _prepare_kernels(side: _Side, request: CompareRequest) -> None:
+    """organize → launch_cost for one side (after its suite); organize reads files only, launch_cost runs the side's
+    graphs on the compare's device."""
     pipeline, prepared = side.pipeline, side.prepared
     directory = prepared.directory
     files = VariantLayout(directory)
@@ -649,12 +669,16 @@ def _prepare_kernels(side: _Side) -> None:
         name="launch_cost",
         inputs={"organize": side.organize_hash},
         outputs=[files.launch_cost],
-        command=lambda: launch_cost_command(directory),
+        command=lambda: _on_device(launch_cost_command(directory), request),
         reset=lambda: files.launch_cost.unlink(missing_ok=True),
     ))
 
 
 def _device(request: CompareRequest) -> str:
+    """The device of the stages that run once per side (suite, launch_cost, profile) and of the paired plans: the
+    first of --devices, else the CPU or GPU 0 (the executor's default too)."""
+    if request.devices:
+        return request.devices[0]
     return "cpu" if request.recipe.platform == "cpu" else "0"
 
 
@@ -669,6 +693,11 @@ def _modules_per_worker(request: CompareRequest) -> int:
     """Kernel modules per kernel worker: ``--modules-per-worker``, else the platform's default."""
     given = request.modules_per_worker
     return modules_per_worker(request.recipe.platform) if given is None else given
+
+
+def _on_device(command: StageCommand, request: CompareRequest) -> StageCommand:
+    """A stage of one side pinned to the compare's device, as its shards and paired workers are pinned to theirs."""
+    return on_device(command, _device(request), request.recipe.platform)
 
 
 def _timing(request: CompareRequest) -> PairedTiming:
@@ -811,6 +840,7 @@ def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: 
         "pr": request.pr,
         "installed_commit": compare_plan.installed_commit,
         "merge_base": compare_plan.merge_base,
+        **({"triton_ref": request.triton_ref} if request.triton_ref else {}),
         "suite": stage_inputs(request.suite, upstream_src),
         "kernels": asdict(request.kernels),
         "rounds": _timing(request).rounds,

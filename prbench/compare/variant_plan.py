@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import git
 
     from prbench.images.content_store import Store
+    from prbench.images.pins import TritonPin
 
 INSTALLED = "installed"
 
@@ -39,6 +40,7 @@ class VariantPlan:
     overlay: PythonOverlay | None
     how: str  # one line for the report: how this side's environment was made
     wheel: WheelPin | None = None  # a wheel recipe: the torch wheel this side installs
+    triton: TritonPin | None = None  # a source recipe: the Triton commit this side's image builds, and its origin
 
 
 @dataclass(frozen=True)
@@ -118,28 +120,36 @@ def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str) -> Com
 
 
 def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
-                store: Store | None = None) -> ComparePlan:
+                store: Store | None = None, *, triton_src: Path | None = None,
+                triton_ref: str | None = None) -> ComparePlan:
     """Plan both sides for a Docker recipe: PyTorch is built at each side's commit (a patch PR: base + overlay),
-    or, for a wheel recipe, installed from each side's wheel."""
-    if recipe.is_wheel:
+    with the Triton commit ``--triton-ref`` names or else the one the recipe or that PyTorch commit pins, found in
+    the Triton clone now (before anything is built); or, for a wheel recipe, installed from each side's wheel."""
+    from prbench.images.build import check_source_flags, triton_source
+
+    clones = check_source_flags(recipe, pytorch_src, triton_src, triton_ref)
+    if clones is None:
         from prbench.images.content_store import Store
 
         return _plan_wheels(base, pr, recipe, store or Store.at())
-    source = pytorch_src or (Path(recipe.pytorch.source) if recipe.pytorch else None)
-    if source is None or not source.is_dir():
-        raise UserError(f"--pytorch-src: a docker recipe builds PyTorch from a local clone; none at {source}")
-    repo = gitrefs.open_repo(source)
+    repo = gitrefs.open_repo(clones[0])
     base_ref = recipe.pytorch.commit if base == INSTALLED and recipe.pytorch else base
     base_sha = gitrefs.resolve(repo, base_ref, "--base")
-    base_plan = VariantPlan("base", base_sha, None, f"image of {recipe.name} at PyTorch {base_sha[:12]}")
+
+    def side(name: str, sha: str, overlay: PythonOverlay | None = None, layer: str = "") -> VariantPlan:
+        _, pin = triton_source(recipe, repo, sha, clones[1], triton_ref)
+        how = f"image of {recipe.name} at PyTorch {sha[:12]}, Triton {pin.commit[:12]} ({pin.source}){layer}"
+        return VariantPlan(name, sha, overlay, how, triton=pin)
+
+    base_plan = side("base", base_sha)
     if Path(pr).is_file():
         overlay = PythonOverlay.from_patch_file(Path(pr), flag="--pr")
         overlay.check_applies_to_commit(Path(repo.working_dir), base_sha)
-        how = f"{base_plan.how} + overlay layer {Path(pr).name} ({len(overlay.files)} files)"
-        return ComparePlan(base_plan, VariantPlan("pr", base_sha, overlay, how), None, None)
+        return ComparePlan(base_plan, side("pr", base_sha, overlay,
+                                           f" + overlay layer {Path(pr).name} ({len(overlay.files)} files)"),
+                           None, None)
     pr_sha = gitrefs.resolve(repo, pr, "--pr")
-    pr_plan = VariantPlan("pr", pr_sha, None, f"image of {recipe.name} at PyTorch {pr_sha[:12]}")
-    return ComparePlan(base_plan, pr_plan, None, gitrefs.merge_base(repo, base_sha, pr_sha))
+    return ComparePlan(base_plan, side("pr", pr_sha), None, gitrefs.merge_base(repo, base_sha, pr_sha))
 
 
 def _plan_wheels(base: str, pr: str, recipe: Recipe, store: Store) -> ComparePlan:

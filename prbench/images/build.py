@@ -44,7 +44,7 @@ from prbench.images.build_plan import (
     sha256_file,
 )
 from prbench.images.dockerfile_quote import UnsafeValue, dockerfile_value
-from prbench.images.pins import TritonPin, open_repo, resolve_commit, triton_pin
+from prbench.images.pins import TRITON_REF, TritonPin, open_repo, resolve_commit, triton_pin
 from prbench.images.pytorch_setup import build_env, host_build_jobs, image_rocm_version
 from prbench.recipes import Recipe, resolve_patch_entry
 
@@ -88,6 +88,7 @@ def plan_build(
     pytorch_src: Path | None = None,
     triton_src: Path | None = None,
     pytorch_ref: str | None = None,
+    triton_ref: str | None = None,
     pin: TritonPin | None = None,
     overlay: Path | None = None,
     merge_base: str | None = None,
@@ -100,7 +101,9 @@ def plan_build(
     """Resolve a recipe (plus a variant's ref and overlay) into a BuildPlan; reads git, never Docker.
 
     A wheel recipe needs no clone. ``trees`` (PyTorch, Triton), with ``pin``, ``locked`` and ``base_item``, come
-    from a lock: then nothing is read from a clone either.
+    from a lock: then nothing is read from a clone either. ``triton_ref`` (``--triton-ref``) is a commit or ref in
+    the Triton clone built instead of the recipe's commit or PyTorch's pin; ``pin`` (a lock's, or a comparison's
+    side as `triton_source` resolved it) is the Triton commit itself.
     """
     if not recipe.is_docker or recipe.base_image is None or (
             not recipe.is_wheel and (recipe.pytorch is None or recipe.triton is None)):
@@ -111,6 +114,7 @@ def plan_build(
     triton: SourceTree | None = None
     tp: TritonPin | None = None
     if recipe.is_wheel:
+        check_source_flags(recipe, None, triton_src, triton_ref)
         if pytorch_ref is not None or merge_base is not None:
             flag = "--pytorch-ref" if pytorch_ref is not None else "--merge-base"
             raise UserError(f"{flag}: recipe {recipe.name} installs the wheel {recipe.wheel_pins[0].requirement}; "
@@ -119,8 +123,8 @@ def plan_build(
         pytorch, triton = trees
         tp = pin
     else:
-        pytorch, triton, tp, merge_base = _source_trees(recipe, pytorch_src, triton_src, pytorch_ref, pin,
-                                                        merge_base)
+        pytorch, triton, tp, merge_base = _source_trees(recipe, pytorch_src, triton_src, pytorch_ref, triton_ref,
+                                                        pin, merge_base)
     jobs = max_jobs or recipe.max_jobs
     if jobs is None and not recipe.is_wheel:
         jobs = host_build_jobs()  # the lock keeps it: a rebuild from the lock uses the same count
@@ -150,21 +154,62 @@ def plan_build(
 
 
 def _source_trees(
-    recipe: Recipe, pytorch_src: Path | None, triton_src: Path | None, pytorch_ref: str | None, pin: TritonPin | None,
-    merge_base: str | None,
+    recipe: Recipe, pytorch_src: Path | None, triton_src: Path | None, pytorch_ref: str | None,
+    triton_ref: str | None, pin: TritonPin | None, merge_base: str | None,
 ) -> tuple[SourceTree, SourceTree, TritonPin, str | None]:
     """The PyTorch and Triton trees of a source recipe, their commits resolved in local clones."""
     assert recipe.pytorch is not None and recipe.triton is not None
-    pt_repo = open_repo(_clone_path(recipe, "pytorch", pytorch_src), "--pytorch-src")
+    pt_repo = open_repo(clone_path(recipe, "pytorch", pytorch_src), "--pytorch-src")
     pt_commit = resolve_commit(pt_repo, pytorch_ref or recipe.pytorch.commit, "--pytorch-ref")
-    tp = pin or triton_pin(recipe.triton.commit, pt_repo, pt_commit, recipe.platform)
-    tr_repo = open_repo(_clone_path(recipe, "triton", triton_src), "--triton-src")
-    tr_commit = resolve_commit(tr_repo, tp.commit, f"triton commit (from {tp.source})")
+    tr_repo, tp = triton_source(recipe, pt_repo, pt_commit, triton_src, triton_ref, pin)
     pytorch = SourceTree("pytorch", Path(pt_repo.working_dir), pt_commit,
                          requirements=_present(pt_repo, pt_commit, ["requirements.txt", "requirements-build.txt"]))
     if merge_base is not None:
         merge_base = resolve_commit(pt_repo, merge_base, "--merge-base")
-    return pytorch, _triton_tree(tr_repo, tr_commit), tp, merge_base
+    return pytorch, _triton_tree(tr_repo, tp.commit), tp, merge_base
+
+
+def triton_source(recipe: Recipe, pytorch_repo: git.Repo, pytorch_commit: str, triton_src: Path | None,
+                  triton_ref: str | None = None, pin: TritonPin | None = None) -> tuple[git.Repo, TritonPin]:
+    """The Triton clone and the Triton commit built with PyTorch ``pytorch_commit``: ``pin`` when given (a lock's,
+    or one resolved before), else ``--triton-ref`` resolved in the clone, else the recipe's commit or the one
+    PyTorch pins at that commit. The commit must be in the clone (builds never fetch): else one line naming
+    ``--triton-src``, the commit, where it came from, and the command that fetches it."""
+    assert recipe.triton is not None
+    repo = open_repo(clone_path(recipe, "triton", triton_src), "--triton-src")
+    if pin is None and triton_ref is not None:
+        return repo, TritonPin(resolve_commit(repo, triton_ref, "--triton-ref"), TRITON_REF)
+    chosen = pin or triton_pin(recipe.triton.commit, pytorch_repo, pytorch_commit, recipe.platform)
+    try:
+        commit = repo.commit(chosen.commit).hexsha
+    except (git.BadName, git.BadObject, ValueError):
+        other = "" if pin is not None else ", or build another commit with --triton-ref"
+        raise UserError(
+            f"--triton-src: Triton commit {chosen.commit} ({chosen.origin(pytorch_commit)}) is not in the clone "
+            f"{repo.working_dir}; fetch it there (git -C {repo.working_dir} fetch origin {chosen.commit}){other}"
+        ) from None
+    return repo, TritonPin(commit, chosen.source)
+
+
+def check_source_flags(recipe: Recipe, pytorch_src: Path | None, triton_src: Path | None,
+                       triton_ref: str | None) -> tuple[Path, Path] | None:
+    """At the door of a task that builds (compare, bisect): Triton flags where the recipe builds no Triton are
+    refused, and a recipe that builds from source needs both clones, given or local in the recipe, and
+    ``--triton-ref`` in the Triton clone (one line naming the flag otherwise); returns the clones (None: nothing is
+    built from source)."""
+    if not recipe.is_docker or recipe.is_wheel or recipe.pytorch is None or recipe.triton is None:
+        what = "installs wheels" if recipe.is_docker else "runs an installed torch"
+        for flag, value in (("--triton-src", triton_src), ("--triton-ref", triton_ref)):
+            if value is not None:
+                raise UserError(f"{flag}: recipe {recipe.name} {what}; it builds no Triton (leave {flag} out, or "
+                                "give a docker recipe that builds from source)")
+        return None
+    clones = (clone_path(recipe, "pytorch", pytorch_src), clone_path(recipe, "triton", triton_src))
+    open_repo(clones[0], "--pytorch-src")
+    triton = open_repo(clones[1], "--triton-src")
+    if triton_ref is not None:
+        resolve_commit(triton, triton_ref, "--triton-ref")
+    return clones
 
 
 def _overlay_strip(overlay: Path | None) -> int:
@@ -218,17 +263,24 @@ def render_dockerfile(recipe: Recipe, pytorch: SourceTree | None = None, triton:
         raise UserError(f"{recipe.path}: cannot render the Dockerfile: {exc}") from None
 
 
-def _clone_path(recipe: Recipe, key: str, explicit: Path | None) -> Path:
+def clone_path(recipe: Recipe, key: str, explicit: Path | None) -> Path:
+    """The local clone of ``key`` (pytorch or triton): the ``--<key>-src`` flag, else the recipe's source when it
+    is a directory; else one line naming the flag, where the recipe builds from, and how to get a clone."""
     if explicit is not None:
         return explicit
-    source = getattr(recipe, key).source
+    pin = getattr(recipe, key)
+    source = pin.source
     candidate = Path(source) if Path(source).is_absolute() else recipe.path.parent / source
     if "://" not in source and candidate.is_dir():
         return candidate
-    raise UserError(
-        f"--{key}-src: recipe {recipe.name} names {source} for {key}; give a local clone that has the commit "
-        f"with --{key}-src (builds never fetch sources)"
-    )
+    if key == "pytorch":
+        what = f"PyTorch from {source}"
+    else:
+        what = f"Triton from {source} " + ("at the PyTorch pin" if pin.from_pytorch_pin else f"at {pin.commit[:12]}")
+    remote = "://" in source or source.startswith("git@")
+    how = f"git clone {source}" if remote else f"{candidate} is not a directory here"
+    raise UserError(f"--{key}-src: recipe {recipe.name} builds {what}; give a local clone of it "
+                    f"({how}; builds never fetch sources)")
 
 
 def _present(repo: git.Repo, commit: str, paths: list[str]) -> tuple[str, ...]:

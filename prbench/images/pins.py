@@ -3,7 +3,8 @@
 PyTorch records the Triton commit its CI builds against in a pin file whose name and folder drifted over
 the years (``triton.txt`` unified CUDA and ROCm in 2.5; older trees have ``triton-rocm.txt``, and some keep
 the pins under ``.github/``). The file is read from the git objects of the exact commit (never from a
-working tree, which hipify leaves dirty), and the lock records which file it came from.
+working tree, which hipify leaves dirty), and the lock records which file it came from. A ``--triton-ref`` given
+to ``invoke build``, ``compare`` or ``bisect`` replaces both the recipe's commit and the pin (`TRITON_REF`).
 """
 
 from __future__ import annotations
@@ -28,12 +29,23 @@ _PIN_NAMES = {
 }
 
 OVERRIDE = "recipe"
+TRITON_REF = "--triton-ref"  # the user named the Triton commit on the command line
 
 
 @dataclass(frozen=True)
 class TritonPin:
     commit: str
-    source: str  # the pin file's path inside the PyTorch tree, or "recipe" when the recipe names the commit
+    # Where the commit came from: the pin file's path inside the PyTorch tree, OVERRIDE when the recipe names the
+    # commit, TRITON_REF when the command line did.
+    source: str
+
+    def origin(self, pytorch_commit: str) -> str:
+        """Where the commit came from, in words (for a message about it)."""
+        if self.source == OVERRIDE:
+            return "the recipe's triton.commit"
+        if self.source == TRITON_REF:
+            return "--triton-ref"
+        return f"pinned by PyTorch {pytorch_commit[:12]} in {self.source}"
 
 
 def pin_candidates(platform: str) -> list[str]:

@@ -5,7 +5,9 @@ the good endpoint (base side), run by `prbench.compare.driver.run_compare` with 
 the target, so the environment of a step is the one compare plans: the installed torch plus a Python overlay
 of the diff from its commit (seconds) with a local recipe, or images built at both commits with a Docker recipe.
 With a local recipe and ``docker_recipe`` given, a commit the overlay cannot make (compiled code changed) is
-built with the Docker recipe instead; without one it is skipped and the step says why.
+built with the Docker recipe instead; without one it is skipped and the step says why. The compare request's
+Triton clone and ``--triton-ref`` go to every step; a Docker recipe built from source without its clones is
+refused before the bisect's directory exists.
 
 A step whose target stays inconclusive gets more rounds (the run is resumed with twice the rounds, up to
 ``max_rounds``: the rounds already timed are kept), then is undecided and stepped around. Every step is a run of
@@ -49,7 +51,7 @@ from analysis.io_errors import NoSpaceLeft
 from analysis.kernels.compare import read_table
 from analysis.kernels.index import graph_entries
 from prbench import gitrefs
-from prbench.compare.driver import CompareRequest, plan, run_compare
+from prbench.compare.driver import CompareRequest, check_sources, plan, run_compare
 from prbench.recipes import Recipe
 from prbench.runners import StageFailed
 from prbench.runs.run_lock import RunLock
@@ -162,7 +164,9 @@ def _settings(request: BisectRequest, target: BisectTarget, commits: list[Commit
             "docker_recipe": request.docker_recipe.name if request.docker_recipe else None,
             "suite": compare.suite.inputs(), "rounds": compare.rounds, "max_rounds": request.max_rounds,
             "passes": compare.passes, "stats": compare.stats.describe(), "env": dict(compare.env),
-            "inductor_config": dict(compare.inductor_config)}
+            "inductor_config": dict(compare.inductor_config),
+            # only when given, so a bisect recorded without the flag resumes as it was
+            **({"triton_ref": compare.triton_ref} if compare.triton_ref else {})}
 
 
 def run_bisect(request: BisectRequest, console: Console | None = None) -> BisectResult:
@@ -172,6 +176,7 @@ def run_bisect(request: BisectRequest, console: Console | None = None) -> Bisect
         raise UserError("--pytorch-src: required (the PyTorch clone holding --good and --bad)")
     target = resolve_target(request)
     commits = first_parent_commits(request.pytorch_src, request.good, request.bad)
+    check_sources(replace(request.compare, recipe=_builder(request), pytorch_src=request.pytorch_src))
     bisect_id = request.bisect_id or default_bisect_id(commits[0].sha, commits[-1].sha, target)
     check_run_id(bisect_id)
     directory = Path(request.compare.runs_dir) / bisect_id
@@ -277,12 +282,22 @@ def _more_rounds(asked: int | None, ran: int, most: int) -> int | None:
     return min(2 * done, most) if done < most else None
 
 
+def _builder(request: BisectRequest) -> Recipe:
+    """The recipe whose images the steps build: the request's own, or the Docker recipe for what an overlay of a
+    local recipe cannot make (`_buildable`)."""
+    if request.compare.recipe.is_docker or request.docker_recipe is None:
+        return request.compare.recipe
+    return request.docker_recipe
+
+
 def _buildable(compare: CompareRequest, docker_recipe: Recipe | None, console: Console) -> CompareRequest:
     """The step's request with the cheapest recipe that can make both commits: the request's own, or (a local
     recipe whose overlay is refused, e.g. compiled code changed) the Docker recipe. Raises what planning says."""
+    # The Triton flags are the Docker recipe's: the installed torch brings its own Triton.
+    own = compare if compare.recipe.is_docker else replace(compare, triton_src=None, triton_ref=None)
     try:
-        plan(compare)
-        return compare
+        plan(own)
+        return own
     except NoSpaceLeft:
         raise
     except UserError as exc:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from analysis.formats.stage_records import pinned_over
 from prbench.runners import CODE_ROOT, STAGE_ERROR_PREFIX, ErrorLineTracker, StageCommand, StageFailed, StageLost
 
 # Variables from the calling shell that would silently change what a stage measures.
@@ -89,8 +90,8 @@ class LocalRunner:
         self._lock = threading.Lock()
 
     def environment(self, command: StageCommand) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
-        env.update(command.env)
+        # A stage pinned to a device sees only its pin, none of this shell's visible-devices variables.
+        env = pinned_over({k: v for k, v in os.environ.items() if k not in _SCRUBBED}, command.env)
         env["PYTHONPATH"] = os.pathsep.join([*map(str, command.python_path), str(CODE_ROOT)])
         env["PYTHONUNBUFFERED"] = "1"
         return env

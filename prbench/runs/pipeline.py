@@ -30,6 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.formats.run_layout import PAIRED_DIR, VariantLayout
+from analysis.formats.stage_records import pinned_over
 from analysis.io_errors import NoSpaceLeft, no_space_in, no_space_message
 from prbench.runners import SIDE_LABEL, Runner, StageCommand, StageFailed
 from prbench.runners.local import python_keeps_bytecode
@@ -213,7 +214,7 @@ class Pipeline:
     def _run_command(self, prepared: PreparedVariant, spec: StageSpec) -> None:
         assert spec.command is not None, f"stage {spec.name} has neither a command nor a host step"
         command = spec.command()
-        command.env = {**prepared.env, **command.env}
+        command.env = pinned_over(prepared.env, command.env)  # a stage pinned to a device keeps only its pin
         command.python_path = [*prepared.python_path, *command.python_path]
         command.labels = {SIDE_LABEL: prepared.variant.name, **command.labels}
         if command.log_path is None:

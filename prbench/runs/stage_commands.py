@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from analysis.formats.run_layout import GRAPHS_DIR, VariantLayout
+from analysis.formats.stage_records import visible_devices_env
 from prbench.runners import StageCommand, StageFailed
 
 if TYPE_CHECKING:
@@ -189,6 +190,15 @@ def triton_ir_command(organized: Path, target: str, out: Path, kernels: list[str
     for kernel in kernels:
         args += ["--kernel", kernel]
     return StageCommand(module="stages.triton_ir", args=args)
+
+
+def on_device(command: StageCommand, device: str, platform: str) -> StageCommand:
+    """``command`` pinned to GPU ``device`` (`analysis.formats.stage_records.visible_devices_env`; the pipeline and
+    the local runner drop every other visible-devices variable when they merge it). A CPU stage is left as it is:
+    it runs on the CPUs, and hiding a GPU it does not use changes nothing."""
+    if device != "cpu":
+        command.env.update(visible_devices_env(device, platform))
+    return command
 
 
 def _optional(*pairs: tuple[str, object | None]) -> list[str]:

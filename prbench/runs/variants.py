@@ -40,6 +40,9 @@ class Variant:
     overlay_sha256: str | None = None  # the Python-only diff applied on top of pytorch_ref, if any
     env: dict[str, str] = field(default_factory=dict)
     inductor_config: dict[str, Any] = field(default_factory=dict)
+    # The Triton commit --triton-ref chose (None: the recipe's or PyTorch's pin, which the recipe and pytorch_ref
+    # already fix): a stage done with another Triton is not done.
+    triton_commit: str | None = None
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -50,6 +53,8 @@ class Variant:
             "overlay_sha256": self.overlay_sha256,
             "env": dict(sorted(self.env.items())),
             "inductor_config": self.merged_inductor_config(),
+            # only when set, so the identity (and the stages recorded under it) of every other variant stays
+            **({"triton_commit": self.triton_commit} if self.triton_commit else {}),
         }
 
     def identity_hash(self) -> str:
