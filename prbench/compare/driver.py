@@ -146,6 +146,9 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
         raise UserError(f"--models-per-process {request.models_per_process!r}: expected 0 (all models in one "
                         "worker) or a positive number of models per worker")
     _check_devices(request)
+    from prbench.compare.doctor import preflight
+
+    preflight(request, console)  # before hours of build: the engine, the base image, GPUs, clones, store, disk
     tree = upstream_tree(request.suite, request.recipe, request.upstream_src)
     compare_plan = plan(request)  # every ref and patch is checked before anything is written
     rounds = _Rounds(request, console)

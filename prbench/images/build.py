@@ -146,10 +146,10 @@ def _source_trees(
 ) -> tuple[SourceTree, SourceTree, TritonPin, str | None]:
     """The PyTorch and Triton trees of a source recipe, their commits resolved in local clones."""
     assert recipe.pytorch is not None and recipe.triton is not None
-    pt_repo = open_repo(_clone_path(recipe, "pytorch", pytorch_src), "--pytorch-src")
+    pt_repo = open_repo(clone_path(recipe, "pytorch", pytorch_src), "--pytorch-src")
     pt_commit = resolve_commit(pt_repo, pytorch_ref or recipe.pytorch.commit, "--pytorch-ref")
     tp = pin or triton_pin(recipe.triton.commit, pt_repo, pt_commit, recipe.platform)
-    tr_repo = open_repo(_clone_path(recipe, "triton", triton_src), "--triton-src")
+    tr_repo = open_repo(clone_path(recipe, "triton", triton_src), "--triton-src")
     tr_commit = resolve_commit(tr_repo, tp.commit, f"triton commit (from {tp.source})")
     pytorch = SourceTree("pytorch", Path(pt_repo.working_dir), pt_commit,
                          requirements=_present(pt_repo, pt_commit, ["requirements.txt", "requirements-build.txt"]))
@@ -207,7 +207,9 @@ def render_dockerfile(recipe: Recipe, pytorch: SourceTree | None = None, triton:
         raise UserError(f"{recipe.path}: cannot render the Dockerfile: {exc}") from None
 
 
-def _clone_path(recipe: Recipe, key: str, explicit: Path | None) -> Path:
+def clone_path(recipe: Recipe, key: str, explicit: Path | None) -> Path:
+    """The local clone of the recipe's ``key`` tree ("pytorch" or "triton"): ``--<key>-src``, else the recipe's
+    source when it is a local directory; a URL without a clone is a one-line error naming the flag."""
     if explicit is not None:
         return explicit
     source = getattr(recipe, key).source
