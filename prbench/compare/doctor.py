@@ -404,6 +404,7 @@ def check_pytorch_commits(s: Session) -> CheckResult:
         for side, (ref, what) in _sides(s).items():
             s.pytorch_commits[side] = resolve_commit(s.pytorch_repo, ref, what)
     except UserError as exc:
+        s.pytorch_commits.clear()  # the later checks need every side's commit
         return _fail(name, str(exc))
     return _ok(name, ", ".join(f"{side} {commit[:12]}" for side, commit in s.pytorch_commits.items())
                + f" in {s.pytorch_repo.working_dir}")
