@@ -76,9 +76,9 @@ def amd_machine(tmp_path: Path, *, gpu: bool, docker=engine_down) -> Machine:
     dev, proc = tmp_path / "dev", tmp_path / "proc"
     (dev / "dri").mkdir(parents=True, exist_ok=True)
     proc.mkdir(exist_ok=True)
+    (dev / "dri" / "renderD128").touch()  # a render node alone may be another vendor's GPU
     if gpu:
         (dev / "kfd").touch()
-        (dev / "dri" / "renderD128").touch()
     return Machine(dev=dev, proc=proc, own_pid=os.getpid(), which=lambda tool: None, docker=docker)
 
 
