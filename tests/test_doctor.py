@@ -12,18 +12,18 @@ import os
 import shutil
 from pathlib import Path
 
-import docker
 import pytest
-
-from analysis.errors import UserError
 from cli_support import invoke_in_process
+
+import docker
+from analysis.errors import UserError
 from prbench.compare import doctor
 from prbench.compare.doctor import CheckResult, DoctorInputs, Machine, run_doctor, summary
 from prbench.images.content_store import Store
 from prbench.recipes import load_recipe
 from tests.docker_support import base_image_id, commit_all, make_pytorch, make_triton, require_engine
 from tests.recipe_support import DIGEST, docker_recipe, to_toml
-from tests.test_triton_downloads import SETUP_3_4, triton_tree
+from tests.test_triton_downloads import triton_tree
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
@@ -33,9 +33,10 @@ def engine_down() -> None:
 
 
 class FakeImage:
-    id = "sha256:" + "cd" * 32
-    short_id = "sha256:cdcdcdcd"
-    attrs = {"RepoDigests": ["rocm/pytorch@" + DIGEST]}
+    def __init__(self) -> None:
+        self.id = "sha256:" + "cd" * 32
+        self.short_id = "sha256:cdcdcdcd"
+        self.attrs = {"RepoDigests": ["rocm/pytorch@" + DIGEST]}
 
 
 class FakeEngine:

@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     import git
     from rich.console import Console
 
-    from prbench.compare.driver import CompareRequest
     from prbench.images.content_store import Store, WheelTarget
 
 STATUSES = ("ok", "warn", "fail", "skip")
@@ -603,13 +602,10 @@ def summary(recipe: Recipe, results: list[CheckResult]) -> str:
     return f"doctor: recipe {recipe.name} passed {len(results)} checks{warnings}"
 
 
-def preflight(request: CompareRequest, console: Console, machine: Machine | None = None) -> None:
+def preflight(inputs: DoctorInputs, console: Console, machine: Machine | None = None) -> None:
     """``invoke compare``'s first step: the doctor's checks (on a local recipe the cheap ones); a failure stops the
     compare, with the failing lines printed and the summary as its one-line error, before anything is written."""
-    inputs = DoctorInputs(recipe=request.recipe, runs_dir=request.runs_dir, pytorch_src=request.pytorch_src,
-                          base=request.base, pr=request.pr, store=request.store, devices=request.devices,
-                          python=request.python)
-    local = not request.recipe.is_docker
+    local = not inputs.recipe.is_docker
 
     def emit(result: CheckResult) -> None:
         if not local or result.status in ("warn", "fail"):
@@ -617,6 +613,6 @@ def preflight(request: CompareRequest, console: Console, machine: Machine | None
 
     results = run_doctor(inputs, machine, emit, cheap_only=local)
     if any(r.status == "fail" for r in results):
-        raise UserError(summary(request.recipe, results) + "; invoke doctor shows every check")
+        raise UserError(summary(inputs.recipe, results) + "; invoke doctor shows every check")
     if not local:
-        console.print(summary(request.recipe, results), markup=False, highlight=False)
+        console.print(summary(inputs.recipe, results), markup=False, highlight=False)

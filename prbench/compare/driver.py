@@ -146,9 +146,12 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
         raise UserError(f"--models-per-process {request.models_per_process!r}: expected 0 (all models in one "
                         "worker) or a positive number of models per worker")
     _check_devices(request)
-    from prbench.compare.doctor import preflight
+    from prbench.compare.doctor import DoctorInputs, preflight
 
-    preflight(request, console)  # before hours of build: the engine, the base image, GPUs, clones, store, disk
+    # Before hours of build: the engine, the base image, the GPUs, the clones, the store, the disk.
+    preflight(DoctorInputs(recipe=request.recipe, runs_dir=request.runs_dir, pytorch_src=request.pytorch_src,
+                           base=request.base, pr=request.pr, store=request.store, devices=request.devices,
+                           python=request.python), console)
     tree = upstream_tree(request.suite, request.recipe, request.upstream_src)
     compare_plan = plan(request)  # every ref and patch is checked before anything is written
     rounds = _Rounds(request, console)
