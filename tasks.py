@@ -406,6 +406,40 @@ def verify(ctx, lock, image=None):
     print(f"verify: the image{'s match' if len(locks) > 1 else ' matches'} {lock}")
 
 
+@task(help={
+    "recipe": "Recipe name under recipes/ or a path to a .toml file (default from invoke.yaml)",
+    "pytorch_src": _BUILD_HELP["pytorch_src"],
+    "triton_src": _BUILD_HELP["triton_src"],
+    "triton_ref": _TRITON_REF_HELP,
+    "base": "Base side as compare takes it: a git ref in --pytorch-src or 'installed' (default: the recipe's commit)",
+    "pr": "PR side as compare takes it: a git ref in --pytorch-src, a patch file or 'installed'",
+    "store": _BUILD_HELP["store"],
+    "devices": "GPU indices the comparison will use, e.g. 0,1: each must exist and no other process may hold it",
+    "pull": "The build may pull a missing base image by digest (as build --pull): a warning, not a failure",
+    "runs_dir": "Directory that holds runs (its free disk is checked; default: runs)",
+    "python": "Local recipes: the interpreter whose torch compare would use (default: this one)",
+})
+@user_facing
+def doctor(ctx, recipe=None, pytorch_src=None, triton_src=None, base=None, pr=None, store=None, devices=None,
+           pull=False, runs_dir=None, python=None, triton_ref=None):
+    """Check in seconds, before hours of build, that a recipe can build and run here: one line per check; exit 1
+    when any fails."""
+    from invoke import Exit
+
+    from analysis.formats.stage_records import parse_devices
+    from prbench.compare.doctor import DoctorInputs, run_doctor, summary
+
+    inputs = DoctorInputs(recipe=_recipe(ctx, recipe), runs_dir=_runs_dir(ctx, runs_dir),
+                          pytorch_src=_optional_path(pytorch_src), triton_src=_optional_path(triton_src),
+                          triton_ref=triton_ref, base=base, pr=pr, store=_optional_path(store), pull=bool(pull), python=_python_flag(python),
+                          devices=tuple(parse_devices(devices)) if devices else ())
+    results = run_doctor(inputs, emit=lambda result: print(result.line(), flush=True))
+    line = summary(inputs.recipe, results)
+    if any(result.status == "fail" for result in results):
+        raise Exit(line, code=1)
+    print(line)
+
+
 @task(
     name="store",
     help={

@@ -65,7 +65,7 @@ def resolve_base(client, base: BaseImage, pull: bool, emit: Emit, store: Store |
     then builds FROM that id. ``docker load`` keeps an image's id, so a saved base comes back as itself.
     """
     _check_base(base)
-    image, from_ref = _find_base(client, base)
+    image, from_ref = find_base(client, base)
     if image is None and saved is not None and store is not None:
         emit(f"loading base image {base.name} from the store ({saved.label()})")
         loaded = store.load_image(client, saved)
@@ -84,7 +84,9 @@ def resolve_base(client, base: BaseImage, pull: bool, emit: Emit, store: Store |
     return ResolvedBase(from_ref=from_ref, image_id=image.id, repo_digests=tuple(image.attrs.get("RepoDigests") or ()))
 
 
-def _find_base(client, base: BaseImage) -> tuple[Any, str]:
+def find_base(client, base: BaseImage) -> tuple[Any, str]:
+    """The base image if the engine has it (by its repo digest, or by image id for a local base) and the reference
+    to build FROM; ``(None, reference)`` when absent. Never pulls."""
     image = image_present(client, base.reference)
     if image is not None:
         return image, base.reference

@@ -172,6 +172,12 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
         raise UserError(f"--modules-per-worker {request.modules_per_worker!r}: expected 0 (no limit) or a positive "
                         "number of kernel modules per worker")
     _check_devices(request)
+    from prbench.compare.doctor import DoctorInputs, preflight
+
+    # Before hours of build: the engine, the base image, the GPUs, the clones, the store, the disk.
+    preflight(DoctorInputs(recipe=request.recipe, runs_dir=request.runs_dir, pytorch_src=request.pytorch_src,
+                           triton_src=request.triton_src, triton_ref=request.triton_ref, base=request.base, pr=request.pr, store=request.store, devices=request.devices,
+                           python=request.python), console)
     tree = upstream_tree(request.suite, request.recipe, request.upstream_src)
     compare_plan = plan(request)  # every ref and patch is checked before anything is written
     rounds = _Rounds(request, console)

@@ -31,12 +31,19 @@ from analysis.errors import UserError
 from prbench.images.build_plan import ROOT_IN_IMAGE, BuildPlan, SourceTree, UsedItem
 from prbench.images.content_store import Store, StoreItem, WheelTarget
 from prbench.images.downloads import Download
+from prbench.images.pytorch_setup import AOTRITON_CMAKE
 from prbench.images.wheels import hashed_requirements, wheels_for
-from prbench.recipes import ENV_NAME_RE
+from prbench.recipes import ENV_NAME_RE, Recipe
 
 Emit = Callable[[str], None]
 
 _ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.bz2")
+# Per source tree, the paths (files, or folders taken whole) that decide what its build downloads
+# (``planned_downloads``): a tree holding only these, read from a clone at the commit, lists the same downloads.
+DOWNLOAD_INPUTS: dict[str, tuple[str, ...]] = {
+    "triton": ("setup.py", "python/setup.py", "python/build_helpers.py", "cmake"),
+    "pytorch": (AOTRITON_CMAKE,),
+}
 
 
 class _Source:
@@ -83,8 +90,7 @@ def fill_context(plan: BuildPlan, store: Store, context: Path, target: Callable[
         assert plan.pytorch is not None and plan.triton is not None
         for tree in (plan.triton, plan.pytorch):
             _source_tree(source, context, tree, emit)
-        _downloads(source, context, plan.recipe.platform, wheel_target, emit)
-        _pytorch_downloads(source, context, plan, wheel_target, rocm_version, emit)
+        _downloads(source, context, plan, wheel_target, rocm_version, emit)
         for tree, group in ((plan.triton, "triton-build"), (plan.pytorch, "pytorch-build")):
             requirements = build_requirements(context / "src" / tree.name, tree.requirements)
             _wheel_group(source, context, group, partial(wheels_for, store, requirements, wheel_target, emit=emit))
@@ -121,33 +127,42 @@ def _source_tree(source: _Source, context: Path, tree: SourceTree, emit: Emit) -
         tar.extractall(dest, filter="tar")
 
 
-def _downloads(source: _Source, context: Path, platform: str, target: Callable[[], WheelTarget],
-               emit: Emit) -> None:
-    """Triton's own downloads, from the store, with the scripts that unpack them and point its build at them."""
-    from prbench.images.content_store import triton_downloads
-
-    tree = context / "src" / "triton"
-    # setup.py is where Triton fetches things; a tree built from pyproject.toml alone fetches nothing through it.
-    has_setup = (tree / "setup.py").is_file() or (tree / "python" / "setup.py").is_file()
-    downloads = triton_downloads(tree, platform, **_machine_and_glibc(target())) if has_setup else []
-    _place_downloads(source, context, "downloads", downloads, "Triton", emit)
+def _downloads(source: _Source, context: Path, plan: BuildPlan, target: Callable[[], WheelTarget],
+               rocm_version: Callable[[], str] | None, emit: Emit) -> None:
+    """Every file the two trees' builds would fetch, from the store, each tree's in its own folder with the scripts
+    that unpack them and point its build at them (a change of PyTorch's never rebuilds the Triton layer)."""
+    planned = planned_downloads(context / "src", plan.recipe, target, rocm_version)
+    for folder, (tree, downloads) in planned.items():
+        _place_downloads(source, context, folder, downloads, tree, emit)
 
 
-def _pytorch_downloads(source: _Source, context: Path, plan: BuildPlan, target: Callable[[], WheelTarget],
-                       rocm_version: Callable[[], str] | None, emit: Emit) -> None:
-    """PyTorch's own downloads (AOTriton on ROCm), laid out like Triton's under ``pytorch-downloads/``."""
+def planned_downloads(src: Path, recipe: Recipe, target: Callable[[], WheelTarget],
+                      rocm_version: Callable[[], str] | None) -> dict[str, tuple[str, list[Download]]]:
+    """What the builds of the trees under ``src`` (``src/triton/``, ``src/pytorch/``) fetch by URL, by the context
+    folder they go in: ``{"downloads": ("Triton", [...]), "pytorch-downloads": ("PyTorch", [...])}``. Trees holding
+    only the files ``DOWNLOAD_INPUTS`` names give the same lists (``invoke doctor`` reads no more). ``target`` is
+    the image's interpreter (its machine and glibc pick the LLVM build); ``rocm_version`` the base image's ROCm
+    (AOTriton's runtime), each asked only when a tree needs it."""
     from prbench.images.pytorch_setup import pytorch_downloads
+    from prbench.images.triton_setup import triton_downloads
+
+    triton = src / "triton"
+    # setup.py is where Triton fetches things; a tree built from pyproject.toml alone fetches nothing through it.
+    has_setup = (triton / "setup.py").is_file() or (triton / "python" / "setup.py").is_file()
 
     def image_rocm() -> str:
         if rocm_version is None:
-            raise UserError(f"recipe {plan.recipe.name}: the ROCm version of the base image is needed to pick "
-                            "AOTriton's runtime, and this build cannot read it")
+            raise UserError(f"recipe {recipe.name}: the ROCm version of the base image is needed to pick "
+                            "AOTriton's runtime, and it cannot be read here")
         return rocm_version()
 
-    downloads = pytorch_downloads(context / "src" / "pytorch", plan.recipe.platform, plan.recipe.arch,
-                                  rocm_version=image_rocm,
-                                  machine=lambda: _machine_and_glibc(target()).get("machine", "x86_64"))
-    _place_downloads(source, context, "pytorch-downloads", downloads, "PyTorch", emit)
+    return {
+        "downloads": ("Triton", triton_downloads(triton, recipe.platform, **_machine_and_glibc(target()))
+                      if has_setup else []),
+        "pytorch-downloads": ("PyTorch", pytorch_downloads(
+            src / "pytorch", recipe.platform, recipe.arch, rocm_version=image_rocm,
+            machine=lambda: _machine_and_glibc(target()).get("machine", "x86_64"))),
+    }
 
 
 def _place_downloads(source: _Source, context: Path, folder: str, downloads: list[Download], tree: str,
@@ -182,13 +197,18 @@ def _place_downloads(source: _Source, context: Path, folder: str, downloads: lis
                                                           "local copies of its downloads.", *exports]) + "\n")
 
 
-def _download(store: Store, download: Download, emit: Emit) -> StoreItem:
-    """The stored file of the download's URL (the URLs name immutable builds: the LLVM hash, a tool's or
-    AOTriton's version), else fetched into the store; checked against the sha256 the tree names, if any."""
-    url, sha256 = download.url, download.sha256 or None
-    kept = next((i for i in store.items() if i.kind == "download" and i.origin == url
+def stored_download(store: Store, download: Download) -> StoreItem | None:
+    """The store's file of the download's URL (the URLs name immutable builds: the LLVM hash, a tool's or
+    AOTriton's version), if it holds one with the sha256 the tree names (any, where it names none)."""
+    sha256 = download.sha256 or None
+    return next((i for i in store.items() if i.kind == "download" and i.origin == download.url
                  and sha256 in (None, i.sha256)), None)
-    return kept if kept is not None else store.add_url(url, sha256=sha256, emit=emit)
+
+
+def _download(store: Store, download: Download, emit: Emit) -> StoreItem:
+    """The stored file of the download, else fetched into the store (checked against the tree's sha256, if any)."""
+    kept = stored_download(store, download)
+    return kept if kept is not None else store.add_url(download.url, sha256=download.sha256 or None, emit=emit)
 
 
 def _machine_and_glibc(target: WheelTarget) -> dict[str, str]:

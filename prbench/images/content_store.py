@@ -409,6 +409,13 @@ class Store:
             emit(f"wheels: {len(result)} for {target.describe()} ({len(added)} downloaded, {len(kept)} from the store)")
             return result
 
+    def wheels_at_hand(self, requirements: list[str], target: WheelTarget) -> list[StoreItem] | None:
+        """The store's wheels for ``target`` of the pinned ``requirements`` and of all they depend on, as
+        ``add_wheels`` takes them without pip; None when a requirement is not pinned ``==`` or anything is missing
+        (then ``add_wheels`` runs pip, which needs the package index)."""
+        target.check()
+        return self._wheels_at_hand([_requirement(text) for text in requirements], target)
+
     def add_image(self, client: Any, ref: str, *, name: str | None = None, emit: Emit = print) -> StoreItem:
         """``docker save`` of an image (by id, digest or tag) as one item; the same image id is saved once."""
         import docker
