@@ -431,7 +431,8 @@ def doctor(ctx, recipe=None, pytorch_src=None, triton_src=None, base=None, pr=No
 
     inputs = DoctorInputs(recipe=_recipe(ctx, recipe), runs_dir=_runs_dir(ctx, runs_dir),
                           pytorch_src=_optional_path(pytorch_src), triton_src=_optional_path(triton_src),
-                          triton_ref=triton_ref, base=base, pr=pr, store=_optional_path(store), pull=bool(pull), python=_python_flag(python),
+                          triton_ref=triton_ref, base=base, pr=pr, store=_optional_path(store), pull=bool(pull),
+                          python=_python_flag(python),
                           devices=tuple(parse_devices(devices)) if devices else ())
     results = run_doctor(inputs, emit=lambda result: print(result.line(), flush=True))
     line = summary(inputs.recipe, results)

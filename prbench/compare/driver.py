@@ -153,7 +153,6 @@ def plan(request: CompareRequest) -> ComparePlan:
 
         return plan_docker(request.base, request.pr, request.recipe, request.pytorch_src, Store.at(request.store),
                            triton_src=request.triton_src, triton_ref=request.triton_ref)
-    check_sources(request)
     return plan_local(request.base, request.pr, request.pytorch_src, request.python)
 
 
@@ -172,14 +171,16 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
         raise UserError(f"--modules-per-worker {request.modules_per_worker!r}: expected 0 (no limit) or a positive "
                         "number of kernel modules per worker")
     _check_devices(request)
-    from prbench.compare.doctor import DoctorInputs, preflight
-
-    # Before hours of build: the engine, the base image, the GPUs, the clones, the store, the disk.
-    preflight(DoctorInputs(recipe=request.recipe, runs_dir=request.runs_dir, pytorch_src=request.pytorch_src,
-                           triton_src=request.triton_src, triton_ref=request.triton_ref, base=request.base, pr=request.pr, store=request.store, devices=request.devices,
-                           python=request.python), console)
+    check_sources(request)
     tree = upstream_tree(request.suite, request.recipe, request.upstream_src)
     compare_plan = plan(request)  # every ref and patch is checked before anything is written
+    from prbench.compare.doctor import DoctorInputs, preflight
+
+    # Then, before hours of build, the machine: the engine, the base image, the GPUs, the store, the disk.
+    preflight(DoctorInputs(recipe=request.recipe, runs_dir=request.runs_dir, pytorch_src=request.pytorch_src,
+                           triton_src=request.triton_src, triton_ref=request.triton_ref, base=request.base,
+                           pr=request.pr, store=request.store, devices=request.devices, python=request.python),
+              console)
     rounds = _Rounds(request, console)
     try:
         return _compare(request, console, compare_plan, tree, rounds)
