@@ -27,14 +27,17 @@ def _recipe(ctx, recipe: str | None):
 
 
 def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, cpu_backend="cpp",
-                    source="builtin"):
-    """Suite flags, with invoke.yaml's ``prbench.suite`` defaults for those not given."""
+                    source="builtin", use_runner=False):
+    """Suite flags; for those not given the recipe's ``[suite]``, then invoke.yaml's ``prbench.suite``."""
     from analysis.flag_values import call_count
     from analysis.formats.suite_request import SuiteRequest
     from prbench.compare.suite_stage import device_for
 
     def pick(value, key, default):
-        return value if value is not None else config_value(ctx, f"suite.{key}", default)
+        if value is not None:
+            return value
+        from_recipe = getattr(recipe.suite, key, None)  # [suite] has models, size, mode and dtype
+        return from_recipe if from_recipe is not None else config_value(ctx, f"suite.{key}", default)
 
     return SuiteRequest(
         models=pick(models, "models", "tiny-default"),
@@ -46,7 +49,15 @@ def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, 
         device=device_for(recipe.platform),
         cpu_backend=cpu_backend,
         source=source,
+        use_runner=bool(use_runner),
     )
+
+
+def _stage_env(recipe, env):
+    """The variant's extra environment: the recipe's ``[suite.env]`` under the ``--env`` flags."""
+    from prbench.runs.variants import parse_assignments
+
+    return {**recipe.suite.env, **parse_assignments(env or [], "--env")}
 
 
 def _upstream_src(upstream_src):
@@ -103,7 +114,7 @@ def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_
 
 _SUITE_HELP = {
     "models": "Models: A,B,... (class-style names, e.g. BertForMaskedLM,T5Small), all, or tiny-default "
-              "(default from invoke.yaml)",
+              "(default: the recipe's [suite], else invoke.yaml)",
     "size": "Model size: tiny (CPU/CI scale) or full (the HF suite's default configs)",
     "mode": "inference or training (training = forward + the model's loss + backward)",
     "dtype": "float32, bfloat16, float16 or amp",
@@ -112,11 +123,14 @@ _SUITE_HELP = {
     "recipe": "Recipe name under recipes/ or a path to a .toml file (default from invoke.yaml)",
     "run": "Run id to create or resume (default: a new id from the time)",
     "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)",
-    "env": "KEY=VALUE environment variable for the stages (repeatable)",
+    "env": "KEY=VALUE environment variable for the stages (repeatable; over the recipe's [suite.env])",
     "inductor_config": "KEY=VALUE torch._inductor.config override, e.g. cpp.simdlen=256 (repeatable)",
     "suite_source": "builtin (our HF models, eager vs torch.compile; default) or upstream (PyTorch's own "
                     "benchmarks/dynamo/huggingface.py --performance per model, its CSV ingested; --size, "
                     "--warmup and --iterations do not apply)",
+    "use_runner": "With --suite-source upstream and --models all: run the whole suite through PyTorch's "
+                  "benchmarks/dynamo/runner.py in one go, as the seed's run_hf.sh does (default: huggingface.py "
+                  "--performance per model)",
     "upstream_src": "With --suite-source upstream: the PyTorch source tree as the environment sees it; "
                     "required for a local recipe (a path here), default for docker recipes: the image's tree "
                     "(/opt/prbench/src/pytorch)",
@@ -541,7 +555,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             models_per_process=None, modules_per_worker=None, confidence=None, alpha=None, margin=None,
             threshold=None, noise=None,
             min_ms=None, fail_share=None, fail_on="never", force=None, python=None, profile=False,
-            suite_source="builtin",
+            suite_source="builtin", use_runner=False,
             upstream_src=None, store=None, save_base=False, executor="local", ray_address=None, devices=None,
             shard_size="0", suite_shard_size=None, tolerance=None,
             triton_src=None, triton_ref=None):
@@ -578,7 +592,6 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     from rich.console import Console
 
     from prbench.compare.driver import CompareRequest, KernelSettings, run_compare, validate_force
-    from prbench.runs.variants import parse_assignments
 
     loaded = _recipe(ctx, recipe)
     request = CompareRequest(
@@ -586,12 +599,13 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         pytorch_src=resolve_path(pytorch_src) if pytorch_src else None,
         triton_src=_optional_path(triton_src), triton_ref=triton_ref,
         upstream_src=_upstream_src(upstream_src),
-        suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, source=suite_source),
+        suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, source=suite_source,
+                              use_runner=use_runner),
         kernels=KernelSettings(warmup=kernel_warmup_calls, iterations=kernel_timed_calls, timeout_s=kernel_timeout_s),
         rounds=round_flags.rounds, auto_rounds=round_flags.auto, max_rounds=round_flags.max_rounds,
         budget_s=round_flags.budget_s,
         passes=checked_passes, models_per_process=per_process, modules_per_worker=per_worker, stats=stats,
-        env=parse_assignments(env or [], "--env"),
+        env=_stage_env(loaded, env),
         inductor_config=inductor_values,
         force=validate_force(force or []),
         python=python,
@@ -674,7 +688,8 @@ def bisect(ctx, pytorch_src=None, good=None, bad=None, model=None, kernel=None, 
         triton_src=_optional_path(triton_src), triton_ref=triton_ref,
         suite=_suite_settings(ctx, loaded, None, size, mode, dtype, warmup, iterations),
         kernels=KernelSettings(warmup=checked["warmup"], iterations=checked["iterations"]),
-        rounds=step_rounds, passes=checked["passes"], stats=stats, python=_python_flag(python))
+        rounds=step_rounds, passes=checked["passes"], stats=stats, python=_python_flag(python),
+        env=_stage_env(loaded, None))
     request = BisectRequest(pytorch_src=resolve_path(pytorch_src), good=good, bad=bad, compare=compare,
                             model=model, kernel=kernel, from_run=from_run, max_rounds=most, bisect_id=bisect,
                             docker_recipe=_recipe(ctx, docker_recipe) if docker_recipe else None)
@@ -866,22 +881,21 @@ def publish(ctx, repo=None, pr=None, run=None, runs_dir=None, api_url=None, atta
 @holds_run(_runs_dir)
 def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, iterations=None, recipe=None, run=None,
           runs_dir=None, overlay=None, env=None, inductor_config=None, force=False, cpu_backend="cpp",
-          suite_source="builtin", upstream_src=None):
+          suite_source="builtin", use_runner=False, upstream_src=None):
     """Time the HF suite (builtin: eager vs torch.compile; or upstream's harness) into <run>/base/suite/suite.csv."""
     from rich.console import Console
 
     from prbench.compare.suite_stage import print_suite_summary, run_suite_stage
-    from prbench.runs.variants import parse_assignments
 
     inductor_values = _inductor_config_flag(inductor_config)
     loaded = _recipe(ctx, recipe)
     settings = _suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, cpu_backend,
-                               source=suite_source)
+                               source=suite_source, use_runner=use_runner)
     console = Console()
     outcome = run_suite_stage(
         settings=settings, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir), run_id=run,
         overlay_path=resolve_path(overlay) if overlay else None,
-        env=parse_assignments(env or [], "--env"),
+        env=_stage_env(loaded, env),
         inductor_config=inductor_values,
         force=force, console=console, upstream_src=_upstream_src(upstream_src),
     )

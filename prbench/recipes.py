@@ -1,7 +1,8 @@
 """Environment recipes (``recipes/*.toml``): what an environment is made of, validated on load.
 
 A recipe names the platform, the base image (by digest for Docker recipes), the GPU architectures, the
-Triton and PyTorch sources and commits, extra pip pins, environment variables, Inductor config and patches.
+Triton and PyTorch sources and commits, extra pip pins, environment variables, Inductor config and patches,
+and (``[suite]``) the experiment a suite on this environment runs unless a flag says otherwise.
 Every validation failure is a one-line ``UserError`` naming the file and the key.
 
 Recipes are shared files, so they are untrusted input: their values reach ``FROM``/``RUN``/``ENV`` lines of a
@@ -25,6 +26,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from analysis.errors import UserError
+from analysis.formats.suite_options import DTYPES, MODES, SIZES, UnknownModelError, resolve_models
 from analysis.records import read_bytes
 
 PLATFORMS = ("cpu", "cuda", "rocm")
@@ -119,7 +121,7 @@ def _show(key: str) -> str:
 
 _TOP_KEYS = {
     "description", "platform", "runner", "base_image", "arch", "triton", "pytorch", "pip", "env",
-    "inductor_config", "patches", "build",
+    "inductor_config", "patches", "build", "suite",
 }
 _SECTION_KEYS = {
     "base_image": {"name", "digest"},
@@ -127,6 +129,7 @@ _SECTION_KEYS = {
     "pytorch": {"source", "commit", "wheel", "sha256"},
     "pip": {"extra"},
     "build": {"max_jobs", "apt", "env"},
+    "suite": {"models", "size", "mode", "dtype", "env"},
 }
 # Variables the image's build steps set themselves, from other recipe keys or from what the build reads: a
 # ``[build] env`` entry may not replace them (MAX_JOBS comes from build.max_jobs or --max-jobs; the arch lists from
@@ -184,6 +187,22 @@ class WheelPin:
 
 
 @dataclass(frozen=True)
+class SuiteDefaults:
+    """A recipe's ``[suite]``: the experiment a suite on this environment runs where no flag says otherwise.
+
+    ``None`` leaves a setting to invoke.yaml's ``prbench.suite``. ``env`` joins the variant's environment under
+    the ``--env`` flags (every stage of a side compiles with the same settings); unlike ``[env]`` it is not
+    baked into the image, since it says what is measured, not what the environment is.
+    """
+
+    models: str | None = None
+    size: str | None = None
+    mode: str | None = None
+    dtype: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Recipe:
     name: str
     path: Path
@@ -208,6 +227,7 @@ class Recipe:
     # CPU, absent: the CPU wheels need no Triton, Inductor generates C++ there).
     pytorch_wheel: WheelPin | None = None
     triton_wheel: WheelPin | None = None
+    suite: SuiteDefaults = field(default_factory=SuiteDefaults)
 
     @property
     def is_docker(self) -> bool:
@@ -232,8 +252,14 @@ class Recipe:
         return data
 
     def content_hash(self) -> str:
-        """Hash of the recipe's meaning (not its formatting), used in image tags and stage input hashes."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, default=str).encode()
+        """Hash of the recipe's meaning (not its formatting), used in image tags and stage input hashes.
+
+        ``[suite]`` is left out: it is what a suite measures by default, which the suite's own inputs (the
+        request, the variant's env) already hold; changing it must not rebuild an image.
+        """
+        data = self.to_dict()
+        del data["suite"]
+        blob = json.dumps(data, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()
 
 
@@ -323,7 +349,27 @@ def parse_recipe(raw: dict[str, Any], path: Path) -> Recipe:
         apt_packages=_parse_apt(raw, check),
         pytorch_wheel=pytorch_wheel,
         triton_wheel=triton_wheel,
+        suite=_parse_suite(raw, check),
     )
+
+
+def _parse_suite(raw: dict[str, Any], check: _Checker) -> SuiteDefaults:
+    """``[suite]``: each value checked against the option list its flag takes (``analysis.formats.suite_options``)."""
+    table = check.table(raw, "suite")
+    picked: dict[str, str | None] = {}
+    for key, options in (("size", SIZES), ("mode", MODES), ("dtype", DTYPES)):
+        value = check.string(table, key, prefix="suite.", default="") or None
+        if value is not None and value not in options:
+            raise UserError(f"{check.path}: key 'suite.{key}': expected one of {', '.join(options)}, got {value!r}")
+        picked[key] = value
+    models = check.string(table, "models", prefix="suite.", default="") or None
+    if models is not None:
+        try:
+            resolve_models(models)
+        except UnknownModelError as exc:
+            raise UserError(f"{check.path}: key 'suite.models': {exc}") from None
+    env = {k: check.env_value(k, v, "suite.env.") for k, v in check.table(table, "env", "suite.").items()}
+    return SuiteDefaults(models=models, env=env, **picked)
 
 
 def _check_image_name(path: Path) -> None:
@@ -545,10 +591,10 @@ class _Checker:
                 where = f"{section}.{key}" if section else key
                 raise UserError(f"{self.path}: unknown key {_show(where)} (allowed: {', '.join(sorted(allowed))})")
 
-    def table(self, raw: dict[str, Any], key: str) -> dict[str, Any]:
+    def table(self, raw: dict[str, Any], key: str, prefix: str = "") -> dict[str, Any]:
         value = raw.get(key, {})
         if not isinstance(value, dict):
-            raise UserError(f"{self.path}: key '{key}': expected a table, got {type(value).__name__}")
+            raise UserError(f"{self.path}: key '{prefix}{key}': expected a table, got {type(value).__name__}")
         return value
 
     def string(self, raw: dict[str, Any], key: str, prefix: str = "", default: str | None = None) -> str:

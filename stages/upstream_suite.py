@@ -17,10 +17,11 @@ after every model, with ``samples.json`` = ``{}`` (the harness keeps no per-iter
 Like ``stages.suite`` it resumes: models with an ``ok`` row in the kept harness CSV are not run again, and a
 fresh run (nothing to keep) starts from an empty Inductor cache. It exits non-zero when every model failed.
 
-Caveats for the environment: importing ``huggingface.py`` evaluates ``AutoConfig.from_pretrained`` for five
-EXTRA_MODELS (t5-small, distilgpt2, ...), so the image needs those configs in its HF cache (then
-``HF_HUB_OFFLINE=1``) or Hub access; the builtin suite (``stages.suite``) never needs either. The variant's
-Inductor config overrides (``PRBENCH_INDUCTOR_CONFIG``) are read by our stages only, not by the harness.
+Importing ``huggingface.py`` evaluates ``AutoConfig.from_pretrained`` for its extra models (t5-small,
+distilgpt2, ...): before the first command the stage writes those configs from the environment's transformers
+into ``<variant>/work/hf-home`` and runs the harness against it offline (``stages.harness_configs``), so no
+command needs the Hub. The variant's Inductor config overrides (``PRBENCH_INDUCTOR_CONFIG``) are read by our
+stages only, not by the harness.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from analysis.formats.suite_options import TINY_DEFAULT
 from analysis.formats.suite_request import HF_SCRIPT, split_models
 from stages.entry import StageArgumentParser, run_as_script
 from stages.environment import INDUCTOR_CONFIG_ENV
+from stages.harness_configs import prepare_offline_hub
 from stages.progress import progress
 from stages.suite import empty_directory
 
@@ -344,6 +346,18 @@ def cache_directory(out: Path) -> Path:
     return Path(cache)
 
 
+def offline_configs(out: Path, pytorch_src: Path) -> None:
+    """The HF configs the harness loads at import, in the variant's work directory, and the harness offline."""
+    hub = prepare_offline_hub(out.resolve().parent / WORK_DIR / "hf-home", pytorch_src / HF_SCRIPT)
+    if hub is None:
+        return
+    say(f"HF configs for the harness (offline, transformers {hub.transformers_version}): "
+        f"{', '.join(hub.written) or 'none'} -> {hub.hf_home}")
+    if hub.unknown:
+        say(f"note: no offline config for {', '.join(hub.unknown)}; the harness cannot load "
+            f"{'it' if len(hub.unknown) == 1 else 'them'} without the Hub")
+
+
 def run(args: argparse.Namespace) -> int:
     src = args.pytorch_src
     if args.timeout is not None and args.timeout <= 0:
@@ -360,6 +374,7 @@ def run(args: argparse.Namespace) -> int:
     say(f"{what}, mode {args.mode}, dtype {args.dtype}, device {args.device}, tree {src}, cache {cache_dir}")
     if os.environ.get(INDUCTOR_CONFIG_ENV):
         say(f"note: the harness does not read {INDUCTOR_CONFIG_ENV} ({os.environ[INDUCTOR_CONFIG_ENV]})")
+    offline_configs(args.out, src)
     try:
         if args.use_runner:
             rows = run_whole_suite(plan, args.out, cache_dir, args.timeout)

@@ -148,6 +148,39 @@ def test_invoke_report_rerenders_a_run_directory(tmp_path: Path) -> None:
     assert manifest["stages"]["report"]["status"] == "done"
 
 
+def test_the_report_opens_with_the_experiment_the_run_recorded(tmp_path: Path) -> None:
+    """A compare on rocm7-mi300 with no suite flag: the seed's experiment, as its manifest and env.json say."""
+    from analysis.formats.suite_request import SuiteRequest
+    from prbench.recipes import load_recipe
+    from prbench.runs.variants import Variant
+
+    run = _run_dir(tmp_path)
+    recipe = load_recipe("rocm7-mi300", ROOT / "recipes")
+    suite = SuiteRequest(models="all", size="full", mode="training", dtype="amp", device="cuda")
+    for side in ("base", "pr"):  # what the pipeline writes into each side's env.json
+        variant = Variant(side, recipe, pytorch_ref=side[0] * 40, env=dict(recipe.suite.env))
+        env = {**variant.describe(), "runner": "docker", "stage_env": variant.stage_environment(run / side)}
+        (run / side / "env.json").write_text(json.dumps(env))
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["settings"].update(recipe="rocm7-mi300", suite=suite.inputs())
+    (run / "manifest.json").write_text(json.dumps(manifest))
+
+    result = invoke("report", "r1", "--runs-dir", str(tmp_path / "runs"))
+
+    assert result.returncode == 0, result.stderr
+    lines = (run / "report" / "report.md").read_text(encoding="utf-8").splitlines()
+    assert lines[4] == ("**Experiment:** 18 models (all) at full size, training, amp, on cuda (recipe rocm7-mi300); "
+                        "Inductor: cudagraphs off, max-autotune-pointwise on, buffer ops on")
+    assert lines[2].startswith("**Verdict:**")
+    experiment = json.loads((run / "report" / "summary.json").read_text())["experiment"]
+    assert experiment["lines"] == [lines[4].removeprefix("**Experiment:** ")]
+    assert experiment["base"] == experiment["pr"]
+    assert {k: experiment["base"][k] for k in ("model_count", "size", "mode", "dtype", "cudagraphs",
+                                               "max_autotune_pointwise", "buffer_ops")} == {
+        "model_count": 18, "size": "full", "mode": "training", "dtype": "amp", "cudagraphs": False,
+        "max_autotune_pointwise": True, "buffer_ops": True}
+
+
 def test_the_report_prints_the_confidence_level_actually_used(tmp_path: Path) -> None:
     run = _run_dir(tmp_path)
     inputs = load_report_inputs(run)
@@ -197,8 +230,9 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
     summary = json.loads(paths.summary_json.read_text())
     assert summary == paths.summary and paths.summary_json == tmp_path / "report" / "summary.json"
     assert set(summary) == {"format_version", "verdict", "kernels", "models", "control", "gates", "numerics",
-                            "settings"}
+                            "experiment", "settings"}
     assert summary["format_version"] == 3
+    assert summary["experiment"] is None  # this run laid out by hand recorded no suite request
     assert summary["numerics"]["models"] is None  # these suites recorded no outputs (tests/test_numerics.py)
     family_keys = {"verdict", "headline", "step", "geomean", "ci_low", "ci_high", "confidence", "alpha", "n",
                    "improved", "regressed", "equivalent", "inconclusive", "time_weighted", "rounds", "detectable_pct",

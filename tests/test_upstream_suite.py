@@ -26,6 +26,7 @@ from analysis.formats.dynamo_csv import (
 )
 from prbench.executors import RunnerSpec
 from prbench.runners import CODE_ROOT, StageFailed
+from stages.harness_configs import loaded_names
 from stages.upstream_suite import (
     huggingface_argv,
     plan_upstream_suite,
@@ -89,6 +90,18 @@ RUNNER = textwrap.dedent("""\
         fh.write("dev,name,batch_size,speedup,abs_latency\\n")
         for m in models:
             fh.write("cpu,%s,0,0.0,0.0\\n" % m if m == "Broken" else "cpu,%s,4,2.000000,1.500000\\n" % m)
+""")
+
+
+# The stand-in harness as upstream's starts: its extra models' configs loaded by Hub id while it is imported
+# (huggingface.py's EXTRA_MODELS), which then says what it was given.
+HARNESS_LOADING_CONFIGS = textwrap.dedent("""\
+    from transformers import AutoConfig
+    EXTRA_MODELS = {"T5Small": AutoConfig.from_pretrained("t5-small"),
+                    "AllenaiLongformerBase": AutoConfig.from_pretrained("allenai/longformer-base-4096")}
+""") + HARNESS + textwrap.dedent("""\
+    with open(os.path.join(os.path.dirname(out), "configs.json"), "w") as fh:
+        json.dump({name: config.to_dict() for name, config in EXTRA_MODELS.items()}, fh)
 """)
 
 
@@ -251,6 +264,47 @@ def test_the_stage_exits_non_zero_when_every_model_failed(tmp_path: Path) -> Non
     assert proc.returncode == 1
     assert "[upstream] 0 ok, 2 failed" in proc.stdout
     assert len(read_suite_csv(tmp_path / "run" / "base" / "suite" / "suite.csv")) == 2
+
+
+@pytest.mark.integration
+def test_the_harness_loads_its_hub_configs_offline_from_the_configs_the_stage_wrote(tmp_path: Path) -> None:
+    src = pytorch_tree(tmp_path)
+    # A name it loads only later (no model of this run needs it) and that the stage has no config for.
+    (src / "benchmarks" / "dynamo" / "huggingface.py").write_text(HARNESS_LOADING_CONFIGS + textwrap.dedent("""\
+        def later():
+            return AutoConfig.from_pretrained("someorg/unheard-of")
+    """))
+
+    proc = run_stage(tmp_path, src, "--models", "BertForMaskedLM")
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [(r["name"], r["status"]) for r in read_suite_csv(tmp_path / "run" / "base" / "suite" / "suite.csv")] == [
+        ("BertForMaskedLM", "ok")]
+    configs = json.loads((tmp_path / "run" / "base" / "suite" / "upstream" / "configs.json").read_text())
+    assert (configs["T5Small"]["model_type"], configs["T5Small"]["d_model"]) == ("t5", 512)
+    longformer = configs["AllenaiLongformerBase"]
+    assert (longformer["model_type"], longformer["max_position_embeddings"]) == ("longformer", 4098)
+    hf_home = tmp_path / "run" / "base" / "work" / "hf-home"
+    assert (hf_home / "hub" / "models--allenai--longformer-base-4096" / "refs" / "main").is_file()
+    assert (f"[upstream] HF configs for the harness (offline, transformers {transformers_version()}): t5-small, "
+            f"allenai/longformer-base-4096 -> {hf_home}") in proc.stdout
+    assert "[upstream] note: no offline config for someorg/unheard-of; the harness cannot load it" in proc.stdout
+
+
+def test_the_stage_reads_which_configs_the_harness_loads_from_its_source(tmp_path: Path) -> None:
+    script = tmp_path / "huggingface.py"
+    script.write_text(HARNESS_LOADING_CONFIGS + textwrap.dedent("""\
+        def later():
+            return AutoConfig.from_pretrained("t5-small"), AutoConfig.from_pretrained(os.environ["NAME"])
+    """))
+    # Every literal name once, in order; a name computed at run time cannot be known beforehand.
+    assert loaded_names(script) == ["t5-small", "allenai/longformer-base-4096"]
+
+
+def transformers_version() -> str:
+    from importlib.metadata import version
+
+    return version("transformers")
 
 
 @pytest.mark.integration

@@ -47,6 +47,7 @@ class SuiteRequest:
     device: str = "cpu"
     cpu_backend: str = "cpp"
     source: str = "builtin"  # "builtin" (stages.suite) or "upstream" (stages.upstream_suite)
+    use_runner: bool = False  # upstream only: the whole suite through runner.py, as the seed's run_hf.sh runs it
 
     def validate(self) -> list[str]:
         """Check every flag (one-line UserError naming it); return the resolved model names.
@@ -55,6 +56,8 @@ class SuiteRequest:
         """
         if self.source not in SOURCES:
             raise UserError(f"--suite-source {self.source!r}: expected one of {', '.join(SOURCES)}")
+        if self.use_runner and self.source != "upstream":
+            raise UserError("--use-runner: runs PyTorch's runner.py; only with --suite-source upstream")
         for flag, value, options in (("--size", self.size, SIZES), ("--mode", self.mode, MODES),
                                      ("--dtype", self.dtype, DTYPES), ("--cpu-backend", self.cpu_backend,
                                                                        CPU_BACKENDS)):
@@ -65,7 +68,11 @@ class SuiteRequest:
         except SuiteInputError as exc:
             raise UserError(str(exc)) from None
         if self.source == "upstream":
-            return split_models(self.models)
+            names = split_models(self.models)
+            if self.use_runner and names != ["all"]:
+                raise UserError(f"--use-runner: runner.py runs the whole HF suite; give --models all, not "
+                                f"{self.models!r} (or drop --use-runner to run named models)")
+            return names
         try:
             return resolve_models(self.models)
         except UnknownModelError as exc:
@@ -75,4 +82,6 @@ class SuiteRequest:
         inputs = asdict(self)
         if self.source == "builtin":
             del inputs["source"]  # runs recorded before there was a choice keep their input hashes
+        if not self.use_runner:
+            del inputs["use_runner"]  # likewise: only a runner.py suite says so
         return inputs

@@ -31,6 +31,7 @@ from analysis.formats.run_layout import SIDES, TRACE_DIFF_MD, RunLayout, Variant
 from analysis.kernels.compare import read_kernels_csv
 from analysis.models.compare import read_suite_frame
 from analysis.records import open_regular, read_bytes, read_json, reading
+from analysis.report.experiment import Experiment, recorded_experiment
 from analysis.stats.sequential import RoundsUsed, read_rounds_used
 from analysis.stats.verdict_settings import VerdictSettings
 
@@ -76,6 +77,8 @@ class ReportInputs:
     kernels_asked: tuple[str, ...] = ()  # kernels whose code diff the user asked for (`invoke report --kernel`)
     suite_dirs: tuple[Path, Path] | None = None  # base and PR <side>/suite: their outputs/ (`analysis.models.numerics`)
     kernel_output_dirs: tuple[Path, Path] | None = None  # base and PR <side>/kernel_outputs (`kernel_numerics`)
+    # What each side measured, from the manifest's suite request and its env.json (None: not recorded)
+    experiments: tuple[Experiment, Experiment] | None = None
 
     def stats_for(self, kind: str) -> VerdictSettings:
         """The level a kind's verdicts are stated at: its rounds record's (the strict level after an early stop,
@@ -163,12 +166,22 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
     if not kernels and not suite:
         raise UserError(f"{run_dir}: nothing to compare (no kernels.csv or suite/suite.csv under base/ and pr/)")
     _add_provenance(run_dir, inputs)
+    inputs.experiments = _experiments(layout, inputs)
     trace = layout.report / TRACE_DIFF_MD
     if trace.exists():
         with reading(trace, "the trace diff (Markdown)"):
             inputs.trace_diff_md = read_bytes(trace, "the trace diff (Markdown)", MAX_TRACE_DIFF_BYTES).decode("utf-8")
     return inputs
 
+
+
+def _experiments(layout: RunLayout, inputs: ReportInputs) -> tuple[Experiment, Experiment] | None:
+    """Both sides' experiments as the run recorded them (the manifest's settings, each side's env.json)."""
+    settings = _json_dict(layout.manifest).get("settings")
+    if not isinstance(settings, dict):
+        return None
+    base, pr = (recorded_experiment(settings, env) for env in (inputs.base_env, inputs.pr_env))
+    return (base, pr) if base is not None and pr is not None else None
 
 
 def _add_provenance(run_dir: Path, inputs: ReportInputs) -> None:

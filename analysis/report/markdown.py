@@ -31,6 +31,7 @@ from analysis.rendering import (
     markdown_table,
 )
 from analysis.report.environment import environment_table, flatten, lock_identity, with_lock_summaries
+from analysis.report.experiment import report_lines
 from analysis.report.gates import Gate
 from analysis.report.inputs import ReportInputs
 from analysis.report.kernel_details import KernelDetails
@@ -190,6 +191,7 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
                                "limit": f"{'<' if g.bad_when == 'below' else '>'} {g.limit:g}×"} for g in gates])
     verdict = report_verdict(kc, mc)
     base_ctx = {"title": inputs.title, "verdict": lead_with_numerics(verdict, numerics) if numerics else verdict,
+                "experiment": report_lines(*inputs.experiments) if inputs.experiments else [],
                 "numerics_method": method_text(numerics) if numerics else None,
                 "kc": kc, "mc": mc, "proj": proj,
                 "plots": {**dict.fromkeys(PLOT_SLOTS), **plots}, "method": _method(inputs, kc, mc),

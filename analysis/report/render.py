@@ -6,6 +6,7 @@ from a run directory) and writes ``out_dir``. Each step lives in its own module:
 - ``analysis.report.inputs``: what a report is made from, and reading it from a run;
 - ``analysis.report.verdict_line``: the verdict line, controls, ``summary.json`` content, the xlsx Summary sheet;
 - ``analysis.report.environment``: the environment and lock tables;
+- ``analysis.report.experiment``: the experiment line (what was measured, with which Inductor settings);
 - ``analysis.report.markdown``: report.md, fitted under GitHub's comment limit;
 - ``analysis.report.plots``: the PNGs;
 - what explains the numbers: ``analysis.kernels.source`` (code diffs, launch configurations) and
@@ -30,6 +31,7 @@ from analysis.kernels.fusion_changes import fusion_changes
 from analysis.models.compare import ModelComparison, compare_models
 from analysis.rendering import write_csv, write_xlsx
 from analysis.report.environment import environment_table, flatten, with_lock_summaries
+from analysis.report.experiment import summary_block
 from analysis.report.gates import Gate, model_gates
 from analysis.report.inputs import ReportInputs, ReportSettings, load_report_inputs
 from analysis.report.markdown import MAX_MARKDOWN_CHARS, Explanations, asked_kernel_texts, render_markdown
@@ -113,6 +115,7 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
     if found.numerics is not None:
         summary["verdict"] = lead_with_numerics(summary["verdict"], found.numerics)
         summary["numerics"] = found.numerics.summary_block()
+    summary["experiment"] = summary_block(*inputs.experiments) if inputs.experiments else None
     summary_json = write_summary(out_dir, summary)
     xlsx = write_xlsx(out_dir / "report.xlsx", files.sheets)
     text = render_markdown(inputs, found.kc, found.mc, found.proj, files.plots, found.gates,

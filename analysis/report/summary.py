@@ -24,6 +24,11 @@
                              "failed_items": [{the same keys as worst}]} | null,    # analysis.models.numerics
                   "kernels": null,
                   "tolerances": {dtype: {"rtol", "atol"}}} | null,
+     "experiment": {"lines": ["<what was measured>"],    # one, or one per side when they differ
+                    "base": {"models", "model_count", "size", "mode", "dtype", "device", "source", "use_runner",
+                             "cpu_backend", "cudagraphs", "max_autotune_pointwise", "buffer_ops", "recipe",
+                             "also"},   # analysis.report.experiment
+                    "pr": {the same keys}} | null,     # null: the run recorded no suite request
      "settings": {...}}
 
 Numbers that do not exist (no interval with one round) are null. The version goes up when a key is removed or

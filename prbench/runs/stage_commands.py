@@ -73,6 +73,8 @@ def upstream_command(variant_dir: Path, settings: SuiteRequest, pytorch_src: Pat
         "--device", settings.device,
         "--cache-archive", str(VariantLayout(variant_dir).cache_archive),
     ]
+    if settings.use_runner:
+        args.append("--use-runner")
     return StageCommand(module="stages.upstream_suite", args=args)
 
 
