@@ -178,8 +178,7 @@ def test_a_rebuild_from_the_lock_finds_every_download_in_the_store_with_the_netw
     used = fill_context(plan, store, tmp_path / "first", lambda: TARGET, emit=lambda _: None,
                         rocm_version=lambda: "7.0")
     trees = (SourceTree("pytorch", None, plan.pytorch.commit), SourceTree("triton", None, plan.triton.commit))
-    locked = plan_build(plan.recipe, trees=trees, pin=plan.triton_pin, locked=tuple(used),
-                        max_jobs=int(plan.build_args["MAX_JOBS"]))
+    locked = plan_build(plan.recipe, trees=trees, pin=plan.triton_pin, locked=tuple(used))
 
     again = fill_context(locked, Store(store.root), tmp_path / "second", lambda: TARGET, emit=lambda _: None,
                          rocm_version=lambda: "7.0")
@@ -264,6 +263,22 @@ def test_a_bad_build_variable_is_one_line_naming_the_recipe_key(tmp_path: Path, 
     message = load_error(path)
 
     assert all(fragment in message for fragment in fragments), message
+
+
+def test_without_a_job_count_the_build_takes_this_machines_and_the_tag_stays_the_same(tmp_path: Path,
+                                                                                         monkeypatch) -> None:
+    from prbench.images import build
+
+    recipe, _ = standin_recipe(tmp_path, "v2.9.0", "rocm", "gfx942")
+    recipe.write_text(recipe.read_text(encoding="utf-8").replace("max_jobs = 3", ""), encoding="utf-8")
+    tags = set()
+    for jobs in (2, 64):  # a laptop and a build server plan the same recipe
+        monkeypatch.setattr(build, "host_build_jobs", lambda jobs=jobs: jobs)
+        plan = plan_build(load_recipe(str(recipe), tmp_path))
+        assert "MAX_JOBS" not in plan.inputs()["build"]["args"]
+        assert build.docker_build_args(plan) == {"MAX_JOBS": str(jobs)}
+        tags.add(plan.tag)
+    assert len(tags) == 1
 
 
 @pytest.mark.parametrize(("cores", "gib", "jobs"), [(128, 512, 128), (128, 256, 64), (16, 2, 1), (4, 1000, 4)])

@@ -127,3 +127,18 @@ def test_a_cpu_comparison_runs_its_stages_as_before(tmp_path: Path) -> None:
     suite = driver._suite_spec(side, request, None).command()
     assert driver._device(request) == "cpu"
     assert [_pinned_to(c) for c in (suite, *side.pipeline.commands.values())] == [{}, {}, {}]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("recipe_name", "variable"), PLATFORMS)
+def test_without_devices_the_stages_run_on_the_gpu_the_shell_names(recipe_name: str, variable: str, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seed picks its GPU with CUDA_VISIBLE_DEVICES=3 before running: a compare without --devices keeps it."""
+    recipe = load_recipe(recipe_name, ROOT / "recipes")
+    for var in VISIBLE_DEVICES:
+        monkeypatch.delenv(var, raising=False)
+    side = _side(recipe, tmp_path)
+    assert _pinned_to(driver._suite_spec(side, _request(recipe, tmp_path), None).command()) == {variable: "0"}
+
+    monkeypatch.setenv(variable, "3,5")
+    suite = driver._suite_spec(side, _request(recipe, tmp_path), None).command()
+    assert _pinned_to(suite) == {variable: "3"}

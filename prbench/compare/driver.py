@@ -42,6 +42,7 @@ from analysis.stats.sequential import (
 )
 from analysis.stats.verdict_settings import VerdictSettings
 from prbench import __version__
+from prbench.compare.kernel_stages import default_devices
 from prbench.compare.paired_plan import PairedTiming, PlanSide, kernel_plan, model_plan, ok_models
 from prbench.compare.shard_rounds import (
     NodeFacts,
@@ -683,10 +684,14 @@ def _prepare_kernels(side: _Side, request: CompareRequest) -> None:
 
 def _device(request: CompareRequest) -> str:
     """The device of the stages that run once per side (suite, launch_cost, profile) and of the paired plans: the
-    first of --devices, else the CPU or GPU 0 (the executor's default too)."""
+    first of --devices, else the CPU, or on a GPU recipe the first GPU the shell's HIP/CUDA_VISIBLE_DEVICES names
+    (the seed picks its GPU that way), else GPU 0 (the executor's default too)."""
     if request.devices:
         return request.devices[0]
-    return "cpu" if request.recipe.platform == "cpu" else "0"
+    if request.recipe.platform == "cpu":
+        return "cpu"
+    visible = default_devices(None).split(",")[0].strip()
+    return visible if visible.isdigit() else "0"
 
 
 def _models_per_process(request: CompareRequest) -> int:

@@ -126,8 +126,6 @@ def plan_build(
         pytorch, triton, tp, merge_base = _source_trees(recipe, pytorch_src, triton_src, pytorch_ref, triton_ref,
                                                         pin, merge_base)
     jobs = max_jobs or recipe.max_jobs
-    if jobs is None and not recipe.is_wheel:
-        jobs = host_build_jobs()  # the lock keeps it: a rebuild from the lock uses the same count
     build_args = {"MAX_JOBS": str(jobs)} if jobs else {}
     patches = tuple(_patch_file(entry, f"{recipe.path}: key 'patches'") for entry in recipe.patches)
     dockerfile = render_dockerfile(recipe, pytorch, triton, overlay=overlay is not None,
@@ -439,6 +437,15 @@ def _check_overlay(context: Path) -> None:
         raise UserError(f"--overlay: the overlay does not apply to the PyTorch tree: {first}")
 
 
+def docker_build_args(plan: BuildPlan) -> dict[str, str]:
+    """The build's ARG values: the plan's, and without a job count in the recipe or --max-jobs, this machine's
+    (``pytorch_setup.build_jobs``), which is not among the hashed inputs: one recipe gives one tag whatever machine
+    builds it, and a rebuild from a lock on a smaller machine is not given a larger machine's count."""
+    if plan.recipe.is_wheel or "MAX_JOBS" in plan.build_args:
+        return dict(plan.build_args)
+    return {"MAX_JOBS": str(host_build_jobs()), **plan.build_args}
+
+
 def _stream_build(plan: BuildPlan, client, context: Path, log_path: Path | None, nocache: bool,
                   stream: IO[str], extra_labels: dict[str, str]) -> tuple[str, list[str]]:
     """Low-level streaming build: live logs to the console and the log file; the id from ``aux``."""
@@ -451,7 +458,7 @@ def _stream_build(plan: BuildPlan, client, context: Path, log_path: Path | None,
     try:
         chunks = client.api.build(
             path=str(context), tag=plan.tag, decode=True, rm=True, forcerm=True, pull=False, nocache=nocache,
-            buildargs=plan.build_args, labels={**plan.labels(), **extra_labels}, network_mode=plan.network_mode,
+            buildargs=docker_build_args(plan), labels={**plan.labels(), **extra_labels}, network_mode=plan.network_mode,
             use_config_proxy=False,
         )
         for chunk in chunks:
