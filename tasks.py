@@ -459,22 +459,34 @@ def doctor(ctx, recipe=None, pytorch_src=None, triton_src=None, base=None, pr=No
     name="store",
     help={
         "action": "list (every item), verify (hash every item again), export (into --file), import (from --file), "
-                  "fetch (the wheels --recipe's image installs, for its base image's Python: later builds run "
-                  "offline)",
+                  "fetch (the wheels --recipe's image installs, for its base image's Python, and a source build's "
+                  "downloads: later builds run offline)",
         "file": "The tar that export writes and import reads (one file holding the objects and their index)",
         "lock": "export only the items this lock.json lists (an image's lock or a run's lock.json)",
         "store": "Store directory (default: $PRBENCH_STORE, else ~/.cache/prbench/store)",
         "recipe": "fetch only: the Docker recipe (name in recipes/ or a .toml path) whose wheels to fetch",
+        "pytorch_src": "fetch only, recipes built from source: the PyTorch clone; its build's downloads (AOTriton "
+                       "on ROCm) and the Triton build's (LLVM, ...) are fetched too",
+        "triton_src": "fetch only, recipes built from source: the Triton clone holding each side's Triton commit",
+        "triton_ref": "fetch only: " + _TRITON_REF_HELP,
+        "base": "fetch only: a base side's PyTorch ref in --pytorch-src (default: the recipe's commit)",
+        "pr": "fetch only: a PR side's PyTorch ref in --pytorch-src (a patch file builds the base's commit)",
     },
 )
 @user_facing
-def store_task(ctx, action, file=None, lock=None, store=None, recipe=None):
+def store_task(ctx, action, file=None, lock=None, store=None, recipe=None, pytorch_src=None, triton_src=None,
+               triton_ref=None, base=None, pr=None):
     """The content-addressed store of build inputs: list, verify, fetch a recipe's wheels, or move it to another
     machine as one tar."""
-    from prbench.images.store_command import run_store_action
+    from pathlib import Path
 
+    from prbench.images.store_command import SourceSides, run_store_action
+
+    refs = tuple(ref for ref in (base, pr) if ref and not Path(ref).is_file())
+    sides = SourceSides(pytorch_src=_optional_path(pytorch_src), triton_src=_optional_path(triton_src), refs=refs,
+                        triton_ref=triton_ref)
     run_store_action(action, store_dir=store, file=_optional_path(file), lock=_optional_path(lock),
-                     recipe=_recipe(ctx, recipe) if recipe else None)
+                     recipe=_recipe(ctx, recipe) if recipe else None, sides=sides)
 
 
 _COMPARE_TRITON_SRC_HELP = ("Local Triton clone holding the Triton commit each side builds (docker recipes built "

@@ -285,3 +285,53 @@ def test_without_a_job_count_the_build_takes_this_machines_and_the_tag_stays_the
 def test_the_default_job_count_is_bounded_by_cores_and_by_memory_per_job(cores: int, gib: int, jobs: int) -> None:
     assert JOB_MEMORY_BYTES == 4 << 30
     assert build_jobs(cores, gib << 30) == jobs
+
+
+class _Served(io.BytesIO):
+    """One file as urllib.request.urlopen answers it (a context manager with headers)."""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Content-Length": str(len(self.getvalue()))}
+
+
+def test_store_fetch_takes_every_download_of_a_source_build_so_that_the_build_runs_offline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user about to build on a machine without network runs `invoke store fetch --recipe R --pytorch-src P
+    --triton-src T --base B` once where the network is: afterwards the build context is filled with the network off."""
+    import urllib.request
+
+    from prbench.images import store_command, wheels
+
+    recipe_path, files = standin_recipe(tmp_path, "v2.9.0", "rocm", "gfx942")
+    recipe = load_recipe(str(recipe_path), tmp_path)
+    version = LAYOUTS["v2.9.0"][0]
+    served = {f"{RELEASES}{version}/{name}": data for name, data in files.items()}
+    asked: list[str] = []
+
+    def serve(url: str, timeout: float) -> _Served:
+        asked.append(url)
+        return _Served(served[url])
+
+    monkeypatch.setattr(urllib.request, "urlopen", serve)
+    monkeypatch.setattr(wheels, "base_image_target", lambda recipe, store: lambda: TARGET)
+    monkeypatch.setattr(store_command, "_base_rocm_version", lambda recipe, store: "7.0")
+    store_dir = tmp_path / "store"
+    sides = store_command.SourceSides(refs=(recipe.pytorch.commit, "installed"))  # the clones are the recipe's
+
+    store_command.run_store_action("fetch", store_dir=str(store_dir), file=None, lock=None, recipe=recipe,
+                                   sides=sides)
+
+    runtime = f"aotriton-{version}-manylinux_2_28_x86_64-rocm7.0-shared.tar.gz"
+    images = f"aotriton-{version}-images-amd-gfx942.tar.gz"
+    assert sorted(url.rsplit("/", 1)[1] for url in asked) == sorted([runtime, images]), "each file fetched once"
+    kept = {item.name: item.sha256 for item in Store(store_dir).items() if item.kind == "download"}
+    assert kept == {name: hashlib.sha256(files[name]).hexdigest() for name in (runtime, images)}
+
+    def offline(url: str, timeout: float) -> _Served:
+        raise AssertionError(f"the build fetched {url}")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    used = fill_context(plan_build(recipe), Store(store_dir), tmp_path / "context", lambda: TARGET,
+                        emit=lambda _: None, rocm_version=lambda: "7.0")
+    assert {u.item.name for u in used if u.used_as.startswith("downloads/")} == {runtime, images}

@@ -16,8 +16,8 @@ Contract:
 - The machine is read through ``Machine`` (the ``/dev`` and ``/proc`` roots, our own pid, how to find a tool, how to
   reach Docker), so tests give fake roots.
 - The disk each kind of build needs is ``DISK_ESTIMATES``, with the basis of each number.
-- What the store must hold is what the build context takes (``prbench.images.build_context.planned_downloads`` over
-  the files ``DOWNLOAD_INPUTS`` names, read from the clones at the commits; the pinned wheel sets through
+- What the store must hold is what the build context takes (``prbench.images.build_context.downloads_at``: the
+  files ``DOWNLOAD_INPUTS`` names, read from the clones at the commits; the pinned wheel sets through
   ``Store.wheels_at_hand``): a download the build learns to take appears here with no change to this module.
 """
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -462,7 +463,7 @@ def check_store(s: Session) -> CheckResult:
     if s.target is None:
         return _skip(name, "the base image's python3")
     store = s.store()
-    fix = f"fetch them first: invoke store fetch --recipe {s.recipe.name}"
+    fix = f"fetch them first: {_fetch_command(s.inputs)}"
     try:
         missing = _missing_downloads(s, store) + _missing_wheels(s, store)
     except UserError as exc:
@@ -474,8 +475,19 @@ def check_store(s: Session) -> CheckResult:
     return _ok(name, f"holds every download and pinned wheel the build takes ({store.root}){unpinned}")
 
 
+def _fetch_command(inputs: DoctorInputs) -> str:
+    """The ``invoke store fetch`` that fills the store for what this doctor checked (the same clones and sides)."""
+    words = ["invoke store fetch", f"--recipe {inputs.recipe.name}"]
+    for flag, value in (("--pytorch-src", inputs.pytorch_src), ("--triton-src", inputs.triton_src),
+                        ("--triton-ref", inputs.triton_ref), ("--base", inputs.base), ("--pr", inputs.pr),
+                        ("--store", inputs.store)):
+        if value is not None and not (flag == "--pr" and Path(str(value)).is_file()):
+            words.append(f"{flag} {shlex.quote(str(value))}")
+    return " ".join(words)
+
+
 def _missing_downloads(s: Session, store: Store) -> list[str]:
-    from prbench.images.build_context import planned_downloads, stored_download
+    from prbench.images.build_context import downloads_at, stored_download
 
     if s.recipe.is_wheel:
         return []
@@ -491,17 +503,10 @@ def _missing_downloads(s: Session, store: Store) -> list[str]:
         return image_rocm_version(client, base.id)
 
     missing: list[str] = []
-    # Each side's trees as the build context holds them under src/, cut to the files that decide the downloads.
-    builds = {(s.pytorch_commits[side], s.triton_commits[side]) for side in s.pytorch_commits}
-    for pytorch_commit, triton_commit in sorted(builds):
-        with tempfile.TemporaryDirectory(prefix="prbench-doctor-") as tmp:
-            src = Path(tmp)
-            for tree, repo, commit in (("pytorch", s.pytorch_repo, pytorch_commit),
-                                       ("triton", s.triton_repo, triton_commit)):
-                export_download_inputs(repo, commit, tree, src / tree)
-            planned = planned_downloads(src, s.recipe, lambda: target, rocm_version)
-            for _tree, downloads in planned.values():
-                missing += [f"{d.key} ({d.url})" for d in downloads if stored_download(store, d) is None]
+    for side in s.pytorch_commits:
+        downloads = downloads_at(s.recipe, (s.pytorch_repo, s.pytorch_commits[side]),
+                                 (s.triton_repo, s.triton_commits[side]), lambda: target, rocm_version)
+        missing += [f"{d.key} ({d.url})" for d in downloads if stored_download(store, d) is None]
     return list(dict.fromkeys(missing))
 
 
@@ -513,25 +518,6 @@ def _missing_wheels(s: Session, store: Store) -> list[str]:
         if requirements and store.wheels_at_hand(requirements, s.target) is None:
             missing.append(f"the wheels of {what} ({', '.join(requirements)}) for {s.target.describe()}")
     return missing
-
-
-def export_download_inputs(repo: git.Repo, commit: str, tree: str, dest: Path) -> None:
-    """The files of ``tree``'s ``DOWNLOAD_INPUTS`` at ``commit``, written under ``dest`` (a folder whole)."""
-    import git
-
-    from prbench.images.build_context import DOWNLOAD_INPUTS
-
-    root = repo.commit(commit).tree
-    for relative in DOWNLOAD_INPUTS.get(tree, ()):
-        try:
-            found = root / relative
-        except KeyError:
-            continue
-        within = found.traverse() if isinstance(found, git.Tree) else [found]
-        for blob in (b for b in within if isinstance(b, git.Blob)):
-            path = dest / blob.path
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(blob.data_stream.read())
 
 
 # --- local recipes ------------------------------------------------------------------------------------------------

@@ -22,9 +22,12 @@ from __future__ import annotations
 import re
 import shlex
 import tarfile
+import tempfile
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+
+import git
 
 from analysis import atomic_io
 from analysis.errors import UserError
@@ -177,7 +180,7 @@ def _place_downloads(source: _Source, context: Path, folder: str, downloads: lis
     removals: list[str] = []
     for download in downloads:
         # Downloads may share a directory (what) but each is its own item (key).
-        item = source.one(f"downloads/{download.key}", partial(_download, source.store, download, emit))
+        item = source.one(f"downloads/{download.key}", partial(fetch_download, source.store, download, emit))
         where = directory / download.what
         where.mkdir(parents=True, exist_ok=True)
         source.store.materialize([item], where)
@@ -197,6 +200,33 @@ def _place_downloads(source: _Source, context: Path, folder: str, downloads: lis
                                                           "local copies of its downloads.", *exports]) + "\n")
 
 
+def downloads_at(recipe: Recipe, pytorch: tuple[git.Repo, str], triton: tuple[git.Repo, str],
+                 target: Callable[[], WheelTarget], rocm_version: Callable[[], str] | None) -> list[Download]:
+    """Every file the build of ``recipe`` at these (clone, commit) pairs takes from the store: the trees'
+    ``DOWNLOAD_INPUTS`` read from the clones' objects at the commits, as ``planned_downloads`` reads a context."""
+    with tempfile.TemporaryDirectory(prefix="prbench-downloads-") as tmp:
+        src = Path(tmp)
+        for tree, (repo, commit) in (("pytorch", pytorch), ("triton", triton)):
+            export_download_inputs(repo, commit, tree, src / tree)
+        planned = planned_downloads(src, recipe, target, rocm_version)
+    return [download for _tree, downloads in planned.values() for download in downloads]
+
+
+def export_download_inputs(repo: git.Repo, commit: str, tree: str, dest: Path) -> None:
+    """The files of ``tree``'s ``DOWNLOAD_INPUTS`` at ``commit``, written under ``dest`` (a folder whole)."""
+    root = repo.commit(commit).tree
+    for relative in DOWNLOAD_INPUTS.get(tree, ()):
+        try:
+            found = root / relative
+        except KeyError:
+            continue
+        within = found.traverse() if isinstance(found, git.Tree) else [found]
+        for blob in (b for b in within if isinstance(b, git.Blob)):
+            path = dest / blob.path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(blob.data_stream.read())
+
+
 def stored_download(store: Store, download: Download) -> StoreItem | None:
     """The store's file of the download's URL (the URLs name immutable builds: the LLVM hash, a tool's or
     AOTriton's version), if it holds one with the sha256 the tree names (any, where it names none)."""
@@ -205,7 +235,7 @@ def stored_download(store: Store, download: Download) -> StoreItem | None:
                  and sha256 in (None, i.sha256)), None)
 
 
-def _download(store: Store, download: Download, emit: Emit) -> StoreItem:
+def fetch_download(store: Store, download: Download, emit: Emit) -> StoreItem:
     """The stored file of the download, else fetched into the store (checked against the tree's sha256, if any)."""
     kept = stored_download(store, download)
     return kept if kept is not None else store.add_url(download.url, sha256=download.sha256 or None, emit=emit)
