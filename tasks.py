@@ -443,11 +443,14 @@ def doctor(ctx, recipe=None, pytorch_src=None, triton_src=None, base=None, pr=No
     from analysis.formats.stage_records import parse_devices
     from prbench.compare.doctor import DoctorInputs, run_doctor, summary
 
-    inputs = DoctorInputs(recipe=_recipe(ctx, recipe), runs_dir=_runs_dir(ctx, runs_dir),
+    loaded = _recipe(ctx, recipe)
+    inputs = DoctorInputs(recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir),
                           pytorch_src=_optional_path(pytorch_src), triton_src=_optional_path(triton_src),
                           triton_ref=triton_ref, base=base, pr=pr, store=_optional_path(store), pull=bool(pull),
                           python=_python_flag(python),
-                          devices=tuple(parse_devices(devices)) if devices else ())
+                          devices=tuple(parse_devices(devices)) if devices else (),
+                          suite=_suite_settings(ctx, loaded, None, None, None, None, None, None),
+                          env=_stage_env(loaded, None))
     results = run_doctor(inputs, emit=lambda result: print(result.line(), flush=True))
     line = summary(inputs.recipe, results)
     if any(result.status == "fail" for result in results):

@@ -203,6 +203,9 @@ def test_doctor_exits_1_on_a_failed_check_with_the_summary_last():
     lines = done.stdout.splitlines()
     assert lines[0].startswith("fail  docker engine")
     assert any(line.startswith(("fail  gpus", "ok    gpus")) for line in lines)
+    # last, what a compare with the recipe would run: the seed's experiment, from its [suite]
+    assert lines[-1] == ("ok    experiment      18 models (all) at full size, training, amp, on cuda (recipe "
+                         "rocm7-mi300); Inductor: cudagraphs off, max-autotune-pointwise on, buffer ops on")
     assert done.stderr.strip().startswith("doctor: ") and "failed for recipe rocm7-mi300" in done.stderr
 
 
@@ -249,3 +252,4 @@ def test_the_real_engine_and_the_local_base_image_pass(tmp_path):
     assert found["base image"].status == "ok"
     assert found["base python"].status == "ok" and "python3 3.11" in found["base python"].detail
     assert found["store"].status == "fail" and "invoke store fetch --recipe cpu-docker" in found["store"].detail
+

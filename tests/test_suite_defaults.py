@@ -74,7 +74,7 @@ def test_a_flag_wins_over_the_recipes_suite_defaults(monkeypatch: pytest.MonkeyP
     assert (suite.models, suite.size, suite.mode, suite.dtype) == ("BertForMaskedLM", "tiny", "training", "bfloat16")
     assert request.env == {"TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE": "0", "MARK": "1"}
     assert what_it_would_run(request, tmp_path) == (
-        "Experiment: 1 models (BertForMaskedLM) at tiny size (hidden size 64), training, bfloat16, on cuda "
+        "Experiment: 1 model (BertForMaskedLM) at tiny size (hidden size 64), training, bfloat16, on cuda "
         "(recipe rocm7-mi300); Inductor: cudagraphs off, max-autotune-pointwise off, buffer ops on; also MARK=1")
 
 

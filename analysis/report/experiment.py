@@ -68,11 +68,11 @@ class Experiment:
     def _models(self) -> str:
         if self.source == "upstream":
             how = "runner.py" if self.use_runner else "huggingface.py --performance per model"
-            count = (f"{self.model_count} models ({self.models})" if self.model_count is not None
+            count = (f"{_models_word(self.model_count)} ({self.models})" if self.model_count is not None
                      else "every model of the tree's huggingface_models_list.txt")
             return f"{count} through PyTorch's harness ({how}) at its own sizes"
         size = TINY_WORDS if self.size == "tiny" else f"{self.size} size"
-        count = f"{self.model_count} models" if self.model_count is not None else "models"
+        count = _models_word(self.model_count) if self.model_count is not None else "models"
         return f"{count} ({self.models}) at {size}"
 
     def _inductor(self) -> list[str]:
@@ -163,3 +163,7 @@ def report_lines(base: Experiment, pr: Experiment) -> list[str]:
 def summary_block(base: Experiment, pr: Experiment) -> dict[str, Any]:
     """summary.json's ``experiment``: the report's line(s) and each side's settings."""
     return {"lines": report_lines(base, pr), "base": base.as_dict(), "pr": pr.as_dict()}
+
+
+def _models_word(models: int) -> str:
+    return f"{models} model" + ("" if models == 1 else "s")

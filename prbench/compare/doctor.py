@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import git
     from rich.console import Console
 
+    from analysis.formats.suite_request import SuiteRequest
     from prbench.images.content_store import Store, WheelTarget
 
 STATUSES = ("ok", "warn", "fail", "skip")
@@ -110,6 +111,10 @@ class DoctorInputs:
     devices: tuple[str, ...] = ()
     pull: bool = False
     python: str = sys.executable
+    # What the compare would run: its suite request and the environment and Inductor config its flags add.
+    suite: SuiteRequest | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    inductor_config: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _docker_client() -> Any:
@@ -520,6 +525,25 @@ def _missing_wheels(s: Session, store: Store) -> list[str]:
     return missing
 
 
+# --- the experiment -----------------------------------------------------------------------------------------------
+
+
+def check_experiment(s: Session) -> CheckResult:
+    """Not a check but the answer to "what would this compare run": the report's Experiment line, from the settings
+    its stages would get (the recipe's ``[suite]`` and Inductor settings under the flags)."""
+    from analysis.report.experiment import describe_experiment
+    from prbench.runs.variants import Variant
+
+    name = "experiment"
+    if s.inputs.suite is None:
+        return CheckResult(name, "skip", "no suite settings given")
+    variant = Variant("base", s.recipe, env=dict(s.inputs.env), inductor_config=dict(s.inputs.inductor_config))
+    line = describe_experiment(s.inputs.suite.inputs(), inductor_config=variant.merged_inductor_config(),
+                               env=variant.stage_environment(s.inputs.runs_dir / "RUN" / "base"),
+                               extra_env=dict(s.inputs.env), recipe=s.recipe.name)
+    return _ok(name, line.removeprefix("Experiment: "))
+
+
 # --- local recipes ------------------------------------------------------------------------------------------------
 
 
@@ -556,12 +580,13 @@ _SOURCES = (Check("pytorch commits", check_pytorch_commits), Check("triton pin",
             Check("triton commits", check_triton_commits))
 _STORE = Check("store", check_store)
 
-# The checks of each kind of recipe, in order. The experiment line (what a compare with this recipe would run:
-# models, mode, dtype, Inductor settings) belongs last in each list, once the recipes carry the experiment.
+_EXPERIMENT = Check("experiment", check_experiment)
+
+# The checks of each kind of recipe, in order; last, what a compare with this recipe would run.
 CHECKS: dict[str, tuple[Check, ...]] = {
-    "source": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, *_SOURCES, _STORE),
-    "wheel": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, _STORE),
-    "local": (Check("torch", check_local_torch), *_GPUS, _DISK),
+    "source": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, *_SOURCES, _STORE, _EXPERIMENT),
+    "wheel": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, _STORE, _EXPERIMENT),
+    "local": (Check("torch", check_local_torch), *_GPUS, _DISK, _EXPERIMENT),
 }
 
 
