@@ -158,8 +158,9 @@ def test_build_failing_half_way_keeps_the_log_and_earlier_images(workspace: Work
         repo.git.rm("-q", "FAIL_BUILD")
         commit_all(repo, "fixed again")
     line = _one_line_error(result)
-    assert re.search(r"failed at Step \d+/\d+ : RUN python3 -m pip install --no-index --no-build-isolation -v -e \.",
-                     line)
+    # the PyTorch step: its build environment (prbench.images.pytorch_setup), then the editable install
+    assert re.search(r"failed at Step \d+/\d+ : RUN unset CMAKE_PREFIX_PATH .* python3 -m pip install --no-index "
+                     r"--no-build-isolation -v -e \.", line)
     log_path = Path(line.rsplit("log: ", 1)[1])
     assert "compile error (requested by the test)" in log_path.read_text()
     assert client.images.get(good_tag)  # nothing lost
