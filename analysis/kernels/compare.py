@@ -4,11 +4,14 @@ Three parts:
 
 * **pairing** (`pair_kernels`): kernels are matched by ``body_hash``+``shape_key`` first (robust to renumbering),
   then by the seed's ``legacy_key``, then by the fused ops and shapes whatever the codegen kind
-  (``fused_ops_name``+``shape_key``: a persistent reduction that a PR makes a looped one), then by
-  ``kernel_name``. Each stage only sees rows the earlier stages left; rows that share a key on one side are
-  paired in a fixed order (path, name) one to one, never as a cartesian product, and leftovers fall through to
-  the next stage or end up "only in base / only in PR". The paired timing stage pairs with the same function,
-  so it interleaves exactly the pairs compared here.
+  (``fused_ops_name``+``shape_key``: a persistent reduction that a PR makes a looped one), then by the graph
+  position (the same graphs, the same ordinal and shapes: a kernel the PR renamed where it stands), then by
+  ``kernel_name``. Each stage only sees rows the earlier stages left. Rows that share a key are paired one to
+  one, never as a cartesian product: the candidates launched by the same graphs first, then by the same models,
+  then by overlapping ones, and only then in a fixed order (path, name) — two same-named kernels of different
+  models must not cross. A fallback key (every stage after the first: names and shapes, not code) never pairs
+  kernels whose models differ; leftovers fall through to the next stage or end up "only in base / only in PR".
+  The paired timing stage pairs with the same function, so it interleaves exactly the pairs compared here.
 * **per-pair statistics**: each side's per-round samples (``kernel_samples.json``) become round medians, and
   the paired rounds' blocks (where both sides were timed together) give each round's log ratio; the speedup,
   its interval, its adjusted p-value and its verdict come from `analysis.stats.verdict` (the round is the unit of
@@ -21,6 +24,7 @@ duplicates, its geomean), so a user can check that prbench reproduces the number
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +35,8 @@ import pandas as pd
 
 from analysis.errors import UserError
 from analysis.formats.paired_rounds import PairedBlocks, RoundSamples
-from analysis.kernels.identity import fused_ops_name
+from analysis.kernels.identity import fused_ops_name, strip_paas_suffix
+from analysis.kernels.index import graph_entries, graph_keys
 from analysis.kernels.results import KERNEL_COLUMNS, NUMERIC_KERNEL_COLUMNS, check_row_widths
 from analysis.records import check_regular, invalid
 from analysis.stats.noise_rules import rounds_are_noisy
@@ -56,8 +61,9 @@ _NUMERIC_COLUMNS = NUMERIC_KERNEL_COLUMNS
 SEED_MIN_MS = 0.008  # kernel_perf_simple.py: `threshold = 0.008`
 SEED_NAME_PATTERN = r"^triton_poi_"  # kernel_perf_simple.py keeps pointwise kernels only
 
-MATCH_METHODS = ("body_hash+shape_key", "legacy_key", "ops+shape_key", "kernel_name")
+MATCH_METHODS = ("body_hash+shape_key", "legacy_key", "ops+shape_key", "graph_position+shape_key", "kernel_name")
 IDENTICAL_CODE = MATCH_METHODS[0]  # the pairing stage that matched identical code and shapes
+_ORDINAL = re.compile(r"_(\d+)$")
 
 
 # --- reading ---------------------------------------------------------------------------------------------
@@ -171,6 +177,12 @@ class Pairing:
     summary: PairingSummary
 
 
+def _ordinal(kernel_name: str) -> str:
+    """Inductor's per-graph ordinal of a kernel (``cpp_fused_add_4`` → ``4``; "" when the name has none)."""
+    match = _ORDINAL.search(strip_paas_suffix(kernel_name))
+    return match.group(1) if match else ""
+
+
 def _stage_keys(frame: pd.DataFrame, method: str) -> pd.Series:
     """The key of one matching stage; "" means "this row cannot be matched this way"."""
     if method == "body_hash+shape_key":
@@ -179,25 +191,76 @@ def _stage_keys(frame: pd.DataFrame, method: str) -> pd.Series:
     if method == "ops+shape_key":
         ok = frame["shape_key"] != ""
         return (frame["kernel_name"].map(fused_ops_name) + "|" + frame["shape_key"]).where(ok, "")
+    if method == "graph_position+shape_key":
+        # The same graphs (as both sides name them), the same ordinal in them and the same shapes: the kernel
+        # that stands where the other side's stood, whatever the PR named it.
+        graphs = frame["graphs"].map(lambda g: ";".join(sorted(graph_keys(g))))
+        ordinals = frame["kernel_name"].map(_ordinal)
+        ok = (frame["shape_key"] != "") & (graphs != "") & (ordinals != "")
+        return (frame["category"] + "|" + graphs + "|" + ordinals + "|" + frame["shape_key"]).where(ok, "")
     return frame[method]
 
 
+def _models(graphs: str) -> frozenset[str]:
+    """The models of a `graphs` cell (empty when its entries name no model)."""
+    return frozenset(m for m, _, _ in (e.rpartition("/") for e in graph_entries(graphs)) if m)
+
+
+def _closeness(base_graphs: str, pr_graphs: str) -> tuple[int, int, int, int]:
+    """How surely two rows that share a key are the same kernel, largest first: the same graphs, the same
+    models, graphs in common, models in common."""
+    bg, pg = graph_keys(base_graphs), graph_keys(pr_graphs)
+    bm, pm = _models(base_graphs), _models(pr_graphs)
+    return (int(bool(bg) and bg == pg), int(bool(bm) and bm == pm), len(bg & pg), len(bm & pm))
+
+
+def models_differ(base_graphs: str, pr_graphs: str) -> bool:
+    """Both rows name their models and the sets are not the same."""
+    bm, pm = _models(base_graphs), _models(pr_graphs)
+    return bool(bm) and bool(pm) and bm != pm
+
+
+def _order(frame: pd.DataFrame, rows: list[int]) -> dict[int, int]:
+    """Each row's place in the fixed order (path, kernel_name, row) that breaks the remaining ties."""
+    paths, names = frame["path"].tolist(), frame["kernel_name"].tolist()
+    return {r: i for i, r in enumerate(sorted(rows, key=lambda r: (paths[r], names[r], r)))}
+
+
 def _grouped(frame: pd.DataFrame, rows: list[int], keys: pd.Series) -> dict[str, list[int]]:
-    """Rows per key in a fixed order (path, kernel_name, row) so duplicate keys pair deterministically."""
-    paths, names, key_list = frame["path"].tolist(), frame["kernel_name"].tolist(), keys.tolist()
-    order = sorted(rows, key=lambda r: (paths[r], names[r], r))
+    """Rows per key (rows whose key is "" are left out)."""
+    key_list = keys.tolist()
     groups: dict[str, list[int]] = {}
-    for r in order:
-        key = key_list[r]
-        if key:
-            groups.setdefault(key, []).append(r)
+    for r in rows:
+        if key_list[r]:
+            groups.setdefault(key_list[r], []).append(r)
     return groups
 
 
+def _match_group(base: pd.DataFrame, pr: pd.DataFrame, b_rows: list[int], p_rows: list[int], fallback: bool,
+                 order: tuple[dict[int, int], dict[int, int]]) -> list[tuple[int, int]]:
+    """One to one within a key: the closest candidates first (`_closeness`), file order breaking ties; a
+    fallback key leaves rows whose models differ unpaired."""
+    b_graphs, p_graphs = base["graphs"].tolist(), pr["graphs"].tolist()
+    candidates = [(b, p) for b in b_rows for p in p_rows
+                  if not (fallback and models_differ(b_graphs[b], p_graphs[p]))]
+    candidates.sort(key=lambda bp: (tuple(-c for c in _closeness(b_graphs[bp[0]], p_graphs[bp[1]])),
+                                    order[0][bp[0]], order[1][bp[1]]))
+    used_b: set[int] = set()
+    used_p: set[int] = set()
+    chosen = []
+    for b, p in candidates:
+        if b not in used_b and p not in used_p:
+            chosen.append((b, p))
+            used_b.add(b)
+            used_p.add(p)
+    return sorted(chosen, key=lambda bp: order[0][bp[0]])
+
+
 def pair_kernels(base: pd.DataFrame, pr: pd.DataFrame) -> Pairing:
-    """Pair base and PR kernels in three stages; see the module docstring for the rules."""
+    """Pair base and PR kernels stage by stage; see the module docstring for the rules."""
     base_left = list(range(len(base)))
     pr_left = list(range(len(pr)))
+    order = (_order(base, base_left), _order(pr, pr_left))
     records: list[tuple[int, int, str]] = []
     by_method: dict[str, int] = {}
     duplicates = 0
@@ -206,12 +269,12 @@ def pair_kernels(base: pd.DataFrame, pr: pd.DataFrame) -> Pairing:
         pr_groups = _grouped(pr, pr_left, _stage_keys(pr, method))
         matched_base: set[int] = set()
         matched_pr: set[int] = set()
-        for key, b_rows in base_groups.items():
+        for key, b_rows in sorted(base_groups.items(), key=lambda kv: min(order[0][r] for r in kv[1])):
             p_rows = pr_groups.get(key)
             if not p_rows:
                 continue
             duplicates += len(b_rows) > 1 or len(p_rows) > 1
-            for b, p in zip(b_rows, p_rows, strict=False):  # one to one; extras fall through
+            for b, p in _match_group(base, pr, b_rows, p_rows, method != IDENTICAL_CODE, order):
                 records.append((b, p, method))
                 matched_base.add(b)
                 matched_pr.add(p)
