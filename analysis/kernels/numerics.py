@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,13 +125,16 @@ class KernelDifference:
     bit_identical: bool = False
     passed: bool = True
     problem: str = ""  # a harness failure or an output that is missing
+    base_path: str = ""  # the pair's organized paths: what identifies it (two pairs may share both names)
+    pr_path: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.base if self.base == self.pr else f"{self.base} → {self.pr}", "base": self.base,
                 "pr": self.pr, "code_changed": self.code_changed, "inputs": self.inputs,
                 "max_abs": _finite(self.max_abs), "max_rel": _finite(self.max_rel), "max_ulp": self.max_ulp,
                 "differing": self.differing, "elements": self.elements, "nonfinite": self.nonfinite,
-                "bit_identical": self.bit_identical, "problem": self.problem}
+                "bit_identical": self.bit_identical, "problem": self.problem, "base_path": self.base_path,
+                "pr_path": self.pr_path}
 
 
 def _finite(x: float) -> float | None:
@@ -237,9 +240,10 @@ def compare_kernel_outputs(base_dir: Path, pr_dir: Path, base_organized: Path, p
         return None
     found = []
     for base_name, pr_name, base_rel, pr_rel, changed in pairs:
-        found.append(pair_difference(base_name, pr_name, changed,
-                                     _dump_or_none(base_dir, base_organized, base_rel, "self"),
-                                     _dump_or_none(pr_dir, pr_organized, pr_rel, "self"),
-                                     _dump_or_none(pr_dir, pr_organized, pr_rel, "cross"), tolerances))
+        found.append(replace(pair_difference(base_name, pr_name, changed,
+                                             _dump_or_none(base_dir, base_organized, base_rel, "self"),
+                                             _dump_or_none(pr_dir, pr_organized, pr_rel, "self"),
+                                             _dump_or_none(pr_dir, pr_organized, pr_rel, "cross"), tolerances),
+                             base_path=base_rel, pr_path=pr_rel))
     found.sort(key=lambda p: (not p.code_changed, p.passed))
     return KernelsNumerics(tuple(found))

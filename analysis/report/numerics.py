@@ -40,14 +40,14 @@ class NumericsView:
     models: ModelsNumerics | None
     tolerances: dict[str, Tolerance]
     kernels: KernelsNumerics | None = None
-    speedups: dict[tuple[str, str], float] = field(default_factory=dict)  # (base name, PR name) → speedup
+    speedups: dict[tuple[str, str], float] = field(default_factory=dict)  # (base path, PR path) → speedup
     recording_s: float = 0.0  # what recording the models' outputs cost both suites
 
     def summary_block(self) -> dict[str, Any]:
         kernels = self.kernels.block() if self.kernels is not None else None
         if kernels is not None:  # a kernel that is faster and computes something else is the case to look at
             kernels["faster_and_different"] = [d["name"] for d in kernels["failed_items"]
-                                               if self.speedups.get((d["base"], d["pr"]), math.nan) > 1]
+                                               if self.speedups.get((d["base_path"], d["pr_path"]), math.nan) > 1]
         return {"models": self.models.block() if self.models is not None else None, "kernels": kernels,
                 "tolerances": {d: {"rtol": t.rtol, "atol": t.atol} for d, t in self.tolerances.items()}}
 
@@ -63,7 +63,8 @@ def numerics_view(inputs: ReportInputs, kc: KernelComparison | None, tolerances:
                          t["code_changed"].astype(bool), strict=True))
         kernels = compare_kernel_outputs(*inputs.kernel_output_dirs, inputs.base_organized, inputs.pr_organized,
                                          pairs, tolerances)
-        speedups = {(b, p): float(x) for b, p, x in zip(t["base_name"], t["pr_name"], t["speedup"], strict=True)}
+        # keyed by the pair's paths: two pairs may have the same names (the same kernel in other models)
+        speedups = {(b, p): float(x) for b, p, x in zip(t["base_path"], t["pr_path"], t["speedup"], strict=True)}
     if inputs.suite_dirs is None and kernels is None:
         return None
     recording = recording_seconds(inputs.suite_dirs) if inputs.suite_dirs else 0.0
@@ -138,7 +139,7 @@ def kernels_markdown(view: NumericsView, max_rows: int | None) -> str:
                "upstream kernel changed them; the models' outputs cover them)" if len(kernels.compared) <
                len(kernels.pairs) else "") + ".\n\n")
     shown = [p for p in kernels.pairs if p.code_changed or not p.passed]  # identical code that passes: counted
-    table = pd.DataFrame([_kernel_row(p, view.speedups.get((p.base, p.pr), math.nan)) for p in shown])
+    table = pd.DataFrame([_kernel_row(p, view.speedups.get((p.base_path, p.pr_path), math.nan)) for p in shown])
     return head + markdown_table(table, KERNEL_NUMERICS_COLUMNS_MD, max_rows, "summary.json (numerics)")
 
 
