@@ -366,8 +366,8 @@ def _side(frame: pd.DataFrame, rows: list[int], samples: RoundSamples | None, pr
 
 
 def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_base: RoundSamples | None,
-                samples_pr: RoundSamples | None, settings: VerdictSettings, blocks: PairedBlocks | None
-                ) -> tuple[pd.DataFrame, FamilyJudgement, int]:
+                samples_pr: RoundSamples | None, settings: VerdictSettings, blocks: PairedBlocks | None,
+                level: float | None) -> tuple[pd.DataFrame, FamilyJudgement, int]:
     b_rows = pairing.pairs["base_row"].tolist()
     p_rows = pairing.pairs["pr_row"].tolist()
     b, b_medians = _side(base, b_rows, samples_base, "base")
@@ -390,8 +390,11 @@ def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_
     judged = judge_family(data, settings, in_summary, control,
                           code_changed=bool((~identical).any()) or bool(pairing.only_base or pairing.only_pr))
     table["speedup"] = [e.speedup if ok else np.nan for e, ok in zip(judged.estimates, both_ok, strict=True)]
-    table["ci_low"] = [e.ci_low for e in judged.estimates]
-    table["ci_high"] = [e.ci_high for e in judged.estimates]
+    shown = [e.at_level(level if level is not None else settings.confidence) for e in judged.estimates]
+    table["ci_low"] = [e.ci_low for e in shown]  # one level for every row (`level`)
+    table["ci_high"] = [e.ci_high for e in shown]
+    table["verdict_ci_low"] = [e.ci_low for e in judged.estimates]  # what the verdict rests on: the family's
+    table["verdict_ci_high"] = [e.ci_high for e in judged.estimates]  # level, selection-adjusted where called
     table["change_pct"] = (1.0 / table["speedup"] - 1.0) * 100.0  # PR time vs base time; negative = faster
     table["p_value"] = [e.p_value for e in judged.estimates]
     table["q_value"] = judged.q_values
@@ -493,8 +496,12 @@ def category_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def compare_kernels(base: pd.DataFrame, pr: pd.DataFrame, samples_base: RoundSamples | None = None,
                     samples_pr: RoundSamples | None = None, settings: VerdictSettings | None = None,
-                    blocks: PairedBlocks | None = None) -> KernelComparison:
+                    blocks: PairedBlocks | None = None, level: float | None = None) -> KernelComparison:
     """Pair, estimate, judge and summarise two kernels tables (as read by `read_kernels_csv`).
+
+    ``level``: the two-sided level of the table's ``ci_low``/``ci_high`` (default: the settings'), so that a
+    report whose families were stated at different levels shows one; ``verdict_ci_low``/``verdict_ci_high``
+    keep the interval each verdict rests on.
 
     ``samples_*`` are per-round samples (`analysis.formats.paired_rounds`): round i of both sides ran together;
     ``blocks``, the same rounds visit by visit, pairs them block by block (`analysis.stats.verdict`).
@@ -503,7 +510,7 @@ def compare_kernels(base: pd.DataFrame, pr: pd.DataFrame, samples_base: RoundSam
     base = check_kernels_frame(base, "base kernels")
     pr = check_kernels_frame(pr, "PR kernels")
     pairing = pair_kernels(base, pr)
-    table, judged, rounds = _pair_table(base, pr, pairing, samples_base, samples_pr, settings, blocks)
+    table, judged, rounds = _pair_table(base, pr, pairing, samples_base, samples_pr, settings, blocks, level)
     only_base = _unpaired(base, pairing.only_base)
     only_pr = _unpaired(pr, pairing.only_pr)
     in_summary = table["in_summary"].to_numpy(dtype=bool)

@@ -134,12 +134,13 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
     has_suite = inputs.base_suite is not None and inputs.pr_suite is not None
     if not has_kernels and not has_suite:
         raise UserError("report: nothing to compare (need kernels tables or suite tables for both base and PR)")
+    level = inputs.settings.stats.validate().confidence  # the one level the report's intervals are shown at
     kc = compare_kernels(inputs.base_kernels, inputs.pr_kernels, inputs.base_kernel_samples,
                          inputs.pr_kernel_samples, inputs.stats_for("kernels"),
-                         inputs.kernel_blocks) if has_kernels else None
+                         inputs.kernel_blocks, level) if has_kernels else None
     mc = compare_models(inputs.base_suite, inputs.pr_suite, inputs.base_suite_samples, inputs.pr_suite_samples,
                         inputs.stats_for("models"), inputs.base_model_rounds, inputs.pr_model_rounds,
-                        inputs.model_blocks) if has_suite else None
+                        inputs.model_blocks, level) if has_suite else None
     stats = mc.settings if mc is not None else inputs.settings.stats.validate()  # what depends on the models
     gates = (model_gates(mc, stats.confidence, inputs.base_compiles, inputs.pr_compiles) if mc is not None
              else [])
