@@ -142,7 +142,7 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
                         inputs.stats_for("models"), inputs.base_model_rounds, inputs.pr_model_rounds,
                         inputs.model_blocks, level) if has_suite else None
     stats = mc.settings if mc is not None else inputs.settings.stats.validate()  # what depends on the models
-    gates = (model_gates(mc, stats.confidence, inputs.base_compiles, inputs.pr_compiles) if mc is not None
+    gates = (model_gates(mc, stats.confidence) if mc is not None
              else [])
     found = _Analyses(kc, mc, gates, _projection(inputs, kc, mc) if kc is not None and mc is not None else None)
     found.numerics = numerics_view(inputs, kc, parse_tolerances(stats.tolerance))
