@@ -124,7 +124,7 @@ def test_renumbered_kernels_pair_by_body_and_shape() -> None:
     pairing = pair_kernels(base, pr)
 
     assert pairing.summary.by_method == {"body_hash+shape_key": 40, "legacy_key": 0, "ops+shape_key": 0,
-                                         "graph_position+shape_key": 0, "kernel_name": 0}
+                                         "graphs+shape_key": 0, "kernel_name": 0}
     assert pairing.summary.only_base == pairing.summary.only_pr == 0
     paired_stems = {(base.at[b, "body_hash"], pr.at[p, "body_hash"]) for b, p in
                     zip(pairing.pairs["base_row"], pairing.pairs["pr_row"], strict=True)}
@@ -145,7 +145,7 @@ def test_fallback_keys_and_unpaired_kernels_are_reported() -> None:
     s = pair_kernels(base, pr).summary
 
     assert s.by_method == {"body_hash+shape_key": 4, "legacy_key": 3, "ops+shape_key": 0,
-                           "graph_position+shape_key": 0, "kernel_name": 2}
+                           "graphs+shape_key": 0, "kernel_name": 2}
     assert (s.only_base, s.only_pr) == (1, 1)
 
 

@@ -4,9 +4,10 @@ Three parts:
 
 * **pairing** (`pair_kernels`): kernels are matched by ``body_hash``+``shape_key`` first (robust to renumbering),
   then by the seed's ``legacy_key``, then by the fused ops and shapes whatever the codegen kind
-  (``fused_ops_name``+``shape_key``: a persistent reduction that a PR makes a looped one), then by the graph
-  position (the same graphs, the same ordinal and shapes: a kernel the PR renamed where it stands), then by
-  ``kernel_name``. Each stage only sees rows the earlier stages left. Rows that share a key are paired one to
+  (``fused_ops_name``+``shape_key``: a persistent reduction that a PR makes a looped one), then by its place
+  (``graphs+shape_key``: the one kernel left unpaired with these shapes in exactly these graphs on each side is
+  the kernel the PR renamed where it stands, e.g. ``…_log_softmax__unsafe_view_nll_loss_forward_view_3`` →
+  ``…_log_softmax_nll_loss_forward_view_4``), then by ``kernel_name``. Each stage only sees rows the earlier stages left. Rows that share a key are paired one to
   one, never as a cartesian product: the candidates launched by the same graphs first, then by the same models,
   then by overlapping ones, and only then in a fixed order (path, name) — two same-named kernels of different
   models must not cross. A fallback key (every stage after the first: names and shapes, not code) never pairs
@@ -24,7 +25,6 @@ duplicates, its geomean), so a user can check that prbench reproduces the number
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +35,7 @@ import pandas as pd
 
 from analysis.errors import UserError
 from analysis.formats.paired_rounds import PairedBlocks, RoundSamples
-from analysis.kernels.identity import fused_ops_name, strip_paas_suffix
+from analysis.kernels.identity import fused_ops_name
 from analysis.kernels.index import graph_entries, graph_keys
 from analysis.kernels.results import KERNEL_COLUMNS, NUMERIC_KERNEL_COLUMNS, check_row_widths
 from analysis.records import check_regular, invalid
@@ -61,9 +61,9 @@ _NUMERIC_COLUMNS = NUMERIC_KERNEL_COLUMNS
 SEED_MIN_MS = 0.008  # kernel_perf_simple.py: `threshold = 0.008`
 SEED_NAME_PATTERN = r"^triton_poi_"  # kernel_perf_simple.py keeps pointwise kernels only
 
-MATCH_METHODS = ("body_hash+shape_key", "legacy_key", "ops+shape_key", "graph_position+shape_key", "kernel_name")
+MATCH_METHODS = ("body_hash+shape_key", "legacy_key", "ops+shape_key", "graphs+shape_key", "kernel_name")
 IDENTICAL_CODE = MATCH_METHODS[0]  # the pairing stage that matched identical code and shapes
-_ORDINAL = re.compile(r"_(\d+)$")
+PLACE = MATCH_METHODS[3]  # the one kernel of these shapes left in these graphs: renamed in place
 
 
 # --- reading ---------------------------------------------------------------------------------------------
@@ -177,12 +177,6 @@ class Pairing:
     summary: PairingSummary
 
 
-def _ordinal(kernel_name: str) -> str:
-    """Inductor's per-graph ordinal of a kernel (``cpp_fused_add_4`` → ``4``; "" when the name has none)."""
-    match = _ORDINAL.search(strip_paas_suffix(kernel_name))
-    return match.group(1) if match else ""
-
-
 def _stage_keys(frame: pd.DataFrame, method: str) -> pd.Series:
     """The key of one matching stage; "" means "this row cannot be matched this way"."""
     if method == "body_hash+shape_key":
@@ -191,13 +185,12 @@ def _stage_keys(frame: pd.DataFrame, method: str) -> pd.Series:
     if method == "ops+shape_key":
         ok = frame["shape_key"] != ""
         return (frame["kernel_name"].map(fused_ops_name) + "|" + frame["shape_key"]).where(ok, "")
-    if method == "graph_position+shape_key":
-        # The same graphs (as both sides name them), the same ordinal in them and the same shapes: the kernel
-        # that stands where the other side's stood, whatever the PR named it.
+    if method == PLACE:
+        # The same graphs (as both sides name them) and the same shapes, whatever the PR named the kernel; only a
+        # key left with one row on each side pairs (`pair_kernels`), so the place is unambiguous.
         graphs = frame["graphs"].map(lambda g: ";".join(sorted(graph_keys(g))))
-        ordinals = frame["kernel_name"].map(_ordinal)
-        ok = (frame["shape_key"] != "") & (graphs != "") & (ordinals != "")
-        return (frame["category"] + "|" + graphs + "|" + ordinals + "|" + frame["shape_key"]).where(ok, "")
+        ok = (frame["shape_key"] != "") & (graphs != "")
+        return (frame["category"] + "|" + graphs + "|" + frame["shape_key"]).where(ok, "")
     return frame[method]
 
 
@@ -271,7 +264,7 @@ def pair_kernels(base: pd.DataFrame, pr: pd.DataFrame) -> Pairing:
         matched_pr: set[int] = set()
         for key, b_rows in sorted(base_groups.items(), key=lambda kv: min(order[0][r] for r in kv[1])):
             p_rows = pr_groups.get(key)
-            if not p_rows:
+            if not p_rows or (method == PLACE and (len(b_rows) > 1 or len(p_rows) > 1)):
                 continue
             duplicates += len(b_rows) > 1 or len(p_rows) > 1
             for b, p in _match_group(base, pr, b_rows, p_rows, method != IDENTICAL_CODE, order):
