@@ -40,7 +40,6 @@ from typing import Any
 from analysis.atomic_io import write_json
 from analysis.errors import UserError
 from analysis.records import read_json
-from analysis.rendering import md_code
 from analysis.report.gates import Gate
 from analysis.stats.verdict import MIXED, NOTHING_CHANGED, ControlResult, Estimate, headline_verdict
 from analysis.stats.verdict_settings import VERDICTS, VerdictSettings, percent
@@ -143,39 +142,9 @@ def _why(est: Estimate, settings: VerdictSettings, resolution: float) -> str:
     return ""
 
 
-def named(items: list[Item], noun: str, word: str, share: bool) -> str:
-    """"3 kernels regressed (largest: `k` 0.870×, 4.1 % of the step)"; "" for none. The largest is the item
-    that moves the step most (its share × its log speedup), or the largest effect where shares do not apply."""
-    if not items:
-        return ""
-
-    def impact(item: Item) -> float:
-        effect = abs(math.log(item.speedup)) if item.speedup > 0 else 0.0
-        return effect * item.step_share if share and math.isfinite(item.step_share) else effect
-
-    top = max(items, key=impact)
-    where = f", {100 * top.step_share:.1f} % of the step" if share and math.isfinite(top.step_share) else ""
-    plural = noun if len(items) == 1 else noun + "s"
-    return f"{len(items)} {plural} {word} (largest: {md_code(top.name)} {_x(top.speedup)}{where})"
-
-
-def family_phrase(label: str, verdict: str, lead: str, geomean: str, regressed: list[Item], improved: list[Item],
-                  noun: str, share: bool) -> str:
-    """One family's part of the verdict line: its verdict, what changed, the headline, the named items."""
-    items = [t for t in (named(regressed, noun, "regressed", share), named(improved, noun, "improved", share)) if t]
-    return "; ".join([f"{label} **{verdict}**: {lead}", *([geomean] if geomean else []), *items])
-
-
 def unchanged_phrase(label: str, identical: int, pairs: int) -> str:
     return (f"{label} **{NOTHING_CHANGED}**: no generated kernel changed ({identical} of {pairs} identical), "
             "so the PR's kernels have nothing to measure")
-
-
-def verdict_line(parts: list[str], controls_passed: bool) -> str:
-    line = " — ".join(parts) if parts else "nothing to compare"
-    if not controls_passed:
-        line += " — the in-run control failed: claims smaller than what it produced were refused"
-    return f"**Verdict:** {line}."
 
 
 def build_summary(verdict: str, kernels: dict[str, Any] | None, models: dict[str, Any] | None,
