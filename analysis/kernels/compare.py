@@ -8,10 +8,11 @@ Three parts:
   (``graphs+shape_key``: the one kernel left unpaired with these shapes in exactly these graphs on each side is
   the kernel the PR renamed where it stands, e.g. ``…_log_softmax__unsafe_view_nll_loss_forward_view_3`` →
   ``…_log_softmax_nll_loss_forward_view_4``), then by ``kernel_name``. Each stage only sees rows the earlier
-  stages left. Rows that share a key are paired one to one, never as a cartesian product: the candidates launched by the same graphs first, then by the same models,
-  then by overlapping ones, and only then in a fixed order (path, name) — two same-named kernels of different
-  models must not cross. A fallback key (every stage after the first: names and shapes, not code) never pairs
-  kernels whose models differ; leftovers fall through to the next stage or end up "only in base / only in PR".
+  stages left. Rows that share a key are paired one to one, never as a cartesian product: the candidates
+  launched by the same graphs first, then by the same models, then by overlapping ones, and only then in a fixed
+  order (path, name), so two same-named kernels of different models do not cross. A fallback key (every stage
+  after the first: names and shapes, not code) never pairs kernels whose models differ; leftovers fall through
+  to the next stage or end up "only in base / only in PR".
   The paired timing stage pairs with the same function, so it interleaves exactly the pairs compared here.
 * **per-pair statistics**: each side's per-round samples (``kernel_samples.json``) become round medians, and
   the paired rounds' blocks (where both sides were timed together) give each round's log ratio; the speedup,
