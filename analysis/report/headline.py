@@ -30,7 +30,7 @@ from analysis.stats.verdict import NOTHING_CHANGED, Estimate
 from analysis.stats.verdict_settings import percent
 
 CONTRIBUTOR_COLUMNS = ("kernel", "where", "change", "speedup", "ci_low", "ci_high", "base_ms_per_step",
-                       "delta_ms_per_step", "share_of_change")
+                       "delta_ms_per_step", "share_of_change", "pair")  # pair: its row in kernels_compare.csv
 MOST_OF = 0.8  # the headline names kernels until they hold this share of the added (or saved) time ...
 MAX_NAMED = 3  # ... or this many
 
@@ -59,7 +59,7 @@ def kernel_contributors(kc: KernelComparison, fusion: pd.DataFrame | None) -> pd
     control and add nothing by definition."""
     t = kc.table[kc.table["code_changed"].astype(bool) & kc.table["in_summary"].astype(bool)]
     rows = []
-    for _, r in t.iterrows():
+    for index, r in t.iterrows():
         speedup = float(r["speedup"])
         base = float(r["base_ms_per_step"])
         delta = (base * (1 / speedup - 1) if math.isfinite(speedup) and speedup > 0
@@ -67,7 +67,8 @@ def kernel_contributors(kc: KernelComparison, fusion: pd.DataFrame | None) -> pd
         name = r["base_name"] if r["base_name"] == r["pr_name"] else f"{r['base_name']} → {r['pr_name']}"
         rows.append({"kernel": name, "where": where_launched(f"{r['base_graphs']};{r['pr_graphs']}"),
                      "change": _pair_change(r), "speedup": speedup, "ci_low": float(r["ci_low"]),
-                     "ci_high": float(r["ci_high"]), "base_ms_per_step": base, "delta_ms_per_step": delta})
+                     "ci_high": float(r["ci_high"]), "base_ms_per_step": base, "delta_ms_per_step": delta,
+                     "pair": index})
     for _, g in (fusion if fusion is not None else pd.DataFrame()).iterrows():
         name = (f"{g['base_kernels']} → {g['pr_kernels']}" if g["base_kernels"] and g["pr_kernels"]
                 else g["base_kernels"] or g["pr_kernels"])
@@ -75,10 +76,11 @@ def kernel_contributors(kc: KernelComparison, fusion: pd.DataFrame | None) -> pd
         pr = base + delta
         rows.append({"kernel": name, "where": g["graphs"] or "–", "change": f"fusion: {g['change']}",
                      "speedup": base / pr if base > 0 and pr > 0 else math.nan, "ci_low": math.nan,
-                     "ci_high": math.nan, "base_ms_per_step": base, "delta_ms_per_step": delta})
+                     "ci_high": math.nan, "base_ms_per_step": base, "delta_ms_per_step": delta, "pair": None})
     frame = pd.DataFrame(rows, columns=[c for c in CONTRIBUTOR_COLUMNS if c != "share_of_change"])
     total = float(frame["delta_ms_per_step"].sum())
-    frame["share_of_change"] = frame["delta_ms_per_step"] / total if total else np.nan
+    frame.insert(len(frame.columns) - 1, "share_of_change",
+                 frame["delta_ms_per_step"] / total if total else np.nan)
     sign = -1.0 if total >= 0 else 1.0
     frame = frame.assign(_key=sign * frame["delta_ms_per_step"]).sort_values(["_key", "kernel"], kind="stable")
     return frame.drop(columns="_key").reset_index(drop=True)

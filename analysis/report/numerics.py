@@ -183,6 +183,23 @@ def numerics_phrase(view: NumericsView) -> str:
     return f"numerics **FAILED**: {'; '.join(parts)}, so no speedup below is a win"
 
 
+def failed(view: NumericsView) -> bool:
+    """Some model or kernel pair computes something else."""
+    return bool((view.models is not None and view.models.failed) or (view.kernels is not None and view.kernels.failed))
+
+
+def numerics_sentence(view: NumericsView | None) -> str:
+    """The verdict's numerics sentence when nothing failed (a failure leads the verdict instead)."""
+    if view is None or failed(view):
+        return ""
+    parts = []
+    if view.models is not None:
+        parts.append(f"{len(view.models.models)} of {len(view.models.models)} models")
+    if view.kernels is not None:
+        parts.append(f"{len(view.kernels.compared)} of {len(view.kernels.compared)} kernel pairs compared")
+    return f"Numerics: {' and '.join(parts)} within tolerance." if parts else ""
+
+
 def lead_with_numerics(verdict: str, view: NumericsView | None) -> str:
     """The one-line verdict with a numerical failure named first."""
     phrase = numerics_phrase(view) if view is not None else ""
