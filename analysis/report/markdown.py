@@ -410,8 +410,8 @@ def _renamed(kc: KernelComparison | None) -> dict[str, Any]:
 
 def _defaults() -> dict[str, Any]:
     keys = ("contributors_table", "top_diff", "top_regressions", "top_improvements", "category_table",
-            "all_kernels", "only_base", "only_pr", "models_table", "all_models", "projection_table", "trace_diff", "fusion_table", "decomposition_table",
-            "resources_table")
+            "all_kernels", "only_base", "only_pr", "models_table", "all_models", "projection_table", "trace_diff",
+            "fusion_table", "decomposition_table", "resources_table")
     return {**dict.fromkeys(keys), "regression_diffs": [], "improvement_diffs": [], "asked_diffs": []}
 
 
