@@ -27,7 +27,7 @@ import pandas as pd
 
 from analysis import atomic_io
 from analysis.errors import UserError
-from analysis.formats.run_layout import REPORT_MD, TRACE_DIFF_MD
+from analysis.formats.run_layout import COMMENT_MD, REPORT_MD, TRACE_DIFF_MD
 from analysis.kernels.compare import KernelComparison, compare_kernels
 from analysis.kernels.fusion_changes import fusion_changes
 from analysis.models.compare import ModelComparison, compare_models
@@ -51,8 +51,6 @@ from analysis.report.summary import write_summary
 from analysis.report.time_decomposition import Decomposition, decompose
 from analysis.report.verdict_line import report_verdict, summarize_comparison, summary_frame
 from analysis.stats.numeric_tolerance import parse_tolerances
-
-COMMENT_MD = "comment.md"  # the comment form `invoke publish` posts
 
 __all__ = ["COMMENT_LIMIT", "COMMENT_MD", "ReportInputs", "ReportPaths", "ReportSettings", "load_report_inputs",
            "render_report"]
