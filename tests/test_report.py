@@ -17,7 +17,7 @@ from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame,
 from analysis.errors import UserError
 from analysis.rendering import sheet_name
 from analysis.report.render import (
-    MAX_MARKDOWN_CHARS,
+    COMMENT_LIMIT,
     ReportInputs,
     ReportSettings,
     load_report_inputs,
@@ -33,7 +33,7 @@ def invoke(*args: str) -> subprocess.CompletedProcess:
     return invoke_in_process(*args)
 
 
-def test_a_5000_kernel_report_fits_github_and_the_csv_keeps_every_row(tmp_path: Path) -> None:
+def test_a_5000_kernel_reports_comment_form_fits_and_the_csv_keeps_every_row(tmp_path: Path) -> None:
     specs = kernel_specs(5000, seed=1, models=tuple(MODELS))
     changed = dict.fromkeys(range(0, 5000, 40), 0.8) | dict.fromkeys(range(3, 5000, 45), 1.25)
     base, base_samples = kernels_frame(specs, seed=2)
@@ -49,14 +49,15 @@ def test_a_5000_kernel_report_fits_github_and_the_csv_keeps_every_row(tmp_path: 
                           tmp_path / "report")
 
     text = paths.report_md.read_text(encoding="utf-8")
-    assert len(text) < MAX_MARKDOWN_CHARS
+    comment = paths.comment_md.read_text(encoding="utf-8")
+    assert len(comment) <= COMMENT_LIMIT and "**The full report**" in comment
     assert len(pd.read_csv(paths.kernels_csv)) == 5000
     assert re.search(r"_\d+ more rows in kernels_compare\.csv_", text)
     assert "Trace diff truncated" in text and (tmp_path / "report" / "trace_diff.md").exists()
     regressed = pd.read_csv(paths.kernels_csv).query("verdict == 'regressed'")
     assert len(regressed) == pytest.approx(len(changed) / 2, rel=0.2)
     # The reviewer sees what changed first: the first data row under "Top regressions" is a regression.
-    top = text.split("### Top regressions", 1)[1].split("\n| ", 3)[2]
+    top = text.split("Top regressions", 1)[1].split("\n| ", 3)[2]
     assert "| regressed |" in top
     for png in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
         assert not Path(png).is_absolute() and (tmp_path / "report" / png).stat().st_size > 1000

@@ -286,8 +286,8 @@ def test_a_damaged_launch_cost_file_is_one_line(tmp_path: Path) -> None:
 
 
 def test_a_large_run_with_long_diffs_still_fits_a_pr_comment(tmp_path: Path) -> None:
-    """Hundreds of changed kernels with long bodies: the diffs shrink before anything a reviewer needs first."""
-    from analysis.report.render import MAX_MARKDOWN_CHARS, ReportInputs
+    """Hundreds of changed kernels with long bodies: the comment form shows one diff, shortened, and fits."""
+    from analysis.report.render import COMMENT_LIMIT, ReportInputs
 
     rng = np.random.default_rng(3)
     body = "\n".join(f"    auto tmp{i} = at::vec::Vectorized<float>::loadu(in_ptr0 + x{i % 7}, {{w}});"
@@ -315,7 +315,7 @@ def test_a_large_run_with_long_diffs_still_fits_a_pr_comment(tmp_path: Path) -> 
                                        base_organized=tmp_path / "base" / "organized",
                                        pr_organized=tmp_path / "pr" / "organized"), tmp_path / "report")
 
-    text = paths.report_md.read_text(encoding="utf-8")
-    assert len(text) <= MAX_MARKDOWN_CHARS
-    assert text.count("```diff") >= 2 and "more diff lines: `invoke report RUN --kernel NAME`" in text
+    text = paths.comment_md.read_text(encoding="utf-8")
+    assert len(text) <= COMMENT_LIMIT
+    assert text.count("```diff") == 1 and "more diff lines: `invoke report RUN --kernel NAME`" in text
     assert text.count("<details>") == text.count("</details>")
