@@ -2,15 +2,18 @@
 
 ``summary.json`` is the contract for CI users and the benchmarks (``format_version`` `SUMMARY_FORMAT_VERSION`):
 
-    {"format_version": 3,
-     "verdict": "<one line>",          # a numerical failure first, then the kernels' and models' verdicts
+    {"format_version": 4,
+     "verdict": "<one line>",          # a numerical failure first, then one sentence per family: models, time in
+                                       # Inductor kernels (and the kernels that add most of it), dashboard checks,
+                                       # numerics, control (`analysis.report.headline`)
      "kernels": {"verdict",            # improved | regressed | mixed | equivalent | inconclusive | identical
-                 "headline": "step",   # which estimate the verdict leads with
-                 "step": {"speedup", "ci_low", "ci_high"},    # Σ base / Σ PR per step, identical kernels unchanged
+                 "headline": "step",   # which estimate the verdict leads with ("step": the time in Inductor kernels)
+                 "step": {"speedup", "ci_low", "ci_high"},    # Σ base / Σ PR kernel time per step of every model
                  "geomean", "ci_low", "ci_high",              # geomean over the changed pairs (secondary)
                  "confidence", "n", "improved", "regressed", "equivalent", "inconclusive",   # changed pairs
                  "time_weighted", "rounds", "code_changed", "code_identical", "only_base", "only_pr",
                  "detectable_pct", "regressed_items": [{"name", "speedup", "ci_low", "ci_high", "step_share"}],
+                                       # items' intervals at the report's one level (settings.confidence)
                  "control_verdicts": {"improved", ...}}   # the identical pairs' own verdicts (an A/A's evidence)
                 | null,
      "models":  {the same keys but the kernel-only ones; "headline": "geomean"} | null,
@@ -18,6 +21,7 @@
                              "available", "reason", "offset_corrected"} | null, "models": {...} | null,
                  "passed": bool, "resolution_pct": float},
      "gates": [{"name", "value", "ci_low", "ci_high", "limit", "bad_when", "status", "detail"}],
+                                       # "compile time ratio": mean PR / mean base cold compile (the dashboard's)
      "numerics": {"models": {"compared", "passed", "failed", "not_compared": [model],
                              "worst": {"name", "check", "output", "elements", "max_abs", "max_rel", "mismatches",
                                        "nonfinite", "cosine", "identical"} | null,
@@ -47,7 +51,9 @@ from analysis.stats.verdict_settings import VERDICTS, VerdictSettings, percent
 SUMMARY_FILE = "summary.json"
 # 2: kernels lead with the step, changed and identical pairs apart; regressed items.
 # 3: `numerics` (the numerical A/B), and `verdict` names a numerical failure before any speed.
-SUMMARY_FORMAT_VERSION = 3
+# 4: `verdict` leads with the models; the compile-time gate is the dashboard's mean ratio of cold compiles (it was
+#    the worst model's); items' intervals are at the report's one level.
+SUMMARY_FORMAT_VERSION = 4
 
 
 def _num(x: float) -> float | None:
