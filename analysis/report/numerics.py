@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.kernels.compare import KernelComparison
+from analysis.kernels.index import where_launched
 from analysis.kernels.numerics import KernelDifference, KernelsNumerics, compare_kernel_outputs
 from analysis.models.numerics import CHECKS, Check, Difference, ModelsNumerics, compare_model_outputs, recording_seconds
 from analysis.rendering import Column, fmt_x, markdown_table, md_code
@@ -26,7 +27,8 @@ NUMERICS_COLUMNS_MD = [
     Column("result", "result", markup=True),
 ]
 KERNEL_NUMERICS_COLUMNS_MD = [
-    Column("kernel", "kernel (base → PR)", width=60, code=True), Column("code", "code"),
+    Column("kernel", "kernel (base → PR)", width=60, code=True),
+    Column("where", "models / graphs", width=72, code=True), Column("code", "code"),
     Column("inputs", "inputs"), Column("max_abs", "max abs"), Column("max_rel", "max rel"),
     Column("max_ulp", "max ULP"), Column("differing", "elements differing"),
     Column("speedup", "speedup", fmt_x), Column("result", "result", markup=True),
@@ -41,6 +43,7 @@ class NumericsView:
     tolerances: dict[str, Tolerance]
     kernels: KernelsNumerics | None = None
     speedups: dict[tuple[str, str], float] = field(default_factory=dict)  # (base path, PR path) → speedup
+    where: dict[tuple[str, str], str] = field(default_factory=dict)  # (base path, PR path) → its models / graphs
     recording_s: float = 0.0  # what recording the models' outputs cost both suites
 
     def summary_block(self) -> dict[str, Any]:
@@ -56,7 +59,7 @@ def numerics_view(inputs: ReportInputs, kc: KernelComparison | None, tolerances:
                   ) -> NumericsView | None:
     """The models' and the paired kernels' numerical A/B of a run (None: neither could be looked for)."""
     models = compare_model_outputs(*inputs.suite_dirs, tolerances) if inputs.suite_dirs else None
-    kernels, speedups = None, {}
+    kernels, speedups, where = None, {}, {}
     if kc is not None and inputs.kernel_output_dirs and inputs.base_organized and inputs.pr_organized:
         t = kc.table
         pairs = list(zip(t["base_name"], t["pr_name"], t["base_path"], t["pr_path"],
@@ -65,10 +68,13 @@ def numerics_view(inputs: ReportInputs, kc: KernelComparison | None, tolerances:
                                          pairs, tolerances)
         # keyed by the pair's paths: two pairs may have the same names (the same kernel in other models)
         speedups = {(b, p): float(x) for b, p, x in zip(t["base_path"], t["pr_path"], t["speedup"], strict=True)}
+        where = {(b, p): where_launched(f"{bg};{pg}") for b, p, bg, pg in zip(t["base_path"], t["pr_path"],
+                                                                             t["base_graphs"], t["pr_graphs"],
+                                                                             strict=True)}
     if inputs.suite_dirs is None and kernels is None:
         return None
     recording = recording_seconds(inputs.suite_dirs) if inputs.suite_dirs else 0.0
-    return NumericsView(models, tolerances, kernels, speedups, recording)
+    return NumericsView(models, tolerances, kernels, speedups, where, recording)
 
 
 def _g(x: float) -> str:
@@ -107,9 +113,9 @@ def numerics_table(models: ModelsNumerics) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _kernel_row(p: KernelDifference, speedup: float) -> dict[str, Any]:
+def _kernel_row(p: KernelDifference, speedup: float, where: str) -> dict[str, Any]:
     name = p.base if p.base == p.pr else f"{p.base} → {p.pr}"
-    row: dict[str, Any] = {"kernel": name, "code": "changed" if p.code_changed else "identical",
+    row: dict[str, Any] = {"kernel": name, "where": where, "code": "changed" if p.code_changed else "identical",
                            "inputs": p.inputs, "speedup": speedup}
     if not p.compared:
         return {**row, "max_abs": "–", "max_rel": "–", "max_ulp": "–", "differing": "–", "result": "–"}
@@ -139,7 +145,8 @@ def kernels_markdown(view: NumericsView, max_rows: int | None) -> str:
                "upstream kernel changed them; the models' outputs cover them)" if len(kernels.compared) <
                len(kernels.pairs) else "") + ".\n\n")
     shown = [p for p in kernels.pairs if p.code_changed or not p.passed]  # identical code that passes: counted
-    table = pd.DataFrame([_kernel_row(p, view.speedups.get((p.base_path, p.pr_path), math.nan)) for p in shown])
+    table = pd.DataFrame([_kernel_row(p, view.speedups.get((p.base_path, p.pr_path), math.nan),
+                                      view.where.get((p.base_path, p.pr_path), "–")) for p in shown])
     return head + markdown_table(table, KERNEL_NUMERICS_COLUMNS_MD, max_rows, "summary.json (numerics)")
 
 
