@@ -121,7 +121,9 @@ def _run_minutes(manifest: dict[str, Any]) -> str:
     """From the run's creation to its last finished stage."""
     import datetime as dt
 
-    stages = manifest.get("stages") if isinstance(manifest.get("stages"), dict) else {}
+    stages = manifest.get("stages")
+    if not isinstance(stages, dict):
+        return ""
     ends = [s.get("finished") for s in stages.values() if isinstance(s, dict) and s.get("finished")]
     try:
         start = dt.datetime.fromisoformat(str(manifest["created"]))

@@ -96,7 +96,8 @@ def kernel_times(kc: KernelComparison, contributors: pd.DataFrame) -> tuple[floa
 
 def _named(contributors: pd.DataFrame, adds: bool) -> str:
     mine = contributors[(contributors["delta_ms_per_step"] > 0) == adds]
-    picked, held = [], 0.0
+    picked: list[str] = []
+    held = 0.0
     for _, r in mine.iterrows():
         if len(picked) == MAX_NAMED or held >= MOST_OF:
             break

@@ -249,7 +249,8 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
         return template.render(ctx)
 
     text = render("file", Caps())
-    caps, dropped = Caps(top=10, models=30, diff_lines=40), ()
+    caps = Caps(top=10, models=30, diff_lines=40)
+    dropped: tuple[str, ...] = ()
     comment = render("comment", caps)
     while len(comment) > COMMENT_LIMIT:
         if not caps.shrink():
