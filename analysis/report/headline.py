@@ -169,8 +169,10 @@ def control_sentence(kc: KernelComparison | None, mc: ModelComparison | None, le
             if c.inflation > 1:
                 parts.append(f"{family} intervals widened ×{c.inflation:.2f} (split-half control failed)")
     if not parts:
-        available = [c for f in (kc, mc) if f is not None for c in f.controls if c.available]
-        return f"In-run control passed ({', '.join(f'{c.kind} {c.n}' for c in available)})." if available else ""
+        checked = [f"{c.n} identical kernel pairs" if c.kind == "identical kernels" else f"{family}' split-half"
+                   for family, f in (("kernels", kc), ("models", mc)) if f is not None
+                   for c in f.controls if c.available]
+        return f"In-run control passed ({', '.join(checked)})." if checked else ""
     unaffected = [name for name, f in (("model", mc), ("kernel", kc)) if f is not None and f.resolution == 0
                   and all(c.passed(f.settings) for c in f.controls)]
     return ("In-run control **failed**: " + "; ".join(parts)
