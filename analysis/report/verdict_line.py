@@ -90,7 +90,7 @@ def summary_frame(kc: KernelComparison | None, mc: ModelComparison | None, proj:
         rows += [("kernel pairs", s.n_pairs), ("kernels in summary", s.n_summarised),
                  ("pairs with changed code", s.code_changed), ("pairs with identical code", s.code_identical),
                  *_family_rows("kernels", s.geomean, s.time_weighted, s.method, s.verdict, s.verdicts),
-                 ("smallest step change detectable (80 % power), %", s.detectable_pct),
+                 ("smallest change in the kernel time detectable (80 % power), %", s.detectable_pct),
                  ("kernel time weighted by", s.weighted_by),
                  *((f"paired by {k}", v) for k, v in kc.pairing.by_method.items()),
                  ("only in base", kc.pairing.only_base), ("only in PR", kc.pairing.only_pr),
@@ -140,7 +140,7 @@ def kernel_summary_lines(kc: KernelComparison) -> list[str]:
         f"paired {p.paired} kernels ({by}); only in base {p.only_base}, only in PR {p.only_pr}",
         f"code changed in {s.code_changed} pair(s), identical in {s.code_identical} (the control)",
         "changed pairs: " + ", ".join(f"{v} {n}" for v, n in s.verdicts.items()) + f", failed {s.n_failed}",
-        f"kernels {s.verdict}: step speedup Σbase/Σpr {fmt_x(s.time_weighted.speedup)} "
+        f"time in Inductor kernels {s.verdict}: Σbase/Σpr {fmt_x(s.time_weighted.speedup)} "
         f"(CI {ci_text(s.time_weighted.ci_low, s.time_weighted.ci_high)}; weighted by {s.weighted_by}; {s.method})",
         f"geomean of the changed pairs {fmt_x(s.geomean.speedup)} (CI {ci_text(s.geomean.ci_low, s.geomean.ci_high)})",
         *(f"control ({c.kind}): " + (f"{c.flagged} of {c.n} flagged, geomean {fmt_x(c.summary.speedup)}, "
