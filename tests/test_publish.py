@@ -200,8 +200,8 @@ def test_bad_flags_are_named_before_anything_happens(flags: tuple, expected: str
 def test_a_report_over_the_comment_limit_is_fitted_and_says_what_was_cut(runs: Path) -> None:
     report = runs / "r1" / "report" / "comment.md"  # a comment form made elsewhere, far over the limit
     text = report.read_text(encoding="utf-8")
-    rows = "".join(f"| triton_poi_fused_{i} | {i} | 1.000× |\n" for i in range(3000))
-    huge = (f"{text}\n<details><summary>Every kernel ever (3000)</summary>\n\n"
+    rows = "".join(f"| triton_poi_fused_{i} | {i} | 1.000× |\n" for i in range(5000))
+    huge = (f"{text}\n<details><summary>Every kernel ever (5000)</summary>\n\n"
             f"| kernel | n | speedup |\n|---|---|---|\n{rows}\n</details>\n")
     report.write_text(huge, encoding="utf-8")
     assert len(huge) > 2 * GITHUB_COMMENT_LIMIT
@@ -212,9 +212,9 @@ def test_a_report_over_the_comment_limit_is_fitted_and_says_what_was_cut(runs: P
     (comment,) = github.comments  # the stand-in refuses a body over 65 536 characters with GitHub's 422
     body = comment["body"]
     assert len(body) <= GITHUB_COMMENT_LIMIT and body.startswith(MARKER)
-    assert "_Cut to fit the size limit: the collapsed “Every kernel ever (3000)”. The whole text is in " \
+    assert "_Cut to fit the size limit: the collapsed “Every kernel ever (5000)”. The whole text is in " \
            "`report.tar.gz` in run `r1`._" in body
-    assert "## Kernels" in body and "triton_poi_fused_2999" not in body
+    assert "## Kernels" in body and "triton_poi_fused_4999" not in body
     assert gfm_problems(body) == []
 
 
