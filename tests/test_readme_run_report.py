@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
+import tarfile
 from pathlib import Path
 
 import pandas as pd
@@ -24,7 +24,7 @@ from analysis.rendering import fmt_x
 from analysis.report.markdown import COMMENT_LIMIT
 from analysis.report.render import load_report_inputs, render_report
 
-FIXTURE = Path(__file__).parent / "fixtures" / "readme_run" / "readme1-a"
+FIXTURE = Path(__file__).parent / "fixtures" / "readme_run" / "readme1-a.tar.gz"
 LAYER_NORM = "cpp_fused_add_native_layer_norm_view_1"
 BART = frozenset({"BartForCausalLM"})
 ENCODERS = frozenset({"AlbertForMaskedLM", "BertForMaskedLM", "DistilBertForMaskedLM", "ElectraForCausalLM",
@@ -32,9 +32,10 @@ ENCODERS = frozenset({"AlbertForMaskedLM", "BertForMaskedLM", "DistilBertForMask
 
 
 def _copy(tmp: Path) -> Path:
-    run = tmp / FIXTURE.name
-    shutil.copytree(FIXTURE, run)
-    return run
+    """The run directory, extracted where the test may write (its report goes into it, as `invoke report`'s)."""
+    with tarfile.open(FIXTURE) as archive:
+        archive.extractall(tmp, filter="data")
+    return tmp / "readme1-a"
 
 
 def _render(run: Path) -> dict[str, object]:
@@ -207,7 +208,7 @@ def _suite(run: Path, side: str) -> pd.DataFrame:
 
 def test_compile_time_is_the_dashboards_mean_of_cold_compiles(rendered: dict) -> None:
     gate = next(g for g in rendered["summary"]["gates"] if g["name"] == "compile time ratio")
-    base, pr = (_suite(FIXTURE, side) for side in ("base", "pr"))
+    base, pr = (_suite(rendered["paths"].out_dir.parent, side) for side in ("base", "pr"))
     ok = (base["status"] == "ok") & (pr["status"] == "ok")
 
     assert gate["value"] == pytest.approx(pr.loc[ok, "compilation_latency"].mean()
@@ -230,44 +231,17 @@ def test_a_failed_compile_gate_is_in_the_headline(tmp_path: Path) -> None:
 # --- the control ---------------------------------------------------------------------------------------------------
 
 
-GELU = "cpp_fused_gelu_view_2"
-
-
-def _slow_down(run: Path, kernel_path: str, factor: float) -> None:
-    """The PR side's timings of one kernel multiplied by ``factor``: its samples and its visits in every round."""
-    samples_file = run / "pr" / "kernel_samples.json"
-    samples = json.loads(samples_file.read_text())
-    samples[kernel_path] = [[ms * factor for ms in one] for one in samples[kernel_path]]
-    samples_file.write_text(json.dumps(samples))
-    for round_file in (run / "pair" / "kernels").glob("round-*.json"):
-        record = json.loads(round_file.read_text())
-        for visit in record["visits"]:
-            if visit["side"] == "pr" and visit["item"] == kernel_path:
-                visit["samples"] = [ms * factor for ms in visit["samples"]]
-        round_file.write_text(json.dumps(record))
-
-
-def _control_failed(rendered: dict) -> bool:
-    return rendered["summary"]["control"]["kernels"]["passed"] is False
-
-
-def test_a_failed_control_names_its_kernel_and_cut_off_in_the_headline(rendered: dict, tmp_path: Path) -> None:
-    """When this run's control passed, it is made to fail honestly: the identical gelu kernel's PR timings are
-    made 1.12× slower (the size of the failure README command 1 showed on a quiet VM), nothing else."""
-    if not _control_failed(rendered):
-        run = _copy(tmp_path)
-        row = rendered["kernels"][rendered["kernels"]["base_name"] == GELU].iloc[0]
-        _slow_down(run, row["pr_path"], 1.12)
-        rendered = _render(run)
-    assert _control_failed(rendered)
+def test_the_failed_control_names_its_kernel_its_cut_off_and_what_it_leaves_standing(rendered: dict) -> None:
+    """This run's kernel control failed (an identical kernel ran ~1.10×): the headline says which kernel, the
+    cut-off below which kernel claims are withheld, and that the models' verdict stands."""
+    assert rendered["summary"]["control"]["kernels"]["passed"] is False
     verdict = _verdict(rendered["md"])
     found = re.search(r"In-run control \*\*failed\*\*: kernel claims under (\d+\.\d) % withheld: identical "
                       r"`(\w+)` ran (\d\.\d{3})×", verdict)
 
     assert found, verdict
     cut, kernel, speedup = float(found.group(1)), found.group(2), float(found.group(3))
-    identical = rendered["kernels"][~rendered["kernels"]["code_changed"].astype(bool)]
-    row = identical[identical["base_name"] == kernel].iloc[0]
-    assert fmt_x(row["speedup"]) == f"{speedup:.3f}×" and row["verdict"] in ("improved", "regressed")
-    assert cut >= 100 * abs(1 / speedup - 1) - 0.05  # the cut-off is at least what that kernel produced
+    row = rendered["kernels"][rendered["kernels"]["base_name"] == kernel].iloc[0]
+    assert not row["code_changed"] and fmt_x(row["speedup"]) == f"{speedup:.3f}×"
+    assert cut == pytest.approx(100 * (max(speedup, 1 / speedup) - 1), abs=0.1)  # the cut-off is what it produced
     assert "the model verdict is unaffected" in verdict

@@ -180,13 +180,15 @@ def control_sentence(kc: KernelComparison | None, mc: ModelComparison | None, le
 
 
 def _offender(kc: KernelComparison, level: float) -> str:
-    """The identical kernel whose run made the control fail (the largest flagged effect), else their summary."""
-    t = kc.table[kc.table["control"].astype(bool) & kc.table["verdict"].isin(["improved", "regressed"])]
-    if len(t):
-        row = t.loc[np.abs(np.log(t["speedup"].astype(float))).idxmax()]
+    """The identical kernel whose run made the control fail (the flagged one with the largest effect: what set the
+    cut-off), else the identical pairs' summary."""
+    control = next(c for c in kc.controls if c.available and c.test_alpha is None)
+    t = kc.table[kc.table["control"].astype(bool) & kc.table["speedup"].notna()]
+    if control.flagged and len(t):
+        effect = np.expm1(np.abs(np.log(t["speedup"].astype(float))))
+        row = t.loc[(effect - control.flagged_effect).abs().idxmin()]
         return (f"identical {md_code(row['base_name'])} ran {fmt_x(row['speedup'])} "
                 f"({percent(level)} CI {fmt_x(row['ci_low'])}–{fmt_x(row['ci_high'])})")
-    control = next(c for c in kc.controls if c.available)
     est = control.summary.at_level(level)
     return f"the {control.n} identical pairs together ran {fmt_x(est.speedup)} ({_ci(est, level)})"
 
