@@ -473,3 +473,22 @@ def test_a_pr_that_loops_persistent_reductions_pairs_each_with_its_looped_twin()
     assert set(table.loc[looped, "matched_by"]) == {"ops+shape_key"} and not table.loc[looped, "control"].any()
     assert set(table.loc[~looped, "matched_by"]) == {"body_hash+shape_key"} and table.loc[~looped, "control"].all()
     assert (result.pairing.only_base, result.pairing.only_pr) == (0, 0)
+
+
+def test_same_code_in_two_models_pairs_by_graphs_before_file_order() -> None:
+    """The same kernel text compiled in two models' graphs (two files, `.<hash>`-suffixed by which organize met
+    first): each base file pairs with the PR file of its own graphs, whatever the file order says."""
+    def side(rows: list[tuple[str, str]]) -> pd.DataFrame:
+        return pd.DataFrame([{"category": "cpp", "kernel_name": "cpp_fused_add_native_layer_norm_view_1",
+                              "body_hash": "same", "shape_key": "x0_64_x1_64", "legacy_key": "k_x64_r64", "path": path,
+                              "graphs": graphs} for path, graphs in rows])
+
+    base = side([("cpp/k_1.cpp", "BartForCausalLM/6_inference_aaaa"),
+                 ("cpp/k_1.db21611c.cpp", "BertForMaskedLM/0_inference_bbbb;AlbertForMaskedLM/5_inference_cccc")])
+    pr = side([("cpp/k_1.cpp", "AlbertForMaskedLM/5_inference_dddd;BertForMaskedLM/0_inference_eeee"),
+               ("cpp/k_1.f1de2c9e.cpp", "BartForCausalLM/6_inference_ffff")])  # after k_1.cpp: file order crosses
+
+    pairs = pair_kernels(base, pr).pairs
+
+    assert sorted(zip(base.loc[pairs["base_row"], "graphs"].str[:4], pr.loc[pairs["pr_row"], "graphs"].str[:4],
+                      strict=True)) == [("Bart", "Bart"), ("Bert", "Albe")]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.kernels.compare import PLACE
+from analysis.kernels.compare import PLACE, pair_kernels
 from analysis.kernels.index import where_launched
 from analysis.markdown_fit import outside_code
 from analysis.rendering import cell, fmt_x
@@ -103,6 +103,40 @@ def test_same_named_kernels_of_different_models_are_paired_within_their_own_mode
     assert {_models(g) for g in rows["base_graphs"]} == {BART, ENCODERS}
     for base_graphs, pr_graphs in zip(rows["base_graphs"], rows["pr_graphs"], strict=True):
         assert _models(base_graphs) == _models(pr_graphs)
+
+
+def _indexes(run: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return tuple(pd.read_csv(run / side / "organized" / "index.csv", dtype=str, keep_default_na=False)
+                 for side in ("base", "pr"))  # type: ignore[return-value]
+
+
+def _pairs_of(base: pd.DataFrame, pr: pd.DataFrame, name: str) -> list[tuple[frozenset[str], frozenset[str]]]:
+    pairing = pair_kernels(base, pr)
+    return [(_models(base.at[b, "graphs"]), _models(pr.at[p, "graphs"]))
+            for b, p in zip(pairing.pairs["base_row"], pairing.pairs["pr_row"], strict=True)
+            if base.at[b, "kernel_name"] == name]
+
+
+def test_same_named_kernels_stay_in_their_models_whatever_the_file_order(rendered: dict) -> None:
+    """Perturbation: the two base layer-norm files swap names (which one organize met first, and so which got the
+    `.<hash>` suffix), as on the VM where the issue was found; their contents and graphs are untouched."""
+    base, pr = _indexes(rendered["paths"].out_dir.parent)
+    rows = base.index[base["kernel_name"] == LAYER_NORM]
+    base.loc[rows, "path"] = base.loc[rows[::-1], "path"].to_numpy()
+
+    pairs = _pairs_of(base, pr, LAYER_NORM)
+
+    assert sorted(pairs, key=lambda pair: len(pair[0])) == [(BART, BART), (ENCODERS, ENCODERS)]
+
+
+def test_a_fallback_key_never_pairs_kernels_of_other_models(rendered: dict) -> None:
+    """Perturbation: base keeps only Bart's layer norm and the PR only the encoders' (each side's other one
+    removed): the name and shapes still match, the models do not, so they stay unpaired."""
+    base, pr = _indexes(rendered["paths"].out_dir.parent)
+    base = base[~((base["kernel_name"] == LAYER_NORM) & base["graphs"].map(_models).eq(ENCODERS))]
+    pr = pr[~((pr["kernel_name"] == LAYER_NORM) & pr["graphs"].map(_models).eq(BART))]
+
+    assert _pairs_of(base.reset_index(drop=True), pr.reset_index(drop=True), LAYER_NORM) == []
 
 
 def test_the_renamed_log_softmax_kernel_is_paired_in_place(rendered: dict) -> None:
