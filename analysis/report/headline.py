@@ -45,11 +45,15 @@ def _slower_faster(speedup: float) -> str:
     return f"{abs(pct):.1f} % {'slower' if pct > 0 else 'faster'}" if math.isfinite(pct) else "not measured"
 
 
+_PAIRED_BY = {"legacy_key": "paired by name and shapes", "ops+shape_key": "paired by fused ops and shapes",
+              "graphs+shape_key": "renamed in place", "kernel_name": "paired by name only"}
+
+
 def _pair_change(row: pd.Series) -> str:
-    """What changed in a pair, in one phrase."""
-    if row["base_name"] != row["pr_name"]:
-        return f"renamed to {row['pr_name']} ({row['matched_by']}), code changed"
-    return "code changed" if row["matched_by"] == "body_hash+shape_key" else f"code changed ({row['matched_by']})"
+    """What changed in a pair, in one phrase (the report puts the code's own change in front where it has it)."""
+    how = _PAIRED_BY.get(str(row["matched_by"]), str(row["matched_by"]))
+    return f"code changed ({how})" if row["base_name"] == row["pr_name"] or how == "renamed in place" \
+        else f"code changed, renamed ({how})"
 
 
 def kernel_contributors(kc: KernelComparison, fusion: pd.DataFrame | None) -> pd.DataFrame:

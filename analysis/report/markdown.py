@@ -10,6 +10,7 @@ which CSV).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -263,12 +264,16 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
 
 
 def _kernel_time_line(kc: KernelComparison | None, contributors: pd.DataFrame | None, level: float) -> str:
-    """The kernels' sentence of the verdict, without its verdict word: the section's first line."""
+    """The kernel section's first line: the time it is about, and how the table below splits its change."""
     if kc is None or contributors is None:
         return ""
-    from analysis.report.headline import kernel_sentence
+    from analysis.report.headline import kernel_times
 
-    return kernel_sentence(kc, contributors, level)
+    base, pr = kernel_times(kc, contributors)
+    return (f"Σ standalone time of the Inductor kernels in one step of every model: {fmt_time(base)} → "
+            f"{fmt_time(pr)} ({fmt_delta_time(pr - base)}). Below, every kernel whose code changed and every fusion "
+            "group, by the time it adds per step (a pair: its base time × (1 / speedup − 1); "
+            f"{percent(level)} intervals); the identical pairs are the control.")
 
 
 def _file_adds(ctx: dict[str, Any], dropped: tuple[str, ...]) -> str:
@@ -441,8 +446,10 @@ def _explained(explanations: Explanations, details: KernelDetails, caps: Caps, a
         ctx["improvement_diffs"] = details.blocks(improved, caps.diffs, caps.diff_lines)
         ctx["asked_diffs"] = details.asked_blocks(asked, caps.diff_lines)
     if explanations.contributors is not None and details.kc is not None:
-        top = _with_ci(explanations.contributors)
-        ctx["contributors_table"] = markdown_table(top, CONTRIBUTOR_COLUMNS_MD, caps.top, "kernel_contributors.csv")
+        top = _with_ci(explanations.contributors.head(caps.top))
+        top["change"] = [_what_changed(details, row) for row in top.to_dict("records")]
+        ctx["contributors_table"] = (markdown_table(top, CONTRIBUTOR_COLUMNS_MD) + _more_rows(
+            len(explanations.contributors) - len(top), "kernel_contributors.csv"))
         ctx["top_diff"] = _top_diff(explanations.contributors, details, caps.diff_lines)
     if explanations.fusion is not None:
         ctx["fusion_table"] = markdown_table(explanations.fusion, FUSION_COLUMNS_MD, caps.fusion, "fusion_changes.csv")
@@ -459,6 +466,25 @@ def _explained(explanations: Explanations, details: KernelDetails, caps: Caps, a
                                                 "model_resources.csv")
     return ctx
 
+
+
+_VECTOR_TYPES = re.compile(r", vector types [^→;]*?(?= →|$)")  # the list of types: the diff has it
+
+
+def _what_changed(details: KernelDetails, row: dict[str, Any]) -> str:
+    """A contributor's change in one phrase: its code's own (``vector step 8 → scalar loops``) where the sources
+    are there, else how it was paired; a fusion group's as `fusion_changes` words it."""
+    if details.kc is None or row["pair"] is None or row["pair"] != row["pair"]:
+        return str(row["change"])
+    index = int(row["pair"])
+    detail = details.detail(_kernel_views(details.kc)[0].loc[index].to_dict(), index)
+    code = _VECTOR_TYPES.sub("", detail.what_changed.split("; ")[0]) if detail.what_changed else ""
+    renamed = " (renamed in place)" if "renamed in place" in str(row["change"]) else ""
+    return f"{code}{renamed}" if code else str(row["change"])
+
+
+def _more_rows(rest: int, where: str) -> str:
+    return f"\n_{rest} more rows in {where}_\n" if rest > 0 else ""
 
 
 def _top_diff(contributors: pd.DataFrame, details: KernelDetails, lines: int) -> str | None:
