@@ -106,10 +106,20 @@ def _forest(ax, labels: list[str], points: list[float], lows: list[float], highs
             ax.plot([lo, hi], [y, y], color=color, linewidth=1.5)
         if finite(x) and x > 0:
             ax.plot([x], [y], marker="o", color=color, markersize=4)
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(0.1, 0.2, 0.3, 0.5, 0.7, 1.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}×"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: ""))
     ax.set_yticks(ys)
-    ax.set_yticklabels([textwrap.shorten(label, 60, placeholder="…") for label in labels], fontsize=6)
+    ax.set_yticklabels([_middle_cut(label, 64) for label in labels], fontsize=6)
+
+
+def _middle_cut(text: str, width: int) -> str:
+    """Kernel names run to hundreds of characters: their two ends tell them apart."""
+    return text if len(text) <= width else f"{text[:width // 2 - 1]}…{text[-(width // 2):]}"
 
 
 def plot_kernel_forest(contributors, kc: KernelComparison, path: Path, rows: int = 30) -> Path:
