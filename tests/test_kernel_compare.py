@@ -139,8 +139,9 @@ def test_fallback_keys_and_unpaired_kernels_are_reported() -> None:
     pr.loc[0:2, "body_hash"] = "changed"
     # Kernels 3-4: neither hash, legacy key nor shapes match, the generated name does.
     pr.loc[3:4, ["body_hash", "legacy_key", "shape_key"]] = ["other", "other_key", "x999"]
-    # Kernel 5 vanished in the PR and the PR gained a new kernel.
-    pr.loc[5, ["body_hash", "legacy_key", "kernel_name"]] = ["new", "new_key", "triton_poi_new_99"]
+    # Kernel 5 vanished in the PR and the PR gained a new kernel of other shapes (of the same shapes in the same
+    # graphs it would be kernel 5 renamed in place).
+    pr.loc[5, ["body_hash", "legacy_key", "kernel_name", "shape_key"]] = ["new", "new_key", "triton_poi_new_99", "x7"]
 
     s = pair_kernels(base, pr).summary
 

@@ -6,6 +6,8 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.rendering import md_text
+
 _ENV_PRIORITY = ("commit", "sha", "ref", "digest", "image", "ran on", "device", "gpu", "cpu", "rocm", "hip", "cuda",
                  "torch", "triton", "driver", "python", "platform", "recipe", "overlay")
 
@@ -156,4 +158,4 @@ def environment_line(base_env: dict[str, Any], lock: dict[str, Any], manifest: d
                      f"{suite.get('mode', '–')})")
     parts.append(f"torch {_first(flat, 'torch', 'torch version') or '–'}")
     parts.append(f"Triton {_first(flat, 'triton') or '–'}")
-    return "**Environment:** " + ", ".join(parts) + "."
+    return "**Environment:** " + md_text(", ".join(parts)) + "."  # values read from files: text, never markup

@@ -23,7 +23,7 @@ import pandas as pd
 from analysis.kernels.compare import KernelComparison
 from analysis.kernels.index import where_launched
 from analysis.models.compare import ModelComparison
-from analysis.rendering import fmt_delta_time, fmt_time, fmt_x, md_code
+from analysis.rendering import fmt_delta_time, fmt_time, fmt_x, md_code, md_text
 from analysis.report.gates import Gate
 from analysis.report.summary import change_pct, effect_words, unchanged_phrase
 from analysis.stats.verdict import NOTHING_CHANGED, Estimate
@@ -120,9 +120,12 @@ def kernel_sentence(kc: KernelComparison, contributors: pd.DataFrame, level: flo
         return unchanged_phrase("Time in Inductor kernels", s.code_identical, s.n_pairs) + "."
     base, pr = kernel_times(kc, contributors)
     est = s.time_weighted.at_level(level)
+    if s.verdict in ("regressed", "improved", "mixed"):
+        effect = f"{_slower_faster(est.speedup)}; {fmt_x(est.speedup)}, {_ci(est, level)}"
+    else:  # "neutral within ±2 % (…)" or "inconclusive (…): this run cannot resolve effects below 9.7 %"
+        effect = effect_words("Σ base / Σ PR", est, replace(kc.settings, confidence=level), kc.resolution)
     lead = (f"Time in Inductor kernels **{s.verdict}**: {fmt_time(base)} → {fmt_time(pr)} per step of every model "
-            f"({fmt_delta_time(pr - base)}, {_slower_faster(est.speedup)}; {fmt_x(est.speedup)}, "
-            f"{_ci(est, level)})")
+            f"({fmt_delta_time(pr - base)}; {effect})")
     adds = pr >= base
     named = _named(contributors, adds)
     return lead + (f"; most of the {'added' if adds else 'saved'} time: {named}" if named else "") + "."
@@ -151,7 +154,7 @@ def gates_sentence(gates: list[Gate]) -> str:
     words = []
     for g in bad:
         limit = f"{'<' if g.bad_when == 'below' else '>'} {g.limit:g}×"
-        worst = g.detail.split("worst model ", 1)[1] if "worst model " in g.detail else ""
+        worst = md_text(g.detail.split("worst model ", 1)[1]) if "worst model " in g.detail else ""
         words.append(f"{g.name} {fmt_x(g.value)} {g.status} ({limit}" + (f"; worst {worst}" if worst else "") + ")")
     failed = any(g.status == "fail" for g in bad)
     return f"Dashboard checks {'**failed**' if failed else 'not settled'}: " + "; ".join(words) + "."

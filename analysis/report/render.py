@@ -116,7 +116,7 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
     _write_kernel_files(found.kc, out_dir, files)
     _write_table(files, out_dir, "fusion_changes.csv", found.fusion, "Fusion changes")
     _write_table(files, out_dir, "kernel_contributors.csv", found.contributors, "Kernels by added time")
-    if found.kc is not None and found.contributors is not None and len(found.contributors) + len(found.kc.table):
+    if found.kc is not None and found.contributors is not None and found.kc.summary.n_summarised:
         files.plots["kernel_forest"] = plot_kernel_forest(found.contributors, found.kc,
                                                           out_dir / "kernel_forest.png").name
     _write_model_files(found.mc, found.proj, out_dir, files)
