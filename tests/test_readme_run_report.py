@@ -60,8 +60,9 @@ def _models(graphs: str) -> frozenset[str]:
 
 
 def _body(md: str) -> str:
-    """What a reader sees without opening anything: the text before the first collapsed block."""
-    return md.split("<details>", 1)[0]
+    """What a reader sees before the collapsed sections: up to the control and caveats' end."""
+    head, control = md.split("## Control and caveats", 1)
+    return head + control.split("<details>", 1)[0]
 
 
 # --- the headline ------------------------------------------------------------------------------------------------

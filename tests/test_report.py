@@ -190,7 +190,8 @@ def test_a_kind_whose_rounds_stopped_early_is_stated_at_the_strict_level(tmp_pat
     assert (kernels["confidence"], models["confidence"]) == (0.999, 0.957)
     text = paths.report_md.read_text(encoding="utf-8")
     # One level in the body (the run's); where a verdict rests on a stricter one, the method says so once.
-    assert "(95 % CI" in text and "the kernel verdicts are stated at 99.9 % (their rounds stopped early)" in text
+    assert "99.9 % CI" not in text and "95 % CI" in paths.verdict
+    assert "the kernel verdicts are stated at 99.9 % (their rounds stopped early)" in text
     assert "kernels: 4 of at most 10 round(s), settled: improved; stated at alpha 0.001, 99.9 % intervals" in text
 
 
@@ -245,8 +246,7 @@ def test_a_failed_control_is_shown_at_the_top_and_qualifies_the_verdict(tmp_path
     paths = render_report(ReportInputs(base, pr, bs, ps), tmp_path)
 
     text = paths.report_md.read_text(encoding="utf-8")
-    top = text.split("<details>", 1)[0]
-    assert "## Control and caveats" in top
+    top = text.split("## Control and caveats", 1)[1].split("<details>", 1)[0]  # before everything collapsed
     assert re.search(r"\| kernels \| identical kernels \| 4 \|.*\| \*\*failed\*\* \|", top)
     assert re.search(r"\| kernels \| split-half \| 24 \|.*\| passed \|", top)
     assert "In-run control **failed**: kernel claims under" in paths.verdict
