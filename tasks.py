@@ -809,6 +809,7 @@ def report(ctx, run, runs_dir=None, fail_on="never", kernel=None):
         print(text)
     print(paths.verdict)
     print(f"report: {paths.report_md} ({paths.characters} characters; CSVs, report.xlsx and plots beside it)")
+    print(f"comment form: {paths.comment_md} ({paths.comment_characters} characters; what `invoke publish` posts)")
     print(f"summary: {paths.summary_json}")
     _exit_on(paths.summary, fail_on)
 

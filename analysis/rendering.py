@@ -39,11 +39,25 @@ def fmt_x(x: Any) -> str:
     return f"{float(x):.3f}×" if finite(x) else "–"
 
 
-def fmt_ms(x: Any) -> str:
-    if not finite(x):
+def _three_digits(value: float) -> str:
+    """A magnitude below 1000 with three significant digits and no exponent (0.05 → 0.0500, 123.4 → 123)."""
+    value = float(f"{value:.3g}")  # round first: 0.9996 is 1.00, not 1.000
+    digits = 2 - math.floor(math.log10(abs(value))) if value else 2
+    return f"{value:.{max(0, digits)}f}"
+
+
+_TIME_UNITS = (("s", 1e3), ("ms", 1.0), ("µs", 1e-3), ("ns", 1e-6))
+
+
+def fmt_time(ms: Any) -> str:
+    """A time given in ms in the unit that shows three significant digits: ``35.2 µs``, ``2.69 ms``, ``8.61 s``."""
+    if not finite(ms):
         return "–"
-    x = float(x)
-    return f"{x:.4f}" if abs(x) < 1 else f"{x:.3f}" if abs(x) < 100 else f"{x:.1f}"
+    x = float(f"{float(ms):.3g}")
+    if x == 0:
+        return "0"
+    unit, scale = next(((u, f) for u, f in _TIME_UNITS if abs(x) >= f), _TIME_UNITS[-1])
+    return f"{_three_digits(x / scale)} {unit}"
 
 
 def fmt_gb(x: Any) -> str:
@@ -58,9 +72,9 @@ def fmt_gb(x: Any) -> str:
     return f"{size:.0f} B"
 
 
-def fmt_delta_ms(x: Any) -> str:
-    """A signed change in ms (PR − base): + is slower."""
-    return f"{float(x):+.4f}" if finite(x) else "–"
+def fmt_delta_time(ms: Any) -> str:
+    """A signed change of a time given in ms (PR − base: + is slower), in the unit `fmt_time` picks."""
+    return ("+" if float(ms) >= 0 else "−") + fmt_time(abs(float(ms))) if finite(ms) else "–"
 
 
 def fmt_pct(x: Any) -> str:
@@ -71,10 +85,13 @@ def fmt_share(x: Any) -> str:
     return f"{100 * float(x):.1f} %" if finite(x) else "–"
 
 
+P_FLOOR = 1e-4  # p- and q-values below it are shown as "< 0.0001": more digits claim a precision no test has
+
+
 def fmt_p(x: Any) -> str:
     if not finite(x):
         return "–"
-    return f"{float(x):.2g}" if float(x) < 0.001 else f"{float(x):.3f}"
+    return f"< {P_FLOOR:g}" if float(x) < P_FLOOR else f"{float(x):.2g}" if float(x) < 0.001 else f"{float(x):.3f}"
 
 
 def fmt_text(x: Any) -> str:
@@ -239,8 +256,8 @@ def jinja_env() -> jinja2.Environment:
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    env.filters.update(x=fmt_x, ms=fmt_ms, pct=fmt_pct, share=fmt_share, num=fmt_num, md=frame_table, gb=fmt_gb,
-                       dms=fmt_delta_ms, code=md_code, text=md_text)
+    env.filters.update(x=fmt_x, time=fmt_time, pct=fmt_pct, share=fmt_share, num=fmt_num, md=frame_table, gb=fmt_gb,
+                       dtime=fmt_delta_time, code=md_code, text=md_text)
     return env
 
 

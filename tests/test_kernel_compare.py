@@ -124,7 +124,7 @@ def test_renumbered_kernels_pair_by_body_and_shape() -> None:
     pairing = pair_kernels(base, pr)
 
     assert pairing.summary.by_method == {"body_hash+shape_key": 40, "legacy_key": 0, "ops+shape_key": 0,
-                                         "kernel_name": 0}
+                                         "graphs+shape_key": 0, "kernel_name": 0}
     assert pairing.summary.only_base == pairing.summary.only_pr == 0
     paired_stems = {(base.at[b, "body_hash"], pr.at[p, "body_hash"]) for b, p in
                     zip(pairing.pairs["base_row"], pairing.pairs["pr_row"], strict=True)}
@@ -139,12 +139,14 @@ def test_fallback_keys_and_unpaired_kernels_are_reported() -> None:
     pr.loc[0:2, "body_hash"] = "changed"
     # Kernels 3-4: neither hash, legacy key nor shapes match, the generated name does.
     pr.loc[3:4, ["body_hash", "legacy_key", "shape_key"]] = ["other", "other_key", "x999"]
-    # Kernel 5 vanished in the PR and the PR gained a new kernel.
-    pr.loc[5, ["body_hash", "legacy_key", "kernel_name"]] = ["new", "new_key", "triton_poi_new_99"]
+    # Kernel 5 vanished in the PR and the PR gained a new kernel of other shapes (of the same shapes in the same
+    # graphs it would be kernel 5 renamed in place).
+    pr.loc[5, ["body_hash", "legacy_key", "kernel_name", "shape_key"]] = ["new", "new_key", "triton_poi_new_99", "x7"]
 
     s = pair_kernels(base, pr).summary
 
-    assert s.by_method == {"body_hash+shape_key": 4, "legacy_key": 3, "ops+shape_key": 0, "kernel_name": 2}
+    assert s.by_method == {"body_hash+shape_key": 4, "legacy_key": 3, "ops+shape_key": 0,
+                           "graphs+shape_key": 0, "kernel_name": 2}
     assert (s.only_base, s.only_pr) == (1, 1)
 
 
@@ -472,3 +474,22 @@ def test_a_pr_that_loops_persistent_reductions_pairs_each_with_its_looped_twin()
     assert set(table.loc[looped, "matched_by"]) == {"ops+shape_key"} and not table.loc[looped, "control"].any()
     assert set(table.loc[~looped, "matched_by"]) == {"body_hash+shape_key"} and table.loc[~looped, "control"].all()
     assert (result.pairing.only_base, result.pairing.only_pr) == (0, 0)
+
+
+def test_same_code_in_two_models_pairs_by_graphs_before_file_order() -> None:
+    """The same kernel text compiled in two models' graphs (two files, `.<hash>`-suffixed by which organize met
+    first): each base file pairs with the PR file of its own graphs, whatever the file order says."""
+    def side(rows: list[tuple[str, str]]) -> pd.DataFrame:
+        return pd.DataFrame([{"category": "cpp", "kernel_name": "cpp_fused_add_native_layer_norm_view_1",
+                              "body_hash": "same", "shape_key": "x0_64_x1_64", "legacy_key": "k_x64_r64", "path": path,
+                              "graphs": graphs} for path, graphs in rows])
+
+    base = side([("cpp/k_1.cpp", "BartForCausalLM/6_inference_aaaa"),
+                 ("cpp/k_1.db21611c.cpp", "BertForMaskedLM/0_inference_bbbb;AlbertForMaskedLM/5_inference_cccc")])
+    pr = side([("cpp/k_1.cpp", "AlbertForMaskedLM/5_inference_dddd;BertForMaskedLM/0_inference_eeee"),
+               ("cpp/k_1.f1de2c9e.cpp", "BartForCausalLM/6_inference_ffff")])  # after k_1.cpp: file order crosses
+
+    pairs = pair_kernels(base, pr).pairs
+
+    assert sorted(zip(base.loc[pairs["base_row"], "graphs"].str[:4], pr.loc[pairs["pr_row"], "graphs"].str[:4],
+                      strict=True)) == [("Bart", "Bart"), ("Bert", "Albe")]

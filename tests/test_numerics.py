@@ -70,7 +70,7 @@ def test_a_pr_that_computes_other_logits_fails_numerics_first(tmp_path: Path) ->
     paths = render_report(load_report_inputs(run), tmp_path / "report")
 
     text = paths.report_md.read_text(encoding="utf-8")
-    assert text.index("## Numerics") < text.index("**In-run control**")
+    assert text.index("## Numerics") < text.index("## Control and caveats")
     assert "Models: **1 of 2 passed**, **1 failed**" in text
     bert = next(line for line in text.splitlines() if line.startswith("| `BertForMaskedLM`"))
     assert "**fail** `logits`: max abs" in bert and "**FAIL**" in bert
@@ -79,7 +79,7 @@ def test_a_pr_that_computes_other_logits_fails_numerics_first(tmp_path: Path) ->
     assert paths.verdict.startswith("**Verdict:** numerics **FAILED**: 1 of 2 model(s) compute other results "
                                     "(`BertForMaskedLM`; `BertForMaskedLM` PR vs base")
     summary = json.loads(paths.summary_json.read_text())
-    assert summary["format_version"] == 3
+    assert summary["format_version"] == 4
     models = summary["numerics"]["models"]
     assert (models["compared"], models["passed"], models["failed"]) == (2, 1, 1)
     assert models["worst"]["name"] == "BertForMaskedLM" and models["worst"]["output"] == "logits"

@@ -93,7 +93,7 @@ def test_the_first_publish_adds_one_comment_and_the_second_updates_it(runs: Path
         ours = [c for c in github.comments if c["body"].startswith(MARKER)]
         assert len(ours) == 1 and "added comment" in first.stdout
 
-        report = runs / "r1" / "report" / "report.md"
+        report = runs / "r1" / "report" / "comment.md"  # the comment form is what is posted
         report.write_text(report.read_text(encoding="utf-8") + "\nRe-rendered after a second run.\n",
                           encoding="utf-8")
         second = invoke_publish(runs, "--repo", "o/r", "--pr", "1", "--api-url", github.url)
@@ -198,10 +198,10 @@ def test_bad_flags_are_named_before_anything_happens(flags: tuple, expected: str
 
 
 def test_a_report_over_the_comment_limit_is_fitted_and_says_what_was_cut(runs: Path) -> None:
-    report = runs / "r1" / "report" / "report.md"
+    report = runs / "r1" / "report" / "comment.md"  # a comment form made elsewhere, far over the limit
     text = report.read_text(encoding="utf-8")
-    rows = "".join(f"| triton_poi_fused_{i} | {i} | 1.000× |\n" for i in range(3000))
-    huge = (f"{text}\n<details><summary>Every kernel ever (3000)</summary>\n\n"
+    rows = "".join(f"| triton_poi_fused_{i} | {i} | 1.000× |\n" for i in range(5000))
+    huge = (f"{text}\n<details><summary>Every kernel ever (5000)</summary>\n\n"
             f"| kernel | n | speedup |\n|---|---|---|\n{rows}\n</details>\n")
     report.write_text(huge, encoding="utf-8")
     assert len(huge) > 2 * GITHUB_COMMENT_LIMIT
@@ -212,9 +212,9 @@ def test_a_report_over_the_comment_limit_is_fitted_and_says_what_was_cut(runs: P
     (comment,) = github.comments  # the stand-in refuses a body over 65 536 characters with GitHub's 422
     body = comment["body"]
     assert len(body) <= GITHUB_COMMENT_LIMIT and body.startswith(MARKER)
-    assert "_Cut to fit the size limit: the collapsed “Every kernel ever (3000)”. The whole text is in " \
+    assert "_Cut to fit the size limit: the collapsed “Every kernel ever (5000)”. The whole text is in " \
            "`report.tar.gz` in run `r1`._" in body
-    assert "## Kernels" in body and "triton_poi_fused_2999" not in body
+    assert "## Kernels" in body and "triton_poi_fused_4999" not in body
     assert gfm_problems(body) == []
 
 
@@ -229,14 +229,14 @@ def test_a_report_that_cannot_fit_by_dropping_blocks_is_cut_at_a_line_and_closed
     assert "## Method" not in body and gfm_problems(body) == []
 
 
-def test_attach_release_uploads_the_archive_and_plots_and_links_them(runs: Path) -> None:
+def test_attach_release_uploads_the_archive_and_links_it(runs: Path) -> None:
     with FakeGitHub() as github:
         github.add_release("bench-results", assets=["r1-report.tar.gz"])  # from an earlier publish of this run
         publish_in_process(runs, github, attach_release="bench-results")
 
     assets = github.releases["bench-results"]["assets"]
     names = [a["name"] for a in assets]
-    assert names[0] == "r1-report.tar.gz" and {"r1-speedup_distribution.png", "r1-category_speedups.png"} <= set(names)
+    assert names == ["r1-report.tar.gz"]  # the comment form shows no plot: they travel in the archive
     uploaded = next(r for r in github.requests if r.method == "POST" and r.query.get("name") == ["r1-report.tar.gz"])
     assert uploaded.body == (runs / "r1" / "report.tar.gz").read_bytes()
     assert uploaded.headers["Content-Type"] == "application/gzip"
@@ -244,7 +244,7 @@ def test_attach_release_uploads_the_archive_and_plots_and_links_them(runs: Path)
     body = github.comments[0]["body"]
     download = "https://github.com/o/r/releases/download/bench-results/"
     assert f"[r1-report.tar.gz]({download}r1-report.tar.gz)" in body
-    assert f"[plot: distribution of per-kernel speedups]({download}r1-speedup_distribution.png)" in body
+    assert ".png" not in body
     assert gfm_problems(body) == []
 
 

@@ -9,19 +9,25 @@ from pathlib import Path
 import pandas as pd
 from openpyxl import load_workbook
 
-from analysis.rendering import Column, fmt_ms, frame_table, markdown_table, write_xlsx
+from analysis.rendering import Column, fmt_p, fmt_time, frame_table, markdown_table, write_xlsx
 from prbench.runs.report_command import render_run_report
 from prbench.runs.run_store import RunStore
 
 
 def test_the_report_table_cuts_names_in_the_middle_and_names_the_file_with_the_rest() -> None:
     frame = pd.DataFrame({"name": ["triton_poi_fused_add_0_abcdef", "b|c"], "ms": [0.5, None]})
-    columns = [Column("name", "kernel", width=11), Column("ms", "ms", fmt_ms)]
+    columns = [Column("name", "kernel", width=11), Column("ms", "time", fmt_time)]
 
     assert markdown_table(frame, columns, 1, "k.csv") == (
-        "| kernel | ms |\n|---|---|\n| trito…bcdef | 0.5000 |\n\n_1 more rows in k.csv_\n")
+        "| kernel | time |\n|---|---|\n| trito…bcdef | 500 µs |\n\n_1 more rows in k.csv_\n")
     assert markdown_table(frame, columns, 5, None).splitlines()[-1] == "| b\\|c | – |"
     assert markdown_table(frame.iloc[:0], columns, 5, None) == "_none_\n"
+
+
+def test_times_show_three_significant_digits_in_their_unit_and_q_values_are_capped() -> None:
+    assert [fmt_time(ms) for ms in (3.5e-5, 0.03519, 0.9996, 2.69, 99.99, 8609.0, float("nan"))] == [
+        "35.0 ns", "35.2 µs", "1.00 ms", "2.69 ms", "100 ms", "8.61 s", "–"]
+    assert [fmt_p(q) for q in (1e-21, 0.0005, 0.04)] == ["< 0.0001", "0.0005", "0.040"]
 
 
 def test_the_trace_table_aligns_numbers_right_and_cuts_signatures_at_the_end() -> None:
@@ -36,11 +42,11 @@ def test_every_template_sees_the_same_filters() -> None:
     # trace_diff.md.j2 uses `md`; report.md.j2 uses the number filters: one environment serves both.
     from analysis.rendering import jinja_env
 
-    assert {"md", "x", "ms", "pct", "share", "num"} <= set(jinja_env().filters)
+    assert {"md", "x", "time", "pct", "share", "num"} <= set(jinja_env().filters)
     assert jinja_env().filters["md"] is frame_table
     table = pd.DataFrame({"a": [1]})
-    assert jinja_env().from_string("{{ 1.5 | x }} {{ 0.25 | ms }}\n{{ t | md }}").render(t=table) == (
-        "1.500× 0.2500\n| a |\n| ---: |\n| 1 |")
+    assert jinja_env().from_string("{{ 1.5 | x }} {{ 0.25 | time }}\n{{ t | md }}").render(t=table) == (
+        "1.500× 250 µs\n| a |\n| ---: |\n| 1 |")
 
 
 def test_write_xlsx_takes_the_path_first_and_sheets_in_order(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame,
 from analysis.errors import UserError
 from analysis.rendering import sheet_name
 from analysis.report.render import (
-    MAX_MARKDOWN_CHARS,
+    COMMENT_LIMIT,
     ReportInputs,
     ReportSettings,
     load_report_inputs,
@@ -33,7 +33,7 @@ def invoke(*args: str) -> subprocess.CompletedProcess:
     return invoke_in_process(*args)
 
 
-def test_a_5000_kernel_report_fits_github_and_the_csv_keeps_every_row(tmp_path: Path) -> None:
+def test_a_5000_kernel_reports_comment_form_fits_and_the_csv_keeps_every_row(tmp_path: Path) -> None:
     specs = kernel_specs(5000, seed=1, models=tuple(MODELS))
     changed = dict.fromkeys(range(0, 5000, 40), 0.8) | dict.fromkeys(range(3, 5000, 45), 1.25)
     base, base_samples = kernels_frame(specs, seed=2)
@@ -49,14 +49,15 @@ def test_a_5000_kernel_report_fits_github_and_the_csv_keeps_every_row(tmp_path: 
                           tmp_path / "report")
 
     text = paths.report_md.read_text(encoding="utf-8")
-    assert len(text) < MAX_MARKDOWN_CHARS
+    comment = paths.comment_md.read_text(encoding="utf-8")
+    assert len(comment) <= COMMENT_LIMIT and "**The full report**" in comment
     assert len(pd.read_csv(paths.kernels_csv)) == 5000
     assert re.search(r"_\d+ more rows in kernels_compare\.csv_", text)
     assert "Trace diff truncated" in text and (tmp_path / "report" / "trace_diff.md").exists()
     regressed = pd.read_csv(paths.kernels_csv).query("verdict == 'regressed'")
     assert len(regressed) == pytest.approx(len(changed) / 2, rel=0.2)
     # The reviewer sees what changed first: the first data row under "Top regressions" is a regression.
-    top = text.split("### Top regressions", 1)[1].split("\n| ", 3)[2]
+    top = text.split("Top regressions", 1)[1].split("\n| ", 3)[2]
     assert "| regressed |" in top
     for png in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
         assert not Path(png).is_absolute() and (tmp_path / "report" / png).stat().st_size > 1000
@@ -76,11 +77,11 @@ def test_renumbered_kernels_are_paired_and_the_report_says_how(tmp_path: Path) -
            "`body_hash+shape_key` 30" in text
     assert "| only in base | 0 |" in text
     # Renumbering is no change: the verdict says no kernel changed (and calls nothing neutral).
-    assert "kernels **identical**: no generated kernel changed (30 of 30 identical)" in paths.verdict
+    assert "Time in Inductor kernels **identical**: no generated kernel changed (30 of 30 identical)" in paths.verdict
     assert "neutral" not in paths.verdict
     assert (paths.summary["kernels"]["code_changed"], paths.summary["kernels"]["code_identical"]) == (0, 30)
     # No samples were given: the method notes say there is no replication.
-    assert "- Note: per-round samples missing on at least one side" in text
+    assert "- per-round samples missing on at least one side" in text  # a caveat
     assert paths.summary["kernels"]["ci_low"] is None and paths.summary["control"]["resolution_pct"] is None
 
 
@@ -95,7 +96,8 @@ def test_workbook_has_one_sheet_per_table_with_excel_safe_names(tmp_path: Path) 
     paths = render_report(ReportInputs(base, pr, bs, ps, suite, suite, ss, ss, lock={"base": {"x": 1}}), tmp_path)
 
     names = load_workbook(paths.xlsx, read_only=True).sheetnames
-    assert names == ["Summary", "Kernels", "Categories", "Only in base", "Only in PR", "Fusion changes", "Models",
+    assert names == ["Summary", "Kernels", "Categories", "Only in base", "Only in PR", "Fusion changes",
+                     "Kernels by added time", "Models",
                      "Projection", "Compile and memory", "Where the time went", "Environment", "Lock"]
     assert sheet_name("a/very:long*name?that[goes]on and on and on", set()) == "a_very_long_name_that_goes_on a"
     assert len(sheet_name("x" * 40, {"x" * 31})) <= 31
@@ -132,7 +134,7 @@ def test_invoke_report_rerenders_a_run_directory(tmp_path: Path) -> None:
     text = (run / "report" / "report.md").read_text(encoding="utf-8")
     assert "warm-up 7 iteration(s), then 25 timed" in text
     assert "| base.image.digest | sha256:dddd" in text  # the lock's identity entries are shown
-    assert "## Projected end-to-end effect" in text and "How the share was computed" in text
+    assert "Projected end-to-end effect per model" in text and "How the share was computed" in text
     assert len(pd.read_csv(run / "report" / "kernels_compare.csv")) == 50
     # The models were timed in paired rounds: they get intervals, GPT2 is regressed, and the gates are shown.
     models = pd.read_csv(run / "report" / "models_compare.csv").set_index("model")
@@ -192,14 +194,14 @@ def test_the_report_prints_the_confidence_level_actually_used(tmp_path: Path) ->
     text = at_90.report_md.read_text(encoding="utf-8")
     assert re.findall(r"\b95(?:\.0)? ?%", text) == []  # nothing still claims 95 %
     assert at_90.verdict.count("90 % CI") == 2 and "  " not in at_90.verdict  # kernels and models alike
-    assert "90 % CI of the geomean" in text
+    assert "90 % intervals over" in text and "Every interval in the report's body is at 90 %" in text
     assert "Student-t\n90 % interval" in text  # the method section
     for family in ("kernels", "models"):
         wide, narrow = at_95.summary[family], at_90.summary[family]
         assert (wide["confidence"], narrow["confidence"]) == (0.95, 0.9)
         assert wide["geomean"] == pytest.approx(narrow["geomean"])  # same estimate, narrower interval
         assert wide["ci_low"] < narrow["ci_low"] and narrow["ci_high"] < wide["ci_high"]
-    assert "95 % CI" in at_95.verdict and "95 % CI of the geomean" in at_95.report_md.read_text()
+    assert "95 % CI" in at_95.verdict and "95 % intervals over" in at_95.report_md.read_text()
 
 
 def test_a_kind_whose_rounds_stopped_early_is_stated_at_the_strict_level(tmp_path: Path) -> None:
@@ -220,7 +222,9 @@ def test_a_kind_whose_rounds_stopped_early_is_stated_at_the_strict_level(tmp_pat
     kernels, models = paths.summary["kernels"], paths.summary["models"]
     assert (kernels["confidence"], models["confidence"]) == (0.999, 0.957)
     text = paths.report_md.read_text(encoding="utf-8")
-    assert "99.9 % CI of the geomean" in text and "(95.7 % CI" in text
+    # One level in the body (the run's); where a verdict rests on a stricter one, the method says so once.
+    assert "99.9 % CI" not in text and "95 % CI" in paths.verdict
+    assert "the kernel verdicts are stated at 99.9 % (their rounds stopped early)" in text
     assert "kernels: 4 of at most 10 round(s), settled: improved; stated at alpha 0.001, 99.9 % intervals" in text
 
 
@@ -231,7 +235,7 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
     assert summary == paths.summary and paths.summary_json == tmp_path / "report" / "summary.json"
     assert set(summary) == {"format_version", "verdict", "kernels", "models", "control", "gates", "numerics",
                             "experiment", "settings"}
-    assert summary["format_version"] == 3
+    assert summary["format_version"] == 4
     assert summary["experiment"] is None  # this run laid out by hand recorded no suite request
     assert summary["numerics"]["models"] is None  # these suites recorded no outputs (tests/test_numerics.py)
     family_keys = {"verdict", "headline", "step", "geomean", "ci_low", "ci_high", "confidence", "alpha", "n",
@@ -249,7 +253,7 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
     assert summary["kernels"]["headline"] == "step" and summary["models"]["headline"] == "geomean"
     assert [i["name"] for i in summary["models"]["regressed_items"]] == ["GPT2"]
     assert summary["models"]["detectable_pct"] > 2.0  # what it could find is beyond the threshold
-    assert summary["verdict"] == paths.verdict and summary["verdict"].startswith("**Verdict:** kernels ")
+    assert summary["verdict"] == paths.verdict and summary["verdict"].startswith("**Verdict:** Models ")
     control = summary["control"]
     assert set(control) == {"kernels", "models", "passed", "resolution_pct"}
     assert control["kernels"]["kind"] == "identical kernels" and control["models"]["kind"] == "split-half"
@@ -276,11 +280,11 @@ def test_a_failed_control_is_shown_at_the_top_and_qualifies_the_verdict(tmp_path
     paths = render_report(ReportInputs(base, pr, bs, ps), tmp_path)
 
     text = paths.report_md.read_text(encoding="utf-8")
-    top = text.split("## Environment", 1)[0]
-    assert "**In-run control**" in top
+    top = text.split("## Control and caveats", 1)[1].split("<details>", 1)[0]  # before everything collapsed
     assert re.search(r"\| kernels \| identical kernels \| 4 \|.*\| \*\*failed\*\* \|", top)
     assert re.search(r"\| kernels \| split-half \| 24 \|.*\| passed \|", top)
-    assert "the in-run control failed" in paths.verdict and "kernels **inconclusive**" in paths.verdict
+    assert "In-run control **failed**: kernel claims under" in paths.verdict
+    assert "Time in Inductor kernels **inconclusive**" in paths.verdict
     assert paths.summary["kernels"]["regressed"] == 0 and paths.summary["control"]["passed"] is False
     assert paths.summary["control"]["resolution_pct"] == pytest.approx(4.0, abs=1.0)
 

@@ -130,18 +130,18 @@ def test_every_kernel_row_names_its_models_and_graphs(tmp_path: Path) -> None:
     text, _ = render(make_run(tmp_path))
 
     rows = [line for line in section(text, "<summary>All kernel pairs").splitlines() if line.startswith("| `cpp_")]
-    assert len(rows) == 3
+    assert len(rows) == 4  # the renamed log-softmax is a pair (renamed in place)
     assert all(re.search(rf"{BERT}/0_inference|{GPT2}/1_inference", row) for row in rows)
     shared = next(row for row in rows if row.startswith(f"| `{RELU} → cpp_fused__unsafe_view_relu_5` |"))
     assert f"{BERT}/0_inference, {GPT2}/1_inference" in shared  # both models, each graph once (not per side)
     only_base = section(text, "<summary>Kernels only in base")
-    assert f"| `{LOG_BASE}` | `{BERT}/0_inference` |" in only_base
+    assert f"| `cpp_fused_argmax_9` | `{GPT2}/1_inference` |" in only_base
 
 
 def test_the_top_regressions_expand_to_a_normalised_code_diff_and_their_launch(tmp_path: Path) -> None:
     text, _ = render(make_run(tmp_path))
 
-    regressions = text.split("### Top regressions", 1)[1].split("### Top improvements", 1)[0]
+    regressions = text.split("Top regressions", 1)[1].split("Top improvements", 1)[0]
     block = regressions.split(f"<details><summary><code>{GELU}</code>", 1)[1].split("</details>", 1)[0]
     assert "regressed" in block.split("</summary>")[0] and f"in {BERT}/0_inference" in block
     diff = block.split("```diff\n", 1)[1].split("\n```", 1)[0]
@@ -156,20 +156,18 @@ def test_the_top_regressions_expand_to_a_normalised_code_diff_and_their_launch(t
     assert f"<details><summary><code>{TANH}</code>" in regressions
 
 
-def test_fusion_changes_pair_the_base_only_and_pr_only_kernel_of_a_graph(tmp_path: Path) -> None:
+def test_a_kernel_renamed_in_place_is_a_pair_and_a_removed_one_a_fusion_change(tmp_path: Path) -> None:
     text, report = render(make_run(tmp_path))
 
+    pairs = pd.read_csv(report / "kernels_compare.csv")
+    renamed = pairs[pairs["base_name"] == LOG_BASE].iloc[0]
+    assert renamed["pr_name"] == LOG_PR and renamed["matched_by"] == "graphs+shape_key"  # same graph, same shapes
     fusion = pd.read_csv(report / "fusion_changes.csv")
-    renamed = fusion[fusion["base_kernels"] == LOG_BASE].iloc[0]
-    assert renamed["pr_kernels"] == LOG_PR and renamed["graphs"] == f"{BERT}/0_inference"
-    assert (renamed["base_launches"], renamed["pr_launches"]) == (1, 1)
-    assert renamed["delta_ms_per_step"] == pytest.approx(0.0460 - 0.0313, rel=0.1)
-    assert "softmax" in renamed["shared_ops"] and renamed["change"].startswith("1 → 1 kernels")
     removed = fusion[fusion["base_kernels"] == "cpp_fused_argmax_9"].iloc[0]
     assert pd.isna(removed["pr_kernels"]) and removed["change"].startswith("removed")
-    assert len(fusion) == 2
-    table = section(text, "### Fusion changes")
-    assert f"| 1 | `{BERT}/0_inference` | `{LOG_BASE}` | `{LOG_PR}` | 1 | 1 |" in table
+    assert len(fusion) == 1
+    table = text.split("Fusion changes (base-only", 1)[1].split("Per category", 1)[0]
+    assert f"| 1 | `{GPT2}/1_inference` | `cpp_fused_argmax_9` |" in table
 
 
 def test_where_the_time_went_adds_up_to_the_measured_change(tmp_path: Path) -> None:
@@ -183,8 +181,8 @@ def test_where_the_time_went_adds_up_to_the_measured_change(tmp_path: Path) -> N
     # The measured change is the paired estimate: Bert 5 % and GPT2 10 % slower.
     assert parts.loc[BERT, "measured_delta_ms"] == pytest.approx(0.05 * 0.70, rel=0.15)
     assert parts.loc[GPT2, "measured_delta_ms"] == pytest.approx(0.10 * 0.50, rel=0.15)
-    # Changed code: GELU's two launches in Bert; tanh's four in GPT2 (not shared, so counted whole).
-    assert parts.loc[BERT, "changed_code_ms"] == pytest.approx(2 * (0.0164 - 0.0097), rel=0.1)
+    # Changed code: GELU's two launches and the log-softmax renamed in place in Bert; tanh's four in GPT2.
+    assert parts.loc[BERT, "changed_code_ms"] == pytest.approx(2 * (0.0164 - 0.0097) + 0.0460 - 0.0313, rel=0.1)
     assert parts.loc[GPT2, "changed_code_ms"] == pytest.approx(4 * (0.0381 - 0.0219), rel=0.1)
     # The identical kernel runs in both models: its share in each is ~0, the in-run control.
     assert abs(parts.loc[BERT, "identical_code_ms"]) < 0.001 and abs(parts.loc[GPT2, "identical_code_ms"]) < 0.001
@@ -192,7 +190,7 @@ def test_where_the_time_went_adds_up_to_the_measured_change(tmp_path: Path) -> N
     assert (parts.loc[GPT2, "base_launches"], parts.loc[GPT2, "pr_launches"]) == (6, 5)
     assert parts.loc[GPT2, "launch_ms"] == pytest.approx(-0.002)
     assert parts.loc[BERT, "launch_ms"] == 0.0
-    assert parts.loc[BERT, "fusion_kernels_ms"] == pytest.approx(0.0460 - 0.0313, rel=0.1)
+    assert parts.loc[BERT, "fusion_kernels_ms"] == 0.0 and parts.loc[GPT2, "fusion_kernels_ms"] < 0  # argmax gone
     assert "(all models)" in parts.index
     assert "Cost of one launch: 2.000 µs per launch (base 2.000 µs, PR 2.000 µs" in text
     assert "![where the PR's time went](time_waterfall.png)" in text
@@ -229,7 +227,7 @@ def test_compile_time_and_memory_verdicts_per_model(tmp_path: Path) -> None:
     assert resources.loc[BERT, "compile_verdict"].startswith("within 1.15×")
     assert resources.loc[GPT2, "base_repeat_s"] == "3.20 s (3.10–3.30, 3 compiles)"
     assert resources.loc[BERT, "base_peak"] == "852 kB" and resources.loc[BERT, "memory_verdict"] == "within 0.9×"
-    assert "| mean peak memory, compiled (passing models) | 852 kB | 852 kB |" in text
+    assert "| mean peak memory, compiled | 852 kB | 852 kB |" in text
     assert "0.0008521" not in text
 
 
@@ -255,7 +253,7 @@ def test_invoke_report_kernel_prints_the_whole_diff(tmp_path: Path) -> None:
     assert f"--- base/{TANH}\n+++ pr/{TANH}" in result.stdout
     assert "launch, base: C++" in result.stdout
     text = (tmp_path / "runs" / "r1" / "report" / "report.md").read_text(encoding="utf-8")
-    assert "### Kernels asked for (`--kernel`)" in text
+    assert "Kernels asked for (`--kernel`):" in text
     missing = invoke_in_process("report", "r1", "--runs-dir", runs, "--kernel", "nope")
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines() == [
@@ -286,8 +284,8 @@ def test_a_damaged_launch_cost_file_is_one_line(tmp_path: Path) -> None:
 
 
 def test_a_large_run_with_long_diffs_still_fits_a_pr_comment(tmp_path: Path) -> None:
-    """Hundreds of changed kernels with long bodies: the diffs shrink before anything a reviewer needs first."""
-    from analysis.report.render import MAX_MARKDOWN_CHARS, ReportInputs
+    """Hundreds of changed kernels with long bodies: the comment form shows one diff, shortened, and fits."""
+    from analysis.report.render import COMMENT_LIMIT, ReportInputs
 
     rng = np.random.default_rng(3)
     body = "\n".join(f"    auto tmp{i} = at::vec::Vectorized<float>::loadu(in_ptr0 + x{i % 7}, {{w}});"
@@ -315,7 +313,7 @@ def test_a_large_run_with_long_diffs_still_fits_a_pr_comment(tmp_path: Path) -> 
                                        base_organized=tmp_path / "base" / "organized",
                                        pr_organized=tmp_path / "pr" / "organized"), tmp_path / "report")
 
-    text = paths.report_md.read_text(encoding="utf-8")
-    assert len(text) <= MAX_MARKDOWN_CHARS
-    assert text.count("```diff") >= 2 and "more diff lines: `invoke report RUN --kernel NAME`" in text
+    text = paths.comment_md.read_text(encoding="utf-8")
+    assert len(text) <= COMMENT_LIMIT
+    assert text.count("```diff") == 1 and "more diff lines: `invoke report RUN --kernel NAME`" in text
     assert text.count("<details>") == text.count("</details>")

@@ -50,21 +50,23 @@ def test_the_report_renders_on_github_with_every_table_details_block_and_link_wh
     assert gfm_problems(text, report_dir) == []
     html = render_gfm(text)
     assert html.count("<table>") == len(source_tables(text)) >= 12
-    # lock, the code of the top regression and of the top improvement, all pairs, only base, only PR, models
-    assert html.count("<details>") == html.count("</details>") == 7
-    assert html.count("<img src=") == 3  # the three plots (speedups, models, time waterfall), next to report.md
+    # collapsed: compile/memory, projection, kernel summary (with the diffs of the top regressions and
+    # improvements), trace diff, method, environment, all pairs, only base, only PR, all models
+    assert html.count("<details>") == html.count("</details>") == 12
+    # the plots, next to report.md: the two forest plots, the waterfall, per category, the distribution
+    assert html.count("<img src=") == 5
     assert "more rows in kernels_compare.csv" in text  # the tables were cut, and stayed well formed
 
 
 def test_the_pr_comment_of_the_report_renders_and_links_nothing_local(rendered: tuple[str, Path]) -> None:
-    text, _ = rendered
+    _, report_dir = rendered
+    form = (report_dir / "comment.md").read_text(encoding="utf-8")
 
-    comment = pr_comment(text, comment_marker("report"), CommentSources(run_id="r1", archive_name="report.tar.gz"))
+    comment = pr_comment(form, comment_marker("report"), CommentSources(run_id="r1", archive_name="report.tar.gz"))
 
     assert gfm_problems(comment, files_in=None) == []  # no report dir: any relative link would be a problem
-    assert "<img" not in render_gfm(comment)
-    assert "_(plot “distribution of per-kernel speedups”: `speedup_distribution.png` in `report.tar.gz` in run " \
-           "`r1`)_" in comment
+    assert "<img" not in render_gfm(comment) and comment.count("](") == 0
+    assert len(form) <= 20_000 and comment.endswith("in run `r1`.</sub>\n")
 
 
 @pytest.mark.parametrize(("markdown", "problem"), [

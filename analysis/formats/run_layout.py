@@ -47,6 +47,7 @@ MANIFEST = "manifest.json"
 LOCK_JSON = "lock.json"  # an image's lock; in a run: {side: that side's lock, "nodes": where rounds ran}
 REPORT_DIR = "report"
 REPORT_MD = "report.md"
+COMMENT_MD = "comment.md"  # the report's comment form (`analysis.report.markdown`), what `invoke publish` posts
 TRACE_DIFF_MD = "trace_diff.md"
 STALE_REPORT_DIR = "report.stale"
 PAIRED_DIR = "pair"  # <run>/pair/<kind>/round-NNN[-<side>].json: the paired rounds, and the run's own logs

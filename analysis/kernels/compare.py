@@ -4,11 +4,16 @@ Three parts:
 
 * **pairing** (`pair_kernels`): kernels are matched by ``body_hash``+``shape_key`` first (robust to renumbering),
   then by the seed's ``legacy_key``, then by the fused ops and shapes whatever the codegen kind
-  (``fused_ops_name``+``shape_key``: a persistent reduction that a PR makes a looped one), then by
-  ``kernel_name``. Each stage only sees rows the earlier stages left; rows that share a key on one side are
-  paired in a fixed order (path, name) one to one, never as a cartesian product, and leftovers fall through to
-  the next stage or end up "only in base / only in PR". The paired timing stage pairs with the same function,
-  so it interleaves exactly the pairs compared here.
+  (``fused_ops_name``+``shape_key``: a persistent reduction that a PR makes a looped one), then by its place
+  (``graphs+shape_key``: the one kernel left unpaired with these shapes in exactly these graphs on each side is
+  the kernel the PR renamed where it stands, e.g. ``…_log_softmax__unsafe_view_nll_loss_forward_view_3`` →
+  ``…_log_softmax_nll_loss_forward_view_4``), then by ``kernel_name``. Each stage only sees rows the earlier
+  stages left. Rows that share a key are paired one to one, never as a cartesian product: the candidates
+  launched by the same graphs first, then by the same models, then by overlapping ones, and only then in a fixed
+  order (path, name), so two same-named kernels of different models do not cross. A fallback key (every stage
+  after the first: names and shapes, not code) never pairs kernels whose models differ; leftovers fall through
+  to the next stage or end up "only in base / only in PR".
+  The paired timing stage pairs with the same function, so it interleaves exactly the pairs compared here.
 * **per-pair statistics**: each side's per-round samples (``kernel_samples.json``) become round medians, and
   the paired rounds' blocks (where both sides were timed together) give each round's log ratio; the speedup,
   its interval, its adjusted p-value and its verdict come from `analysis.stats.verdict` (the round is the unit of
@@ -32,6 +37,7 @@ import pandas as pd
 from analysis.errors import UserError
 from analysis.formats.paired_rounds import PairedBlocks, RoundSamples
 from analysis.kernels.identity import fused_ops_name
+from analysis.kernels.index import graph_entries, graph_keys
 from analysis.kernels.results import KERNEL_COLUMNS, NUMERIC_KERNEL_COLUMNS, check_row_widths
 from analysis.records import check_regular, invalid
 from analysis.stats.noise_rules import rounds_are_noisy
@@ -56,8 +62,9 @@ _NUMERIC_COLUMNS = NUMERIC_KERNEL_COLUMNS
 SEED_MIN_MS = 0.008  # kernel_perf_simple.py: `threshold = 0.008`
 SEED_NAME_PATTERN = r"^triton_poi_"  # kernel_perf_simple.py keeps pointwise kernels only
 
-MATCH_METHODS = ("body_hash+shape_key", "legacy_key", "ops+shape_key", "kernel_name")
+MATCH_METHODS = ("body_hash+shape_key", "legacy_key", "ops+shape_key", "graphs+shape_key", "kernel_name")
 IDENTICAL_CODE = MATCH_METHODS[0]  # the pairing stage that matched identical code and shapes
+PLACE = MATCH_METHODS[3]  # the one kernel of these shapes left in these graphs: renamed in place
 
 
 # --- reading ---------------------------------------------------------------------------------------------
@@ -179,25 +186,75 @@ def _stage_keys(frame: pd.DataFrame, method: str) -> pd.Series:
     if method == "ops+shape_key":
         ok = frame["shape_key"] != ""
         return (frame["kernel_name"].map(fused_ops_name) + "|" + frame["shape_key"]).where(ok, "")
+    if method == PLACE:
+        # The same graphs (as both sides name them) and the same shapes, whatever the PR named the kernel; only a
+        # key left with one row on each side pairs (`pair_kernels`), so the place is unambiguous.
+        graphs = frame["graphs"].map(lambda g: ";".join(sorted(graph_keys(g))))
+        ok = (frame["shape_key"] != "") & (graphs != "")
+        return (frame["category"] + "|" + graphs + "|" + frame["shape_key"]).where(ok, "")
     return frame[method]
 
 
+def _models(graphs: str) -> frozenset[str]:
+    """The models of a `graphs` cell (empty when its entries name no model)."""
+    return frozenset(m for m, _, _ in (e.rpartition("/") for e in graph_entries(graphs)) if m)
+
+
+def _closeness(base_graphs: str, pr_graphs: str) -> tuple[int, int, int, int]:
+    """How surely two rows that share a key are the same kernel, largest first: the same graphs, the same
+    models, graphs in common, models in common."""
+    bg, pg = graph_keys(base_graphs), graph_keys(pr_graphs)
+    bm, pm = _models(base_graphs), _models(pr_graphs)
+    return (int(bool(bg) and bg == pg), int(bool(bm) and bm == pm), len(bg & pg), len(bm & pm))
+
+
+def models_differ(base_graphs: str, pr_graphs: str) -> bool:
+    """Both rows name their models and the sets are not the same."""
+    bm, pm = _models(base_graphs), _models(pr_graphs)
+    return bool(bm) and bool(pm) and bm != pm
+
+
+def _order(frame: pd.DataFrame, rows: list[int]) -> dict[int, int]:
+    """Each row's place in the fixed order (path, kernel_name, row) that breaks the remaining ties."""
+    paths, names = frame["path"].tolist(), frame["kernel_name"].tolist()
+    return {r: i for i, r in enumerate(sorted(rows, key=lambda r: (paths[r], names[r], r)))}
+
+
 def _grouped(frame: pd.DataFrame, rows: list[int], keys: pd.Series) -> dict[str, list[int]]:
-    """Rows per key in a fixed order (path, kernel_name, row) so duplicate keys pair deterministically."""
-    paths, names, key_list = frame["path"].tolist(), frame["kernel_name"].tolist(), keys.tolist()
-    order = sorted(rows, key=lambda r: (paths[r], names[r], r))
+    """Rows per key (rows whose key is "" are left out)."""
+    key_list = keys.tolist()
     groups: dict[str, list[int]] = {}
-    for r in order:
-        key = key_list[r]
-        if key:
-            groups.setdefault(key, []).append(r)
+    for r in rows:
+        if key_list[r]:
+            groups.setdefault(key_list[r], []).append(r)
     return groups
 
 
+def _match_group(base: pd.DataFrame, pr: pd.DataFrame, b_rows: list[int], p_rows: list[int], fallback: bool,
+                 order: tuple[dict[int, int], dict[int, int]]) -> list[tuple[int, int]]:
+    """One to one within a key: the closest candidates first (`_closeness`), file order breaking ties; a
+    fallback key leaves rows whose models differ unpaired."""
+    b_graphs, p_graphs = base["graphs"].tolist(), pr["graphs"].tolist()
+    candidates = [(b, p) for b in b_rows for p in p_rows
+                  if not (fallback and models_differ(b_graphs[b], p_graphs[p]))]
+    candidates.sort(key=lambda bp: (tuple(-c for c in _closeness(b_graphs[bp[0]], p_graphs[bp[1]])),
+                                    order[0][bp[0]], order[1][bp[1]]))
+    used_b: set[int] = set()
+    used_p: set[int] = set()
+    chosen = []
+    for b, p in candidates:
+        if b not in used_b and p not in used_p:
+            chosen.append((b, p))
+            used_b.add(b)
+            used_p.add(p)
+    return sorted(chosen, key=lambda bp: order[0][bp[0]])
+
+
 def pair_kernels(base: pd.DataFrame, pr: pd.DataFrame) -> Pairing:
-    """Pair base and PR kernels in three stages; see the module docstring for the rules."""
+    """Pair base and PR kernels stage by stage; see the module docstring for the rules."""
     base_left = list(range(len(base)))
     pr_left = list(range(len(pr)))
+    order = (_order(base, base_left), _order(pr, pr_left))
     records: list[tuple[int, int, str]] = []
     by_method: dict[str, int] = {}
     duplicates = 0
@@ -206,12 +263,12 @@ def pair_kernels(base: pd.DataFrame, pr: pd.DataFrame) -> Pairing:
         pr_groups = _grouped(pr, pr_left, _stage_keys(pr, method))
         matched_base: set[int] = set()
         matched_pr: set[int] = set()
-        for key, b_rows in base_groups.items():
+        for key, b_rows in sorted(base_groups.items(), key=lambda kv: min(order[0][r] for r in kv[1])):
             p_rows = pr_groups.get(key)
-            if not p_rows:
+            if not p_rows or (method == PLACE and (len(b_rows) > 1 or len(p_rows) > 1)):
                 continue
             duplicates += len(b_rows) > 1 or len(p_rows) > 1
-            for b, p in zip(b_rows, p_rows, strict=False):  # one to one; extras fall through
+            for b, p in _match_group(base, pr, b_rows, p_rows, method != IDENTICAL_CODE, order):
                 records.append((b, p, method))
                 matched_base.add(b)
                 matched_pr.add(p)
@@ -303,8 +360,8 @@ def _side(frame: pd.DataFrame, rows: list[int], samples: RoundSamples | None, pr
 
 
 def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_base: RoundSamples | None,
-                samples_pr: RoundSamples | None, settings: VerdictSettings, blocks: PairedBlocks | None
-                ) -> tuple[pd.DataFrame, FamilyJudgement, int]:
+                samples_pr: RoundSamples | None, settings: VerdictSettings, blocks: PairedBlocks | None,
+                level: float | None) -> tuple[pd.DataFrame, FamilyJudgement, int]:
     b_rows = pairing.pairs["base_row"].tolist()
     p_rows = pairing.pairs["pr_row"].tolist()
     b, b_medians = _side(base, b_rows, samples_base, "base")
@@ -327,8 +384,11 @@ def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_
     judged = judge_family(data, settings, in_summary, control,
                           code_changed=bool((~identical).any()) or bool(pairing.only_base or pairing.only_pr))
     table["speedup"] = [e.speedup if ok else np.nan for e, ok in zip(judged.estimates, both_ok, strict=True)]
-    table["ci_low"] = [e.ci_low for e in judged.estimates]
-    table["ci_high"] = [e.ci_high for e in judged.estimates]
+    shown = [e.at_level(level if level is not None else settings.confidence) for e in judged.estimates]
+    table["ci_low"] = [e.ci_low for e in shown]  # one level for every row (`level`)
+    table["ci_high"] = [e.ci_high for e in shown]
+    table["verdict_ci_low"] = [e.ci_low for e in judged.estimates]  # what the verdict rests on: the family's
+    table["verdict_ci_high"] = [e.ci_high for e in judged.estimates]  # level, selection-adjusted where called
     table["change_pct"] = (1.0 / table["speedup"] - 1.0) * 100.0  # PR time vs base time; negative = faster
     table["p_value"] = [e.p_value for e in judged.estimates]
     table["q_value"] = judged.q_values
@@ -430,8 +490,12 @@ def category_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def compare_kernels(base: pd.DataFrame, pr: pd.DataFrame, samples_base: RoundSamples | None = None,
                     samples_pr: RoundSamples | None = None, settings: VerdictSettings | None = None,
-                    blocks: PairedBlocks | None = None) -> KernelComparison:
+                    blocks: PairedBlocks | None = None, level: float | None = None) -> KernelComparison:
     """Pair, estimate, judge and summarise two kernels tables (as read by `read_kernels_csv`).
+
+    ``level``: the two-sided level of the table's ``ci_low``/``ci_high`` (default: the settings'), so that a
+    report whose families were stated at different levels shows one; ``verdict_ci_low``/``verdict_ci_high``
+    keep the interval each verdict rests on.
 
     ``samples_*`` are per-round samples (`analysis.formats.paired_rounds`): round i of both sides ran together;
     ``blocks``, the same rounds visit by visit, pairs them block by block (`analysis.stats.verdict`).
@@ -440,7 +504,7 @@ def compare_kernels(base: pd.DataFrame, pr: pd.DataFrame, samples_base: RoundSam
     base = check_kernels_frame(base, "base kernels")
     pr = check_kernels_frame(pr, "PR kernels")
     pairing = pair_kernels(base, pr)
-    table, judged, rounds = _pair_table(base, pr, pairing, samples_base, samples_pr, settings, blocks)
+    table, judged, rounds = _pair_table(base, pr, pairing, samples_base, samples_pr, settings, blocks, level)
     only_base = _unpaired(base, pairing.only_base)
     only_pr = _unpaired(pr, pairing.only_pr)
     in_summary = table["in_summary"].to_numpy(dtype=bool)

@@ -12,7 +12,9 @@ Files (written by the kernel workers, ``stages.kernel_numerics``; read here), un
   {position: dtype}, "error": null | why not}``. bfloat16/float16 buffers are stored as float32 (exactly); the
   hash in the name ties a file to the code it ran, so a re-organized kernel is never judged by an old file.
 
-Each pair is judged on ``cross`` (identical inputs by construction); where there is none (the arguments differ in
+Each pair is judged on ``cross`` (identical inputs by construction) when the PR side ran it on *this* pair's base
+kernel (``partners`` in the PR's numerics.json: a report that pairs otherwise than the plan did must not judge a
+kernel by another kernel's inputs); where there is none (the arguments differ in
 number, shape or dtype, or base's record was not there yet), on ``self`` when both sides' recorded inputs are
 bit-identical; otherwise it is not compared (the model-level comparison covers it). Byte-identical kernels on
 identical inputs must give bit-identical outputs: anything else is a failure of the harness, reported as such.
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ import numpy as np
 
 from analysis import atomic_io
 from analysis.formats.array_files import read_arrays, write_arrays
+from analysis.records import read_json
 from analysis.stats.numeric_tolerance import Tolerance, tolerance_for
 
 CONFIG_FILE = "numerics.json"
@@ -125,13 +128,16 @@ class KernelDifference:
     bit_identical: bool = False
     passed: bool = True
     problem: str = ""  # a harness failure or an output that is missing
+    base_path: str = ""  # the pair's organized paths: what identifies it (two pairs may share both names)
+    pr_path: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.base if self.base == self.pr else f"{self.base} → {self.pr}", "base": self.base,
                 "pr": self.pr, "code_changed": self.code_changed, "inputs": self.inputs,
                 "max_abs": _finite(self.max_abs), "max_rel": _finite(self.max_rel), "max_ulp": self.max_ulp,
                 "differing": self.differing, "elements": self.elements, "nonfinite": self.nonfinite,
-                "bit_identical": self.bit_identical, "problem": self.problem}
+                "bit_identical": self.bit_identical, "problem": self.problem, "base_path": self.base_path,
+                "pr_path": self.pr_path}
 
 
 def _finite(x: float) -> float | None:
@@ -220,6 +226,17 @@ class KernelsNumerics:
                 "failed_items": [p.as_dict() for p in self.failed]}
 
 
+def _partners(directory: Path) -> dict[str, str] | None:
+    """The base kernel each PR kernel's ``cross`` record ran on (numerics.json's ``partners``); None when the
+    file does not say (a run from before it did)."""
+    path = directory / CONFIG_FILE
+    if not path.is_file():
+        return None
+    data = read_json(path, "a kernel_outputs/numerics.json")
+    partners = data.get("partners") if isinstance(data, dict) else None
+    return {str(k): str(v) for k, v in partners.items()} if isinstance(partners, dict) else None
+
+
 def _dump_or_none(directory: Path, organized: Path, rel: str, kind: str) -> Dump | None:
     try:
         path = dump_path(directory, organized, rel, kind)
@@ -235,11 +252,15 @@ def compare_kernel_outputs(base_dir: Path, pr_dir: Path, base_organized: Path, p
     None when neither side recorded anything (a run from before, or kernels timed outside paired rounds)."""
     if not any(Path(d).glob("*.npz") for d in (base_dir, pr_dir) if Path(d).is_dir()):
         return None
+    ran_on = _partners(Path(pr_dir))
     found = []
     for base_name, pr_name, base_rel, pr_rel, changed in pairs:
-        found.append(pair_difference(base_name, pr_name, changed,
-                                     _dump_or_none(base_dir, base_organized, base_rel, "self"),
-                                     _dump_or_none(pr_dir, pr_organized, pr_rel, "self"),
-                                     _dump_or_none(pr_dir, pr_organized, pr_rel, "cross"), tolerances))
+        found.append(replace(pair_difference(base_name, pr_name, changed,
+                                             _dump_or_none(base_dir, base_organized, base_rel, "self"),
+                                             _dump_or_none(pr_dir, pr_organized, pr_rel, "self"),
+                                             _dump_or_none(pr_dir, pr_organized, pr_rel, "cross")
+                                             if ran_on is None or ran_on.get(pr_rel) == base_rel else None,
+                                             tolerances),
+                             base_path=base_rel, pr_path=pr_rel))
     found.sort(key=lambda p: (not p.code_changed, p.passed))
     return KernelsNumerics(tuple(found))

@@ -162,8 +162,9 @@ def _pct(new: pd.Series, old: pd.Series) -> pd.Series:
 def compare_models(base: pd.DataFrame, pr: pd.DataFrame, samples_base: dict[str, Any] | None = None,
                    samples_pr: dict[str, Any] | None = None, settings: VerdictSettings | None = None,
                    paired_base: RoundSamples | None = None, paired_pr: RoundSamples | None = None,
-                   blocks: PairedBlocks | None = None) -> ModelComparison:
+                   blocks: PairedBlocks | None = None, level: float | None = None) -> ModelComparison:
     """Join the two suites on (name, mode, dtype) and compare each model; see the module docstring.
+    ``level``: the level of the table's ``ci_low``/``ci_high`` (`analysis.kernels.compare.compare_kernels`).
 
     ``paired_*`` are the compiled latencies of the paired model rounds (``suite/paired_samples.json``), and
     ``blocks`` the same rounds visit by visit (each round's log ratio over its ABBA blocks);
@@ -183,7 +184,7 @@ def compare_models(base: pd.DataFrame, pr: pd.DataFrame, samples_base: dict[str,
     paired = bool(paired_base) and bool(paired_pr)
     table, judged, rounds = _model_rows(both, paired_base if paired else None, paired_pr if paired else None,
                                         None if paired else samples_base, None if paired else samples_pr, settings,
-                                        blocks if paired else None)
+                                        blocks if paired else None, level)
     compared = (table["verdict"] != "failed").to_numpy(dtype=bool)
     summary = ModelSummary(
         n_compared=int(compared.sum()), geomean=judged.summary.geomean, total_latency=judged.summary.time_weighted,
@@ -200,7 +201,7 @@ def compare_models(base: pd.DataFrame, pr: pd.DataFrame, samples_base: dict[str,
 
 def _model_rows(both: pd.DataFrame, paired_base: RoundSamples | None, paired_pr: RoundSamples | None,
                 samples_base: dict[str, Any] | None, samples_pr: dict[str, Any] | None, settings: VerdictSettings,
-                blocks: PairedBlocks | None) -> tuple[pd.DataFrame, FamilyJudgement, int]:
+                blocks: PairedBlocks | None, level: float | None) -> tuple[pd.DataFrame, FamilyJudgement, int]:
     ok = ((both["status_base"].str.lower() == "ok") & (both["status_pr"].str.lower() == "ok")
           & (both["abs_latency_base"] > 0) & (both["abs_latency_pr"] > 0)).to_numpy(dtype=bool)
     b_rounds = _latency_rounds(both["name"], both["abs_latency_base"], ok, paired_base, samples_base)
@@ -210,12 +211,15 @@ def _model_rows(both: pd.DataFrame, paired_base: RoundSamples | None, paired_pr:
                       block_matrix(blocks, [(name, name) for name in both["name"]], b_matrix),
                       halves_matrix(blocks, both["name"].tolist(), b_matrix))
     judged = judge_family(data, settings, ok, headline="geomean")
+    shown = [e.at_level(level if level is not None else settings.confidence) for e in judged.estimates]
     table = pd.DataFrame({
         "model": both["name"], "mode": both["mode"], "dtype": both["dtype"],
         "base_status": both["status_base"], "pr_status": both["status_pr"],
         "base_latency_ms": [central_ms(r) for r in b_rounds], "pr_latency_ms": [central_ms(r) for r in p_rounds],
         "speedup": [e.speedup if good else np.nan for e, good in zip(judged.estimates, ok, strict=True)],
-        "ci_low": [e.ci_low for e in judged.estimates], "ci_high": [e.ci_high for e in judged.estimates],
+        "ci_low": [e.ci_low for e in shown], "ci_high": [e.ci_high for e in shown],  # one level (`level`)
+        "verdict_ci_low": [e.ci_low for e in judged.estimates],  # the verdict's own interval
+        "verdict_ci_high": [e.ci_high for e in judged.estimates],
         "p_value": [e.p_value for e in judged.estimates], "q_value": judged.q_values,
         "rounds": [e.rounds for e in judged.estimates],
         "base_spread": [robust_spread(r) for r in b_rounds], "pr_spread": [robust_spread(r) for r in p_rounds],

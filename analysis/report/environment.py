@@ -6,6 +6,8 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.rendering import md_text
+
 _ENV_PRIORITY = ("commit", "sha", "ref", "digest", "image", "ran on", "device", "gpu", "cpu", "rocm", "hip", "cuda",
                  "torch", "triton", "driver", "python", "platform", "recipe", "overlay")
 
@@ -106,3 +108,54 @@ def lock_identity(lock: dict[str, Any]) -> pd.DataFrame:
     rows = [(k, v) for k, v in flatten(lock).items() if any(word in k.lower() for word in _ENV_PRIORITY)]
     return pd.DataFrame(rows, columns=["key", "value"])
 
+
+
+def _first(flat: dict[str, str], *suffixes: str) -> str:
+    """The first non-empty value whose dotted key ends with one of ``suffixes`` (in that order)."""
+    for suffix in suffixes:
+        for key, value in flat.items():
+            if (key == suffix or key.endswith("." + suffix)) and value and value != "None":
+                return value
+    return ""
+
+
+def _run_minutes(manifest: dict[str, Any]) -> str:
+    """From the run's creation to its last finished stage."""
+    import datetime as dt
+
+    stages = manifest.get("stages")
+    if not isinstance(stages, dict):
+        return ""
+    ends = [s.get("finished") for s in stages.values() if isinstance(s, dict) and s.get("finished")]
+    try:
+        start = dt.datetime.fromisoformat(str(manifest["created"]))
+        end = max(dt.datetime.fromisoformat(str(e)) for e in ends)
+    except (KeyError, ValueError, TypeError):
+        return ""
+    return f"{(end - start).total_seconds() / 60:.0f} min"
+
+
+def environment_line(base_env: dict[str, Any], lock: dict[str, Any], manifest: dict[str, Any]) -> str:
+    """The environment in one line, what a reader needs to place the numbers: the CPU model and its vector
+    instruction set (or the GPU), cores, device, load when the run was planned, run time, model sizes, torch and
+    Triton (base's side: the environment table says where the PR's differs); a fact the run did not record
+    says so."""
+    flat = flatten({"lock": lock.get("base") if isinstance(lock, dict) else {}, "env": base_env})
+    suite = ((manifest.get("settings") or {}).get("suite") or {}) if isinstance(manifest, dict) else {}
+    gpu = _first(flat, "gpu", "gpus")
+    cpu = _first(flat, "cpu") or "CPU not recorded"
+    isa = _first(flat, "vector_isa") or "vector ISA not recorded"
+    cores = _first(flat, "cores")
+    load = _first(flat, "load_1min")
+    parts = [gpu if gpu else f"{cpu}, {isa}", f"{cores} cores" if cores else "cores not recorded",
+             f"device {suite.get('device') or _first(flat, 'device') or '–'}",
+             f"load {load} (1-min average at the start)" if load else "load not recorded"]
+    minutes = _run_minutes(manifest)
+    if minutes:
+        parts.append(f"run {minutes}")
+    if suite:
+        parts.append(f"models {suite.get('models', '–')} (size {suite.get('size', '–')}, {suite.get('dtype', '–')} "
+                     f"{suite.get('mode', '–')})")
+    parts.append(f"torch {_first(flat, 'torch', 'torch version') or '–'}")
+    parts.append(f"Triton {_first(flat, 'triton') or '–'}")
+    return "**Environment:** " + md_text(", ".join(parts)) + "."  # values read from files: text, never markup

@@ -65,6 +65,7 @@ class ReportInputs:
     base_env: dict[str, Any] = field(default_factory=dict)
     pr_env: dict[str, Any] = field(default_factory=dict)
     lock: dict[str, Any] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)  # the run's manifest.json (the environment line's facts)
     settings: ReportSettings = field(default_factory=ReportSettings)
     trace_diff_md: str | None = None
     title: str = "prbench: performance of this PR"
@@ -143,6 +144,7 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
         if not layout.variant(side).root.is_dir():
             raise UserError(f"{layout.variant(side).root}: no such directory (a comparison run has base/ and pr/)")
     inputs = ReportInputs(settings=settings or _manifest_settings(run_dir), lock=_json_dict(layout.lock),
+                          manifest=_json_dict(layout.manifest),
                           base_env=_json_dict(layout.variant("base").env_json),
                           pr_env=_json_dict(layout.variant("pr").env_json))
     kernels = _pair_of(run_dir, lambda v: v.kernels_csv)

@@ -21,8 +21,8 @@ from analysis.rendering import (
     Column,
     ci_text,
     code_fence,
-    finite,
     fmt_num,
+    fmt_time,
     fmt_x,
     html_text,
     markdown_table,
@@ -44,7 +44,7 @@ class KernelDetails:
     def detail(self, row: dict[str, Any], index: int) -> KernelDetail:
         if index not in self.made:
             summary = (f"{fmt_x(row['speedup'])} (CI {ci_text(row['ci_low'], row['ci_high'])}), {row['verdict']}; "
-                       f"{_ms3(row['base_median_ms'])} → {_ms3(row['pr_median_ms'])} ms × "
+                       f"{fmt_time(row['base_median_ms'])} → {fmt_time(row['pr_median_ms'])} × "
                        f"{fmt_num(row['base_calls'])} launches; in {row['where']}")
             self.made[index] = pair_detail(row, *self.organized, summary)
         return self.made[index]
@@ -87,11 +87,6 @@ class KernelDetails:
                              f"launch, PR:   {d.pr_launch}\n" + (f"Triton IR (base → PR):\n{ir}" if ir else "")
                              + f"{body}\n")
         return texts
-
-
-def _ms3(x: Any) -> str:
-    """Three significant digits: a C++ kernel of 0.2 µs would read 0.0002 → 0.0002 with four decimals."""
-    return f"{float(x):.3g}" if finite(x) else "–"
 
 
 def render_detail(detail: KernelDetail, lines: int) -> str:

@@ -1,11 +1,16 @@
-"""report.md: the tables a reviewer reads, rendered through ``report.md.j2`` and fitted under GitHub's limit.
+"""report.md and its comment form: the tables a reviewer reads, rendered through ``report.md.j2``.
 
-GitHub rejects comments over 65 536 characters, so the Markdown is fitted under `MAX_MARKDOWN_CHARS`: tables are
-cut by priority (regressions first; `Caps.shrink`) and say how many rows live in which CSV.
+Two forms of one template: the **file** (``report.md``, any size: every section, the collapsed ones too, the
+plots as images beside it) and the **comment** (``comment.md``, what ``invoke publish`` posts), at most
+`COMMENT_LIMIT` characters: the head of the report up to the control and caveats, no image (a PR comment cannot
+show a file next to it), and a line saying what the file adds. The comment is fitted by showing fewer rows
+(`Caps.shrink`), then leaving whole sections out; a table is never cut mid-way (each says how many rows live in
+which CSV).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,33 +24,48 @@ from analysis.rendering import (
     Column,
     ci_text,
     finite,
-    fmt_delta_ms,
+    fmt_delta_time,
     fmt_gb,
-    fmt_ms,
     fmt_num,
     fmt_p,
     fmt_pct,
     fmt_share,
+    fmt_time,
     fmt_x,
     jinja_env,
     markdown_table,
 )
-from analysis.report.environment import environment_table, flatten, lock_identity, with_lock_summaries
+from analysis.report.environment import (
+    environment_line,
+    environment_table,
+    flatten,
+    lock_identity,
+    with_lock_summaries,
+)
 from analysis.report.experiment import report_lines
 from analysis.report.gates import Gate
 from analysis.report.inputs import ReportInputs
 from analysis.report.kernel_details import KernelDetails
-from analysis.report.numerics import NumericsView, lead_with_numerics, method_text, numerics_markdown
+from analysis.report.numerics import NumericsView, method_text, numerics_markdown
+from analysis.report.numerics import failed as numerics_failed
 from analysis.report.projection import Projection
 from analysis.report.time_decomposition import Decomposition
-from analysis.report.verdict_line import control_rows, report_verdict
+from analysis.report.verdict_line import control_rows
 from analysis.stats.verdict_settings import percent
 
-MAX_MARKDOWN_CHARS = 65_000
+COMMENT_LIMIT = 20_000  # the comment form: a reviewer reads it on the PR; the file holds everything
 _NAME_WIDTH = 64  # kernel names can run to hundreds of characters; the CSV keeps them whole
 _WHERE_WIDTH = 72  # a kernel shared by many models lists them all in the CSV's `graphs`
 # The template's plot slots; a plot that could not be drawn (no kernel with timings on both sides) is None.
-PLOT_SLOTS = ("distribution", "categories", "waterfall")
+PLOT_SLOTS = ("distribution", "categories", "waterfall", "kernel_forest", "model_forest")
+CONTRIBUTOR_COLUMNS_MD = [
+    Column("kernel", "kernel (base → PR)", width=_NAME_WIDTH, code=True),
+    Column("where", "models / graphs", width=_WHERE_WIDTH, code=True), Column("change", "what changed", width=60),
+    Column("base_ms_per_step", "base per step", fmt_time),
+    Column("delta_ms_per_step", "Δ per step", fmt_delta_time),
+    Column("share_of_change", "share of the change", fmt_share), Column("speedup", "speedup", fmt_x),
+    Column("ci", "CI"),
+]
 
 def _with_ci(frame: pd.DataFrame) -> pd.DataFrame:
     shown = frame.copy()
@@ -72,14 +92,14 @@ KERNEL_COLUMNS_MD = [
     Column("kernel", "kernel (base → PR)", width=_NAME_WIDTH, code=True),
     Column("where", "models / graphs", width=_WHERE_WIDTH, code=True),
     Column("category", "category"),
-    Column("base_median_ms", "base ms", fmt_ms), Column("pr_median_ms", "PR ms", fmt_ms),
+    Column("base_median_ms", "base", fmt_time), Column("pr_median_ms", "PR", fmt_time),
     Column("speedup", "speedup", fmt_x), Column("ci", "CI"), Column("q_value", "q", fmt_p),
     Column("base_calls", "calls", fmt_num), Column("verdict", "verdict"), Column("matched_by", "matched by"),
 ]
 CATEGORY_COLUMNS_MD = [
     Column("category", "category"), Column("kernels", "kernels", fmt_num), Column("geomean", "geomean", fmt_x),
-    Column("time_weighted", "time-weighted", fmt_x), Column("base_ms_per_step", "base ms/step", fmt_ms),
-    Column("pr_ms_per_step", "PR ms/step", fmt_ms), Column("improved", "improved", fmt_num),
+    Column("time_weighted", "time-weighted", fmt_x), Column("base_ms_per_step", "base per step", fmt_time),
+    Column("pr_ms_per_step", "PR per step", fmt_time), Column("improved", "improved", fmt_num),
     Column("regressed", "regressed", fmt_num), Column("equivalent", "equivalent", fmt_num),
     Column("inconclusive", "inconclusive", fmt_num),
 ]
@@ -87,11 +107,12 @@ UNPAIRED_COLUMNS_MD = [
     Column("kernel_name", "kernel", width=_NAME_WIDTH, code=True),
     Column("where", "models / graphs", width=_WHERE_WIDTH, code=True),
     Column("category", "category"),
-    Column("median_ms", "ms", fmt_ms), Column("calls", "calls", fmt_num), Column("ms_per_step", "ms/step", fmt_ms),
+    Column("median_ms", "time", fmt_time), Column("calls", "calls", fmt_num),
+    Column("ms_per_step", "per step", fmt_time),
 ]
 MODEL_COLUMNS_MD = [
-    Column("model", "model", width=40, code=True), Column("base_latency_ms", "base ms", fmt_ms),
-    Column("pr_latency_ms", "PR ms", fmt_ms), Column("speedup", "speedup", fmt_x), Column("ci", "CI"),
+    Column("model", "model", width=40, code=True), Column("base_latency_ms", "base", fmt_time),
+    Column("pr_latency_ms", "PR", fmt_time), Column("speedup", "speedup", fmt_x), Column("ci", "CI"),
     Column("base_speedup_vs_eager", "base vs eager", fmt_x), Column("pr_speedup_vs_eager", "PR vs eager", fmt_x),
     Column("compile_change_pct", "compile time", fmt_pct), Column("peak_change_pct", "peak memory", fmt_pct),
     Column("q_value", "q", fmt_p), Column("verdict", "verdict"),
@@ -117,17 +138,17 @@ FUSION_COLUMNS_MD = [
     Column("base_kernels", "base kernels", width=_NAME_WIDTH * 2, code=True),
     Column("pr_kernels", "PR kernels", width=_NAME_WIDTH * 2, code=True),
     Column("base_launches", "launches base", fmt_num), Column("pr_launches", "PR", fmt_num),
-    Column("base_ms_per_step", "base ms/step", fmt_ms), Column("pr_ms_per_step", "PR ms/step", fmt_ms),
-    Column("delta_ms_per_step", "Δ ms/step", fmt_delta_ms), Column("shared_ops", "ops in common", width=60),
+    Column("base_ms_per_step", "base per step", fmt_time), Column("pr_ms_per_step", "PR per step", fmt_time),
+    Column("delta_ms_per_step", "Δ per step", fmt_delta_time), Column("shared_ops", "ops in common", width=60),
     Column("change", "change"),
 ]
 DECOMPOSITION_COLUMNS_MD = [
-    Column("model", "model", width=40, code=True), Column("base_ms", "base ms", fmt_ms),
-    Column("measured_delta_ms", "measured Δ", fmt_delta_ms), Column("measured_range", "measured Δ range"),
-    Column("changed_code_ms", "code changed", fmt_delta_ms),
-    Column("identical_code_ms", "identical code (control)", fmt_delta_ms),
-    Column("fusion_kernels_ms", "fusion: kernels", fmt_delta_ms), Column("launches", "launches base → PR"),
-    Column("launch_ms", "fusion: launches × cost", fmt_delta_ms), Column("remainder_ms", "remainder", fmt_delta_ms),
+    Column("model", "model", width=40, code=True), Column("base_ms", "base step", fmt_time),
+    Column("measured_delta_ms", "measured Δ", fmt_delta_time), Column("measured_range", "measured Δ range"),
+    Column("changed_code_ms", "code changed", fmt_delta_time),
+    Column("identical_code_ms", "identical code (control)", fmt_delta_time),
+    Column("fusion_kernels_ms", "fusion: kernels", fmt_delta_time), Column("launches", "launches base → PR"),
+    Column("launch_ms", "fusion: launches × cost", fmt_delta_time), Column("remainder_ms", "remainder", fmt_delta_time),
     Column("remainder_range", "remainder range"),
 ]
 RESOURCE_COLUMNS_MD = [
@@ -178,43 +199,105 @@ class Explanations:
     fusion: pd.DataFrame | None = None  # analysis.kernels.fusion_changes
     decomposition: Decomposition | None = None
     resources: pd.DataFrame | None = None  # analysis.report.resources
+    contributors: pd.DataFrame | None = None  # analysis.report.headline.kernel_contributors
+
+
+@dataclass(frozen=True)
+class ReportText:
+    """The report's two forms (see the module docstring)."""
+
+    file: str
+    comment: str
+
+
+# The sections the comment form leaves out whole, in this order, when fewer rows are not enough.
+_COMMENT_DROPS = ("top_diff", "decomposition_table", "contributors_table", "models_table")
 
 
 def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparison | None,
-                    proj: Projection | None, plots: dict[str, str], gates: list[Gate],
-                    explanations: Explanations | None = None, numerics: NumericsView | None = None) -> str:
-    """Render report.md, shrinking tables until it fits under MAX_MARKDOWN_CHARS."""
+                    proj: Projection | None, plots: dict[str, str], gates: list[Gate], verdict: str,
+                    explanations: Explanations | None = None, numerics: NumericsView | None = None) -> ReportText:
+    """Render report.md (every section) and its comment form (fitted under `COMMENT_LIMIT`)."""
     explanations = explanations or Explanations()
     template = jinja_env().get_template("report.md.j2")
+    level = inputs.settings.stats.validate().confidence
     env = environment_table(*with_lock_summaries(inputs.base_env, inputs.pr_env, inputs.lock))
     gate_rows = pd.DataFrame([{**g.as_dict(), "ci": ci_text(g.ci_low, g.ci_high),
                                "limit": f"{'<' if g.bad_when == 'below' else '>'} {g.limit:g}×"} for g in gates])
-    verdict = report_verdict(kc, mc)
-    base_ctx = {"title": inputs.title, "verdict": lead_with_numerics(verdict, numerics) if numerics else verdict,
+    base_ctx = {"title": inputs.title, "verdict": verdict, "level": percent(level),
                 "experiment": report_lines(*inputs.experiments) if inputs.experiments else [],
+                "env_line": environment_line(inputs.base_env, inputs.lock, inputs.manifest),
                 "numerics_method": method_text(numerics) if numerics else None,
+                "numerics_failed": numerics is not None and numerics_failed(numerics),
                 "kc": kc, "mc": mc, "proj": proj,
-                "plots": {**dict.fromkeys(PLOT_SLOTS), **plots}, "method": _method(inputs, kc, mc),
+                "plots": {**dict.fromkeys(PLOT_SLOTS), **plots}, "method": _method(inputs, kc, mc, level),
                 "lock": flatten(inputs.lock),
-                "max_chars": MAX_MARKDOWN_CHARS,
-                "kc_confidence": percent(kc.settings.confidence) if kc else None,
-                "mc_confidence": percent(mc.settings.confidence) if mc else None,
+                "model_geomean": mc.summary.geomean.at_level(level) if mc else None,
+                "kernel_time": kc.summary.time_weighted.at_level(level) if kc else None,
+                "kernel_time_line": _kernel_time_line(kc, explanations.contributors, level),
                 "controls_table": markdown_table(control_rows(kc, mc), CONTROL_COLUMNS_MD, 10, None),
                 "gates_table": markdown_table(gate_rows, GATE_COLUMNS_MD, 10, None) if gates else None,
                 "decomposition": explanations.decomposition, "mean_peak": _mean_peaks(mc),
+                "caveats": [*(kc.notes if kc else []), *(mc.notes if mc else [])],
                 "kernel_gap": _kernel_gap(kc), **_renamed(kc)}
     details = _details(inputs, kc)
-    caps = Caps()
-    while True:
-        text = template.render({**base_ctx, **_defaults(), **_sections(inputs, kc, mc, proj, env, caps),
-                                "numerics": numerics_markdown(numerics, caps.models) if numerics else None,
-                                **_explained(explanations, details, caps, inputs.kernels_asked)})
-        if len(text) <= MAX_MARKDOWN_CHARS:
-            return text
+
+    def render(form: str, caps: Caps, dropped: tuple[str, ...] = ()) -> str:
+        ctx = {**base_ctx, **_defaults(), **_sections(inputs, kc, mc, proj, env, caps),
+               "numerics": numerics_markdown(numerics, caps.models) if numerics else None,
+               **_explained(explanations, details, caps, inputs.kernels_asked), "form": form}
+        for name in dropped:
+            ctx[name] = "_Left out of the comment to fit: it is in the full report._" if ctx.get(name) else None
+        ctx["file_adds"] = _file_adds(ctx, dropped)
+        return template.render(ctx)
+
+    text = render("file", Caps())
+    caps = Caps(top=10, models=30, diff_lines=40)
+    dropped: tuple[str, ...] = ()
+    comment = render("comment", caps)
+    while len(comment) > COMMENT_LIMIT:
         if not caps.shrink():
-            # Only pathological inputs (a huge environment) get here; cut hard rather than exceed GitHub's limit.
-            return cut_markdown(text, MAX_MARKDOWN_CHARS,
-                                "_Report cut to fit GitHub's comment limit: see the CSVs and report.xlsx._")
+            if len(dropped) == len(_COMMENT_DROPS):
+                comment = cut_markdown(comment, COMMENT_LIMIT, "_Comment cut to fit: the full report has the rest._")
+                break
+            dropped = _COMMENT_DROPS[:len(dropped) + 1]
+        comment = render("comment", caps, dropped)
+    return ReportText(text, comment)
+
+
+def _kernel_time_line(kc: KernelComparison | None, contributors: pd.DataFrame | None, level: float) -> str:
+    """The kernel section's first line: the time it is about, and how the table below splits its change."""
+    if kc is None or contributors is None:
+        return ""
+    from analysis.report.headline import kernel_times
+
+    base, pr = kernel_times(kc, contributors)
+    return (f"Σ standalone time of the Inductor kernels in one step of every model: {fmt_time(base)} → "
+            f"{fmt_time(pr)} ({fmt_delta_time(pr - base)}). Below, every kernel whose code changed and every fusion "
+            "group, by the time it adds per step (a pair: its base time × (1 / speedup − 1); "
+            f"{percent(level)} intervals); the identical pairs are the control.")
+
+
+def _file_adds(ctx: dict[str, Any], dropped: tuple[str, ...]) -> str:
+    """What the full report adds to the comment form, for its last line."""
+    parts = [what for key, what in (
+        ("numerics", "the numerics tables"), ("resources_table", "compile time and peak memory per model"),
+        ("projection_table", "the projection per model"),
+        ("top_regressions", "the kernel summary (top regressions and improvements with their code diffs, fusion "
+                            "changes, categories, pairing)"),
+        ("trace_diff", "the trace diff")) if ctx.get(key)]
+    parts += ["the method", "every environment setting"]
+    if ctx.get("kc"):
+        parts.append("every kernel pair")
+    if ctx.get("mc"):
+        parts.append("every model")
+    plots = [p for p in ("model_forest", "kernel_forest", "waterfall") if ctx["plots"].get(p)]
+    if plots:
+        parts.append("the plots (" + ", ".join(p.replace("_", " ") for p in plots) + ")")
+    left = [name.replace("_table", "").replace("_", " ") for name in dropped]
+    return ("**The full report** (`report.md` with its CSVs, `summary.json` and `report.xlsx`, in the run's "
+            "`report/` and in `report.tar.gz`) adds: " + ", ".join(parts)
+            + (f"; and what this comment left out to fit: {', '.join(left)}" if left else "") + ".")
 
 
 def _ranges(low: pd.Series, high: pd.Series, fmt: Any) -> list[str]:
@@ -253,7 +336,7 @@ def _sections(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelCompar
                                    "kernels_only_pr.csv"),
         )
     if mc is not None:
-        models = _with_ci(mc.table)
+        models = _with_ci(mc.table)  # ci_low/ci_high at the report's one level
         ctx["models_table"] = markdown_table(models, MODEL_COLUMNS_MD, caps.models, "models_compare.csv")
         ctx["all_models"] = markdown_table(models, MODEL_COLUMNS_MD, caps.details_models, "models_compare.csv")
     if proj is not None:
@@ -266,7 +349,8 @@ def _sections(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelCompar
     return ctx
 
 
-def _method(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparison | None) -> dict[str, Any]:
+def _method(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparison | None, level: float
+            ) -> dict[str, Any]:
     """The numbers the method section quotes: the settings if given, else what the tables recorded."""
     s = inputs.settings
 
@@ -287,11 +371,29 @@ def _method(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparis
             "warmup": fmt_num(s.warmup) if s.warmup is not None else from_suite("warmup"),
             "iterations": fmt_num(s.iterations) if s.iterations is not None else from_suite("n"),
             "kernel_n": kernel_n, "rounds": rounds, "passes": s.passes,
-            "confidence": percent(s.stats.confidence),
+            "confidence": percent(level), "levels": _levels(kc, mc, level),
             "alpha": f"{s.stats.alpha:.3g}", "margin": percent(s.stats.margin),
             "threshold": percent(s.stats.effect_floor),
             "fail_share": percent(s.stats.fail_share),
             "noise": percent(s.stats.noise), "min_ms": s.stats.min_ms}
+
+
+def _levels(kc: KernelComparison | None, mc: ModelComparison | None, level: float) -> str:
+    """Where a verdict rests on another level than the one the body shows: a kind stated at a strict level after
+    an early stop, and the items called changed (their intervals adjusted for the selection)."""
+    words = []
+    for name, family in (("kernel", kc), ("model", mc)):
+        if family is None:
+            continue
+        own = family.settings.confidence
+        if abs(own - level) > 1e-9:
+            words.append(f"the {name} verdicts are stated at {percent(own)} (their rounds stopped early)")
+        selected = family.summary.selection_level
+        if selected == selected:  # NaN: nothing was called a change
+            words.append(f"the {name}s called improved or regressed rest on intervals at {percent(selected)}, "
+                         "adjusted for their selection")
+    return ("Where the verdicts rest on other levels: " + "; ".join(words) + ".") if words else (
+        "Every verdict rests on that level.")
 
 
 def _kernel_gap(kc: KernelComparison | None) -> str | None:
@@ -315,9 +417,9 @@ def _renamed(kc: KernelComparison | None) -> dict[str, Any]:
 
 
 def _defaults() -> dict[str, Any]:
-    keys = ("top_regressions", "top_improvements", "category_table", "all_kernels", "only_base", "only_pr",
-            "models_table", "all_models", "projection_table", "trace_diff", "fusion_table", "decomposition_table",
-            "resources_table")
+    keys = ("contributors_table", "top_diff", "top_regressions", "top_improvements", "category_table",
+            "all_kernels", "only_base", "only_pr", "models_table", "all_models", "projection_table", "trace_diff",
+            "fusion_table", "decomposition_table", "resources_table")
     return {**dict.fromkeys(keys), "regression_diffs": [], "improvement_diffs": [], "asked_diffs": []}
 
 
@@ -345,12 +447,18 @@ def _explained(explanations: Explanations, details: KernelDetails, caps: Caps, a
         ctx["regression_diffs"] = details.blocks(regressed, caps.diffs, caps.diff_lines)
         ctx["improvement_diffs"] = details.blocks(improved, caps.diffs, caps.diff_lines)
         ctx["asked_diffs"] = details.asked_blocks(asked, caps.diff_lines)
+    if explanations.contributors is not None and details.kc is not None:
+        top = _with_ci(explanations.contributors.head(caps.top))
+        top["change"] = [_what_changed(details, row) for row in top.to_dict("records")]
+        ctx["contributors_table"] = (markdown_table(top, CONTRIBUTOR_COLUMNS_MD) + _more_rows(
+            len(explanations.contributors) - len(top), "kernel_contributors.csv"))
+        ctx["top_diff"] = _top_diff(explanations.contributors, details, caps.diff_lines)
     if explanations.fusion is not None:
         ctx["fusion_table"] = markdown_table(explanations.fusion, FUSION_COLUMNS_MD, caps.fusion, "fusion_changes.csv")
     if explanations.decomposition is not None:
         table = explanations.decomposition.table.copy()
-        table["measured_range"] = _ranges(table["measured_low_ms"], table["measured_high_ms"], fmt_delta_ms)
-        table["remainder_range"] = _ranges(table["remainder_low_ms"], table["remainder_high_ms"], fmt_delta_ms)
+        table["measured_range"] = _ranges(table["measured_low_ms"], table["measured_high_ms"], fmt_delta_time)
+        table["remainder_range"] = _ranges(table["remainder_low_ms"], table["remainder_high_ms"], fmt_delta_time)
         table["launches"] = [f"{fmt_num(b)} → {fmt_num(p)}" for b, p in zip(table["base_launches"],
                                                                              table["pr_launches"], strict=True)]
         ctx["decomposition_table"] = markdown_table(table, DECOMPOSITION_COLUMNS_MD, caps.models,
@@ -360,3 +468,30 @@ def _explained(explanations: Explanations, details: KernelDetails, caps: Caps, a
                                                 "model_resources.csv")
     return ctx
 
+
+
+_VECTOR_TYPES = re.compile(r", vector types [^→;]*?(?= →|$)")  # the list of types: the diff has it
+
+
+def _what_changed(details: KernelDetails, row: dict[str, Any]) -> str:
+    """A contributor's change in one phrase: its code's own (``vector step 8 → scalar loops``) where the sources
+    are there, else how it was paired; a fusion group's as `fusion_changes` words it."""
+    if details.kc is None or row["pair"] is None or row["pair"] != row["pair"]:
+        return str(row["change"])
+    index = int(row["pair"])
+    detail = details.detail(_kernel_views(details.kc)[0].loc[index].to_dict(), index)
+    code = _VECTOR_TYPES.sub("", detail.what_changed.split("; ")[0]) if detail.what_changed else ""
+    renamed = " (renamed in place)" if "renamed in place" in str(row["change"]) else ""
+    return f"{code}{renamed}" if code else str(row["change"])
+
+
+def _more_rows(rest: int, where: str) -> str:
+    return f"\n_{rest} more rows in {where}_\n" if rest > 0 else ""
+
+
+def _top_diff(contributors: pd.DataFrame, details: KernelDetails, lines: int) -> str | None:
+    """The code diff of the changed pair that adds (or saves) the most time; None when a fusion group leads."""
+    if not len(contributors) or details.kc is None or not contributors["pair"].notna().iloc[0]:
+        return None
+    shown = _kernel_views(details.kc)[0]
+    return details.blocks(shown.loc[[int(contributors["pair"].iloc[0])]], 1, lines)[0]

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.kernels.compare import KernelComparison
+from analysis.kernels.index import where_launched
 from analysis.kernels.numerics import KernelDifference, KernelsNumerics, compare_kernel_outputs
 from analysis.models.numerics import CHECKS, Check, Difference, ModelsNumerics, compare_model_outputs, recording_seconds
 from analysis.rendering import Column, fmt_x, markdown_table, md_code
@@ -26,7 +27,8 @@ NUMERICS_COLUMNS_MD = [
     Column("result", "result", markup=True),
 ]
 KERNEL_NUMERICS_COLUMNS_MD = [
-    Column("kernel", "kernel (base → PR)", width=60, code=True), Column("code", "code"),
+    Column("kernel", "kernel (base → PR)", width=60, code=True),
+    Column("where", "models / graphs", width=72, code=True), Column("code", "code"),
     Column("inputs", "inputs"), Column("max_abs", "max abs"), Column("max_rel", "max rel"),
     Column("max_ulp", "max ULP"), Column("differing", "elements differing"),
     Column("speedup", "speedup", fmt_x), Column("result", "result", markup=True),
@@ -40,14 +42,15 @@ class NumericsView:
     models: ModelsNumerics | None
     tolerances: dict[str, Tolerance]
     kernels: KernelsNumerics | None = None
-    speedups: dict[tuple[str, str], float] = field(default_factory=dict)  # (base name, PR name) → speedup
+    speedups: dict[tuple[str, str], float] = field(default_factory=dict)  # (base path, PR path) → speedup
+    where: dict[tuple[str, str], str] = field(default_factory=dict)  # (base path, PR path) → its models / graphs
     recording_s: float = 0.0  # what recording the models' outputs cost both suites
 
     def summary_block(self) -> dict[str, Any]:
         kernels = self.kernels.block() if self.kernels is not None else None
         if kernels is not None:  # a kernel that is faster and computes something else is the case to look at
             kernels["faster_and_different"] = [d["name"] for d in kernels["failed_items"]
-                                               if self.speedups.get((d["base"], d["pr"]), math.nan) > 1]
+                                               if self.speedups.get((d["base_path"], d["pr_path"]), math.nan) > 1]
         return {"models": self.models.block() if self.models is not None else None, "kernels": kernels,
                 "tolerances": {d: {"rtol": t.rtol, "atol": t.atol} for d, t in self.tolerances.items()}}
 
@@ -56,18 +59,22 @@ def numerics_view(inputs: ReportInputs, kc: KernelComparison | None, tolerances:
                   ) -> NumericsView | None:
     """The models' and the paired kernels' numerical A/B of a run (None: neither could be looked for)."""
     models = compare_model_outputs(*inputs.suite_dirs, tolerances) if inputs.suite_dirs else None
-    kernels, speedups = None, {}
+    kernels, speedups, where = None, {}, {}
     if kc is not None and inputs.kernel_output_dirs and inputs.base_organized and inputs.pr_organized:
         t = kc.table
         pairs = list(zip(t["base_name"], t["pr_name"], t["base_path"], t["pr_path"],
                          t["code_changed"].astype(bool), strict=True))
         kernels = compare_kernel_outputs(*inputs.kernel_output_dirs, inputs.base_organized, inputs.pr_organized,
                                          pairs, tolerances)
-        speedups = {(b, p): float(x) for b, p, x in zip(t["base_name"], t["pr_name"], t["speedup"], strict=True)}
+        # keyed by the pair's paths: two pairs may have the same names (the same kernel in other models)
+        speedups = {(b, p): float(x) for b, p, x in zip(t["base_path"], t["pr_path"], t["speedup"], strict=True)}
+        where = {(b, p): where_launched(f"{bg};{pg}") for b, p, bg, pg in zip(t["base_path"], t["pr_path"],
+                                                                             t["base_graphs"], t["pr_graphs"],
+                                                                             strict=True)}
     if inputs.suite_dirs is None and kernels is None:
         return None
     recording = recording_seconds(inputs.suite_dirs) if inputs.suite_dirs else 0.0
-    return NumericsView(models, tolerances, kernels, speedups, recording)
+    return NumericsView(models, tolerances, kernels, speedups, where, recording)
 
 
 def _g(x: float) -> str:
@@ -106,9 +113,9 @@ def numerics_table(models: ModelsNumerics) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _kernel_row(p: KernelDifference, speedup: float) -> dict[str, Any]:
+def _kernel_row(p: KernelDifference, speedup: float, where: str) -> dict[str, Any]:
     name = p.base if p.base == p.pr else f"{p.base} → {p.pr}"
-    row: dict[str, Any] = {"kernel": name, "code": "changed" if p.code_changed else "identical",
+    row: dict[str, Any] = {"kernel": name, "where": where, "code": "changed" if p.code_changed else "identical",
                            "inputs": p.inputs, "speedup": speedup}
     if not p.compared:
         return {**row, "max_abs": "–", "max_rel": "–", "max_ulp": "–", "differing": "–", "result": "–"}
@@ -138,7 +145,8 @@ def kernels_markdown(view: NumericsView, max_rows: int | None) -> str:
                "upstream kernel changed them; the models' outputs cover them)" if len(kernels.compared) <
                len(kernels.pairs) else "") + ".\n\n")
     shown = [p for p in kernels.pairs if p.code_changed or not p.passed]  # identical code that passes: counted
-    table = pd.DataFrame([_kernel_row(p, view.speedups.get((p.base, p.pr), math.nan)) for p in shown])
+    table = pd.DataFrame([_kernel_row(p, view.speedups.get((p.base_path, p.pr_path), math.nan),
+                                      view.where.get((p.base_path, p.pr_path), "–")) for p in shown])
     return head + markdown_table(table, KERNEL_NUMERICS_COLUMNS_MD, max_rows, "summary.json (numerics)")
 
 
@@ -180,6 +188,23 @@ def numerics_phrase(view: NumericsView) -> str:
     if not parts:
         return ""
     return f"numerics **FAILED**: {'; '.join(parts)}, so no speedup below is a win"
+
+
+def failed(view: NumericsView) -> bool:
+    """Some model or kernel pair computes something else."""
+    return bool((view.models is not None and view.models.failed) or (view.kernels is not None and view.kernels.failed))
+
+
+def numerics_sentence(view: NumericsView | None) -> str:
+    """The verdict's numerics sentence when nothing failed (a failure leads the verdict instead)."""
+    if view is None or failed(view):
+        return ""
+    parts = []
+    if view.models is not None:
+        parts.append(f"{len(view.models.models)} of {len(view.models.models)} models")
+    if view.kernels is not None:
+        parts.append(f"{len(view.kernels.compared)} of {len(view.kernels.compared)} kernel pairs compared")
+    return f"Numerics: {' and '.join(parts)} within tolerance." if parts else ""
 
 
 def lead_with_numerics(verdict: str, view: NumericsView | None) -> str:

@@ -92,3 +92,72 @@ def plot_waterfall(decomposition: Decomposition, path: Path) -> Path:
     ax.set_ylabel("ms per step")
     ax.set_title(f"Where the PR's time went: {row['model']} (PR − base {float(row['measured_delta_ms']):+.4f} ms)")
     return _save_png(fig, path)
+
+
+_KIND_COLORS = {"changed": "#c44e52", "fusion": "#8172b2", "identical": "#8c8c8c"}
+
+
+def _forest(ax, labels: list[str], points: list[float], lows: list[float], highs: list[float], colors: list[str]
+            ) -> None:
+    """One row per item, top to bottom: its point and interval on a log axis, 1× marked."""
+    ys = np.arange(len(labels))[::-1]
+    for y, x, lo, hi, color in zip(ys, points, lows, highs, colors, strict=True):
+        if finite(lo) and finite(hi):
+            ax.plot([lo, hi], [y, y], color=color, linewidth=1.5)
+        if finite(x) and x > 0:
+            ax.plot([x], [y], marker="o", color=color, markersize=4)
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(0.1, 0.2, 0.3, 0.5, 0.7, 1.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}×"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: ""))
+    ax.set_yticks(ys)
+    ax.set_yticklabels([_middle_cut(label, 64) for label in labels], fontsize=6)
+
+
+def _middle_cut(text: str, width: int) -> str:
+    """Kernel names run to hundreds of characters: their two ends tell them apart."""
+    return text if len(text) <= width else f"{text[:width // 2 - 1]}…{text[-(width // 2):]}"
+
+
+def plot_kernel_forest(contributors, kc: KernelComparison, path: Path, rows: int = 30) -> Path:
+    """Per kernel, sorted by the time it adds: speedup and interval on a log axis, changed pairs, fusion groups
+    (kernels on one side only: no interval) and the identical pairs (the control) in their own colours."""
+    from matplotlib.lines import Line2D
+
+    head = contributors.head(rows)
+    identical = kc.table[~kc.table["code_changed"].astype(bool) & kc.table["in_summary"].astype(bool)]
+    labels = [f"{k} ({d:+.3g} ms)" for k, d in zip(head["kernel"], head["delta_ms_per_step"], strict=True)]
+    labels += [f"{k} (identical)" for k in identical["base_name"]]
+    kinds = ["fusion" if c.startswith("fusion") else "changed" for c in head["change"]] + ["identical"] * len(identical)
+    fig = _figure()
+    fig.set_size_inches(8, max(3.0, 0.22 * len(labels) + 1.2))
+    ax = fig.add_subplot()
+    _forest(ax, labels, [*head["speedup"], *identical["speedup"]], [*head["ci_low"], *identical["ci_low"]],
+            [*head["ci_high"], *identical["ci_high"]], [_KIND_COLORS[k] for k in kinds])
+    ax.set_xlabel("speedup (base / PR, log axis; > 1: the PR is faster)")
+    ax.set_title("Kernels by the time they add per step, then the identical pairs (the control)", fontsize=9)
+    ax.legend(handles=[Line2D([], [], color=c, marker="o", label=k) for k, c in _KIND_COLORS.items()],
+              fontsize=6, loc="lower right")
+    return _save_png(fig, path)
+
+
+def plot_model_forest(mc, proj, path: Path) -> Path:
+    """Per model: the measured speedup and interval on a log axis, and beside it (hollow) what the kernels project."""
+    t = mc.table[mc.table["verdict"] != "failed"].sort_values("speedup")
+    fig = _figure()
+    fig.set_size_inches(7, max(2.5, 0.3 * len(t) + 1.2))
+    ax = fig.add_subplot()
+    _forest(ax, list(t["model"]), list(t["speedup"]), list(t["ci_low"]), list(t["ci_high"]), ["#4c72b0"] * len(t))
+    if proj is not None:
+        projected = proj.table.set_index("model")["projected_speedup"]
+        ys = np.arange(len(t))[::-1]
+        for y, model in zip(ys, t["model"], strict=True):
+            value = projected.get(model)
+            if finite(value) and value > 0:
+                ax.plot([value], [y - 0.25], marker="D", markerfacecolor="none", color="#dd8452", markersize=4)
+    ax.set_xlabel("speedup (base / PR, log axis); hollow: projected from the kernels")
+    ax.set_title("Models: measured speedup with its interval, the kernels' projection beside it", fontsize=9)
+    return _save_png(fig, path)

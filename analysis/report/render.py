@@ -1,13 +1,16 @@
-"""The comparison report, top to bottom: analyses → tables and plots → summary.json, report.xlsx → report.md.
+"""The comparison report, top to bottom: analyses → the verdict line → tables and plots → summary.json,
+report.xlsx → report.md and its comment form (comment.md).
 
 `render_report` takes everything in memory (`analysis.report.inputs.ReportInputs`; `load_report_inputs` reads it
 from a run directory) and writes ``out_dir``. Each step lives in its own module:
 
 - ``analysis.report.inputs``: what a report is made from, and reading it from a run;
-- ``analysis.report.verdict_line``: the verdict line, controls, ``summary.json`` content, the xlsx Summary sheet;
+- ``analysis.report.headline``: the verdict line (models, time in Inductor kernels and the kernels that add it,
+  dashboard checks, numerics, control), ``analysis.report.verdict_line``: controls, ``summary.json`` content,
+  the xlsx Summary sheet;
 - ``analysis.report.environment``: the environment and lock tables;
 - ``analysis.report.experiment``: the experiment line (what was measured, with which Inductor settings);
-- ``analysis.report.markdown``: report.md, fitted under GitHub's comment limit;
+- ``analysis.report.markdown``: report.md (any size) and comment.md (the comment form, under 20,000 characters);
 - ``analysis.report.plots``: the PNGs;
 - what explains the numbers: ``analysis.kernels.source`` (code diffs, launch configurations) and
   ``analysis.report.kernel_details`` (their collapsed blocks),
@@ -25,7 +28,7 @@ import pandas as pd
 
 from analysis import atomic_io
 from analysis.errors import UserError
-from analysis.formats.run_layout import REPORT_MD, TRACE_DIFF_MD
+from analysis.formats.run_layout import COMMENT_MD, REPORT_MD, TRACE_DIFF_MD
 from analysis.kernels.compare import KernelComparison, compare_kernels
 from analysis.kernels.fusion_changes import fusion_changes
 from analysis.models.compare import ModelComparison, compare_models
@@ -33,18 +36,25 @@ from analysis.rendering import write_csv, write_xlsx
 from analysis.report.environment import environment_table, flatten, with_lock_summaries
 from analysis.report.experiment import summary_block
 from analysis.report.gates import Gate, model_gates
+from analysis.report.headline import kernel_contributors
 from analysis.report.inputs import ReportInputs, ReportSettings, load_report_inputs
-from analysis.report.markdown import MAX_MARKDOWN_CHARS, Explanations, asked_kernel_texts, render_markdown
-from analysis.report.numerics import NumericsView, lead_with_numerics, numerics_view
-from analysis.report.plots import plot_categories, plot_distribution, plot_waterfall
+from analysis.report.markdown import COMMENT_LIMIT, Explanations, asked_kernel_texts, render_markdown
+from analysis.report.numerics import NumericsView, lead_with_numerics, numerics_sentence, numerics_view
+from analysis.report.plots import (
+    plot_categories,
+    plot_distribution,
+    plot_kernel_forest,
+    plot_model_forest,
+    plot_waterfall,
+)
 from analysis.report.projection import Projection, project
 from analysis.report.resources import model_resources
 from analysis.report.summary import write_summary
 from analysis.report.time_decomposition import Decomposition, decompose
-from analysis.report.verdict_line import summarize_comparison, summary_frame
+from analysis.report.verdict_line import report_verdict, summarize_comparison, summary_frame
 from analysis.stats.numeric_tolerance import parse_tolerances
 
-__all__ = ["MAX_MARKDOWN_CHARS", "ReportInputs", "ReportPaths", "ReportSettings", "load_report_inputs",
+__all__ = ["COMMENT_LIMIT", "COMMENT_MD", "ReportInputs", "ReportPaths", "ReportSettings", "load_report_inputs",
            "render_report"]
 
 # openpyxl writes ~50k cells/s without lxml: the Kernels sheet keeps the columns a reader sorts by;
@@ -58,12 +68,14 @@ XLSX_KERNEL_COLUMNS = ("verdict", "speedup", "ci_low", "ci_high", "change_pct", 
 class ReportPaths:
     out_dir: Path
     report_md: Path
+    comment_md: Path
     xlsx: Path
     kernels_csv: Path | None
     models_csv: Path | None
     csvs: list[Path]
     plots: list[Path]
     characters: int  # length of report.md
+    comment_characters: int  # length of comment.md
     verdict: str
     summary_json: Path
     summary: dict[str, Any]
@@ -85,6 +97,7 @@ class _Analyses:
     decomposition: Decomposition | None = None
     resources: pd.DataFrame | None = None  # `analysis.report.resources`
     numerics: NumericsView | None = None  # `analysis.models.numerics` (the outputs, not the times)
+    contributors: pd.DataFrame | None = None  # `analysis.report.headline.kernel_contributors`
 
 
 @dataclass
@@ -104,28 +117,40 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
     files = _Files(sheets=[("Summary", summary_frame(found.kc, found.mc, found.proj, found.gates))])
     _write_kernel_files(found.kc, out_dir, files)
     _write_table(files, out_dir, "fusion_changes.csv", found.fusion, "Fusion changes")
+    _write_table(files, out_dir, "kernel_contributors.csv", found.contributors, "Kernels by added time")
+    if found.kc is not None and found.contributors is not None and found.kc.summary.n_summarised:
+        files.plots["kernel_forest"] = plot_kernel_forest(found.contributors, found.kc,
+                                                          out_dir / "kernel_forest.png").name
     _write_model_files(found.mc, found.proj, out_dir, files)
+    if found.mc is not None and found.mc.summary.n_compared:
+        files.plots["model_forest"] = plot_model_forest(found.mc, found.proj, out_dir / "model_forest.png").name
     _write_table(files, out_dir, "model_resources.csv", found.resources, "Compile and memory")
     _write_decomposition(found.decomposition, out_dir, files)
     _add_environment_sheets(inputs, files)
     if inputs.trace_diff_md:
         atomic_io.write_text(out_dir / TRACE_DIFF_MD, inputs.trace_diff_md)
 
-    summary = summarize_comparison(found.kc, found.mc, found.gates, stats)
+    level = stats.confidence
+    verdict = report_verdict(found.kc, found.mc, found.gates, found.contributors, level,
+                             numerics_sentence(found.numerics))
+    verdict = lead_with_numerics(verdict, found.numerics)
+    summary = summarize_comparison(found.kc, found.mc, found.gates, stats, verdict)
     if found.numerics is not None:
-        summary["verdict"] = lead_with_numerics(summary["verdict"], found.numerics)
         summary["numerics"] = found.numerics.summary_block()
     summary["experiment"] = summary_block(*inputs.experiments) if inputs.experiments else None
     summary_json = write_summary(out_dir, summary)
     xlsx = write_xlsx(out_dir / "report.xlsx", files.sheets)
-    text = render_markdown(inputs, found.kc, found.mc, found.proj, files.plots, found.gates,
-                           Explanations(found.fusion, found.decomposition, found.resources), found.numerics)
-    report_md = out_dir / REPORT_MD
-    atomic_io.write_text(report_md, text)
-    return ReportPaths(out_dir=out_dir, report_md=report_md, xlsx=xlsx,
+    text = render_markdown(inputs, found.kc, found.mc, found.proj, files.plots, found.gates, verdict,
+                           Explanations(found.fusion, found.decomposition, found.resources, found.contributors),
+                           found.numerics)
+    report_md, comment_md = out_dir / REPORT_MD, out_dir / COMMENT_MD
+    atomic_io.write_text(report_md, text.file)
+    atomic_io.write_text(comment_md, text.comment)
+    return ReportPaths(out_dir=out_dir, report_md=report_md, comment_md=comment_md, xlsx=xlsx,
                        kernels_csv=out_dir / "kernels_compare.csv" if found.kc is not None else None,
                        models_csv=out_dir / "models_compare.csv" if found.mc is not None else None,
-                       csvs=files.csvs, plots=[out_dir / p for p in files.plots.values()], characters=len(text),
+                       csvs=files.csvs, plots=[out_dir / p for p in files.plots.values()], characters=len(text.file),
+                       comment_characters=len(text.comment),
                        verdict=summary["verdict"], summary_json=summary_json, summary=summary,
                        kernel_comparison=found.kc, model_comparison=found.mc, projection=found.proj,
                        kernel_details=asked_kernel_texts(inputs, found.kc))
@@ -137,19 +162,21 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
     has_suite = inputs.base_suite is not None and inputs.pr_suite is not None
     if not has_kernels and not has_suite:
         raise UserError("report: nothing to compare (need kernels tables or suite tables for both base and PR)")
+    level = inputs.settings.stats.validate().confidence  # the one level the report's intervals are shown at
     kc = compare_kernels(inputs.base_kernels, inputs.pr_kernels, inputs.base_kernel_samples,
                          inputs.pr_kernel_samples, inputs.stats_for("kernels"),
-                         inputs.kernel_blocks) if has_kernels else None
+                         inputs.kernel_blocks, level) if has_kernels else None
     mc = compare_models(inputs.base_suite, inputs.pr_suite, inputs.base_suite_samples, inputs.pr_suite_samples,
                         inputs.stats_for("models"), inputs.base_model_rounds, inputs.pr_model_rounds,
-                        inputs.model_blocks) if has_suite else None
+                        inputs.model_blocks, level) if has_suite else None
     stats = mc.settings if mc is not None else inputs.settings.stats.validate()  # what depends on the models
-    gates = (model_gates(mc, stats.confidence, inputs.base_compiles, inputs.pr_compiles) if mc is not None
+    gates = (model_gates(mc, stats.confidence) if mc is not None
              else [])
     found = _Analyses(kc, mc, gates, _projection(inputs, kc, mc) if kc is not None and mc is not None else None)
     found.numerics = numerics_view(inputs, kc, parse_tolerances(stats.tolerance))
     if kc is not None:
         found.fusion = fusion_changes(kc.only_base, kc.only_pr)
+        found.contributors = kernel_contributors(kc, found.fusion)
     if mc is not None:
         found.resources = model_resources(mc, inputs.base_compiles, inputs.pr_compiles, stats.confidence)
         if kc is not None:

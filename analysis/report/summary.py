@@ -2,15 +2,18 @@
 
 ``summary.json`` is the contract for CI users and the benchmarks (``format_version`` `SUMMARY_FORMAT_VERSION`):
 
-    {"format_version": 3,
-     "verdict": "<one line>",          # a numerical failure first, then the kernels' and models' verdicts
+    {"format_version": 4,
+     "verdict": "<one line>",          # a numerical failure first, then one sentence per family: models, time in
+                                       # Inductor kernels (and the kernels that add most of it), dashboard checks,
+                                       # numerics, control (`analysis.report.headline`)
      "kernels": {"verdict",            # improved | regressed | mixed | equivalent | inconclusive | identical
-                 "headline": "step",   # which estimate the verdict leads with
-                 "step": {"speedup", "ci_low", "ci_high"},    # Σ base / Σ PR per step, identical kernels unchanged
+                 "headline": "step",   # which estimate the verdict leads with ("step": the time in Inductor kernels)
+                 "step": {"speedup", "ci_low", "ci_high"},    # Σ base / Σ PR kernel time per step of every model
                  "geomean", "ci_low", "ci_high",              # geomean over the changed pairs (secondary)
                  "confidence", "n", "improved", "regressed", "equivalent", "inconclusive",   # changed pairs
                  "time_weighted", "rounds", "code_changed", "code_identical", "only_base", "only_pr",
                  "detectable_pct", "regressed_items": [{"name", "speedup", "ci_low", "ci_high", "step_share"}],
+                                       # items' intervals at the report's one level (settings.confidence)
                  "control_verdicts": {"improved", ...}}   # the identical pairs' own verdicts (an A/A's evidence)
                 | null,
      "models":  {the same keys but the kernel-only ones; "headline": "geomean"} | null,
@@ -18,6 +21,7 @@
                              "available", "reason", "offset_corrected"} | null, "models": {...} | null,
                  "passed": bool, "resolution_pct": float},
      "gates": [{"name", "value", "ci_low", "ci_high", "limit", "bad_when", "status", "detail"}],
+                                       # "compile time ratio": mean PR / mean base cold compile (the dashboard's)
      "numerics": {"models": {"compared", "passed", "failed", "not_compared": [model],
                              "worst": {"name", "check", "output", "elements", "max_abs", "max_rel", "mismatches",
                                        "nonfinite", "cosine", "identical"} | null,
@@ -45,7 +49,6 @@ from typing import Any
 from analysis.atomic_io import write_json
 from analysis.errors import UserError
 from analysis.records import read_json
-from analysis.rendering import md_code
 from analysis.report.gates import Gate
 from analysis.stats.verdict import MIXED, NOTHING_CHANGED, ControlResult, Estimate, headline_verdict
 from analysis.stats.verdict_settings import VERDICTS, VerdictSettings, percent
@@ -53,7 +56,9 @@ from analysis.stats.verdict_settings import VERDICTS, VerdictSettings, percent
 SUMMARY_FILE = "summary.json"
 # 2: kernels lead with the step, changed and identical pairs apart; regressed items.
 # 3: `numerics` (the numerical A/B), and `verdict` names a numerical failure before any speed.
-SUMMARY_FORMAT_VERSION = 3
+# 4: `verdict` leads with the models; the compile-time gate is the dashboard's mean ratio of cold compiles (it was
+#    the worst model's); items' intervals are at the report's one level.
+SUMMARY_FORMAT_VERSION = 4
 
 
 def _num(x: float) -> float | None:
@@ -148,39 +153,9 @@ def _why(est: Estimate, settings: VerdictSettings, resolution: float) -> str:
     return ""
 
 
-def named(items: list[Item], noun: str, word: str, share: bool) -> str:
-    """"3 kernels regressed (largest: `k` 0.870×, 4.1 % of the step)"; "" for none. The largest is the item
-    that moves the step most (its share × its log speedup), or the largest effect where shares do not apply."""
-    if not items:
-        return ""
-
-    def impact(item: Item) -> float:
-        effect = abs(math.log(item.speedup)) if item.speedup > 0 else 0.0
-        return effect * item.step_share if share and math.isfinite(item.step_share) else effect
-
-    top = max(items, key=impact)
-    where = f", {100 * top.step_share:.1f} % of the step" if share and math.isfinite(top.step_share) else ""
-    plural = noun if len(items) == 1 else noun + "s"
-    return f"{len(items)} {plural} {word} (largest: {md_code(top.name)} {_x(top.speedup)}{where})"
-
-
-def family_phrase(label: str, verdict: str, lead: str, geomean: str, regressed: list[Item], improved: list[Item],
-                  noun: str, share: bool) -> str:
-    """One family's part of the verdict line: its verdict, what changed, the headline, the named items."""
-    items = [t for t in (named(regressed, noun, "regressed", share), named(improved, noun, "improved", share)) if t]
-    return "; ".join([f"{label} **{verdict}**: {lead}", *([geomean] if geomean else []), *items])
-
-
 def unchanged_phrase(label: str, identical: int, pairs: int) -> str:
     return (f"{label} **{NOTHING_CHANGED}**: no generated kernel changed ({identical} of {pairs} identical), "
             "so the PR's kernels have nothing to measure")
-
-
-def verdict_line(parts: list[str], controls_passed: bool) -> str:
-    line = " — ".join(parts) if parts else "nothing to compare"
-    if not controls_passed:
-        line += " — the in-run control failed: claims smaller than what it produced were refused"
-    return f"**Verdict:** {line}."
 
 
 def build_summary(verdict: str, kernels: dict[str, Any] | None, models: dict[str, Any] | None,

@@ -11,19 +11,10 @@ from analysis.kernels.compare import KernelComparison
 from analysis.models.compare import ModelComparison
 from analysis.rendering import ci_text, fmt_share, fmt_x
 from analysis.report.gates import Gate
+from analysis.report.headline import headline
 from analysis.report.projection import Projection
-from analysis.report.summary import (
-    Item,
-    build_summary,
-    control_block,
-    effect_words,
-    family_block,
-    family_phrase,
-    resolution_pct,
-    unchanged_phrase,
-    verdict_line,
-)
-from analysis.stats.verdict import NOTHING_CHANGED, ControlResult
+from analysis.report.summary import Item, build_summary, control_block, family_block, resolution_pct
+from analysis.stats.verdict import ControlResult
 from analysis.stats.verdict_settings import VerdictSettings
 
 
@@ -44,38 +35,12 @@ def model_items(mc: ModelComparison, verdict: str) -> list[Item]:
     return _items(mc.table, "model", verdict)
 
 
-def _what_changed(kc: KernelComparison) -> str:
-    s, p = kc.summary, kc.pairing
-    unpaired = [f"{n} {where}" for n, where in ((p.only_base, "only in base"), (p.only_pr, "only in PR")) if n]
-    return (f"the PR changed {s.code_changed} of {s.n_pairs} kernel pairs ({s.code_identical} identical"
-            + "".join(f", {u}" for u in unpaired) + ")")
-
-
-def kernel_phrase(kc: KernelComparison) -> str:
-    s = kc.summary
-    if s.verdict == NOTHING_CHANGED:
-        return unchanged_phrase("kernels", s.code_identical, s.n_pairs)
-    lead = f"{_what_changed(kc)}; {effect_words('the step', s.time_weighted, kc.settings, kc.resolution)}"
-    geomean = (f"geomean of the {s.n_changed} changed pairs {fmt_x(s.geomean.speedup)}" if s.n_changed else "")
-    return family_phrase("kernels", s.verdict, lead, geomean, kernel_items(kc, "regressed"),
-                         kernel_items(kc, "improved"), "kernel", share=True)
-
-
-def model_phrase(mc: ModelComparison) -> str:
-    ms = mc.summary
-    lead = effect_words(f"geomean of {ms.n_compared} model(s)", ms.geomean, mc.settings, mc.resolution)
-    return family_phrase("models", ms.verdict, lead, "", model_items(mc, "regressed"), model_items(mc, "improved"),
-                         "model", share=False)
-
-
-def report_verdict(kc: KernelComparison | None, mc: ModelComparison | None) -> str:
-    """The one-line verdict; each family is stated at its own level (``kc.settings``, ``mc.settings``)."""
-    parts = []
-    if kc is not None:
-        parts.append(kernel_phrase(kc))
-    if mc is not None:
-        parts.append(model_phrase(mc))
-    return verdict_line(parts, all(c.passed(f.settings) for f in (kc, mc) if f is not None for c in f.controls))
+def report_verdict(kc: KernelComparison | None, mc: ModelComparison | None, gates: list[Gate] | None = None,
+                   contributors: pd.DataFrame | None = None, level: float | None = None, numerics: str = "") -> str:
+    """The verdict line (`analysis.report.headline`); intervals at ``level`` (default: the families' own)."""
+    own = [f.settings.confidence for f in (kc, mc) if f is not None]
+    return headline(kc, mc, gates or [], contributors, level if level is not None else max(own, default=0.95),
+                    numerics)
 
 
 def control_rows(kc: KernelComparison | None, mc: ModelComparison | None) -> pd.DataFrame:
@@ -125,7 +90,7 @@ def summary_frame(kc: KernelComparison | None, mc: ModelComparison | None, proj:
         rows += [("kernel pairs", s.n_pairs), ("kernels in summary", s.n_summarised),
                  ("pairs with changed code", s.code_changed), ("pairs with identical code", s.code_identical),
                  *_family_rows("kernels", s.geomean, s.time_weighted, s.method, s.verdict, s.verdicts),
-                 ("smallest step change detectable (80 % power), %", s.detectable_pct),
+                 ("smallest change in the kernel time detectable (80 % power), %", s.detectable_pct),
                  ("kernel time weighted by", s.weighted_by),
                  *((f"paired by {k}", v) for k, v in kc.pairing.by_method.items()),
                  ("only in base", kc.pairing.only_base), ("only in PR", kc.pairing.only_pr),
@@ -144,8 +109,9 @@ def summary_frame(kc: KernelComparison | None, mc: ModelComparison | None, proj:
 
 
 def summarize_comparison(kc: KernelComparison | None, mc: ModelComparison | None, gates: list[Gate],
-                         settings: VerdictSettings) -> dict[str, Any]:
-    """The summary.json content (see analysis.report.summary)."""
+                         settings: VerdictSettings, verdict: str | None = None) -> dict[str, Any]:
+    """The summary.json content (see analysis.report.summary); ``verdict``: the report's line when the caller
+    made it (with the contributors, numerics and level only the report has)."""
     kernels = models = None
     if kc is not None:
         s = kc.summary
@@ -161,7 +127,7 @@ def summarize_comparison(kc: KernelComparison | None, mc: ModelComparison | None
     estimates = [e for e in ((kc.summary.time_weighted if kc else None), (mc.summary.geomean if mc else None))
                  if e is not None]
     resolutions = [c.resolution for c in (kc, mc) if c is not None]
-    return build_summary(report_verdict(kc, mc), kernels, models,
+    return build_summary(verdict or report_verdict(kc, mc, gates), kernels, models,
                          control_block(kc.controls, kc.settings) if kc else None,
                          control_block(mc.controls, mc.settings) if mc else None,
                          resolution_pct(estimates, resolutions), gates, settings)
@@ -174,7 +140,7 @@ def kernel_summary_lines(kc: KernelComparison) -> list[str]:
         f"paired {p.paired} kernels ({by}); only in base {p.only_base}, only in PR {p.only_pr}",
         f"code changed in {s.code_changed} pair(s), identical in {s.code_identical} (the control)",
         "changed pairs: " + ", ".join(f"{v} {n}" for v, n in s.verdicts.items()) + f", failed {s.n_failed}",
-        f"kernels {s.verdict}: step speedup Σbase/Σpr {fmt_x(s.time_weighted.speedup)} "
+        f"time in Inductor kernels {s.verdict}: Σbase/Σpr {fmt_x(s.time_weighted.speedup)} "
         f"(CI {ci_text(s.time_weighted.ci_low, s.time_weighted.ci_high)}; weighted by {s.weighted_by}; {s.method})",
         f"geomean of the changed pairs {fmt_x(s.geomean.speedup)} (CI {ci_text(s.geomean.ci_low, s.geomean.ci_high)})",
         *(f"control ({c.kind}): " + (f"{c.flagged} of {c.n} flagged, geomean {fmt_x(c.summary.speedup)}, "

@@ -152,7 +152,7 @@ class Estimate:
         """The same estimate with its interval at another two-sided level."""
         if not math.isfinite(self.log_se):
             return self
-        half = _t_quantile(0.5 + level / 2, self.df) * self.log_se
+        half = t_quantile(0.5 + level / 2, self.df) * self.log_se
         mean = math.log(self.speedup)
         return replace(self, ci_low=_exp(mean - half), ci_high=_exp(mean + half))
 
@@ -184,7 +184,7 @@ def _estimate(mean: float, se: float, df: float, confidence: float, rounds: int,
     if se == 0.0:
         return Estimate(_exp(mean), _exp(mean), _exp(mean), 1.0 if mean == 0 else 0.0, rounds, design,
                         0.0, df)
-    half = _t_quantile(0.5 + confidence / 2, df) * se
+    half = t_quantile(0.5 + confidence / 2, df) * se
     p = 2 * _t_tail(abs(mean) / se, df)
     return Estimate(_exp(mean), _exp(mean - half), _exp(mean + half), p, rounds, design, se, df)
 
@@ -200,7 +200,7 @@ def _welch(a: np.ndarray, b: np.ndarray, confidence: float, inflate: float = 1.0
 
 # Student's t through the special functions that scipy.stats.t evaluates itself (same values): its generic
 # wrapper costs ~100 µs a call, and a report makes a few per kernel.
-def _t_quantile(q: float, df: float) -> float:
+def t_quantile(q: float, df: float) -> float:
     """``scipy.stats.t.ppf(q, df)``."""
     from scipy.special import stdtrit
 
@@ -306,7 +306,7 @@ def detectable_effect(est: Estimate, settings: VerdictSettings) -> float:
     `POWER` (one-sided test at alpha): NaN without an interval."""
     if not (math.isfinite(est.log_se) and math.isfinite(est.df)):
         return math.nan
-    z = _t_quantile(1 - settings.alpha, est.df) + _t_quantile(POWER, est.df)
+    z = t_quantile(1 - settings.alpha, est.df) + t_quantile(POWER, est.df)
     return math.expm1(math.log1p(settings.effect_floor) + z * est.log_se)
 
 
@@ -614,7 +614,7 @@ def _split_result(kind: str, est: Estimate, n: int) -> ControlResult:
     inflation = 1.0
     if math.isfinite(est.p_value) and est.p_value < CONTROL_ALPHA and est.log_se > 0:
         # How far past its own critical value the control landed: the noise the intervals did not hold.
-        inflation = abs(math.log(est.speedup)) / est.log_se / _t_quantile(1 - CONTROL_ALPHA / 2, est.df)
+        inflation = abs(math.log(est.speedup)) / est.log_se / t_quantile(1 - CONTROL_ALPHA / 2, est.df)
     return ControlResult(kind, est, n, 0, True, test_alpha=CONTROL_ALPHA, inflation=max(inflation, 1.0))
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.errors import UserError
 from prbench import gitrefs
-from prbench.images.image_lock import cpu_model
+from prbench.images.image_lock import cpu_facts, cpu_model
 from prbench.recipes import Recipe, WheelPin
 from prbench.runs.overlay import PythonOverlay, installed_package_dir
 
@@ -192,7 +192,7 @@ def local_lock(side: VariantPlan, local: LocalEnvironment) -> dict[str, object]:
         "runner": "local",
         "pytorch_ref": side.pytorch_ref,
         "overlay_sha256": side.overlay.sha256 if side.overlay else None,
-        "environment": {**local.facts, "cpu": cpu_model()},
+        "environment": {**local.facts, "cpu": cpu_model(), **cpu_facts()},
     }
 
 

@@ -299,6 +299,26 @@ def cpu_model() -> str:
     return host_platform.processor()
 
 
+def cpu_facts() -> dict[str, Any]:
+    """What the report's environment line names beside the CPU model: its widest vector instruction set (which
+    decides the C++ kernels Inductor generates), the cores and the load when the run was planned."""
+    flags: set[str] = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    isa = ("AVX-512" if "avx512f" in flags else "AVX2 (no AVX-512)" if "avx2" in flags
+           else "NEON" if "asimd" in flags else "SVE" if "sve" in flags else "")
+    try:
+        load = round(os.getloadavg()[0], 2)
+    except OSError:
+        load = None
+    return {"vector_isa": isa, "cores": os.cpu_count(), "load_1min": load}
+
+
 def _read_first_line(path: str) -> str | None:
     try:
         return Path(path).read_text().splitlines()[0].strip()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from analysis import atomic_io
 from analysis.errors import UserError
-from analysis.formats.run_layout import LOCK_JSON, MANIFEST, REPORT_DIR, REPORT_MD
+from analysis.formats.run_layout import COMMENT_MD, LOCK_JSON, MANIFEST, REPORT_DIR, REPORT_MD
 from prbench.runs.run_store import Run
 
 ARCHIVE_NAME = "report.tar.gz"
@@ -23,7 +23,11 @@ _BESIDE_REPORT = (LOCK_JSON, MANIFEST)
 
 
 def report_markdown(run: Run) -> str:
-    """The run's current report.md; a run without one is a one-line error saying what to run."""
+    """What the PR comment is made of: the run's comment form (comment.md, under 20,000 characters), or report.md
+    of a report rendered before there was one; a run without either is a one-line error saying what to run."""
+    comment = run.layout.report / COMMENT_MD
+    if comment.is_file():
+        return comment.read_text(encoding="utf-8")
     path = run.layout.report / REPORT_MD
     if not path.is_file():
         stale = " (its previous report is in report.stale/, from before the run started recomputing)" \

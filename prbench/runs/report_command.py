@@ -36,9 +36,11 @@ def render_run_report(run: Run, settings: ReportSettings | None = None,
         except BaseException:
             shutil.rmtree(out_dir, ignore_errors=True)
             raise
-        record.outputs = [run.relative(p) for p in (paths.report_md, paths.summary_json, paths.xlsx, *paths.csvs,
+        record.outputs = [run.relative(p) for p in (paths.report_md, paths.comment_md, paths.summary_json, paths.xlsx,
+                                                    *paths.csvs,
                                                     *paths.plots) if p is not None]
-        record.summary = {"verdict": paths.verdict, "characters": paths.characters}
+        record.summary = {"verdict": paths.verdict, "characters": paths.characters,
+                          "comment_characters": paths.comment_characters}
     return paths
 
 

@@ -1,0 +1,291 @@
+"""The report a reviewer reads, on the real data of README command 1 (tests/fixtures/readme_run/README.md).
+
+Given the quick start's run, re-rendered as `invoke report` does: the headline leads with the models and never
+calls summed kernel time "the step"; the same-named kernels of different models are paired within their own
+models; every numerics row shows its own pair's speedup; the comment form fits a PR comment whole; one
+confidence level; times with three significant digits; capped q-values; the dashboard's compile time; and a
+failed control or gate named in the headline (made to fail by a minimal, stated perturbation of the same data).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tarfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.kernels.compare import PLACE, pair_kernels
+from analysis.kernels.index import where_launched
+from analysis.markdown_fit import outside_code
+from analysis.rendering import cell, fmt_x
+from analysis.report.markdown import COMMENT_LIMIT
+from analysis.report.render import load_report_inputs, render_report
+
+FIXTURE = Path(__file__).parent / "fixtures" / "readme_run" / "readme1-a.tar.gz"
+LAYER_NORM = "cpp_fused_add_native_layer_norm_view_1"
+BART = frozenset({"BartForCausalLM"})
+ENCODERS = frozenset({"AlbertForMaskedLM", "BertForMaskedLM", "DistilBertForMaskedLM", "ElectraForCausalLM",
+                      "RobertaForCausalLM"})
+
+
+def _copy(tmp: Path) -> Path:
+    """The run directory, extracted where the test may write (its report goes into it, as `invoke report`'s)."""
+    with tarfile.open(FIXTURE) as archive:
+        archive.extractall(tmp, filter="data")
+    return tmp / "readme1-a"
+
+
+def _render(run: Path) -> dict[str, object]:
+    paths = render_report(load_report_inputs(run), run / "report")
+    return {"paths": paths, "md": paths.report_md.read_text(encoding="utf-8"),
+            "comment": paths.comment_md.read_text(encoding="utf-8"),
+            "kernels": pd.read_csv(paths.kernels_csv, keep_default_na=False, na_values=[""]),
+            "summary": json.loads(paths.summary_json.read_text(encoding="utf-8"))}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    return _render(_copy(tmp_path_factory.mktemp("readme_run")))
+
+
+def _verdict(md: str) -> str:
+    return next(line for line in md.splitlines() if line.startswith("**Verdict:**"))
+
+
+def _models(graphs: str) -> frozenset[str]:
+    return frozenset(e.split("/")[0] for e in str(graphs).split(";") if "/" in e)
+
+
+def _body(md: str) -> str:
+    """What a reader sees before the collapsed sections: up to the control and caveats' end."""
+    head, control = md.split("## Control and caveats", 1)
+    return head + control.split("<details>", 1)[0]
+
+
+# --- the headline ------------------------------------------------------------------------------------------------
+
+
+def test_the_headline_names_the_models_first_then_the_time_in_inductor_kernels(rendered: dict) -> None:
+    verdict = _verdict(rendered["md"])
+
+    assert verdict.startswith("**Verdict:** Models **")
+    assert verdict.index("Models **") < verdict.index("Time in Inductor kernels **")
+    assert rendered["summary"]["verdict"] == verdict  # summary.json says what the report says
+    assert _verdict(rendered["comment"]) == verdict
+
+
+def test_summed_kernel_time_is_never_called_the_step(rendered: dict) -> None:
+    for text in (rendered["md"], rendered["comment"]):
+        assert "the step" not in text.lower()
+
+
+def test_the_kernels_adding_most_time_are_named_by_time_renamed_ones_included(rendered: dict) -> None:
+    verdict = _verdict(rendered["md"])
+    contributors = pd.read_csv(rendered["paths"].out_dir / "kernel_contributors.csv")
+    adds = bool(contributors["delta_ms_per_step"].sum() > 0)
+    top = contributors.iloc[0]
+
+    assert f"most of the {'added' if adds else 'saved'} time: `{top['kernel']}`" in verdict
+    # sorted by the time each adds, in the direction of the total change
+    deltas = contributors["delta_ms_per_step"].to_numpy()
+    assert list(deltas) == sorted(deltas, reverse=adds)
+
+
+# --- pairing -----------------------------------------------------------------------------------------------------
+
+
+def test_same_named_kernels_of_different_models_are_paired_within_their_own_models(rendered: dict) -> None:
+    rows = rendered["kernels"][rendered["kernels"]["base_name"] == LAYER_NORM]
+
+    assert len(rows) == 2
+    assert {_models(g) for g in rows["base_graphs"]} == {BART, ENCODERS}
+    for base_graphs, pr_graphs in zip(rows["base_graphs"], rows["pr_graphs"], strict=True):
+        assert _models(base_graphs) == _models(pr_graphs)
+
+
+def _indexes(run: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return tuple(pd.read_csv(run / side / "organized" / "index.csv", dtype=str, keep_default_na=False)
+                 for side in ("base", "pr"))  # type: ignore[return-value]
+
+
+def _pairs_of(base: pd.DataFrame, pr: pd.DataFrame, name: str) -> list[tuple[frozenset[str], frozenset[str]]]:
+    pairing = pair_kernels(base, pr)
+    return [(_models(base.at[b, "graphs"]), _models(pr.at[p, "graphs"]))
+            for b, p in zip(pairing.pairs["base_row"], pairing.pairs["pr_row"], strict=True)
+            if base.at[b, "kernel_name"] == name]
+
+
+def test_same_named_kernels_stay_in_their_models_whatever_the_file_order(rendered: dict) -> None:
+    """Perturbation: the two base layer-norm files swap names (which one organize met first, and so which got the
+    `.<hash>` suffix), as on the VM where the issue was found; their contents and graphs are untouched."""
+    base, pr = _indexes(rendered["paths"].out_dir.parent)
+    rows = base.index[base["kernel_name"] == LAYER_NORM]
+    base.loc[rows, "path"] = base.loc[rows[::-1], "path"].to_numpy()
+
+    pairs = _pairs_of(base, pr, LAYER_NORM)
+
+    assert sorted(pairs, key=lambda pair: len(pair[0])) == [(BART, BART), (ENCODERS, ENCODERS)]
+
+
+def test_a_fallback_key_never_pairs_kernels_of_other_models(rendered: dict) -> None:
+    """Perturbation: base keeps only Bart's layer norm and the PR only the encoders' (each side's other one
+    removed): the name and shapes still match, the models do not, so they stay unpaired."""
+    base, pr = _indexes(rendered["paths"].out_dir.parent)
+    base = base[~((base["kernel_name"] == LAYER_NORM) & base["graphs"].map(_models).eq(ENCODERS))]
+    pr = pr[~((pr["kernel_name"] == LAYER_NORM) & pr["graphs"].map(_models).eq(BART))]
+
+    assert _pairs_of(base.reset_index(drop=True), pr.reset_index(drop=True), LAYER_NORM) == []
+
+
+def test_the_renamed_log_softmax_kernel_is_paired_in_place(rendered: dict) -> None:
+    renamed = rendered["kernels"][rendered["kernels"]["matched_by"] == PLACE]
+
+    assert len(renamed) == 1
+    row = renamed.iloc[0]
+    assert "log_softmax" in row["base_name"] and "log_softmax" in row["pr_name"]
+    assert row["base_name"] != row["pr_name"] and _models(row["base_graphs"]) == _models(row["pr_graphs"])
+
+
+def test_every_numerics_row_shows_its_own_pairs_speedup(rendered: dict) -> None:
+    def shown(text: str, width: int) -> str:  # as the table's cell shows a name: shortened in the middle
+        return cell(text, width, code=True).strip("`")
+
+    kernels = rendered["kernels"].assign(
+        name=lambda t: [shown(b if b == p else f"{b} → {p}", 60) for b, p in zip(t["base_name"], t["pr_name"],
+                                                                                   strict=True)],
+        where=lambda t: [shown(where_launched(f"{b};{p}"), 72) for b, p in zip(t["base_graphs"], t["pr_graphs"],
+                                                                                 strict=True)])
+    section = rendered["md"].split("Kernels (base and PR kernel on identical inputs", 1)[1].split("\n\n", 2)[1]
+    rows = [[c.strip().strip("`") for c in line.strip("|").split(" | ")] for line in section.splitlines()[2:]]
+
+    assert rows
+    for name, where, *_, speedup, _result in rows:
+        pair = kernels[(kernels["name"] == name) & (kernels["where"] == where)]
+        assert len(pair) == 1 and speedup == fmt_x(pair["speedup"].iloc[0]), (name, where, speedup)
+    layer_norms = [row for row in rows if row[0] == LAYER_NORM]
+    assert len(layer_norms) == 2 and layer_norms[0][-2] != layer_norms[1][-2]  # each its own pair's speedup
+    assert not any("differ in number or shape" in row[-1] for row in layer_norms)
+
+
+# --- one convention ----------------------------------------------------------------------------------------------
+
+
+def test_the_body_states_one_confidence_level(rendered: dict) -> None:
+    for text in (rendered["md"], rendered["comment"]):
+        levels = set(re.findall(r"(\d+(?:\.\d+)?) % (?:CI|intervals?)", _body(text)))
+        assert len(levels) == 1, levels
+
+
+_TIME = re.compile(r"^[+−]?(\d+(?:\.\d+)?) (ns|µs|ms|s)$")
+
+
+def _significant(number: str) -> int:
+    digits = number.replace(".", "").lstrip("0")
+    return len(digits) if "." in number else len(number.rstrip("0")) or 1
+
+
+def test_times_are_shown_with_three_significant_digits(rendered: dict) -> None:
+    cells = [c.strip() for line in rendered["md"].splitlines() if line.startswith("| ")
+             for c in line.strip("|").split("|")]
+    times = [m for m in (_TIME.match(c) for c in cells) if m]
+
+    assert len(times) > 50
+    assert all(_significant(m.group(1)) == 3 or float(m.group(1)) >= 100 for m in times), \
+        [m.group(0) for m in times if _significant(m.group(1)) != 3 and float(m.group(1)) < 100]
+    assert "0.0000" not in rendered["md"]
+
+
+def test_q_values_are_capped(rendered: dict) -> None:
+    assert (rendered["kernels"]["q_value"].dropna() < 1e-4).any()  # the run has such q-values ...
+    q_cells = []
+    for table in _tables(rendered["md"]):
+        header = [c.strip() for c in table[0].strip("|").split(" | ")]
+        if "q" in header:
+            q_cells += [row.strip("|").split(" | ")[header.index("q")].strip() for row in table[2:]]
+    assert "&lt; 0.0001" in q_cells  # ... shown capped ("< 0.0001" as GitHub shows it)
+    assert all(c == "–" or c == "&lt; 0.0001" or float(c) >= 1e-4 for c in q_cells)
+
+
+# --- the comment form --------------------------------------------------------------------------------------------
+
+
+def _tables(text: str) -> list[list[str]]:
+    blocks, current = [], []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            blocks.append(current)
+            current = []
+    return blocks + ([current] if current else [])
+
+
+def test_the_comment_form_fits_shows_no_local_image_and_no_table_is_cut(rendered: dict) -> None:
+    comment = rendered["comment"]
+    links: list[str] = []
+    outside_code(comment, lambda prose: links.extend(re.findall(r"!?\[[^\]]*\]\(([^)\s]+)", prose)) or prose)
+
+    assert len(comment) <= COMMENT_LIMIT
+    assert not [t for t in links if not re.match(r"^[a-z][a-z0-9+.-]*:", t)]  # no relative image or link
+    assert "**The full report**" in comment and "adds:" in comment
+    for table in _tables(comment):  # every table whole: a header, its rule, rows of as many cells
+        widths = {len(re.split(r"(?<!\\)\|", row.strip())) for row in table}
+        assert re.fullmatch(r"\|(---\|)+", table[1].replace(" ", "")) and len(widths) == 1, table[:3]
+    assert "cut to fit" not in comment
+
+
+def test_the_file_has_the_forest_plots(rendered: dict) -> None:
+    out = rendered["paths"].out_dir
+    for name in ("kernel_forest.png", "model_forest.png"):
+        assert f"]({name})" in rendered["md"] and (out / name).stat().st_size > 5000
+
+
+# --- the dashboard's compile time ---------------------------------------------------------------------------------
+
+
+def _suite(run: Path, side: str) -> pd.DataFrame:
+    return pd.read_csv(run / side / "suite" / "suite.csv")
+
+
+def test_compile_time_is_the_dashboards_mean_of_cold_compiles(rendered: dict) -> None:
+    gate = next(g for g in rendered["summary"]["gates"] if g["name"] == "compile time ratio")
+    base, pr = (_suite(rendered["paths"].out_dir.parent, side) for side in ("base", "pr"))
+    ok = (base["status"] == "ok") & (pr["status"] == "ok")
+
+    assert gate["value"] == pytest.approx(pr.loc[ok, "compilation_latency"].mean()
+                                          / base.loc[ok, "compilation_latency"].mean())
+    assert gate["ci_low"] < gate["value"] < gate["ci_high"] and "worst model" in gate["detail"]
+
+
+def test_a_failed_compile_gate_is_in_the_headline(tmp_path: Path) -> None:
+    """Perturbation: every model's PR cold compile made 1.3× base's in pr/suite/suite.csv, nothing else."""
+    run = _copy(tmp_path)
+    base, pr = _suite(run, "base"), _suite(run, "pr")
+    pr["compilation_latency"] = base.set_index("name").loc[pr["name"], "compilation_latency"].to_numpy() * 1.3
+    pr.to_csv(run / "pr" / "suite" / "suite.csv", index=False)
+
+    verdict = _verdict(_render(run)["md"])
+
+    assert "Dashboard checks **failed**: " in verdict and "compile time ratio 1.300× fail (> 1.15×; worst " in verdict
+
+
+# --- the control ---------------------------------------------------------------------------------------------------
+
+
+def test_the_failed_control_names_its_kernel_its_cut_off_and_what_it_leaves_standing(rendered: dict) -> None:
+    """This run's kernel control failed (an identical kernel ran ~1.10×): the headline says which kernel, the
+    cut-off below which kernel claims are withheld, and that the models' verdict stands."""
+    assert rendered["summary"]["control"]["kernels"]["passed"] is False
+    verdict = _verdict(rendered["md"])
+    found = re.search(r"In-run control \*\*failed\*\*: kernel claims under (\d+\.\d) % withheld: identical "
+                      r"`(\w+)` ran (\d\.\d{3})×", verdict)
+
+    assert found, verdict
+    cut, kernel, speedup = float(found.group(1)), found.group(2), float(found.group(3))
+    row = rendered["kernels"][rendered["kernels"]["base_name"] == kernel].iloc[0]
+    assert not row["code_changed"] and fmt_x(row["speedup"]) == f"{speedup:.3f}×"
+    assert cut == pytest.approx(100 * (max(speedup, 1 / speedup) - 1), abs=0.1)  # the cut-off is what it produced
+    assert "the model verdict is unaffected" in verdict
