@@ -93,7 +93,7 @@ def test_by_default_the_check_runs_the_seeds_experiment_in_the_order_of_what_mat
     assert steps == ["compare", "round-cost", "aa", "numerics", "ir", "rocm", "busy"]
     for name in ("compare", "aa", "numerics"):
         line = next(line for line in lines if line.startswith(f"--- {name}: "))
-        assert f"error: --models: unknown model 'NoSuchModel'" in line, line
+        assert "error: --models: unknown model 'NoSuchModel'" in line, line
     assert "--- rocm: skipped: not ROCm" in lines
     commands = calls.read_text().splitlines()
     compares = [c for c in commands if c.startswith("-m invoke compare ")]
