@@ -151,7 +151,8 @@ def numerics_text(summary: dict[str, Any] | None) -> str:
 
 def suite_settings(manifest: dict[str, Any]) -> str:
     suite = (manifest.get("settings") or {}).get("suite") or {}
-    return f"{suite.get('models', '?')} ({suite.get('size', '?')}, {suite.get('dtype', '?')})"
+    return (f"{suite.get('models', '?')} ({suite.get('size', '?')}, {suite.get('mode', '?')}, "
+            f"{suite.get('dtype', '?')})")
 
 
 def compare_line(run: Path) -> str:
