@@ -99,6 +99,19 @@ def test_the_numerics_line_of_a_run_without_outputs_says_so_and_one_without_a_re
     assert err == f"error: {run / 'report' / 'summary.json'}: not found (the run has no report)\n"
 
 
+def test_a_compare_cut_at_its_limit_counts_only_the_rounds_that_finished(capsys: pytest.CaptureFixture[str]) -> None:
+    """The CPU rehearsal of the seed's experiment (tests/fixtures/cpu_rehearsal_training): the compare was cut at
+    its limit in its third model round; the line gives the two finished rounds and names the one cut off."""
+    run = FIXTURES / "cpu_rehearsal_training" / "gpu-compare"
+
+    line = _line(capsys, "compare", str(run))
+
+    assert line.startswith("compare gpu-compare: BertForMaskedLM (tiny, training, amp); kernels base 23 (0 triton), "
+                           "pr 23 (0 triton); wall suite 171/155 s, organize+launch cost 30 s, "
+                           "models rounds 2 x 153 s (sum 307 s), run 690 s; no report")
+    assert line.endswith("not done: pair/models-round-3")
+
+
 def test_the_numerics_line_of_a_float16_ab_counts_what_the_report_compared(capsys: pytest.CaptureFixture[str]) -> None:
     """The rehearsal's float16 A/B on the CPU (tests/fixtures/cpu_rehearsal): the line is the report's own
     numerics block, with the float16 tolerance, and the compare line of the same run says the same."""
