@@ -44,8 +44,8 @@
 # DTYPE, INDUCTOR_CONFIG and SUITE_ENV (space-separated KEY=VALUE; empty for none), ROUNDS (auto or a number),
 # MAX_ROUNDS, ROUND_BUDGET (compare's --budget; default: the compare's limit less 120 s), PROFILE, IR_PAIRS,
 # AA_REPEAT, AA_MODELS, AA_ROUNDS, AA_SIZE, AA_MODE, AA_DTYPE, NUMERICS_MODELS, NUMERICS_MODE, NUMERICS_DTYPE,
-# NUMERICS_ROUNDS, OVERHEAD_KERNELS, RUN_DIR, PACK_LIMIT_MB, and <STEP>_TIMEOUT in seconds. docs/gpu-validation.md ("Next run") has the two calls a
-# 15-minute lease takes.
+# NUMERICS_ROUNDS, OVERHEAD_KERNELS, RUN_DIR, PACK_LIMIT_MB, and <STEP>_TIMEOUT in seconds. docs/gpu-validation.md
+# ("Next run") has the CPU rehearsal's times, scaled to a GPU, and the calls a 15-minute lease takes.
 #
 # Runs and logs go to $WORK; $OUT gets summary.txt and gpu-check.tar.gz with the small real outputs (kernel files,
 # kernels.csv, round records, reports, the A/A JSON, the kept IR, every step's log) that become test fixtures.
