@@ -11,7 +11,8 @@ every time.
 
 Inputs, either:
   python benchmarks/aa_noise.py --measure [--repeat N] [--rounds R] [--passes P] [--load] [--positive-control]
-      [--models A,B] [--size tiny|full] [--dtype D] [--recipe cpu-local]
+      [--models A,B] [--size tiny|full] [--mode inference|training] [--dtype D] [--recipe cpu-local]
+      [--env KEY=VALUE ...] [--inductor-config KEY=VALUE ...]
                                                # runs `invoke compare --base=installed --pr=installed` now
   python benchmarks/aa_noise.py --run RUN_ID [--run RUN_ID ...] [--positive-run RUN_ID ...] [--runs-dir runs]
   python benchmarks/aa_noise.py --base-csv A/kernels.csv --pr-csv B/kernels.csv \
@@ -38,11 +39,13 @@ from background_load import BackgroundLoad
 from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.flag_values import whole_number
-from analysis.formats.suite_options import DTYPES, SIZES
+from analysis.formats.suite_options import DTYPES, MODES, SIZES
 from analysis.formats.suite_request import SuiteRequest
 from analysis.stats.sequential import check_rounds_flags
 from analysis.stats.verdict_settings import FLAG_HELP, VERDICTS, VerdictSettings
 from prbench.cli import OneLineParser
+from prbench.inductor_options import check_inductor_config
+from prbench.runs.variants import parse_assignments, parse_config_values
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_PATCH = ROOT / "examples" / "cpu-scalar-short-reductions.patch"  # changes code on every CPU
@@ -363,8 +366,13 @@ class MeasurePlan:
     load: bool
     positive: bool
     verbose: bool
-    size: str = "tiny"  # the suite's model size and dtype, as invoke compare's --size and --dtype
+    size: str = "tiny"  # the suite's model size, mode and dtype, as invoke compare's --size, --mode and --dtype
     dtype: str = "float32"
+    mode: str = "inference"
+    # As invoke compare's --env (over the recipe's [suite.env]) and --inductor-config: an A/A of the experiment a
+    # compare runs (the seed's: pointwise autotuning, cudagraphs off) has to run it with the same settings.
+    env: dict[str, str] = field(default_factory=dict)
+    inductor_config: dict[str, Any] = field(default_factory=dict)
 
     def run_id(self, kind: str, number: int) -> str:
         return f"{self.prefix}-{kind}{number}"
@@ -377,14 +385,16 @@ def measure(plan: MeasurePlan) -> Iterator[Repeat]:
     from prbench.recipes import load_recipe
 
     recipe = load_recipe(plan.recipe, ROOT / "recipes")
-    suite = SuiteRequest(models=plan.models, size=plan.size, dtype=plan.dtype, device=device_for(recipe.platform))
+    suite = SuiteRequest(models=plan.models, size=plan.size, mode=plan.mode, dtype=plan.dtype,
+                         device=device_for(recipe.platform))
     suite.validate()
     log = plan.runs_dir / f"{plan.prefix}.log"
 
     def compare(pr: str, run_id: str) -> RunSummary:
         request = CompareRequest(base="installed", pr=pr, recipe=recipe, runs_dir=plan.runs_dir, run_id=run_id,
                                  suite=suite, rounds=plan.rounds, auto_rounds=plan.auto, passes=plan.passes,
-                                 stats=plan.stats)
+                                 stats=plan.stats, env={**recipe.suite.env, **plan.env},
+                                 inductor_config=plan.inductor_config)
         with pipeline_output(log, plan.verbose) as console, maybe_load(plan.load):
             run_compare(request, console)
         return read_summary(plan.runs_dir, run_id)
@@ -490,7 +500,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ABBA blocks per item and round (default: invoke compare's)")
     m.add_argument("--models", default=DEFAULT_MODELS, help=f"suite models (default: {DEFAULT_MODELS})")
     m.add_argument("--size", default=None, help=f"model size: {' or '.join(SIZES)} (default: {SIZES[0]})")
+    m.add_argument("--mode", default=None, help=f"suite mode: {' or '.join(MODES)} (default: {MODES[0]})")
     m.add_argument("--dtype", default=None, help=f"model dtype: {', '.join(DTYPES)} (default: {DTYPES[0]})")
+    m.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="environment variable for the stages, as invoke compare's --env (repeatable)")
+    m.add_argument("--inductor-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="torch._inductor.config override, as invoke compare's --inductor-config (repeatable)")
     m.add_argument("--recipe", default="cpu-local", help="local recipe (default: cpu-local)")
     m.add_argument("--load", action="store_true",
                    help="run every comparison under a varying background CPU load (benchmarks/background_load.py)")
@@ -521,7 +536,9 @@ def check_args(args: argparse.Namespace) -> None:
     if not args.measure:
         used = [flag for flag, on in (("--repeat", args.repeat != 1), ("--rounds", args.rounds is not None),
                                       ("--passes", args.passes is not None),
-                                      ("--size", args.size is not None), ("--dtype", args.dtype is not None),
+                                      ("--size", args.size is not None), ("--mode", args.mode is not None),
+                                      ("--dtype", args.dtype is not None), ("--env", bool(args.env)),
+                                      ("--inductor-config", bool(args.inductor_config)),
                                       ("--load", args.load), ("--positive-control", args.positive_control)) if on]
         if used:
             raise UserError(f"{used[0]}: only with --measure")
@@ -545,20 +562,25 @@ def plan_from(args: argparse.Namespace) -> MeasurePlan:
     prefix = args.run[0] if args.run else f"aa-{dt.datetime.now():%Y%m%d-%H%M%S}"
     rounds = check_rounds_flags(args.rounds, None, None)
     passes = None if args.passes is None else whole_number("--passes", args.passes, minimum=1)
-    size, dtype = args.size or SIZES[0], args.dtype or DTYPES[0]
-    SuiteRequest(models=args.models, size=size, dtype=dtype).validate()  # at the door, not after a suite
+    size, mode, dtype = args.size or SIZES[0], args.mode or MODES[0], args.dtype or DTYPES[0]
+    SuiteRequest(models=args.models, size=size, mode=mode, dtype=dtype).validate()  # at the door, not after a suite
+    env = parse_assignments(args.env, "--env")
+    inductor_config = parse_config_values(parse_assignments(args.inductor_config, "--inductor-config"))
+    check_inductor_config(inductor_config, "--inductor-config")
     return MeasurePlan(prefix=prefix, repeat=args.repeat, rounds=rounds.rounds, auto=rounds.auto,
                        passes=passes, models=args.models,
                        recipe=args.recipe, runs_dir=args.runs_dir, stats=stats, load=args.load,
-                       positive=args.positive_control, verbose=args.verbose, size=size, dtype=dtype)
+                       positive=args.positive_control, verbose=args.verbose, size=size, dtype=dtype, mode=mode,
+                       env=env, inductor_config=inductor_config)
 
 
 def header(plan: MeasurePlan) -> str:
     load = f"background load ({background_load().settings.describe()})" if plan.load else "no background load"
     positive = f", positive control {EXAMPLE_PATCH.name}" if plan.positive else ""
     timing = f"{'adaptive' if plan.auto else plan.rounds} rounds, {plan.passes or 'default'} passes"
+    settings = "".join(f", {key}={value}" for key, value in {**plan.env, **plan.inductor_config}.items())
     return (f"A/A: {plan.repeat} x installed vs installed, {timing}, models {plan.models} ({plan.size}, "
-            f"{plan.dtype}), recipe "
+            f"{plan.mode}, {plan.dtype}{settings}), recipe "
             f"{plan.recipe}, {load}{positive}; runs {plan.runs_dir}/{plan.prefix}-*, pipeline output "
             f"{'shown' if plan.verbose else plan.runs_dir / (plan.prefix + '.log')}")
 

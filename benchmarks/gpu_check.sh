@@ -5,22 +5,30 @@
 #
 #   OUT=/tmp/gpu-check bash benchmarks/gpu_check.sh [STEP ...]
 #
-# Steps (default: compare round-cost ir aa numerics; env always runs first, busy always last):
+# Steps (default, in the order of what matters most: compare round-cost aa numerics ir rocm; env always runs
+# first, busy always last):
 #   env        GPU, driver, Python, torch, Triton, transformers versions; installs the host packages the GPU
 #              machine lacks from .whl/ (wheels downloaded beforehand) and git from .tools/ when it has none
-#   compare    invoke compare on recipes/cuda-local.toml, full-size models in bfloat16 (MODELS, SIZE, DTYPE) with
-#              compare's own defaults (adaptive rounds, no new round after ROUND_BUDGET): the installed torch
+#   compare    invoke compare on recipes/cuda-local.toml, the seed's experiment (the GPU recipes' [suite]:
+#              full-size models trained in AMP, cudagraphs off, pointwise autotuning; MODELS, SIZE, MODE, DTYPE,
+#              INDUCTOR_CONFIG, SUITE_ENV) with compare's own defaults (adaptive rounds, no new round after
+#              ROUND_BUDGET): the installed torch
 #              against a PR made here from the installed torch's own config.py (reductions looped instead of
 #              persistent: changes the Triton code of every reduction kernel); with PROFILE=1 also --profile and
 #              the node replay (perf-report -r) of the base side's compiled-model trace
 #   round-cost benchmarks/round_cost.py on the compare's run: each paired round split into its phases
 #   ir         benchmarks/triton_ir_fixtures.py on the compare's run: the Triton cache IR (ttir, ttgir, llir,
 #              ptx, metadata JSON) of IR_PAIRS changed kernel pairs, every version the GPU run compiled
-#   aa         benchmarks/aa_noise.py --measure: the installed torch against itself, AA_REPEAT fresh runs of
-#              AA_MODELS at AA_SIZE and AA_DTYPE (default SIZE and DTYPE); cut off by its limit, the repeats
-#              that finished are read back
-#   numerics   invoke compare of the same PR in float16 (NUMERICS_MODELS, NUMERICS_DTYPE, NUMERICS_ROUNDS): the
-#              numerical A/B of the models' outputs and the paired kernels' outputs
+#   aa         benchmarks/aa_noise.py --measure: the installed torch against itself in the compare's experiment,
+#              AA_REPEAT fresh runs of AA_MODELS at AA_SIZE, AA_MODE and AA_DTYPE (default SIZE, MODE and DTYPE);
+#              cut off by its limit, the repeats that finished are read back
+#   numerics   invoke compare of the same PR in the same experiment (NUMERICS_MODELS, NUMERICS_MODE,
+#              NUMERICS_DTYPE, NUMERICS_ROUNDS): the numerical A/B of the models' outputs and the paired kernels'
+#              outputs
+#   rocm       on a ROCm torch (torch.version.hip) only, else one "skipped: not ROCm" line: AMDGCN_USE_BUFFER_OPS
+#              in this shell and in the recipe's [env], the logs of this call that name hipErrorNoBinaryForGpu, and
+#              where rocprofv3 exists a kernel trace of one kernel worker's pass over the compare's base kernels
+#              (benchmarks/kernel_worker_startup.py)
 #   busy       benchmarks/gpu_busy_by_stage.py over every run of the call: how busy the GPU was per stage (from
 #              nvidia-smi's utilization, sampled every 200 ms for the whole call into gpu-utilization.csv)
 #   replay-fixture  perf-report -r on the H100 trace in tests/fixtures (its GEMMs replayed on this GPU)
@@ -32,11 +40,12 @@
 # (benchmarks/gpu_check_summary.py, read from its outputs). round-cost and ir read the run of this call's compare,
 # or RUN_DIR (a finished run directory) when it is set; startup and overhead also the call's newest run; without
 # one they say so and the call goes on. Knobs: BUDGET (seconds for the whole call, default 560), RECIPE (a local
-# recipe: cpu-local tries the script without a GPU), MODELS, SIZE (full or tiny), DTYPE, ROUNDS (auto or a
-# number), MAX_ROUNDS, ROUND_BUDGET (compare's --budget; default: the compare's limit less 120 s), PROFILE,
-# IR_PAIRS, AA_REPEAT, AA_MODELS, AA_ROUNDS, AA_SIZE, AA_DTYPE, NUMERICS_MODELS, NUMERICS_DTYPE, NUMERICS_ROUNDS,
-# OVERHEAD_KERNELS, RUN_DIR, PACK_LIMIT_MB, and <STEP>_TIMEOUT in seconds. docs/gpu-validation.md ("Next run") has the two calls a
-# 15-minute lease takes.
+# recipe: cpu-local tries the script without a GPU), MODELS, SIZE (full or tiny), MODE (training or inference),
+# DTYPE, INDUCTOR_CONFIG and SUITE_ENV (space-separated KEY=VALUE; empty for none), ROUNDS (auto or a number),
+# MAX_ROUNDS, ROUND_BUDGET (compare's --budget; default: the compare's limit less 120 s), PROFILE, IR_PAIRS,
+# AA_REPEAT, AA_MODELS, AA_ROUNDS, AA_SIZE, AA_MODE, AA_DTYPE, NUMERICS_MODELS, NUMERICS_MODE, NUMERICS_DTYPE,
+# NUMERICS_ROUNDS, OVERHEAD_KERNELS, RUN_DIR, PACK_LIMIT_MB, and <STEP>_TIMEOUT in seconds. docs/gpu-validation.md
+# ("Next run") has the CPU rehearsal's times, scaled to a GPU, and the calls a 15-minute lease takes.
 #
 # Runs and logs go to $WORK; $OUT gets summary.txt and gpu-check.tar.gz with the small real outputs (kernel files,
 # kernels.csv, round records, reports, the A/A JSON, the kept IR, every step's log) that become test fixtures.
@@ -49,11 +58,17 @@ OUT=${OUT:-$ROOT/gpu-check-out}
 WORK=${WORK:-/tmp/prbench-gpu-check/$(date -u +%Y%m%d-%H%M%S)}
 PY=${PYTHON:-python3}
 RECIPE=${RECIPE:-cuda-local}
-# Full-size models (the suite's default configs, built from transformers' config classes: no download) in bfloat16,
-# as users run them; SIZE=tiny DTYPE=float32 is the scale of the earlier runs and of a rehearsal on the CPU.
+# The seed's experiment, which the GPU recipes carry in their [suite] and cuda-local (this machine's torch, no
+# Docker) leaves to the flags: full-size models (the suite's default configs, built from transformers' config
+# classes: no download), trained (forward, loss, backward) in AMP, cudagraphs off (each kernel launched and timed on
+# its own), several block sizes tried per pointwise kernel. SIZE=tiny MODE=inference DTYPE=float32 is the scale of
+# the earlier runs.
 MODELS=${MODELS:-BertForMaskedLM,GPT2ForSequenceClassification}
 SIZE=${SIZE:-full}
-DTYPE=${DTYPE:-bfloat16}
+MODE=${MODE:-training}
+DTYPE=${DTYPE:-amp}
+INDUCTOR_CONFIG=${INDUCTOR_CONFIG-triton.cudagraphs=false}
+SUITE_ENV=${SUITE_ENV-TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE=1}
 ROUNDS=${ROUNDS:-auto}
 PROFILE=${PROFILE:-0}
 IR_PAIRS=${IR_PAIRS:-4}
@@ -61,9 +76,11 @@ AA_REPEAT=${AA_REPEAT:-2}
 AA_MODELS=${AA_MODELS:-$MODELS}
 AA_ROUNDS=${AA_ROUNDS:-$ROUNDS}
 AA_SIZE=${AA_SIZE:-$SIZE}
+AA_MODE=${AA_MODE:-$MODE}
 AA_DTYPE=${AA_DTYPE:-$DTYPE}
 NUMERICS_MODELS=${NUMERICS_MODELS:-GPT2ForSequenceClassification}
-NUMERICS_DTYPE=${NUMERICS_DTYPE:-float16}
+NUMERICS_MODE=${NUMERICS_MODE:-$MODE}
+NUMERICS_DTYPE=${NUMERICS_DTYPE:-$DTYPE}
 NUMERICS_ROUNDS=${NUMERICS_ROUNDS:-3}
 RUNS=$WORK/runs
 mkdir -p "$OUT" "$RUNS"
@@ -71,6 +88,14 @@ SUMMARY=$WORK/summary.txt
 export PYTHONUNBUFFERED=1
 
 note() { echo "$*" | tee -a "$SUMMARY"; }
+
+# experiment MODE DTYPE: the flags of the experiment (invoke compare's and aa_noise.py's spelling alike).
+experiment() {
+    local item
+    printf '%s\n' --mode "$1" --dtype "$2"
+    for item in $INDUCTOR_CONFIG; do printf '%s\n' --inductor-config "$item"; done
+    for item in $SUITE_ENV; do printf '%s\n' --env "$item"; done
+}
 
 # The whole script ends inside BUDGET seconds (a lent machine's call has a hard limit), packing included.
 DEADLINE=$((SECONDS + ${BUDGET:-560}))
@@ -185,8 +210,9 @@ step_compare() {
         extra+=(--rounds "$ROUNDS")
     fi
     [ "$PROFILE" = 1 ] && extra+=(--profile)
+    mapfile -t -O ${#extra[@]} extra < <(experiment "$MODE" "$DTYPE")
     step compare "$limit" "$PY" -m invoke compare --recipe "$RECIPE" --base=installed \
-        --pr="$WORK/looped-reductions.patch" --models "$MODELS" --size "$SIZE" --dtype "$DTYPE" "${extra[@]}" \
+        --pr="$WORK/looped-reductions.patch" --models "$MODELS" --size "$SIZE" "${extra[@]}" \
         --run "gpu-compare" --runs-dir "$RUNS"
     local rc=$?
     COMPARE_SECONDS=$((SECONDS - begin))
@@ -222,10 +248,11 @@ pr_patch() {
 
 step_numerics() {
     pr_patch || { note "--- numerics: the PR patch could not be made"; return 1; }
-    local rounds=(--rounds "$NUMERICS_ROUNDS")
+    local rounds=(--rounds "$NUMERICS_ROUNDS") flags
     [ "$NUMERICS_ROUNDS" = auto ] && rounds=()
+    mapfile -t flags < <(experiment "$NUMERICS_MODE" "$NUMERICS_DTYPE")
     step numerics "${NUMERICS_TIMEOUT:-300}" "$PY" -m invoke compare --recipe "$RECIPE" --base=installed \
-        --pr="$WORK/looped-reductions.patch" --models "$NUMERICS_MODELS" --size "$SIZE" --dtype "$NUMERICS_DTYPE" \
+        --pr="$WORK/looped-reductions.patch" --models "$NUMERICS_MODELS" --size "$SIZE" "${flags[@]}" \
         "${rounds[@]}" --run "gpu-numerics" --runs-dir "$RUNS"
     [ -f "$RUNS/gpu-numerics/manifest.json" ] && numbers numerics "$RUNS/gpu-numerics"
 }
@@ -253,14 +280,15 @@ step_overhead() {
 step_aa() {
     # An A/A is the compare's pipeline: starting it with less time left than the compare took would only spend
     # the budget on a run that cannot finish.
-    local left=$((DEADLINE - SECONDS)) rounds=() repeat runs=()
+    local left=$((DEADLINE - SECONDS)) rounds=() repeat runs=() flags
     if [ -n "${COMPARE_SECONDS:-}" ] && [ "$left" -lt $((COMPARE_SECONDS * 9 / 10)) ]; then
         note "--- aa: skipped (the compare took ${COMPARE_SECONDS} s; ${left} s left)"
         return 1
     fi
     [ "$AA_ROUNDS" = auto ] || rounds=(--rounds "$AA_ROUNDS")
+    mapfile -t flags < <(experiment "$AA_MODE" "$AA_DTYPE")
     step aa "${AA_TIMEOUT:-400}" "$PY" benchmarks/aa_noise.py --measure --recipe "$RECIPE" --repeat "$AA_REPEAT" \
-        "${rounds[@]}" --models "$AA_MODELS" --size "$AA_SIZE" --dtype "$AA_DTYPE" --run gpu-aa --runs-dir "$RUNS" \
+        "${rounds[@]}" --models "$AA_MODELS" --size "$AA_SIZE" "${flags[@]}" --run gpu-aa --runs-dir "$RUNS" \
         --json "$WORK/aa.json"
     if [ ! -f "$WORK/aa.json" ]; then
         # Cut off by its limit: the repeats that finished still count.
@@ -295,6 +323,33 @@ step_startup() {
             TRITON_CACHE_DIR="$WORK/startup-triton" "$PY" benchmarks/kernel_worker_startup.py \
             --organized "$organized" --device "$device" --json "$WORK/startup-$start.json"
     done
+}
+
+# The ROCm specifics of the call, on an AMD GPU only: whether buffer ops were asked for, whether any HIP runtime
+# found no code object for this GPU (error 209), and a rocprofv3 kernel trace of one kernel worker's pass.
+step_rocm() {
+    local hip logs run
+    hip=$("$PY" -c "import torch; print(torch.version.hip or '')" 2>/dev/null)
+    if [ -z "$hip" ]; then
+        note "--- rocm: skipped: not ROCm"
+        return 1
+    fi
+    note "    rocm: HIP $hip; AMDGCN_USE_BUFFER_OPS ${AMDGCN_USE_BUFFER_OPS:-unset} in this shell," \
+        "$("$PY" -c "import pathlib, sys; from prbench.recipes import load_recipe
+print(load_recipe(sys.argv[1], pathlib.Path('recipes')).env.get('AMDGCN_USE_BUFFER_OPS', 'unset'))" "$RECIPE" 2>&1 |
+            tail -n 1)" \
+        "in recipe $RECIPE's [env]"
+    logs=$(grep -rl --include='*.log' --include='*.json' --include='*.csv' hipErrorNoBinaryForGpu "$WORK" | sort)
+    note "    rocm: hipErrorNoBinaryForGpu in $(echo -n "$logs" | grep -c .) file(s)${logs:+: $(echo $logs)}"
+    if ! command -v rocprofv3 >/dev/null; then
+        note "--- rocprof: skipped (no rocprofv3)"
+        return 0
+    fi
+    run=$(needs_run rocprof) || return 1
+    rm -rf "$WORK/rocprof"
+    step rocprof "${ROCPROF_TIMEOUT:-120}" rocprofv3 --kernel-trace --stats --output-format csv -d "$WORK/rocprof" \
+        -- "$PY" benchmarks/kernel_worker_startup.py --organized "${run}base/organized" --device 0 \
+        --json "$WORK/rocprof-worker.json"
 }
 
 # How busy the GPU was in each stage of every run of this call (the samples end when the steps do).
@@ -334,20 +389,21 @@ pack_files() {
         -not -path '*/work/*' -not -path '*/inductor-cache/*' -not -path '*/triton/*' -not -path '*/__pycache__/*')
 }
 
-STEPS="env, compare, round-cost, ir, aa, numerics, busy, replay-fixture, startup, overhead, gpu-tests"
+STEPS="env, compare, round-cost, aa, numerics, ir, rocm, busy, replay-fixture, startup, overhead, gpu-tests"
 SAMPLER=""
 
 main() {
     local steps=("$@")
-    [ ${#steps[@]} -gt 0 ] || steps=(compare round-cost ir aa numerics)
+    [ ${#steps[@]} -gt 0 ] || steps=(compare round-cost aa numerics ir rocm)
     for name in "${steps[@]}"; do
         case $name in
-            env|compare|round-cost|ir|aa|numerics|busy|replay-fixture|startup|overhead|gpu-tests) ;;
+            env|compare|round-cost|aa|numerics|ir|rocm|busy|replay-fixture|startup|overhead|gpu-tests) ;;
             *) note "unknown step $name (expected $STEPS)"; exit 2 ;;
         esac
     done
     note "gpu_check $(date -u +%FT%TZ): steps ${steps[*]}; recipe $RECIPE, models $MODELS, size $SIZE," \
-        "dtype $DTYPE, rounds $ROUNDS, budget ${BUDGET:-560} s; work $WORK"
+        "mode $MODE, dtype $DTYPE, inductor config ${INDUCTOR_CONFIG:-none}, env ${SUITE_ENV:-none}," \
+        "rounds $ROUNDS, budget ${BUDGET:-560} s; work $WORK"
     if command -v nvidia-smi >/dev/null; then
         # The share of each 200 ms in which a kernel ran, matched to the stages' and rounds' times afterwards.
         nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -lms 200 \
@@ -362,6 +418,7 @@ main() {
             ir) step_ir ;;
             aa) step_aa ;;
             numerics) step_numerics ;;
+            rocm) step_rocm ;;
             replay-fixture) step_replay_fixture ;;
             startup) step_startup ;;
             overhead) step_overhead ;;

@@ -86,7 +86,9 @@ def phase_walls(manifest: dict[str, Any]) -> list[str]:
     if prepare:
         parts.append(f"organize+launch cost {prepare:.0f} s")
     for kind in ROUND_KINDS:
-        rounds = [s for name, s in seconds.items() if name.startswith(ROUND_STAGE.format(kind=kind))]
+        # Only finished rounds: a round cut off by a limit records its time since all rounds were planned.
+        rounds = [s for name, s in seconds.items() if name.startswith(ROUND_STAGE.format(kind=kind))
+                  and manifest["stages"][name].get("status") == "done"]
         if rounds:
             parts.append(f"{kind} rounds {len(rounds)} x {statistics.median(rounds):.0f} s (sum {sum(rounds):.0f} s)")
     profiles = [seconds[f"{side}/profile"] for side in SIDES if f"{side}/profile" in seconds]
@@ -151,7 +153,8 @@ def numerics_text(summary: dict[str, Any] | None) -> str:
 
 def suite_settings(manifest: dict[str, Any]) -> str:
     suite = (manifest.get("settings") or {}).get("suite") or {}
-    return f"{suite.get('models', '?')} ({suite.get('size', '?')}, {suite.get('dtype', '?')})"
+    return (f"{suite.get('models', '?')} ({suite.get('size', '?')}, {suite.get('mode', '?')}, "
+            f"{suite.get('dtype', '?')})")
 
 
 def compare_line(run: Path) -> str:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +182,12 @@ def test_the_controls_of_each_run_are_counted(tmp_path: Path) -> None:
     (["--run", "x", "--size", "full"], "--size: only with --measure"),
     (["--measure", "--size", "huge"], "--size 'huge': expected one of tiny, full"),
     (["--measure", "--dtype", "fp8"], "--dtype 'fp8': expected one of float32, bfloat16, float16, amp"),
+    (["--measure", "--mode", "train"], "--mode 'train': expected one of inference, training"),
+    (["--run", "x", "--mode", "training"], "--mode: only with --measure"),
+    (["--run", "x", "--env", "A=1"], "--env: only with --measure"),
+    (["--measure", "--env", "A"], "--env 'A': expected KEY=VALUE"),
+    (["--measure", "--inductor-config", "triton.cudagraphs=False"],
+     "--inductor-config: inductor config 'triton.cudagraphs': expected bool"),
     (["--measure", "--rounds", "2"], "--rounds 2: at least 3 rounds"),
     (["--measure", "--repeat", "0"], "--repeat 0: expected at least 1"),
     (["--measure", "--margin", "2"], "--margin 2.0"),
@@ -206,7 +212,7 @@ def test_a_full_size_half_precision_aa_asks_the_suite_for_that_size_and_dtype() 
         ["--measure", "--models", "BertForMaskedLM", "--size", "full", "--dtype", "bfloat16"]))
 
     assert (plan.models, plan.size, plan.dtype) == ("BertForMaskedLM", "full", "bfloat16")
-    assert "models BertForMaskedLM (full, bfloat16)" in aa_noise.header(plan)
+    assert "models BertForMaskedLM (full, inference, bfloat16)" in aa_noise.header(plan)
 
 
 def test_a_malformed_summary_is_a_user_error(tmp_path: Path, capsys) -> None:
@@ -231,6 +237,8 @@ class FakeRequest:
     auto_rounds: bool = False
     passes: int | None = None
     stats: Any = None
+    env: dict[str, str] = field(default_factory=dict)
+    inductor_config: dict[str, Any] = field(default_factory=dict)
 
 
 def stand_in(monkeypatch: pytest.MonkeyPatch, run_compare: Any) -> None:
@@ -241,6 +249,35 @@ def stand_in(monkeypatch: pytest.MonkeyPatch, run_compare: Any) -> None:
     module.CompareRequest, module.run_compare = FakeRequest, run_compare
     monkeypatch.setitem(sys.modules, "prbench.compare.driver", module)
     monkeypatch.setattr(analysis.formats.suite_request.SuiteRequest, "validate", lambda self: ["BertForMaskedLM"])
+
+
+def test_an_aa_of_the_seeds_experiment_runs_it_with_the_compares_settings(tmp_path: Path, capsys,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU check's A/A repeats the seed's experiment: trained in AMP, cudagraphs off, and the recipe's
+    [suite.env] (pointwise autotuning) under the --env flags, as invoke compare runs it."""
+    seen: list[FakeRequest] = []
+
+    def fake_run_compare(request: FakeRequest, console: Any = None) -> tuple[Any, Any]:
+        seen.append(request)
+        write_run(request.runs_dir, request.run_id, summary())
+        return None, None
+
+    stand_in(monkeypatch, fake_run_compare)
+    recipe = tmp_path / "local-seed.toml"
+    recipe.write_text('platform = "cpu"\nrunner = "local"\n[pytorch]\n'
+                      'source = "https://github.com/pytorch/pytorch.git"\ncommit = "installed"\n'
+                      '[suite.env]\nTORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE = "1"\nOMP_NUM_THREADS = "2"\n')
+
+    code = aa_noise.main(["--measure", "--recipe", str(recipe), "--rounds", "3", "--models", "BertForMaskedLM",
+                          "--mode", "training", "--dtype", "amp", "--inductor-config", "triton.cudagraphs=false",
+                          "--env", "OMP_NUM_THREADS=1", "--run", "s", "--runs-dir", str(tmp_path / "runs")])
+
+    assert code == 0, capsys.readouterr()
+    (request,) = seen
+    assert (request.suite.mode, request.suite.dtype) == ("training", "amp")
+    assert request.inductor_config == {"triton.cudagraphs": False}
+    assert request.env == {"TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE": "1", "OMP_NUM_THREADS": "1"}
+    assert "(tiny, training, amp, OMP_NUM_THREADS=1, triton.cudagraphs=False)" in capsys.readouterr().out
 
 
 @pytest.mark.integration

@@ -49,14 +49,15 @@ def _line(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 @pytest.mark.parametrize("run", GPU_RUNS, ids=lambda p: p.parent.name + "/" + p.name)
 def test_the_compare_line_has_the_models_kernels_per_side_wall_per_phase_and_verdicts(
         capsys: pytest.CaptureFixture[str], run: Path) -> None:
-    """Given a GPU compare's run directory, the step's line names its models at their size and dtype, the kernels
+    """Given a GPU compare's run directory, the step's line names its models at their size, mode and dtype, the kernels
     per side as organize indexed them, the wall time of every phase as the manifest recorded it, and each
     family's verdict and interval as the report wrote them."""
     line = _line(capsys, "compare", str(run))
 
     manifest = json.loads((run / "manifest.json").read_text())
     suite = manifest["settings"]["suite"]
-    assert line.startswith(f"compare {run.name}: {suite['models']} ({suite['size']}, {suite['dtype']}); ")
+    assert line.startswith(f"compare {run.name}: {suite['models']} ({suite['size']}, {suite['mode']}, "
+                           f"{suite['dtype']}); ")
     for side in ("base", "pr"):
         with (run / side / "organized" / "index.csv").open(newline="") as handle:
             rows = list(csv.DictReader(handle))
@@ -79,7 +80,7 @@ def test_the_h200_float16_compare_line_reads_as_the_validation_notes_state_it(
         capsys: pytest.CaptureFixture[str]) -> None:
     line = _line(capsys, "compare", str(H200_FP16))
 
-    assert line.startswith("compare fp16: GPT2ForSequenceClassification (tiny, float16); "
+    assert line.startswith("compare fp16: GPT2ForSequenceClassification (tiny, inference, float16); "
                            "kernels base 11 (11 triton), pr 11 (11 triton); wall suite 28/25 s")
     assert "kernels inconclusive: geomean 1.028x (CI 0.905x-1.169x), 3 rounds, n 11" in line
     assert "numerics not recorded" in line  # the run predates the numerical A/B
@@ -88,7 +89,7 @@ def test_the_h200_float16_compare_line_reads_as_the_validation_notes_state_it(
 def test_the_numerics_line_of_a_run_without_outputs_says_so_and_one_without_a_report_is_an_error(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert _line(capsys, "numerics", str(H200_FP16)) == (
-        "numerics fp16: GPT2ForSequenceClassification (tiny, float16); numerics not recorded")
+        "numerics fp16: GPT2ForSequenceClassification (tiny, inference, float16); numerics not recorded")
     run = tmp_path / "cut-off"
     run.mkdir()
     shutil.copy(H200_FP16 / "manifest.json", run / "manifest.json")
@@ -96,6 +97,19 @@ def test_the_numerics_line_of_a_run_without_outputs_says_so_and_one_without_a_re
     assert gpu_check_summary.main(["numerics", str(run)]) == 2
     err = capsys.readouterr().err
     assert err == f"error: {run / 'report' / 'summary.json'}: not found (the run has no report)\n"
+
+
+def test_a_compare_cut_at_its_limit_counts_only_the_rounds_that_finished(capsys: pytest.CaptureFixture[str]) -> None:
+    """The CPU rehearsal of the seed's experiment (tests/fixtures/cpu_rehearsal_training): the compare was cut at
+    its limit in its third model round; the line gives the two finished rounds and names the one cut off."""
+    run = FIXTURES / "cpu_rehearsal_training" / "gpu-compare"
+
+    line = _line(capsys, "compare", str(run))
+
+    assert line.startswith("compare gpu-compare: BertForMaskedLM (tiny, training, amp); kernels base 23 (0 triton), "
+                           "pr 23 (0 triton); wall suite 171/155 s, organize+launch cost 30 s, "
+                           "models rounds 2 x 153 s (sum 307 s), run 690 s; no report")
+    assert line.endswith("not done: pair/models-round-3")
 
 
 def test_the_numerics_line_of_a_float16_ab_counts_what_the_report_compared(capsys: pytest.CaptureFixture[str]) -> None:
@@ -107,7 +121,8 @@ def test_the_numerics_line_of_a_float16_ab_counts_what_the_report_compared(capsy
     line = _line(capsys, "numerics", str(run))
 
     assert numerics["tolerances"]["float16"] == {"rtol": 0.01, "atol": 0.01}
-    assert line == ("numerics gpu-numerics: GPT2ForSequenceClassification (tiny, float16), rtol 0.01 atol 0.01; "
+    assert line == ("numerics gpu-numerics: GPT2ForSequenceClassification (tiny, inference, float16), "
+                    "rtol 0.01 atol 0.01; "
                     "numerics models 1/1 passed; kernels 9/9 passed (9/9 identical-code pairs bit-identical)")
     compare = _line(capsys, "compare", str(run))
     assert "kernels base 9 (0 triton), pr 9 (0 triton)" in compare

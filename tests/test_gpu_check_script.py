@@ -44,7 +44,7 @@ def test_an_unknown_step_stops_with_the_list_of_steps(tmp_path: Path) -> None:
     done = _run(tmp_path, "comapre")
 
     assert done.returncode == 2
-    steps = "env, compare, round-cost, ir, aa, numerics, busy, replay-fixture, startup, overhead, gpu-tests"
+    steps = "env, compare, round-cost, aa, numerics, ir, rocm, busy, replay-fixture, startup, overhead, gpu-tests"
     assert f"unknown step comapre (expected {steps})" in done.stdout
 
 
@@ -63,3 +63,52 @@ def test_a_failed_compare_skips_only_the_steps_that_read_its_run(tmp_path: Path)
     assert "--- busy: skipped (no nvidia-smi utilization samples)" in lines
     with tarfile.open(tmp_path / "out" / "gpu-check.tar.gz") as archive:
         assert {"./compare.log", "./replay-fixture.log", "./summary.txt"} <= set(archive.getnames())
+
+
+# The seed's experiment as invoke compare's and aa_noise.py's flags spell it (the GPU recipes' [suite]).
+SEED_EXPERIMENT = ("--mode training --dtype amp --inductor-config triton.cudagraphs=false "
+                   "--env TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE=1")
+
+
+def _recording_python(tmp_path: Path) -> tuple[Path, Path]:
+    """A PYTHON that writes each command line it is given to a file, then runs the real interpreter."""
+    calls, wrapper = tmp_path / "python-calls.txt", tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nprintf \'%s\\n\' "$*" >>{calls}\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper, calls
+
+
+def test_by_default_the_check_runs_the_seeds_experiment_in_the_order_of_what_matters_most(tmp_path: Path) -> None:
+    """Without steps named, the compare, its A/A and the numerical A/B all run the seed's experiment (trained in
+    AMP, cudagraphs off, pointwise autotuning), in the issue's priority order; each command gets past the flag
+    checks (an unknown model is the first thing refused) and a CPU says in one line that it is not ROCm."""
+    python, calls = _recording_python(tmp_path)
+    done = _run(tmp_path, PYTHON=str(python), MODELS="NoSuchModel", NUMERICS_MODELS="NoSuchModel")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = (tmp_path / "out" / "summary.txt").read_text().splitlines()
+    assert "mode training, dtype amp, inductor config triton.cudagraphs=false, " \
+        "env TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE=1" in lines[0]
+    steps = [line.split(":")[0].removeprefix("--- ") for line in lines if line.startswith("--- ")]
+    assert steps == ["compare", "round-cost", "aa", "numerics", "ir", "rocm", "busy"]
+    for name in ("compare", "aa", "numerics"):
+        line = next(line for line in lines if line.startswith(f"--- {name}: "))
+        assert "error: --models: unknown model 'NoSuchModel'" in line, line
+    assert "--- rocm: skipped: not ROCm" in lines
+    commands = calls.read_text().splitlines()
+    compares = [c for c in commands if c.startswith("-m invoke compare ")]
+    assert len(compares) == 2 and all(SEED_EXPERIMENT in c for c in compares), compares
+    assert "--size full" in compares[0] and "--run gpu-compare" in compares[0]
+    aa = next(c for c in commands if c.startswith("benchmarks/aa_noise.py --measure "))
+    assert SEED_EXPERIMENT in aa and "--size full" in aa
+
+
+def test_the_experiment_stays_overridable_knob_by_knob(tmp_path: Path) -> None:
+    python, calls = _recording_python(tmp_path)
+    done = _run(tmp_path, "compare", PYTHON=str(python), MODELS="NoSuchModel", MODE="inference", DTYPE="bfloat16",
+                INDUCTOR_CONFIG="", SUITE_ENV="")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    compare = next(c for c in calls.read_text().splitlines() if c.startswith("-m invoke compare "))
+    assert "--mode inference --dtype bfloat16 --run gpu-compare" in compare
+    assert "--inductor-config" not in compare and "--env" not in compare
