@@ -76,6 +76,23 @@ def test_the_handlers_are_back_after_the_task_and_an_ignored_sighup_stays_ignore
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+def test_a_task_started_with_ctrl_c_ignored_still_stops_on_it(sigterm_raises: None) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a background job of a script (`pytest &` in a CI runner)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # and a starter's thread that blocked SIGTERM
+    try:
+        with pytest.raises(KeyboardInterrupt) as caught, terminate_as_interrupt():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the signal interrupts this
+        assert not isinstance(caught.value, Terminated)
+        with pytest.raises(Terminated), terminate_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # as inherited, after the task
+        assert signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
 @pytest.fixture
 def hosts() -> Iterator[list[subprocess.Popen]]:
     """The host processes a test starts; one a failed test left running is ended as a user would (SIGTERM)."""
