@@ -49,7 +49,9 @@ from prbench.publish.github_api import GitHub, PullRequest, Token
 from prbench.runners import StageCommand, StageFailed
 
 ROOT = Path(__file__).resolve().parents[1]
-HANG_S = 10  # "no hang": every case answers well within this
+# "No hang": a case answers in about a second on an idle machine (the first of a family imports its modules), a
+# few on a busy one (two cores under a two-process load); a hang never ends. 60 s tells them apart with room.
+HANG_S = 60
 
 
 @dataclass(frozen=True)
@@ -473,6 +475,7 @@ def test_a_full_disk_in_one_shard_stops_the_shards_running_beside_it(tmp_path: P
     started = time.monotonic()
     with hang_guard(), pytest.raises(StageFailed, match="no space left on device"):
         pool.run(tasks, lambda outcome: None)
+    # The running shard is stopped as soon as the full disk is reported (well under a second), not when it ends.
     assert runner.interrupted.is_set() and time.monotonic() - started < HANG_S / 2
 
 
