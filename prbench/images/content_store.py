@@ -814,15 +814,21 @@ def _pip_download(requirements: list[str], target: WheelTarget, dest: Path, pip_
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           errors="replace") as pip:
         assert pip.stdout is not None
-        for line in pip.stdout:
-            line = line.rstrip()
-            if not line:
-                continue
-            tail = [*tail[-19:], line]
-            emit(f"  pip: {line.strip()}")
-            already = re.match(r"\s*File was already downloaded (.+)$", line)
-            if already:
-                reused.add(Path(already.group(1).strip()).name)
+        try:
+            for line in pip.stdout:
+                line = line.rstrip()
+                if not line:
+                    continue
+                tail = [*tail[-19:], line]
+                emit(f"  pip: {line.strip()}")
+                already = re.match(r"\s*File was already downloaded (.+)$", line)
+                if already:
+                    reused.add(Path(already.group(1).strip()).name)
+        except BaseException:
+            # Ctrl-C, SIGTERM (prbench.termination): Popen's exit would wait for the whole download (a SIGTERM
+            # or a `kill -INT` reaches this process alone, not pip), so pip is ended here.
+            pip.kill()
+            raise
     if pip.returncode != 0:
         errors = [line.strip() for line in tail if line.strip().startswith("ERROR")] or tail[-1:] or ["no output"]
         raise StoreError(f"pip download {' '.join(requirements)} for {target.describe()} failed: {errors[-1]}")
