@@ -23,6 +23,8 @@ from prbench.images import build
 from prbench.images.build import BuildResult, build_image
 from prbench.images.content_store import INDEX, Store
 
+pytestmark = pytest.mark.integration  # it starts processes (forked Pythons)
+
 FORK = multiprocessing.get_context("fork")
 WRITERS = 4
 PAYLOAD = os.urandom(1 << 24)  # 16 MiB: copied in chunks, so a reader would catch a partial object if one showed
