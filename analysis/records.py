@@ -231,7 +231,13 @@ def parse_json(text: str | bytes, where: str, what: str) -> Any:
     except UnicodeDecodeError as exc:
         raise UserError(f"{where}: not UTF-8 text (byte {exc.start}: {exc.reason}); expected {what}") from None
     except ValueError as exc:  # int() of a too long literal
-        raise UserError(f"{where}: a number too long to read ({str(exc).split(';')[0]}); expected {what}") from None
+        raise number_too_long(exc, where, what) from None
+
+
+def number_too_long(exc: ValueError, where: str, what: str) -> UserError:
+    """The one line for what a JSON decoder raises, besides a syntax error, on a number Python will not hold: an
+    integer literal beyond ``sys.get_int_max_str_digits()`` (4300 digits)."""
+    return UserError(f"{where}: a number too long to read ({str(exc).split(';')[0]}); expected {what}")
 
 
 def read_json(path: Path, what: str, limit: int = MAX_JSON_BYTES) -> Any:

@@ -5,6 +5,14 @@ process on the spot, and a stage running in a container or in a process group of
 the main thread as `Terminated` (a ``KeyboardInterrupt``), they take Ctrl-C's path instead: the running stages are
 stopped, their containers removed, the run's lock released and finished work kept; ``prbench.cli.user_facing``
 then exits with ``128 + signal`` (143 for SIGTERM) and one line.
+
+Ctrl-C reaches a task whatever it inherited: a host started as a background job of a script (a CI runner's
+``pytest &``) begins with SIGINT ignored, and then ``kill -INT`` or a Ctrl-C on the script would leave it running
+until its stage ends (a compile of minutes). So the task takes SIGINT back for its duration, as stages do.
+
+The stop is bounded: a stage gets `STOP_GRACE_S` after its SIGINT to finish its current atomic write before its
+process group is killed, and its output `OUTPUT_DRAIN_S` more to reach the log; with the host's own exit that keeps
+a task's end within 10 s of the signal on a busy machine (tests/test_worker_lifeline.py).
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from types import FrameType
 from typing import Any
 
 TERMINATING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+STOP_GRACE_S = 5.0  # a stopped stage's time to finish its current write (after SIGINT), then SIGKILL
+OUTPUT_DRAIN_S = 2.0  # after a stopped stage's group is killed: its last output's time to reach the log
 
 
 class Terminated(KeyboardInterrupt):
@@ -40,10 +50,12 @@ def terminate_as_interrupt() -> Iterator[None]:
     """For the block: SIGTERM and SIGHUP raise `Terminated` in the main thread (elsewhere: nothing changes).
 
     Only the first signal raises: a second one (a CI runner repeats its SIGTERM) would cut short the stop it
-    started, and leave the very container the first one is removing. A signal the process was started with
-    ignored (``nohup`` ignores SIGHUP) stays ignored. The handlers in place before are back after the block. A
-    library that turns whatever its wait was interrupted by into a plain ``KeyboardInterrupt`` (Ray's ``wait`` and
-    ``get`` do) does not hide the signal: what leaves the block is `Terminated`.
+    started, and leave the very container the first one is removing. SIGTERM or SIGHUP the process was started
+    with ignored (``nohup`` ignores SIGHUP) stays ignored; SIGINT is taken back (see the module's doc), and the
+    three are unblocked in the main thread (a starter's thread that blocked them passes its mask on). The
+    handlers and the mask in place before are back after the block. A library that turns whatever its wait was
+    interrupted by into a plain ``KeyboardInterrupt`` (Ray's ``wait`` and ``get`` do) does not hide the signal:
+    what leaves the block is `Terminated`.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -56,10 +68,13 @@ def terminate_as_interrupt() -> Iterator[None]:
         received.append(signum)
         raise Terminated(signum)
 
-    previous = {signum: signal.getsignal(signum) for signum in TERMINATING_SIGNALS}
-    for signum, earlier in previous.items():
-        if earlier is not signal.SIG_IGN:
+    previous = {signum: signal.getsignal(signum) for signum in (*TERMINATING_SIGNALS, signal.SIGINT)}
+    for signum in TERMINATING_SIGNALS:
+        if previous[signum] is not signal.SIG_IGN:
             signal.signal(signum, handler)
+    if previous[signal.SIGINT] in (signal.SIG_IGN, signal.SIG_DFL):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {*TERMINATING_SIGNALS, signal.SIGINT})
     try:
         yield
     except KeyboardInterrupt as exc:
@@ -68,6 +83,7 @@ def terminate_as_interrupt() -> Iterator[None]:
         raise
     finally:
         _restore(previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 @contextlib.contextmanager

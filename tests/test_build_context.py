@@ -251,7 +251,9 @@ def test_moving_the_clone_keeps_the_archive_usable(tmp_path: Path, standin_plan)
 def test_a_runs_lock_holds_both_images_and_a_local_run_has_none(tmp_path: Path) -> None:
     from prbench.images.image_lock import COMPARED, LOCK_VERSION, read_locks
 
-    image_lock = {"lock_version": LOCK_VERSION, **{key: {} for key in COMPARED}, "store": [], "provenance": {}}
+    image_lock = {"lock_version": LOCK_VERSION, **{key: {} for key in COMPARED}, "store": [],
+                  "recipe": {"name": "bookworm"}, "base": {"digest": ZERO_DIGEST},
+                  "provenance": {"recipe_path": "", "recipe_toml": "", "image": {"tag": "prbench/bookworm:x"}}}
     run_lock = tmp_path / "lock.json"
     run_lock.write_text(json.dumps({"base": image_lock, "pr": image_lock}))
     local = tmp_path / "local.json"

@@ -88,9 +88,12 @@ def read_or_refuse(read: Callable[[Path], T], path: Path) -> T | None:
 
 # --- values of every JSON type, odd numbers first ---------------------------------------------------------------
 
+# An integer of more digits than Python converts (4300): json.dumps cannot write it, so a document carries this
+# marker in its place, which `dumps` writes as the 5,001 digits.
+TOO_LONG = "\x00an integer of 5001 digits\x00"
 odd_numbers = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True), st.integers(min_value=-(2**70), max_value=2**70),
-    st.sampled_from([0, -1, -0.0, 1e308, -1e-300, 2**63, 2**64, 4e15, 4e18]))
+    st.sampled_from([0, -1, -0.0, 1e308, -1e-300, 2**63, 2**64, 4e15, 4e18, TOO_LONG]))
 scalars = st.one_of(st.none(), st.booleans(), odd_numbers, st.text(max_size=6))
 junk = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
                     | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=6)
@@ -136,7 +139,8 @@ def mutated(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value)  # NaN and ±inf become the NaN/Infinity literals Python's json module reads back
+    # NaN and ±inf become the NaN/Infinity literals Python's json module reads back.
+    return json.dumps(value).replace(json.dumps(TOO_LONG), "9" * 5001)
 
 
 # --- Kineto traces --------------------------------------------------------------------------------------------
@@ -547,6 +551,25 @@ def test_given_a_pr_trace_with_nan_durations_trace_diff_says_so_in_one_line(tmp_
                                    "--output", str(tmp_path / "diff")),
                             f"{pr}: traceEvents[1] 'dur'")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pr.json"]
+
+
+@pytest.mark.parametrize(("name", "read", "document"), [
+    ("rank_0.json", read_trace, {"traceEvents": [KERNEL, {**KERNEL, "ts": TOO_LONG}]}),
+    ("908_results.json", read_trace, {"rocprofiler-sdk-tool": [{"metadata": {"init_time": TOO_LONG}}]}),
+    (MANIFEST, lambda path: RunStore(path.parent.parent).open("r"), {"run_id": "r", "created": TOO_LONG}),
+    ("round-001.json", read_round, {"kind": "kernels", "round": TOO_LONG}),
+    ("shard.json", read_shard_record, {"models": [], "wall_s": TOO_LONG}),
+    ("kernel_samples.json", read_round_samples, {"pointwise/a.py": [[TOO_LONG]]}),
+    ("samples.json", read_suite_samples, {"M": {"eager": [TOO_LONG]}}),
+    ("graph_models.json", read_graph_models, {"g": TOO_LONG}),
+], ids=["kineto", "rocprofv3", "manifest", "round", "suite-shard", "kernel-samples", "suite-samples", "graph-models"])
+def test_given_a_number_of_5001_digits_every_json_reader_refuses_it_in_one_line(
+        tmp_path: Path, name: str, read: Callable[[Path], Any], document: Any) -> None:
+    path = tmp_path / "r" / name
+    path.parent.mkdir()
+    path.write_text(dumps(document))
+
+    assert read_or_refuse(read, path) is None  # refused, in one line naming the file
 
 
 def test_given_a_kernels_csv_with_inf_compare_kernels_says_so_in_one_line_and_writes_nothing(tmp_path: Path) -> None:

@@ -49,7 +49,9 @@ from prbench.publish.github_api import GitHub, PullRequest, Token
 from prbench.runners import StageCommand, StageFailed
 
 ROOT = Path(__file__).resolve().parents[1]
-HANG_S = 10  # "no hang": every case answers well within this
+# "No hang": a case answers in about a second on an idle machine (the first of a family imports its modules), a
+# few on a busy one (two cores under a two-process load); a hang never ends. 60 s tells them apart with room.
+HANG_S = 60
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,12 @@ def world(tmp_path: Path) -> dict[str, Path]:
     os.mkfifo(w["fifo_traces"] / "rank_0.json")
     w["long_int"] = tmp_path / "long_int.json"
     w["long_int"].write_text('{"k": [[' + "1" * 5000 + "]]}")
+    long_int = "9" * 5001  # json.dumps cannot write it: the documents are written as text
+    event = '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": TS, "dur": 5}'
+    w["trace_long_int"] = tmp_path / "trace_long_int.json"
+    w["trace_long_int"].write_text(f'{{"traceEvents": [{event.replace("TS", "1")}, {event.replace("TS", long_int)}]}}')
+    w["rocprof_long_int"] = tmp_path / "rocprof_long_int.json"
+    w["rocprof_long_int"].write_text(f'{{"rocprofiler-sdk-tool": [{{"metadata": {{"init_time": {long_int}}}}}]}}')
     w["deep"] = tmp_path / "deep.json"
     w["deep"].write_text("[" * 100_000 + "]" * 100_000)
     # Runs: one whose kernel samples are a FIFO; a runs dir whose latest run's manifest is a FIFO.
@@ -169,6 +177,8 @@ def world(tmp_path: Path) -> dict[str, Path]:
     w["lock_jobs"] = _lock(tmp_path / "lock_jobs.json", build={"args": {"MAX_JOBS": "many"}})
     w["lock_long_int"] = tmp_path / "lock_long_int.json"
     w["lock_long_int"].write_text('{"lock_version": ' + "1" * 5000 + "}")
+    w["lock_nan"] = _lock(tmp_path / "lock_nan.json", lock_version=math.nan)
+    w["lock_bare"] = _lock(tmp_path / "lock_bare.json")
     return w
 
 
@@ -198,6 +208,8 @@ NOT_REGULAR = [
     Case("status --run newer --runs-dir {status_runs}", "manifest.json: not a valid run manifest (is a named pipe"),
     Case("rebuild --lock {fifo}", "--lock: {fifo}: is a named pipe"),
     Case("rebuild --lock {lock_long_int}", "a number too long to read"),
+    Case("trace-diff {trace_long_int} {trace_long_int}", "{trace_long_int}: traceEvents[1]: a number too long to read"),
+    Case("trace-diff {rocprof_long_int} {rocprof_long_int}", "{rocprof_long_int}: a number too long to read"),
 ]
 
 
@@ -230,6 +242,8 @@ AT_THE_DOOR = [
     Case("rebuild --lock {lock_provenance}", "provenance is 'x'; expected an object"),
     Case("rebuild --lock {lock_base}", "base is a list; expected an object"),
     Case("verify --lock {lock_jobs}", "build.args.MAX_JOBS is 'many'; expected a whole number ≥ 1"),
+    Case("verify --lock {lock_nan}", "{lock_nan} is not a prbench lock of this version (lock_version is nan"),
+    Case("rebuild --lock {lock_bare}", "{lock_bare}: recipe.name is missing; expected a lock written by invoke build"),
 ]
 
 
@@ -461,6 +475,7 @@ def test_a_full_disk_in_one_shard_stops_the_shards_running_beside_it(tmp_path: P
     started = time.monotonic()
     with hang_guard(), pytest.raises(StageFailed, match="no space left on device"):
         pool.run(tasks, lambda outcome: None)
+    # The running shard is stopped as soon as the full disk is reported (well under a second), not when it ends.
     assert runner.interrupted.is_set() and time.monotonic() - started < HANG_S / 2
 
 

@@ -28,6 +28,7 @@ from prbench.runs.overlay import installed_package_dir
 from prbench.runs.pipeline import Pipeline
 from prbench.runs.run_store import RunStore
 from prbench.runs.variants import Variant
+from prbench.termination import STOP_GRACE_S
 
 STAGE = "prbench_test_tiny_stage"
 
@@ -276,10 +277,14 @@ def test_a_timeout_stops_the_whole_process_group(tmp_path: Path, stage_dir: Path
     log = tmp_path / "logs" / "suite.log"
     started = time.monotonic()
 
+    # 5 s: the stage's start-up (a Python process, well under a second on an idle machine) must be over before the
+    # timeout for pids.json to be there, and a busy two-core machine stretches it several times. The stop after
+    # it is SIGINT, at most the runner's grace, then SIGKILL: 15 s in all is a third of the 60 s the stage would
+    # sleep, so a passing test cannot have waited for the stage to end by itself.
     with pytest.raises(StageFailed, match=f"stage {STAGE}: timed out after"):
-        LocalRunner(stream_output=False).run(command(stage_dir, "hang", tmp_path, log_path=log, timeout_s=1.0))
+        LocalRunner(stream_output=False).run(command(stage_dir, "hang", tmp_path, log_path=log, timeout_s=5.0))
 
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 5.0 + STOP_GRACE_S + 5.0
     pids = json.loads((tmp_path / "pids.json").read_text())
     assert pids["pgid"] == pids["stage"]  # the stage leads its own group...
     assert survivors(pids["pgid"]) == []  # ...and nothing of it survives, not even the helper ignoring SIGINT
@@ -291,8 +296,10 @@ def test_a_timeout_stops_the_whole_process_group(tmp_path: Path, stage_dir: Path
 def test_a_timeout_while_output_flows_logs_cleanly(tmp_path: Path, stage_dir: Path) -> None:
     log = tmp_path / "chatty.log"
 
+    # 3 s: the stage's start-up (well under a second on an idle machine, a busy one stretches it) is over before
+    # the timeout, so that output is flowing when the timeout comes.
     with pytest.raises(StageFailed, match="timed out"):
-        LocalRunner(stream_output=False).run(command(stage_dir, "chatty", tmp_path, log_path=log, timeout_s=0.5))
+        LocalRunner(stream_output=False).run(command(stage_dir, "chatty", tmp_path, log_path=log, timeout_s=3.0))
 
     assert log.read_text().startswith("progress line 0\nprogress line 1\n")
     assert survivors(json.loads((tmp_path / "pids.json").read_text())["pgid"]) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -84,10 +85,15 @@ def probe(run_dir: Path) -> str:
 
 
 def invoke(*args: str) -> tuple[subprocess.CompletedProcess, float]:
-    started = time.monotonic()
+    """The finished command and the CPU seconds it took (its own and its children's). CPU, not wall, seconds: a
+    busy machine (two cores under a two-process load) stretches the wall time of the same work several times, not
+    its CPU time. Invoke with its tasks takes about 0.25 CPU seconds, the import of torch alone over 2: a bound of
+    2 CPU seconds tells "refused at once" from "refused after the heavy imports" whatever else runs."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True,
                           env=ENV, timeout=120)
-    return proc, time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return proc, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def refusal(pid: int, flag: str = "--run") -> re.Pattern[str]:
@@ -111,7 +117,7 @@ def test_a_second_invocation_on_a_busy_run_is_refused_at_once_naming_the_holder(
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and refusal(busy.pid).fullmatch(lines[0]), proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert seconds < 2.0, f"refused after {seconds:.2f} s"
+    assert seconds < 2.0, f"refused after {seconds:.2f} CPU seconds"
     assert sorted(p.name for p in (runs / "same").iterdir()) == before  # it did nothing in the run
 
 
@@ -128,7 +134,7 @@ def test_invoke_status_reads_a_busy_run_without_waiting(runs: Path, busy: subpro
     proc, seconds = invoke("status", "--run", "same", "--runs-dir", str(runs))
 
     assert proc.returncode == 0, proc.stderr
-    assert "no stages recorded yet" in proc.stdout and seconds < 10
+    assert "no stages recorded yet" in proc.stdout and seconds < 2.0
 
 
 @pytest.mark.integration

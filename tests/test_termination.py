@@ -76,6 +76,23 @@ def test_the_handlers_are_back_after_the_task_and_an_ignored_sighup_stays_ignore
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+def test_a_task_started_with_ctrl_c_ignored_still_stops_on_it(sigterm_raises: None) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a background job of a script (`pytest &` in a CI runner)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # and a starter's thread that blocked SIGTERM
+    try:
+        with pytest.raises(KeyboardInterrupt) as caught, terminate_as_interrupt():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the signal interrupts this
+        assert not isinstance(caught.value, Terminated)
+        with pytest.raises(Terminated), terminate_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # as inherited, after the task
+        assert signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
 @pytest.fixture
 def hosts() -> Iterator[list[subprocess.Popen]]:
     """The host processes a test starts; one a failed test left running is ended as a user would (SIGTERM)."""
@@ -316,3 +333,26 @@ def test_compare_removes_what_a_killed_invocation_of_its_run_left_and_leaves_non
             container.remove(force=True)
     said = console.export_text()
     assert f"removed 1 container(s) an earlier invocation of run r left running: {left.short_id}" in said
+
+
+def test_a_wheel_download_in_progress_ends_with_the_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM (or ``kill -INT``) reaches the host alone, not the pip it runs; the download must not outlive it,
+    nor hold the host until it ends (300 s here)."""
+    from prbench.images import content_store
+
+    pip = tmp_path / "pip"
+    pip.write_text(f"#!/bin/sh\necho $$ > {tmp_path / 'pid'}\necho Collecting torch==2.13.0\nexec sleep 300\n")
+    pip.chmod(0o755)
+    monkeypatch.setattr(content_store.sys, "executable", str(pip))  # the command is [sys.executable, -m, pip, ...]
+
+    def signalled_on_the_first_line(line: str) -> None:
+        if "Collecting" in line:  # the download is under way: the signal comes
+            raise Terminated(signal.SIGTERM)
+
+    begun = time.monotonic()
+    with pytest.raises(Terminated):
+        content_store._pip_download(["torch==2.13.0"], content_store.WheelTarget("3.11", ("linux_x86_64",)),
+                                    tmp_path / "dest", [], signalled_on_the_first_line)
+
+    assert time.monotonic() - begun < 30  # not the 300 s of the download (30 s: a busy machine's margin)
+    assert not running(int((tmp_path / "pid").read_text()))

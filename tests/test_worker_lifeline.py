@@ -1,5 +1,7 @@
-"""A kernel worker never outlives its command: `invoke kernels` stopped with TERM, INT or KILL while a worker is busy
-(in a kernel that runs a child process, as a g++ compile does) leaves no process of its tree alive 5 s later.
+"""A kernel worker never outlives its command: `invoke kernels` stopped with INT (Ctrl-C), TERM, HUP or KILL while a
+worker is busy (in a kernel that runs a child process of minutes, as a g++ compile does) returns within 10 s of the
+signal, on a busy machine too, and leaves no process of its tree alive. Ctrl-C counts also for a host started as a
+script's background job (SIGINT ignored from the start, as a CI runner's `pytest &` starts it).
 
 The worker is in a session of its own (so that a timeout kills its children with it), which also puts it out of
 reach of the signals its stage gets; what ends it is the lifeline pipe from its stage (`stages.worker_process`).
@@ -20,9 +22,17 @@ from analysis.kernels.index import IndexRow, write_index
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# A kernel busy in a child process that would run for a minute: what a worker compiling with g++ looks like.
+# A kernel busy in a child process of five minutes: what a worker compiling with g++ looks like. The stop is
+# bounded by STOP_BOUND_S, far below the child's run, so a test that passes cannot have waited for the child.
+CHILD_S = 300
 BUSY = ("import subprocess\n\ndef get_args():\n    return ()\n\n"
-        "def call(args):\n    subprocess.run(['sleep', '60'])\n")
+        f"def call(args):\n    subprocess.run(['sleep', '{CHILD_S}'])\n")
+# The promise (prbench.termination): the task and its whole tree are gone within 10 s of the signal. No margin is
+# added to it: the stop's own parts (the stage's grace, the output drain) are sized to fit it on a busy machine.
+STOP_BOUND_S = 10.0
+# Start-up is not what is measured: invoke, the stage and its worker (imports of seconds, a minute on a loaded
+# two-core machine) get up to 120 s to reach the kernel's child.
+START_MARGIN_S = 120.0
 
 
 def _organized(root: Path) -> Path:
@@ -72,34 +82,56 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _starter(ignore_sigint: bool):
+    """How the host is started: from a terminal (SIGINT and SIGHUP at their defaults, whatever pytest inherited), or
+    as a script's background job (SIGINT ignored)."""
+    def prepare() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL)
+    return prepare
+
+
 @pytest.mark.integration
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
-def test_interrupting_invoke_kernels_leaves_no_worker_behind(tmp_path: Path, stop: signal.Signals) -> None:
+@pytest.mark.parametrize(("stop", "background"), [
+    (signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False), (signal.SIGHUP, False),
+    (signal.SIGKILL, False),
+], ids=["SIGINT", "SIGINT-background-job", "SIGTERM", "SIGHUP", "SIGKILL"])
+def test_interrupting_invoke_kernels_ends_its_tree_within_seconds(tmp_path: Path, stop: signal.Signals,
+                                                                  background: bool) -> None:
     organized = _organized(tmp_path / "organized")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     host = subprocess.Popen([sys.executable, "-m", "invoke", "-r", str(ROOT), "kernels", "-d", str(organized),
-                             "--devices", "cpu", "--timeout", "120"], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             "--devices", "cpu", "--timeout", "600"], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_starter(background))
+    child = f"sleep {CHILD_S}"
+    tree: set[int] = set()
     try:
-        deadline = time.monotonic() + 120
-        tree: set[int] = set()
+        deadline = time.monotonic() + START_MARGIN_S
         while time.monotonic() < deadline:  # until the worker is inside the kernel's child process
             tree = _descendants(host.pid)
-            if any(_command(p).startswith("sleep 60") for p in tree):
+            if any(_command(p).startswith(child) for p in tree):
                 break
             time.sleep(0.2)
         workers = {p for p in tree if "stages.kernels --worker" in _command(p)}
-        assert workers and any(_command(p).startswith("sleep 60") for p in tree), "the worker never got busy"
+        assert workers and any(_command(p).startswith(child) for p in tree), "the worker never got busy"
 
         host.send_signal(stop)
-        # The host stops its stage with SIGINT and gives it 10 s before SIGKILL, then joins its output reader for
-        # up to 10 s more; beside another test process on two cores a SIGINT run took over 30 s to return once.
-        host.wait(timeout=60)
-        time.sleep(5)
+        signalled = time.monotonic()
+        returned: float | None = None
+        left = sorted(tree)
+        while time.monotonic() < signalled + STOP_BOUND_S and (returned is None or left):
+            if returned is None and host.poll() is not None:
+                returned = time.monotonic() - signalled
+            left = [p for p in sorted(tree) if _alive(p)]
+            time.sleep(0.1)
 
-        assert [(p, _command(p)) for p in sorted(tree) if _alive(p)] == []
+        assert returned is not None, f"invoke kernels still running {STOP_BOUND_S:.0f} s after {stop.name}"
+        assert [(p, _command(p)) for p in left] == [], f"left {STOP_BOUND_S:.0f} s after {stop.name}"
+        print(f"{stop.name}: invoke returned after {returned:.1f} s, its tree gone after "
+              f"{time.monotonic() - signalled:.1f} s")
     finally:
         if host.poll() is None:
             host.kill()
-        for pid in _descendants(host.pid) if host.poll() is None else ():
-            os.kill(pid, signal.SIGKILL)
+        for pid in [*_descendants(host.pid), *tree]:  # what a failed run left
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from analysis.errors import UserError
-from analysis.records import MAX_US, invalid
+from analysis.records import MAX_US, invalid, number_too_long
 from analysis.traces import event_columns as columns
 from analysis.traces import fast_io
 from analysis.traces.categories import COMPILED_REGION, ROCM_LEGACY_COPY, is_communication
@@ -133,6 +133,8 @@ class _Stream:
             except json.JSONDecodeError as exc:
                 self._refill_or_raise(exc)
                 continue
+            except ValueError as exc:  # a number of more digits than Python converts
+                raise number_too_long(exc, str(self.path), "a Kineto trace") from None
             # A number at the very end of the buffer may continue in the next chunk.
             if end >= len(self.buf) and not self.eof and self.fill():
                 continue
@@ -727,6 +729,8 @@ def _read_events(stream: _Stream, collector: _Collector) -> None:
             buf, pos = stream.buf, stream.pos
             one_by_one_until = -1
             continue
+        except ValueError as exc:  # a number of more digits than Python converts (a fast decoder refused it too)
+            raise number_too_long(exc, f"{stream.path}: traceEvents[{index}]", "a trace event") from None
         pos = end
         pending.append(ev)
         index += 1

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import UserError
-from analysis.records import expect_list, expect_ns, expect_object, parse_cell, parse_ns
+from analysis.records import expect_list, expect_ns, expect_object, number_too_long, parse_cell, parse_ns
 from analysis.traces import fast_io
 from analysis.traces.categories import ROCM_LEGACY_COPY
 from analysis.traces.fileio import open_text, reading
@@ -48,6 +48,8 @@ def read_rocprofv3_json(path: Path) -> TraceData:
             if exc.pos >= len(exc.doc) - 1:
                 raise UserError(f"{path}: truncated JSON (the file ends in the middle of a value)") from None
             raise UserError(f"{path}: invalid JSON ({exc.msg})") from None
+        except ValueError as exc:  # a number of more digits than Python converts
+            raise number_too_long(exc, str(path), "rocprofv3 JSON output") from None
     tools = doc.get("rocprofiler-sdk-tool") if isinstance(doc, dict) else None
     if not isinstance(tools, list) or not tools:
         raise UserError(f"{path}: no 'rocprofiler-sdk-tool' section; not rocprofv3 JSON output")

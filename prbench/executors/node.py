@@ -143,8 +143,12 @@ class NodeRunners:
         """Stop every stage running on this node now (Ctrl-C on the host)."""
         with self._lock:
             active = list(dict.fromkeys(self._active))  # each runner once
-        for runner in active:
-            runner.interrupt()
+        # At once, not one runner after the other: each waits out its stages' grace (prbench.termination's bound).
+        stops = [threading.Thread(target=runner.interrupt, daemon=True) for runner in active]
+        for stop in stops:
+            stop.start()
+        for stop in stops:
+            stop.join()
 
 
 def _cpu_model() -> str:

@@ -42,12 +42,14 @@ from analysis.errors import UserError
 from prbench.executors import MAX_ATTEMPTS, DeviceSlot, ShardFailed, ShardOutcome, ShardTask
 from prbench.executors.node import NodeRunners, cpu_slots, node_name
 from prbench.runners import CODE_ROOT, OWNER_LABEL, RUN_LABEL, StageLost
-from prbench.termination import handlers_kept
+from prbench.termination import STOP_GRACE_S, handlers_kept
 
 PROBE_TIMEOUT_S = 10.0
 ACTOR_READY_S = 120.0  # a new actor that is not placed by then means the cluster has no free GPU for it
 _POLL_S = 0.5
-_STOP_GRACE_S = 30.0  # after Ctrl-C: how long running shards get to stop before their actors are killed
+# After Ctrl-C: how long running shards get to stop (their runner's grace, and a moment for the reply) before
+# their actors are killed.
+_STOP_GRACE_S = STOP_GRACE_S + 2.0
 _CLEANUP_S = 60.0  # how long removing a node's left containers may take before the run goes on without it
 
 

@@ -350,6 +350,20 @@ def build_image(
         emit(f"image {plan.tag} is present ({existing.short_id}); nothing to build")
         return BuildResult(tag=plan.tag, image_id=existing.id, built=False)
     store = store or Store.at()
+    # Two processes after the same tag on one engine (two compares of one base) build it once: the second waits
+    # for the first's build and then finds its image. Other engines (other nodes of a shared store) do not wait.
+    engine = str(client.info().get("ID", "")).replace(":", "")[:12] or "engine"
+    with store.held(f"build-{engine}-{plan.tag.replace('/', '-').replace(':', '-')}",
+                    f"waiting for another process building {plan.tag} on this Docker engine", emit):
+        existing = image_present(client, plan.tag)
+        if existing is not None and not force:
+            emit(f"image {plan.tag} was built meanwhile by another process ({existing.short_id}); nothing to build")
+            return BuildResult(tag=plan.tag, image_id=existing.id, built=False)
+        return _build_in_context(plan, client, store, log_path, pull, nocache, emit, stream)
+
+
+def _build_in_context(plan: BuildPlan, client, store: Store, log_path: Path | None, pull: bool, nocache: bool,
+                      emit: Emit, stream: IO[str] | None) -> BuildResult:
     base = resolve_base(client, plan.base, pull, emit, store=store, saved=plan.base_item)
     dockerfile = plan.dockerfile
     if base.from_ref != plan.base.reference:

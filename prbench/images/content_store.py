@@ -18,6 +18,8 @@ Layout under the root (``~/.cache/prbench/store``, ``$PRBENCH_STORE`` or ``--sto
     index.json                      {"format": 1, "items": [StoreItem.to_json(), ...]}: names and origins
     incoming/                       files being written (same file system, so placing one is a rename)
     .lock                           flock(2) taken by every writer while it places objects and rewrites the index
+    locks/<name>.lock               flock(2) of one piece of work many processes may want at once (`held`):
+                                    building one image on one engine
 
 Readers take no lock: an object appears by rename, whole, and the index is replaced atomically. Several
 processes may add items at once; each waits for the others' short critical sections. ``path()`` hashes an object
@@ -81,6 +83,7 @@ INDEX = "index.json"
 OBJECTS = "objects"
 INCOMING = "incoming"
 LOCK_FILE = ".lock"
+LOCKS = "locks"
 INDEX_FORMAT = 1
 
 _CHUNK = 1 << 20
@@ -535,16 +538,22 @@ class Store:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """Hold the store's write lock (waiting for another writer, with a line saying so)."""
-        fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                print(f"waiting for another process writing the store {self.root}", file=sys.stderr)
-                fcntl.flock(fd, fcntl.LOCK_EX)
+        with _flocked(self.root / LOCK_FILE, f"waiting for another process writing the store {self.root}",
+                      lambda line: print(line, file=sys.stderr)):
             yield
-        finally:
-            os.close(fd)
+
+    @contextlib.contextmanager
+    def held(self, name: str, waiting: str, emit: Emit = print) -> Iterator[None]:
+        """Hold ``locks/<name>.lock`` for the block: the work that name stands for is done by one process at a
+        time, and one that finds it held says ``waiting`` and waits. The lock goes with the process (flock)."""
+        check_file_name(f"{name}.lock", "store lock name")
+        try:
+            (self.root / LOCKS).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"store {self.root}: cannot write there ({exc.strerror}); pick another with --store "
+                             f"or ${STORE_ENV}") from None
+        with _flocked(self.root / LOCKS / f"{name}.lock", waiting, emit):
+            yield
 
     def _place(self, staged: list[tuple[_Staged, StoreItem]]) -> list[StoreItem]:
         """Move staged files into ``objects/`` and list them in the index, all under the lock; an item whose
@@ -678,6 +687,21 @@ def _download_progress(name: str, total: int, emit: Emit) -> Callable[[int], Non
     return report
 
 
+@contextlib.contextmanager
+def _flocked(path: Path, waiting: str, emit: Emit) -> Iterator[None]:
+    """An exclusive flock(2) of ``path`` for the block; ``waiting`` is said once when another process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            emit(waiting)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def _sweep_abandoned(incoming: Path) -> None:
     """Remove what writers killed mid-write (kill -9, a power cut) left under ``incoming/`` a day or more ago."""
     cutoff = time.time() - _ABANDONED_AFTER_S
@@ -790,15 +814,21 @@ def _pip_download(requirements: list[str], target: WheelTarget, dest: Path, pip_
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           errors="replace") as pip:
         assert pip.stdout is not None
-        for line in pip.stdout:
-            line = line.rstrip()
-            if not line:
-                continue
-            tail = [*tail[-19:], line]
-            emit(f"  pip: {line.strip()}")
-            already = re.match(r"\s*File was already downloaded (.+)$", line)
-            if already:
-                reused.add(Path(already.group(1).strip()).name)
+        try:
+            for line in pip.stdout:
+                line = line.rstrip()
+                if not line:
+                    continue
+                tail = [*tail[-19:], line]
+                emit(f"  pip: {line.strip()}")
+                already = re.match(r"\s*File was already downloaded (.+)$", line)
+                if already:
+                    reused.add(Path(already.group(1).strip()).name)
+        except BaseException:
+            # Ctrl-C, SIGTERM (prbench.termination): Popen's exit would wait for the whole download (a SIGTERM
+            # or a `kill -INT` reaches this process alone, not pip), so pip is ended here.
+            pip.kill()
+            raise
     if pip.returncode != 0:
         errors = [line.strip() for line in tail if line.strip().startswith("ERROR")] or tail[-1:] or ["no output"]
         raise StoreError(f"pip download {' '.join(requirements)} for {target.describe()} failed: {errors[-1]}")

@@ -231,10 +231,28 @@ def _checked(data: Any, where: str) -> dict[str, Any]:
         raise UserError(f"--lock: {where} is not a prbench lock (expected a JSON object)")
     data.setdefault("store", [])  # locks written before the store existed rebuild from the clones
     missing = [k for k in (*COMPARED, "provenance") if k not in data]
-    if missing or data.get("lock_version") != LOCK_VERSION:
+    if missing:
         raise UserError(f"--lock: {where} is not a prbench lock (version {LOCK_VERSION}; missing {', '.join(missing)})")
+    version = data.get("lock_version")
+    if type(version) is not int or version != LOCK_VERSION:
+        raise UserError(f"--lock: {where} is not a prbench lock of this version (lock_version is {describe(version)}; "
+                        f"expected {LOCK_VERSION})")
     _check_shape(data, where)
+    absent = [dotted for dotted in _READ if _get(data, dotted) is None]
+    if absent:
+        raise UserError(f"--lock: {where}: {absent[0]} is missing; expected a lock written by invoke build")
     return data
+
+
+# What rebuild and verify read without a default: a lock edited by hand may have lost any of them.
+_READ = ("recipe.name", "base.digest", "provenance.recipe_path", "provenance.recipe_toml", "provenance.image.tag")
+
+
+def _get(data: dict[str, Any], dotted: str) -> Any:
+    node: Any = data
+    for key in dotted.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
 
 
 def image_contents(client: Any, image_id: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,11 +44,11 @@ from prbench.runners import (
     StageFailed,
     StageLost,
 )
+from prbench.termination import STOP_GRACE_S
 
 IMAGE_CODE = "/opt/prbench/code"  # our code baked into the image (tools layer): the fallback on PYTHONPATH
 VIDEO_GID = 44  # Debian/Ubuntu's fixed gid for "video"
 _PATH_IN_ARG = re.compile(r"^(?:--[\w-]+=)?(/.+)$")
-_STOP_GRACE_S = 10
 
 
 @dataclass
@@ -240,8 +241,7 @@ class DockerRunner:
         """Stop the running stages' containers as Ctrl-C would (SIGINT, then SIGKILL)."""
         with self._lock:
             running = list(self._running)
-        for container in running:
-            _stop(container)
+        _stop(*running)
 
     def _image_id(self) -> str:
         from prbench.docker_engine import image_present
@@ -271,21 +271,28 @@ def _open_log(path: Path | None) -> IO[str] | None:
     return open(path, "a", encoding="utf-8")
 
 
-def _stop(container: Any) -> None:
-    """SIGINT first (the stage is PID 1, which ignores SIGTERM, but Python handles SIGINT) so it can finish
-    its current atomic write; SIGKILL if it has not stopped after a grace period."""
+def _stop(*containers: Any) -> None:
+    """SIGINT first (the stage is PID 1, which ignores SIGTERM, but Python handles SIGINT) so each stage can finish
+    its current atomic write; SIGKILL for those not stopped `STOP_GRACE_S` later (a grace the stages share)."""
     import requests
 
     import docker
 
-    try:
-        container.kill(signal="SIGINT")
-        container.wait(timeout=_STOP_GRACE_S)
-        return
-    except (docker.errors.APIError, requests.exceptions.RequestException):
-        pass
-    with contextlib.suppress(docker.errors.APIError):
-        container.kill(signal="SIGKILL")
+    signalled = []
+    for container in containers:
+        with contextlib.suppress(docker.errors.APIError):
+            container.kill(signal="SIGINT")
+            signalled.append(container)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for container in containers:
+        if container in signalled:
+            try:
+                container.wait(timeout=max(1.0, deadline - time.monotonic()))
+                continue
+            except (docker.errors.APIError, requests.exceptions.RequestException):
+                pass
+        with contextlib.suppress(docker.errors.APIError):
+            container.kill(signal="SIGKILL")
 
 
 def _remove(container: Any) -> None:

@@ -10,12 +10,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from analysis.formats.stage_records import pinned_over
 from prbench.runners import CODE_ROOT, STAGE_ERROR_PREFIX, ErrorLineTracker, StageCommand, StageFailed, StageLost
+from prbench.termination import OUTPUT_DRAIN_S, STOP_GRACE_S
 
 # Variables from the calling shell that would silently change what a stage measures.
 _PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -120,6 +122,7 @@ class LocalRunner:
         log_failures: list[OSError] = []
         reader = threading.Thread(target=self._copy_output, args=(proc, log, errors, log_failures), daemon=True)
         reader.start()
+        stopped = False  # by Ctrl-C or interrupt(): the user is waiting (prbench.termination's bound)
         try:
             code = proc.wait(timeout=command.timeout_s)
         except subprocess.TimeoutExpired:
@@ -127,6 +130,7 @@ class LocalRunner:
             where = f"; log: {command.log_path}" if command.log_path else ""
             raise StageFailed(f"stage {command.label}: timed out after {command.timeout_s:g}s{where}") from None
         except KeyboardInterrupt:
+            stopped = True
             _stop(proc)
             raise
         finally:
@@ -137,8 +141,10 @@ class LocalRunner:
             # The stage has exited: whatever is left of its group (a helper that ignores SIGINT, a worker
             # pool) is killed, so nothing outlives the stage or keeps the output pipe open.
             _kill_group(proc)
-            # Let the reader drain the pipe before the log is closed under it.
-            reader.join(timeout=10)
+            # Let the reader drain the pipe before the log is closed under it. What is left of the group is
+            # killed, so only a process outside it (a compile-worker pool in a session of its own) could hold the
+            # pipe open longer. A stage that ended by itself gets 10 s, however busy the machine.
+            reader.join(timeout=OUTPUT_DRAIN_S if stopped or interrupted else 10.0)
             if log:
                 _close_log(log, log_failures)
         if log_failures:
@@ -160,8 +166,7 @@ class LocalRunner:
         with self._lock:
             running = list(self._running)
             self._interrupted.update(running)
-        for proc in running:
-            _stop(proc)
+        _stop(*running)
 
     def _copy_output(self, proc: subprocess.Popen, log, errors: ErrorLineTracker,
                      log_failures: list[OSError]) -> None:
@@ -222,19 +227,22 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGINT first so the stage can finish its current atomic write; SIGKILL if it does not stop."""
-    try:
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=10)
-        return
-    except ProcessLookupError:
-        return
-    except subprocess.TimeoutExpired:
-        pass
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+def _stop(*procs: subprocess.Popen) -> None:
+    """SIGINT first so each stage can finish its current atomic write; SIGKILL for those that have not stopped
+    `STOP_GRACE_S` later. The stages share the grace (a node with eight stages stops in one, not eight)."""
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            continue
+        except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
