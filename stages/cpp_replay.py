@@ -3,8 +3,9 @@
 A C++ kernel of 0.1–2 µs timed inside its graph measures mostly what the kernels before it left in the caches:
 the same kernel moved by 5–30 % from one visit to the next in one process, so no number of rounds could resolve
 a 2 % change. So a graph is run once to *record* its launches (the kernel, its arguments, and a copy of every
-buffer it may write, taken just before it runs), and each launch is then *replayed* on its own, as the seed
-times a standalone kernel file: the recorded buffers are restored first, so an in-place kernel (GELU on its own
+buffer it may write, taken just before it runs), and each kernel's launches are then *replayed* on their own,
+back to back (none of the graph's other launches between: ``time_launches``), as the seed times a standalone kernel
+file: the recorded buffers are restored first, so an in-place kernel (GELU on its own
 output) computes on the same values every time instead of on what its previous replay left, and the kernel runs
 with its inputs warm in the cache.
 
@@ -105,20 +106,28 @@ def warm_profiler() -> None:
 
 
 def time_launches(launches: list[Launch], warmup: int, iterations: int) -> dict[str, list[float]]:
-    """Replay every launch ``warmup`` times, then ``iterations`` times under the profiler: {kernel: [ms]}.
+    """Time each kernel on its own: its launches replayed ``warmup`` times, then ``iterations`` times, back to back,
+    before the next kernel's: {kernel: [ms]}, a kernel launched k times giving k samples per iteration.
 
-    One pass replays each launch once, so a kernel the graph launches k times gives k samples per iteration.
+    Alone, because what ran just before a kernel moves its time, and a graph's launches around a kernel differ
+    between base and PR when the PR changed them: replayed in the graph's order, byte-identical kernels timed
+    0.95× (1.5 µs, a changed RMS norm before it) and 0.2 µs kernels up to 1.8× their time alone
+    (``benchmarks/identical_bias.py``, docs/cost-model.md). One profiler window holds every kernel's replays (a
+    window per kernel costs 1–3 ms to start and stop); the warm-up replays' events are dropped.
     """
     from torch.profiler import ProfilerActivity, profile
 
-    for _ in range(warmup):
-        for launch in launches:
-            launch.replay()
+    by_kernel: dict[str, list[Launch]] = {}
+    for launch in launches:
+        by_kernel.setdefault(launch.kernel, []).append(launch)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(iterations):
-            for launch in launches:
-                launch.replay()
-    return kernel_samples(prof.profiler.kineto_results.events())
+        for own in by_kernel.values():
+            for _ in range(warmup + iterations):
+                for launch in own:
+                    launch.replay()
+    samples = kernel_samples(prof.profiler.kineto_results.events())
+    return {kernel: values[warmup * len(by_kernel[kernel]):] for kernel, values in samples.items()
+            if kernel in by_kernel}
 
 
 def kernel_samples(events: Iterable[Any]) -> dict[str, list[float]]:

@@ -1,0 +1,381 @@
+"""Why byte-identical C++ kernels time differently on the two sides: one factor at a time, in one process.
+
+    python benchmarks/identical_bias.py --run runs/RUN_ID [--blocks 16] [--pairs REGEX] [--json FILE]
+
+Reads a finished compare's kernel plan (``pair/kernels/plan.json``) and its report (``report/kernels_compare.csv``),
+takes the pairs whose code did not change (the identical-kernel control), loads both sides' graph modules into
+this one process (each from its side's Inductor cache), records each graph's launches on the seeded draw as the
+kernel worker does (``stages.cpp_replay``), and then times, for each pair and each factor, two conditions that
+differ in that factor only. Each comparison is ``--blocks`` ABBA blocks of visits (a visit: the compare's warm-up and
+timed replays under the profiler, its median sample); a block gives log(A/B) from its four visits, and the ratio
+is exp of the blocks' mean with a 95 % t interval. ``ratio`` is time A / time B, like the report's speedup with A =
+base.
+
+Factors (A against B):
+
+* ``run``: what a round compares — base's kernel in the graph base's plan times it in, against the PR's kernel in
+  the graph the PR's plan times it in, each replayed with its graph's other launches (here in one process).
+* ``graph``: the PR's kernel in the graph its plan chose, against the same code in the PR's graph of base's model
+  (only where the plans chose graphs of different models), both with their graphs' launches.
+* ``neighbours``: the PR's kernel replayed with its graph's other launches, against it replayed alone.
+* ``inputs``: the PR's kernel alone on fresh buffers holding base's recorded values, against the same buffers
+  holding its own (the code and every address equal).
+* ``alignment``: the PR's kernel alone on its own values in fresh buffers placed at base's recorded offsets
+  within a page, against the PR's recorded offsets.
+* ``code``: base's compiled kernel against the PR's, alone on the same buffers and values (the two differ only in
+  the profiler label Inductor writes into the source, and so in their shared library and its placement).
+* ``design``: what the rounds compare since this benchmark: each side's kernel alone (its launches replayed
+  back to back, none of its graph's other launches between), in the graph of the same model on both sides.
+* ``copy``: the PR's compiled kernel against a second copy of its own shared library loaded elsewhere, alone on
+  the same buffers: the placement of identical code.
+
+Run it with the venv of the run (torch) and ``PYTHONPATH`` at the repository root. The process pins itself to its
+last CPU, as the workers' timed visits do. Writes a JSON (``format_version``) with every comparison when
+``--json`` is given.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analysis import atomic_io  # noqa: E402
+from analysis.errors import UserError  # noqa: E402
+from analysis.kernels.index import embedded_kernels  # noqa: E402
+
+FORMAT_VERSION = 1
+PAGE = 4096
+T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 12: 2.18,
+       15: 2.13, 20: 2.09, 30: 2.04}
+# The profiler label Inductor writes into a C++ kernel when cpp.enable_kernel_profile is on names the graph and
+# the kernel: the only difference between two sides' "identical" kernels from different graphs.
+_LABEL = re.compile(r"graph_\d+_\w+")
+
+
+# --- what to compare (pure) -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One identical-code pair: each side's kernel variable in the graph its plan times it in, and the PR's graph of
+    base's model with the same code's variable there (equal to the plan's where the plans agree)."""
+
+    name: str
+    base_graph: str
+    base_kernel: str
+    pr_graph: str
+    pr_kernel: str
+    pr_same_model_graph: str
+    pr_same_model_kernel: str
+    report_ratio: str
+    base_job_kernels: frozenset[str]  # what the plan's job replays around the kernel, per side
+    pr_job_kernels: frozenset[str]
+
+
+def t_quantile(df: int) -> float:
+    """Student's t 97.5 % quantile, from a small table (conservative between entries)."""
+    known = [k for k in sorted(T95) if k <= df]
+    return T95[known[-1]] if known else T95[1]
+
+
+def block_ratio(log_ratios: list[float]) -> tuple[float, float, float]:
+    """(ratio, low, high): exp of the blocks' mean log ratio with its 95 % t interval."""
+    mean = statistics.fmean(log_ratios)
+    if len(log_ratios) < 2:
+        return math.exp(mean), math.nan, math.nan
+    half = t_quantile(len(log_ratios) - 1) * statistics.stdev(log_ratios) / math.sqrt(len(log_ratios))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def normalized_code(source: str) -> str:
+    return _LABEL.sub("LABEL", source).strip()
+
+
+def kernel_with_code(graph_source: str, code: str) -> str | None:
+    """The variable of the C++ kernel in ``graph_source`` whose code is ``code`` up to the profiler label."""
+    wanted = normalized_code(code)
+    for kernel in embedded_kernels(graph_source):
+        if kernel.backend == "cpp" and normalized_code(kernel.source) == wanted:
+            return kernel.variable
+    return None
+
+
+def job_of(plan: dict[str, Any], side: str, item: str) -> dict[str, Any] | None:
+    for block in plan["blocks"]:
+        job = block.get(side)
+        if job and item in job.get("kernels", {}).values():
+            return job
+    return None
+
+
+def identical_pairs(run: Path, plan: dict[str, Any], only: str | None = None) -> list[Pair]:
+    """The report's identical C++ pairs timed on both sides, where each side's plan times them."""
+    with (run / "report" / "kernels_compare.csv").open(newline="", encoding="utf-8") as handle:
+        rows = [r for r in csv.DictReader(handle)
+                if r["code_changed"] == "False" and r["base_ok"] == "True" and r["pr_ok"] == "True"]
+    pairs = []
+    for row in rows:
+        if only and not re.search(only, row["base_name"]):
+            continue
+        base_job, pr_job = job_of(plan, "base", row["base_path"]), job_of(plan, "pr", row["pr_path"])
+        if base_job is None or pr_job is None or base_job["kind"] != "graph":
+            continue
+        base_kernel = next(k for k, v in base_job["kernels"].items() if v == row["base_path"])
+        pr_kernel = next(k for k, v in pr_job["kernels"].items() if v == row["pr_path"])
+        model = _model_of(row["base_graphs"], Path(base_job["path"]).stem)
+        same = _graph_of_model(row["pr_graphs"], model, Path(pr_job["path"]).parent)
+        code = next(k.source for k in embedded_kernels(Path(pr_job["path"]).read_text(encoding="utf-8"))
+                    if k.variable == pr_kernel)
+        same_kernel = kernel_with_code(same.read_text(encoding="utf-8"), code) if same else None
+        pairs.append(Pair(row["base_name"], base_job["path"], base_kernel, pr_job["path"], pr_kernel,
+                          str(same) if same and same_kernel else pr_job["path"], same_kernel or pr_kernel,
+                          row["speedup"], frozenset(base_job["kernels"]), frozenset(pr_job["kernels"])))
+    return pairs
+
+
+def _model_of(graphs: str, stem: str) -> str:
+    return next((g.split("/")[0] for g in graphs.split(";") if g.endswith("/" + stem)), "")
+
+
+def _graph_of_model(graphs: str, model: str, directory: Path) -> Path | None:
+    stem = next((g.rsplit("/", 1)[-1] for g in graphs.split(";") if g.split("/")[0] == model), None)
+    return directory / f"{stem}.py" if stem else None
+
+
+# --- the measurement (torch) ------------------------------------------------------------------------------------
+
+
+class Graphs:
+    """Graph modules loaded once each (from their side's Inductor cache) and their launches recorded once."""
+
+    def __init__(self, caches: dict[str, str]) -> None:
+        self.caches = caches  # side directory marker ("/base/", "/pr/") → TORCHINDUCTOR_CACHE_DIR
+        self.launches: dict[str, list[Any]] = {}
+        self.modules: dict[str, Any] = {}
+
+    def of(self, path: str) -> list[Any]:
+        if path not in self.launches:
+            from stages import cpp_replay
+            from stages.kernels import load_module, seeded_args
+
+            for marker, cache in self.caches.items():
+                if marker in path:
+                    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+            module = load_module(path, f"identical_bias_{len(self.modules)}")
+            writable = cpp_replay.writable_arguments(path)
+            self.modules[path] = module
+            self.launches[path] = cpp_replay.record_launches(module, seeded_args(module), list(writable), writable)
+        return self.launches[path]
+
+    def kernel(self, path: str, variable: str) -> list[Any]:
+        return [launch for launch in self.of(path) if launch.kernel == variable]
+
+
+def moved(launches: list[Any], offsets: list[int] | None = None, values_from: list[Any] | None = None) -> list[Any]:
+    """The launches on fresh buffers: storage ``i`` starts at ``offsets[i]`` bytes into a page (default: each as
+    it is now), filled from ``values_from``'s launches (the same kernel's launches on the other side) or their own;
+    arguments sharing a storage keep sharing one."""
+    import torch
+
+    from stages.cpp_replay import Launch
+
+    fresh: dict[int, Any] = {}
+    out = []
+    for n, launch in enumerate(launches):
+        source = values_from[n] if values_from else launch
+
+        def place(tensor: Any, like: Any) -> Any:
+            storage = tensor.untyped_storage()
+            key = storage.data_ptr()
+            if key not in fresh:
+                offset = offsets[len(fresh) % len(offsets)] if offsets else key % PAGE
+                raw = torch.empty(storage.nbytes() + 2 * PAGE, dtype=torch.uint8)
+                start = (offset - raw.data_ptr()) % PAGE
+                fresh[key] = raw[start:start + storage.nbytes()]
+            flat = fresh[key].view(tensor.dtype)
+            view = flat.as_strided(tensor.size(), tensor.stride(), tensor.storage_offset())
+            view.copy_(like)
+            return view
+
+        args = tuple(place(a, b) if isinstance(a, torch.Tensor) else a for a, b in zip(launch.args, source.args,
+                                                                                      strict=True))
+        by_ptr = {a.data_ptr(): i for i, a in enumerate(launch.args) if isinstance(a, torch.Tensor)}
+        saved = [(args[by_ptr[live.data_ptr()]], source.saved[k][1].clone())
+                 for k, (live, _) in enumerate(launch.saved)]
+        out.append(Launch(launch.kernel, launch.function, args, saved))
+    return out
+
+
+def page_offsets(launches: list[Any]) -> list[int]:
+    """Each distinct storage's offset within its page, in the order `moved` meets them."""
+    import torch
+
+    seen: dict[int, int] = {}
+    for launch in launches:
+        for arg in launch.args:
+            if isinstance(arg, torch.Tensor):
+                seen.setdefault(arg.untyped_storage().data_ptr(), arg.untyped_storage().data_ptr() % PAGE)
+    return list(seen.values())
+
+
+def with_function(launches: list[Any], function: Callable[..., Any]) -> list[Any]:
+    from stages.cpp_replay import Launch
+
+    return [Launch(launch.kernel, function, launch.args, launch.saved) for launch in launches]
+
+
+def copied_function(launch: Any, work: Path) -> Callable[..., Any]:
+    """The same compiled kernel from a second copy of its shared library (another file, so another mapping)."""
+    import importlib.util
+
+    path = _library_of(launch.function)
+    number = len(list(work.iterdir()))
+    copy = work / f"copy_{number}" / path.name
+    copy.parent.mkdir()
+    shutil.copy(path, copy)
+    spec = importlib.util.spec_from_file_location(f"identical_bias_copy{number}.kernel", copy)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {copy}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernel: Callable[..., Any] = module.kernel
+    return kernel
+
+
+def _library_of(function: Any) -> Path:
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if getattr(module, "kernel", None) is function and file:
+            return Path(file)
+    raise LookupError("the kernel's shared library was not found among the loaded modules")
+
+
+def visit(launches: list[Any], variable: str, warmup: int, iterations: int) -> float:
+    from stages.cpp_replay import time_launches
+
+    samples = time_launches(launches, warmup, iterations)
+    return statistics.median(samples[variable])
+
+
+@dataclass(frozen=True)
+class Comparison:
+    pair: str
+    factor: str
+    a: str
+    b: str
+    a_us: float
+    b_us: float
+    ratio: float
+    low: float
+    high: float
+    blocks: int
+
+
+def compare(pair: str, factor: str, a: tuple[str, list[Any], str], b: tuple[str, list[Any], str], blocks: int,
+            warmup: int, iterations: int) -> Comparison:
+    """ABBA blocks of visits of the two conditions ((label, launches, kernel variable) each)."""
+    logs, a_times, b_times = [], [], []
+    conditions = (a, b)
+    for block in range(blocks):
+        order = [0, 1, 1, 0] if block % 2 == 0 else [1, 0, 0, 1]
+        times: tuple[list[float], list[float]] = ([], [])
+        for which in order:
+            _, launches, variable = conditions[which]
+            times[which].append(visit(launches, variable, warmup, iterations))
+        a_times += times[0]
+        b_times += times[1]
+        logs.append(math.log(statistics.fmean(times[0]) / statistics.fmean(times[1])))
+    ratio, low, high = block_ratio(logs)
+    return Comparison(pair, factor, a[0], b[0], statistics.median(a_times) * 1e3, statistics.median(b_times) * 1e3,
+                      ratio, low, high, blocks)
+
+
+def comparisons(pair: Pair, graphs: Graphs, blocks: int, warmup: int, iterations: int, work: Path
+                ) -> list[Comparison]:
+    base_all, pr_all = graphs.of(pair.base_graph), graphs.of(pair.pr_graph)
+    run_a = ("base in its plan's graph", [la for la in base_all if la.kernel in pair.base_job_kernels],
+             pair.base_kernel)
+    run_b = ("PR in its plan's graph", [la for la in pr_all if la.kernel in pair.pr_job_kernels], pair.pr_kernel)
+    pr_alone = graphs.kernel(pair.pr_same_model_graph, pair.pr_same_model_kernel)
+    base_alone = graphs.kernel(pair.base_graph, pair.base_kernel)
+    name, k = pair.name, pair.pr_same_model_kernel
+    out = [compare(name, "run", run_a, run_b, blocks, warmup, iterations)]
+    if pair.pr_same_model_graph != pair.pr_graph:
+        out.append(compare(name, "graph", ("PR in its plan's graph", graphs.of(pair.pr_graph), pair.pr_kernel),
+                           ("PR in base's model's graph", graphs.of(pair.pr_same_model_graph), k),
+                           blocks, warmup, iterations))
+    out.append(compare(name, "neighbours", ("with its graph", graphs.of(pair.pr_same_model_graph), k),
+                       ("alone", pr_alone, k), blocks, warmup, iterations))
+    if len(base_alone) == len(pr_alone):
+        offsets = page_offsets(pr_alone)
+        out.append(compare(name, "inputs", ("base's values", moved(pr_alone, offsets, base_alone), k),
+                           ("its own values", moved(pr_alone, offsets), k), blocks, warmup, iterations))
+        out.append(compare(name, "alignment", ("base's page offsets", moved(pr_alone, page_offsets(base_alone)), k),
+                           ("its own page offsets", moved(pr_alone, offsets), k), blocks, warmup, iterations))
+        shared = moved(pr_alone, offsets)
+        base_code = with_function(shared, base_alone[0].function)
+        out.append(compare(name, "code", ("base's compiled kernel", base_code, pair.base_kernel),
+                           ("PR's compiled kernel", shared, k), blocks, warmup, iterations))
+    out.append(compare(name, "design", ("base alone in its model's graph", base_alone, pair.base_kernel),
+                       ("PR alone in the same model's graph", pr_alone, k), blocks, warmup, iterations))
+    copy = with_function(pr_alone, copied_function(pr_alone[0], work))
+    out.append(compare(name, "copy", ("a copy of its library", copy, k), ("its library", pr_alone, k), blocks,
+                       warmup, iterations))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", type=Path, required=True, help="a finished compare's run directory")
+    parser.add_argument("--blocks", type=int, default=16, help="ABBA blocks per comparison")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed replays per visit (the compare's)")
+    parser.add_argument("--iterations", type=int, default=30, help="timed replays per visit (the compare's)")
+    parser.add_argument("--pairs", default=None, help="only pairs whose base kernel name matches this regex")
+    parser.add_argument("--json", type=Path, default=None, help="write every comparison here")
+    args = parser.parse_args(argv)
+    plan_path = args.run / "pair" / "kernels" / "plan.json"
+    if not plan_path.is_file():
+        raise UserError(f"--run {args.run}: no pair/kernels/plan.json (a finished invoke compare run)")
+    plan = json.loads(plan_path.read_text(encoding="utf-8"))
+    pairs = identical_pairs(args.run, plan, args.pairs)
+    env = {k: v for k, v in plan["sides"]["base"]["env"].items() if v is not None and k != "PRBENCH_KERNEL_NUMERICS"}
+    os.environ.update(env)
+    from stages.environment import prepare_inductor
+    from stages.worker_process import last_cpu
+
+    prepare_inductor()
+    os.sched_setaffinity(0, {last_cpu()})
+    caches = {f"/{side}/": plan["sides"][side]["env"]["TORCHINDUCTOR_CACHE_DIR"] for side in ("base", "pr")}
+    graphs = Graphs(caches)
+    results: list[Comparison] = []
+    with tempfile.TemporaryDirectory(prefix="identical_bias_") as work:
+        for pair in pairs:
+            print(f"{pair.name} (report {float(pair.report_ratio):.3f}×)", flush=True)
+            for c in comparisons(pair, graphs, args.blocks, args.warmup, args.iterations, Path(work)):
+                results.append(c)
+                print(f"  {c.factor:<10} {c.a} {c.a_us:.2f} µs / {c.b} {c.b_us:.2f} µs: "
+                      f"{c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]", flush=True)
+    if args.json:
+        atomic_io.write_json(args.json, {"format_version": FORMAT_VERSION, "run": str(args.run),
+                                         "load": os.getloadavg(), "comparisons": [asdict(c) for c in results]})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
