@@ -17,6 +17,7 @@ Factors (A against B):
   the graph the PR's plan times it in, each replayed with its graph's other launches (here in one process).
 * ``graph``: the PR's kernel in the graph its plan chose, against the same code in the PR's graph of base's model
   (only where the plans chose graphs of different models), both with their graphs' launches.
+* ``graph alone``: the same, each replayed alone.
 * ``neighbours``: the PR's kernel replayed with its graph's other launches, against it replayed alone.
 * ``inputs``: the PR's kernel alone on fresh buffers holding base's recorded values, against the same buffers
   holding its own (the code and every address equal).
@@ -264,11 +265,33 @@ def _library_of(function: Any) -> Path:
     raise LookupError("the kernel's shared library was not found among the loaded modules")
 
 
-def visit(launches: list[Any], variable: str, warmup: int, iterations: int) -> float:
-    from stages.cpp_replay import time_launches
+@dataclass(frozen=True)
+class Condition:
+    """What one visit replays: ``launches``, timing ``kernel``'s; in the graph's order (each pass replays every
+    launch once: how the rounds timed a graph's kernels before this benchmark), or each kernel alone."""
 
-    samples = time_launches(launches, warmup, iterations)
-    return statistics.median(samples[variable])
+    label: str
+    launches: list[Any]
+    kernel: str
+    in_graph_order: bool = False
+
+
+def visit(condition: Condition, warmup: int, iterations: int) -> float:
+    """The median sample of one visit (warm-up replays untimed)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from stages.cpp_replay import kernel_samples, time_launches
+
+    if not condition.in_graph_order:
+        return statistics.median(time_launches(condition.launches, warmup, iterations)[condition.kernel])
+    for _ in range(warmup):
+        for launch in condition.launches:
+            launch.replay()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(iterations):
+            for launch in condition.launches:
+                launch.replay()
+    return statistics.median(kernel_samples(prof.profiler.kineto_results.events())[condition.kernel])
 
 
 @dataclass(frozen=True)
@@ -285,56 +308,60 @@ class Comparison:
     blocks: int
 
 
-def compare(pair: str, factor: str, a: tuple[str, list[Any], str], b: tuple[str, list[Any], str], blocks: int,
-            warmup: int, iterations: int) -> Comparison:
-    """ABBA blocks of visits of the two conditions ((label, launches, kernel variable) each)."""
+def compare(pair: str, factor: str, a: Condition, b: Condition, blocks: int, warmup: int, iterations: int
+            ) -> Comparison:
+    """ABBA blocks of visits of the two conditions."""
     logs, a_times, b_times = [], [], []
     conditions = (a, b)
     for block in range(blocks):
         order = [0, 1, 1, 0] if block % 2 == 0 else [1, 0, 0, 1]
         times: tuple[list[float], list[float]] = ([], [])
         for which in order:
-            _, launches, variable = conditions[which]
-            times[which].append(visit(launches, variable, warmup, iterations))
+            times[which].append(visit(conditions[which], warmup, iterations))
         a_times += times[0]
         b_times += times[1]
         logs.append(math.log(statistics.fmean(times[0]) / statistics.fmean(times[1])))
     ratio, low, high = block_ratio(logs)
-    return Comparison(pair, factor, a[0], b[0], statistics.median(a_times) * 1e3, statistics.median(b_times) * 1e3,
-                      ratio, low, high, blocks)
+    return Comparison(pair, factor, a.label, b.label, statistics.median(a_times) * 1e3,
+                      statistics.median(b_times) * 1e3, ratio, low, high, blocks)
 
 
 def comparisons(pair: Pair, graphs: Graphs, blocks: int, warmup: int, iterations: int, work: Path
                 ) -> list[Comparison]:
     base_all, pr_all = graphs.of(pair.base_graph), graphs.of(pair.pr_graph)
-    run_a = ("base in its plan's graph", [la for la in base_all if la.kernel in pair.base_job_kernels],
-             pair.base_kernel)
-    run_b = ("PR in its plan's graph", [la for la in pr_all if la.kernel in pair.pr_job_kernels], pair.pr_kernel)
-    pr_alone = graphs.kernel(pair.pr_same_model_graph, pair.pr_same_model_kernel)
-    base_alone = graphs.kernel(pair.base_graph, pair.base_kernel)
     name, k = pair.name, pair.pr_same_model_kernel
-    out = [compare(name, "run", run_a, run_b, blocks, warmup, iterations)]
+    pr_alone = graphs.kernel(pair.pr_same_model_graph, k)
+    base_alone = graphs.kernel(pair.base_graph, pair.base_kernel)
+
+    def ab(factor: str, a: Condition, b: Condition) -> None:
+        out.append(compare(name, factor, a, b, blocks, warmup, iterations))
+
+    out: list[Comparison] = []
+    ab("run", Condition("base in its plan's graph", [la for la in base_all if la.kernel in pair.base_job_kernels],
+                        pair.base_kernel, in_graph_order=True),
+       Condition("PR in its plan's graph", [la for la in pr_all if la.kernel in pair.pr_job_kernels], pair.pr_kernel,
+                 in_graph_order=True))
     if pair.pr_same_model_graph != pair.pr_graph:
-        out.append(compare(name, "graph", ("PR in its plan's graph", graphs.of(pair.pr_graph), pair.pr_kernel),
-                           ("PR in base's model's graph", graphs.of(pair.pr_same_model_graph), k),
-                           blocks, warmup, iterations))
-    out.append(compare(name, "neighbours", ("with its graph", graphs.of(pair.pr_same_model_graph), k),
-                       ("alone", pr_alone, k), blocks, warmup, iterations))
+        ab("graph", Condition("PR in its plan's graph", pr_all, pair.pr_kernel, in_graph_order=True),
+           Condition("PR in base's model's graph", graphs.of(pair.pr_same_model_graph), k, in_graph_order=True))
+        ab("graph alone", Condition("PR alone, its plan's graph", graphs.kernel(pair.pr_graph, pair.pr_kernel),
+                                    pair.pr_kernel),
+           Condition("PR alone, base's model's graph", pr_alone, k))
+    ab("neighbours", Condition("with its graph", graphs.of(pair.pr_same_model_graph), k, in_graph_order=True),
+       Condition("alone", pr_alone, k))
     if len(base_alone) == len(pr_alone):
         offsets = page_offsets(pr_alone)
-        out.append(compare(name, "inputs", ("base's values", moved(pr_alone, offsets, base_alone), k),
-                           ("its own values", moved(pr_alone, offsets), k), blocks, warmup, iterations))
-        out.append(compare(name, "alignment", ("base's page offsets", moved(pr_alone, page_offsets(base_alone)), k),
-                           ("its own page offsets", moved(pr_alone, offsets), k), blocks, warmup, iterations))
+        ab("inputs", Condition("base's values", moved(pr_alone, offsets, base_alone), k),
+           Condition("its own values", moved(pr_alone, offsets), k))
+        ab("alignment", Condition("base's page offsets", moved(pr_alone, page_offsets(base_alone)), k),
+           Condition("its own page offsets", moved(pr_alone, offsets), k))
         shared = moved(pr_alone, offsets)
-        base_code = with_function(shared, base_alone[0].function)
-        out.append(compare(name, "code", ("base's compiled kernel", base_code, pair.base_kernel),
-                           ("PR's compiled kernel", shared, k), blocks, warmup, iterations))
-    out.append(compare(name, "design", ("base alone in its model's graph", base_alone, pair.base_kernel),
-                       ("PR alone in the same model's graph", pr_alone, k), blocks, warmup, iterations))
-    copy = with_function(pr_alone, copied_function(pr_alone[0], work))
-    out.append(compare(name, "copy", ("a copy of its library", copy, k), ("its library", pr_alone, k), blocks,
-                       warmup, iterations))
+        ab("code", Condition("base's compiled kernel", with_function(shared, base_alone[0].function), pair.base_kernel),
+           Condition("PR's compiled kernel", shared, k))
+    ab("design", Condition("base alone in its model's graph", base_alone, pair.base_kernel),
+       Condition("PR alone in the same model's graph", pr_alone, k))
+    ab("copy", Condition("a copy of its library", with_function(pr_alone, copied_function(pr_alone[0], work)), k),
+       Condition("its library", pr_alone, k))
     return out
 
 

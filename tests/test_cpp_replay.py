@@ -158,6 +158,7 @@ def test_a_worker_records_a_graphs_launches_once_in_the_prepare_and_every_visit_
     assert [{k: len(v["samples"]) for k, v in r.items()} for r in visits] == \
         [{"cpp_fused_scale_0": 6, "cpp_fused_copy_1": 3}] * 3
     (launches,) = worker.recorded.values()
+    launches[2].replay()
     assert launches[2].args[0].tolist() == [4.0, 7.0, 10.0, 13.0]  # the in-place kernel: the same values each visit
 
 
@@ -183,3 +184,21 @@ def test_without_a_prepare_each_visit_records_its_own_launches_and_keeps_nothing
 
     assert worker.modules[str(graph)].calls == [0, 1]
     assert (worker.recorded, worker.recorded_bytes) == ({}, 0)
+
+
+def test_each_kernel_is_replayed_alone_its_launches_back_to_back_and_only_the_timed_replays_are_samples(
+        graph: Path) -> None:
+    """What ran just before a kernel moves its time (a graph's other launches differ between base and PR), so a
+    visit replays one kernel's launches warm-up + iterations times before the next kernel's."""
+    module = load_module(str(graph), "replay_demo_alone")
+    launches = record_launches(module, module.get_args(), ["cpp_fused_scale_0", "cpp_fused_copy_1"],
+                               writable_arguments(str(graph)))
+    order: list[str] = []
+    for launch in launches:
+        original = launch.function
+        launch.function = lambda *args, name=launch.kernel, run=original: (order.append(name), run(*args))
+
+    samples = time_launches(launches, warmup=3, iterations=5)
+
+    assert order == ["cpp_fused_scale_0"] * 2 * 8 + ["cpp_fused_copy_1"] * 8
+    assert {k: len(v) for k, v in samples.items()} == {"cpp_fused_scale_0": 10, "cpp_fused_copy_1": 5}
