@@ -30,6 +30,12 @@ Factors (A against B):
 * ``copy``: the PR's compiled kernel against a second copy of its own shared library loaded elsewhere, alone on
   the same buffers: the placement of identical code.
 
+With ``--rounds N --out DIR`` it measures across processes instead, as a compare does: it plans the run's kernel
+rounds again with this checkout's rules (``plan_jobs``, ``pair_jobs``; the PR workers' code from this checkout, no
+numerics recorded, logs in DIR) into ``DIR/plan.json``, runs N paired rounds of it (``stages.paired``) into DIR,
+and prints each identical pair's ratio (base / PR of the round's median visit median; geomean over rounds with a
+95 % t interval), next to the same from the run's own rounds.
+
 Run it with the venv of the run (torch) and ``PYTHONPATH`` at the repository root. The process pins itself to its
 last CPU, as the workers' timed visits do. Writes a JSON (``format_version``) with every comparison when
 ``--json`` is given.
@@ -56,7 +62,18 @@ sys.path.insert(0, str(ROOT))
 
 from analysis import atomic_io  # noqa: E402
 from analysis.errors import UserError  # noqa: E402
+from analysis.formats.paired_rounds import read_rounds  # noqa: E402
+from analysis.formats.stage_records import (  # noqa: E402
+    LOAD,
+    Plan,
+    SidePlan,
+    plan_jobs,
+    read_plan,
+    write_plan,
+)
 from analysis.kernels.index import embedded_kernels  # noqa: E402
+from analysis.kernels.numerics import CONFIG_VAR as NUMERICS_CONFIG_VAR  # noqa: E402
+from prbench.compare.paired_plan import pair_jobs, partners, read_side_index  # noqa: E402
 
 FORMAT_VERSION = 1
 PAGE = 4096
@@ -365,6 +382,76 @@ def comparisons(pair: Pair, graphs: Graphs, blocks: int, warmup: int, iterations
     return out
 
 
+# --- across processes: the run's kernel rounds planned again with this checkout's rules ------------------------------
+
+
+def replan(run: Path, out: Path) -> Path:
+    """``out/plan.json``: the run's kernel plan with this checkout's jobs and blocks, workers running this checkout."""
+    old = read_plan(run / "pair" / "kernels" / "plan.json")
+    sample = next(job for block in old.blocks for job in block.values() if job)
+    indexes = {side: read_side_index(run / side) for side in ("base", "pr")}
+    jobs = {side: plan_jobs(indexes[side][0], run / side / "organized", sample["warmup"], sample["iterations"],
+                            sample["timeout_s"] / max(1, len(sample["kernels"])), None) for side in indexes}
+    sides = {}
+    for side, plan_side in old.sides.items():
+        env = dict(plan_side.env)
+        if env.get("PYTHONPATH"):  # the side's overlay stays; the stages' code is this checkout's
+            env["PYTHONPATH"] = os.pathsep.join(str(ROOT) if (Path(p) / "stages").is_dir() else p
+                                                for p in str(env["PYTHONPATH"]).split(os.pathsep))
+        env[NUMERICS_CONFIG_VAR] = None  # the run's numerical A/B is recorded already; nothing is written there
+        sides[side] = SidePlan(env=env, log=str(out / f"kernels-{side}-workers.log"), organized=plan_side.organized,
+                               prepare=[{**asdict(job), "kind": LOAD} for job in jobs[side]])
+    blocks = pair_jobs(jobs["base"], jobs["pr"], partners(indexes["base"][1], indexes["pr"][1]))
+    path = out / "plan.json"
+    write_plan(path, Plan(kind=old.kind, worker=old.worker, device=old.device, sides=sides, blocks=blocks,
+                          passes=old.passes, platform=old.platform, modules_per_worker=old.modules_per_worker))
+    return path
+
+
+def round_ratios(round_files: list[Path], base_item: str, pr_item: str) -> list[float]:
+    """Per round: base's median visit median over the PR's, for one pair."""
+    ratios = []
+    for record in read_rounds(round_files):
+        medians = {side: [statistics.median(v.samples) for v in record.visits
+                          if v.side == side and v.item == item and v.samples]
+                   for side, item in (("base", base_item), ("pr", pr_item))}
+        if medians["base"] and medians["pr"]:
+            ratios.append(statistics.median(medians["base"]) / statistics.median(medians["pr"]))
+    return ratios
+
+
+def across_processes(run: Path, out: Path, rounds: int) -> list[dict[str, Any]]:
+    import subprocess
+
+    out.mkdir(parents=True, exist_ok=True)
+    plan = replan(run, out)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for number in range(1, rounds + 1):
+        print(f"round {number}/{rounds} (load {os.getloadavg()[0]:.1f})", flush=True)
+        subprocess.run([sys.executable, "-m", "stages.paired", "--plan", str(plan), "--round", str(number), "--out",
+                        str(out / f"round-{number:03d}.json")], cwd=ROOT, env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+    with (run / "report" / "kernels_compare.csv").open(newline="", encoding="utf-8") as handle:
+        rows = [r for r in csv.DictReader(handle)
+                if r["code_changed"] == "False" and r["base_ok"] == "True" and r["pr_ok"] == "True"]
+    results = []
+    for row in rows:
+        entry: dict[str, Any] = {"pair": row["base_name"]}
+        for label, files in (("run", sorted((run / "pair" / "kernels").glob("round-*.json"))),
+                             ("replanned", sorted(out.glob("round-*.json")))):
+            ratios = round_ratios(files, row["base_path"], row["pr_path"])
+            ratio, low, high = block_ratio([math.log(r) for r in ratios])
+            entry[label] = {"ratio": ratio, "low": low, "high": high, "rounds": len(ratios)}
+        results.append(entry)
+        print(f"{row['base_name'][:60]:<60} run {_shown(entry['run'])}  replanned {_shown(entry['replanned'])}",
+              flush=True)
+    return results
+
+
+def _shown(entry: dict[str, Any]) -> str:
+    return f"{entry['ratio']:.3f} [{entry['low']:.3f}, {entry['high']:.3f}] ({entry['rounds']} rounds)"
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -375,7 +462,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=30, help="timed replays per visit (the compare's)")
     parser.add_argument("--pairs", default=None, help="only pairs whose base kernel name matches this regex")
     parser.add_argument("--json", type=Path, default=None, help="write every comparison here")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="instead: this many paired rounds of the run's kernels, planned again (needs --out)")
+    parser.add_argument("--out", type=Path, default=None, help="--rounds: where the plan, rounds and logs go")
     args = parser.parse_args(argv)
+    if args.rounds:
+        if args.out is None:
+            raise UserError("--rounds needs --out DIR (where the plan and the round files go)")
+        pairs = across_processes(args.run, args.out, args.rounds)
+        if args.json:
+            atomic_io.write_json(args.json, {"format_version": FORMAT_VERSION, "run": str(args.run),
+                                             "rounds": args.rounds, "pairs": pairs})
+        return 0
     plan_path = args.run / "pair" / "kernels" / "plan.json"
     if not plan_path.is_file():
         raise UserError(f"--run {args.run}: no pair/kernels/plan.json (a finished invoke compare run)")
