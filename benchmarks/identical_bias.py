@@ -31,9 +31,9 @@ Factors (A against B):
   the same buffers: the placement of identical code.
 
 With ``--rounds N --out DIR`` it measures across processes instead, as a compare does: it plans the run's kernel
-rounds again with this checkout's rules (``plan_jobs``, ``pair_jobs``; the PR workers' code from this checkout, no
-numerics recorded, logs in DIR) into ``DIR/plan.json``, runs N paired rounds of it (``stages.paired``) into DIR,
-and prints each identical pair's ratio (base / PR of the round's median visit median; geomean over rounds with a
+rounds again with this checkout (both sides' caches organized again into DIR, ``plan_jobs``, ``pair_jobs``; the
+workers run this checkout's code, no numerics recorded, logs in DIR) into ``DIR/plan.json``, runs N paired rounds
+of it (``stages.paired``) into DIR, and prints each identical pair's ratio (base / PR of the round's median visit median; geomean over rounds with a
 95 % t interval), next to the same from the run's own rounds.
 
 Run it with the venv of the run (torch) and ``PYTHONPATH`` at the repository root. The process pins itself to its
@@ -63,6 +63,7 @@ sys.path.insert(0, str(ROOT))
 from analysis import atomic_io  # noqa: E402
 from analysis.errors import UserError  # noqa: E402
 from analysis.formats.paired_rounds import read_rounds  # noqa: E402
+from analysis.formats.run_layout import VariantLayout  # noqa: E402
 from analysis.formats.stage_records import (  # noqa: E402
     LOAD,
     Plan,
@@ -385,13 +386,22 @@ def comparisons(pair: Pair, graphs: Graphs, blocks: int, warmup: int, iterations
 # --- across processes: the run's kernel rounds planned again with this checkout's rules ------------------------------
 
 
-def replan(run: Path, out: Path) -> Path:
-    """``out/plan.json``: the run's kernel plan with this checkout's jobs and blocks, workers running this checkout."""
+def replan(run: Path, out: Path) -> tuple[Path, list[tuple[str, str, str]]]:
+    """``out/plan.json``: the run's kernel plan made again with this checkout — both sides' caches organized again
+    (``out/<side>/organized``), their jobs and blocks — its workers running this checkout; and the identical C++
+    pairs of that plan (name, base item, PR item)."""
+    from stages.organize import organize, read_graph_models
+
     old = read_plan(run / "pair" / "kernels" / "plan.json")
     sample = next(job for block in old.blocks for job in block.values() if job)
-    indexes = {side: read_side_index(run / side) for side in ("base", "pr")}
-    jobs = {side: plan_jobs(indexes[side][0], run / side / "organized", sample["warmup"], sample["iterations"],
-                            sample["timeout_s"] / max(1, len(sample["kernels"])), None) for side in indexes}
+    for side in ("base", "pr"):
+        layout = VariantLayout(run / side)
+        organize(layout.cache_archive, VariantLayout(out / side).organized, extract_to=out / side / "cache",
+                 graph_models=read_graph_models(layout.graph_models))
+    indexes = {side: read_side_index(out / side) for side in ("base", "pr")}
+    jobs = {side: plan_jobs(indexes[side][0], VariantLayout(out / side).organized, sample["warmup"],
+                            sample["iterations"], sample["timeout_s"] / max(1, len(sample["kernels"])), None)
+            for side in indexes}
     sides = {}
     for side, plan_side in old.sides.items():
         env = dict(plan_side.env)
@@ -399,13 +409,18 @@ def replan(run: Path, out: Path) -> Path:
             env["PYTHONPATH"] = os.pathsep.join(str(ROOT) if (Path(p) / "stages").is_dir() else p
                                                 for p in str(env["PYTHONPATH"]).split(os.pathsep))
         env[NUMERICS_CONFIG_VAR] = None  # the run's numerical A/B is recorded already; nothing is written there
-        sides[side] = SidePlan(env=env, log=str(out / f"kernels-{side}-workers.log"), organized=plan_side.organized,
+        sides[side] = SidePlan(env=env, log=str(out / f"kernels-{side}-workers.log"),
+                               organized=str(VariantLayout(out / side).organized),
                                prepare=[{**asdict(job), "kind": LOAD} for job in jobs[side]])
-    blocks = pair_jobs(jobs["base"], jobs["pr"], partners(indexes["base"][1], indexes["pr"][1]))
+    partner = partners(indexes["base"][1], indexes["pr"][1])
+    blocks = pair_jobs(jobs["base"], jobs["pr"], partner)
     path = out / "plan.json"
     write_plan(path, Plan(kind=old.kind, worker=old.worker, device=old.device, sides=sides, blocks=blocks,
                           passes=old.passes, platform=old.platform, modules_per_worker=old.modules_per_worker))
-    return path
+    rows = {side: {r.path: r for r in indexes[side][0]} for side in indexes}
+    identical = [(rows["base"][b].kernel_name, b, p) for b, p in partner.items()
+                 if rows["base"][b].backend == "cpp" and rows["base"][b].body_hash == rows["pr"][p].body_hash]
+    return path, identical
 
 
 def round_ratios(round_files: list[Path], base_item: str, pr_item: str) -> list[float]:
@@ -421,10 +436,11 @@ def round_ratios(round_files: list[Path], base_item: str, pr_item: str) -> list[
 
 
 def across_processes(run: Path, out: Path, rounds: int) -> list[dict[str, Any]]:
+    """The run's identical pairs over its own rounds, then the replanned identical pairs over ``rounds`` new ones."""
     import subprocess
 
     out.mkdir(parents=True, exist_ok=True)
-    plan = replan(run, out)
+    plan, identical = replan(run, out)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for number in range(1, rounds + 1):
         print(f"round {number}/{rounds} (load {os.getloadavg()[0]:.1f})", flush=True)
@@ -432,19 +448,20 @@ def across_processes(run: Path, out: Path, rounds: int) -> list[dict[str, Any]]:
                         str(out / f"round-{number:03d}.json")], cwd=ROOT, env=env, check=True,
                        stdout=subprocess.DEVNULL)
     with (run / "report" / "kernels_compare.csv").open(newline="", encoding="utf-8") as handle:
-        rows = [r for r in csv.DictReader(handle)
-                if r["code_changed"] == "False" and r["base_ok"] == "True" and r["pr_ok"] == "True"]
+        before = [(r["base_name"], r["base_path"], r["pr_path"]) for r in csv.DictReader(handle)
+                  if r["code_changed"] == "False" and r["base_ok"] == "True" and r["pr_ok"] == "True"]
     results = []
-    for row in rows:
-        entry: dict[str, Any] = {"pair": row["base_name"]}
-        for label, files in (("run", sorted((run / "pair" / "kernels").glob("round-*.json"))),
-                             ("replanned", sorted(out.glob("round-*.json")))):
-            ratios = round_ratios(files, row["base_path"], row["pr_path"])
+    for label, pairs, files in (("run", before, sorted((run / "pair" / "kernels").glob("round-*.json"))),
+                                ("replanned", identical, sorted(out.glob("round-*.json")))):
+        print(f"{label}: {len(pairs)} identical pairs over {len(files)} rounds", flush=True)
+        for name, base_item, pr_item in pairs:
+            ratios = round_ratios(files, base_item, pr_item)
+            if not ratios:
+                continue
             ratio, low, high = block_ratio([math.log(r) for r in ratios])
-            entry[label] = {"ratio": ratio, "low": low, "high": high, "rounds": len(ratios)}
-        results.append(entry)
-        print(f"{row['base_name'][:60]:<60} run {_shown(entry['run'])}  replanned {_shown(entry['replanned'])}",
-              flush=True)
+            entry = {"plan": label, "pair": name, "ratio": ratio, "low": low, "high": high, "rounds": len(ratios)}
+            results.append(entry)
+            print(f"  {name[:70]:<70} {_shown(entry)}", flush=True)
     return results
 
 
@@ -469,10 +486,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds:
         if args.out is None:
             raise UserError("--rounds needs --out DIR (where the plan and the round files go)")
-        pairs = across_processes(args.run, args.out, args.rounds)
+        ratios = across_processes(args.run, args.out, args.rounds)
         if args.json:
             atomic_io.write_json(args.json, {"format_version": FORMAT_VERSION, "run": str(args.run),
-                                             "rounds": args.rounds, "pairs": pairs})
+                                             "rounds": args.rounds, "pairs": ratios})
         return 0
     plan_path = args.run / "pair" / "kernels" / "plan.json"
     if not plan_path.is_file():

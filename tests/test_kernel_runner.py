@@ -178,24 +178,6 @@ def test_cpp_kernels_are_timed_per_graph_and_triton_per_file(tmp_path: Path) -> 
     assert jobs[1].path == str(tmp_path / "graphs" / "0_inference.py") and jobs[1].timeout_s == 120
 
 
-def test_both_sides_time_an_identical_kernel_in_the_same_models_graph_whatever_order_their_caches_list_it(
-        tmp_path: Path) -> None:
-    """The same GELU-tanh kernel launched by GPT2's and Albert's graphs: each side's index lists the graphs in its
-    cache's order (here opposite), and both sides time it in Albert's graph (the model that sorts first), each
-    in its own compile of it."""
-    def tanh_row(graphs: str) -> IndexRow:
-        return IndexRow("cpp", "cpp_fused_add_mul_pow_tanh_view_4", "0" * 16, "x1", "k", "cpp/k.cpp", 2, graphs,
-                        "cpp", "graphs/x.py")
-
-    base = tanh_row("GPT2ForSequenceClassification/1_inference_s3sxgce4;AlbertForMaskedLM/5_inference_sjyifh5u")
-    pr = tanh_row("AlbertForMaskedLM/5_inference_42rosohl;GPT2ForSequenceClassification/1_inference_bcgho73z")
-
-    (base_job,), (pr_job,) = (plan_jobs([r], tmp_path, 10, 30, 60, None) for r in (base, pr))
-
-    assert Path(base_job.path).name == "5_inference_sjyifh5u.py"
-    assert Path(pr_job.path).name == "5_inference_42rosohl.py"
-
-
 def test_summary_statistics_and_bandwidth() -> None:
     result = summarize(row("p/k.py", "k"), Outcome(samples=[1.0, 2.0, 3.0, 10.0]), gb=0.002)
     assert (result.n, result.median_ms, result.min_ms, result.status) == (4, 2.5, 1.0, "ok")

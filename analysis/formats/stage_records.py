@@ -36,7 +36,7 @@ from analysis.atomic_io import write_json
 from analysis.errors import UserError
 from analysis.formats.paired_rounds import ROUND_KINDS, SIDES
 from analysis.formats.run_layout import GRAPHS_DIR, INDEX_CSV
-from analysis.kernels.index import IndexRow, read_index, timing_graph
+from analysis.kernels.index import IndexRow, read_index
 
 # --- environment variables ------------------------------------------------------------------------------------
 INDUCTOR_CONFIG_ENV = "PRBENCH_INDUCTOR_CONFIG"  # JSON of Inductor config overrides a stage applies
@@ -144,12 +144,12 @@ def load_rows(organized: Path, pattern: str | None) -> list[IndexRow]:
 
 def plan_jobs(rows: list[IndexRow], organized: Path, warmup: int, iterations: int, timeout_s: float,
               interpreter_iterations: int | None) -> list[Job]:
-    """Triton rows → one job each; C++ rows → one job per graph (`timing_graph`: the same model's on both sides)."""
+    """Triton rows → one job each; C++ rows → one job per graph (timed where the kernel was first seen)."""
     jobs: list[Job] = []
     graph_kernels: dict[str, dict[str, str]] = {}
     for row in rows:
         if row.backend == "cpp":
-            graph = timing_graph(row.graphs)
+            graph = row.graphs.split(";")[0].rsplit("/", 1)[-1] if row.graphs else ""
             graph_kernels.setdefault(graph, {})[row.kernel_name] = row.path
             continue
         w, n = (0, interpreter_iterations) if interpreter_iterations else (warmup, iterations)

@@ -183,17 +183,6 @@ def graph_keys(graphs: str) -> frozenset[str]:
     return frozenset(graph_key(entry) for entry in graph_entries(graphs))
 
 
-def timing_graph(graphs: str) -> str:
-    """The file stem of the graph module a C++ kernel is timed in: the entry whose `graph_key` sorts first, so that
-    base and PR time identical code in the same model's graph. (The entries' order follows each side's cache, and
-    the first entry put a byte-identical GELU-tanh kernel into GPT2's graph on one side and Albert's on the other:
-    another launch, other buffers and values, 3.6 % apart in one process; ``benchmarks/identical_bias.py``.)"""
-    entries = graph_entries(graphs)
-    if not entries:
-        return ""
-    return min(entries, key=lambda entry: (graph_key(entry), entry)).rsplit("/", 1)[-1]
-
-
 def where_launched(graphs: str) -> str:
     """A `graphs` cell for a reader: ``model/aot id`` entries, sorted, comma-separated ("–" when empty)."""
     return ", ".join(sorted(graph_keys(graphs))) or "–"

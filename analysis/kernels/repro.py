@@ -22,7 +22,6 @@ from typing import Any
 from analysis.errors import UserError
 from analysis.formats.run_layout import SIDES, RunLayout
 from analysis.kernels.compare import pair_kernels, read_kernels_csv
-from analysis.kernels.index import timing_graph
 from analysis.records import read_json
 from analysis.rendering import md_code, md_text
 
@@ -66,7 +65,7 @@ def _side_kernel(row: dict[str, Any]) -> SideKernel:
         graphs = str(row.get("graphs") or "")
         if not graphs:
             raise UserError(f"kernels.csv: the C++ kernel {row['kernel_name']} names no graph module that launches it")
-        graph = f"graphs/{timing_graph(graphs)}.py"  # as the kernel stage's plan_jobs picks it
+        graph = f"graphs/{graphs.split(';')[0].rsplit('/', 1)[-1]}.py"  # as the kernel stage's plan_jobs picks it
     return SideKernel(str(row["kernel_name"]), path, graph, backend)
 
 
