@@ -25,16 +25,18 @@ Factors (A against B):
   within a page, against the PR's recorded offsets.
 * ``code``: base's compiled kernel against the PR's, alone on the same buffers and values (the two differ only in
   the profiler label Inductor writes into the source, and so in their shared library and its placement).
-* ``design``: what the rounds compare since this benchmark: each side's kernel alone (its launches replayed
-  back to back, none of its graph's other launches between), in the graph of the same model on both sides.
+* ``alone``: each side's kernel alone (its launches replayed back to back, none of its graph's other launches
+  between), in the graph of the same model on both sides, on the buffers its side's recording allocated.
+* ``design``: what the rounds compare since this benchmark: as ``alone``, with each visit placing the kernel's
+  buffers afresh at a random offset (``stages.cpp_replay.placed``).
 * ``copy``: the PR's compiled kernel against a second copy of its own shared library loaded elsewhere, alone on
   the same buffers: the placement of identical code.
 
 With ``--rounds N --out DIR`` it measures across processes instead, as a compare does: it plans the run's kernel
 rounds again with this checkout (both sides' caches organized again into DIR, ``plan_jobs``, ``pair_jobs``; the
 workers run this checkout's code, no numerics recorded, logs in DIR) into ``DIR/plan.json``, runs N paired rounds
-of it (``stages.paired``) into DIR, and prints each identical pair's ratio (base / PR of the round's median visit median; geomean over rounds with a
-95 % t interval), next to the same from the run's own rounds.
+of it (``stages.paired``) into DIR, and prints each identical pair's ratio (base / PR of the round's median visit
+median; geomean over rounds with a 95 % t interval), next to the same from the run's own rounds.
 
 Run it with the venv of the run (torch) and ``PYTHONPATH`` at the repository root. The process pins itself to its
 last CPU, as the workers' timed visits do. Writes a JSON (``format_version``) with every comparison when
@@ -47,6 +49,7 @@ import csv
 import json
 import math
 import os
+import random
 import re
 import shutil
 import statistics
@@ -212,7 +215,7 @@ def moved(launches: list[Any], offsets: list[int] | None = None, values_from: li
 
     from stages.cpp_replay import Launch
 
-    fresh: dict[int, Any] = {}
+    fresh: dict[int, tuple[Any, int]] = {}
     out = []
     for n, launch in enumerate(launches):
         source = values_from[n] if values_from else launch
@@ -223,10 +226,10 @@ def moved(launches: list[Any], offsets: list[int] | None = None, values_from: li
             if key not in fresh:
                 offset = offsets[len(fresh) % len(offsets)] if offsets else key % PAGE
                 raw = torch.empty(storage.nbytes() + 2 * PAGE, dtype=torch.uint8)
-                start = (offset - raw.data_ptr()) % PAGE
-                fresh[key] = raw[start:start + storage.nbytes()]
-            flat = fresh[key].view(tensor.dtype)
-            view = flat.as_strided(tensor.size(), tensor.stride(), tensor.storage_offset())
+                fresh[key] = (raw, (offset - raw.data_ptr()) % PAGE)
+            raw, start = fresh[key]
+            view = raw.view(tensor.dtype).as_strided(tensor.size(), tensor.stride(),
+                                                     start // tensor.element_size() + tensor.storage_offset())
             view.copy_(like)
             return view
 
@@ -292,6 +295,7 @@ class Condition:
     launches: list[Any]
     kernel: str
     in_graph_order: bool = False
+    placed_at_random: bool = False  # each visit places the kernel's buffers afresh (`cpp_replay.placed`)
 
 
 def visit(condition: Condition, warmup: int, iterations: int) -> float:
@@ -301,7 +305,8 @@ def visit(condition: Condition, warmup: int, iterations: int) -> float:
     from stages.cpp_replay import kernel_samples, time_launches
 
     if not condition.in_graph_order:
-        return statistics.median(time_launches(condition.launches, warmup, iterations)[condition.kernel])
+        rng = random.Random() if condition.placed_at_random else None
+        return statistics.median(time_launches(condition.launches, warmup, iterations, rng)[condition.kernel])
     for _ in range(warmup):
         for launch in condition.launches:
             launch.replay()
@@ -376,8 +381,10 @@ def comparisons(pair: Pair, graphs: Graphs, blocks: int, warmup: int, iterations
         shared = moved(pr_alone, offsets)
         ab("code", Condition("base's compiled kernel", with_function(shared, base_alone[0].function), pair.base_kernel),
            Condition("PR's compiled kernel", shared, k))
-    ab("design", Condition("base alone in its model's graph", base_alone, pair.base_kernel),
+    ab("alone", Condition("base alone in its model's graph", base_alone, pair.base_kernel),
        Condition("PR alone in the same model's graph", pr_alone, k))
+    ab("design", Condition("base alone, placed at random", base_alone, pair.base_kernel, placed_at_random=True),
+       Condition("PR alone, placed at random", pr_alone, k, placed_at_random=True))
     ab("copy", Condition("a copy of its library", with_function(pr_alone, copied_function(pr_alone[0], work)), k),
        Condition("its library", pr_alone, k))
     return out

@@ -105,15 +105,54 @@ def warm_profiler() -> None:
         pass
 
 
-def time_launches(launches: list[Launch], warmup: int, iterations: int) -> dict[str, list[float]]:
+# Each kernel's buffers are placed afresh at every visit, at a random offset within this many bytes (a multiple of
+# 64, as torch's CPU allocator aligns): past a page, and past the L1 and L2 set index of a 2 MB huge page.
+PLACEMENT_SPAN = 1 << 16
+
+
+def placed(launches: list[Launch], rng: Any) -> list[Launch]:
+    """The launches on fresh copies of their tensors' storages, each at a random 64-byte offset in
+    ``PLACEMENT_SPAN`` (drawn from ``rng``); arguments that share a storage keep sharing one, and what a replay
+    restores goes to the copies. The copies hold the storages' values as they are now."""
+    import torch
+
+    fresh: dict[int, tuple[Any, int]] = {}  # storage → (its copy's whole allocation, the copy's byte offset in it)
+
+    def copy_of(tensor: Any) -> Any:
+        storage = tensor.untyped_storage()
+        key = storage.data_ptr()
+        size = tensor.element_size()
+        if key not in fresh:
+            raw = torch.empty(storage.nbytes() + PLACEMENT_SPAN, dtype=torch.uint8)
+            start = rng.randrange(0, PLACEMENT_SPAN, 64)
+            whole = tensor.as_strided((storage.nbytes() // size,), (1,), 0)  # the storage, in the tensor's dtype
+            raw.view(tensor.dtype)[start // size:start // size + whole.numel()].copy_(whole)
+            fresh[key] = (raw, start)
+        raw, start = fresh[key]
+        offset = start // size + tensor.storage_offset()
+        return raw.view(tensor.dtype).as_strided(tensor.size(), tensor.stride(), offset)
+
+    out = []
+    for launch in launches:
+        args = tuple(copy_of(a) if isinstance(a, torch.Tensor) else a for a in launch.args)
+        saved = [(copy_of(live), before) for live, before in launch.saved]
+        out.append(Launch(launch.kernel, launch.function, args, saved))
+    return out
+
+
+def time_launches(launches: list[Launch], warmup: int, iterations: int, rng: Any = None) -> dict[str, list[float]]:
     """Time each kernel on its own: its launches replayed ``warmup`` times, then ``iterations`` times, back to back,
-    before the next kernel's: {kernel: [ms]}, a kernel launched k times giving k samples per iteration.
+    before the next kernel's: {kernel: [ms]}, a kernel launched k times giving k samples per iteration. With
+    ``rng`` (a ``random.Random``), each kernel's buffers are first `placed` at random.
 
     Alone, because what ran just before a kernel moves its time, and a graph's launches around a kernel differ
     between base and PR when the PR changed them: replayed in the graph's order, byte-identical kernels timed
-    0.95× (1.5 µs, a changed RMS norm before it) and 0.2 µs kernels up to 1.8× their time alone
-    (``benchmarks/identical_bias.py``, docs/cost-model.md). One profiler window holds every kernel's replays (a
-    window per kernel costs 1–3 ms to start and stop); the warm-up replays' events are dropped.
+    0.95× (1.5 µs, a changed RMS norm before it) and 0.2 µs kernels up to 1.8× their time alone. Placed at random,
+    because where a side's recording put a kernel's buffers moved a byte-identical 40 µs kernel by 7 % in one
+    process, the same way in every fresh process (``benchmarks/identical_bias.py``, docs/cost-model.md); drawn
+    anew at every visit, that becomes visit-to-visit spread instead of an offset between the sides. One profiler
+    window holds every kernel's replays (a window per kernel costs 1–3 ms to start and stop); the warm-up replays'
+    events are dropped.
     """
     from torch.profiler import ProfilerActivity, profile
 
@@ -122,6 +161,8 @@ def time_launches(launches: list[Launch], warmup: int, iterations: int) -> dict[
         by_kernel.setdefault(launch.kernel, []).append(launch)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for own in by_kernel.values():
+            if rng is not None:  # one kernel's copies at a time: a visit holds at most one kernel's buffers twice
+                own = placed(own, rng)
             for _ in range(warmup + iterations):
                 for launch in own:
                     launch.replay()

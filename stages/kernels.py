@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import os
 import queue
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -320,6 +321,9 @@ class KernelWorker:
         self.recorded_bytes = 0
         self.profiler_warm = False
         self.numerics = kernel_numerics.Recorder.from_environment()
+        # Where each visit places a C++ kernel's buffers (`cpp_replay.placed`): drawn per worker, so no side keeps
+        # one placement for the whole comparison.
+        self.placement = random.Random()
 
     def module(self, job: Job) -> Any:
         if job.path not in self.modules:
@@ -371,7 +375,7 @@ class KernelWorker:
         launches = self.launches(job, module, keep=False)
         self.numerics.guarded(job.id, lambda: self.numerics.record_graph(  # once per run: numerical A/B records
             job.id, job.kernels, module, lambda: seeded_args(module), self.writable_of(job.path)))
-        samples = cpp_replay.time_launches(launches, job.warmup, job.iterations)
+        samples = cpp_replay.time_launches(launches, job.warmup, job.iterations, self.placement)
         launched = {launch.kernel for launch in launches}
         results: dict[str, dict[str, Any]] = {}
         for name in job.kernels:
