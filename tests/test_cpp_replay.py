@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from stages import kernels
-from stages.cpp_replay import kernel_samples, record_launches, time_launches, writable_arguments
+from stages.cpp_replay import (
+    PLACEMENT_SPAN,
+    kernel_samples,
+    placed,
+    record_launches,
+    time_launches,
+    writable_arguments,
+)
 from stages.kernels import LOAD, Job, KernelWorker, WallTimer, load_module
 
 pytestmark = pytest.mark.xdist_group("torch-in-process")  # torch in the test process: one worker imports it
@@ -202,3 +209,27 @@ def test_each_kernel_is_replayed_alone_its_launches_back_to_back_and_only_the_ti
 
     assert order == ["cpp_fused_scale_0"] * 2 * 8 + ["cpp_fused_copy_1"] * 8
     assert {k: len(v) for k, v in samples.items()} == {"cpp_fused_scale_0": 10, "cpp_fused_copy_1": 5}
+
+
+def test_a_visit_places_a_kernels_buffers_afresh_and_the_kernel_computes_the_same_there(graph: Path) -> None:
+    """Where a side's recording put a kernel's buffers is fixed for a worker's life and differs between the sides;
+    each visit times the kernel on copies placed at random, with the same values, aliasing and restores."""
+    import random
+
+    module = load_module(str(graph), "replay_demo_placed")
+    launches = record_launches(module, module.get_args(), ["cpp_fused_scale_0", "cpp_fused_copy_1"],
+                               writable_arguments(str(graph)))
+    rng = random.Random(7)
+    copies = [placed(launches, rng) for _ in range(4)]
+
+    for moved in copies:
+        for launch in moved:
+            launch.replay()
+        scale, copy, scale_again = moved
+        assert scale_again.args[0].tolist() == [4.0, 7.0, 10.0, 13.0]  # restored to its recorded value, then scaled
+        assert copy.args[0].data_ptr() == scale.args[0].data_ptr()  # buf0: written by the one, read by the other
+        assert scale.saved[0][0].data_ptr() == scale.args[0].data_ptr()  # the restore goes to the copy
+    offsets = [moved[0].args[0].data_ptr() - moved[0].args[0].untyped_storage().data_ptr() for moved in copies]
+    drawn = random.Random(7)
+    draws = [drawn.randrange(0, PLACEMENT_SPAN, 64) for _ in range(3 * len(copies))]  # buf0, arg0_1, buf1 each
+    assert offsets == draws[::3]
