@@ -111,9 +111,9 @@ PLACEMENT_SPAN = 1 << 16
 
 
 def placed(launches: list[Launch], rng: Any) -> list[Launch]:
-    """The launches on fresh copies of their tensors' storages, each at a random 64-byte offset in
-    ``PLACEMENT_SPAN`` (drawn from ``rng``); arguments that share a storage keep sharing one, and what a replay
-    restores goes to the copies. The copies hold the storages' values as they are now."""
+    """The launches on fresh copies of their tensors' storages (arguments and the values a replay restores), each
+    at a random 64-byte offset in ``PLACEMENT_SPAN`` (drawn from ``rng``); arguments that share a storage keep
+    sharing one. The copies hold the storages' values as they are now."""
     import torch
 
     fresh: dict[int, tuple[Any, int]] = {}  # storage → (its copy's whole allocation, the copy's byte offset in it)
@@ -135,7 +135,7 @@ def placed(launches: list[Launch], rng: Any) -> list[Launch]:
     out = []
     for launch in launches:
         args = tuple(copy_of(a) if isinstance(a, torch.Tensor) else a for a in launch.args)
-        saved = [(copy_of(live), before) for live, before in launch.saved]
+        saved = [(copy_of(live), copy_of(before)) for live, before in launch.saved]
         out.append(Launch(launch.kernel, launch.function, args, saved))
     return out
 

@@ -231,5 +231,6 @@ def test_a_visit_places_a_kernels_buffers_afresh_and_the_kernel_computes_the_sam
         assert scale.saved[0][0].data_ptr() == scale.args[0].data_ptr()  # the restore goes to the copy
     offsets = [moved[0].args[0].data_ptr() - moved[0].args[0].untyped_storage().data_ptr() for moved in copies]
     drawn = random.Random(7)
-    draws = [drawn.randrange(0, PLACEMENT_SPAN, 64) for _ in range(3 * len(copies))]  # buf0, arg0_1, buf1 each
-    assert offsets == draws[::3]
+    # per copy: buf0, its value before the first scale, arg0_1, buf1, its value before the copy, and before the scale
+    draws = [drawn.randrange(0, PLACEMENT_SPAN, 64) for _ in range(6 * len(copies))]
+    assert offsets == draws[::6]
