@@ -1,4 +1,4 @@
-"""Isolated timing of Inductor's C++ kernels: every launch of a compiled graph, replayed alone.
+"""Isolated timing of Inductor's C++ kernels: each kernel of a compiled graph, its launches replayed alone.
 
 A C++ kernel of 0.1–2 µs timed inside its graph measures mostly what the kernels before it left in the caches:
 the same kernel moved by 5–30 % from one visit to the next in one process, so no number of rounds could resolve
@@ -7,7 +7,8 @@ buffer it may write, taken just before it runs), and each kernel's launches are 
 back to back (none of the graph's other launches between: ``time_launches``), as the seed times a standalone kernel
 file: the recorded buffers are restored first, so an in-place kernel (GELU on its own
 output) computes on the same values every time instead of on what its previous replay left, and the kernel runs
-with its inputs warm in the cache.
+with its inputs warm in the cache. A worker's visit first copies each kernel's buffers to fresh allocations at a
+random offset (``placed``), so where one side's recording happened to put them is not an offset between the sides.
 
 A replay's time is the kernel's own ``graph_<n>_<kernel>`` profiler event (the graph must be compiled with
 ``cpp.enable_kernel_profile``): it starts inside the kernel, so neither the restore nor the Python binding's
