@@ -1,12 +1,14 @@
-"""Isolated timing of Inductor's C++ kernels: every launch of a compiled graph, replayed alone.
+"""Isolated timing of Inductor's C++ kernels: each kernel of a compiled graph, its launches replayed alone.
 
 A C++ kernel of 0.1–2 µs timed inside its graph measures mostly what the kernels before it left in the caches:
 the same kernel moved by 5–30 % from one visit to the next in one process, so no number of rounds could resolve
 a 2 % change. So a graph is run once to *record* its launches (the kernel, its arguments, and a copy of every
-buffer it may write, taken just before it runs), and each launch is then *replayed* on its own, as the seed
-times a standalone kernel file: the recorded buffers are restored first, so an in-place kernel (GELU on its own
+buffer it may write, taken just before it runs), and each kernel's launches are then *replayed* on their own,
+back to back (none of the graph's other launches between: ``time_launches``), as the seed times a standalone kernel
+file: the recorded buffers are restored first, so an in-place kernel (GELU on its own
 output) computes on the same values every time instead of on what its previous replay left, and the kernel runs
-with its inputs warm in the cache.
+with its inputs warm in the cache. A worker's visit first copies each kernel's buffers to fresh allocations at a
+random offset (``placed``), so where one side's recording happened to put them is not an offset between the sides.
 
 A replay's time is the kernel's own ``graph_<n>_<kernel>`` profiler event (the graph must be compiled with
 ``cpp.enable_kernel_profile``): it starts inside the kernel, so neither the restore nor the Python binding's
@@ -104,21 +106,70 @@ def warm_profiler() -> None:
         pass
 
 
-def time_launches(launches: list[Launch], warmup: int, iterations: int) -> dict[str, list[float]]:
-    """Replay every launch ``warmup`` times, then ``iterations`` times under the profiler: {kernel: [ms]}.
+# Each kernel's buffers are placed afresh at every visit, at a random offset within this many bytes (a multiple of
+# 64, as torch's CPU allocator aligns): past a page, and past the L1 and L2 set index of a 2 MB huge page.
+PLACEMENT_SPAN = 1 << 16
 
-    One pass replays each launch once, so a kernel the graph launches k times gives k samples per iteration.
+
+def placed(launches: list[Launch], rng: Any) -> list[Launch]:
+    """The launches on fresh copies of their tensors' storages (arguments and the values a replay restores), each
+    at a random 64-byte offset in ``PLACEMENT_SPAN`` (drawn from ``rng``); arguments that share a storage keep
+    sharing one. The copies hold the storages' values as they are now."""
+    import torch
+
+    fresh: dict[int, tuple[Any, int]] = {}  # storage → (its copy's whole allocation, the copy's byte offset in it)
+
+    def copy_of(tensor: Any) -> Any:
+        storage = tensor.untyped_storage()
+        key = storage.data_ptr()
+        size = tensor.element_size()
+        if key not in fresh:
+            raw = torch.empty(storage.nbytes() + PLACEMENT_SPAN, dtype=torch.uint8)
+            start = rng.randrange(0, PLACEMENT_SPAN, 64)
+            whole = tensor.as_strided((storage.nbytes() // size,), (1,), 0)  # the storage, in the tensor's dtype
+            raw.view(tensor.dtype)[start // size:start // size + whole.numel()].copy_(whole)
+            fresh[key] = (raw, start)
+        raw, start = fresh[key]
+        offset = start // size + tensor.storage_offset()
+        return raw.view(tensor.dtype).as_strided(tensor.size(), tensor.stride(), offset)
+
+    out = []
+    for launch in launches:
+        args = tuple(copy_of(a) if isinstance(a, torch.Tensor) else a for a in launch.args)
+        saved = [(copy_of(live), copy_of(before)) for live, before in launch.saved]
+        out.append(Launch(launch.kernel, launch.function, args, saved))
+    return out
+
+
+def time_launches(launches: list[Launch], warmup: int, iterations: int, rng: Any = None) -> dict[str, list[float]]:
+    """Time each kernel on its own: its launches replayed ``warmup`` times, then ``iterations`` times, back to back,
+    before the next kernel's: {kernel: [ms]}, a kernel launched k times giving k samples per iteration. With
+    ``rng`` (a ``random.Random``), each kernel's buffers are first `placed` at random.
+
+    Alone, because what ran just before a kernel moves its time, and a graph's launches around a kernel differ
+    between base and PR when the PR changed them: replayed in the graph's order, byte-identical kernels timed
+    0.95× (1.5 µs, a changed RMS norm before it) and 0.2 µs kernels up to 1.8× their time alone. Placed at random,
+    because where a side's recording put a kernel's buffers moved a byte-identical 40 µs kernel by 7 % in one
+    process, the same way in every fresh process (``benchmarks/identical_bias.py``, docs/cost-model.md); drawn
+    anew at every visit, that becomes visit-to-visit spread instead of an offset between the sides. One profiler
+    window holds every kernel's replays (a window per kernel costs 1–3 ms to start and stop); the warm-up replays'
+    events are dropped.
     """
     from torch.profiler import ProfilerActivity, profile
 
-    for _ in range(warmup):
-        for launch in launches:
-            launch.replay()
+    by_kernel: dict[str, list[Launch]] = {}
+    for launch in launches:
+        by_kernel.setdefault(launch.kernel, []).append(launch)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(iterations):
-            for launch in launches:
-                launch.replay()
-    return kernel_samples(prof.profiler.kineto_results.events())
+        for own in by_kernel.values():
+            if rng is not None:  # one kernel's copies at a time: a visit holds at most one kernel's buffers twice
+                own = placed(own, rng)
+            for _ in range(warmup + iterations):
+                for launch in own:
+                    launch.replay()
+    samples = kernel_samples(prof.profiler.kineto_results.events())
+    return {kernel: values[warmup * len(by_kernel[kernel]):] for kernel, values in samples.items()
+            if kernel in by_kernel}
 
 
 def kernel_samples(events: Iterable[Any]) -> dict[str, list[float]]:

@@ -17,7 +17,8 @@ carries error 209 (``hipErrorNoBinaryForGpu``) runs once more in a fresh worker 
   and each worker has a private Triton cache, so base and PR autotune alike. On CPU they run through the
   Triton interpreter (``stages.triton_cpu``): correctness and mechanics only, by default a single call.
 * C++ kernels (the default CPU backend): per graph module, the graph runs once to record its launches, then
-  every launch is replayed alone with the buffers it may write restored first (``stages.cpp_replay``); each
+  each kernel's launches are replayed alone, on buffers placed afresh at every visit, with the buffers they may
+  write restored first (``stages.cpp_replay``); each
   sample is the self CPU time of the kernel's ``graph_<n>_<kernel>`` profiler event, which exists only when the
   graph was compiled with ``torch._inductor.config.cpp.enable_kernel_profile = True``. The worker needs the
   compile's ``TORCHINDUCTOR_CACHE_DIR`` (``--cache-dir``), or it recompiles every kernel.
@@ -40,6 +41,7 @@ from __future__ import annotations
 import argparse
 import os
 import queue
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -320,6 +322,9 @@ class KernelWorker:
         self.recorded_bytes = 0
         self.profiler_warm = False
         self.numerics = kernel_numerics.Recorder.from_environment()
+        # Where each visit places a C++ kernel's buffers (`cpp_replay.placed`): drawn per worker, so no side keeps
+        # one placement for the whole comparison.
+        self.placement = random.Random()
 
     def module(self, job: Job) -> Any:
         if job.path not in self.modules:
@@ -367,11 +372,11 @@ class KernelWorker:
         return launches
 
     def time_graph_kernels(self, job: Job, module: Any) -> dict[str, dict[str, Any]]:
-        """Every launch of the job's C++ kernels replayed alone (``stages.cpp_replay``): {kernel: samples}."""
+        """Each of the job's C++ kernels replayed alone (``stages.cpp_replay``): {kernel: samples}."""
         launches = self.launches(job, module, keep=False)
         self.numerics.guarded(job.id, lambda: self.numerics.record_graph(  # once per run: numerical A/B records
             job.id, job.kernels, module, lambda: seeded_args(module), self.writable_of(job.path)))
-        samples = cpp_replay.time_launches(launches, job.warmup, job.iterations)
+        samples = cpp_replay.time_launches(launches, job.warmup, job.iterations, self.placement)
         launched = {launch.kernel for launch in launches}
         results: dict[str, dict[str, Any]] = {}
         for name in job.kernels:

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from stages import kernels
-from stages.cpp_replay import kernel_samples, record_launches, time_launches, writable_arguments
+from stages.cpp_replay import (
+    PLACEMENT_SPAN,
+    kernel_samples,
+    placed,
+    record_launches,
+    time_launches,
+    writable_arguments,
+)
 from stages.kernels import LOAD, Job, KernelWorker, WallTimer, load_module
 
 pytestmark = pytest.mark.xdist_group("torch-in-process")  # torch in the test process: one worker imports it
@@ -158,6 +165,7 @@ def test_a_worker_records_a_graphs_launches_once_in_the_prepare_and_every_visit_
     assert [{k: len(v["samples"]) for k, v in r.items()} for r in visits] == \
         [{"cpp_fused_scale_0": 6, "cpp_fused_copy_1": 3}] * 3
     (launches,) = worker.recorded.values()
+    launches[2].replay()
     assert launches[2].args[0].tolist() == [4.0, 7.0, 10.0, 13.0]  # the in-place kernel: the same values each visit
 
 
@@ -183,3 +191,46 @@ def test_without_a_prepare_each_visit_records_its_own_launches_and_keeps_nothing
 
     assert worker.modules[str(graph)].calls == [0, 1]
     assert (worker.recorded, worker.recorded_bytes) == ({}, 0)
+
+
+def test_each_kernel_is_replayed_alone_its_launches_back_to_back_and_only_the_timed_replays_are_samples(
+        graph: Path) -> None:
+    """What ran just before a kernel moves its time (a graph's other launches differ between base and PR), so a
+    visit replays one kernel's launches warm-up + iterations times before the next kernel's."""
+    module = load_module(str(graph), "replay_demo_alone")
+    launches = record_launches(module, module.get_args(), ["cpp_fused_scale_0", "cpp_fused_copy_1"],
+                               writable_arguments(str(graph)))
+    order: list[str] = []
+    for launch in launches:
+        original = launch.function
+        launch.function = lambda *args, name=launch.kernel, run=original: (order.append(name), run(*args))
+
+    samples = time_launches(launches, warmup=3, iterations=5)
+
+    assert order == ["cpp_fused_scale_0"] * 2 * 8 + ["cpp_fused_copy_1"] * 8
+    assert {k: len(v) for k, v in samples.items()} == {"cpp_fused_scale_0": 10, "cpp_fused_copy_1": 5}
+
+
+def test_a_visit_places_a_kernels_buffers_afresh_and_the_kernel_computes_the_same_there(graph: Path) -> None:
+    """Where a side's recording put a kernel's buffers is fixed for a worker's life and differs between the sides;
+    each visit times the kernel on copies placed at random, with the same values, aliasing and restores."""
+    import random
+
+    module = load_module(str(graph), "replay_demo_placed")
+    launches = record_launches(module, module.get_args(), ["cpp_fused_scale_0", "cpp_fused_copy_1"],
+                               writable_arguments(str(graph)))
+    rng = random.Random(7)
+    copies = [placed(launches, rng) for _ in range(4)]
+
+    for moved in copies:
+        for launch in moved:
+            launch.replay()
+        scale, copy, scale_again = moved
+        assert scale_again.args[0].tolist() == [4.0, 7.0, 10.0, 13.0]  # restored to its recorded value, then scaled
+        assert copy.args[0].data_ptr() == scale.args[0].data_ptr()  # buf0: written by the one, read by the other
+        assert scale.saved[0][0].data_ptr() == scale.args[0].data_ptr()  # the restore goes to the copy
+    offsets = [moved[0].args[0].data_ptr() - moved[0].args[0].untyped_storage().data_ptr() for moved in copies]
+    drawn = random.Random(7)
+    # per copy: buf0, its value before the first scale, arg0_1, buf1, its value before the copy, and before the scale
+    draws = [drawn.randrange(0, PLACEMENT_SPAN, 64) for _ in range(6 * len(copies))]
+    assert offsets == draws[::6]

@@ -313,3 +313,32 @@ def test_invoke_organize_of_an_archive_without_kernels_leaves_no_log_in_out(tmp_
         f"error: --cache {archive}: no Inductor kernels or compiled graphs found (expected <xx>/c<hash>.py files "
         "from TORCHINDUCTOR_CACHE_DIR)")
     assert not (tmp_path / "out").exists()
+
+
+def test_both_sides_name_an_identical_kernel_after_the_same_models_graph_whatever_order_their_caches_list_it(
+        tmp_path: Path) -> None:
+    """The same C++ kernel compiled into GPT2's graph (aot id 1) and Albert's (aot id 5), under other names there;
+    the two sides' caches list the two graph modules in opposite orders. Both sides name the kernel as Albert's
+    graph does and list that graph first: the graph its timing replays (``plan_jobs``), the same model's on both."""
+    wrapper = (FIXTURES / "cpp213" / "graph_cpp_wrapper.py").read_text()
+    kernel = "cpp_fused__softmax_gelu_mul_native_layer_norm_sin_sum_0"
+
+    def graph(aot: int, number: int) -> str:
+        return (wrapper.replace("# AOT ID: ['0_inference']", f"# AOT ID: ['{aot}_inference']")
+                .replace(f"graph_0_{kernel}", f"graph_{aot}_{kernel[:-2]}_{number}")
+                .replace(kernel, f"{kernel[:-2]}_{number}"))
+
+    rows = {}
+    for side, (gpt2_file, albert_file) in {"base": ("aa/caaaa1111", "zz/czzzz2222"),
+                                           "pr": ("zz/czzzz3333", "aa/caaaa4444")}.items():
+        cache = tmp_path / side / "cache"
+        for name, text in ((gpt2_file, graph(1, 4)), (albert_file, graph(5, 2))):
+            (cache / name).parent.mkdir(parents=True, exist_ok=True)
+            (cache / f"{name}.py").write_text(text)
+        models = {Path(gpt2_file).name: ["GPT2ForSequenceClassification"],
+                  Path(albert_file).name: ["AlbertForMaskedLM"]}
+        (row,) = organize(cache, tmp_path / side / "organized", graph_models=models)
+        rows[side] = row
+
+    assert [r.kernel_name for r in rows.values()] == [f"{kernel[:-2]}_2"] * 2
+    assert [r.graphs.split(";")[0].split("_")[0] for r in rows.values()] == ["AlbertForMaskedLM/5"] * 2

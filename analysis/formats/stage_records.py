@@ -144,7 +144,8 @@ def load_rows(organized: Path, pattern: str | None) -> list[IndexRow]:
 
 def plan_jobs(rows: list[IndexRow], organized: Path, warmup: int, iterations: int, timeout_s: float,
               interpreter_iterations: int | None) -> list[Job]:
-    """Triton rows → one job each; C++ rows → one job per graph (timed where the kernel was first seen)."""
+    """Triton rows → one job each; C++ rows → one job per graph (timed where the kernel was first seen: organize
+    reads graphs in graph-key order, so that is the same model's graph on both sides)."""
     jobs: list[Job] = []
     graph_kernels: dict[str, dict[str, str]] = {}
     for row in rows:

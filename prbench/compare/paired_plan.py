@@ -94,8 +94,9 @@ class PlanSide:
 # --- kernels ---------------------------------------------------------------------------------------------------
 
 
-def _read_side_index(side: PlanSide) -> tuple[list[IndexRow], pd.DataFrame]:
-    path = VariantLayout(side.directory).index_csv
+def read_side_index(directory: Path) -> tuple[list[IndexRow], pd.DataFrame]:
+    """A side's organized index (``runs/<id>/<side>``): its rows, and the frame `partners` pairs."""
+    path = VariantLayout(directory).index_csv
     rows = read_index(path)
     columns = [f.name for f in fields(IndexRow)]
     frame = normalize_kernels(pd.DataFrame([asdict(r) for r in rows], columns=columns, dtype=str))
@@ -157,7 +158,7 @@ def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: in
                 timeout_s: float, logs: Path, passes: int, modules_per_worker: int = 0) -> Plan:
     """The kernel timing plan of both sides (``sides`` = base, PR), walked ``passes`` times per round, with fresh
     workers every ``modules_per_worker`` kernel modules (0: one worker per side for the round)."""
-    indexes = {side.name: _read_side_index(side) for side in sides}
+    indexes = {side.name: read_side_index(side.directory) for side in sides}
     jobs: dict[str, list[Job]] = {}
     plan_sides: dict[str, SidePlan] = {}
     for side in sides:

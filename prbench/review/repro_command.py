@@ -41,7 +41,8 @@ CODE_ROOT = Path(__file__).resolve().parents[1].parent
 # timing module's silencer of the profiler's start/stop lines.
 TIMER_SOURCES = (
     ("stages/kernels.py", ("L2_FLUSH_BYTES", "DeviceEventTimer", "WallTimer", "cuda_event_timer")),
-    ("stages/cpp_replay.py", ("PROFILER_EVENT", "Launch", "time_launches", "kernel_samples")),
+    ("stages/cpp_replay.py", ("PROFILER_EVENT", "Launch", "PLACEMENT_SPAN", "placed", "time_launches",
+                              "kernel_samples")),
     ("stages/timing.py", ("_quiet_stderr",)),
 )
 TIMER_IMPORTS = ("from __future__ import annotations\n\nimport contextlib\nimport os\nimport re\nimport time\n"
