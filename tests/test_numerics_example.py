@@ -28,7 +28,8 @@ def test_the_wrong_on_purpose_example_fails_the_numerics(tmp_path: Path, dtype: 
     assert line.startswith(f"--fail-on numerics: numerics: models 1 of 1 failed (worst: {MODEL}, PR vs ")
     assert "kernels 1 of" in line  # the loss kernel, run on base's recorded inputs
     report = (tmp_path / "wrong" / "report" / "report.md").read_text(encoding="utf-8")
-    assert report.index("## Numerics") < report.index("**In-run control**")
+    # A numerical failure is named first and its section comes before any time (the control and caveats included).
+    assert report.index("## Numerics") < report.index("## Models") < report.index("## Control and caveats")
     assert report.split("\n\n")[1].startswith("**Verdict:** numerics **FAILED**: 1 of 1 model(s) compute other results")
     row = next(r for r in report.splitlines() if r.startswith(f"| `{MODEL}` | {dtype} |"))
     assert "**fail** `loss`" in row and row.endswith("| **FAIL** |") and "| bit-identical | **FAIL** |" in row
