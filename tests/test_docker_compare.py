@@ -115,8 +115,10 @@ def test_compare_through_docker_writes_a_report_from_both_images(compared, clien
     assert pr["overlay_sha256"] and base["overlay_sha256"] is None
     assert pr["provenance"]["image"]["id"] != base["provenance"]["image"]["id"]
 
-    # the report's environment table shows both images and the wheel checksums
-    environment = report.split("## Environment", 1)[1].split("\n## ", 1)[0]
+    # the report's environment table (collapsed under the one-line environment) shows both images and the wheel
+    # checksums
+    environment = report.split("<summary>Environment: every setting of both sides</summary>", 1)[1].split(
+        "</details>", 1)[0]
     for side in (base, pr):
         assert side["provenance"]["image"]["id"] in environment
     assert base["base"]["digest"] in environment
