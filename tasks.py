@@ -714,6 +714,18 @@ def bisect(ctx, pytorch_src=None, good=None, bad=None, model=None, kernel=None, 
     console.print(f"report: {result.directory / 'bisect.md'} (bisect.json beside it)", markup=False)
 
 
+@task(help={})
+@user_facing
+def modes(ctx):
+    """The modes `invoke compare --modes` runs: named presets of suite, Inductor and environment settings, joined
+    with + (training+amp+no-cudagraphs)."""
+    from analysis.formats.modes import presets_table
+
+    print("\n".join(presets_table()))
+    print("\nCompose with + (presets that set one setting differently conflict); a setting no preset names keeps the "
+          "compare's default. Example: invoke compare --pr=PATCH --modes inference,training+amp")
+
+
 def _compare_devices(devices: str | None, executor: str) -> tuple[str, ...]:
     """--devices: the local pool's devices (checked against this machine's GPUs); Ray places shards itself."""
     from analysis.errors import UserError

@@ -14,6 +14,7 @@ from typing import Any
 
 from analysis import atomic_io
 from analysis.errors import UserError
+from analysis.formats.modes import DYNAMIC_SHAPES_ENV
 from analysis.formats.stage_records import HEADER_DIR_ENV, INDUCTOR_CONFIG_ENV
 
 VEC_ISA_RECORD = "prbench-vec-isa.json"  # in the side's Inductor cache: `reuse_vec_isa_probe`
@@ -27,13 +28,20 @@ def inductor_overrides() -> dict[str, Any]:
 
 def prepare_inductor(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Share the precompiled headers (``$PRBENCH_INDUCTOR_HEADERS``), set ``torch._inductor.config`` entries
-    (dotted names such as ``cpp.simdlen``), then reuse the side's vector-ISA probe (``$TORCHINDUCTOR_CACHE_DIR``);
-    return what was set. Imports torch only for the last two."""
+    (dotted names such as ``cpp.simdlen``), compile with dynamic shapes where the mode asks
+    (``$PRBENCH_DYNAMIC_SHAPES``), then reuse the side's vector-ISA probe (``$TORCHINDUCTOR_CACHE_DIR``); return
+    the Inductor settings set. Imports torch only for the last three."""
     if os.environ.get(HEADER_DIR_ENV):
         share_precompiled_headers()
     overrides = inductor_overrides() if overrides is None else overrides
     if overrides:
         _set_inductor_config(overrides)
+    if os.environ.get(DYNAMIC_SHAPES_ENV) == "1":
+        import torch._dynamo.config as dynamo_config
+
+        # What PyTorch's harness does for --dynamic-shapes: every input size starts symbolic, not only those that
+        # changed between calls (the `dynamic` mode, analysis.formats.modes).
+        dynamo_config.assume_static_by_default = False
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
         reuse_vec_isa_probe(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]))
     return overrides

@@ -2,7 +2,10 @@
 
 A run directory (``<runs>/<run id>/``) holds ``manifest.json``, one directory per variant (``base/``, ``pr/``), the
 paired stages' ``pair/`` and the report (``report/``; ``report.stale/`` once a stage recomputes what it was made
-from). A variant directory (a run's side, or ``invoke suite --out``) holds::
+from). A run of several modes (``invoke compare --modes``) holds instead ``modes/<mode>/``, each a run directory of
+this layout, and ``report/`` with the matrix over them.
+
+A variant directory (a run's side, or ``invoke suite --out``) holds::
 
     suite/suite.csv, suite/samples.json, suite/graph_models.json, suite/paired_samples.json
     inductor-cache.tar.gz                    the suite's compiled cache, organize's input
@@ -51,6 +54,7 @@ COMMENT_MD = "comment.md"  # the report's comment form (`analysis.report.markdow
 TRACE_DIFF_MD = "trace_diff.md"
 STALE_REPORT_DIR = "report.stale"
 PAIRED_DIR = "pair"  # <run>/pair/<kind>/round-NNN[-<side>].json: the paired rounds, and the run's own logs
+MODES_DIR = "modes"  # <run>/modes/<mode>/: with `invoke compare --modes`, each mode's own run (analysis.formats.modes)
 SIDES = ("base", "pr")
 
 
@@ -202,6 +206,15 @@ class RunLayout:
     @property
     def paired_logs(self) -> Path:
         return self.paired / LOGS_DIR
+
+    @property
+    def modes(self) -> Path:
+        """``modes/``: a runs directory of its own, holding one run per mode (``invoke compare --modes``)."""
+        return self.root / MODES_DIR
+
+    def mode(self, dir_name: str) -> RunLayout:
+        """One mode's run (``analysis.formats.modes.Mode.dir_name``): a whole run layout of its own, resumed as one."""
+        return RunLayout(self.modes / dir_name)
 
     @property
     def report(self) -> Path:
