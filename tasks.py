@@ -558,6 +558,9 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
         "suite_shard_size": "Models per shard of the suite's compile stage, each shard on any device with its own "
                             "Inductor cache, merged per side afterwards (default: 1 with --executor ray or several "
                             "--devices, else 0: one suite stage per side)",
+        "modes": "Modes to compare, each a run of its own inside this one (<run>/modes/<mode>/), e.g. "
+                 "inference,training+amp+no-cudagraphs (presets joined by +: invoke modes); the report gives one "
+                 "verdict per mode, worst first, and --fail-on applies to every mode; not with --mode or --dtype",
     },
     iterable=["env", "inductor_config", "force"],
 )
@@ -573,7 +576,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             suite_source="builtin", use_runner=False,
             upstream_src=None, store=None, save_base=False, executor="local", ray_address=None, devices=None,
             shard_size="0", suite_shard_size=None, tolerance=None,
-            triton_src=None, triton_ref=None):
+            triton_src=None, triton_ref=None, modes=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
     from analysis.flag_values import call_count, timeout_seconds, whole_number
@@ -586,6 +589,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     fail_on = check_fail_on(fail_on)
     if not pr:
         raise UserError("--pr: required (a git ref in --pytorch-src, a Python-only patch file, or 'installed')")
+    mode_list = _modes_flag(modes, mode, dtype)
     per_process = None if models_per_process is None else whole_number("--models-per-process", models_per_process,
                                                                        minimum=0)
     per_worker = None if modules_per_worker is None else whole_number("--modules-per-worker", modules_per_worker,
@@ -631,6 +635,9 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
         suite_shard_size=checked_suite_shards,
     )
     console = Console()
+    if mode_list:
+        _compare_modes(request, mode_list, console, fail_on)
+        return
     the_run, paths = run_compare(request, console)
     console.print(f"\n[bold]{paths.verdict}[/]")
     console.print(f"report: {paths.report_md}")
@@ -726,6 +733,45 @@ def modes(ctx):
           "compare's default. Example: invoke compare --pr=PATCH --modes inference,training+amp")
 
 
+def _modes_flag(modes, mode, dtype):
+    """--modes: the modes (analysis.formats.modes), or None; --mode and --dtype are what a mode sets."""
+    from analysis.errors import UserError
+    from analysis.formats.modes import parse_modes
+
+    if modes is None:
+        return None
+    given = [flag for flag, value in (("--mode", mode), ("--dtype", dtype)) if value is not None]
+    if given:
+        raise UserError(f"--modes: not with {' or '.join(given)} (each mode sets them; see invoke modes)")
+    return parse_modes(modes)
+
+
+def _compare_modes(request, mode_list, console, fail_on: str) -> None:
+    """Every mode of --modes in turn, then the matrix; --fail-on over all of them."""
+    from prbench.compare.modes_run import run_modes
+
+    the_run, paths = run_modes(request, mode_list, console)
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    console.print(f"\n{paths.verdict}", style="bold", markup=False, highlight=False, soft_wrap=True)
+    say(f"status: invoke status --run {the_run.run_id}")
+    _modes_out(paths, the_run.layout.modes, fail_on, say)
+
+
+def _modes_out(paths, modes_dir, fail_on: str, say) -> None:
+    """Where a run of several modes left its report; exit 1 when --fail-on holds for any mode."""
+    from invoke import Exit
+
+    from analysis.report.modes import modes_fail_reasons
+
+    say(f"report: {paths.report_md} (each mode's own: {modes_dir}/<mode>/report/)")
+    say(f"summary: {paths.summary_json}")
+    reasons = modes_fail_reasons(list(paths.results), fail_on)
+    if reasons:
+        raise Exit(f"--fail-on {fail_on}: " + "; ".join(reasons), code=1)
+
+
 def _compare_devices(devices: str | None, executor: str) -> tuple[str, ...]:
     """--devices: the local pool's devices (checked against this machine's GPUs); Ray places shards itself."""
     from analysis.errors import UserError
@@ -811,11 +857,17 @@ def compare_kernels(ctx, base, pr, samples_base=None, samples_pr=None, semantics
 def report(ctx, run, runs_dir=None, fail_on="never", kernel=None):
     """Re-render <run>/report/ (report.md, CSVs, report.xlsx, plots) from the run's files; nothing is re-run."""
     from analysis.stats.verdict_settings import check_fail_on
+    from prbench.runs.modes_report import is_modes_run, render_modes_report
     from prbench.runs.report_command import render_run_report
     from prbench.runs.run_store import RunStore
 
     fail_on = check_fail_on(fail_on)
     with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as target:
+        if is_modes_run(target):  # each mode's report rendered anew, then the matrix over them
+            modes_paths = render_modes_report(target, rerender_modes=True, kernels_asked=tuple(kernel or ()))
+            print(modes_paths.verdict)
+            _modes_out(modes_paths, target.layout.modes, fail_on, print)
+            return
         paths = render_run_report(target, kernels_asked=tuple(kernel or ()))
     for text in paths.kernel_details:
         print(text)

@@ -16,16 +16,16 @@ keeps the compare's default (flags, the recipe's ``[suite]`` and ``[inductor_con
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from analysis.errors import UserError
+from analysis.formats.suite_request import SuiteRequest
 
 # The environment variable that asks a stage to compile with dynamic shapes (read by stages.environment).
 DYNAMIC_SHAPES_ENV = "PRBENCH_DYNAMIC_SHAPES"
 JOIN = "+"  # training+amp
 DIR_JOIN = "."  # its sub-run's directory name: training.amp (a run id holds letters, digits, '.', '_', '-')
-SUITE_KEYS = ("mode", "dtype")  # the SuiteRequest fields a preset may set
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,10 @@ class Mode:
     def dir_name(self) -> str:
         """The sub-run's id, ``<run>/modes/<dir_name>/``: the parts joined by '.' (a run id has no '+')."""
         return DIR_JOIN.join(self.parts)
+
+    def suite_request(self, given: SuiteRequest) -> SuiteRequest:
+        """The suite this mode asks for: its mode and dtype over ``given`` (every other setting kept)."""
+        return replace(given, mode=self.suite.get("mode", given.mode), dtype=self.suite.get("dtype", given.dtype))
 
     def describe(self) -> dict[str, Any]:
         """What the run's manifest and summary.json record of the mode."""
