@@ -145,6 +145,15 @@ def test_a_bad_modes_flag_is_one_line_before_any_mode_runs(tmp_path: Path, fake:
     assert fake.calls == [] and not (tmp_path / "runs" / "m1" / "modes").exists()
 
 
+def test_a_pr_that_cannot_be_applied_is_one_line_before_the_runs_directory_exists(tmp_path: Path,
+                                                                                  fake: FakeCompare) -> None:
+    result = invoke_in_process("compare", "--pr", "no-such-ref", "--runs-dir", str(tmp_path / "runs"), "--run", "m1",
+                               "--modes", "inference,training")
+
+    assert result.returncode == 2 and "--pytorch-src" in result.stderr and "Traceback" not in result.stderr
+    assert fake.calls == [] and not (tmp_path / "runs" / "m1").exists()
+
+
 # --- the matrix's rules, on summaries written by hand --------------------------------------------------------------
 
 

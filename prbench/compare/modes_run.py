@@ -19,7 +19,7 @@ from analysis.errors import UserError
 from analysis.formats.modes import Mode, check_platform
 from analysis.report.modes import ModesPaths
 from prbench import __version__
-from prbench.compare.driver import CompareRequest, run_compare
+from prbench.compare.driver import CompareRequest, check_sources, plan, run_compare
 from prbench.runs.modes_report import MODES_SETTING, render_modes_report
 from prbench.runs.run_store import Run, RunStore
 
@@ -51,6 +51,8 @@ def run_modes(request: CompareRequest, modes: list[Mode], console: Console | Non
     """Run (or resume) every mode in turn, then write the run's report; return the run and the report's paths."""
     console = console or Console()
     check_modes(request, modes)
+    check_sources(request)
+    plan(request)  # the refs and the patch, as each mode's compare checks them, before the run's directory exists
     settings: dict[str, Any] = {MODES_SETTING: [m.describe() for m in modes], "recipe": request.recipe.name,
                                 "base": request.base, "pr": request.pr}
     with RunStore(request.runs_dir).create_or_open(request.run_id, settings, __version__) as run:
