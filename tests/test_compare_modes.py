@@ -20,6 +20,8 @@ from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame,
 
 from analysis.formats.modes import parse_modes
 from analysis.report.modes import ModeResult, headline, mode_verdict, modes_fail_reasons, worst_first
+from prbench.compare import variant_plan
+from prbench.compare.variant_plan import LocalEnvironment
 from prbench.runs.report_command import render_run_report
 from prbench.runs.run_store import RunStore, input_hash
 
@@ -62,8 +64,11 @@ def _lay_out(root: Path, gpt2_factor: float) -> None:
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCompare:
+    """The stand-in compare, on an interpreter whose torch is 2.13.0 (the plan at the door starts no process)."""
     stand_in = FakeCompare()
     monkeypatch.setattr("prbench.compare.modes_run.run_compare", stand_in)
+    monkeypatch.setattr(variant_plan, "describe_local_environment",
+                        lambda python: LocalEnvironment({"torch": "2.13.0", "torch_git": "1" * 40}))
     return stand_in
 
 

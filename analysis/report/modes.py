@@ -124,12 +124,14 @@ def worst_first(results: list[ModeResult]) -> list[ModeResult]:
     return sorted(results, key=_sort_key)
 
 
+def _ranking(ranked: list[ModeResult]) -> str:
+    return f"{len(ranked)} modes, worst first: " + ", ".join(f"{r.name} {mode_verdict(r.summary)}" for r in ranked)
+
+
 def headline(results: list[ModeResult]) -> str:
     """"2 modes, worst first: training regressed, inference equivalent. training: <its own verdict line>"."""
     ranked = worst_first(results)
-    listed = ", ".join(f"{r.name} {mode_verdict(r.summary)}" for r in ranked)
-    worst = ranked[0]
-    return f"{len(ranked)} modes, worst first: {listed}. {worst.name}: {worst.summary.get('verdict', '')}".strip()
+    return f"{_ranking(ranked)}. {ranked[0].name}: {ranked[0].summary.get('verdict', '')}".strip()
 
 
 def modes_summary(results: list[ModeResult]) -> dict[str, Any]:
@@ -156,7 +158,9 @@ def modes_markdown(results: list[ModeResult], title: str, out_dir: Path, run_roo
     def link(relative: str) -> str:
         return os.path.relpath(run_root / relative, out_dir)
 
-    lines = [f"# {md_text(title)}", "", f"**{md_text(headline(results))}**", "",
+    # A mode's verdict line is its own report's Markdown (names already made text there), shown as it renders.
+    lines = [f"# {md_text(title)}", "", f"**{md_text(_ranking(ranked))}.** Worst, {md_code(ranked[0].name)}: "
+             f"{_one_line(ranked[0].summary.get('verdict', ''))}", "",
              "| mode | verdict | " + " | ".join(FAMILIES) + " | report |",
              "|---|---|" + "---|" * len(FAMILIES) + "---|"]
     for r in ranked:
@@ -175,8 +179,12 @@ def modes_markdown(results: list[ModeResult], title: str, out_dir: Path, run_roo
                      f"{_settings_cell(s.get('inductor_config') or {})} | {_settings_cell(s.get('env') or {})} |")
     lines += ["", "A setting a mode does not name keeps the compare's default (flags, the recipe, invoke.yaml).",
               "", "## Each mode's verdict", ""]
-    lines += [f"- {md_code(r.name)}: {md_text(r.summary.get('verdict', ''))}" for r in ranked]
+    lines += [f"- {md_code(r.name)}: {_one_line(r.summary.get('verdict', ''))}" for r in ranked]
     return "\n".join(lines) + "\n"
+
+
+def _one_line(markdown: Any) -> str:
+    return " ".join(str(markdown).split())
 
 
 def write_modes_report(results: list[ModeResult], title: str, run_root: Path, out_dir: Path) -> ModesPaths:
