@@ -3,16 +3,21 @@ functions (``analysis.kernels.compare.compare_kernels``, ``analysis.report.verdi
 ``analysis.report.summary.fail_reasons``), scenario by scenario, many replicates each.
 
     python benchmarks/verdict_sim.py [--replicates 200] [--rounds 10] [--scenarios aa,hidden,...] [--seed 0]
-        [--out sim.json]
+        [--components FILE.json [--family kernels|models]] [--reuse-workers K] [--out sim.json]
 
 The noise model has the levels a shared machine has (``analysis.stats.verdict``'s premise): per round an offset that
 both sides share (a busy minute), per round and side a process offset (each round starts fresh workers), per
 kernel, round and side its own wander, per visit (one ABBA block) a small scatter, heavy-tailed outliers (a
 preempted block ×1.2–2), a step change inside a round (the machine slows from some pass on, both sides alike),
 a steady drift over each round, and a start-order effect (the side that starts a block runs ``--order-effect``
-slower: the first visit warms the caches). The two sides are timed in ABBA blocks as ``stages.paired`` times
-them, with its start-order parity (base first when block + round + pass is even), and the blocks reach the
-comparison as ``PairedBlocks``.
+slower: the first visit warms the caches). ``--components`` takes the four Gaussian levels and the passes from
+what ``benchmarks/variance_components.py --json`` measured on a real run (its ``sim_noise`` of one family: round,
+the process part every item of a worker shares, each item's own process part, a block's visits) and sets the step,
+drift and order effect to 0 (the measured levels hold their spread); the outliers stay, as the measured levels are
+robust (MAD) and leave them out. ``--reuse-workers K`` lets one pair of workers time K rounds in a row, so their
+process and item offsets hold for K rounds instead of one. The two sides are timed in ABBA blocks as
+``stages.paired`` times them, with its start-order parity (base first when block + round + pass is even), and the
+blocks reach the comparison as ``PairedBlocks``.
 
 Per scenario it prints, over the replicates:
 
@@ -47,9 +52,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere; an earlier checkout on PYTHONPATH comes first
     sys.path.append(str(ROOT))
 
+from variance_components import FORMAT_VERSION as COMPONENTS_VERSION  # noqa: E402
+
+from analysis.errors import UserError  # noqa: E402
 from analysis.formats.paired_rounds import PairedBlocks  # noqa: E402
 from analysis.kernels.compare import KernelComparison, compare_kernels  # noqa: E402
 from analysis.kernels.results import KERNEL_COLUMNS  # noqa: E402
+from analysis.records import read_json  # noqa: E402
 from analysis.report.summary import fail_reasons  # noqa: E402
 from analysis.report.verdict_line import summarize_comparison  # noqa: E402
 from analysis.stats.sequential import RoundsPolicy, kernel_look, settled  # noqa: E402
@@ -70,6 +79,7 @@ class Noise:
     order_effect: float = 0.01  # the side that starts a block is this much slower
     drift: float = 0.003  # the machine slows this much per pass over a round, both sides alike
     passes: int = 8
+    reuse: int = 1  # rounds one pair of workers times: their process and item offsets hold that long
 
 
 @dataclass(frozen=True)
@@ -87,15 +97,15 @@ class Scenario:
 
 
 def _scenario(name: str, what: str, n: int, changed_idx: range | list[int], effect: float,
-              heavy: bool = False, pr_side: float = 1.0, seed: int = 7) -> Scenario:
+              share: float | None = None, pr_side: float = 1.0, seed: int = 7) -> Scenario:
     rng = np.random.default_rng(seed)
     changed = np.zeros(n, dtype=bool)
     changed[list(changed_idx)] = True
     effect_arr = np.where(changed, effect, 0.0)
     true_ms = np.exp(rng.uniform(np.log(0.05), np.log(1.0), n))
-    if heavy:  # the changed kernels hold ~95 % of the step
+    if share is not None:  # the changed kernels hold this share of the step
         light = true_ms[~changed].sum()
-        true_ms[changed] *= 19 * light / true_ms[changed].sum()
+        true_ms[changed] *= share / (1 - share) * light / true_ms[changed].sum()
     return Scenario(name, what, n, changed, effect_arr, true_ms, pr_side)
 
 
@@ -104,7 +114,7 @@ SCENARIOS = {
     "aa_changed": _scenario("aa_changed", "20 of 100 kernels with new code but no effect", 100, range(20), 0.0),
     "hidden": _scenario("hidden", "90 identical + 10 changed 15 % slower", 100, range(10), 0.15),
     "heavy_few": _scenario("heavy_few", "5 changed kernels holding ~95 % of the time 5.3 % slower", 100, range(5),
-                           0.053, heavy=True),
+                           0.053, share=0.95),
     "side_offset": _scenario("side_offset", "PR processes 5 % faster on everything; 10 changed 5.3 % slower", 100,
                              range(10), 0.053, pr_side=1 / 1.05),
     "at_threshold": _scenario("at_threshold", "100 changed kernels exactly 2 % slower", 100, range(100), 0.02),
@@ -112,6 +122,8 @@ SCENARIOS = {
     "effect_3": _scenario("effect_3", "80 identical + 20 changed 3 % slower", 100, range(20), 0.03),
     "effect_10": _scenario("effect_10", "80 identical + 20 changed 10 % slower", 100, range(20), 0.10),
     "effect_30": _scenario("effect_30", "80 identical + 20 changed 30 % slower", 100, range(20), 0.30),
+    "one_3pct": _scenario("one_3pct", "99 identical + 1 changed 3 % slower holding 5 % of the time", 100, [0], 0.03,
+                          share=0.05),
 }
 
 
@@ -123,16 +135,21 @@ def simulate(sc: Scenario, noise: Noise, rounds: int, rng: np.random.Generator
     paths = [f"k/{i}.py" for i in range(n)]
     samples: dict[str, dict[str, list[list[float]]]] = {"base": {p: [] for p in paths}, "pr": {p: [] for p in paths}}
     blocks: dict = {}
+    process: dict[str, float] = {}
+    item: dict[str, np.ndarray] = {}
     for k in range(rounds):
         shared = rng.normal(0, noise.round_sd)
-        process = {side: rng.normal(0, noise.process_sd) for side in factor}
+        fresh = k % noise.reuse == 0  # fresh workers: their offsets are drawn anew (same draw order as ever)
+        if fresh:
+            process = {side: rng.normal(0, noise.process_sd) for side in factor}
         step_from = rng.integers(1, passes) if rng.random() < noise.step_p else passes
         for side in factor:
-            item = rng.normal(0, noise.item_sd, n)
+            if fresh:
+                item[side] = rng.normal(0, noise.item_sd, n)
             # (n, passes) visits: block index = item, so the start parity is (item + round + pass) % 2.
             base_first = ((np.arange(n)[:, None] + k + np.arange(passes)[None, :]) % 2) == 0
             first = base_first if side == "base" else ~base_first
-            logs = (np.log(sc.true_ms * factor[side])[:, None] + shared + process[side] + item[:, None]
+            logs = (np.log(sc.true_ms * factor[side])[:, None] + shared + process[side] + item[side][:, None]
                     + rng.normal(0, noise.visit_sd, (n, passes)) + np.where(first, noise.order_effect, 0.0)
                     + np.where(np.arange(passes)[None, :] >= step_from, noise.step_size, 0.0)
                     + noise.drift * np.arange(passes)[None, :])
@@ -272,6 +289,21 @@ def run_scenario(sc: Scenario, noise: Noise, rounds: int, replicates: int, setti
     return tally
 
 
+def measured_noise(path: Path, family: str, reuse: int) -> Noise:
+    """The noise levels ``benchmarks/variance_components.py --json`` measured for one family."""
+    data = read_json(path, "variance components (benchmarks/variance_components.py --json)")
+    if not isinstance(data, dict) or data.get("format_version") != COMPONENTS_VERSION:
+        raise UserError(f"--components {path}: expected format_version {COMPONENTS_VERSION} of "
+                        "benchmarks/variance_components.py --json")
+    levels = data.get("families", {}).get(family, {}).get("sim_noise")
+    if not isinstance(levels, dict):
+        raise UserError(f"--components {path}: no {family} rounds measured (families: "
+                        f"{', '.join(data.get('families', {})) or 'none'})")
+    return Noise(round_sd=levels["round_sd"] or 0.0, process_sd=levels["process_sd"], item_sd=levels["item_sd"],
+                 visit_sd=levels["visit_sd"], passes=int(levels["passes"]), step_p=0.0, drift=0.0,
+                 order_effect=0.0, reuse=reuse)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicates", type=int, default=200)
@@ -281,16 +313,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--order-effect", type=float, default=Noise.order_effect)
+    parser.add_argument("--components", type=Path, help="noise levels measured by benchmarks/variance_components.py "
+                        "--json (its sim_noise), instead of the built-in ones")
+    parser.add_argument("--family", choices=("kernels", "models"), default="kernels",
+                        help="--components: which family's levels (default kernels)")
+    parser.add_argument("--reuse-workers", type=int, default=1,
+                        help="rounds one pair of workers times before fresh ones start (default 1: fresh every round)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     names = [s for s in args.scenarios.split(",") if s]
     unknown = [s for s in names if s not in SCENARIOS]
     auto = args.rounds == "auto"
     rounds = args.max_rounds if auto else int(args.rounds) if args.rounds.isdigit() else 0
-    if unknown or args.replicates < 1 or rounds < MIN_ROUNDS:
+    if unknown or args.replicates < 1 or rounds < MIN_ROUNDS or args.reuse_workers < 1:
         parser.error(f"--scenarios: unknown {', '.join(unknown)} (known: {', '.join(SCENARIOS)})" if unknown
-                     else f"--replicates ≥ 1 and --rounds auto or ≥ {MIN_ROUNDS} (--max-rounds ≥ {MIN_ROUNDS})")
-    noise, settings = Noise(order_effect=args.order_effect), VerdictSettings()
+                     else f"--replicates ≥ 1, --reuse-workers ≥ 1 and --rounds auto or ≥ {MIN_ROUNDS} "
+                          f"(--max-rounds ≥ {MIN_ROUNDS})")
+    noise = Noise(order_effect=args.order_effect, reuse=args.reuse_workers)
+    if args.components:
+        try:
+            noise = measured_noise(args.components, args.family, args.reuse_workers)
+        except UserError as exc:
+            parser.error(str(exc))
+    settings = VerdictSettings()
     policy = RoundsPolicy(max_rounds=rounds, auto=True) if auto else None
     print(f"verdict simulation: {args.replicates} replicates, "
           f"{f'adaptive rounds up to {rounds}' if auto else f'{rounds} rounds'}, {noise}")
@@ -307,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
               + f"  ({row['seconds_per_run']:.3f} s a run)", flush=True)
     if args.out:
         args.out.write_text(json.dumps({"replicates": args.replicates, "rounds": args.rounds, "max_rounds": rounds,
+                                        "components": str(args.components) if args.components else None,
                                         "noise": noise.__dict__, "results": results}, indent=1))
     return 0
 

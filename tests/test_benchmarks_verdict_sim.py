@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,3 +39,45 @@ def test_the_true_step_effect_counts_identical_kernels_unchanged() -> None:
     sc = verdict_sim.SCENARIOS["heavy_few"]
     # Five kernels holding ~95 % of the time, 5.3 % slower: the step is ~5 % slower, not 5.3 %.
     assert 1 / verdict_sim.true_step(sc) - 1 == pytest.approx(0.95 * 0.053, rel=0.02)
+
+
+def _components(path: Path, **levels: float) -> Path:
+    """A components file as benchmarks/variance_components.py --json writes it (the part the simulation reads)."""
+    noise = {"round_sd": 0.02, "process_sd": 0.01, "item_sd": 0.03, "visit_sd": 0.04, "passes": 4, **levels}
+    path.write_text(json.dumps({"format_version": 1, "families": {"kernels": {"sim_noise": noise}}}))
+    return path
+
+
+def test_measured_components_drive_the_simulation(tmp_path: Path) -> None:
+    out = tmp_path / "sim.json"
+
+    code = verdict_sim.main(["--replicates", "2", "--rounds", "3", "--scenarios", "one_3pct", "--components",
+                             str(_components(tmp_path / "c.json")), "--reuse-workers", "3", "--out", str(out)])
+
+    assert code == 0
+    noise = json.loads(out.read_text())["noise"]
+    # The measured levels replace the built-in ones; their spread holds the step and drift the built-in model adds.
+    assert (noise["item_sd"], noise["visit_sd"], noise["passes"], noise["reuse"]) == (0.03, 0.04, 4, 3)
+    assert noise["step_p"] == 0 and noise["drift"] == 0
+
+
+def test_a_components_file_without_the_family_is_one_line(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        verdict_sim.main(["--components", str(_components(tmp_path / "c.json")), "--family", "models"])
+    assert exit_.value.code == 2
+    assert "no models rounds measured (families: kernels)" in capsys.readouterr().err
+
+
+def test_workers_kept_across_rounds_keep_their_offsets() -> None:
+    sc = verdict_sim.SCENARIOS["aa"]
+    quiet = {"round_sd": 0.0, "process_sd": 0.02, "item_sd": 0.05, "visit_sd": 0.0, "outlier_p": 0.0, "step_p": 0.0,
+             "order_effect": 0.0, "drift": 0.0, "passes": 2}
+
+    def rounds_of(reuse: int) -> list[list[float]]:
+        _, _, base, _, _ = verdict_sim.simulate(sc, verdict_sim.Noise(**quiet, reuse=reuse), 4,
+                                                np.random.default_rng(1))
+        return base["k/0.py"]
+
+    kept, fresh = rounds_of(4), rounds_of(1)
+    assert all(r == pytest.approx(kept[0]) for r in kept)  # one pair of workers: the same offsets every round
+    assert fresh[1] != pytest.approx(fresh[0])  # fresh workers each round: offsets drawn anew
