@@ -49,9 +49,12 @@ from prbench.publish.github_api import GitHub, PullRequest, Token
 from prbench.runners import StageCommand, StageFailed
 
 ROOT = Path(__file__).resolve().parents[1]
-# "No hang": a case answers in about a second on an idle machine (the first of a family imports its modules), a
-# few on a busy one (two cores under a two-process load); a hang never ends. 60 s tells them apart with room.
+# "No hang": a case answers in about a second of CPU on an idle machine (the first of a family imports its
+# modules); a hang never ends. The guard counts the test process's CPU time, which load does not stretch: at load
+# 20 on two cores a 30 s wall guard fired on a report that renders in 6 s idle. A hang that blocks (a read from a
+# FIFO nobody writes) uses no CPU, so a wall limit of WALL_FACTOR times as long catches that one.
 HANG_S = 60
+WALL_FACTOR = 10
 
 
 @dataclass(frozen=True)
@@ -63,17 +66,23 @@ class Case:
 
 @contextlib.contextmanager
 def hang_guard(seconds: int = HANG_S) -> Iterator[None]:
-    """Fail instead of hanging: SIGALRM raises in the test after ``seconds``."""
+    """Fail instead of hanging: raises in the test after ``seconds`` of the process's CPU time (SIGPROF) or
+    ``WALL_FACTOR`` × ``seconds`` of wall time (SIGALRM), whichever comes first."""
     def expire(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"still running after {seconds} s")
+        on_cpu = signum == signal.SIGPROF
+        raise TimeoutError(f"still running after {seconds if on_cpu else seconds * WALL_FACTOR} s of "
+                           f"{'CPU' if on_cpu else 'wall'} time")
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
+    previous = {sig: signal.signal(sig, expire) for sig in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.alarm(seconds * WALL_FACTOR)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def run_case(case: Case, world: dict[str, Path]) -> None:
