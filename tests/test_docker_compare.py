@@ -157,7 +157,9 @@ def test_a_second_run_builds_nothing_and_redoes_no_stage(compared, recipe: Path,
 
 
 WRONG = PROJECT / "examples" / "wrong-numerics.patch"
-TOGETHER_S = 3600  # a hang guard: the two compares at once take about 12 min on a busy 2-core machine
+# A hang guard, not a measure: the two compares at once ran past 35 min on the 2-core development VM under a load
+# of 18-24 (other jobs); the module's compare alone took 10 min there at a load near 10, 27 min near 20.
+TOGETHER_S = 5400
 
 
 def _start(recipe: Path, runs: Path, run_id: str, pr: Path, logs: Path) -> subprocess.Popen[bytes]:
@@ -191,8 +193,8 @@ def test_two_compares_of_different_prs_at_once_share_one_engine_and_one_store(co
     still hashes right, and neither run removed an image or a container of the other.
 
     The example PR's run alone is this module's; the wrong-on-purpose PR's verdict is the one
-    tests/test_numerics_example.py reads from its run alone. Measured: the two at once took ... on a 2-core
-    machine under load (the run alone about 6 min)."""
+    tests/test_numerics_example.py reads from its run alone. Measured on the 2-core development VM shared with
+    other jobs (load 18-24): the run alone 27 min, the two at once more than 35 min (see TOGETHER_S)."""
     alone_run, alone = compared
     assert alone.returncode == 0
     runs, logs = tmp_path / "runs", tmp_path / "logs"
