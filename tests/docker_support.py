@@ -18,7 +18,8 @@ from pathlib import Path
 import git
 import pytest
 
-from prbench.runners import STAGE_LABEL
+from prbench.runners import OWNER_LABEL, RUN_LABEL, STAGE_LABEL
+from prbench.runners.docker import owner_label
 
 PROJECT = Path(__file__).resolve().parents[1]
 TEST_RECIPES = Path(__file__).resolve().parent / "recipes"
@@ -146,10 +147,15 @@ def base_image_id(client) -> str:
     return client.images.get(BASE_IMAGE).id
 
 
-def stage_containers(client, image: str) -> list:
-    """Stage containers of ``image``, running or not: under ``pytest -n``, the docker tests of other groups may
-    have stage containers of their own images meanwhile."""
-    return client.containers.list(all=True, filters={"label": STAGE_LABEL, "ancestor": image})
+def stage_containers(client, image: str, run: Path | None = None) -> list:
+    """Stage containers of ``image`` that the test started, running or not: those of the run at ``run`` (stages of
+    an ``invoke compare`` the test started), else those this process owns (a runner the test drives).
+
+    Never every container of the image: another test session, or a user's compare, on the same engine runs stages
+    of the same image meanwhile (its tag is its content's, the same in every checkout of one commit), and Docker's
+    ``ancestor`` filter also matches every image built on it (a base image's PR overlays)."""
+    owner = f"{RUN_LABEL}={run.resolve()}" if run is not None else f"{OWNER_LABEL}={owner_label()}"
+    return client.containers.list(all=True, filters={"label": [STAGE_LABEL, owner], "ancestor": image})
 
 
 def write_recipe(template: str, dest_dir: Path, *, digest: str, pytorch_commit: str, name: str | None = None,

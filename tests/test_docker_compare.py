@@ -11,6 +11,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -64,11 +68,14 @@ def _wheels_from_the_users_store() -> None:
 
 # Three rounds, the fewest an interval over rounds accepts: each side's round files and an interval; more would
 # prove nothing more here.
+def _compare_args(recipe: Path, runs: Path, run_id: str = "docker-e2e", pr: Path = EXAMPLE) -> list[str]:
+    return ["compare", "--recipe", str(recipe), "--base=installed", f"--pr={pr}", "--models", MODELS,
+            "--runs-dir", str(runs), "--run", run_id, "--iterations", "10", "--warmup", "3",
+            "--kernel-iterations", "10", "--rounds", "3", "--passes", "1", "--profile"]
+
+
 def _compare(recipe: Path, runs: Path):
-    return invoke("compare", "--recipe", str(recipe), "--base=installed", f"--pr={EXAMPLE}", "--models", MODELS,
-                  "--runs-dir", str(runs), "--run", "docker-e2e", "--iterations", "10", "--warmup", "3",
-                  "--kernel-iterations", "10", "--rounds", "3", "--passes", "1", "--profile", env=OFFLINE,
-                  timeout=1800)
+    return invoke(*_compare_args(recipe, runs), env=OFFLINE, timeout=1800)
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +85,10 @@ def compared(tmp_path_factory: pytest.TempPathFactory, recipe: Path):
 
 
 def _leftover_containers(client, run: Path) -> list:
-    """Stage containers of this run's two images (other docker tests may run stages of their own meanwhile)."""
+    """Stage containers of this run in its two images (other compares run stages of the same images meanwhile)."""
     locks = json.loads((run / "lock.json").read_text())
     images = {locks[side]["provenance"]["image"]["id"] for side in ("base", "pr")}
-    return [c for image in sorted(images) for c in stage_containers(client, image)]
+    return [c for image in sorted(images) for c in stage_containers(client, image, run)]
 
 
 def test_compare_through_docker_writes_a_report_from_both_images(compared, client) -> None:
@@ -147,3 +154,90 @@ def test_a_second_run_builds_nothing_and_redoes_no_stage(compared, recipe: Path,
     for key in stages:
         assert f"{key}: done earlier with the same inputs, skipped" in again.stdout, key
     assert _leftover_containers(client, run) == []
+
+
+WRONG = PROJECT / "examples" / "wrong-numerics.patch"
+# A hang guard, not a measure: the two compares at once ran past 35 min on the 2-core development VM under a load
+# of 18-24 (other jobs); the module's compare alone took 10 min there at a load near 10, 27 min near 20.
+TOGETHER_S = 5400
+
+
+def _start(recipe: Path, runs: Path, run_id: str, pr: Path, logs: Path) -> subprocess.Popen[bytes]:
+    """``invoke compare`` started, not waited for; its output goes to files (two pipes read one after the other
+    would stall the second process once its pipe filled, and the two would no longer run at once)."""
+    with open(logs / f"{run_id}.out", "wb") as out, open(logs / f"{run_id}.err", "wb") as err:
+        return subprocess.Popen([sys.executable, "-m", "invoke", *_compare_args(recipe, runs, run_id, pr)],
+                                cwd=PROJECT, env={**os.environ, **OFFLINE}, stdout=out, stderr=err)
+
+
+def _stage_times(run: Path) -> list[tuple[float, float]]:
+    stages = json.loads((run / "manifest.json").read_text())["stages"].values()
+    return [(datetime.fromisoformat(s["started"]).timestamp(), datetime.fromisoformat(s["finished"]).timestamp())
+            for s in stages if s["started"] and s["finished"]]
+
+
+def _what_the_patch_did(run: Path) -> dict:
+    """The parts of a report's verdict its timings cannot move: which kernels changed their code, and whether the
+    PR computes the base's results (the speed verdicts of three rounds on a shared 2-core machine can)."""
+    summary = json.loads((run / "report" / "summary.json").read_text())
+    kernels, numerics = summary["kernels"], summary["numerics"]
+    return {"kernels": {key: kernels[key] for key in ("code_changed", "code_identical", "only_base", "only_pr")},
+            "numerics": {family: {key: numerics[family][key] for key in ("compared", "passed", "failed")}
+                         for family in ("models", "kernels")}}
+
+
+def test_two_compares_of_different_prs_at_once_share_one_engine_and_one_store(compared, recipe: Path, client,
+                                                                               tmp_path: Path) -> None:
+    """Two users of one machine compare two PRs at the same time, with one Docker engine, one store (the session's)
+    and one runs directory: both finish, each report says what it says when its compare runs alone, the store
+    still hashes right, and neither run removed an image or a container of the other.
+
+    The example PR's run alone is this module's; the wrong-on-purpose PR's verdict is the one
+    tests/test_numerics_example.py reads from its run alone. Measured on the 2-core development VM shared with
+    other jobs (load 18-24): the run alone 27 min, the two at once more than 35 min (see TOGETHER_S)."""
+    alone_run, alone = compared
+    assert alone.returncode == 0
+    runs, logs = tmp_path / "runs", tmp_path / "logs"
+    logs.mkdir()
+    running = {run_id: _start(recipe, runs, run_id, pr, logs) for run_id, pr in (("example", EXAMPLE),
+                                                                                 ("wrong", WRONG))}
+    deadline = time.monotonic() + TOGETHER_S
+    try:
+        while running and time.monotonic() < deadline:
+            for run_id, process in list(running.items()):
+                if process.poll() is None:
+                    continue
+                del running[run_id]
+                assert process.returncode == 0, ((logs / f"{run_id}.out").read_text()[-4000:]
+                                                 + (logs / f"{run_id}.err").read_text()[-3000:])
+                # Looked at as soon as it ends, while the other may still run stages in the same base image.
+                assert _leftover_containers(client, runs / run_id) == []
+            time.sleep(1)
+        assert not running, f"still running after {TOGETHER_S} s: {sorted(running)}"
+    finally:
+        for process in running.values():  # a failed test leaves no compare behind (SIGTERM stops its container)
+            process.terminate()
+            process.wait(timeout=120)
+    example, wrong = runs / "example", runs / "wrong"
+    # They ran at the same time: a stage of one overlaps a stage of the other (no lock made them take turns).
+    assert any(a0 < b1 and b0 < a1 for a0, a1 in _stage_times(example) for b0, b1 in _stage_times(wrong))
+
+    assert _what_the_patch_did(example) == _what_the_patch_did(alone_run)
+    example_report = (example / "report" / "report.md").read_text(encoding="utf-8")
+    alone_report = (alone_run / "report" / "report.md").read_text(encoding="utf-8")
+    assert example_report.split("\n\n")[1].startswith("**Verdict:** Models")
+    assert alone_report.split("\n\n")[1].startswith("**Verdict:** Models")
+    wrong_report = (wrong / "report" / "report.md").read_text(encoding="utf-8")
+    assert wrong_report.split("\n\n")[1].startswith(
+        "**Verdict:** numerics **FAILED**: 1 of 1 model(s) compute other results")
+    assert _what_the_patch_did(wrong)["numerics"]["models"]["failed"] == 1
+
+    verified = invoke("store", "verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert re.search(r"all [0-9]+ item\(s\) hash to their names", verified.stdout)
+    store = Store.at()
+    assert list((store.root / "incoming").iterdir()) == []  # no writer's staged file left behind
+    for run in (alone_run, example, wrong):  # every image any of the three used is still there
+        locks = json.loads((run / "lock.json").read_text())
+        for side in ("base", "pr"):
+            assert client.images.get(locks[side]["provenance"]["image"]["id"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import uuid
 from pathlib import Path
 
 import git
@@ -105,9 +106,12 @@ def test_a_corrupted_store_item_stops_the_rebuild_in_one_line_naming_it(client, 
 
 
 def test_a_base_saved_into_the_store_is_loaded_back_when_the_engine_lacks_it(client, tmp_path: Path) -> None:
-    # A local base of the test's own (a label on the CI base), so removing it disturbs no other test.
+    # A local base of the test's own (a label on the CI base), so removing it disturbs no other test. The label is
+    # unique to this test's run: one the same in every session (the tmp_path's name is) would make the same
+    # Dockerfile, which the engine's build cache answers with the same image, and a session removing it would remove
+    # the base of another session's test running meanwhile on the same engine.
     (tmp_path / "base").mkdir()
-    (tmp_path / "base" / "Dockerfile").write_text(f"FROM {base_image_id(client)}\nLABEL prbench.test={tmp_path.name}\n")
+    (tmp_path / "base" / "Dockerfile").write_text(f"FROM {base_image_id(client)}\nLABEL prbench.test={uuid.uuid4()}\n")
     own_base, _ = client.images.build(path=str(tmp_path / "base"), rm=True, network_mode="none")
     standins = make_standins(tmp_path)
     recipe = write_recipe("bookworm-cpu.toml", tmp_path, digest=own_base.id, pytorch_commit=standins.pytorch_commit,
