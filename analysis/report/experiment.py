@@ -72,7 +72,7 @@ class Experiment:
             count = (f"{_models_word(self.model_count)} ({self.models})" if self.model_count is not None
                      else "every model of the tree's huggingface_models_list.txt")
             return f"{count} through PyTorch's harness ({how}) at its own sizes"
-        size = SIZE_WORDS.get(self.size, f"{self.size} size")
+        size = SIZE_WORDS.get(self.size or "", f"{self.size} size")
         count = _models_word(self.model_count) if self.model_count is not None else "models"
         return f"{count} ({self.models}) at {size}"
 
