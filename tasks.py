@@ -113,10 +113,11 @@ def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_
 
 
 _SUITE_HELP = {
-    "models": "Models: A,B,... (class-style names, e.g. BertForMaskedLM,T5Small), all, or tiny-default "
-              "(default: the recipe's [suite], else invoke.yaml)",
-    "size": "Model size: tiny (CPU/CI scale) or full (the HF suite's default configs)",
-    "mode": "inference or training (training = forward + the model's loss + backward)",
+    "models": "Models: A,B,... (names of huggingface_models_list.txt, e.g. BertForMaskedLM,T5Small,Llama-3.2-1B) "
+              "or a group: all, tiny-default, harness-gpu, harness-cpu (docs/models.md; default: the recipe's "
+              "[suite], else invoke.yaml)",
+    "size": "Model size: tiny (hidden 64, CPU/CI), small (hidden 256, CPU) or full (the list's published sizes)",
+    "mode": "inference or training (training = zero grad, forward, loss, backward, optimizer step)",
     "dtype": "float32, bfloat16, float16 or amp",
     "warmup": "Warm-up calls per side before timing (at least 3, at most 1,000,000; default 10)",
     "iterations": "Timed calls per side, eager and compiled interleaved (at least 10, at most 1,000,000; default 30)",

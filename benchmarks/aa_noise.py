@@ -11,7 +11,7 @@ every time.
 
 Inputs, either:
   python benchmarks/aa_noise.py --measure [--repeat N] [--rounds R] [--passes P] [--load] [--positive-control]
-      [--models A,B] [--size tiny|full] [--mode inference|training] [--dtype D] [--recipe cpu-local]
+      [--models A,B] [--size tiny|small|full] [--mode inference|training] [--dtype D] [--recipe cpu-local]
       [--env KEY=VALUE ...] [--inductor-config KEY=VALUE ...]
                                                # runs `invoke compare --base=installed --pr=installed` now
   python benchmarks/aa_noise.py --run RUN_ID [--run RUN_ID ...] [--positive-run RUN_ID ...] [--runs-dir runs]

@@ -26,18 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from analysis import atomic_io
+from analysis.formats.hf_entries import BY_NAME, HARNESS_CONFIG_IDS
 from stages.suite import hub_offline
 
-# Hub id → (the config's model_type, what the checkpoint sets differently from that config class's defaults).
-# Only numbers that shape the model: the harness feeds Longformer 1024-token inputs (its checkpoint has 4098
-# positions, the class default 512) and DistilGPT2 is GPT-2 with 6 layers; the others are their class defaults.
+# Hub id → (the config's model_type, what the checkpoint sets differently from that config class's defaults):
+# the suite entries' own published numbers (analysis.formats.hf_entries), so the harness and the builtin suite
+# build the same architectures. Only numbers that shape the model: the harness feeds Longformer 1024-token inputs
+# (its checkpoint has 4098 positions, the class default 512) and DistilGPT2 is GPT-2 with 6 layers; the others
+# are their class defaults.
 HUB_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
-    "t5-small": ("t5", {}),
-    "distilgpt2": ("gpt2", {"n_layer": 6}),
-    "allenai/longformer-base-4096": ("longformer", {"vocab_size": 50265, "max_position_embeddings": 4098,
-                                                     "type_vocab_size": 1}),
-    "google/fnet-base": ("fnet", {}),
-    "YituTech/conv-bert-base": ("convbert", {}),
+    hub_id: (BY_NAME[name].family, dict(BY_NAME[name].published)) for hub_id, name in HARNESS_CONFIG_IDS.items()
 }
 # Variables through which an older transformers picks another cache than HF_HUB_CACHE; none may win over ours.
 _OTHER_CACHE_VARS = ("TRANSFORMERS_CACHE", "PYTORCH_TRANSFORMERS_CACHE", "PYTORCH_PRETRAINED_BERT_CACHE")

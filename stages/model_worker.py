@@ -65,12 +65,12 @@ class ModelWorker:
 
         from stages import timing
         from stages.hf_models import build
-        from stages.suite import dtype_and_autocast, make_step
+        from stages.suite import dtype_and_autocast, step_factory
 
         started = time.monotonic()
         forget_automatic_dynamic(torch)
         device = job["device"]
-        weights_dtype, autocast = dtype_and_autocast(job["dtype"], device)
+        weights_dtype, _ = dtype_and_autocast(job["dtype"], device)
         for name in job.get("later", []):
             if name not in self.built:
                 # A model that fails to build here is built again by its own prepare, which reports why.
@@ -79,7 +79,7 @@ class ModelWorker:
                                              device=device)
         built = self.built.pop(job["model"], None) or build(job["model"], size=job["size"], mode=job["mode"],
                                                             dtype=weights_dtype, device=device)
-        step = make_step(job["mode"], autocast)
+        step = step_factory(job["mode"], job["dtype"], device)(built.model)  # the suite's step, optimizer included
         compiled = torch.compile(built.model, backend=job["backend"])
 
         def run() -> Any:

@@ -7,6 +7,10 @@ float64 eager call, the RNG reseeded before each. What it costs (one more call o
 is recorded in the file: measured at a few tenths of a second per tiny model against the suite's 40+ timed calls
 of each side.
 
+A training step is the whole step the suite times (``stages.training``: zero grad, forward, loss, backward,
+optimizer step), recorded as its loss, the gradients of a fixed subset of parameters and those parameters after
+the optimizer step (``param.<name>``), each role from the weights as built with a fresh optimizer.
+
 Training steps with dropout are compared base vs PR only: Inductor draws its random numbers differently from
 eager (so compiled vs eager would differ by the dropout masks), but both sides' compiled code draws the same
 ones from the same seed. ``torch.use_deterministic_algorithms`` is left off: Inductor reads it when it generates
@@ -15,7 +19,6 @@ code, so it would change the kernels being compared.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import time
 import traceback
@@ -31,25 +34,31 @@ FP64_LIMIT_BYTES = 2 << 30  # a float64 copy of a bigger model is not made (full
 
 
 def record_outputs(suite_dir: Path, name: str, built: Any, compiled: Any, mode: str, dtype: str,
-                   make_step: Callable[[str, Callable[[], Any]], Callable[[Any, dict[str, Any]], Any]],
-                   step: Callable[[Any, dict[str, Any]], Any]) -> None:
-    """Write ``<suite_dir>/outputs/<name>.npz``; a failure to record is written into it, never raised."""
+                   new_step: Callable[..., Callable[[Any, dict[str, Any]], Any]],
+                   initial: dict[str, Any] | None) -> None:
+    """Write ``<suite_dir>/outputs/<name>.npz``; a failure to record is written into it, never raised.
+
+    ``new_step(module, reference=False)`` makes a step (training: with a fresh optimizer over ``module``);
+    ``initial`` (training) is the model's state as built, restored before each recorded step, so every role
+    takes its one optimizer step from the same weights whatever the timed steps did to them.
+    """
     started = time.monotonic()
     meta: dict[str, Any] = {"dtype": dtype, "mode": mode, "vs_eager": None, "fp64": False, "error": None}
     arrays: dict[str, Any] = {}
     try:
         import torch
 
-        grads = _grad_subset(built.model) if mode == "training" else []
-        arrays.update(_role("eager", _call(step, built.model, built.inputs, mode, grads)))
-        arrays.update(_role("compiled", _call(step, compiled, built.inputs, mode, grads)))
+        picked = _grad_subset(built.model) if mode == "training" else []
+        for role, module in (("eager", built.model), ("compiled", compiled)):
+            _restore(built.model, initial)
+            arrays.update(_role(role, _call(new_step(module), module, built.inputs, mode, picked)))
         if mode == "training" and _has_dropout(built.model):
             meta["vs_eager"] = "dropout: Inductor draws other random numbers than eager"
         elif _parameter_bytes(built.model, 8) <= FP64_LIMIT_BYTES:
+            _restore(built.model, initial)
             reference = copy.deepcopy(built.model).to(torch.float64)
             inputs = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in built.inputs.items()}
-            arrays.update(_role("fp64", _call(make_step(mode, contextlib.nullcontext), reference, inputs, mode,
-                                              grads)))
+            arrays.update(_role("fp64", _call(new_step(reference, reference=True), reference, inputs, mode, picked)))
             meta["fp64"] = True
             del reference
     except Exception as exc:  # recording must never cost the model its timing
@@ -57,6 +66,16 @@ def record_outputs(suite_dir: Path, name: str, built: Any, compiled: Any, mode: 
         arrays, meta["error"] = {}, f"recording the outputs failed: {type(exc).__name__}: {exc}"[:300]
     meta["seconds"] = round(time.monotonic() - started, 3)
     write_model_outputs(outputs_path(suite_dir, name), arrays, meta)
+
+
+def snapshot(model: Any) -> dict[str, Any]:
+    """The model's parameters and buffers as they are now, copied to host memory."""
+    return {key: value.detach().to("cpu", copy=True) for key, value in model.state_dict().items()}
+
+
+def _restore(model: Any, state: dict[str, Any] | None) -> None:
+    if state is not None:
+        model.load_state_dict(state)
 
 
 def _role(role: str, outputs: dict[str, Any]) -> dict[str, Any]:
@@ -71,7 +90,8 @@ def _call(step: Callable[[Any, dict[str, Any]], Any], module: Any, inputs: dict[
     result = step(module, inputs)
     if mode == "training":
         params = dict(getattr(module, "_orig_mod", module).named_parameters())  # a compiled wrapper's own
-        found = {"loss": result, **{f"grad.{n}": params[n].grad for n in grads if params[n].grad is not None}}
+        found = {"loss": result, **{f"grad.{n}": params[n].grad for n in grads if params[n].grad is not None},
+                 **{f"param.{n}": params[n] for n in grads}}  # after the optimizer step
     elif isinstance(result, torch.Tensor):
         found = {"output": result}
     elif hasattr(result, "items"):

@@ -75,18 +75,15 @@ def profile_model(row: SuiteRow, out: Path, device: str, steps: int, warmup: int
     import torch
 
     from stages import hf_models
+    from stages.suite import dtype_and_autocast, step_factory
 
-    built = hf_models.build(row.name, size=row.size, mode=row.mode, dtype=getattr(torch, row.dtype), device=device)
+    weights_dtype, _ = dtype_and_autocast(row.dtype, device)
+    built = hf_models.build(row.name, size=row.size, mode=row.mode, dtype=weights_dtype, device=device)
     compiled = torch.compile(built.model, backend="inductor")
-    training = row.mode == "training"
+    suite_step = step_factory(row.mode, row.dtype, device)(built.model)  # the step the suite timed
 
     def step() -> None:
-        if training:
-            hf_models.loss_of(compiled(**built.inputs)).backward()
-            built.model.zero_grad(set_to_none=True)
-        else:
-            with torch.no_grad():
-                compiled(**built.inputs)
+        suite_step(compiled, built.inputs)
         if device.startswith("cuda"):
             torch.cuda.synchronize()
 

@@ -1,6 +1,6 @@
 """Stage ``suite``: time the builtin HF suite eager vs ``torch.compile`` and write ``suite.csv``.
 
-    python -m stages.suite --out DIR [--models A,B|all|tiny-default] [--size tiny|full]
+    python -m stages.suite --out DIR [--models A,B|all|tiny-default|harness-gpu|harness-cpu] [--size tiny|small|full]
         [--mode inference|training] [--dtype float32|bfloat16|float16|amp] [--warmup 10] [--iterations 30]
         [--device cpu|cuda|GPU index] [--cpu-backend cpp|triton] [--cache-archive PATH]
         [--platform cuda|rocm --node NAME --shard-record PATH]
@@ -99,7 +99,7 @@ class ModelResult:
 def build_parser() -> argparse.ArgumentParser:
     p = StageArgumentParser(prog="python -m stages.suite", description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, type=Path, help="directory for suite.csv and samples.json")
-    p.add_argument("--models", default="tiny-default", help="A,B,... | all | tiny-default")
+    p.add_argument("--models", default="tiny-default", help="A,B,... or a group (all, tiny-default, ...)")
     p.add_argument("--size", default="tiny", choices=SIZES)
     p.add_argument("--mode", default="inference", choices=MODES)
     p.add_argument("--dtype", default="float32", choices=DTYPES)
@@ -195,25 +195,40 @@ def dtype_and_autocast(dtype: str, device: str) -> tuple[Any, Callable[[], Any]]
     return getattr(torch, dtype), contextlib.nullcontext
 
 
-def make_step(mode: str, autocast: Callable[[], Any]) -> Callable[[Any, dict[str, Any]], Any]:
-    """Inference = a no-grad forward; training = forward + the model's own loss + backward."""
+def make_step(mode: str, autocast: Callable[[], Any], trainer: Any = None) -> Callable[[Any, dict[str, Any]], Any]:
+    """Inference = a no-grad forward; training = ``stages.training``'s step (zero grad, forward, loss, backward,
+    optimizer step) with ``trainer``'s optimizer."""
     import torch
-
-    from stages.hf_models import loss_of
 
     if mode == "inference":
         def infer(module: Any, inputs: dict[str, Any]) -> Any:
             with torch.no_grad(), autocast():
                 return module(**inputs)
         return infer
+    if trainer is None:
+        raise ValueError("a training step needs a trainer (stages.training.new_trainer)")
+    from stages.training import train_step
 
     def train(module: Any, inputs: dict[str, Any]) -> Any:
-        module.zero_grad(set_to_none=True)
-        with autocast():
-            loss = loss_of(module(**inputs))
-        loss.backward()
-        return loss
+        return train_step(module, inputs, trainer, autocast)
     return train
+
+
+def step_factory(mode: str, dtype: str, device: str) -> Callable[..., Callable[[Any, dict[str, Any]], Any]]:
+    """``new_step(module, reference=False)``: a step with its own optimizer over ``module`` (training); the
+    float64 reference runs without autocast or grad scaler."""
+    import contextlib
+
+    from stages.training import new_trainer
+
+    _, autocast = dtype_and_autocast(dtype, device)
+    float16_amp = dtype == "amp" and device != "cpu"
+
+    def new_step(module: Any, reference: bool = False) -> Callable[[Any, dict[str, Any]], Any]:
+        context = contextlib.nullcontext if reference else autocast
+        trainer = new_trainer(module, device, float16_amp and not reference) if mode == "training" else None
+        return make_step(mode, context, trainer)
+    return new_step
 
 
 def dynamo_stats() -> dict[str, int]:
@@ -235,13 +250,16 @@ def measure_model(name: str, settings: SuiteSettings) -> ModelResult:
 
     from stages import timing
     from stages.hf_models import build
-    from stages.numerics import record_outputs
+    from stages.numerics import record_outputs, snapshot
 
     torch._dynamo.reset()  # no guards or graphs carried over from the previous model
     counters.clear()
-    weights_dtype, autocast = dtype_and_autocast(settings.dtype, settings.device)
+    weights_dtype, _ = dtype_and_autocast(settings.dtype, settings.device)
     built = build(name, size=settings.size, mode=settings.mode, dtype=weights_dtype, device=settings.device)
-    step = make_step(settings.mode, autocast)
+    # The optimizer moves the weights every training step: the numerics record starts again from the built ones.
+    initial = snapshot(built.model) if settings.mode == "training" else None
+    new_step = step_factory(settings.mode, settings.dtype, settings.device)
+    step = new_step(built.model)  # one optimizer: eager and compiled step the same parameters, as the runner
     compiled = torch.compile(built.model, backend=settings.backend)
     dev = settings.device
 
@@ -272,7 +290,7 @@ def measure_model(name: str, settings: SuiteSettings) -> ModelResult:
     for _ in range(settings.iterations):  # interleaved, as the dynamo harness does
         eager_ms.append(timing.time_call_ms(run_eager, dev))
         compiled_ms.append(timing.time_call_ms(run_compiled, dev))
-    record_outputs(settings.out, name, built, compiled, settings.mode, settings.dtype, make_step, step)
+    record_outputs(settings.out, name, built, compiled, settings.mode, settings.dtype, new_step, initial)
     eager = timing.summarize(eager_ms)
     comp = timing.summarize(compiled_ms)
     flags = [f for f, noisy in (("noisy_eager", eager.noisy), ("noisy_compiled", comp.noisy)) if noisy]

@@ -180,7 +180,7 @@ def test_the_controls_of_each_run_are_counted(tmp_path: Path) -> None:
     (["--run", "x", "--positive-control"], "--positive-control: only with --measure"),
     (["--run", "x", "--rounds", "5"], "--rounds: only with --measure"),
     (["--run", "x", "--size", "full"], "--size: only with --measure"),
-    (["--measure", "--size", "huge"], "--size 'huge': expected one of tiny, full"),
+    (["--measure", "--size", "huge"], "--size 'huge': expected one of tiny, small, full"),
     (["--measure", "--dtype", "fp8"], "--dtype 'fp8': expected one of float32, bfloat16, float16, amp"),
     (["--measure", "--mode", "train"], "--mode 'train': expected one of inference, training"),
     (["--run", "x", "--mode", "training"], "--mode: only with --measure"),

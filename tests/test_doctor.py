@@ -204,7 +204,7 @@ def test_doctor_exits_1_on_a_failed_check_with_the_summary_last():
     assert lines[0].startswith("fail  docker engine")
     assert any(line.startswith(("fail  gpus", "ok    gpus")) for line in lines)
     # last, what a compare with the recipe would run: the seed's experiment, from its [suite]
-    assert lines[-1] == ("ok    experiment      18 models (all) at full size, training, amp, on cuda (recipe "
+    assert lines[-1] == ("ok    experiment      54 models (all) at full size, training, amp, on cuda (recipe "
                          "rocm7-mi300); Inductor: cudagraphs off, max-autotune-pointwise on, buffer ops on")
     assert done.stderr.strip().startswith("doctor: ") and "failed for recipe rocm7-mi300" in done.stderr
 

@@ -35,10 +35,17 @@ def test_no_host_module_imports_torch() -> None:
 
 @pytest.mark.xdist_group("torch-in-process")  # torch in the test process: one worker imports it
 def test_suite_options_match_the_model_specs() -> None:
-    """The torch-free names are the ones the stage can build (hf_models refuses to import otherwise)."""
+    """Every torch-free name is one the stage can build: its family has a shrinking rule for every shrunken size
+    and its class is one transformers exports."""
     pytest.importorskip("torch")
-    from analysis.formats.suite_options import MODEL_NAMES, TINY_DEFAULT
+    import transformers
+
+    from analysis.formats.suite_options import MODEL_NAMES, SIZES, TINY_DEFAULT
     from stages import hf_models
 
-    assert tuple(s.name for s in hf_models._SPECS) == MODEL_NAMES
+    assert set(hf_models.SCALES) == set(SIZES) - {"full"}
+    for name in MODEL_NAMES:
+        entry = hf_models.spec(name)
+        assert entry.family in hf_models._SHRINK, name
+        assert hasattr(transformers, entry.model_class), name
     assert set(TINY_DEFAULT) <= set(MODEL_NAMES)

@@ -171,7 +171,7 @@ def test_the_report_opens_with_the_experiment_the_run_recorded(tmp_path: Path) -
 
     assert result.returncode == 0, result.stderr
     lines = (run / "report" / "report.md").read_text(encoding="utf-8").splitlines()
-    assert lines[4] == ("**Experiment:** 18 models (all) at full size, training, amp, on cuda (recipe rocm7-mi300); "
+    assert lines[4] == ("**Experiment:** 54 models (all) at full size, training, amp, on cuda (recipe rocm7-mi300); "
                         "Inductor: cudagraphs off, max-autotune-pointwise on, buffer ops on")
     assert lines[2].startswith("**Verdict:**")
     experiment = json.loads((run / "report" / "summary.json").read_text())["experiment"]
@@ -179,7 +179,7 @@ def test_the_report_opens_with_the_experiment_the_run_recorded(tmp_path: Path) -
     assert experiment["base"] == experiment["pr"]
     assert {k: experiment["base"][k] for k in ("model_count", "size", "mode", "dtype", "cudagraphs",
                                                "max_autotune_pointwise", "buffer_ops")} == {
-        "model_count": 18, "size": "full", "mode": "training", "dtype": "amp", "cudagraphs": False,
+        "model_count": 54, "size": "full", "mode": "training", "dtype": "amp", "cudagraphs": False,
         "max_autotune_pointwise": True, "buffer_ops": True}
 
 

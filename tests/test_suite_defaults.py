@@ -22,7 +22,7 @@ from prbench.runs.stage_commands import suite_source_command
 from prbench.runs.variants import Variant
 
 ROOT = Path(__file__).resolve().parents[1]
-SEED_LINE = ("Experiment: 18 models (all) at full size, training, amp, on cuda (recipe {recipe}); "
+SEED_LINE = ("Experiment: 54 models (all) at full size, training, amp, on cuda (recipe {recipe}); "
              "Inductor: cudagraphs off, max-autotune-pointwise on{buffer_ops}")
 
 
@@ -106,7 +106,7 @@ def test_a_recipes_suite_defaults_are_not_part_of_its_image(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ('size = "huge"', "key 'suite.size': expected one of tiny, full, got 'huge'"),
+        ('size = "huge"', "key 'suite.size': expected one of tiny, small, full, got 'huge'"),
         ('mode = "eval"', "key 'suite.mode': expected one of inference, training, got 'eval'"),
         ('dtype = "fp8"', "key 'suite.dtype': expected one of float32, bfloat16, float16, amp, got 'fp8'"),
         ('models = "GPT3"', "key 'suite.models': unknown model 'GPT3'"),

@@ -8,7 +8,12 @@ model *construction* (config classes, inputs) and takes the model names from thi
 
 from __future__ import annotations
 
-SIZES = ("tiny", "full")
+from analysis.formats.hf_entries import ALIASES, BUILDABLE, GROUPS, unbuildable
+from analysis.formats.hf_entries import TINY_DEFAULT as TINY_DEFAULT  # re-exported: the host's name for it
+
+# tiny: hidden 64 (the quick start); small: hidden 256, for the CPU, where Inductor's kernels are a real share of
+# a step; full: the list's published sizes. stages.hf_models holds what each size builds.
+SIZES = ("tiny", "small", "full")
 MODES = ("inference", "training")
 DTYPES = ("float32", "bfloat16", "float16", "amp")
 DEVICES = ("cpu", "cuda")
@@ -17,20 +22,9 @@ CPU_BACKENDS = ("cpp", "triton")
 MIN_WARMUP = 3  # the seeds' rule: never time a cold call
 MIN_ITERATIONS = 10
 
-# The builtin HF models (PyTorch's benchmarks/dynamo/huggingface.py names); stages.hf_models has one spec each.
-MODEL_NAMES: tuple[str, ...] = (
-    "AlbertForMaskedLM", "BartForCausalLM", "BertForMaskedLM", "BertForQuestionAnswering",
-    "BlenderbotSmallForCausalLM", "DebertaV2ForMaskedLM", "DistilBertForMaskedLM", "DistillGPT2",
-    "ElectraForCausalLM", "GPT2ForSequenceClassification", "LayoutLMForMaskedLM", "MBartForCausalLM",
-    "MegatronBertForCausalLM", "OPTForCausalLM", "PegasusForCausalLM", "RobertaForCausalLM", "T5Small",
-    "XGLMForCausalLM",
-)
-
-# One model per family the brief names: what ``--models tiny-default`` runs on a 2-core CPU.
-TINY_DEFAULT: tuple[str, ...] = (
-    "BertForMaskedLM", "GPT2ForSequenceClassification", "T5Small", "DistilBertForMaskedLM",
-    "RobertaForCausalLM", "AlbertForMaskedLM", "BartForCausalLM", "ElectraForCausalLM",
-)
+# The builtin HF models: every buildable entry of PyTorch's huggingface_models_list.txt (analysis.formats.hf_entries
+# holds the entries); stages.hf_models builds each.
+MODEL_NAMES: tuple[str, ...] = BUILDABLE
 
 
 class SuiteInputError(Exception):
@@ -42,24 +36,26 @@ class UnknownModelError(ValueError):
 
 
 def check_model(name: str) -> str:
-    if name not in MODEL_NAMES:
-        raise UnknownModelError(f"unknown model '{name}' (known: {', '.join(MODEL_NAMES)})")
-    return name
+    """A model name (or a hub-only entry's Hub id) into the suite's name; an unknown or unbuildable one is an
+    UnknownModelError that says why."""
+    name = ALIASES.get(name, name)
+    if name in MODEL_NAMES:
+        return name
+    why = unbuildable().get(name)
+    if why:
+        raise UnknownModelError(f"model '{name}' cannot be built here: {why}")
+    raise UnknownModelError(f"unknown model '{name}' (known: {', '.join(MODEL_NAMES)}; groups: {', '.join(GROUPS)})")
 
 
 def resolve_models(selection: str) -> list[str]:
-    """``all``, ``tiny-default`` or a comma list of names into model names (unknown names → UnknownModelError)."""
+    """A group name (``all``, ``tiny-default``, ...) or a comma list of names into model names."""
     selection = selection.strip()
-    if selection == "all":
-        return list(MODEL_NAMES)
-    if selection == "tiny-default":
-        return list(TINY_DEFAULT)
+    if selection in GROUPS:
+        return list(GROUPS[selection])
     names = [n.strip() for n in selection.split(",") if n.strip()]
     if not names:
-        raise UnknownModelError("no model named (expected all, tiny-default or a comma-separated list)")
-    for name in names:
-        check_model(name)
-    return list(dict.fromkeys(names))  # keep order, drop repeats
+        raise UnknownModelError(f"no model named (expected a group: {', '.join(GROUPS)}, or a comma-separated list)")
+    return list(dict.fromkeys(check_model(name) for name in names))  # keep order, drop repeats
 
 
 def check_numbers(warmup: int, iterations: int, cpu_backend: str, device: str) -> None:

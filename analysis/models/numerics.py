@@ -6,8 +6,10 @@ side, one ``<variant>/suite/outputs/<model>.npz`` (numpy's own format: no torch 
 
 * arrays ``<role>/<output>`` with role ``eager``, ``compiled`` (the same seeded inputs and weights, the RNG
   reseeded before each call) and ``fp64`` (the eager model in float64, where affordable); outputs are the
-  model output's tensors in inference (``logits``, ...), the loss and the gradients of a fixed subset of
-  parameters (``grad.<parameter>``) in training; bfloat16/float16 values are stored as float32 (exactly);
+  model output's tensors in inference (``logits``, ...); in training, the step the suite times (optimizer step
+  included): the loss, the gradients of a fixed subset of parameters (``grad.<parameter>``) and those
+  parameters after the optimizer step (``param.<parameter>``); bfloat16/float16 values are stored as float32
+  (exactly);
 * ``meta``: a JSON text ``{"format": 1, "dtype", "mode", "vs_eager": null | why not compared, "fp64": bool,
   "seconds": what recording cost, "error": null | why nothing was recorded}``.
 

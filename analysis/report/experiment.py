@@ -27,7 +27,8 @@ CUDAGRAPHS_KEY = "triton.cudagraphs"
 POINTWISE_KEY = "max_autotune_pointwise"
 POINTWISE_ENV = "TORCHINDUCTOR_MAX_AUTOTUNE_POINTWISE"
 BUFFER_OPS_ENV = "AMDGCN_USE_BUFFER_OPS"
-TINY_WORDS = "tiny size (hidden size 64)"  # stages.hf_models' tiny configs
+# stages.hf_models' shrunken sizes, as the report names them
+SIZE_WORDS = {"tiny": "tiny size (hidden size 64)", "small": "small size (hidden size 256)"}
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class Experiment:
             count = (f"{_models_word(self.model_count)} ({self.models})" if self.model_count is not None
                      else "every model of the tree's huggingface_models_list.txt")
             return f"{count} through PyTorch's harness ({how}) at its own sizes"
-        size = TINY_WORDS if self.size == "tiny" else f"{self.size} size"
+        size = SIZE_WORDS.get(self.size or "", f"{self.size} size")
         count = _models_word(self.model_count) if self.model_count is not None else "models"
         return f"{count} ({self.models}) at {size}"
 
