@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -68,20 +69,67 @@ def _wheels_from_the_users_store() -> None:
 
 # Three rounds, the fewest an interval over rounds accepts: each side's round files and an interval; more would
 # prove nothing more here.
-def _compare_args(recipe: Path, runs: Path, run_id: str = "docker-e2e", pr: Path = EXAMPLE) -> list[str]:
+EXAMPLE_RUN, WRONG_RUN = "docker-e2e", "docker-wrong"
+
+
+def _compare_args(recipe: Path, runs: Path, run_id: str = EXAMPLE_RUN, pr: Path = EXAMPLE) -> list[str]:
     return ["compare", "--recipe", str(recipe), "--base=installed", f"--pr={pr}", "--models", MODELS,
             "--runs-dir", str(runs), "--run", run_id, "--iterations", "10", "--warmup", "3",
-            "--kernel-iterations", "10", "--rounds", "3", "--passes", "1", "--profile"]
+            "--kernel-iterations", "10", "--rounds", "3", "--passes", "1",
+            *(["--profile"] if run_id == EXAMPLE_RUN else [])]  # the second user's run needs no profile stage
 
 
 def _compare(recipe: Path, runs: Path):
     return invoke(*_compare_args(recipe, runs), env=OFFLINE, timeout=1800)
 
 
+WRONG = PROJECT / "examples" / "wrong-numerics.patch"
+# A hang guard, not a measure: the two compares at once ran past 35 min on the 2-core development VM under a load
+# of 18-24 (other jobs); one compare alone took 10 min there at a load near 10, 27 min near 20.
+TOGETHER_S = 5400
+
+
+@dataclass(frozen=True)
+class Together:
+    runs: Path
+    done: dict[str, subprocess.CompletedProcess]  # each compare's exit and output
+    leftover: dict[str, list]  # each run's stage containers, looked for as soon as it ended
+
+
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory: pytest.TempPathFactory, recipe: Path):
-    runs = tmp_path_factory.mktemp("runs")
-    return runs / "docker-e2e", _compare(recipe, runs)
+def together(tmp_path_factory: pytest.TempPathFactory, recipe: Path, client) -> Together:
+    """The module's compare of the example PR and, at the same time on the same engine, store and runs directory,
+    a second user's compare of a PR that computes wrong results. Each test of the example's run below asserts
+    what that run shows alone, so the one pair of compares proves the Docker path and two users at once."""
+    runs, logs = tmp_path_factory.mktemp("runs"), tmp_path_factory.mktemp("logs")
+    running = {run_id: _start(recipe, runs, run_id, pr, logs) for run_id, pr in ((EXAMPLE_RUN, EXAMPLE),
+                                                                                 (WRONG_RUN, WRONG))}
+    done: dict[str, subprocess.CompletedProcess] = {}
+    leftover: dict[str, list] = {}
+    deadline = time.monotonic() + TOGETHER_S
+    try:
+        while running and time.monotonic() < deadline:
+            for run_id, process in list(running.items()):
+                if process.poll() is None:
+                    continue
+                del running[run_id]
+                done[run_id] = subprocess.CompletedProcess(process.args, process.returncode,
+                                                           (logs / f"{run_id}.out").read_text(),
+                                                           (logs / f"{run_id}.err").read_text())
+                # Looked at as soon as it ends, while the other may still run stages in the same base image.
+                leftover[run_id] = _leftover_containers(client, runs / run_id) if process.returncode == 0 else []
+            time.sleep(1)
+        assert not running, f"still running after {TOGETHER_S} s: {sorted(running)}"
+    finally:
+        for process in running.values():  # a failed test leaves no compare behind (SIGTERM stops its container)
+            process.terminate()
+            process.wait(timeout=120)
+    return Together(runs, done, leftover)
+
+
+@pytest.fixture(scope="module")
+def compared(together: Together):
+    return together.runs / EXAMPLE_RUN, together.done[EXAMPLE_RUN]
 
 
 def _leftover_containers(client, run: Path) -> list:
@@ -156,12 +204,6 @@ def test_a_second_run_builds_nothing_and_redoes_no_stage(compared, recipe: Path,
     assert _leftover_containers(client, run) == []
 
 
-WRONG = PROJECT / "examples" / "wrong-numerics.patch"
-# A hang guard, not a measure: the two compares at once ran past 35 min on the 2-core development VM under a load
-# of 18-24 (other jobs); the module's compare alone took 10 min there at a load near 10, 27 min near 20.
-TOGETHER_S = 5400
-
-
 def _start(recipe: Path, runs: Path, run_id: str, pr: Path, logs: Path) -> subprocess.Popen[bytes]:
     """``invoke compare`` started, not waited for; its output goes to files (two pipes read one after the other
     would stall the second process once its pipe filled, and the two would no longer run at once)."""
@@ -186,47 +228,21 @@ def _what_the_patch_did(run: Path) -> dict:
                          for family in ("models", "kernels")}}
 
 
-def test_two_compares_of_different_prs_at_once_share_one_engine_and_one_store(compared, recipe: Path, client,
-                                                                               tmp_path: Path) -> None:
+def test_two_compares_of_different_prs_at_once_share_one_engine_and_one_store(together: Together, client) -> None:
     """Two users of one machine compare two PRs at the same time, with one Docker engine, one store (the session's)
-    and one runs directory: both finish, each report says what it says when its compare runs alone, the store
-    still hashes right, and neither run removed an image or a container of the other.
-
-    The example PR's run alone is this module's; the wrong-on-purpose PR's verdict is the one
-    tests/test_numerics_example.py reads from its run alone. Measured on the 2-core development VM shared with
-    other jobs (load 18-24): the run alone 27 min, the two at once more than 35 min (see TOGETHER_S)."""
-    alone_run, alone = compared
-    assert alone.returncode == 0
-    runs, logs = tmp_path / "runs", tmp_path / "logs"
-    logs.mkdir()
-    running = {run_id: _start(recipe, runs, run_id, pr, logs) for run_id, pr in (("example", EXAMPLE),
-                                                                                 ("wrong", WRONG))}
-    deadline = time.monotonic() + TOGETHER_S
-    try:
-        while running and time.monotonic() < deadline:
-            for run_id, process in list(running.items()):
-                if process.poll() is None:
-                    continue
-                del running[run_id]
-                assert process.returncode == 0, ((logs / f"{run_id}.out").read_text()[-4000:]
-                                                 + (logs / f"{run_id}.err").read_text()[-3000:])
-                # Looked at as soon as it ends, while the other may still run stages in the same base image.
-                assert _leftover_containers(client, runs / run_id) == []
-            time.sleep(1)
-        assert not running, f"still running after {TOGETHER_S} s: {sorted(running)}"
-    finally:
-        for process in running.values():  # a failed test leaves no compare behind (SIGTERM stops its container)
-            process.terminate()
-            process.wait(timeout=120)
-    example, wrong = runs / "example", runs / "wrong"
+    and one runs directory: both finish, each report says what it says when its compare runs alone (the example's:
+    the tests above; the wrong PR's: the verdict tests/test_numerics_example.py reads from its run alone), the
+    store still hashes right, and neither run removed an image or a container of the other."""
+    for run_id, proc in together.done.items():
+        assert proc.returncode == 0, run_id + proc.stdout[-4000:] + proc.stderr[-3000:]
+        assert together.leftover[run_id] == [], run_id
+    example, wrong = together.runs / EXAMPLE_RUN, together.runs / WRONG_RUN
     # They ran at the same time: a stage of one overlaps a stage of the other (no lock made them take turns).
     assert any(a0 < b1 and b0 < a1 for a0, a1 in _stage_times(example) for b0, b1 in _stage_times(wrong))
 
-    assert _what_the_patch_did(example) == _what_the_patch_did(alone_run)
     example_report = (example / "report" / "report.md").read_text(encoding="utf-8")
-    alone_report = (alone_run / "report" / "report.md").read_text(encoding="utf-8")
     assert example_report.split("\n\n")[1].startswith("**Verdict:** Models")
-    assert alone_report.split("\n\n")[1].startswith("**Verdict:** Models")
+    assert _what_the_patch_did(example)["numerics"]["models"]["failed"] == 0
     wrong_report = (wrong / "report" / "report.md").read_text(encoding="utf-8")
     assert wrong_report.split("\n\n")[1].startswith(
         "**Verdict:** numerics **FAILED**: 1 of 1 model(s) compute other results")
@@ -237,7 +253,7 @@ def test_two_compares_of_different_prs_at_once_share_one_engine_and_one_store(co
     assert re.search(r"all [0-9]+ item\(s\) hash to their names", verified.stdout)
     store = Store.at()
     assert list((store.root / "incoming").iterdir()) == []  # no writer's staged file left behind
-    for run in (alone_run, example, wrong):  # every image any of the three used is still there
+    for run in (example, wrong):  # every image either used is still there
         locks = json.loads((run / "lock.json").read_text())
         for side in ("base", "pr"):
             assert client.images.get(locks[side]["provenance"]["image"]["id"])
