@@ -197,6 +197,8 @@ def settled(looks: list[Look], resolution_pct: float | None = None) -> tuple[boo
     """Whether an early look may stop, and why (or why not), for the families measured in these rounds; with a
     target (``--resolution``, percent), also each family's smallest detectable change at the strict level."""
     decided, why = _verdicts_settled(looks)
+    # The target is checked only after the verdicts settled, and at the strict level: it can only hold back a stop
+    # the strict test already allows, so the levels the early looks spend stay as they are (module docstring).
     if not decided or resolution_pct is None:
         return decided, why
     for look in looks:
