@@ -527,6 +527,10 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
         "max_rounds": "Adaptive rounds: at most this many rounds of each kind (default 10 on the CPU, 5 on a GPU)",
         "budget": "Adaptive rounds: start no round after this long since the compare began, e.g. 20m, 90s, "
                   "1.5h (the first 3 rounds always run)",
+        "resolution": "Adaptive rounds: a kind stops only once its verdicts are settled and its smallest "
+                      "detectable change (the report's, 80 % power) is at most this, e.g. 3% or 2.5%: more than "
+                      "--threshold, which that change never goes below; within --max-rounds and --budget, and the "
+                      "report says whether it was reached (default: stop once settled)",
         "passes": "A-B-B-A blocks per kernel job and model in each round, spread over the round; more passes "
                   "average out visit-to-visit noise (default 16 on the CPU, 2 on a GPU)",
         "models_per_process": "Models kept compiled in one worker per side and round (0 = all; lower it when "
@@ -577,7 +581,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             suite_source="builtin", use_runner=False,
             upstream_src=None, store=None, save_base=False, executor="local", ray_address=None, devices=None,
             shard_size="0", suite_shard_size=None, tolerance=None,
-            triton_src=None, triton_ref=None, modes=None):
+            triton_src=None, triton_ref=None, modes=None, resolution=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
     from analysis.flag_values import call_count, timeout_seconds, whole_number
@@ -586,7 +590,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
 
     # Every statistical and measurement setting is checked before anything heavy is imported or run.
     stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share, tolerance)
-    round_flags = check_rounds_flags(rounds, max_rounds, budget)
+    round_flags = check_rounds_flags(rounds, max_rounds, budget, resolution, stats)
     fail_on = check_fail_on(fail_on)
     if not pr:
         raise UserError("--pr: required (a git ref in --pytorch-src, a Python-only patch file, or 'installed')")
@@ -623,7 +627,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
                               use_runner=use_runner),
         kernels=KernelSettings(warmup=kernel_warmup_calls, iterations=kernel_timed_calls, timeout_s=kernel_timeout_s),
         rounds=round_flags.rounds, auto_rounds=round_flags.auto, max_rounds=round_flags.max_rounds,
-        budget_s=round_flags.budget_s,
+        budget_s=round_flags.budget_s, resolution_pct=round_flags.resolution_pct,
         passes=checked_passes, models_per_process=per_process, modules_per_worker=per_worker, stats=stats,
         env=_stage_env(loaded, env),
         inductor_config=inductor_values,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 import sys
 from dataclasses import replace
@@ -20,7 +21,7 @@ from analysis.formats.paired_rounds import read_round, side_samples, write_round
 from analysis.formats.stage_records import Job, read_plan
 from analysis.formats.suite_request import SuiteRequest
 from analysis.kernels.index import IndexRow, write_index
-from analysis.stats.sequential import read_rounds_used
+from analysis.stats.sequential import Look, RoundsUsed, read_rounds_used
 from prbench.compare.driver import CompareRequest, Comparison, _Rounds, _Side
 from prbench.compare.paired_plan import PairedTiming, PlanSide, kernel_plan, model_plan, pair_jobs
 from prbench.executors import RunnerSpec
@@ -326,8 +327,86 @@ def test_model_rounds_give_each_side_its_paired_samples(tmp_path: Path) -> None:
 # --- adaptive rounds -------------------------------------------------------------------------------------------
 
 
-def adaptive(tmp_path: Path, max_rounds: int = 5, budget_s: float | None = None) -> CompareRequest:
-    return replace(request(tmp_path), rounds=None, auto_rounds=True, max_rounds=max_rounds, budget_s=budget_s)
+def adaptive(tmp_path: Path, max_rounds: int = 5, budget_s: float | None = None,
+             resolution_pct: float | None = None) -> CompareRequest:
+    return replace(request(tmp_path), rounds=None, auto_rounds=True, max_rounds=max_rounds, budget_s=budget_s,
+                   resolution_pct=resolution_pct)
+
+
+def family(verdict: str, detectable: float = math.nan, strict_detectable: float = math.nan) -> Look:
+    """A kind's family as a look finds it: the same verdict at both levels, its smallest detectable changes (%)."""
+    items = () if verdict == "identical" else (verdict,)
+    return Look(verdict, verdict, items, items, True, True, 0, detectable, strict_detectable)
+
+
+def loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, looks: dict[int, Look], **policy: Any) -> tuple[
+        list[int], RoundsUsed, str]:
+    """``run_rounds`` of the kernels under an adaptive ``policy``, with ``looks[N]`` found after N rounds: the rounds
+    that ran, the kind's rounds record and what the compare printed."""
+    ran: list[int] = []
+
+    class CountedBatches:
+        """The round stages of the kind, counted instead of run (the loop's decisions are the subject here)."""
+
+        def __init__(self, *_: object) -> None:
+            pass
+
+        def run(self, first: int, last: int) -> list[str]:
+            ran.extend(range(first, last + 1))
+            return [f"round-{n}" for n in range(first, last + 1)]
+
+    monkeypatch.setattr("prbench.compare.driver._RoundBatches", CountedBatches)
+    run = RunStore(tmp_path / "runs").create_or_open("r", {}, "0")
+    printed = io.StringIO()
+    the_request = adaptive(tmp_path, **policy)
+    rounds = _Rounds(the_request, Console(file=printed, width=300))
+    rounds.started -= 60  # the compare began a minute ago: a --budget under that is spent by the first look
+    comparison = Comparison(the_request, run, [], rounds)
+    comparison.run_rounds("kernels", {}, {}, lambda: None, looks.__getitem__)  # type: ignore[arg-type,return-value]
+    used = read_rounds_used(run.path("pair", "kernels"))
+    assert used is not None
+    return ran, used, printed.getvalue()
+
+
+def test_with_resolution_a_settled_kind_goes_on_until_its_detectable_change_reaches_the_target(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The user runs `invoke compare --resolution 3%`: the kernels regress, settled from round 3 on, but a stop
+    # states its intervals at the strict level, where only round 6 tells a 3 % change apart.
+    looks = {n: family("regressed", detectable=6.0 - 0.5 * n, strict_detectable=9.0 - n) for n in range(3, 9)}
+    ran, used, printed = loop(tmp_path, monkeypatch, looks, max_rounds=8, resolution_pct=3.0)
+
+    assert ran == [1, 2, 3, 4, 5, 6]
+    assert (used.reason, used.resolution_pct, used.detectable_pct) == ("settled: regressed", 3.0, 3.0)
+    assert (used.alpha, used.confidence) == (0.001, 0.999)  # an early stop: stated at the strict level, as before
+    assert "kernels: after 5 round(s) verdict regressed, but detectable 4 % at the strict level, above the 3 % " \
+           "target: one more round" in printed
+    assert "kernels: 6 round(s): settled: regressed; detectable 3 % ≤ 3 % target after 6 round(s)" in printed
+
+    # Without --resolution the same kind stops at the first settled look, as it always did.
+    ran, used, _ = loop(tmp_path / "plain", monkeypatch, looks, max_rounds=8)
+    assert ran == [1, 2, 3] and used.resolution_pct is None and used.target() == ""
+
+
+def test_with_resolution_the_maximum_or_the_budget_ends_the_rounds_and_says_the_target_was_not_reached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    never = {n: family("improved", detectable=4.5, strict_detectable=7.0) for n in range(3, 6)}
+    ran, used, printed = loop(tmp_path, monkeypatch, never, max_rounds=5, resolution_pct=3.0)
+
+    assert ran == [1, 2, 3, 4, 5] and used.reason == "--max-rounds reached (settled: improved)"
+    # Ran to the last round: stated at the run level, and so is the detectable change it ended at.
+    assert used.detectable_pct == 4.5 and used.alpha == pytest.approx(0.05 - 2 * 0.001)
+    assert used.target() == "3 % target not reached: detectable 4.5 % after 5 round(s)"
+    assert "3 % target not reached" in printed
+
+    ran, used, _ = loop(tmp_path / "budget", monkeypatch, never, max_rounds=5, resolution_pct=3.0, budget_s=0.001)
+    assert ran == [1, 2, 3] and used.reason.startswith("--budget 0.001 s spent after ")
+    assert used.reason.endswith("(settled: improved)") and used.detectable_pct == 4.5
+    assert used.describe().startswith("kernels: 3 of at most 5 round(s), --budget 0.001 s spent after 60 s")
+    assert "; 3 % target not reached: detectable 4.5 % after 3 round(s); stated at alpha" in used.describe()
+
+    # A kind where no code changed has nothing to resolve: it stops once settled, and says so.
+    ran, used, _ = loop(tmp_path / "same", monkeypatch, {3: family("identical")}, resolution_pct=3.0)
+    assert ran == [1, 2, 3] and used.target().startswith("3 % target: no detectable change to hold to it")
 
 
 @pytest.mark.integration
@@ -352,9 +431,9 @@ def test_adaptive_rounds_go_on_until_the_look_settles_or_the_maximum(tmp_path: P
     sides, run, _ = sides_of(tmp_path, FakeRunner(calls))
     looks: list[int] = []
 
-    def look(rounds: int) -> tuple[bool, str]:
+    def look(rounds: int) -> Look:
         looks.append(rounds)
-        return rounds == 4, "settled: regressed" if rounds == 4 else "verdict inconclusive"
+        return family("regressed" if rounds == 4 else "inconclusive")
 
     plan = partial(kernel_plan, [PlanSide(s.prepared.variant.name, s.prepared.directory, s.prepared.env,
                                           s.prepared.python_path, s.pipeline.runner) for s in sides],
@@ -372,7 +451,7 @@ def test_adaptive_rounds_go_on_until_the_look_settles_or_the_maximum(tmp_path: P
     calls.clear()
     sides, run, _ = sides_of(tmp_path / "again", FakeRunner(calls))
     Comparison(adaptive(tmp_path, max_rounds=5), run, sides, rounds_on(sides, run, tmp_path)).run_rounds(
-        "kernels", {}, {}, plan, lambda rounds: (False, "verdict inconclusive"))
+        "kernels", {}, {}, plan, lambda rounds: family("inconclusive"))
     used = read_rounds_used(run.path("pair", "kernels"))
     assert [n for n, _ in calls] == [1, 2, 3, 4, 5] and used.reason == "--max-rounds reached (verdict inconclusive)"
     assert (used.alpha, used.confidence) == pytest.approx((0.05 - 2 * 0.001, 0.95 + 2 * 0.001))  # the run level
@@ -388,7 +467,7 @@ def test_adaptive_rounds_capped_at_the_minimum_run_it_without_a_look(tmp_path: P
                                           s.prepared.python_path, s.pipeline.runner) for s in sides],
                    device="cpu", platform="cpu", warmup=1, iterations=3, timeout_s=60, logs=tmp_path, passes=1)
 
-    def look(rounds: int) -> tuple[bool, str]:
+    def look(rounds: int) -> Look:
         raise AssertionError(f"looked after {rounds} rounds")
 
     Comparison(adaptive(tmp_path, max_rounds=3), run, sides, rounds_on(sides, run, tmp_path)).run_rounds(
@@ -409,7 +488,7 @@ def test_a_spent_budget_stops_adaptive_rounds_after_the_minimum(tmp_path: Path) 
                                           s.prepared.python_path, s.pipeline.runner) for s in sides],
                    device="cpu", platform="cpu", warmup=1, iterations=3, timeout_s=60, logs=tmp_path, passes=1)
     Comparison(adaptive(tmp_path, budget_s=0.001), run, sides, rounds_on(sides, run, tmp_path)).run_rounds(
-        "kernels", {}, {}, plan, lambda rounds: (False, "verdict inconclusive"))
+        "kernels", {}, {}, plan, lambda rounds: family("inconclusive"))
 
     used = read_rounds_used(run.path("pair", "kernels"))
     assert [n for n, _ in calls] == [1, 2, 3] and used.reason.startswith("--budget 0.001 s spent after ")

@@ -228,6 +228,28 @@ def test_a_kind_whose_rounds_stopped_early_is_stated_at_the_strict_level(tmp_pat
     assert "kernels: 4 of at most 10 round(s), settled: improved; stated at alpha 0.001, 99.9 % intervals" in text
 
 
+def test_the_method_says_whether_each_kind_reached_the_resolution_target(tmp_path: Path) -> None:
+    from analysis.stats.sequential import RoundsUsed, write_rounds_used
+
+    run = _run_dir(tmp_path)
+    for kind in ("kernels", "models"):
+        (run / "pair" / kind).mkdir(parents=True)
+    write_rounds_used(run / "pair" / "kernels", RoundsUsed("kernels", 4, "settled: improved", "auto", 10, 0.001,
+                                                            0.999, 3.0, 1.8))
+    write_rounds_used(run / "pair" / "models", RoundsUsed("models", 10, "--max-rounds reached (settled: improved)",
+                                                          "auto", 10, 0.043, 0.957, 3.0, 3.1))
+    inputs = load_report_inputs(run)
+    inputs.kernel_blocks = inputs.model_blocks = None  # the fixture's rounds are in the samples files
+
+    text = render_report(inputs, tmp_path / "out").report_md.read_text(encoding="utf-8")
+
+    assert "kernels: 4 of at most 10 round(s), settled: improved; detectable 1.8 % ≤ 3 % target after 4 round(s)" \
+        in text
+    assert "models: 10 of at most 10 round(s), --max-rounds reached (settled: improved); 3 % target not reached: " \
+           "detectable 3.1 % after 10 round(s)" in text
+    assert "With `--resolution`, a look\ncould stop only when" in text  # and why that keeps the level
+
+
 def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
     paths = render_report(load_report_inputs(_run_dir(tmp_path)), tmp_path / "report")
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 
 import pytest
@@ -52,8 +54,10 @@ def test_many_looks_never_spend_more_than_half_the_level() -> None:
 
 
 def look(verdict: str = "regressed", strict: str | None = None, items: tuple[str, ...] = ("regressed",),
-         strict_items: tuple[str, ...] | None = None, passed: bool = True, open_items: int = 0) -> Look:
-    return Look(verdict, strict or verdict, items, strict_items or items, passed, passed, open_items)
+         strict_items: tuple[str, ...] | None = None, passed: bool = True, open_items: int = 0,
+         detectable: float = math.nan, strict_detectable: float = math.nan) -> Look:
+    return Look(verdict, strict or verdict, items, strict_items or items, passed, passed, open_items, detectable,
+                strict_detectable)
 
 
 @pytest.mark.parametrize(("looks", "stop", "why"), [
@@ -74,16 +78,45 @@ def test_a_look_stops_only_when_the_strict_level_states_the_same_settled_verdict
     assert decided is stop and why in reason
 
 
+@pytest.mark.parametrize(("looks", "stop", "why"), [
+    # --resolution 3: regressed at both levels, but the strict level (what an early stop states) cannot yet tell
+    # a change under 4.2 %: one more round, and the line says why.
+    ([look(detectable=2.5, strict_detectable=4.2)], False,
+     "verdict regressed, but detectable 4.2 % at the strict level, above the 3 % target"),
+    ([look(detectable=1.4, strict_detectable=2.9)], True, "settled: regressed"),
+    ([look(detectable=1.4)], False, "detectable not measured at the strict level"),  # no interval yet
+    ([look("identical", items=())], True, "settled: identical"),  # no code changed: nothing to resolve
+    ([look("inconclusive", detectable=1.0, strict_detectable=1.0)], False, "verdict inconclusive"),  # fine, unsettled
+])
+def test_with_a_resolution_a_settled_look_stops_only_once_the_strict_level_detects_the_target(
+        looks: list[Look], stop: bool, why: str) -> None:
+    decided, reason = settled(looks, resolution_pct=3.0)
+    assert decided is stop and why in reason
+    # Without a target the same looks stop as soon as they are settled, as before.
+    assert settled(looks)[0] is (looks[0].verdict in ("regressed", "identical"))
+
+
 @pytest.mark.parametrize(("flags", "message"), [
     (("2", None, None), "--rounds 2: at least 3"),
-    (("5", "8", None), "--rounds 5: --max-rounds and --budget go with adaptive rounds"),
+    (("5", "8", None), "--rounds 5: --max-rounds, --budget and --resolution go with adaptive rounds"),
     (("auto", "2", None), "--max-rounds 2"),
     (("auto", None, "soon"), "--budget 'soon': expected a duration such as 20m"),
     (("auto", None, "0"), "--budget '0'"),
-    (("4", None, "20m"), "--rounds 4: --max-rounds and --budget go with adaptive rounds"),
+    (("4", None, "20m"), "--rounds 4: --max-rounds, --budget and --resolution go with adaptive rounds"),
+    (("7", None, None, "3%"), "--rounds 7: --max-rounds, --budget and --resolution go with adaptive rounds"),
+    (("auto", None, None, "fine"), "--resolution 'fine': expected a percentage such as 2% or 0.5%"),
+    (("auto", None, None, "3%%"), "--resolution '3%%': expected a percentage"),
+    (("auto", None, None, "0"), "--resolution '0': expected a percentage"),
+    (("auto", None, None, "100%"), "--resolution '100%': expected a percentage"),
+    (("auto", None, None, "-2%"), "--resolution '-2%': expected a percentage"),
+    # The default threshold is the 2 % margin: the smallest detectable change is always above it.
+    (("auto", None, None, "2%"), "--resolution 2%: the smallest detectable change is always above --threshold "
+                                 "(2 %), so this target is never reached; expected more than 2 %"),
+    (("auto", None, None, "0.02"), "--resolution 0.02: the smallest detectable change is always above"),
+    (("auto", "3", None, "3%"), "--resolution 3%: --max-rounds 3 is the minimum"),
 ])
 def test_bad_rounds_flags_are_one_line_errors_naming_the_flag(flags: tuple, message: str) -> None:
-    with pytest.raises(UserError, match=message.replace("(", r"\(")):
+    with pytest.raises(UserError, match=re.escape(message)):
         check_rounds_flags(*flags)
 
 
@@ -95,6 +128,11 @@ def test_rounds_flags_and_durations() -> None:
     assert check_rounds_flags("auto", "12", "20m").max_rounds == 12
     assert check_rounds_flags("auto", None, "20m").budget_s == 1200.0
     assert check_rounds_flags("7", None, None).rounds == 7
+    assert check_rounds_flags(None, None, None).resolution_pct is None  # no target: stop once settled
+    assert [check_rounds_flags("auto", "10", None, value).resolution_pct for value in ("3%", "3", " 2.5 % ")] == [
+        3.0, 3.0, 2.5]
+    finer = VerdictSettings(threshold=0.001)  # --threshold 0.001 lets a target of half a percent be reached
+    assert check_rounds_flags(None, None, "20m", "0.5%", finer).resolution_pct == 0.5
     assert (parse_duration("90"), parse_duration("90s"), parse_duration("1.5h")) == (90.0, 90.0, 5400.0)
 
 
@@ -117,6 +155,25 @@ def test_the_rounds_record_is_versioned_and_read_back(tmp_path: Path) -> None:
     assert read_rounds_used(tmp_path / "none") is None
     path.write_text(json.dumps({"kind": "kernels", "rounds": 0}))
     with pytest.raises(UserError, match="rounds"):
+        read_rounds_used(tmp_path)
+
+
+def test_the_rounds_record_says_whether_the_resolution_target_was_reached(tmp_path: Path) -> None:
+    reached = RoundsUsed("kernels", 7, "settled: regressed", "auto", 10, 0.001, 0.999, 2.5, 1.8)
+    write_rounds_used(tmp_path, reached)
+    assert read_rounds_used(tmp_path) == reached
+    assert json.loads((tmp_path / "rounds.json").read_text())["resolution_pct"] == 2.5
+    assert reached.describe() == ("kernels: 7 of at most 10 round(s), settled: regressed; detectable 1.8 % ≤ 2.5 % "
+                                  "target after 7 round(s); stated at alpha 0.001, 99.9 % intervals")
+    short = RoundsUsed("models", 10, "--max-rounds reached (settled: improved)", "auto", 10, resolution_pct=2.5,
+                       detectable_pct=3.1)
+    assert short.target() == "2.5 % target not reached: detectable 3.1 % after 10 round(s)"
+    moot = RoundsUsed("kernels", 3, "settled: identical", "auto", 10, resolution_pct=2.5)
+    assert moot.target().startswith("2.5 % target: no detectable change to hold to it (nothing changed")
+    assert RoundsUsed("kernels", 4, "settled", "auto", 10).target() == ""  # no --resolution, no words
+    (tmp_path / "rounds.json").write_text(json.dumps({**json.loads((tmp_path / "rounds.json").read_text()),
+                                                      "detectable_pct": "1.8"}))
+    with pytest.raises(UserError, match="detectable_pct: expected a percentage"):
         read_rounds_used(tmp_path)
 
 

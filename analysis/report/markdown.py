@@ -371,6 +371,7 @@ def _method(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparis
     if inputs.rounds_used:  # each kind ran as many rounds as it needed
         rounds = ", ".join(f"{u.rounds} ({u.kind})" for u in inputs.rounds_used)
     return {"rounds_used": [u.describe() for u in inputs.rounds_used if u.mode == "auto"],
+            "resolution": any(u.resolution_pct is not None for u in inputs.rounds_used),
             "warmup": fmt_num(s.warmup) if s.warmup is not None else from_suite("warmup"),
             "iterations": fmt_num(s.iterations) if s.iterations is not None else from_suite("n"),
             "kernel_n": kernel_n, "rounds": rounds, "passes": s.passes,

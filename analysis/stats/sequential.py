@@ -28,6 +28,13 @@ own level did: at most alpha in all, whenever the rounds stopped. Stated at the 
 after an early stop is taken at a time chosen because the data looked settled: in the simulation with 20 kernels
 3 % slower it held the truth in 87.5 % of runs (10 fixed rounds: 91 %). ``benchmarks/verdict_sim.py --rounds auto``
 measures coverage, false positives and the rounds used under this stopping; adaptive rounds are the default.
+
+``--resolution 2%`` adds a target: an early look may stop only when, besides the above, the family's smallest
+detectable change (``detectable_pct``, `analysis.stats.verdict.detectable_effect`) at the strict level, the level
+a stop states it at, is at most the target. The target only takes stops away: every early stop is still one at
+which the strict comparison reached the run level's verdicts, and the union bound above holds for any rule that
+stops only then, so neither false claims nor missed intervals become likelier. ``pair/<kind>/rounds.json`` says
+whether the target was reached, at the level the kind's verdicts are stated at.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ class RoundsPolicy:
     auto: bool = False
     min_rounds: int = MIN_ROUNDS
     budget_s: float | None = None
+    resolution_pct: float | None = None  # --resolution: a stop also needs this detectable change (percent)
 
     @property
     def early_looks(self) -> int:
@@ -86,38 +94,70 @@ class RoundsPolicy:
         level = self.early_level(settings)
         return replace(settings, alpha=level, confidence=1 - level)
 
+    def stated_strictly(self, rounds: int, settled_early: bool) -> bool:
+        """Whether a kind's verdicts are stated at the strict level after ``rounds`` rounds: when its looks
+        stopped it before ``max_rounds`` (see the module docstring)."""
+        return self.auto and settled_early and rounds < self.max_rounds
+
     def stated_settings(self, settings: VerdictSettings, rounds: int, settled_early: bool) -> VerdictSettings:
         """The level a kind's verdicts and intervals are stated at after ``rounds`` rounds: the strict level when
         its looks stopped it before ``max_rounds``, else the run level (see the module docstring)."""
-        if self.auto and settled_early and rounds < self.max_rounds:
+        if self.stated_strictly(rounds, settled_early):
             return self.strict_settings(settings)
         return self.run_settings(settings)
 
     def describe(self) -> dict[str, object]:
         return {"mode": AUTO if self.auto else "fixed", "min_rounds": self.min_rounds, "max_rounds": self.max_rounds,
-                "budget_s": self.budget_s}
+                "budget_s": self.budget_s, "resolution_pct": self.resolution_pct}
 
 
 @dataclass(frozen=True)
 class RoundsFlags:
-    """``--rounds auto|N``, ``--max-rounds N`` and ``--budget 20m`` checked (the device's default fills the rest)."""
+    """``--rounds auto|N``, ``--max-rounds N``, ``--budget 20m`` and ``--resolution 2%`` checked (the device's
+    default fills the rest)."""
 
     rounds: int | None  # fixed rounds; None with ``auto``: at most ``max_rounds`` (default: the device's rounds)
     auto: bool
     max_rounds: int | None
     budget_s: float | None
+    resolution_pct: float | None = None
 
 
-def check_rounds_flags(rounds: object, max_rounds: object, budget: object) -> RoundsFlags:
-    """The three flags at the door, with one-line errors naming the flag. Without ``--rounds`` the rounds are
-    adaptive (``auto``), at most ``--max-rounds`` (default: the device's number of rounds)."""
+def check_rounds_flags(rounds: object, max_rounds: object, budget: object, resolution: object = None,
+                       stats: VerdictSettings | None = None) -> RoundsFlags:
+    """The four flags at the door, with one-line errors naming the flag. Without ``--rounds`` the rounds are
+    adaptive (``auto``), at most ``--max-rounds`` (default: the device's number of rounds); ``stats`` (the
+    comparison's settings, default the defaults) bounds ``--resolution`` from below."""
     if rounds is None or rounds == AUTO:
         top = None if max_rounds is None else whole_number("--max-rounds", max_rounds, minimum=MIN_ROUNDS)
-        return RoundsFlags(None, True, top, None if budget is None else parse_duration(budget))
-    if max_rounds is not None or budget is not None:
-        raise UserError(f"--rounds {rounds}: --max-rounds and --budget go with adaptive rounds (--rounds auto, the "
-                        "default); a number of rounds is fixed")
+        target = None if resolution is None else parse_resolution(resolution, stats or VerdictSettings())
+        if target is not None and top == MIN_ROUNDS:
+            raise UserError(f"--resolution {resolution}: --max-rounds {top} is the minimum, which leaves no round "
+                            "to go on for it; expected --max-rounds above it")
+        return RoundsFlags(None, True, top, None if budget is None else parse_duration(budget), target)
+    if max_rounds is not None or budget is not None or resolution is not None:
+        raise UserError(f"--rounds {rounds}: --max-rounds, --budget and --resolution go with adaptive rounds "
+                        "(--rounds auto, the default); a number of rounds is fixed")
     return RoundsFlags(check_rounds(rounds), False, None, None)
+
+
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*%?")
+
+
+def parse_resolution(value: object, stats: VerdictSettings) -> float:
+    """``2%``, ``2`` or ``0.5%`` as a percentage (``--resolution``), above the threshold: the smallest
+    detectable change is the threshold plus a multiple of the spread (`analysis.stats.verdict.detectable_effect`),
+    so a target at or below the threshold is never reached and every run would go to ``--max-rounds``."""
+    match = _PERCENT.fullmatch(str(value).strip())
+    target = float(match[1]) if match else math.nan
+    if not (math.isfinite(target) and 0 < target < 100):
+        raise UserError(f"--resolution {value!r}: expected a percentage such as 2% or 0.5% (above 0, below 100)")
+    floor = 100 * stats.effect_floor
+    if target <= floor:
+        raise UserError(f"--resolution {value}: the smallest detectable change is always above --threshold "
+                        f"({floor:.4g} %), so this target is never reached; expected more than {floor:.4g} % "
+                        "(or a lower --threshold)")
+    return target
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(s|m|h)?")
@@ -144,10 +184,34 @@ class Look:
     controls_passed: bool
     strict_controls_passed: bool
     open_items: int = 0  # inconclusive items that look like a finding (see `open_findings`)
+    detectable_pct: float = math.nan  # the family's smallest detectable change at the run level, percent
+    strict_detectable_pct: float = math.nan  # the same at the strict level (what an early stop would state)
+
+    def stated_detectable(self, strict: bool) -> float | None:
+        """The smallest detectable change at the level the verdicts are stated at (None: none measured)."""
+        value = self.strict_detectable_pct if strict else self.detectable_pct
+        return value if math.isfinite(value) else None
 
 
-def settled(looks: list[Look]) -> tuple[bool, str]:
-    """Whether an early look may stop, and why (or why not), for the families measured in these rounds."""
+def settled(looks: list[Look], resolution_pct: float | None = None) -> tuple[bool, str]:
+    """Whether an early look may stop, and why (or why not), for the families measured in these rounds; with a
+    target (``--resolution``, percent), also each family's smallest detectable change at the strict level."""
+    decided, why = _verdicts_settled(looks)
+    # The target is checked only after the verdicts settled, and at the strict level: it can only hold back a stop
+    # the strict test already allows, so the levels the early looks spend stay as they are (module docstring).
+    if not decided or resolution_pct is None:
+        return decided, why
+    for look in looks:
+        # A family where no code changed has no effect to resolve (and no detectable change): the target is moot.
+        if look.verdict != "identical" and not look.strict_detectable_pct <= resolution_pct:
+            shown = (f"{look.strict_detectable_pct:.2g} %" if math.isfinite(look.strict_detectable_pct)
+                     else "not measured")
+            return False, (f"verdict {look.verdict}, but detectable {shown} at the strict level, above the "
+                           f"{resolution_pct:g} % target")
+    return True, why
+
+
+def _verdicts_settled(looks: list[Look]) -> tuple[bool, str]:
     for look in looks:
         if look.verdict not in SETTLED:
             return False, f"verdict {look.verdict}"
@@ -187,7 +251,8 @@ def kernel_look(run: KernelComparison, strict: KernelComparison) -> Look:
                 all(c.passed(run.settings) for c in run.controls),
                 all(c.passed(strict.settings) for c in strict.controls),
                 open_findings(changed["verdict"].tolist(), changed["speedup"].tolist(),
-                              changed["step_share"].tolist(), run.settings))
+                              changed["step_share"].tolist(), run.settings),
+                run.summary.detectable_pct, strict.summary.detectable_pct)
 
 
 def _kernel_items(kc: KernelComparison) -> tuple[str, ...]:
@@ -200,7 +265,8 @@ def model_look(run: ModelComparison, strict: ModelComparison) -> Look:
     return Look(run.summary.verdict, strict.summary.verdict, _model_items(run), _model_items(strict),
                 all(c.passed(run.settings) for c in run.controls),
                 all(c.passed(strict.settings) for c in strict.controls),
-                open_findings(run.table["verdict"].tolist(), run.table["speedup"].tolist(), None, run.settings))
+                open_findings(run.table["verdict"].tolist(), run.table["speedup"].tolist(), None, run.settings),
+                run.summary.detectable_pct, strict.summary.detectable_pct)
 
 
 def _model_items(mc: ModelComparison) -> tuple[str, ...]:
@@ -210,7 +276,9 @@ def _model_items(mc: ModelComparison) -> tuple[str, ...]:
 # --- what a kind's rounds did: <run>/pair/<kind>/rounds.json ----------------------------------------------
 
 STOP_FILE = "rounds.json"
-STOP_FORMAT_VERSION = 2  # 2: the level the kind's verdicts are stated at (alpha, confidence)
+# 2: the level the kind's verdicts are stated at (alpha, confidence). Added keys keep the version (readers ignore
+# what they do not know): resolution_pct and detectable_pct (--resolution) change no verdict an older reader states.
+STOP_FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -224,13 +292,27 @@ class RoundsUsed:
     max_rounds: int
     alpha: float | None = None  # the level the kind's verdicts are stated at (None: the run's, as in version 1)
     confidence: float | None = None
+    resolution_pct: float | None = None  # --resolution: the target (None: none set)
+    detectable_pct: float | None = None  # the smallest detectable change at that level when the rounds ended
 
     def describe(self) -> str:
         if self.mode != AUTO:
             return f"{self.kind}: {self.rounds} round(s), fixed"
         level = (f"; stated at alpha {self.alpha:.3g}, {100 * self.confidence:.4g} % intervals"
                  if self.alpha is not None and self.confidence is not None else "")
-        return f"{self.kind}: {self.rounds} of at most {self.max_rounds} round(s), {self.reason}{level}"
+        target = f"; {self.target()}" if self.resolution_pct is not None else ""
+        return f"{self.kind}: {self.rounds} of at most {self.max_rounds} round(s), {self.reason}{target}{level}"
+
+    def target(self) -> str:
+        """Whether the ``--resolution`` target was reached, in words ("" without one)."""
+        if self.resolution_pct is None:
+            return ""
+        goal, rounds = f"{self.resolution_pct:g} % target", f"after {self.rounds} round(s)"
+        if self.detectable_pct is None:
+            return f"{goal}: no detectable change to hold to it (nothing changed, or no interval) {rounds}"
+        if self.detectable_pct <= self.resolution_pct:
+            return f"detectable {self.detectable_pct:.2g} % ≤ {goal} {rounds}"
+        return f"{goal} not reached: detectable {self.detectable_pct:.2g} % {rounds}"
 
     def stated(self, settings: VerdictSettings) -> VerdictSettings:
         """``settings`` at the level this kind's verdicts are stated at."""
@@ -259,7 +341,9 @@ def read_rounds_used(directory: Path) -> RoundsUsed | None:
                       mode=expect_str(data.get("mode"), f"{where} mode"),
                       max_rounds=expect_int(data.get("max_rounds"), f"{where} max_rounds", minimum=1),
                       alpha=_level(data.get("alpha"), f"{where} alpha"),
-                      confidence=_level(data.get("confidence"), f"{where} confidence"))
+                      confidence=_level(data.get("confidence"), f"{where} confidence"),
+                      resolution_pct=_percent(data.get("resolution_pct"), f"{where} resolution_pct"),
+                      detectable_pct=_percent(data.get("detectable_pct"), f"{where} detectable_pct"))
 
 
 def _level(value: object, where: str) -> float | None:
@@ -268,4 +352,13 @@ def _level(value: object, where: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
         raise UserError(f"{where}: expected a number between 0 and 1, got {value!r}")
+    return float(value)
+
+
+def _percent(value: object, where: str) -> float | None:
+    """An optional percentage (absent without --resolution, or where none was measured)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise UserError(f"{where}: expected a percentage (a finite number of at least 0), got {value!r}")
     return float(value)

@@ -32,6 +32,7 @@ from analysis.formats.stage_records import Plan, write_plan
 from analysis.formats.suite_request import SuiteRequest
 from analysis.kernels.results import results_from_rounds
 from analysis.stats.sequential import (
+    Look,
     RoundsPolicy,
     RoundsUsed,
     kernel_look,
@@ -110,6 +111,7 @@ class CompareRequest:
     auto_rounds: bool = False  # adaptive rounds (analysis.stats.sequential): stop each kind once its verdicts settle
     max_rounds: int | None = None  # adaptive rounds: at most this many (None: the device's default)
     budget_s: float | None = None  # adaptive rounds: no round starts after this many seconds of the compare
+    resolution_pct: float | None = None  # adaptive rounds: a stop also needs this smallest detectable change (%)
     passes: int | None = None  # ABBA blocks per item in every round (None: by device)
     # 0: every model alive in one worker per side per round; N: groups of N models, fresh workers per group
     # (a GPU without memory for all models of both sides at once); None: the platform's default (ROCm: 1,
@@ -525,13 +527,14 @@ class Comparison:
             ))
 
     def run_rounds(self, kind: str, upstream: dict[str, str], settings: dict[str, Any],
-                   build_plan: Callable[[], Plan], look: Look | None = None) -> list[str]:
+                   build_plan: Callable[[], Plan], look: LookAfter | None = None) -> list[str]:
         """The paired rounds of one kind, each a joint stage; their input hashes.
 
         Fixed rounds: all of them. Adaptive rounds (``look`` given, `analysis.stats.sequential`): the minimum first,
-        then one at a time until ``look`` says the verdicts are settled, ``--max-rounds`` is reached or
-        ``--budget`` is spent; ``pair/<kind>/rounds.json`` says how many ran, why, and the level the kind's
-        verdicts are stated at. The shards of a batch of rounds go to the executor together
+        then one at a time until ``look`` says the verdicts are settled (and with ``--resolution`` fine enough),
+        ``--max-rounds`` is reached or ``--budget`` is spent; ``pair/<kind>/rounds.json`` says how many ran, why,
+        the level the kind's verdicts are stated at and whether the target was reached. The shards of a batch of
+        rounds go to the executor together
         (``prbench.compare.shard_rounds``); then each round's stage merges its shards into the round file (a round done
         earlier is skipped, as before).
         """
@@ -540,26 +543,31 @@ class Comparison:
         adaptive = policy.auto and look is not None
         used = policy.min_rounds if adaptive else policy.max_rounds
         hashes = batches.run(1, used)
-        reason, stopped = "fixed", False
+        reason, stopped, found = "fixed", False, None
         while adaptive and look is not None:
             if not policy.early_looks:  # --max-rounds is the minimum: no look, and no level left to look at
                 reason = f"--max-rounds reached (the minimum, {policy.min_rounds}: no early look)"
                 break
-            stopped, why = look(used)
+            found = look(used)
+            stopped, why = settled([found], policy.resolution_pct)
             spent = time.monotonic() - self.rounds.started
             if stopped or used == policy.max_rounds or (policy.budget_s is not None and spent >= policy.budget_s):
+                if not stopped:  # the target is said on its own, at the level the verdicts end up stated at
+                    why = settled([found])[1]
                 reason = (why if stopped else f"--max-rounds reached ({why})" if used == policy.max_rounds
                           else f"--budget {policy.budget_s:g} s spent after {spent:.0f} s ({why})")
                 break
             say(f"{kind}: after {used} round(s) {why}: one more round")
             hashes += batches.run(used + 1, used + 1)
             used += 1
+        strictly = policy.stated_strictly(used, stopped)
         stated = policy.stated_settings(self.request.stats, used, stopped)
-        write_rounds_used(self.run.layout.paired_kind(kind),
-                          RoundsUsed(kind, used, reason, "auto" if adaptive else "fixed", policy.max_rounds,
-                                     stated.alpha, stated.confidence))
+        record = RoundsUsed(kind, used, reason, "auto" if adaptive else "fixed", policy.max_rounds, stated.alpha,
+                            stated.confidence, policy.resolution_pct if adaptive else None,
+                            found.stated_detectable(strictly) if found is not None else None)
+        write_rounds_used(self.run.layout.paired_kind(kind), record)
         if adaptive:
-            say(f"{kind}: {used} round(s): {reason}")
+            say(f"{kind}: {used} round(s): {reason}" + (f"; {record.target()}" if record.target() else ""))
         return hashes
 
     def round_file(self, kind: str, number: int, side: str) -> Path:
@@ -583,8 +591,8 @@ class Comparison:
     def _levels(self) -> tuple[VerdictSettings, VerdictSettings]:
         return self.policy.run_settings(self.request.stats), self.policy.strict_settings(self.request.stats)
 
-    def models_look(self, rounds: int) -> tuple[bool, str]:
-        """Are the model verdicts settled after ``rounds`` rounds (`analysis.stats.sequential`)?"""
+    def models_look(self, rounds: int) -> Look:
+        """The model family after ``rounds`` rounds, at the run and the strict level (`analysis.stats.sequential`)."""
         from analysis.formats.paired_rounds import PairedBlocks
         from analysis.models.compare import compare_models, read_suite_frame
 
@@ -594,10 +602,10 @@ class Comparison:
         blocks = PairedBlocks.from_records(records)
         compared = [compare_models(base, pr, None, None, level, paired[0], paired[1], blocks)
                     for level in self._levels()]
-        return settled([model_look(compared[0], compared[1])])
+        return model_look(compared[0], compared[1])
 
-    def kernels_look(self, rounds: int) -> tuple[bool, str]:
-        """Are the kernel verdicts settled after ``rounds`` rounds (`analysis.stats.sequential`)?"""
+    def kernels_look(self, rounds: int) -> Look:
+        """The kernel family after ``rounds`` rounds, at the run and the strict level (`analysis.stats.sequential`)."""
         import pandas as pd
 
         from analysis.formats.paired_rounds import PairedBlocks
@@ -614,7 +622,7 @@ class Comparison:
         blocks = PairedBlocks.from_records(records)
         compared = [compare_kernels(frames[0], frames[1], samples[0], samples[1], level, blocks)
                     for level in self._levels()]
-        return settled([kernel_look(compared[0], compared[1])])
+        return kernel_look(compared[0], compared[1])
 
     def _derive_model_samples(self, side: str, out: Path) -> None:
         atomic_io.write_json(out, side_samples(read_rounds(self._side_rounds("models", side)), side))
@@ -722,10 +730,11 @@ def _timing(request: CompareRequest) -> PairedTiming:
 def _policy(request: CompareRequest) -> RoundsPolicy:
     """Fixed --rounds, or adaptive rounds up to the timing's rounds (`analysis.stats.sequential`)."""
     timing = _timing(request)
-    return RoundsPolicy(max_rounds=timing.rounds, auto=request.auto_rounds, budget_s=request.budget_s)
+    return RoundsPolicy(max_rounds=timing.rounds, auto=request.auto_rounds, budget_s=request.budget_s,
+                        resolution_pct=request.resolution_pct)
 
 
-Look = Callable[[int], tuple[bool, str]]  # after N rounds of a kind: (stop, why) — `analysis.stats.sequential`
+LookAfter = Callable[[int], Look]  # a kind's family after N rounds — `analysis.stats.sequential`
 
 
 class _RoundBatches:
