@@ -179,6 +179,35 @@ def test_the_body_states_one_confidence_level(rendered: dict) -> None:
         assert len(levels) == 1, levels
 
 
+# A confidence level as the report states one: "95 % CI", "95.7 % intervals", "at 91.4 %", "level 95 %".
+_LEVEL = re.compile(r"(\d{2}(?:\.\d+)?) % (?:CI|intervals?|Student|level|confidence)|(?:level|at) (\d{2}(?:\.\d+)?) %")
+
+
+def _method(md: str) -> tuple[str, str]:
+    """The collapsed Method section, and everything else."""
+    start = md.index("<details><summary>Method</summary>")
+    end = md.index("</details>", start)
+    return md[start:end], md[:start] + md[end:]
+
+
+def _levels(text: str) -> list[str]:
+    return [a or b for a, b in _LEVEL.findall(text)]
+
+
+def test_one_level_outside_the_method_and_the_selection_adjusted_ones_once_inside(rendered: dict) -> None:
+    """Every level the report states outside its method, collapsed sections included, is the one of the tables
+    (the run's confidence); the levels the selected items' verdicts rest on are said once, in the method."""
+    level = f"{100 * rendered['summary']['settings']['confidence']:g}"
+    method, rest = _method(rendered["md"])
+    selected = re.findall(r"rest on intervals at (\d+(?:\.\d+)?) %", method)
+
+    assert selected and level not in selected  # this run has selection-adjusted levels ...
+    assert set(_levels(rest)) == {level}, set(_levels(rest))  # ... and no other level outside the method
+    assert set(_levels(rendered["comment"])) == {level}
+    for other in selected:
+        assert rendered["md"].count(f"{other} %") == 1 and f"{other} %" not in rendered["comment"]
+
+
 _TIME = re.compile(r"^[+−]?(\d+(?:\.\d+)?) (ns|µs|ms|s)$")
 
 
@@ -271,6 +300,26 @@ def test_compile_time_is_the_dashboards_mean_of_cold_compiles(rendered: dict) ->
     assert gate["ci_low"] < gate["value"] < gate["ci_high"] and "worst model" in gate["detail"]
 
 
+def _dashboard(md: str, label: str) -> list[str]:
+    row = next(line for line in md.split("## Dashboard summary", 1)[1].splitlines() if line.startswith(f"| {label}"))
+    return [c.strip() for c in row.strip("|").split("|")][1:]
+
+
+def test_the_dashboard_shows_each_sides_graph_cache_hits_and_misses(tmp_path: Path) -> None:
+    """This run's suite.csv predates the cache columns: the row says so. Perturbation: the columns added to both
+    sides' suite.csv (base: every graph missed; PR: one model's two graphs hit), nothing else."""
+    run = _copy(tmp_path)
+    label = "FX-graph cache hits / misses in those compiles"
+    assert _dashboard(_render(run)["md"], label) == ["not recorded", "not recorded"]
+
+    for side, hits in (("base", [0] * 8), ("pr", [2] + [0] * 7)):
+        suite = _suite(run, side)
+        suite["fxgraph_cache_hits"], suite["fxgraph_cache_misses"] = hits, [2 - h for h in hits]
+        suite.to_csv(run / side / "suite" / "suite.csv", index=False)
+
+    assert _dashboard(_render(run)["md"], label) == ["0 / 16", "2 / 14"]
+
+
 def test_a_failed_compile_gate_is_in_the_headline(tmp_path: Path) -> None:
     """Perturbation: every model's PR cold compile made 1.3× base's in pr/suite/suite.csv, nothing else."""
     run = _copy(tmp_path)
@@ -300,3 +349,24 @@ def test_the_failed_control_names_its_kernel_its_cut_off_and_what_it_leaves_stan
     assert not row["code_changed"] and fmt_x(row["speedup"]) == f"{speedup:.3f}×"
     assert cut == pytest.approx(100 * (max(speedup, 1 / speedup) - 1), abs=0.1)  # the cut-off is what it produced
     assert "the model verdict is unaffected" in verdict
+
+
+def _table_row(md: str, first_cells: str) -> list[str]:
+    row = next(line for line in md.splitlines() if line.startswith(f"| {first_cells}"))
+    return [c.strip() for c in row.strip("|").split("|")]
+
+
+def test_the_control_table_and_the_kernel_summary_count_the_same_flagged_pairs(rendered: dict) -> None:
+    """The control table's "flagged" and the kernel summary's identical-pair counts are one judgement: the
+    control's, before claims under its cut-off were withheld (this run's control flagged one identical pair)."""
+    *_, flagged, result = _table_row(rendered["md"], "kernels | identical kernels")
+    counts = _table_row(rendered["md"], "identical pairs (control)")[1].split(" / ")
+    improved, regressed, equivalent, inconclusive = map(int, counts)
+    control = rendered["summary"]["control"]["kernels"]
+
+    n = int(flagged.split()[0])
+    assert n >= 1 and result == "**failed**"
+    assert improved + regressed == n and improved + regressed + equivalent + inconclusive == control["n"]
+    assert control["false_positive_share"] == pytest.approx(n / control["n"])
+    assert rendered["summary"]["kernels"]["control_verdicts"] == {
+        "improved": improved, "regressed": regressed, "equivalent": equivalent, "inconclusive": inconclusive}
