@@ -3,8 +3,10 @@
 Given the quick start's run, re-rendered as `invoke report` does: the headline leads with the models and never
 calls summed kernel time "the step"; the same-named kernels of different models are paired within their own
 models; every numerics row shows its own pair's speedup; the comment form fits a PR comment whole; one
-confidence level; times with three significant digits; capped q-values; the dashboard's compile time; and a
-failed control or gate named in the headline (made to fail by a minimal, stated perturbation of the same data).
+confidence level outside the method (the selection-adjusted ones said once, in it); one direction; times with
+three significant digits; capped q-values; the dashboard's compile time and each side's graph-cache hits and
+misses; a failed control or gate named in the headline (made to fail by a minimal, stated perturbation of the
+same data); the control's flagged pairs counted alike in every table; and the order a reviewer reads.
 """
 
 from __future__ import annotations
@@ -370,3 +372,49 @@ def test_the_control_table_and_the_kernel_summary_count_the_same_flagged_pairs(r
     assert control["false_positive_share"] == pytest.approx(n / control["n"])
     assert rendered["summary"]["kernels"]["control_verdicts"] == {
         "improved": improved, "regressed": regressed, "equivalent": equivalent, "inconclusive": inconclusive}
+
+
+# --- the order a reviewer reads ------------------------------------------------------------------------------------
+
+
+def test_the_report_reads_verdict_environment_dashboard_models_kernels_time_control_then_all_else_collapsed(
+        rendered: dict) -> None:
+    md = rendered["md"]
+    order = ["**Verdict:**", "**Environment:**", "## Dashboard summary", "## Models", "](model_forest.png)",
+             "## Kernels by the time they add", "## Where the PR's time went", "## Control and caveats"]
+    assert [md.index(mark) for mark in order] == sorted(md.index(mark) for mark in order)
+    environment = next(line for line in md.splitlines() if line.startswith("**Environment:**"))
+    for field in ("vector ISA", "cores", "device ", "load", "run ", "models ", "torch ", "Triton "):
+        assert field in environment, field
+    depth, outside = 0, []
+    for line in ("<details>" + md.split("## Control and caveats", 1)[1].split("<details>", 1)[1]).splitlines():
+        depth += line.count("<details>") - line.count("</details>")
+        if depth == 0 and line.strip() and "</details>" not in line:
+            outside.append(line)
+    assert [line for line in outside if not line.startswith("Attached:")] == []  # everything else collapsed
+
+
+def test_one_direction_percent_slower_is_pr_time_over_base(rendered: dict) -> None:
+    """"N % slower" beside a speedup x (base / PR, > 1: the PR faster) is the PR's time over base's, as the
+    tables' compile-time and memory columns: N = 100 (1/x − 1), "faster" when it is negative."""
+    claims = re.findall(r"(\d+\.\d) % (slower|faster)[;(\s]+(?:geomean )?(\d+\.\d{3})×", _verdict(rendered["md"]))
+
+    assert len(claims) == 2  # the models and the time in Inductor kernels
+    for pct, word, x in claims:
+        change = 100 * (1 / float(x) - 1)
+        assert word == ("slower" if change > 0 else "faster")
+        assert float(pct) == pytest.approx(abs(change), abs=0.06 / float(x) ** 2 + 0.05)
+
+
+def test_a_failed_pass_rate_or_memory_check_is_in_the_headline(tmp_path: Path) -> None:
+    """Perturbation: in pr/suite/suite.csv T5Small fails and every model's compression ratio is halved."""
+    run = _copy(tmp_path)
+    pr = _suite(run, "pr").astype({"error": object})
+    pr.loc[pr["name"] == "T5Small", ["status", "error"]] = ["fail", "RuntimeError: boom"]
+    pr["compression_ratio"] = pr["compression_ratio"] / 2
+    pr.to_csv(run / "pr" / "suite" / "suite.csv", index=False)
+
+    verdict = _verdict(_render(run)["md"])
+
+    assert "Dashboard checks **failed**: " in verdict
+    assert "pass rate 0.875× fail (< 1×)" in verdict and "peak-memory compression ratio 0.500× fail (< 0.9×)" in verdict
