@@ -364,8 +364,10 @@ def _describe(row: Row) -> str:
     if row["status"] != STATUS_OK:
         return f"fail {row['error']}"
     noisy = f" [{row['flags']}]" if row["flags"] else ""
+    hits, misses = (row.get(col, "") for col in CACHE_COLUMNS)  # empty in a row kept from an older file
+    cache = f" (graph cache {hits} hit(s), {misses} miss(es))" if hits and misses else ""
     return (f"ok eager {float(row['eager_median_ms']):.3f} ms, compiled {float(row['compiled_median_ms']):.3f} ms, "
-            f"speedup {float(row['speedup']):.2f}x, compile {float(row['compilation_latency']):.1f} s{noisy}")
+            f"speedup {float(row['speedup']):.2f}x, compile {float(row['compilation_latency']):.1f} s{cache}{noisy}")
 
 
 def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:

@@ -310,16 +310,28 @@ def _dashboard(md: str, label: str) -> list[str]:
 def test_the_dashboard_shows_each_sides_graph_cache_hits_and_misses(tmp_path: Path) -> None:
     """This run's suite.csv predates the cache columns: the row says so. Perturbation: the columns added to both
     sides' suite.csv (base: every graph missed; PR: one model's two graphs hit), nothing else."""
+    def per_model(out: Path) -> dict[str, tuple[str, str]]:  # the collapsed compile table's cells, as its CSV
+        table = pd.read_csv(out / "model_resources.csv", keep_default_na=False)
+        return {m: (b, p) for m, b, p in zip(table["model"], table["base_graph_cache"], table["pr_graph_cache"],
+                                             strict=True)}
+
     run = _copy(tmp_path)
     label = "FX-graph cache hits / misses in those compiles"
-    assert _dashboard(_render(run)["md"], label) == ["not recorded", "not recorded"]
+    before = _render(run)
+    assert _dashboard(before["md"], label) == ["not recorded", "not recorded"]
+    assert set(per_model(before["paths"].out_dir).values()) == {("–", "–")}
 
     for side, hits in (("base", [0] * 8), ("pr", [2] + [0] * 7)):
         suite = _suite(run, side)
         suite["fxgraph_cache_hits"], suite["fxgraph_cache_misses"] = hits, [2 - h for h in hits]
         suite.to_csv(run / side / "suite" / "suite.csv", index=False)
+    after = _render(run)
 
-    assert _dashboard(_render(run)["md"], label) == ["0 / 16", "2 / 14"]
+    assert _dashboard(after["md"], label) == ["0 / 16", "2 / 14"]
+    first = _suite(run, "pr")["name"].iloc[0]
+    cells = per_model(after["paths"].out_dir)
+    assert cells.pop(first) == ("0 / 2", "2 / 0") and set(cells.values()) == {("0 / 2", "0 / 2")}
+    assert "| graph cache hits / misses base | PR |" in after["md"]
 
 
 def test_a_failed_compile_gate_is_in_the_headline(tmp_path: Path) -> None:

@@ -186,7 +186,7 @@ def compare_models(base: pd.DataFrame, pr: pd.DataFrame, samples_base: dict[str,
     base = _dedupe(check_suite_frame(base, "base suite"), "base suite.csv", notes)
     pr = _dedupe(check_suite_frame(pr, "PR suite"), "PR suite.csv", notes)
     keep = ["name", "mode", "dtype", "status", "error", "speedup", "abs_latency", "compilation_latency",
-            "compression_ratio", "dynamo_peak_mem"]
+            "compression_ratio", "dynamo_peak_mem", *CACHE_COLUMNS]
     merged = pd.merge(base[keep], pr[keep], on=list(_KEY), how="outer", suffixes=("_base", "_pr"), indicator=True)
     only_base = sorted(merged.loc[merged["_merge"] == "left_only", "name"].tolist())
     only_pr = sorted(merged.loc[merged["_merge"] == "right_only", "name"].tolist())
@@ -237,6 +237,7 @@ def _model_rows(both: pd.DataFrame, paired_base: RoundSamples | None, paired_pr:
         "base_speedup_vs_eager": both["speedup_base"], "pr_speedup_vs_eager": both["speedup_pr"],
         "base_compile_s": both["compilation_latency_base"], "pr_compile_s": both["compilation_latency_pr"],
         "compile_change_pct": _pct(both["compilation_latency_pr"], both["compilation_latency_base"]),
+        **{f"{side}_{col}": both[f"{col}_{side}"] for side in ("base", "pr") for col in CACHE_COLUMNS},
         "base_compression": both["compression_ratio_base"], "pr_compression": both["compression_ratio_pr"],
         "base_peak_gb": both["dynamo_peak_mem_base"], "pr_peak_gb": both["dynamo_peak_mem_pr"],
         "peak_change_pct": _pct(both["dynamo_peak_mem_pr"], both["dynamo_peak_mem_base"]),

@@ -154,6 +154,7 @@ DECOMPOSITION_COLUMNS_MD = [
 RESOURCE_COLUMNS_MD = [
     Column("model", "model", width=40, code=True), Column("base_compile_s", "compile base s", fmt_num),
     Column("pr_compile_s", "PR s", fmt_num), Column("compile_ratio", "PR / base", fmt_x),
+    Column("base_graph_cache", "graph cache hits / misses base"), Column("pr_graph_cache", "PR"),
     Column("base_repeat_s", "repeated compiles base"), Column("pr_repeat_s", "repeated compiles PR"),
     Column("compile_verdict", "compile time"), Column("base_peak", "peak base"), Column("pr_peak", "peak PR"),
     Column("compression_ratio", "compression PR / base", fmt_x), Column("memory_verdict", "memory"),
