@@ -6,7 +6,8 @@
         [--platform cuda|rocm --node NAME --shard-record PATH]
 
 Per model, as the dynamo harness does: a warm-up of each side (the first eager and first compiled calls are
-timed: ``compilation_latency`` = first compiled − first eager, ``first_run_s`` = first compiled call), then
+timed: ``compilation_latency`` = first compiled − first eager, ``first_run_s`` = first compiled call, with the
+FX-graph cache hits and misses of that compile: ``fxgraph_cache_hits``/``_misses``), then
 ``--iterations`` timed calls with eager and compiled interleaved (so load changes hit both sides alike).
 Outputs in ``--out``: ``suite.csv`` (docs/architecture.md columns), ``samples.json`` (raw ms per iteration) and
 ``outputs/<model>.npz`` (the model's eager, compiled and float64 outputs on the seeded inputs, for the numerical
@@ -39,6 +40,7 @@ from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.formats.cache_archive import archive_cache, is_graph_module
 from analysis.formats.dynamo_csv import (
+    CACHE_COLUMNS,
     STATUS_FAIL,
     STATUS_OK,
     Row,
@@ -243,6 +245,16 @@ def dynamo_stats() -> dict[str, int]:
     }
 
 
+def graph_cache_counts() -> Row:
+    """Inductor's FX-graph cache hits and misses since the counters were cleared (`CACHE_COLUMNS`): a hit loads a
+    compiled graph from the cache, so a compile time is cold only where every lookup missed."""
+    from torch._dynamo.utils import counters
+
+    lookups = counters["inductor"]
+    return dict(zip(CACHE_COLUMNS, (str(lookups["fxgraph_cache_hit"]), str(lookups["fxgraph_cache_miss"])),
+                    strict=True))
+
+
 def measure_model(name: str, settings: SuiteSettings) -> ModelResult:
     import torch
     import torch._dynamo
@@ -275,6 +287,7 @@ def measure_model(name: str, settings: SuiteSettings) -> ModelResult:
         run_eager()
     eager_peak = timing.gpu_peak_gb(dev) if timing.is_gpu(dev) else 0.0
     first_compiled_s = timing.time_call_s(run_compiled, dev)  # compiles
+    cache = graph_cache_counts()  # the cold compile's (counters were cleared for this model)
     timing.gpu_peak_reset(dev)
     for _ in range(settings.warmup - 1):
         run_compiled()
@@ -309,7 +322,7 @@ def measure_model(name: str, settings: SuiteSettings) -> ModelResult:
         "eager_std_ms": fmt_float(eager.std_ms),
         "compiled_median_ms": fmt_float(comp.median_ms), "compiled_mean_ms": fmt_float(comp.mean_ms),
         "compiled_std_ms": fmt_float(comp.std_ms),
-        "first_run_s": fmt_float(first_compiled_s),
+        "first_run_s": fmt_float(first_compiled_s), **cache,
         "flags": ";".join(flags), "status": STATUS_OK, "error": "",
     }
     return ModelResult(row=row, samples={"eager": eager_ms, "compiled": compiled_ms})
@@ -369,8 +382,10 @@ def _describe(row: Row) -> str:
     if row["status"] != STATUS_OK:
         return f"fail {row['error']}"
     noisy = f" [{row['flags']}]" if row["flags"] else ""
+    hits, misses = (row.get(col, "") for col in CACHE_COLUMNS)  # empty in a row kept from an older file
+    cache = f" (graph cache {hits} hit(s), {misses} miss(es))" if hits and misses else ""
     return (f"ok eager {float(row['eager_median_ms']):.3f} ms, compiled {float(row['compiled_median_ms']):.3f} ms, "
-            f"speedup {float(row['speedup']):.2f}x, compile {float(row['compilation_latency']):.1f} s{noisy}")
+            f"speedup {float(row['speedup']):.2f}x, compile {float(row['compilation_latency']):.1f} s{cache}{noisy}")
 
 
 def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:

@@ -3,8 +3,10 @@
 Given the quick start's run, re-rendered as `invoke report` does: the headline leads with the models and never
 calls summed kernel time "the step"; the same-named kernels of different models are paired within their own
 models; every numerics row shows its own pair's speedup; the comment form fits a PR comment whole; one
-confidence level; times with three significant digits; capped q-values; the dashboard's compile time; and a
-failed control or gate named in the headline (made to fail by a minimal, stated perturbation of the same data).
+confidence level outside the method (the selection-adjusted ones said once, in it); one direction; times with
+three significant digits; capped q-values; the dashboard's compile time and each side's graph-cache hits and
+misses; a failed control or gate named in the headline (made to fail by a minimal, stated perturbation of the
+same data); the control's flagged pairs counted alike in every table; and the order a reviewer reads.
 """
 
 from __future__ import annotations
@@ -179,6 +181,35 @@ def test_the_body_states_one_confidence_level(rendered: dict) -> None:
         assert len(levels) == 1, levels
 
 
+# A confidence level as the report states one: "95 % CI", "95.7 % intervals", "at 91.4 %", "level 95 %".
+_LEVEL = re.compile(r"(\d{2}(?:\.\d+)?) % (?:CI|intervals?|Student|level|confidence)|(?:level|at) (\d{2}(?:\.\d+)?) %")
+
+
+def _method(md: str) -> tuple[str, str]:
+    """The collapsed Method section, and everything else."""
+    start = md.index("<details><summary>Method</summary>")
+    end = md.index("</details>", start)
+    return md[start:end], md[:start] + md[end:]
+
+
+def _levels(text: str) -> list[str]:
+    return [a or b for a, b in _LEVEL.findall(text)]
+
+
+def test_one_level_outside_the_method_and_the_selection_adjusted_ones_once_inside(rendered: dict) -> None:
+    """Every level the report states outside its method, collapsed sections included, is the one of the tables
+    (the run's confidence); the levels the selected items' verdicts rest on are said once, in the method."""
+    level = f"{100 * rendered['summary']['settings']['confidence']:g}"
+    method, rest = _method(rendered["md"])
+    selected = re.findall(r"rest on intervals at (\d+(?:\.\d+)?) %", method)
+
+    assert selected and level not in selected  # this run has selection-adjusted levels ...
+    assert set(_levels(rest)) == {level}, set(_levels(rest))  # ... and no other level outside the method
+    assert set(_levels(rendered["comment"])) == {level}
+    for other in selected:
+        assert rendered["md"].count(f"{other} %") == 1 and f"{other} %" not in rendered["comment"]
+
+
 _TIME = re.compile(r"^[+−]?(\d+(?:\.\d+)?) (ns|µs|ms|s)$")
 
 
@@ -271,6 +302,38 @@ def test_compile_time_is_the_dashboards_mean_of_cold_compiles(rendered: dict) ->
     assert gate["ci_low"] < gate["value"] < gate["ci_high"] and "worst model" in gate["detail"]
 
 
+def _dashboard(md: str, label: str) -> list[str]:
+    row = next(line for line in md.split("## Dashboard summary", 1)[1].splitlines() if line.startswith(f"| {label}"))
+    return [c.strip() for c in row.strip("|").split("|")][1:]
+
+
+def test_the_dashboard_shows_each_sides_graph_cache_hits_and_misses(tmp_path: Path) -> None:
+    """This run's suite.csv predates the cache columns: the row says so. Perturbation: the columns added to both
+    sides' suite.csv (base: every graph missed; PR: one model's two graphs hit), nothing else."""
+    def per_model(out: Path) -> dict[str, tuple[str, str]]:  # the collapsed compile table's cells, as its CSV
+        table = pd.read_csv(out / "model_resources.csv", keep_default_na=False)
+        return {m: (b, p) for m, b, p in zip(table["model"], table["base_graph_cache"], table["pr_graph_cache"],
+                                             strict=True)}
+
+    run = _copy(tmp_path)
+    label = "FX-graph cache hits / misses in those compiles"
+    before = _render(run)
+    assert _dashboard(before["md"], label) == ["not recorded", "not recorded"]
+    assert set(per_model(before["paths"].out_dir).values()) == {("–", "–")}
+
+    for side, hits in (("base", [0] * 8), ("pr", [2] + [0] * 7)):
+        suite = _suite(run, side)
+        suite["fxgraph_cache_hits"], suite["fxgraph_cache_misses"] = hits, [2 - h for h in hits]
+        suite.to_csv(run / side / "suite" / "suite.csv", index=False)
+    after = _render(run)
+
+    assert _dashboard(after["md"], label) == ["0 / 16", "2 / 14"]
+    first = _suite(run, "pr")["name"].iloc[0]
+    cells = per_model(after["paths"].out_dir)
+    assert cells.pop(first) == ("0 / 2", "2 / 0") and set(cells.values()) == {("0 / 2", "0 / 2")}
+    assert "| graph cache hits / misses base | PR |" in after["md"]
+
+
 def test_a_failed_compile_gate_is_in_the_headline(tmp_path: Path) -> None:
     """Perturbation: every model's PR cold compile made 1.3× base's in pr/suite/suite.csv, nothing else."""
     run = _copy(tmp_path)
@@ -300,3 +363,70 @@ def test_the_failed_control_names_its_kernel_its_cut_off_and_what_it_leaves_stan
     assert not row["code_changed"] and fmt_x(row["speedup"]) == f"{speedup:.3f}×"
     assert cut == pytest.approx(100 * (max(speedup, 1 / speedup) - 1), abs=0.1)  # the cut-off is what it produced
     assert "the model verdict is unaffected" in verdict
+
+
+def _table_row(md: str, first_cells: str) -> list[str]:
+    row = next(line for line in md.splitlines() if line.startswith(f"| {first_cells}"))
+    return [c.strip() for c in row.strip("|").split("|")]
+
+
+def test_the_control_table_and_the_kernel_summary_count_the_same_flagged_pairs(rendered: dict) -> None:
+    """The control table's "flagged" and the kernel summary's identical-pair counts are one judgement: the
+    control's, before claims under its cut-off were withheld (this run's control flagged one identical pair)."""
+    *_, flagged, result = _table_row(rendered["md"], "kernels | identical kernels")
+    counts = _table_row(rendered["md"], "identical pairs (control)")[1].split(" / ")
+    improved, regressed, equivalent, inconclusive = map(int, counts)
+    control = rendered["summary"]["control"]["kernels"]
+
+    n = int(flagged.split()[0])
+    assert n >= 1 and result == "**failed**"
+    assert improved + regressed == n and improved + regressed + equivalent + inconclusive == control["n"]
+    assert control["false_positive_share"] == pytest.approx(n / control["n"])
+    assert rendered["summary"]["kernels"]["control_verdicts"] == {
+        "improved": improved, "regressed": regressed, "equivalent": equivalent, "inconclusive": inconclusive}
+
+
+# --- the order a reviewer reads ------------------------------------------------------------------------------------
+
+
+def test_the_report_reads_verdict_environment_dashboard_models_kernels_time_control_then_all_else_collapsed(
+        rendered: dict) -> None:
+    md = rendered["md"]
+    order = ["**Verdict:**", "**Environment:**", "## Dashboard summary", "## Models", "](model_forest.png)",
+             "## Kernels by the time they add", "## Where the PR's time went", "## Control and caveats"]
+    assert [md.index(mark) for mark in order] == sorted(md.index(mark) for mark in order)
+    environment = next(line for line in md.splitlines() if line.startswith("**Environment:**"))
+    for field in ("vector ISA", "cores", "device ", "load", "run ", "models ", "torch ", "Triton "):
+        assert field in environment, field
+    depth, outside = 0, []
+    for line in ("<details>" + md.split("## Control and caveats", 1)[1].split("<details>", 1)[1]).splitlines():
+        depth += line.count("<details>") - line.count("</details>")
+        if depth == 0 and line.strip() and "</details>" not in line:
+            outside.append(line)
+    assert [line for line in outside if not line.startswith("Attached:")] == []  # everything else collapsed
+
+
+def test_one_direction_percent_slower_is_pr_time_over_base(rendered: dict) -> None:
+    """"N % slower" beside a speedup x (base / PR, > 1: the PR faster) is the PR's time over base's, as the
+    tables' compile-time and memory columns: N = 100 (1/x − 1), "faster" when it is negative."""
+    claims = re.findall(r"(\d+\.\d) % (slower|faster)[;(\s]+(?:geomean )?(\d+\.\d{3})×", _verdict(rendered["md"]))
+
+    assert len(claims) == 2  # the models and the time in Inductor kernels
+    for pct, word, x in claims:
+        change = 100 * (1 / float(x) - 1)
+        assert word == ("slower" if change > 0 else "faster")
+        assert float(pct) == pytest.approx(abs(change), abs=0.06 / float(x) ** 2 + 0.05)
+
+
+def test_a_failed_pass_rate_or_memory_check_is_in_the_headline(tmp_path: Path) -> None:
+    """Perturbation: in pr/suite/suite.csv T5Small fails and every model's compression ratio is halved."""
+    run = _copy(tmp_path)
+    pr = _suite(run, "pr").astype({"error": object})
+    pr.loc[pr["name"] == "T5Small", ["status", "error"]] = ["fail", "RuntimeError: boom"]
+    pr["compression_ratio"] = pr["compression_ratio"] / 2
+    pr.to_csv(run / "pr" / "suite" / "suite.csv", index=False)
+
+    verdict = _verdict(_render(run)["md"])
+
+    assert "Dashboard checks **failed**: " in verdict
+    assert "pass rate 0.875× fail (< 1×)" in verdict and "peak-memory compression ratio 0.500× fail (< 0.9×)" in verdict

@@ -257,7 +257,7 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
     assert summary == paths.summary and paths.summary_json == tmp_path / "report" / "summary.json"
     assert set(summary) == {"format_version", "verdict", "kernels", "models", "control", "gates", "numerics",
                             "experiment", "settings"}
-    assert summary["format_version"] == 4
+    assert summary["format_version"] == 5
     assert summary["experiment"] is None  # this run laid out by hand recorded no suite request
     assert summary["numerics"]["models"] is None  # these suites recorded no outputs (tests/test_numerics.py)
     family_keys = {"verdict", "headline", "step", "geomean", "ci_low", "ci_high", "confidence", "alpha", "n",

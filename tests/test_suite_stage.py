@@ -78,6 +78,7 @@ def test_the_stage_writes_one_row_per_model_with_the_contract_columns(tmp_path: 
         assert all(len(row[c].split(".")[1]) == 6 for c in ("speedup", "eager_std_ms", "first_run_s"))
         assert float(row["first_run_s"]) > 0 and float(row["eager_peak_mem"]) > 0
         assert int(row["unique_graphs"]) >= 1 and int(row["calls_captured"]) > 0
+        assert (row["fxgraph_cache_hits"], row["fxgraph_cache_misses"]) == ("0", "0")  # aot_eager: no Inductor graph
         assert set(filter(None, row["flags"].split(";"))) <= {"noisy_eager", "noisy_compiled"}
     samples = json.loads((out / "samples.json").read_text())
     assert set(samples) == set(TWO.split(","))
@@ -225,6 +226,8 @@ def test_invoke_suite_compiles_two_tiny_models_and_archives_the_inductor_cache(t
     assert [(r["name"], r["status"]) for r in rows] == [
         ("BertForMaskedLM", "ok"), ("GPT2ForSequenceClassification", "ok")]
     assert all(float(r["compilation_latency"]) > 0 and float(r["speedup"]) > 0 for r in rows)
+    # A fresh cache: every model's cold compile looked its graphs up in Inductor's FX-graph cache and missed.
+    assert all(int(r["fxgraph_cache_misses"]) >= 1 and int(r["fxgraph_cache_hits"]) >= 0 for r in rows), rows
 
     from analysis.formats.cache_archive import archived_graph_modules
 

@@ -26,11 +26,18 @@ DYNAMO_COLUMNS: tuple[str, ...] = (
     "dev", "name", "batch_size", "speedup", "abs_latency", "compilation_latency", "compression_ratio",
     "eager_peak_mem", "dynamo_peak_mem", "calls_captured", "unique_graphs", "graph_breaks", "unique_graph_breaks",
 )
+# Inductor's FX-graph cache lookups during the model's cold compile (the first compiled call): how many of its
+# graphs were loaded from the cache rather than compiled, which the compile time depends on.
+CACHE_COLUMNS: tuple[str, ...] = ("fxgraph_cache_hits", "fxgraph_cache_misses")
 OUR_COLUMNS: tuple[str, ...] = (
     "mode", "dtype", "size", "eager_median_ms", "eager_mean_ms", "eager_std_ms", "compiled_median_ms",
-    "compiled_mean_ms", "compiled_std_ms", "first_run_s", "n", "warmup", "flags", "status", "error",
+    "compiled_mean_ms", "compiled_std_ms", "first_run_s", *CACHE_COLUMNS, "n", "warmup", "flags", "status", "error",
 )
 SUITE_COLUMNS: tuple[str, ...] = DYNAMO_COLUMNS + OUR_COLUMNS
+# Columns a suite.csv written before they existed lacks: its rows read them as empty cells ("not recorded"), as
+# do the upstream harness's rows and a failed model's.
+ADDED_COLUMNS: frozenset[str] = frozenset(CACHE_COLUMNS)
+REQUIRED_COLUMNS: tuple[str, ...] = tuple(c for c in SUITE_COLUMNS if c not in ADDED_COLUMNS)
 # The cells that are words, not numbers (a frame reader keeps them as text).
 TEXT_COLUMNS: tuple[str, ...] = ("dev", "name", "mode", "dtype", "size", "flags", "status", "error")
 

@@ -301,7 +301,8 @@ class KernelSummary:
     code_changed: int  # pairs whose normalised code or shapes differ
     code_identical: int  # pairs with identical code and shapes (the control family)
     n_changed: int  # changed pairs in the summary (the effect family)
-    control_verdicts: dict[str, int]  # the identical pairs' own verdicts (an A/A's evidence)
+    control_verdicts: dict[str, int]  # the identical pairs' verdicts as their control judged them (an A/A's
+    # evidence; improved + regressed = the control's flagged: `FamilyJudgement.control_verdicts`)
     detectable_pct: float  # the smallest change in the step this run calls with 80 % power, percent (NaN: none)
     offsets_used: bool  # pairs were estimated against the identical kernels' per-round mean
     selection_level: float  # level of the intervals shown for the pairs called changed (NaN: none called)
@@ -518,7 +519,7 @@ def compare_kernels(base: pd.DataFrame, pr: pd.DataFrame, samples_base: RoundSam
         verdicts=judged.counts(judged.changed), verdict=judged.verdict, rounds=rounds,
         base_ms_only=float(only_base["ms_per_step"].sum()), pr_ms_only=float(only_pr["ms_per_step"].sum()),
         code_changed=int((~identical).sum()), code_identical=int(identical.sum()), n_changed=int(judged.changed.sum()),
-        control_verdicts=judged.counts(judged.control), detectable_pct=100 * judged.detectable,
+        control_verdicts=judged.control_verdicts, detectable_pct=100 * judged.detectable,
         offsets_used=judged.offsets_used, selection_level=judged.selection_level,
     )
     return KernelComparison(_priority_order(table), only_base, only_pr, category_table(table), pairing.summary,

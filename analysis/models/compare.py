@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import UserError
-from analysis.formats.dynamo_csv import SUITE_COLUMNS
+from analysis.formats.dynamo_csv import CACHE_COLUMNS, REQUIRED_COLUMNS, SUITE_COLUMNS
 from analysis.formats.dynamo_csv import TEXT_COLUMNS as _SUITE_TEXT
 from analysis.formats.paired_rounds import PairedBlocks, RoundSamples
 from analysis.kernels.compare import geomean, read_table
@@ -49,12 +49,17 @@ _KEY = ("name", "mode", "dtype")
 def read_suite_frame(path: Path) -> pd.DataFrame:
     """A suite.csv (`analysis.formats.dynamo_csv`'s contract) as a frame with numeric cells; the rows reader for the
     stages is `analysis.formats.dynamo_csv.read_suite_csv` (stdlib only, so it runs in any environment)."""
-    frame = read_table(path, SUITE_COLUMNS, "a suite.csv", dtype=dict.fromkeys(_SUITE_TEXT, str))
+    frame = read_table(path, REQUIRED_COLUMNS, "a suite.csv", dtype=dict.fromkeys(_SUITE_TEXT, str))
     return normalize_suite(frame)
 
 
 def normalize_suite(frame: pd.DataFrame) -> pd.DataFrame:
+    """Numbers as numbers, words as stripped text; a column added to the contract later is empty (NaN: not
+    recorded) where the file predates it."""
     frame = frame.copy()
+    for col in SUITE_COLUMNS:
+        if col not in frame.columns:
+            frame[col] = np.nan
     for col in frame.columns:
         if col in _SUITE_TEXT:
             frame[col] = frame[col].fillna("").astype(str).str.strip()
@@ -64,7 +69,7 @@ def normalize_suite(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def check_suite_frame(frame: pd.DataFrame, label: str) -> pd.DataFrame:
-    missing = [c for c in SUITE_COLUMNS if c not in frame.columns]
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise UserError(f"{label}: not a suite table: missing column(s) {', '.join(missing)}")
     return normalize_suite(frame)
@@ -94,13 +99,19 @@ class VariantSummary:
     runner_geomean: float
     mean_compile_s: float  # HUD: arithmetic mean over passing models
     mean_peak_gb: float
+    # Inductor's FX-graph cache hits and misses during the passing models' cold compiles, summed (None: not
+    # recorded for every one of them, as by a suite.csv older than these columns or the upstream harness).
+    graph_cache: tuple[int, int] | None
 
 
 def variant_summary(suite: pd.DataFrame) -> VariantSummary:
     ok = suite[passing(suite)]
+    cache = ok[list(CACHE_COLUMNS)]
+    recorded = len(ok) > 0 and bool(cache.notna().to_numpy().all())
     return VariantSummary(len(suite), len(ok), hud_geomean(suite), runner_geomean(suite),
                           float(ok["compilation_latency"].mean()) if len(ok) else math.nan,
-                          float(ok["dynamo_peak_mem"].mean()) if len(ok) else math.nan)
+                          float(ok["dynamo_peak_mem"].mean()) if len(ok) else math.nan,
+                          (int(cache.iloc[:, 0].sum()), int(cache.iloc[:, 1].sum())) if recorded else None)
 
 
 @dataclass(frozen=True)
@@ -175,7 +186,7 @@ def compare_models(base: pd.DataFrame, pr: pd.DataFrame, samples_base: dict[str,
     base = _dedupe(check_suite_frame(base, "base suite"), "base suite.csv", notes)
     pr = _dedupe(check_suite_frame(pr, "PR suite"), "PR suite.csv", notes)
     keep = ["name", "mode", "dtype", "status", "error", "speedup", "abs_latency", "compilation_latency",
-            "compression_ratio", "dynamo_peak_mem"]
+            "compression_ratio", "dynamo_peak_mem", *CACHE_COLUMNS]
     merged = pd.merge(base[keep], pr[keep], on=list(_KEY), how="outer", suffixes=("_base", "_pr"), indicator=True)
     only_base = sorted(merged.loc[merged["_merge"] == "left_only", "name"].tolist())
     only_pr = sorted(merged.loc[merged["_merge"] == "right_only", "name"].tolist())
@@ -226,6 +237,7 @@ def _model_rows(both: pd.DataFrame, paired_base: RoundSamples | None, paired_pr:
         "base_speedup_vs_eager": both["speedup_base"], "pr_speedup_vs_eager": both["speedup_pr"],
         "base_compile_s": both["compilation_latency_base"], "pr_compile_s": both["compilation_latency_pr"],
         "compile_change_pct": _pct(both["compilation_latency_pr"], both["compilation_latency_base"]),
+        **{f"{side}_{col}": both[f"{col}_{side}"] for side in ("base", "pr") for col in CACHE_COLUMNS},
         "base_compression": both["compression_ratio_base"], "pr_compression": both["compression_ratio_pr"],
         "base_peak_gb": both["dynamo_peak_mem_base"], "pr_peak_gb": both["dynamo_peak_mem_pr"],
         "peak_change_pct": _pct(both["dynamo_peak_mem_pr"], both["dynamo_peak_mem_base"]),

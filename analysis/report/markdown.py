@@ -154,6 +154,7 @@ DECOMPOSITION_COLUMNS_MD = [
 RESOURCE_COLUMNS_MD = [
     Column("model", "model", width=40, code=True), Column("base_compile_s", "compile base s", fmt_num),
     Column("pr_compile_s", "PR s", fmt_num), Column("compile_ratio", "PR / base", fmt_x),
+    Column("base_graph_cache", "graph cache hits / misses base"), Column("pr_graph_cache", "PR"),
     Column("base_repeat_s", "repeated compiles base"), Column("pr_repeat_s", "repeated compiles PR"),
     Column("compile_verdict", "compile time"), Column("base_peak", "peak base"), Column("pr_peak", "peak PR"),
     Column("compression_ratio", "compression PR / base", fmt_x), Column("memory_verdict", "memory"),
@@ -238,6 +239,7 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
                 "controls_table": markdown_table(control_rows(kc, mc), CONTROL_COLUMNS_MD, 10, None),
                 "gates_table": markdown_table(gate_rows, GATE_COLUMNS_MD, 10, None) if gates else None,
                 "decomposition": explanations.decomposition, "mean_peak": _mean_peaks(mc),
+                "graph_cache": _graph_cache(mc),
                 "caveats": [*(kc.notes if kc else []), *(mc.notes if mc else [])],
                 "kernel_gap": _kernel_gap(kc), **_renamed(kc)}
     details = _details(inputs, kc)
@@ -431,6 +433,17 @@ def _mean_peaks(mc: ModelComparison | None) -> tuple[str, str]:
     if mc is None:
         return "–", "–"
     return fmt_gb(mc.summary.base.mean_peak_gb), fmt_gb(mc.summary.pr.mean_peak_gb)
+
+
+def _graph_cache(mc: ModelComparison | None) -> tuple[str, str]:
+    """Each side's FX-graph cache hits / misses in its cold compiles (a hit is a graph not compiled there)."""
+    if mc is None:
+        return "–", "–"
+    return _cache_cell(mc.summary.base.graph_cache), _cache_cell(mc.summary.pr.graph_cache)
+
+
+def _cache_cell(counts: tuple[int, int] | None) -> str:
+    return "not recorded" if counts is None else f"{counts[0]} / {counts[1]}"
 
 
 def _details(inputs: ReportInputs, kc: KernelComparison | None) -> KernelDetails:

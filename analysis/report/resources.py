@@ -5,7 +5,8 @@
   (`analysis.formats.paired_rounds.side_compiles`, a compile from the side's warm cache, repeated every round) their
   median and range are shown per side, and the verdict is the compile gate's for this model
   (`analysis.report.gates.model_compile_ratio`): their ratio with its interval over rounds against `COMPILE_LIMIT`
-  (1.15×); without repeats, the suite's single compiles by value.
+  (1.15×); without repeats, the suite's single compiles by value. Beside them, each side's FX-graph cache hits /
+  misses in its cold compile (a hit is a graph loaded, not compiled: that compile was not wholly cold).
 * **Peak memory**: each side's compiled peak in readable units, and the compression ratio (eager peak / compiled
   peak) PR vs base; a model fails the rule when PR / base compression is below `COMPRESSION_LIMIT` (0.9×, the
   dashboard's).
@@ -18,11 +19,13 @@ import statistics
 
 import pandas as pd
 
+from analysis.formats.dynamo_csv import CACHE_COLUMNS
 from analysis.models.compare import ModelComparison
 from analysis.rendering import fmt_gb
 from analysis.report.gates import COMPILE_LIMIT, COMPRESSION_LIMIT, model_compile_ratio
 
-RESOURCE_COLUMNS = ("model", "base_compile_s", "pr_compile_s", "compile_ratio", "base_repeat_s", "pr_repeat_s",
+RESOURCE_COLUMNS = ("model", "base_compile_s", "pr_compile_s", "compile_ratio", "base_graph_cache",
+                    "pr_graph_cache", "base_repeat_s", "pr_repeat_s",
                     "repeats", "compile_verdict", "base_peak", "pr_peak", "peak_change_pct",
                     "compression_ratio", "memory_verdict")
 
@@ -70,13 +73,20 @@ def model_resources(mc: ModelComparison, base_compiles: dict[str, list[float]] |
         compression = _ratio(row["pr_compression"], row["base_compression"])
         b_times, p_times = base_compiles.get(model, []), pr_compiles.get(model, [])
         rows.append({"model": model, "base_compile_s": row["base_compile_s"], "pr_compile_s": row["pr_compile_s"],
-                     "compile_ratio": ratio, "base_repeat_s": _spread(b_times), "pr_repeat_s": _spread(p_times),
+                     "compile_ratio": ratio, **{f"{side}_graph_cache": _cache(row, side) for side in ("base", "pr")},
+                     "base_repeat_s": _spread(b_times), "pr_repeat_s": _spread(p_times),
                      "repeats": min(len(b_times), len(p_times)),
                      "compile_verdict": _compile_verdict(ratio, b_times, p_times, confidence),
                      "base_peak": fmt_gb(row["base_peak_gb"]), "pr_peak": fmt_gb(row["pr_peak_gb"]),
                      "peak_change_pct": row["peak_change_pct"], "compression_ratio": compression,
                      "memory_verdict": _memory_verdict(compression)})
     return pd.DataFrame(rows, columns=list(RESOURCE_COLUMNS))
+
+
+def _cache(row: dict[str, object], side: str) -> str:
+    """A side's "hits / misses" in the model's cold compile; "–" where the suite did not record them."""
+    counts = pd.to_numeric(pd.Series([row[f"{side}_{col}"] for col in CACHE_COLUMNS]), errors="coerce")
+    return "–" if counts.isna().any() else " / ".join(str(int(c)) for c in counts)
 
 
 def _ratio(new: float, old: float) -> float:

@@ -2,7 +2,7 @@
 
 ``summary.json`` is the contract for CI users and the benchmarks (``format_version`` `SUMMARY_FORMAT_VERSION`):
 
-    {"format_version": 4,
+    {"format_version": 5,
      "verdict": "<one line>",          # a numerical failure first, then one sentence per family: models, time in
                                        # Inductor kernels (and the kernels that add most of it), dashboard checks,
                                        # numerics, control (`analysis.report.headline`)
@@ -14,7 +14,9 @@
                  "time_weighted", "rounds", "code_changed", "code_identical", "only_base", "only_pr",
                  "detectable_pct", "regressed_items": [{"name", "speedup", "ci_low", "ci_high", "step_share"}],
                                        # items' intervals at the report's one level (settings.confidence)
-                 "control_verdicts": {"improved", ...}}   # the identical pairs' own verdicts (an A/A's evidence)
+                 "control_verdicts": {"improved", ...}}   # the identical pairs' verdicts as their control
+                                       # judged them, before any claim was withheld (improved + regressed = its
+                                       # flagged; an A/A's evidence)
                 | null,
      "models":  {the same keys but the kernel-only ones; "headline": "geomean"} | null,
      "control": {"kernels": {"kind", "geomean", "ci_low", "ci_high", "n", "false_positive_share", "passed",
@@ -58,7 +60,9 @@ SUMMARY_FILE = "summary.json"
 # 3: `numerics` (the numerical A/B), and `verdict` names a numerical failure before any speed.
 # 4: `verdict` leads with the models; the compile-time gate is the dashboard's mean ratio of cold compiles (it was
 #    the worst model's); items' intervals are at the report's one level.
-SUMMARY_FORMAT_VERSION = 4
+# 5: `kernels.control_verdicts` are the identical pairs' verdicts as their control judged them (before claims
+#    under a failed control's cut-off were withheld): their improved + regressed are the control's flagged.
+SUMMARY_FORMAT_VERSION = 5
 
 
 def _num(x: float) -> float | None:

@@ -492,7 +492,7 @@ class ControlResult:
     kind: str  # "identical kernels" or "split-half"
     summary: Estimate
     n: int
-    flagged: int  # control items called improved/regressed
+    flagged: int  # control items called improved/regressed, before the cut-off this control sets
     available: bool
     reason: str = ""  # why unavailable
     flagged_effect: float = 0.0  # the largest relative effect among the flagged control items
@@ -643,6 +643,10 @@ class FamilyJudgement:
     detectable: float  # the smallest change in the headline a claim finds with `POWER` (NaN: no interval)
     selection_level: float  # the level of the selected items' intervals (NaN: none selected)
     offsets_used: bool  # items were estimated against the identical items' per-round mean
+    # The identical items' verdicts as their control judged them: before claims under the cut-off it set were
+    # withheld (judged against it, a flagged item would be refused by its own effect); their improved + regressed
+    # are the control's `ControlResult.flagged`, one definition for every table that counts them.
+    control_verdicts: dict[str, int]
 
     def counts(self, rows: np.ndarray | None = None) -> dict[str, int]:
         chosen = [v for i, v in enumerate(self.verdicts) if rows is None or rows[i]]
@@ -701,10 +705,11 @@ def judge_family(data: FamilyData, settings: VerdictSettings, summary_rows: np.n
     q = adjust_by_group(np.array([e.claim_p(floor) for e in estimates], dtype=float), groups)
     first = [classify(e, qv, settings) for e, qv in zip(estimates, q, strict=True)]
     controls = []
+    picked = np.flatnonzero(control)
+    control_first = [first[i] for i in picked]
     if control_rows is not None:
-        picked = np.flatnonzero(control)
         controls.append(identical_control(data.subset(control), [estimates[i] for i in picked],
-                                          [first[i] for i in picked], settings, corrected=offsets is not None))
+                                          control_first, settings, corrected=offsets is not None))
     controls.append(split)
     resolution = control_resolution(controls, settings)
     if resolution > floor:
@@ -723,7 +728,7 @@ def judge_family(data: FamilyData, settings: VerdictSettings, summary_rows: np.n
                              bool(summary_rows.any()) or measured)
     return FamilyJudgement(estimates, q, verdicts, summary, verdict, lead, controls, resolution, changed, control,
                            shares, detectable_effect(lead, settings) if measured else math.nan, level,
-                           offsets is not None)
+                           offsets is not None, {v: control_first.count(v) for v in VERDICTS})
 
 
 def _adjust_selected(estimates: list[Estimate], verdicts: list[str], changed: np.ndarray,
