@@ -84,6 +84,8 @@ def test_an_actor_killed_mid_run_costs_only_its_shard(ray_cluster: str, tmp_path
     assert attempts == {"kernels round 1 shard 1/4": 1, "kernels round 1 shard 2/4": 2,
                         "kernels round 1 shard 3/4": 1, "kernels round 1 shard 4/4": 1}
     assert any("shard 2/4: lost on" in line and "actor died" in line for line in lines)
+    [loss] = next(o for o in outcomes if o.attempts == 2).lost  # where and after how long, for the manifest
+    assert loss.slot.device == "cpu" and loss.lost_s > 0 and "actor died" in loss.reason
     record = read_round(rounds[0].round_files()[0])
     assert {(v.item, v.side) for v in record.visits if not v.error} == {
         (f"pointwise/k{i}.py", side) for i in range(4) for side in ("base", "pr")}

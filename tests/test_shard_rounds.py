@@ -128,6 +128,13 @@ def test_a_stage_killed_mid_run_is_run_again_and_nothing_is_lost(tmp_path: Path)
 
     assert (tmp_path / "killed").exists()
     assert {o.key: o.attempts for o in outcomes}["kernels round 1 shard 2/3"] == 2
+    # The lost attempt as the run's manifest records it: where, after how long, where the shard then ran.
+    [redo] = next(o for o in outcomes if o.attempts == 2).redos()
+    record_of_redo = redo.to_dict()
+    assert record_of_redo["shard"] == "kernels round 1 shard 2/3" and record_of_redo["attempt"] == 1
+    assert record_of_redo["lost_on"]["device"] == "cpu" and record_of_redo["lost_on"]["cpus"]
+    assert record_of_redo["redone_on"]["node"] == record_of_redo["lost_on"]["node"]
+    assert 0 < redo.lost_s < 60 and record_of_redo["reason"]
     record = read_round(rounds[0].round_files()[0])
     assert {(v.item, v.side) for v in record.visits if not v.error} == {
         (f"pointwise/k{i}.py", side) for i in range(3) for side in ("base", "pr")}

@@ -427,7 +427,7 @@ class Comparison:
         self._suite_shards[prepared.variant.name] = shards
         return replace(spec, command=None,
                        host=partial(shards.merge, Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"])),
-                       summarize=partial(_sharded_summary, prepared.directory, shards),
+                       summarize=partial(_sharded_summary, prepared.directory, shards, self.rounds.heard),
                        ran_before=partial(_suite_time, shards))
 
     def _run_suite_shards(self, pending: list[tuple[_Side, StageSpec, SuiteShards]], specs: list[StageSpec]) -> None:
@@ -662,9 +662,11 @@ def _suite_time(shards: SuiteShards) -> tuple[str, float] | None:
     return time_in_shards(shards.placements())
 
 
-def _sharded_summary(directory: Path, shards: SuiteShards) -> dict[str, Any]:
-    """The suite's summary, and where each of its shards ran (the run lock's ``nodes`` reads them back)."""
-    return {**summarize_suite(directory), "shards": shards.placements()}
+def _sharded_summary(directory: Path, shards: SuiteShards, heard: NodeFacts) -> dict[str, Any]:
+    """The suite's summary, where each of its shards ran (the run lock's ``nodes`` reads them back), and those this
+    invocation had to run again."""
+    return {**summarize_suite(directory), "shards": shards.placements(),
+            **heard.redone_summary([shards.key(i) for i in range(len(shards.shards))])}
 
 
 def _prepare_kernels(side: _Side, request: CompareRequest) -> None:
@@ -765,8 +767,14 @@ class _RoundBatches:
             if number in self.shard_sets:
                 self.shard_sets[number].clear(keep_current=True)
 
+        def summarize() -> dict[str, Any]:
+            # The shards this invocation had to run again (a node lost mid-run): what was redone where.
+            shards = self.shard_sets.get(number)
+            keys = [shards.key(i) for i in range(len(shards.shards))] if shards is not None else []
+            return {**_round_summary(outputs), **self.rounds.heard.redone_summary(keys)}
+
         return StageSpec(name=f"{self.kind}-round-{number}", inputs=inputs, outputs=outputs, host=merge,
-                         summarize=partial(_round_summary, outputs), reset=reset,
+                         summarize=summarize, reset=reset,
                          ran_before=partial(_round_time, outputs))
 
     def _shards(self) -> None:

@@ -10,7 +10,9 @@ round's shards are all there, the round's stage merges them (``analysis.formats.
 round file every reader knows.
 
 The nodes and devices the shards ran on are in each round file's ``shards``; `node_summary` gathers them, with
-the facts each node reported, for the run's ``lock.json`` (``nodes``) and the report's environment table.
+the facts each node reported, for the run's ``lock.json`` (``nodes``) and the report's environment table. A shard
+lost on the way (its node went down) and run again is listed in its stage's manifest summary (``redone``:
+``prbench.executors.ShardRedo``), with where it was lost, where it was redone and the seconds the loss cost.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 from analysis.errors import UserError
 from analysis.formats.paired_rounds import read_round, read_rounds, round_file, write_round
 from analysis.formats.round_shards import block_ranges, merge_shards, partition_blocks
-from prbench.executors import Executor, RunnerSpec, ShardOutcome, ShardTask, StageStep
+from prbench.executors import Executor, RunnerSpec, ShardOutcome, ShardRedo, ShardTask, StageStep
 from prbench.runners import SHARD_LABEL, SIDE_LABEL, StageCommand
 from prbench.runs.stage_commands import paired_command
 
@@ -72,10 +74,14 @@ class RoundShards:
         """The shards without their records (never run, interrupted or lost)."""
         return [i for i in range(len(self.shards)) if not all(_readable(p) for p in self.files(i))]
 
+    def key(self, index: int) -> str:
+        """How progress lines, errors and the manifest name shard ``index``."""
+        return f"{self.kind} round {self.number} shard {index + 1}/{len(self.shards)}"
+
     def task(self, index: int) -> ShardTask:
         """Shard ``index`` as an executor runs it: both sides on one device."""
         ranges = block_ranges(list(self.shards[index]))
-        label = f"{self.kind} round {self.number} shard {index + 1}/{len(self.shards)}"
+        label = self.key(index)
         log = self.logs / (f"{self.kind}-round-{self.number}.log" if len(self.shards) == 1
                            else f"{self.kind}-round-{self.number}-shard-{index + 1}.log")
         files = self.files(index)
@@ -141,6 +147,9 @@ def run_tasks(tasks: list[ShardTask], executor: Executor, say: Callable[[str], N
     def done(outcome: ShardOutcome) -> None:
         finished[0] += 1
         again = f", attempt {outcome.attempts}" if outcome.attempts > 1 else ""
+        if outcome.lost:
+            again += f" ({sum(loss.lost_s for loss in outcome.lost):.1f} s lost on " \
+                     f"{', '.join(dict.fromkeys(loss.slot.describe() for loss in outcome.lost))})"
         say(f"[{tag}] {finished[0]}/{len(tasks)} {outcome.key} on {outcome.slot.describe()}: "
             f"{outcome.wall_s:.1f} s{again}")
         on_done(outcome)
@@ -150,12 +159,21 @@ def run_tasks(tasks: list[ShardTask], executor: Executor, say: Callable[[str], N
 
 @dataclass
 class NodeFacts:
-    """What this invocation heard from each node (``ShardOutcome.facts``), by node name."""
+    """What this invocation heard from each node (``ShardOutcome.facts``), by node name, and the shards it had to
+    run again (by shard key)."""
 
     facts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    redone: dict[str, list[ShardRedo]] = field(default_factory=dict)
 
     def add(self, outcome: ShardOutcome) -> None:
         self.facts[outcome.slot.node] = dict(outcome.facts)
+        if outcome.lost:
+            self.redone[outcome.key] = outcome.redos()
+
+    def redone_summary(self, shard_keys: list[str]) -> dict[str, Any]:
+        """A stage's manifest summary entry for the lost attempts of its shards (none: no entry)."""
+        redos = [redo.to_dict() for key in shard_keys for redo in self.redone.get(key, [])]
+        return {"redone": redos} if redos else {}
 
 
 def node_summary(round_paths: list[Path], heard: NodeFacts, earlier: dict[str, Any],

@@ -102,6 +102,10 @@ class SuiteShards:
         """The shards without a record (never run, interrupted or lost)."""
         return [i for i in range(len(self.shards)) if not _finished(self.record(i), self.shards[i])]
 
+    def key(self, index: int) -> str:
+        """How progress lines, errors and the manifest name shard ``index``."""
+        return f"{self.side} suite shard {index + 1}/{len(self.shards)} ({', '.join(self.shards[index])})"
+
     def task(self, index: int) -> ShardTask:
         """Shard ``index`` as an executor runs it."""
         work = self.shard_dir(index)
@@ -112,7 +116,7 @@ class SuiteShards:
                        "TMPDIR": str(work / "tmp")}
         command.python_path = list(self.python_path)
         command.log_path = VariantLayout(self.variant_dir).log(f"suite-shard-{index + 1:03d}")
-        label = f"{self.side} suite shard {index + 1}/{len(self.shards)} ({', '.join(self.shards[index])})"
+        label = self.key(index)
         command.labels = {SHARD_LABEL: label, SIDE_LABEL: self.side}
         return ShardTask(key=label, steps=(StageStep(self.runner, command),), outputs=(self.record(index),))
 

@@ -8,7 +8,9 @@ the commands (``--device``, ``--node``; the CPUs of a CPU device as the command'
 runner the shard names (`RunnerSpec`: made where the shard runs, since a runner holds a Docker client or a path to
 a Python), and reports each finished shard (`ShardOutcome`). A shard whose process was killed from outside
 (``StageLost``, or a Ray actor that died with its node) is run again on another device, up to `MAX_ATTEMPTS` times;
-a shard that failed on its own (a stage's error) stops the run. Ctrl-C stops every running shard as Ctrl-C stops
+a shard that failed on its own (a stage's error) stops the run. Each lost attempt is kept with the shard
+(`ShardLoss`: where, after how many seconds, why), and a run records it as `ShardRedo` (``redone`` in the summary of
+the shard's stage in the run's manifest.json). Ctrl-C stops every running shard as Ctrl-C stops
 a stage (SIGINT, then SIGKILL) and raises KeyboardInterrupt; finished shards are in the run directory and are not
 redone (``prbench.compare.shard_rounds``).
 
@@ -84,14 +86,53 @@ class DeviceSlot:
 
 
 @dataclass(frozen=True)
+class ShardLoss:
+    """An attempt of a shard that was lost: where it ran, and the seconds from its start until the executor heard
+    of the loss (what it cost: the work lost, and the wait to learn that the node or process was gone)."""
+
+    slot: DeviceSlot
+    lost_s: float
+    reason: str
+
+
+@dataclass(frozen=True)
 class ShardOutcome:
-    """A finished shard: where it ran (the last attempt), how long, and after how many attempts."""
+    """A finished shard: where it ran (the last attempt), how long, after how many attempts, and the lost ones."""
 
     key: str
     slot: DeviceSlot
     wall_s: float
     attempts: int
     facts: dict[str, object] = field(default_factory=dict)  # the node's facts (``prbench.executors.node``)
+    lost: tuple[ShardLoss, ...] = ()  # the attempts before this one, in order
+
+    def redos(self) -> list[ShardRedo]:
+        return [ShardRedo(self.key, number, loss.slot, round(loss.lost_s, 3), loss.reason, self.slot)
+                for number, loss in enumerate(self.lost, start=1)]
+
+
+@dataclass(frozen=True)
+class ShardRedo:
+    """A lost attempt of a shard that finished on a later one, as the manifest records it: in the summary of the
+    shard's stage, ``"redone": [{"shard", "attempt", "lost_on", "lost_s", "reason", "redone_on"}, ...]``, where
+    ``lost_on`` and ``redone_on`` are placements (``{"node", "device", "cpus"}``, as a round's ``shards`` name them)
+    and ``lost_s`` the seconds the attempt cost (`ShardLoss`). Part of manifest.json's format (its version:
+    ``prbench.runs.run_store.MANIFEST_FORMAT_VERSION``)."""
+
+    shard: str
+    attempt: int  # which attempt was lost (1: the first)
+    lost_on: DeviceSlot
+    lost_s: float
+    reason: str
+    redone_on: DeviceSlot  # where the shard finished
+
+    def to_dict(self) -> dict[str, object]:
+        return {"shard": self.shard, "attempt": self.attempt, "lost_on": _placement(self.lost_on),
+                "lost_s": self.lost_s, "reason": self.reason, "redone_on": _placement(self.redone_on)}
+
+
+def _placement(slot: DeviceSlot) -> dict[str, object]:
+    return {"node": slot.node, "device": slot.device, "cpus": sorted(slot.cpus) if slot.cpus else []}
 
 
 class ShardFailed(UserError):

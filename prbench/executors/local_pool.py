@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from analysis.io_errors import no_space_in
-from prbench.executors import MAX_ATTEMPTS, DeviceSlot, RunnerSpec, ShardFailed, ShardOutcome, ShardTask
+from prbench.executors import MAX_ATTEMPTS, DeviceSlot, RunnerSpec, ShardFailed, ShardLoss, ShardOutcome, ShardTask
 from prbench.executors.node import NodeRunners, cpu_slots, node_name
 from prbench.runners import Runner, StageLost
 
@@ -26,6 +27,7 @@ _POLL_S = 0.2  # how often the calling thread looks up from waiting (Ctrl-C is o
 class _Attempt:
     task: ShardTask
     number: int = 1
+    lost: tuple[ShardLoss, ...] = ()  # the attempts before this one
 
 
 class LocalPool:
@@ -45,7 +47,8 @@ class LocalPool:
         pending: queue.Queue[_Attempt] = queue.Queue()
         for task in tasks:
             pending.put(_Attempt(task))
-        results: queue.Queue[tuple[_Attempt, DeviceSlot, float | BaseException]] = queue.Queue()
+        # Each attempt's outcome, with the seconds it took (what a lost one cost).
+        results: queue.Queue[tuple[_Attempt, DeviceSlot, float | BaseException, float]] = queue.Queue()
         stop = threading.Event()
 
         def device_loop(slot: DeviceSlot) -> None:
@@ -54,11 +57,12 @@ class LocalPool:
                     attempt = pending.get_nowait()
                 except queue.Empty:
                     return
+                started = time.monotonic()
                 try:
                     outcome: float | BaseException = self.node.run_shard(attempt.task, slot)
                 except BaseException as exc:  # the calling thread decides; KeyboardInterrupt after interrupt()
                     outcome = exc
-                results.put((attempt, slot, outcome))
+                results.put((attempt, slot, outcome, time.monotonic() - started))
 
         remaining = len(tasks)
         threads: list[threading.Thread] = []
@@ -74,17 +78,20 @@ class LocalPool:
                     thread.start()
                     threads.append(thread)
                 try:
-                    attempt, slot, outcome = results.get(timeout=_POLL_S)
+                    attempt, slot, outcome, took = results.get(timeout=_POLL_S)
                 except queue.Empty:
                     if stop.is_set() and not any(t.is_alive() for t in threads) and results.empty():
                         break  # a failure stopped the devices, and the shards they were running have ended
                     continue
                 remaining -= 1
                 if isinstance(outcome, float):
-                    done(ShardOutcome(attempt.task.key, slot, outcome, attempt.number, self.node.facts()))
+                    done(ShardOutcome(attempt.task.key, slot, outcome, attempt.number, self.node.facts(),
+                                      attempt.lost))
                 elif isinstance(outcome, StageLost) and attempt.number < MAX_ATTEMPTS:
-                    self.say(f"{attempt.task.key}: lost on {slot.describe()} ({outcome}); running it again")
-                    pending.put(_Attempt(attempt.task, attempt.number + 1))
+                    self.say(f"{attempt.task.key}: lost on {slot.describe()} after {took:.1f} s ({outcome}); "
+                             "running it again")
+                    pending.put(_Attempt(attempt.task, attempt.number + 1,
+                                         (*attempt.lost, ShardLoss(slot, took, str(outcome)))))
                     remaining += 1
                 elif failure is None:
                     failure = outcome

@@ -6,6 +6,7 @@ store (``prbench.images.image_lock.plan_from_lock`` + ``build_and_lock``: the sa
 shared store, or one carried there with ``invoke store export/import``, no network is needed) and writes that build's
 lock next to the side's, as ``<side>/nodes/<node>.lock.json``. The node's facts (host name, kernel, CPU, GPUs,
 driver, and for docker the image id it ran) go back with every shard into the run's ``lock.json`` (``nodes``).
+A node is named by its host name, or by ``PRBENCH_NODE_NAME`` in its environment (`node_name`).
 """
 
 from __future__ import annotations
@@ -24,9 +25,13 @@ from analysis.errors import UserError
 from prbench.executors import DeviceSlot, RunnerSpec, ShardTask, placed
 from prbench.runners import Runner, StageFailed
 
+NODE_NAME_ENV = "PRBENCH_NODE_NAME"
+
 
 def node_name() -> str:
-    return socket.gethostname()
+    """How the run names this node: ``$PRBENCH_NODE_NAME`` where set (two Ray nodes on one machine: each raylet
+    started with its own, which its actors inherit), else the host name."""
+    return os.environ.get(NODE_NAME_ENV) or socket.gethostname()
 
 
 def cpu_slots(index: int, count: int, affinity: set[int] | None = None) -> frozenset[int]:
@@ -70,8 +75,8 @@ class NodeRunners:
         """What this node is, and the image ids its docker runners use (the host's facts are read once: asking
         the GPU tools costs a process per shard otherwise)."""
         if self._host is None:
-            self._host = {"host": node_name(), "kernel": host_platform.release(), "machine": host_platform.machine(),
-                          "cpu": _cpu_model(), "gpus": _gpu_names()}
+            self._host = {"host": socket.gethostname(), "kernel": host_platform.release(),
+                          "machine": host_platform.machine(), "cpu": _cpu_model(), "gpus": _gpu_names()}
         facts: dict[str, Any] = dict(self._host)
         for spec, extra in self._facts.items():
             if extra:

@@ -13,8 +13,11 @@ cluster.
 
 An actor that dies (its node went down, its process was killed) costs the shard it was running: the shard goes
 back in the queue, a new actor is asked for (wherever the cluster has a free GPU), and the run goes on with the
-actors it has. Ctrl-C (and SIGTERM, ``prbench.termination``) asks every actor to stop its stage (SIGINT, as on the
-host), then kills the actors. Stages started by an actor die with it (``LocalRunner(die_with_parent=True)``); a
+actors it has. The lost attempt (where, the seconds from its start until Ray reported the actor gone) goes with the
+shard's outcome (`ShardLoss`).
+
+Ctrl-C (and SIGTERM, ``prbench.termination``) asks every actor to stop its stage (SIGINT, as on the host), then
+kills the actors. Stages started by an actor die with it (``LocalRunner(die_with_parent=True)``); a
 container does not, so before the shard runs again a task on the dead actor's node removes the containers that
 actor started (found by their labels: the run and the actor's pid, ``prbench.runners.docker``), and when the
 executor closes, every node it used is rid of the run's containers. A node that is gone took its containers along.
@@ -39,7 +42,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskErro
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from analysis.errors import UserError
-from prbench.executors import MAX_ATTEMPTS, DeviceSlot, ShardFailed, ShardOutcome, ShardTask
+from prbench.executors import MAX_ATTEMPTS, DeviceSlot, ShardFailed, ShardLoss, ShardOutcome, ShardTask
 from prbench.executors.node import NodeRunners, cpu_slots, node_name
 from prbench.runners import CODE_ROOT, OWNER_LABEL, RUN_LABEL, StageLost
 from prbench.termination import STOP_GRACE_S, handlers_kept
@@ -81,6 +84,8 @@ class ShardActor:
 class _Attempt:
     task: ShardTask
     number: int = 1
+    lost: tuple[ShardLoss, ...] = ()  # the attempts before this one
+    started: float = 0.0  # when it was given to its actor (time.monotonic)
 
 
 @dataclass
@@ -150,6 +155,7 @@ class RayExecutor:
             while (pending and failure is None) or running:
                 while idle and pending and failure is None:
                     actor, attempt = idle.pop(), pending.popleft()
+                    attempt.started = time.monotonic()
                     running[actor.handle.run_shard.remote(attempt.task)] = (actor, attempt)
                 if not running and not starting:
                     raise ShardFailed(f"ray: no actor left to run {pending[0].task.key} (the cluster lost its GPUs)")
@@ -166,12 +172,15 @@ class RayExecutor:
                         done(outcome)
                         idle.append(actor)
                     elif isinstance(outcome, _Lost):
-                        self.say(f"{attempt.task.key}: lost on {_where(actor)} ({outcome.reason})")
+                        assert actor.slot is not None  # it ran a shard, so it was placed
+                        loss = ShardLoss(actor.slot, time.monotonic() - attempt.started, outcome.reason)
+                        self.say(f"{attempt.task.key}: lost on {_where(actor)} after {loss.lost_s:.1f} s "
+                                 f"({outcome.reason})")
                         if attempt.number >= MAX_ATTEMPTS:
                             failure = failure or ShardFailed(f"{attempt.task.key}: lost {MAX_ATTEMPTS} times, last on "
                                                              f"{_where(actor)}: {outcome.reason}")
                         else:
-                            pending.append(_Attempt(attempt.task, attempt.number + 1))
+                            pending.append(_Attempt(attempt.task, attempt.number + 1, (*attempt.lost, loss)))
                         if outcome.actor_died:
                             self._remove_containers_of(actor, attempt.task)  # before the shard runs again
                             replacement = self._replace(actor)
@@ -198,7 +207,8 @@ class RayExecutor:
                 return _Lost(str(cause), actor_died=False)
             return cause if isinstance(cause, UserError) else ShardFailed(f"{attempt.task.key}: {_first_line(exc)}")
         assert actor.slot is not None
-        return ShardOutcome(attempt.task.key, actor.slot, float(wall_s), attempt.number, dict(facts))
+        return ShardOutcome(attempt.task.key, actor.slot, float(wall_s), attempt.number, dict(facts),
+                            attempt.lost)
 
     def _placed(self, actor: _Actor, ref: Any) -> bool:
         try:
@@ -233,6 +243,8 @@ class RayExecutor:
 
     def _replace(self, dead: _Actor) -> _Actor:
         self.actors.remove(dead)
+        with contextlib.suppress(RayError):
+            ray.kill(dead.handle)  # one Ray calls "unavailable" may come back: it must not hold its GPU then
         replacement = self._ask_for_actor()
         self.actors.append(replacement)
         return replacement

@@ -60,6 +60,8 @@ class StageRecord:
 
 # 1: run_id, created, prbench_version, settings, stages (manifests written before the version was recorded).
 # Bump it when a key is renamed or removed or changes meaning; a new optional key does not bump it.
+# Optional keys added since: a sharded stage's summary ``redone`` (the shards lost and run again:
+# ``prbench.executors.ShardRedo``).
 MANIFEST_FORMAT_VERSION = 1
 
 

@@ -1,0 +1,118 @@
+"""A node lost mid-run: ``invoke compare --executor ray`` on a real two-node Ray cluster on this machine (a head and
+a second raylet with its own ports, one fake GPU each), the second node killed with its whole process tree (its
+raylet, its workers, the stage a worker runs) once a shard runs there. The run ends as if nothing had happened:
+every shard once in the round files, the lost one redone on the head, the report's verdicts those of the same
+compare without the loss; its manifest says what was redone where and what the loss cost, and nothing of either
+node is left."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.electra_compare import ELECTRA_FLAGS, ROOT, copy_run
+from tests.ray_support import NEEDS_RAY, Cluster, two_node_cluster
+
+# The run without the loss is the session's ``electra_compare`` (tests/conftest.py), on the worker that runs it.
+pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.xdist_group("electra-compare"), NEEDS_RAY]
+
+HEAD, LOST = "node-head", "node-lost"
+SHARD_STARTED_S = 600.0  # the compare's suite is kept; its first model round starts within a few minutes
+
+
+def verdicts(run: Path) -> dict[str, Any]:
+    """The report's verdicts: each gate's status, each kind's verdict and counts, the in-run control's outcome."""
+    summary = json.loads((run / "report" / "summary.json").read_text())
+    counts = ("verdict", "n", "improved", "regressed", "equivalent", "inconclusive")
+    return {"gates": {gate["name"]: gate["status"] for gate in summary["gates"]},
+            "models": {key: summary["models"][key] for key in counts},
+            "kernels": {key: summary["kernels"][key] for key in counts},
+            "control": summary["control"]["passed"]}
+
+
+def stage_on(cluster: Cluster, node: int) -> int | None:
+    """The pid of a paired stage (a shard) running on the cluster's node ``node``, if one runs there now."""
+    for pid in cluster.nodes[node].tree():
+        try:
+            if b"stages.paired" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+@pytest.fixture(scope="module")
+def lost_run(electra_compare, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    local_run, local = electra_compare
+    assert local.returncode == 0, local.stdout[-3000:] + local.stderr[-3000:]
+    run = copy_run(local_run, tmp_path_factory.mktemp("runs"))
+    out = run.parent / "compare.out"
+    with two_node_cluster(HEAD, LOST) as cluster, out.open("w") as stdout:
+        # The rounds redone on the cluster (the suite and the organized kernels are kept), as test_compare_ray.
+        compare = subprocess.Popen([sys.executable, "-m", "invoke", "compare", *ELECTRA_FLAGS, "--runs-dir",
+                                    str(run.parent), "--run", run.name, "--executor", "ray", "--ray-address",
+                                    cluster.address, "--shard-size", "2", "--force", "models", "--force", "kernels"],
+                                   cwd=ROOT, stdout=stdout, stderr=subprocess.STDOUT, text=True)
+        started_at = time.monotonic()
+        try:
+            deadline = time.monotonic() + SHARD_STARTED_S
+            while (stage := stage_on(cluster, 1)) is None and compare.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert stage is not None, f"no shard started on {LOST}: {out.read_text()[-3000:]}"
+            seen_at = time.monotonic()
+            tree = cluster.nodes[1].tree()
+            cluster.nodes[1].kill()
+            killed_at = time.monotonic()
+            compare.wait(timeout=1800)
+            ended_at = time.monotonic()
+        finally:
+            if compare.poll() is None:
+                compare.kill()
+                compare.wait()
+    return {"run": run, "local": local_run, "rc": compare.returncode, "stdout": out.read_text(), "tree": tree,
+            "cluster": cluster,
+            "seen_to_kill_s": killed_at - seen_at, "compare_s": ended_at - started_at}
+
+
+def test_the_run_ends_with_every_shard_done_once_and_the_lost_one_redone_on_the_head(lost_run) -> None:
+    run = lost_run["run"]
+    assert lost_run["rc"] == 0, lost_run["stdout"][-3000:]
+    redone = {key: rec["summary"]["redone"] for key, rec in json.loads((run / "manifest.json").read_text())[
+        "stages"].items() if "redone" in rec["summary"]}
+    # One GPU on the lost node, so one actor there and one shard lost with it.
+    assert len(redone) == 1 and len(next(iter(redone.values()))) == 1, redone
+    stage, [redo] = next(iter(redone.items()))
+    kind, number = stage.removeprefix("pair/").split("-round-")
+    assert redo["shard"] == f"{kind} round {number} shard 1/1" and redo["attempt"] == 1
+    assert redo["lost_on"]["node"] == LOST and redo["redone_on"]["node"] == HEAD
+    assert "actor" in redo["reason"]
+    # The time lost: from the attempt's start (before the test saw its stage) to Ray's word that the node was gone
+    # (after the kill), within the compare's own time.
+    assert lost_run["seen_to_kill_s"] < redo["lost_s"] < lost_run["compare_s"]
+    said = " ".join(lost_run["stdout"].split())  # the console wraps its lines at its width
+    assert f"attempt 2 ({redo['lost_s']:.1f} s lost on {LOST} " in said
+
+    for kind_dir in (run / "pair" / "models", run / "pair" / "kernels"):
+        for number in (1, 2, 3):
+            shards = json.loads((kind_dir / f"round-00{number}.json").read_text())["shards"]
+            records = list((kind_dir / "shards").glob(f"round-00{number}-*/shard-*.json"))
+            assert len(shards) == 1 and len(records) == 1  # done once: one record, one placement
+            if f"pair/{kind_dir.name}-round-{number}" == stage:
+                assert shards[0]["node"] == HEAD
+
+
+def test_the_report_has_the_verdicts_of_the_run_without_the_loss(lost_run) -> None:
+    assert lost_run["rc"] == 0, lost_run["stdout"][-3000:]
+    assert verdicts(lost_run["run"]) == verdicts(lost_run["local"])
+
+
+def test_nothing_of_either_node_is_left(lost_run) -> None:
+    cluster = lost_run["cluster"]
+    assert not [pid for pid in lost_run["tree"] if Path(f"/proc/{pid}").exists()]
+    assert cluster.leftovers() == [] and not Path(cluster.temp).exists()
