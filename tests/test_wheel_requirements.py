@@ -123,6 +123,10 @@ def test_what_no_stored_wheel_satisfies_is_listed_as_what_pip_will_fetch(store: 
     # and a side whose wheel is not fetched at all says so rather than inventing its contents
     nothing = wheel_contents(store, [(["torch==2.16.0"], "pinned")], TARGET)
     assert nothing.closure.brought == () and nothing.closure.missing == ("pinned torch==2.16.0",)
+    assert contents_block("image c", nothing)[1:3] == ["  torch: none in the store (see what pip fetches, below)",
+                                                       "  Triton: none in the store (see what pip fetches, below)"]
+    assert nothing.line() == ("Triton not known until the missing wheels are fetched, 0 B in the image, "
+                              "1 requirement(s) not in the store yet (size unknown)")
 
 
 def test_before_the_build_the_block_names_torch_triton_the_cuda_libraries_and_the_size(store: Store,

@@ -155,15 +155,19 @@ class Session:
         self.triton_repo: git.Repo | None = None
         self.triton_ok = False
         self.gpus_found = False
+        self._store: Store | None = None
 
     @property
     def recipe(self) -> Recipe:
         return self.inputs.recipe
 
     def store(self) -> Store:
+        """One instance for every check: it remembers the wheels it hashed (a CUDA wheel set is gigabytes)."""
         from prbench.images.content_store import Store
 
-        return Store.at(self.inputs.store)
+        if self._store is None:
+            self._store = Store.at(self.inputs.store)
+        return self._store
 
 
 def _ok(name: str, detail: str) -> CheckResult:

@@ -215,7 +215,9 @@ class WheelContents:
     def line(self) -> str:
         """The same facts as ``contents_block``, in one line (``invoke doctor``)."""
         parts = [f"{e.project} {e.version}" for e in self.named(WHEEL_NAMES["pytorch"])]
-        parts += [f"{e.project} {e.version} ({e.by})" for e in self.named(WHEEL_NAMES["triton"])] or ["no Triton"]
+        unknown = "Triton not known until the missing wheels are fetched"
+        parts += [f"{e.project} {e.version} ({e.by})" for e in self.named(WHEEL_NAMES["triton"])] or [
+            "no Triton" if self.closure.complete else unknown]
         parts += [f"{len(found)} {vendor} library wheels" for vendor in LIBRARY_PREFIXES
                   if (found := self.libraries(vendor))]
         size = self.image_bytes
@@ -261,7 +263,8 @@ def contents_block(title: str, contents: WheelContents) -> list[str]:
     """A few lines saying what an image will contain, before it builds: torch, Triton (and what required it), the
     CUDA/ROCm library wheels, the sizes, and what pip has yet to fetch."""
     def version_of(entries: list[Brought[StoreItem]]) -> str:
-        return ", ".join(f"{e.project} {e.version} ({e.by})" for e in entries) or "none"
+        found = ", ".join(f"{e.project} {e.version} ({e.by})" for e in entries)
+        return found or ("none" if contents.closure.complete else "none in the store (see what pip fetches, below)")
 
     lines = [f"{title} will contain:",
              f"  torch: {version_of(contents.named(WHEEL_NAMES['pytorch']))}",
