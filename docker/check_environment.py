@@ -7,6 +7,13 @@ without importing it so the check needs no GPU.
 ``--version NAME==VERSION``: that distribution is installed at exactly that version (a pinned wheel).
 ``--site-of NAME``: print the directory ``import NAME`` loads the package from the parent of (site-packages):
 where a Python overlay of a wheel's package is applied.
+``--keep-tritons FILE``: a wheel side keeps the Triton its pinned wheels require: every Triton distribution
+installed must be one FILE (the pinned wheels' ``brought-by.json``, written by prbench.images.wheels) lists at that
+version, and each kept one is printed with the requirement that brought it; any other is a failure naming what
+brought it, as the ``--brought-by FILE`` records (the other install steps') say.
+
+``--absent`` is what a build must not carry (the base image's torch and Triton, before ours is installed); it is
+never applied to what a wheel requires.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -25,18 +33,18 @@ def _normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def installed() -> dict[str, list[str]]:
-    """Normalized distribution name → versions found (a name twice means two copies on sys.path)."""
+def installed(path: list[str] | None = None) -> dict[str, list[str]]:
+    """Normalized distribution name → versions found (a name twice means two copies on sys.path, or on ``path``)."""
     found: dict[str, list[str]] = {}
-    for dist in importlib.metadata.distributions():
+    for dist in importlib.metadata.distributions(**({"path": path} if path is not None else {})):
         name = dist.metadata["Name"]
         if name:
             found.setdefault(_normalize(name), []).append(dist.version)
     return found
 
 
-def check_absent(names: list[str]) -> list[str]:
-    present = installed()
+def check_absent(names: list[str], path: list[str] | None = None) -> list[str]:
+    present = installed(path)
     return [f"{n} {present[_normalize(n)]} is still installed" for n in names if _normalize(n) in present]
 
 
@@ -46,6 +54,38 @@ def check_one_triton() -> list[str]:
     if len(tritons) != 1:
         return [f"expected exactly one Triton distribution, found {len(tritons)}: {', '.join(tritons) or 'none'}"]
     return []
+
+
+def _brought(file: str) -> dict[str, tuple[str, str]]:
+    """Normalized name → (version, the requirement that brought it), from an install step's brought-by.json."""
+    try:
+        with open(file, encoding="utf-8") as handle:
+            wheels = json.load(handle)["wheels"]
+        return {_normalize(w["name"]): (str(w["version"]), str(w["brought_by"])) for w in wheels}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"prbench check failed: {file}: not a brought-by record ({exc})") from None
+
+
+def check_keep_tritons(file: str, others: list[str], path: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """(problems, kept): the Triton distributions installed that the pinned wheels brought are kept, each with the
+    requirement that brought it; any other, or a required one missing, is a problem."""
+    present = installed(path)
+    allowed = _brought(file)
+    elsewhere = {name: entry for other in others for name, entry in _brought(other).items()}
+    problems: list[str] = []
+    kept: list[str] = []
+    for name in TRITON_NAMES:
+        versions = present.get(name, [])
+        wanted = allowed.get(name)
+        if wanted is not None and versions == [wanted[0]]:
+            kept.append(f"{name} {wanted[0]} kept: {wanted[1]}")
+        elif versions:
+            came = elsewhere.get(name)
+            why = f", it came with {came[1]}" if came else ""
+            problems.append(f"{name} {versions} is installed, but no pinned wheel requires it{why}")
+        elif wanted is not None:
+            problems.append(f"{name}=={wanted[0]} is not installed, though {wanted[1]}")
+    return problems, kept
 
 
 def check_import_from(spec: str) -> list[str]:
@@ -80,6 +120,8 @@ def main() -> int:
     parser.add_argument("--import-from", action="append", default=[])
     parser.add_argument("--version", action="append", default=[])
     parser.add_argument("--site-of")
+    parser.add_argument("--keep-tritons")
+    parser.add_argument("--brought-by", action="append", default=[])
     args = parser.parse_args()
     if args.site_of:
         print(site_of(args.site_of))
@@ -91,6 +133,11 @@ def main() -> int:
         problems += check_import_from(spec)
     for spec in args.version:
         problems += check_version(spec)
+    if args.keep_tritons:
+        triton_problems, kept = check_keep_tritons(args.keep_tritons, args.brought_by)
+        problems += triton_problems
+        for line in kept:
+            print(f"prbench check: {line}", flush=True)
     for problem in problems:
         print(f"prbench check failed: {problem}", file=sys.stderr)
     if not problems:

@@ -164,8 +164,10 @@ def test_a_wheel_recipe_installs_its_pins_with_hashes_from_the_wheelhouse(tmp_pa
     assert "src/pytorch" not in text and "src/triton" not in text
     overlay = next(r for r in runs if "overlay.patch" in r)
     assert "--site-of torch" in overlay and "git apply --check -p1 --include='torch/*'" in overlay
-    assert runs[-1].endswith("--version torch==2.13.0+cpu --absent triton pytorch-triton pytorch-triton-rocm "
-                             "triton-rocm")
+    # the CPU wheel requires no Triton: the check keeps only what the pinned wheel brought (tests/
+    # test_wheel_requirements.py), and names what an extra pin brought
+    assert runs[-1].endswith("--version torch==2.13.0+cpu --keep-tritons /opt/prbench/wheels/pytorch/brought-by.json "
+                             "--brought-by /opt/prbench/wheels/extra/brought-by.json")
     assert text.index("/opt/prbench/wheels/pytorch ") < text.index("/opt/prbench/wheels/extra ")
     assert text.index("/opt/prbench/wheels/extra ") < text.index("COPY overlay.patch")
 
@@ -175,7 +177,9 @@ def test_a_gpu_wheel_recipe_checks_for_exactly_one_triton(tmp_path: Path) -> Non
 
     runs = _run_lines(render_dockerfile(recipe))
 
-    assert runs[-1].endswith("--version torch==2.13.0+cpu --version pytorch-triton-rocm==3.5.0 --one-triton")
+    assert runs[-1].endswith("--version torch==2.13.0+cpu --version pytorch-triton-rocm==3.5.0 --one-triton "
+                             "--keep-tritons /opt/prbench/wheels/pytorch/brought-by.json --brought-by "
+                             "/opt/prbench/wheels/extra/brought-by.json")
 
 
 TREES = (SourceTree("pytorch", Path("/src/pytorch"), "0" * 40, requirements=("requirements.txt",)),

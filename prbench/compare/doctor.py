@@ -15,7 +15,9 @@ Contract:
   torch import, no git), so the quick start stays as fast as it was.
 - The machine is read through ``Machine`` (the ``/dev`` and ``/proc`` roots, our own pid, how to find a tool, how to
   reach Docker), so tests give fake roots.
-- The disk each kind of build needs is ``DISK_ESTIMATES``, with the basis of each number.
+- The disk each kind of build needs is ``DISK_ESTIMATES``, with the basis of each number; for a wheel recipe the
+  ``image contents`` check also weighs what the wheels in the store take (``prbench.images.wheels.WheelContents``),
+  and warns when the Docker data root or the build context has less free space.
 - What the store must hold is what the build context takes (``prbench.images.build_context.downloads_at``: the
   files ``DOWNLOAD_INPUTS`` names, read from the clones at the commits; the pinned wheel sets through
   ``Store.wheels_at_hand``): a download the build learns to take appears here with no change to this module.
@@ -153,15 +155,19 @@ class Session:
         self.triton_repo: git.Repo | None = None
         self.triton_ok = False
         self.gpus_found = False
+        self._store: Store | None = None
 
     @property
     def recipe(self) -> Recipe:
         return self.inputs.recipe
 
     def store(self) -> Store:
+        """One instance for every check: it remembers the wheels it hashed (a CUDA wheel set is gigabytes)."""
         from prbench.images.content_store import Store
 
-        return Store.at(self.inputs.store)
+        if self._store is None:
+            self._store = Store.at(self.inputs.store)
+        return self._store
 
 
 def _ok(name: str, detail: str) -> CheckResult:
@@ -239,24 +245,37 @@ def check_disk(s: Session) -> CheckResult:
         if s.client is not None:
             wanted.append(("docker data root", Path(s.client.info().get("DockerRootDir", "/var/lib/docker")),
                            estimate.docker_gb))
-    seen: dict[int, list[str]] = {}  # st_dev → what shares that file system (their needs add up)
+    short, parts = _free_space([(what, path, gb * GB) for what, path, gb in wanted])
+    if short:
+        return _fail(name, "; ".join(short) + f" ({estimate.basis})")
+    unseen = "" if s.client is not None or not s.recipe.is_docker else "; the docker data root is unknown"
+    return _ok(name, "; ".join(parts) + unseen)
+
+
+def _free_space(wanted: list[tuple[str, Path, float]]) -> tuple[list[str], list[str]]:
+    """(what is short, what is fine) of each file system the ``(what, path, bytes needed)`` land on: places that
+    share one file system add their needs up."""
+    seen: dict[int, list[str]] = {}  # st_dev → what shares that file system
     needs: dict[int, float] = {}
     free: dict[int, int] = {}
-    for what, path, gb in wanted:
+    for what, path, size in wanted:
         existing = _existing(path)
         if existing is None:
             continue
         device = existing.stat().st_dev
         seen.setdefault(device, []).append(f"{what} {path}")
-        needs[device] = needs.get(device, 0.0) + gb
+        needs[device] = needs.get(device, 0.0) + size
         free[device] = shutil.disk_usage(existing).free
-    short = [f"{' + '.join(seen[d])}: {free[d] / GB:.1f} GB free, needs ~{needs[d]:.0f} GB"
-             for d in seen if free[d] < needs[d] * GB]
-    if short:
-        return _fail(name, "; ".join(short) + f" ({estimate.basis})")
-    parts = [f"{' + '.join(seen[d])}: {free[d] / GB:.0f} GB free (needs ~{needs[d]:.0f})" for d in seen]
-    unseen = "" if s.client is not None or not s.recipe.is_docker else "; the docker data root is unknown"
-    return _ok(name, "; ".join(parts) + unseen)
+    short = [f"{' + '.join(seen[d])}: {free[d] / GB:.1f} GB free, needs ~{_gb(needs[d])} GB"
+             for d in seen if free[d] < needs[d]]
+    fine = [f"{' + '.join(seen[d])}: {free[d] / GB:.0f} GB free (needs ~{_gb(needs[d])})"
+            for d in seen if free[d] >= needs[d]]
+    return short, fine
+
+
+def _gb(size: float) -> str:
+    """Whole gigabytes, or one decimal under ten (a wheel image of 1.4 GB is not "~1")."""
+    return f"{size / GB:.1f}" if size < 10 * GB else f"{size / GB:.0f}"
 
 
 def _existing(path: Path) -> Path | None:
@@ -525,6 +544,55 @@ def _missing_wheels(s: Session, store: Store) -> list[str]:
     return missing
 
 
+# --- what a wheel image will contain ---------------------------------------------------------------------------
+
+
+def check_image_contents(s: Session) -> CheckResult:
+    """What each side's image will contain (torch, the Triton its wheel requires, the CUDA/ROCm library wheels, the
+    size), read from the store's wheels; a warning when the Docker data root, the store or the build context has
+    less free space than those images take."""
+    from prbench.images.wheels import wheel_contents
+
+    name = "image contents"
+    if s.target is None:
+        return _skip(name, "the base image's python3")
+    store = s.store()
+    parts: list[str] = []
+    image_bytes = context_bytes = 0
+    for side, requirements in _wheel_sides(s).items():
+        try:
+            contents = wheel_contents(store, [(requirements, "pinned"), (list(s.recipe.pip_extra), "[pip] extra")],
+                                      s.target)
+        except UserError as exc:
+            return _fail(name, str(exc))
+        parts.append(f"{side}: {contents.line()}")
+        image_bytes += contents.image_bytes or 0
+        context_bytes = max(context_bytes, contents.wheel_bytes)
+    wanted = [("build context", Path(tempfile.gettempdir()), float(context_bytes))]
+    if s.client is not None:
+        wanted.append(("docker data root", Path(s.client.info().get("DockerRootDir", "/var/lib/docker")),
+                       float(image_bytes)))
+    short, _ = _free_space(wanted)
+    if short:
+        return CheckResult(name, "warn", "; ".join(parts) + "; short of disk: " + "; ".join(short))
+    return _ok(name, "; ".join(parts))
+
+
+def _wheel_sides(s: Session) -> dict[str, list[str]]:
+    """The wheel requirements of each image a compare would build: ``--base``/``--pr`` naming a wheel, else the
+    recipe's pins (a patch as --pr is a layer on base's image, so no image of its own)."""
+    from prbench.images.wheels import is_wheel_spec
+
+    pins = [pin.requirement for pin in s.recipe.wheel_pins]
+    triton = [pin.requirement for pin in s.recipe.wheel_pins[1:]]
+    sides: dict[str, list[str]] = {}
+    for side, spec in (("base", s.inputs.base), ("pr", s.inputs.pr)):
+        wanted = [spec, *triton] if spec is not None and is_wheel_spec(spec) else pins
+        if side == "base" or (spec is not None and is_wheel_spec(spec)):
+            sides[side] = wanted
+    return sides
+
+
 # --- the experiment -----------------------------------------------------------------------------------------------
 
 
@@ -579,13 +647,14 @@ _GPUS = (Check("gpus", check_gpus, cheap=True, gpu=True), Check("gpus idle", che
 _SOURCES = (Check("pytorch commits", check_pytorch_commits), Check("triton pin", check_triton_pin),
             Check("triton commits", check_triton_commits))
 _STORE = Check("store", check_store)
+_CONTENTS = Check("image contents", check_image_contents)
 
 _EXPERIMENT = Check("experiment", check_experiment)
 
 # The checks of each kind of recipe, in order; last, what a compare with this recipe would run.
 CHECKS: dict[str, tuple[Check, ...]] = {
     "source": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, *_SOURCES, _STORE, _EXPERIMENT),
-    "wheel": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, _STORE, _EXPERIMENT),
+    "wheel": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, _STORE, _CONTENTS, _EXPERIMENT),
     "local": (Check("torch", check_local_torch), *_GPUS, _DISK, _EXPERIMENT),
 }
 

@@ -236,6 +236,8 @@ def render_dockerfile(recipe: Recipe, pytorch: SourceTree | None = None, triton:
     )
     env.filters["dockerfile"] = dockerfile_value
     template = env.get_template("Dockerfile.j2")
+    from prbench.images.wheels import BROUGHT_BY
+
     try:
         return template.render(
             recipe_name=recipe.name,
@@ -245,7 +247,7 @@ def render_dockerfile(recipe: Recipe, pytorch: SourceTree | None = None, triton:
             from_ref=from_ref or recipe.base_image.reference,
             root=ROOT_IN_IMAGE,
             removed_packages=REMOVED_PACKAGES,
-            removed_triton=TRITON_PACKAGES,
+            brought_by=BROUGHT_BY,
             triton=triton,
             pytorch=pytorch,
             wheels=list(recipe.wheel_pins),
@@ -369,15 +371,32 @@ def _build_in_context(plan: BuildPlan, client, store: Store, log_path: Path | No
     if base.from_ref != plan.base.reference:
         dockerfile = render_dockerfile(plan.recipe, plan.pytorch, plan.triton, overlay=plan.overlay is not None,
                                        from_ref=base.from_ref, overlay_strip=_overlay_strip(plan.overlay))
+    targets: list[Any] = []
+
+    def target() -> Any:  # the base image's interpreter, read by a container once
+        if not targets:
+            targets.append(_wheel_target(client, base.image_id))
+        return targets[0]
+
+    if plan.recipe.is_wheel:
+        _say_contents(plan, store, target(), emit)
     emit(f"building {plan.tag} from {plan.base.name} ({plan.base.digest[:19]}…)")
     with tempfile.TemporaryDirectory(prefix="prbench-build-") as tmp:
         context = Path(tmp)
-        used = prepare_context(plan, context, dockerfile, store, lambda: _wheel_target(client, base.image_id), emit,
+        used = prepare_context(plan, context, dockerfile, store, target, emit,
                                rocm_version=partial(image_rocm_version, client, base.image_id))
         label = {LABEL_STORE: json.dumps([u.to_json() for u in used], sort_keys=True)}
         image_id, steps = _stream_build(plan, client, context, log_path, nocache, stream or sys.stdout, label)
     emit(f"built {plan.tag} ({image_id[:19]})" + (f"; log: {log_path}" if log_path else ""))
     return BuildResult(tag=plan.tag, image_id=image_id, built=True, log_path=log_path, steps=steps)
+
+
+def _say_contents(plan: BuildPlan, store: Store, target: Any, emit: Emit) -> None:
+    """Before a wheel image builds: what it will contain, read from the store's wheels' metadata."""
+    from prbench.images.wheels import contents_block, recipe_contents
+
+    for line in contents_block(f"image {plan.tag}", recipe_contents(store, plan.recipe, target)):
+        emit(line)
 
 
 def _wheel_target(client, image_id: str):

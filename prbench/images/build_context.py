@@ -3,9 +3,10 @@
 Nothing in a Dockerfile fetches anything: the context holds, under fixed names,
 
 - ``src/<tree>/``: the ``git archive`` of the exact PyTorch and Triton commits (submodules included), unpacked;
-- ``wheels/<group>/``: the wheels of one install step plus ``requirements.txt`` listing each with its sha256
-  (groups: ``pytorch`` — the pinned wheels of a wheel recipe and their dependencies —, ``triton-build`` and
-  ``pytorch-build`` — a source tree's build requirements —, ``extra`` — the recipe's ``[pip] extra``);
+- ``wheels/<group>/``: the wheels of one install step plus ``requirements.txt`` listing each with its sha256 and
+  ``brought-by.json`` naming the requirement that brought each (``prbench.images.wheels.brought_by_record``);
+  groups: ``pytorch`` — the pinned wheels of a wheel recipe and their dependencies —, ``triton-build`` and
+  ``pytorch-build`` — a source tree's build requirements —, ``extra`` — the recipe's ``[pip] extra``;
 - ``downloads/<what>/``: the files Triton's build would fetch by URL (the LLVM tarball, NVIDIA tools), with
   ``downloads/place.sh`` that unpacks them in the image and ``downloads/env.sh`` that points the build at them;
 - ``pytorch-downloads/<what>/``: the same for PyTorch's build (AOTriton on ROCm, ``prbench.images.pytorch_setup``),
@@ -35,8 +36,8 @@ from prbench.images.build_plan import ROOT_IN_IMAGE, BuildPlan, SourceTree, Used
 from prbench.images.content_store import Store, StoreItem, WheelTarget
 from prbench.images.downloads import Download
 from prbench.images.pytorch_setup import AOTRITON_CMAKE
-from prbench.images.wheels import hashed_requirements, wheels_for
-from prbench.recipes import ENV_NAME_RE, Recipe
+from prbench.images.wheels import BROUGHT_BY, brought_by, brought_by_record, hashed_requirements, wheels_for
+from prbench.recipes import ENV_NAME_RE, Recipe, WheelPin
 
 Emit = Callable[[str], None]
 
@@ -57,9 +58,11 @@ class _Source:
         self.locked = locked
         self.used: list[UsedItem] = []
 
-    def items(self, use: str, resolve: Callable[[], list[StoreItem]]) -> list[StoreItem]:
+    def items(self, use: str, resolve: Callable[[], list[StoreItem]],
+              brought_by: Callable[[list[StoreItem]], dict[str, str]] | None = None) -> list[StoreItem]:
         found = resolve() if self.locked is None else [u.item for u in self.locked if u.used_as == use]
-        self.used += [UsedItem(item, use) for item in found]
+        by = brought_by(found) if brought_by is not None else {}
+        self.used += [UsedItem(item, use, by.get(item.sha256)) for item in found]
         return found
 
     def one(self, use: str, resolve: Callable[[], StoreItem]) -> StoreItem:
@@ -85,29 +88,35 @@ def fill_context(plan: BuildPlan, store: Store, context: Path, target: Callable[
             once["target"] = target()
         return once["target"]
 
+    def group(name: str, requirements: list[str], why: str, pins: tuple[WheelPin, ...] = ()) -> None:
+        _wheel_group(source, context, name, partial(wheels_for, store, requirements, wheel_target, pins=pins,
+                                                    emit=emit),
+                     partial(brought_by, store, requirements=requirements, why=why, target=wheel_target))
+
     if plan.recipe.is_wheel:
         pins = plan.recipe.wheel_pins
-        _wheel_group(source, context, "pytorch", lambda: wheels_for(
-            store, [p.requirement for p in pins], wheel_target, pins=pins, emit=emit))
+        group("pytorch", [p.requirement for p in pins], "pinned", pins)
     else:
         assert plan.pytorch is not None and plan.triton is not None
         for tree in (plan.triton, plan.pytorch):
             _source_tree(source, context, tree, emit)
         _downloads(source, context, plan, wheel_target, rocm_version, emit)
-        for tree, group in ((plan.triton, "triton-build"), (plan.pytorch, "pytorch-build")):
-            requirements = build_requirements(context / "src" / tree.name, tree.requirements)
-            _wheel_group(source, context, group, partial(wheels_for, store, requirements, wheel_target, emit=emit))
-    extra = list(plan.recipe.pip_extra)
-    _wheel_group(source, context, "extra", lambda: wheels_for(store, extra, wheel_target, emit=emit))
+        for tree, name in ((plan.triton, "triton-build"), (plan.pytorch, "pytorch-build")):
+            group(name, build_requirements(context / "src" / tree.name, tree.requirements),
+                  f"{tree.name} build requirement")
+    group("extra", list(plan.recipe.pip_extra), "[pip] extra")
     return source.used
 
 
-def _wheel_group(source: _Source, context: Path, group: str, resolve: Callable[[], list[StoreItem]]) -> None:
-    items = source.items(f"wheels/{group}", resolve)
+def _wheel_group(source: _Source, context: Path, group: str, resolve: Callable[[], list[StoreItem]],
+                 attribute: Callable[[list[StoreItem]], dict[str, str]]) -> None:
+    use = f"wheels/{group}"
+    items = source.items(use, resolve, attribute)
     dest = context / "wheels" / group
     dest.mkdir(parents=True, exist_ok=True)
     source.store.materialize(items, dest)
     atomic_io.write_text(dest / "requirements.txt", hashed_requirements(items))
+    atomic_io.write_json(dest / BROUGHT_BY, brought_by_record(group, [u for u in source.used if u.used_as == use]))
 
 
 def _source_tree(source: _Source, context: Path, tree: SourceTree, emit: Emit) -> None:

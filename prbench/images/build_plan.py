@@ -46,13 +46,16 @@ _USE_RE = re.compile(r"base|src/(?:pytorch|triton)|wheels/[a-z-]+|downloads/[a-z
 
 @dataclass(frozen=True)
 class UsedItem:
-    """A store item and the place in the build context it filled (``src/pytorch``, ``wheels/extra``, ...)."""
+    """A store item and the place in the build context it filled (``src/pytorch``, ``wheels/extra``, ...); a wheel
+    also names the requirement that brought it (``prbench.images.wheel_closure``; absent in older locks)."""
 
     item: StoreItem
     used_as: str
+    brought_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.item.to_json(), "used_as": self.used_as}
+        by = {} if self.brought_by is None else {"brought_by": self.brought_by}
+        return {**self.item.to_json(), "used_as": self.used_as, **by}
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> UsedItem:
@@ -61,7 +64,8 @@ class UsedItem:
         if not _USE_RE.fullmatch(used_as):
             raise UserError(f"{where}.used_as: expected base, src/<tree>, wheels/<group> or downloads/<what>, "
                             f"found {used_as[:60]!r}")
-        return cls(item, used_as)
+        brought_by = data.get("brought_by")
+        return cls(item, used_as, None if brought_by is None else expect_str(brought_by, f"{where}.brought_by"))
 
 
 def read_used_items(entries: Any, where: str) -> list[UsedItem]:

@@ -30,7 +30,6 @@ file is a one-line ``StoreError`` naming the item instead of a broken build.
 from __future__ import annotations
 
 import contextlib
-import email.parser
 import fcntl
 import hashlib
 import io
@@ -47,7 +46,6 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -57,7 +55,7 @@ from typing import IO, Any, cast
 from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags, generic_tags
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from analysis.atomic_io import atomic_path, write_json
@@ -74,6 +72,7 @@ from analysis.records import (
     read_json,
 )
 from prbench.images.triton_setup import triton_downloads as triton_downloads
+from prbench.images.wheel_closure import Closure, closure, requires_dist
 
 DEFAULT_STORE = Path("~/.cache/prbench/store")
 STORE_ENV = "PRBENCH_STORE"
@@ -580,46 +579,35 @@ class Store:
         requirement is not pinned ``==`` or anything is missing (then pip must resolve)."""
         if not all(_pinned_version(requirement) for requirement in requirements):
             return None
+        found = self._closure(requirements, target, "requested", None)
+        if not found.complete:
+            return None
+        return sorted({item.sha256: item for item in found.items()}.values(), key=lambda item: item.name)
+
+    def wheel_closure(self, requirements: list[str], target: WheelTarget, why: str,
+                      among: Iterable[StoreItem] | None = None) -> Closure[StoreItem]:
+        """What ``requirements`` (each named ``why``: ``pinned``, ``[pip] extra``) bring on ``target``, read from
+        the wheels' metadata: the store's wheels for the target, or only ``among`` (the wheels of one install
+        step), each with the requirement that brought it, and what no wheel at hand satisfies."""
+        target.check()
+        return self._closure([_requirement(text) for text in requirements], target, why, among)
+
+    def _closure(self, requirements: list[Requirement], target: WheelTarget, why: str,
+                 among: Iterable[StoreItem] | None) -> Closure[StoreItem]:
         wheels: dict[str, list[tuple[Version, StoreItem]]] = {}
-        for item in self.items():
+        for item in self.items() if among is None else among:
             if item.kind == "wheel" and target.accepts(item.name):
                 project, version, _, _ = parse_wheel_filename(item.name)
                 wheels.setdefault(str(project), []).append((version, item))
-        environment = target.marker_environment()
-        chosen: dict[str, StoreItem] = {}
-        per_project: dict[str, StoreItem] = {}
-        pending: list[tuple[Requirement, str]] = [(requirement, "") for requirement in requirements]
-        while pending:
-            requirement, extra = pending.pop()
-            if requirement.marker and not requirement.marker.evaluate({**environment, "extra": extra}):
-                continue
-            project = canonicalize_name(requirement.name)
-            candidates = [(version, item) for version, item in wheels.get(project, [])
-                          if requirement.specifier.contains(version, prereleases=True)]
-            if not candidates:
-                return None
-            item = max(candidates, key=lambda pair: pair[0])[1]
-            if per_project.setdefault(project, item) != item:
-                return None  # two requirements want different versions: a resolver's job (pip's)
-            for wanted_extra in ["", *sorted(requirement.extras)]:
-                key = f"{item.sha256}[{wanted_extra}]"
-                if key in chosen:
-                    continue
-                chosen[key] = item
-                pending += [(dependency, wanted_extra) for dependency in self._dependencies(item)]
-        return sorted({item.sha256: item for item in chosen.values()}.values(), key=lambda item: item.name)
+        return closure([(requirement, why) for requirement in requirements], wheels, target.marker_environment(),
+                       self._dependencies)
 
     def _dependencies(self, item: StoreItem) -> list[Requirement]:
         path = self.path(item)
         try:
-            with zipfile.ZipFile(path) as wheel:
-                metadata = next(name for name in wheel.namelist()
-                                if re.fullmatch(r"[^/]+\.dist-info/METADATA", name))
-                text = wheel.read(metadata).decode("utf-8", errors="replace")
-        except (zipfile.BadZipFile, StopIteration):
-            raise StoreError(f"{item.label()}: not a wheel with METADATA ({path}); delete it and fetch again") from None
-        message = email.parser.Parser().parsestr(text, headersonly=True)
-        return [_requirement(line, f"{item.label()} Requires-Dist") for line in message.get_all("Requires-Dist") or []]
+            return requires_dist(path, item.label())
+        except UserError as exc:
+            raise StoreError(f"{exc}; delete it and fetch again") from None
 
 
 # --- helpers -------------------------------------------------------------------------------------------------

@@ -8,6 +8,10 @@ A lock has two kinds of fields:
   contents read from inside the image (``pip list``, the dpkg list, Python, torch's own git commit, the ROCm/CUDA
   version files). ``verify`` reports each difference. A saved base image (``used_as: base``) and the source
   archives are listed in ``store`` too but compared through the base digest and the commits that pin them.
+* **installed** — every distribution installed in the image (``contents.pip``) with what brought it
+  (``installed_distributions``): the requirement that brought a wheel of the build's wheelhouse (its ``store``
+  entry's ``brought_by``), the source tree a distribution was built from, or the base image. Derived from compared
+  fields, so not compared itself; a lock of version 1 has none and is still read.
 * **provenance** — facts that legitimately differ after a faithful rebuild and are shown, not compared:
   the image id (layer timestamps change it; its meaning also depends on the image store), the host that
   built it (driver, GPU, kernel), the clone paths, the recipe's text and the time.
@@ -30,6 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 import prbench
 from analysis import atomic_io
@@ -55,7 +62,9 @@ from prbench.images.content_store import Store
 from prbench.images.pins import TritonPin
 from prbench.recipes import WheelPin, parse_recipe
 
-LOCK_VERSION = 1
+LOCK_VERSION = 2
+# Version 1 lacks ``installed``; rebuild and verify read it all the same.
+READABLE_VERSIONS = (1, 2)
 COMPARED = ("recipe", "base", "sources", "patches", "overlay_sha256", "build", "env", "store", "contents")
 
 # Image environment variables worth recording. An allow-list, so a token baked into a base image by
@@ -130,11 +139,14 @@ def lock_for_image(client: Any, image_ref: str) -> dict[str, Any]:
         raise UserError(f"lock: image {image_ref} has no {LABEL_INPUTS} label; was it built by 'invoke build'?")
     inputs = json.loads(labels[LABEL_INPUTS])
     info = client.info()
+    store = json.loads(labels.get(LABEL_STORE, "[]"))
+    contents = image_contents(client, image.id)
     return {
         "lock_version": LOCK_VERSION,
         **inputs,
-        "store": json.loads(labels.get(LABEL_STORE, "[]")),
-        "contents": {**image_contents(client, image.id), "image_env": allowed_env(image.attrs["Config"].get("Env"))},
+        "store": store,
+        "contents": {**contents, "image_env": allowed_env(image.attrs["Config"].get("Env"))},
+        "installed": installed_distributions(contents["pip"], store, inputs.get("sources", {})),
         "provenance": {
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "prbench_version": prbench.__version__,
@@ -154,6 +166,43 @@ def lock_for_image(client: Any, image_ref: str) -> dict[str, Any]:
             "host": host_facts(info),
         },
     }
+
+
+# What brought a distribution the build did not install (no wheel of its wheelhouse, no source tree of it).
+FROM_BASE = "the base image (or its apt packages): no install step of the build brought it"
+# A wheel of an image built before the locks named the requirement that brought each wheel.
+UNRECORDED = "a requirement not recorded (the image was built before prbench recorded them)"
+
+
+def installed_distributions(pip: dict[str, str], store: list[dict[str, Any]],
+                            sources: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Every installed distribution (``pip``: name → version) with what brought it: a wheel of the build's
+    wheelhouse names its requirement and install step, a tree built from source its commit, else the base image."""
+    wheels: dict[tuple[str, str], str] = {}
+    for entry in store:
+        if isinstance(entry, dict) and entry.get("kind") == "wheel":
+            try:
+                project, wheel_version, _, _ = parse_wheel_filename(str(entry.get("name")))
+            except InvalidWheelFilename:
+                continue
+            wheels[(str(project), str(wheel_version))] = f"{entry.get('brought_by') or UNRECORDED} " \
+                                                         f"({entry.get('used_as')})"
+    built = {name: f"built from source: {key} {sources[key]['commit']}" for key, name in (("pytorch", "torch"),
+                                                                                          ("triton", "triton"))
+             if isinstance(sources.get(key), dict) and "commit" in sources[key]}
+    out = {}
+    for name, version in sorted(pip.items()):
+        canonical = str(canonicalize_name(name))
+        by = wheels.get((canonical, _normal_version(version))) or built.get(canonical) or FROM_BASE
+        out[name] = {"version": version, "brought_by": by}
+    return out
+
+
+def _normal_version(text: str) -> str:
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        return text
 
 
 def write_lock(lock: dict[str, Any], path: Path) -> None:
@@ -234,9 +283,9 @@ def _checked(data: Any, where: str) -> dict[str, Any]:
     if missing:
         raise UserError(f"--lock: {where} is not a prbench lock (version {LOCK_VERSION}; missing {', '.join(missing)})")
     version = data.get("lock_version")
-    if type(version) is not int or version != LOCK_VERSION:
+    if type(version) is not int or version not in READABLE_VERSIONS:
         raise UserError(f"--lock: {where} is not a prbench lock of this version (lock_version is {describe(version)}; "
-                        f"expected {LOCK_VERSION})")
+                        f"expected {' or '.join(map(str, READABLE_VERSIONS))})")
     _check_shape(data, where)
     absent = [dotted for dotted in _READ if _get(data, dotted) is None]
     if absent:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from analysis.errors import UserError
 from prbench.images.content_store import Store, StoreError, StoreItem, WheelTarget, items_in_lock
+from prbench.images.wheels import size_text
 from prbench.recipes import Recipe
 
 ACTIONS = ("list", "verify", "export", "import", "fetch")
@@ -68,8 +69,8 @@ def list_items(store: Store) -> None:
         return
     width = max(len(item.name) for item in items)
     for item in items:
-        print(f"{item.kind:<14} {item.name:<{width}} {item.sha256[:12]} {_size(item.size):>9}  {item.origin}")
-    print(f"store {store.root}: {len(items)} item(s), {_size(sum(item.size for item in items))}")
+        print(f"{item.kind:<14} {item.name:<{width}} {item.sha256[:12]} {size_text(item.size):>9}  {item.origin}")
+    print(f"store {store.root}: {len(items)} item(s), {size_text(sum(item.size for item in items))}")
 
 
 def verify_items(store: Store) -> None:
@@ -137,14 +138,3 @@ def _base_rocm_version(recipe: Recipe, store: Store) -> str:
     client = docker_client()
     base = resolve_base(client, recipe.base_image, pull=False, emit=print, store=store)
     return image_rocm_version(client, base.image_id)
-
-
-def _size(size: int) -> str:
-    if size < 1000:
-        return f"{size} B"
-    scaled = float(size)
-    for unit in ("kB", "MB", "GB"):
-        scaled /= 1000
-        if scaled < 1000 or unit == "GB":
-            break
-    return f"{scaled:.1f} {unit}"

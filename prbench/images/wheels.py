@@ -5,20 +5,43 @@ installs in the image comes from the store's wheelhouse: ``pip download`` runs o
 Python and platform (``WheelTarget``, read once from the base image's own ``python3`` in a container without
 network), and the build installs with ``--no-index --require-hashes`` from a requirements file that lists every
 wheel with its sha256, so the image can get nothing else.
+
+A wheel side installs everything its wheels require, Triton included: each wheel of an install step is recorded with
+the requirement that brought it (``brought_by``, read from the wheels' metadata by ``prbench.images.wheel_closure``),
+in the step's ``brought-by.json`` (``brought_by_record``: the image's check keeps the Triton a pinned wheel requires
+and names the requirement) and in the lock. Before a wheel image builds, ``contents_block`` says what it will
+contain (torch, Triton, the CUDA/ROCm library wheels, their size) and what pip still has to fetch; ``invoke doctor``
+weighs the same ``WheelContents`` against the free disk.
 """
 
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import Callable, Iterable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from analysis.errors import UserError
 from prbench.images.content_store import Store, StoreItem, WheelTarget
+from prbench.images.wheel_closure import Brought, Closure, installed_size
 from prbench.recipes import WHEEL_NAMES, Recipe, WheelPin, wheel_problem
+
+if TYPE_CHECKING:
+    from prbench.images.build_plan import UsedItem
+
+# Next to each wheel group's requirements.txt in the build context (and so in the image): which requirement brought
+# each wheel. Read by docker/check_environment.py (stdlib only, so it names the keys "wheels", "name", "version" and
+# "brought_by" itself).
+BROUGHT_BY = "brought-by.json"
+BROUGHT_BY_FORMAT = 1
+# A wheel of an install step that no requirement read from the wheels' metadata reaches (pip resolved it so).
+UNREACHED = "pip's resolution (no requirement read from the wheels' metadata reaches it)"
+# The wheels that carry a GPU vendor's libraries (PyPI's CUDA torch requires a dozen nvidia-* wheels).
+LIBRARY_PREFIXES = {"CUDA": ("nvidia-", "cuda-"), "ROCm": ("rocm-", "rocm_", "hip-", "amd-")}
 
 # Run by the base image's python3 (stdlib and pip's vendored packaging only: the base has nothing else).
 _TARGET_SCRIPT = r"""
@@ -144,3 +167,131 @@ def base_image_target(recipe: Recipe, store: Store) -> Callable[[], WheelTarget]
         return found[0]
 
     return target
+
+
+def brought_by(store: Store, items: list[StoreItem], requirements: list[str], why: str,
+               target: Callable[[], WheelTarget]) -> dict[str, str]:
+    """sha256 → the requirement that brought that wheel into one install step (``items``, installed for
+    ``requirements``, each named ``why``), read from the wheels' metadata for the image's interpreter."""
+    if not items:
+        return {}
+    found = store.wheel_closure(requirements, target(), why, among=items)
+    by = {entry.item.sha256: entry.by for entry in found.brought}
+    return {item.sha256: by.get(item.sha256, UNREACHED) for item in items}
+
+
+def brought_by_record(group: str, used: Iterable[UsedItem]) -> dict[str, Any]:
+    """The ``brought-by.json`` of one wheel group: ``{"format", "group", "wheels": [{"name", "version", "file",
+    "brought_by"}]}``, one entry per wheel the step installs."""
+    wheels = []
+    for entry in used:
+        name, version = wheel_identity(entry.item)
+        wheels.append({"name": name, "version": version, "file": entry.item.name,
+                       "brought_by": entry.brought_by or UNREACHED})
+    return {"format": BROUGHT_BY_FORMAT, "group": group, "wheels": wheels}
+
+
+@dataclass(frozen=True)
+class WheelContents:
+    """What an image of wheels will hold: the closure of its requirements in the store, and the sizes of the wheels
+    found (their files, which stay in the image, and what they unpack to; None when a wheel could not be read)."""
+
+    closure: Closure[StoreItem]
+    wheel_bytes: int
+    installed_bytes: int | None
+
+    @property
+    def image_bytes(self) -> int | None:
+        """What the wheels add to the image: the copied wheelhouse and the installed files."""
+        return None if self.installed_bytes is None else self.wheel_bytes + self.installed_bytes
+
+    def named(self, names: Iterable[str]) -> list[Brought[StoreItem]]:
+        wanted = set(names)
+        return [entry for entry in self.closure.brought if entry.project in wanted]
+
+    def libraries(self, vendor: str) -> list[Brought[StoreItem]]:
+        return [entry for entry in self.closure.brought if entry.project.startswith(LIBRARY_PREFIXES[vendor])]
+
+    def line(self) -> str:
+        """The same facts as ``contents_block``, in one line (``invoke doctor``)."""
+        parts = [f"{e.project} {e.version}" for e in self.named(WHEEL_NAMES["pytorch"])]
+        unknown = "Triton not known until the missing wheels are fetched"
+        parts += [f"{e.project} {e.version} ({e.by})" for e in self.named(WHEEL_NAMES["triton"])] or [
+            "no Triton" if self.closure.complete else unknown]
+        parts += [f"{len(found)} {vendor} library wheels" for vendor in LIBRARY_PREFIXES
+                  if (found := self.libraries(vendor))]
+        size = self.image_bytes
+        parts.append(f"{size_text(size)} in the image" if size is not None else "size unknown")
+        if self.closure.missing:
+            parts.append(f"{len(self.closure.missing)} requirement(s) not in the store yet (size unknown)")
+        return ", ".join(parts)
+
+
+def wheel_contents(store: Store, groups: Iterable[tuple[list[str], str]], target: WheelTarget) -> WheelContents:
+    """The closure of each group of requirements (with what names them: ``pinned``, ``[pip] extra``) in the store's
+    wheels for ``target``, merged, with the sizes of the wheels found. Reads the store only: nothing is fetched."""
+    brought: dict[str, Brought[StoreItem]] = {}
+    missing: list[str] = []
+    conflicts: list[str] = []
+    for requirements, why in groups:
+        if not requirements:
+            continue
+        found = store.wheel_closure(requirements, target, why)
+        for entry in found.brought:
+            brought.setdefault(entry.item.sha256, entry)
+        missing += found.missing
+        conflicts += found.conflicts
+    installed: int | None = 0
+    for entry in brought.values():
+        try:  # the object's bytes are hashed when the build takes them; a summary only reads their sizes
+            size = installed_size(store.object_path(entry.item.sha256))
+        except (OSError, zipfile.BadZipFile):
+            installed = None
+            continue
+        installed = None if installed is None else installed + size
+    return WheelContents(Closure(tuple(brought.values()), tuple(dict.fromkeys(missing)), tuple(conflicts)),
+                         sum(entry.item.size for entry in brought.values()), installed)
+
+
+def recipe_contents(store: Store, recipe: Recipe, target: WheelTarget) -> WheelContents:
+    """What an image of a wheel recipe (a side's, with its own pin) will hold: its pins and its ``[pip] extra``."""
+    return wheel_contents(store, [([pin.requirement for pin in recipe.wheel_pins], "pinned"),
+                                  (list(recipe.pip_extra), "[pip] extra")], target)
+
+
+def contents_block(title: str, contents: WheelContents) -> list[str]:
+    """A few lines saying what an image will contain, before it builds: torch, Triton (and what required it), the
+    CUDA/ROCm library wheels, the sizes, and what pip has yet to fetch."""
+    def version_of(entries: list[Brought[StoreItem]]) -> str:
+        found = ", ".join(f"{e.project} {e.version} ({e.by})" for e in entries)
+        return found or ("none" if contents.closure.complete else "none in the store (see what pip fetches, below)")
+
+    lines = [f"{title} will contain:",
+             f"  torch: {version_of(contents.named(WHEEL_NAMES['pytorch']))}",
+             f"  Triton: {version_of(contents.named(WHEEL_NAMES['triton']))}"]
+    for vendor in LIBRARY_PREFIXES:
+        libraries = contents.libraries(vendor)
+        if libraries:
+            named = ", ".join(e.project for e in libraries[:3]) + (", …" if len(libraries) > 3 else "")
+            lines.append(f"  {vendor} libraries: {len(libraries)} wheels ({named}), "
+                         f"{size_text(sum(e.item.size for e in libraries))}")
+    count = len(contents.closure.brought)
+    installed = "" if contents.installed_bytes is None else f", {size_text(contents.installed_bytes)} installed"
+    lines.append(f"  {count} wheels in the store: {size_text(contents.wheel_bytes)}{installed}")
+    if contents.closure.missing:
+        shown = "; ".join(contents.closure.missing[:3]) + ("; …" if len(contents.closure.missing) > 3 else "")
+        lines.append(f"  not in the store yet ({len(contents.closure.missing)}; pip download fetches them and what "
+                     f"they require, size unknown): {shown}")
+    return lines
+
+
+def size_text(size: int) -> str:
+    """A byte count for people: 950 B, 12.3 MB, 2.9 GB (powers of 1000, as pip and df -H print them)."""
+    if size < 1000:
+        return f"{size} B"
+    scaled = float(size)
+    for unit in ("kB", "MB", "GB"):
+        scaled /= 1000
+        if scaled < 1000 or unit == "GB":
+            break
+    return f"{scaled:.1f} {unit}"
