@@ -36,7 +36,8 @@ def _normalize(name: str) -> str:
 def installed(path: list[str] | None = None) -> dict[str, list[str]]:
     """Normalized distribution name → versions found (a name twice means two copies on sys.path, or on ``path``)."""
     found: dict[str, list[str]] = {}
-    for dist in importlib.metadata.distributions(**({"path": path} if path is not None else {})):
+    dists = importlib.metadata.distributions() if path is None else importlib.metadata.distributions(path=path)
+    for dist in dists:
         name = dist.metadata["Name"]
         if name:
             found.setdefault(_normalize(name), []).append(dist.version)
