@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 import subprocess
 from pathlib import Path
 
@@ -61,6 +62,8 @@ def test_a_5000_kernel_reports_comment_form_fits_and_the_csv_keeps_every_row(tmp
     assert "| regressed |" in top
     for png in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
         assert not Path(png).is_absolute() and (tmp_path / "report" / png).stat().st_size > 1000
+    # The kernel forest keeps 30 rows of each kind (~1,500 px tall), not one per identical pair (4,800 rows).
+    assert struct.unpack(">II", (tmp_path / "report" / "kernel_forest.png").read_bytes()[16:24])[1] <= 1500
     assert "MI300X" in text and "**differs**" in text and "7.0.2" in text
 
 

@@ -124,11 +124,13 @@ def _middle_cut(text: str, width: int) -> str:
 
 def plot_kernel_forest(contributors, kc: KernelComparison, path: Path, rows: int = 30) -> Path:
     """Per kernel, sorted by the time it adds: speedup and interval on a log axis, changed pairs, fusion groups
-    (kernels on one side only: no interval) and the identical pairs (the control) in their own colours."""
+    (kernels on one side only: no interval) and the identical pairs (the control) in their own colours; at most
+    ``rows`` of each: of many identical pairs, those farthest from 1× (the ones the control judges by)."""
     from matplotlib.lines import Line2D
 
     head = contributors.head(rows)
-    identical = kc.table[~kc.table["code_changed"].astype(bool) & kc.table["in_summary"].astype(bool)]
+    identical = _farthest_from_one(
+        kc.table[~kc.table["code_changed"].astype(bool) & kc.table["in_summary"].astype(bool)], rows)
     labels = [f"{k} ({d:+.3g} ms)" for k, d in zip(head["kernel"], head["delta_ms_per_step"], strict=True)]
     labels += [f"{k} (identical)" for k in identical["base_name"]]
     kinds = ["fusion" if c.startswith("fusion") else "changed" for c in head["change"]] + ["identical"] * len(identical)
@@ -138,10 +140,23 @@ def plot_kernel_forest(contributors, kc: KernelComparison, path: Path, rows: int
     _forest(ax, labels, [*head["speedup"], *identical["speedup"]], [*head["ci_low"], *identical["ci_low"]],
             [*head["ci_high"], *identical["ci_high"]], [_KIND_COLORS[k] for k in kinds])
     ax.set_xlabel("speedup (base / PR, log axis; > 1: the PR is faster)")
-    ax.set_title("Kernels by the time they add per step, then the identical pairs (the control)", fontsize=9)
+    shown = ("" if identical.attrs["of"] == len(identical)
+             else f"\n{len(identical)} of {identical.attrs['of']} identical pairs shown: those farthest from 1×")
+    ax.set_title(f"Kernels by the time they add per step, then the identical pairs (the control){shown}", fontsize=9)
     ax.legend(handles=[Line2D([], [], color=c, marker="o", label=k) for k, c in _KIND_COLORS.items()],
               fontsize=6, loc="lower right")
     return _save_png(fig, path)
+
+
+def _farthest_from_one(pairs, rows: int):
+    """The ``rows`` pairs whose speedup lies farthest from 1× (either way), in table order; ``attrs["of"]``: how
+    many there were. A figure of thousands of rows is as tall as a building and takes minutes to draw."""
+    speedups = pairs["speedup"].to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        distance = np.where(np.isfinite(speedups) & (speedups > 0), np.abs(np.log(speedups)), -1.0)  # no ratio: last
+    kept = pairs.iloc[np.sort(np.argsort(-distance, kind="stable")[:rows])].copy()
+    kept.attrs["of"] = len(pairs)
+    return kept
 
 
 def plot_model_forest(mc, proj, path: Path) -> Path:
