@@ -155,6 +155,8 @@ def _gpu_available() -> bool:
 @pytest.hookimpl(trylast=True)  # after pytest-xdist has put each test in its group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _warn_if_groups_are_ignored(config, items)
+    if hasattr(config, "workerinput"):
+        _longest_first(items)
     gpu_items = [item for item in items if "gpu" in item.keywords]
     # Asking torch costs its import (seconds per xdist worker): only when a gpu test is still selected.
     if not gpu_items or _gpu_available():
@@ -162,6 +164,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip_gpu = pytest.mark.skip(reason="needs a GPU (none visible to torch)")
     for item in gpu_items:
         item.add_marker(skip_gpu)
+
+
+# The longest work units of the README's test command (an xdist group, else a test module), longest first, from
+# its --durations. Under ``pytest -n`` (``--dist loadgroup``) an idle worker takes the next unit in collection
+# order: these start first, then the rest of the slow tiers, and the many short unit tests come last and fill in
+# until both workers end together. Collected last, the bisect or a group of compares could start when the other
+# worker has nothing left to do.
+_LONGEST_FIRST = ("electra-compare", "docker-compare", "tests/test_bisect_integration.py",
+                  "tests/test_numerics_example.py", "torch-in-process", "docker-standins", "suite-shards",
+                  "kernels-integration", "ray-executor", "tests/test_image_python.py")
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    """Reorder ``items`` (in place, the same on every worker): the units of `_LONGEST_FIRST` in its order, then
+    the other docker and integration tests, then the unit tier; a module or group stays in its own order."""
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        group = item.get_closest_marker("xdist_group")
+        names = (group.args[0] if group and group.args else group.kwargs.get("name") if group else None,
+                 item.nodeid.split("::", 1)[0])
+        listed = next((_LONGEST_FIRST.index(name) for name in names if name in _LONGEST_FIRST), len(_LONGEST_FIRST))
+        return listed, 0 if any(item.get_closest_marker(tier) for tier in _SLOW_TIERS) else 1
+
+    items.sort(key=rank)
 
 
 def _warn_if_groups_are_ignored(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -106,6 +106,7 @@ def _repro_and_run(run: Path, kernel: str, out: Path) -> subprocess.CompletedPro
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("electra-compare")  # the session's compare is made once, on the worker of its group
 def test_cpp_pairs_folders_run_isolated_outside_the_project_and_print_times_and_the_output_check(
         electra_compare: tuple[Path, subprocess.CompletedProcess], tmp_path: Path) -> None:
     """Given the README example's finished compare, the user makes a repro of a C++ kernel pair and runs it with
