@@ -230,11 +230,11 @@ def _grouped(frame: pd.DataFrame, rows: list[int], keys: pd.Series) -> dict[str,
     return groups
 
 
-def _match_group(base: pd.DataFrame, pr: pd.DataFrame, b_rows: list[int], p_rows: list[int], fallback: bool,
+def _match_group(b_graphs: list[str], p_graphs: list[str], b_rows: list[int], p_rows: list[int], fallback: bool,
                  order: tuple[dict[int, int], dict[int, int]]) -> list[tuple[int, int]]:
     """One to one within a key: the closest candidates first (`_closeness`), file order breaking ties; a
-    fallback key leaves rows whose models differ unpaired."""
-    b_graphs, p_graphs = base["graphs"].tolist(), pr["graphs"].tolist()
+    fallback key leaves rows whose models differ unpaired. ``b_graphs``/``p_graphs``: each side's ``graphs``
+    column as a list (made once per pairing: a column per key made pairing thousands of kernels quadratic)."""
     candidates = [(b, p) for b in b_rows for p in p_rows
                   if not (fallback and models_differ(b_graphs[b], p_graphs[p]))]
     candidates.sort(key=lambda bp: (tuple(-c for c in _closeness(b_graphs[bp[0]], p_graphs[bp[1]])),
@@ -255,6 +255,7 @@ def pair_kernels(base: pd.DataFrame, pr: pd.DataFrame) -> Pairing:
     base_left = list(range(len(base)))
     pr_left = list(range(len(pr)))
     order = (_order(base, base_left), _order(pr, pr_left))
+    graphs = (base["graphs"].tolist(), pr["graphs"].tolist())
     records: list[tuple[int, int, str]] = []
     by_method: dict[str, int] = {}
     duplicates = 0
@@ -268,7 +269,7 @@ def pair_kernels(base: pd.DataFrame, pr: pd.DataFrame) -> Pairing:
             if not p_rows or (method == PLACE and (len(b_rows) > 1 or len(p_rows) > 1)):
                 continue
             duplicates += len(b_rows) > 1 or len(p_rows) > 1
-            for b, p in _match_group(base, pr, b_rows, p_rows, method != IDENTICAL_CODE, order):
+            for b, p in _match_group(*graphs, b_rows, p_rows, method != IDENTICAL_CODE, order):
                 records.append((b, p, method))
                 matched_base.add(b)
                 matched_pr.add(p)
