@@ -1,7 +1,8 @@
-"""`invoke bisect` on a stand-in PyTorch history of 16 Python-only commits built from the installed torch's own
-files, with the README's example regression planted in commit 11: real compiles and paired rounds of tiny BERT,
-three rounds per step. One bisect finds commit 11 in five steps; a second one over the no-op commits 1..8 reuses
-the first one's run of commit 8 and reports the range good; the first command again redoes nothing."""
+"""`invoke bisect` on a stand-in PyTorch history of 4 Python-only commits built from the installed torch's own
+files, with the README's example regression planted in commit 3: real compiles and paired rounds of tiny BERT,
+three rounds per step. The smallest history whose search goes both ways: one bisect finds commit 3 in three steps
+(the bad endpoint, commit 2 good, commit 3 bad); a second one over the no-op commits 1..2 reuses the first one's run
+of commit 2 and reports the range good; the first command again redoes nothing."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from tests.bisect_support import NOOP, installed_is, standin_history
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "cpu-scalar-short-reductions.patch"
-PLANTED = 11
+PLANTED = 3
+LAST = 4
 # The example makes four of tiny BERT's five C++ kernels slower (0.14× to 0.28× here); this one the most.
 KERNEL = "cpp_fused__log_softmax_nll_loss_forward_view_4"
 
@@ -32,7 +34,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     root = tmp_path_factory.mktemp("pytorch")
-    changes: list[str | Path] = [EXAMPLE if n == PLANTED else NOOP for n in range(1, 17)]
+    changes: list[str | Path] = [EXAMPLE if n == PLANTED else NOOP for n in range(1, LAST + 1)]
     shas = standin_history(root, installed_package_dir(sys.executable), ["_inductor/config.py",
                                                                           "_inductor/codegen/cpp.py"], changes)
     return root, shas
@@ -55,26 +57,26 @@ def test_bisect_finds_the_planted_commit_then_a_no_op_range_is_good(history, tmp
     monkeypatch.setattr(bisect_command, "run_compare", lambda request, console: calls.append(request.pr)
                         or real(request, console))
 
-    found = run_bisect(_request(src, shas[0], shas[16], runs))
+    found = run_bisect(_request(src, shas[0], shas[LAST], runs))
 
     data = json.loads((found.directory / "bisect.json").read_text())
     assert data["format_version"] == 1
     assert data["conclusion"] == {"status": "found", "first_bad": shas[PLANTED], "candidates": [shas[PLANTED]],
                                   "stepped_around": []}
     steps = [(shas.index(s["sha"]), s["outcome"]) for s in data["steps"]]
-    assert steps == [(16, "bad"), (8, "good"), (12, "bad"), (10, "good"), (11, "bad")]
+    assert steps == [(LAST, "bad"), (2, "good"), (3, "bad")]
     assert all(s["verdict"] == "same code" for s in data["steps"] if s["outcome"] == "good")
     assert all(s["verdict"] == "regressed" and s["ci_high"] < 0.5 for s in data["steps"] if s["outcome"] == "bad")
     report = (found.directory / "bisect.md").read_text()
     assert f"First bad commit: `{shas[PLANTED][:12]}` commit {PLANTED}: {EXAMPLE.name}" in report
-    assert report.count("| bad") + report.count("| **bad**") == 3 and f"`{shas[10][:8]}..{shas[11][:8]}" in report
+    assert report.count("| bad") + report.count("| **bad**") == 2 and f"`{shas[2][:8]}..{shas[3][:8]}" in report
     for step in data["steps"]:  # time per step, for the note
         print(f"step {shas.index(step['sha'])}: {step['outcome']} in {step['seconds']:.0f} s")
 
     calls.clear()
-    again = run_bisect(_request(src, shas[0], shas[16], runs))
+    again = run_bisect(_request(src, shas[0], shas[LAST], runs))
     assert calls == [] and again.record.steps == found.record.steps  # resumed from bisect.json, nothing re-run
 
-    no_op = run_bisect(_request(src, shas[0], shas[8], runs))
-    assert calls == [shas[8]]  # the first bisect's run of commit 8, resumed: its stages are all done
+    no_op = run_bisect(_request(src, shas[0], shas[2], runs))
+    assert calls == [shas[2]]  # the first bisect's run of commit 2, resumed: its stages are all done
     assert no_op.conclusion.status == "not regressed" and "the range is good" in no_op.headline
