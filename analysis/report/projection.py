@@ -257,12 +257,12 @@ def low_share_line(shares: KernelShares, size: str | None) -> str | None:
         values = shares.models.values()
         spread = f"; per model {_pct(min(values))}–{_pct(max(values))}" if len(shares.models) > 1 else ""
         return (f"Inductor kernels are only {_pct(shares.all_models)} of a step{at_size}{spread} (standalone kernel "
-                "time per step / compiled latency, base): the rest is the wrapper and host around them, so a kernel "
-                f"change shows in the models' latency scaled down to about that share{hint}.")
+                "time per step / compiled latency, base): most of the step is the wrapper and host around them, so "
+                "the models' latency says little about the kernels, and a kernel change that matters at a real "
+                f"hidden size may not show here{hint}.")
     named = ", ".join(f"`{m}` {_pct(shares.models[m])}" for m in low)
     return (f"Inductor kernels are below {_pct(LOW_SHARE)} of the step in {len(low)} of {len(shares.models)} "
-            f"model(s){at_size}: {named}; a kernel change shows in those models' latency scaled down to about that "
-            f"share{hint}.")
+            f"model(s){at_size}: {named}; those models' latency says little about their kernels{hint}.")
 
 
 def _pct(share: float) -> str:
