@@ -430,3 +430,57 @@ def test_a_failed_pass_rate_or_memory_check_is_in_the_headline(tmp_path: Path) -
 
     assert "Dashboard checks **failed**: " in verdict
     assert "pass rate 0.875× fail (< 1×)" in verdict and "peak-memory compression ratio 0.500× fail (< 0.9×)" in verdict
+
+
+# --- how much of a step the kernels are --------------------------------------------------------------------------
+
+
+def _model_cells(md: str, header: str) -> dict[str, str]:
+    """The models table's ``header`` column per model."""
+    lines = md.split("## Models", 1)[1].split("## Kernels", 1)[0].splitlines()
+    head = next(line for line in lines if line.startswith("| model |"))
+    col = [c.strip() for c in head.strip("|").split("|")].index(header)
+    rows = (line for line in lines if line.startswith("| `"))
+    return {cells[0].strip("`"): cells[col] for cells in ([c.strip() for c in r.strip("|").split("|")] for r in rows)}
+
+
+def _ms_per_step(kernels: pd.DataFrame) -> float:
+    ok = kernels[kernels["status"].fillna("ok").str.lower().isin(["ok", ""]) & (kernels["median_ms"] > 0)]
+    return float((ok["median_ms"] * ok["calls"].where(ok["calls"] > 0, 1.0).fillna(1.0)).sum())
+
+
+def test_each_model_states_its_kernel_share_and_the_tiny_run_says_it_is_low(rendered: dict) -> None:
+    """At tiny size on the CPU the Inductor kernels are a small part of the step: each model's row says how small,
+    and one line under the table says what that means for the PR and which size gives them more."""
+    out = rendered["paths"].out_dir
+    share = rendered["summary"]["kernel_share"]
+    models = pd.read_csv(out / "models_compare.csv")
+    base_kernels = pd.read_csv(out.parent / "base" / "kernels.csv", keep_default_na=False, na_values=[""])
+
+    # one step of every model: Σ standalone kernel time × launches over Σ base compiled latency
+    assert share["all_models"] == pytest.approx(_ms_per_step(base_kernels) / models["base_latency_ms"].sum())
+    assert share["all_models"] < 0.10 and set(share["low"]) == set(models["model"])
+    cells = _model_cells(rendered["md"], "kernel share")
+    assert cells == {m: f"{100 * v:.1f} %" for m, v in share["models"].items()}
+    assert share["models"]["T5Small"] < share["models"]["AlbertForMaskedLM"]
+    line = f"Inductor kernels are only {100 * share['all_models']:.0f} % of a step at tiny size; per model"
+    assert line in _body(rendered["md"]) and line in rendered["comment"]
+    assert "`--size small`, hidden size 256" in _body(rendered["md"])
+
+
+def test_models_whose_kernels_are_a_large_share_get_no_warning_only_the_low_ones_are_named(tmp_path: Path) -> None:
+    """Perturbation: every base kernel's median in base/kernels.csv (the share's numerator) made 6× longer,
+    nothing else: one step of every model is then 33 % kernels, the encoders' 43-73 %, T5Small's 8 %."""
+    run = _copy(tmp_path)
+    kernels = pd.read_csv(run / "base" / "kernels.csv", keep_default_na=False, na_values=[""])
+    kernels["median_ms"] = kernels["median_ms"] * 6
+    kernels.to_csv(run / "base" / "kernels.csv", index=False)
+
+    after = _render(run)
+    share = after["summary"]["kernel_share"]
+
+    assert share["all_models"] > 0.30 and share["low"] == ["T5Small"]
+    assert "Inductor kernels are only" not in after["md"]
+    assert (f"Inductor kernels are below 30 % of the step in 1 of 8 model(s) at tiny size: `T5Small` "
+            f"{100 * share['models']['T5Small']:.0f} %") in _body(after["md"])
+

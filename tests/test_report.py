@@ -259,7 +259,7 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
     summary = json.loads(paths.summary_json.read_text())
     assert summary == paths.summary and paths.summary_json == tmp_path / "report" / "summary.json"
     assert set(summary) == {"format_version", "verdict", "kernels", "models", "control", "gates", "numerics",
-                            "experiment", "settings"}
+                            "experiment", "kernel_share", "settings"}
     assert summary["format_version"] == 5
     assert summary["experiment"] is None  # this run laid out by hand recorded no suite request
     assert summary["numerics"]["models"] is None  # these suites recorded no outputs (tests/test_numerics.py)

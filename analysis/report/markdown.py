@@ -48,7 +48,7 @@ from analysis.report.inputs import ReportInputs
 from analysis.report.kernel_details import KernelDetails
 from analysis.report.numerics import NumericsView, method_text, numerics_markdown
 from analysis.report.numerics import failed as numerics_failed
-from analysis.report.projection import Projection
+from analysis.report.projection import Projection, kernel_shares, low_share_line
 from analysis.report.time_decomposition import Decomposition
 from analysis.report.verdict_line import control_rows
 from analysis.stats.verdict_settings import percent
@@ -115,7 +115,7 @@ MODEL_COLUMNS_MD = [
     Column("pr_latency_ms", "PR", fmt_time), Column("speedup", "speedup", fmt_x), Column("ci", "CI"),
     Column("base_speedup_vs_eager", "base vs eager", fmt_x), Column("pr_speedup_vs_eager", "PR vs eager", fmt_x),
     Column("compile_change_pct", "compile time", fmt_pct), Column("peak_change_pct", "peak memory", fmt_pct),
-    Column("q_value", "q", fmt_p), Column("verdict", "verdict"),
+    Column("kernel_share", "kernel share", fmt_share), Column("q_value", "q", fmt_p), Column("verdict", "verdict"),
 ]
 CONTROL_COLUMNS_MD = [
     Column("family", "family"), Column("control", "control"), Column("items", "items", fmt_num),
@@ -240,6 +240,8 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
                 "gates_table": markdown_table(gate_rows, GATE_COLUMNS_MD, 10, None) if gates else None,
                 "decomposition": explanations.decomposition, "mean_peak": _mean_peaks(mc),
                 "graph_cache": _graph_cache(mc),
+                "kernel_share_line": (low_share_line(kernel_shares(proj), inputs.experiments[0].size
+                                                     if inputs.experiments else None) if proj else None),
                 "caveats": [*(kc.notes if kc else []), *(mc.notes if mc else [])],
                 "kernel_gap": _kernel_gap(kc), **_renamed(kc)}
     details = _details(inputs, kc)
@@ -342,6 +344,8 @@ def _sections(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelCompar
         # times divide to its speedup (each side's own median over rounds taken under different loads does not:
         # README command 1 under load showed 1.70 → 3.90 ms beside 0.591×). models_compare.csv keeps the medians.
         models = _with_ci(mc.table).assign(pr_latency_ms=lambda t: t["base_latency_ms"] / t["speedup"])
+        if proj is not None:  # each model's base kernels / its step: how much a kernel change can show in it
+            models["kernel_share"] = models["model"].map(kernel_shares(proj).models)
         ctx["models_table"] = markdown_table(models, MODEL_COLUMNS_MD, caps.models, "models_compare.csv")
         ctx["all_models"] = markdown_table(models, MODEL_COLUMNS_MD, caps.details_models, "models_compare.csv")
     if proj is not None:

@@ -20,6 +20,10 @@ an A/A, which a point value hid. The share stays the point value (base kernels o
 The measured speedup beside the projection is the model comparison's own (per model its estimate, for "(all
 models)" the total-latency one), so the projection, the model table and the time decomposition quote one figure.
 The "(all models)" row treats one step of every model as a single workload, so it needs no attribution.
+
+The share is also the report's statement of how much a kernel change can show in a model at all
+(`kernel_shares`, `low_share_line`): below `LOW_SHARE` the step is mostly the wrapper and host around the kernels
+(a CPU run at tiny size: hidden size 64, where the quick start's kernels were 17 % of a step), and the report says so.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,6 +42,10 @@ from analysis.stats.verdict import t_interval
 ALL_MODELS = "(all models)"
 _SPLIT = re.compile(r"[;|,\s]+")
 _SUFFIX_SEPARATORS = ("/", ":", "#", "@")
+
+# Below this share a kernel change shows in the model at under a third of its size: a 6 % kernel regression moves
+# the step by less than the 2 % margin a model verdict needs, so the report warns that the size hides kernel changes.
+LOW_SHARE = 0.30
 
 METHOD_NOTE = (
     "share = Σ(kernel median ms × launches per step) over the kernels whose `graphs` names the model, divided "
@@ -206,3 +215,55 @@ def _timed_total(kernels: pd.DataFrame) -> float:
 
 def _timed_count(kernels: pd.DataFrame) -> int:
     return len(_timed(kernels))
+
+
+
+@dataclass(frozen=True)
+class KernelShares:
+    """The base kernels' share of the step: of one step of every model, and per compared model."""
+
+    all_models: float  # NaN: nothing attributed
+    models: dict[str, float]
+
+    @property
+    def low(self) -> list[str]:
+        """The models whose kernels are below `LOW_SHARE` of their step."""
+        return sorted(m for m, v in self.models.items() if v < LOW_SHARE)
+
+    def as_dict(self) -> dict[str, Any]:
+        """summary.json's ``kernel_share``."""
+        return {"all_models": self.all_models if math.isfinite(self.all_models) else None,
+                "models": dict(self.models), "low_below": LOW_SHARE, "low": self.low}
+
+
+def kernel_shares(proj: Projection) -> KernelShares:
+    """The projection's finite shares; one step of every model is the single model's own with one model."""
+    shares = {str(m): float(v) for m, v in zip(proj.table["model"], proj.table["share"], strict=True)
+              if isinstance(v, (int, float, np.floating)) and math.isfinite(v)}
+    models = {m: v for m, v in shares.items() if m != ALL_MODELS}
+    overall = shares.get(ALL_MODELS, next(iter(models.values()), math.nan))
+    return KernelShares(overall, models)
+
+
+def low_share_line(shares: KernelShares, size: str | None) -> str | None:
+    """One sentence when the Inductor kernels are a small share of the step (all models together, else the models
+    below `LOW_SHARE`); None when they are not, or nothing was attributed."""
+    low = shares.low
+    if not low:
+        return None
+    at_size = f" at {size} size" if size else ""
+    hint = " (`--size small`, hidden size 256, gives them a larger share on the CPU)" if size == "tiny" else ""
+    if shares.all_models < LOW_SHARE:
+        values = shares.models.values()
+        spread = f"; per model {_pct(min(values))}–{_pct(max(values))}" if len(shares.models) > 1 else ""
+        return (f"Inductor kernels are only {_pct(shares.all_models)} of a step{at_size}{spread} (standalone kernel "
+                "time per step / compiled latency, base): most of the step is the wrapper and host around them, so "
+                "the models' latency says little about the kernels, and a kernel change that matters at a real "
+                f"hidden size may not show here{hint}.")
+    named = ", ".join(f"`{m}` {_pct(shares.models[m])}" for m in low)
+    return (f"Inductor kernels are below {_pct(LOW_SHARE)} of the step in {len(low)} of {len(shares.models)} "
+            f"model(s){at_size}: {named}; those models' latency says little about their kernels{hint}.")
+
+
+def _pct(share: float) -> str:
+    return f"{100 * share:.0f} %"

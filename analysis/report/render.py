@@ -47,7 +47,7 @@ from analysis.report.plots import (
     plot_model_forest,
     plot_waterfall,
 )
-from analysis.report.projection import Projection, project
+from analysis.report.projection import Projection, kernel_shares, project
 from analysis.report.resources import model_resources
 from analysis.report.summary import write_summary
 from analysis.report.time_decomposition import Decomposition, decompose
@@ -138,6 +138,7 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
     if found.numerics is not None:
         summary["numerics"] = found.numerics.summary_block()
     summary["experiment"] = summary_block(*inputs.experiments) if inputs.experiments else None
+    summary["kernel_share"] = kernel_shares(found.proj).as_dict() if found.proj is not None else None
     summary_json = write_summary(out_dir, summary)
     xlsx = write_xlsx(out_dir / "report.xlsx", files.sheets)
     text = render_markdown(inputs, found.kc, found.mc, found.proj, files.plots, found.gates, verdict,

@@ -35,6 +35,9 @@
                              "cpu_backend", "cudagraphs", "max_autotune_pointwise", "buffer_ops", "recipe",
                              "also"},   # analysis.report.experiment
                     "pr": {the same keys}} | null,     # null: the run recorded no suite request
+     "kernel_share": {"all_models", "models": {model: share}, "low_below", "low": [model]} | null,
+                                       # base Inductor kernel time per step / compiled latency
+                                       # (analysis.report.projection.KernelShares); null without kernels and models
      "settings": {...}}
 
 Numbers that do not exist (no interval with one round) are null. The version goes up when a key is removed or
