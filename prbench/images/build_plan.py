@@ -40,6 +40,7 @@ LABEL_OVERLAY = f"{LABEL_PREFIX}.overlay-patch"
 # The store items the build consumed (build_context.UsedItem JSON), written when the image is built.
 LABEL_STORE = f"{LABEL_PREFIX}.store"
 
+PYTORCH_FIRST = "pytorch-first"  # inputs.build.layers of an image whose Triton is built on top of PyTorch
 BASE_USE = "base"  # a saved base image (docker save), loaded on a rebuild when the engine lacks it
 _USE_RE = re.compile(r"base|src/(?:pytorch|triton)|wheels/[a-z-]+|downloads/[a-z0-9_-]+")
 
@@ -82,6 +83,7 @@ class SourceTree:
     commit: str
     install_dir: str = "."  # where `pip install -e` runs ("python" for Triton <= 3.3)
     requirements: tuple[str, ...] = ()  # requirement files whose wheels the build installs from the wheelhouse
+    llvm: str | None = None  # Triton: the LLVM commit the tree pins (prbench.images.pins.llvm_pin), when it pins one
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,9 @@ class BuildPlan:
     # A rebuild: exactly these store items (from the lock), and the saved base to load when the engine lacks it.
     locked: tuple[UsedItem, ...] | None = None
     base_item: StoreItem | None = None
+    # A Triton A/B: PyTorch's layers first and Triton's build on top, so that two images of one PyTorch and two
+    # Tritons share every layer below Triton (the default order, Triton first, shares Triton across PyTorch PRs).
+    pytorch_first: bool = False
 
     def sources(self) -> dict[str, Any]:
         """What PyTorch and Triton are: commits built from source, or wheels pinned by sha256."""
@@ -126,7 +131,8 @@ class BuildPlan:
                         "commit": self.pytorch.commit, "merge_base": self.merge_base},
             "triton": {"source": self.recipe.triton.source if self.recipe.triton else "",
                        "commit": self.triton.commit, "pin_source": self.triton_pin.source,
-                       "install_dir": self.triton.install_dir},
+                       "install_dir": self.triton.install_dir,
+                       **({"llvm": self.triton.llvm} if self.triton.llvm else {})},
         }
 
     def inputs(self) -> dict[str, Any]:
@@ -146,6 +152,7 @@ class BuildPlan:
                 "builder": "docker-py classic builder",
                 # The PyTorch step's variables (prbench's defaults and the recipe's [build] env); MAX_JOBS is an arg.
                 "env": dict(sorted(self.build_env().items())),
+                **({"layers": PYTORCH_FIRST} if self.pytorch_first else {}),
             },
             "env": dict(sorted(self.recipe.env.items())),
         }

@@ -53,6 +53,7 @@ from prbench.images.build_plan import (
     LABEL_RECIPE_PATH,
     LABEL_RECIPE_TOML,
     LABEL_STORE,
+    PYTORCH_FIRST,
     BuildPlan,
     SourceTree,
     UsedItem,
@@ -492,7 +493,8 @@ def plan_from_lock(lock: dict[str, Any], *, pytorch_src: Path | None = None, tri
     sources = lock["sources"]
     max_jobs = int(lock["build"]["args"]["MAX_JOBS"]) if "MAX_JOBS" in lock["build"]["args"] else None
     common: dict[str, Any] = {"overlay": overlay, "max_jobs": max_jobs, "recipe_text": prov["recipe_toml"],
-                              "locked": locked, "base_item": base_item}
+                              "locked": locked, "base_item": base_item,
+                              "pytorch_first": lock["build"].get("layers") == PYTORCH_FIRST}
     if "wheel" in sources.get("pytorch", {}):
         plan = plan_build(recipe.with_wheels(*(_locked_wheel(sources, key) for key in ("pytorch", "triton"))),
                           **common)
@@ -503,7 +505,7 @@ def plan_from_lock(lock: dict[str, Any], *, pytorch_src: Path | None = None, tri
             trees = (SourceTree("pytorch", pytorch_src or _existing(clones.get("pytorch")),
                                 sources["pytorch"]["commit"]),
                      SourceTree("triton", triton_src or _existing(clones.get("triton")), triton["commit"],
-                                install_dir=triton.get("install_dir", ".")))
+                                install_dir=triton.get("install_dir", "."), llvm=triton.get("llvm")))
             plan = plan_build(recipe, trees=trees, pin=pin, merge_base=sources["pytorch"].get("merge_base"),
                               **common)
         else:  # a lock from before the store: the clones must still hold the commits
