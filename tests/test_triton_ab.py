@@ -11,6 +11,7 @@ a commit and a newline) or ``cmake/llvm-info.json`` (main: ``llvm_hash`` among i
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import tarfile
@@ -141,6 +142,44 @@ def test_a_pytorch_pr_that_only_moves_the_triton_pin_is_a_triton_ab_of_the_base_
     assert fixed.triton_ab is None
 
 
+PATCH = """\
+--- a/triton/backend_defaults.py
++++ b/triton/backend_defaults.py
+@@ -1 +1 @@
+-NUM_STAGES = 3
++NUM_STAGES = 2
+"""
+
+
+def test_a_triton_patch_as_the_pr_is_built_on_the_base_triton_and_named_with_its_checksum(clones: Clones,
+                                                                                         tmp_path: Path) -> None:
+    patch = tmp_path / "fewer-stages.patch"
+    patch.write_text(PATCH)
+    plan = plan_docker(clones.pytorch_base, clones.pytorch_base, _rocm(), clones.pytorch, triton_src=clones.triton,
+                       triton_base=clones.triton_new, triton_pr=str(patch))
+    assert plan.base.triton == plan.pr.triton == TritonPin(clones.triton_new, "--triton-base")
+    assert plan.pr.triton_patch == patch and plan.base.triton_patch is None
+    ab = plan.triton_ab
+    sha = hashlib.sha256(PATCH.encode()).hexdigest()
+    assert ab is not None and ab.commits() == (f"Triton {clones.triton_new[:12]} (LLVM 941a04e69ee8) → "
+                                               f"{clones.triton_new[:12]} (LLVM 941a04e69ee8) + fewer-stages.patch "
+                                               f"sha256:{sha[:12]}")
+    image = plan_build(_rocm(), pytorch_src=clones.pytorch, triton_src=clones.triton, pytorch_ref=clones.pytorch_base,
+                       pin=plan.pr.triton, pytorch_first=True, triton_patch=patch)
+    assert image.inputs()["sources"]["triton"]["patch_sha256"] == sha
+    assert image.labels()["dev.prbench.triton-patch"] == PATCH  # what a rebuild from the lock applies again
+
+    # A patch that does not fit the base's Triton is one line before anything is built.
+    runs = tmp_path / "runs"
+    patch.write_text(PATCH.replace("NUM_STAGES = 3", "NUM_STAGES = 4"))
+    result = invoke_in_process("compare", "--recipe", "rocm7-mi300", "--pytorch-src", str(clones.pytorch),
+                               "--triton-src", str(clones.triton), "--base", clones.pytorch_base, "--triton-base",
+                               clones.triton_new, "--triton-pr", str(patch), "--runs-dir", str(runs))
+    assert _one_line(result) == (f"error: --triton-pr {patch}: does not apply to Triton {clones.triton_new[:12]} "
+                                 "(error: patch failed: triton/backend_defaults.py:1)")
+    assert not runs.exists()
+
+
 @pytest.mark.parametrize("extra, expected", [
     (("--triton-pr", "HEAD"),
      "error: --triton-pr: a Triton A/B builds both Triton commits from a local clone; give it with --triton-src "
@@ -229,15 +268,25 @@ def test_the_second_triton_builds_on_the_cached_pytorch_layers(tmp_path: Path) -
     recipe_path = write_recipe("bookworm-cpu.toml", tmp_path, digest=base_image_id(client), pytorch_commit=pytorch)
     recipe = load_recipe(str(recipe_path), tmp_path)
     plan = plan_docker(pytorch, pytorch, recipe, None, triton_pr=new)
-    assert plan.triton_ab is not None
-    logs = []
-    for side in (plan.base, plan.pr):
-        image = plan_build(recipe, pytorch_ref=side.pytorch_ref, pin=side.triton, pytorch_first=True)
+    patch = tmp_path / "knob.patch"  # --triton-pr as a patch on the base's Triton
+    patch.write_text(f"--- /dev/null\n+++ b/triton/knob.py\n@@ -0,0 +1 @@\n+KNOB = '{fresh}'\n")
+    patched = plan_docker(pytorch, pytorch, recipe, None, triton_pr=str(patch))
+    assert plan.triton_ab is not None and patched.triton_ab is not None
+    logs, tags = [], []
+    for side in (plan.base, plan.pr, patched.pr):
+        image = plan_build(recipe, pytorch_ref=side.pytorch_ref, pin=side.triton, pytorch_first=True,
+                           triton_patch=side.triton_patch)
         out = io.StringIO()
         build_image(image, client, stream=out, emit=lambda _: None, force=True)
         logs.append(out.getvalue())
+        tags.append(image.tag)
         assert client.images.get(image.tag).labels["dev.prbench.triton.commit"] == side.triton.commit
-    base_log, pr_log = logs
+    knob = client.containers.run(tags[2], ["python3", "-c", "import triton.knob as k; print(k.KNOB)"], remove=True,
+                                 network_mode="none")
+    assert knob.decode().split() == [fresh]  # the patched Triton was built and installed
+    base_log, pr_log, patched_log = logs
+    patched_torch = patched_log[patched_log.index("pip install --no-index --no-build-isolation -v -e ."):]
+    assert patched_torch.split("\n", 2)[1].strip() == "---> Using cache"
     built_torch = base_log[base_log.index("pip install --no-index --no-build-isolation -v -e ."):]
     assert built_torch.split("\n", 2)[1].strip() != "---> Using cache"  # the base side built PyTorch ...
     torch_step = pr_log[pr_log.index("pip install --no-index --no-build-isolation -v -e ."):]

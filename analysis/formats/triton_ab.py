@@ -39,6 +39,7 @@ class TritonAB:
     reason: str
     pin_file: str | None = None
     pytorch: str | None = None  # the one PyTorch commit both sides build
+    pr_patch: str | None = None  # --triton-pr as a patch file: its name and sha256 ("x.patch sha256:…") on ``pr``
 
     def to_json(self) -> dict[str, Any]:
         return {"format_version": FORMAT_VERSION, **asdict(self)}
@@ -60,7 +61,8 @@ class TritonAB:
         """``Triton 1a2b3c4d5e6f (LLVM 8a9b…) → 7c8d…``: both commits, short, with their LLVM."""
         def one(commit: str, llvm: str | None) -> str:
             return f"{commit[:12]}" + (f" (LLVM {llvm[:12]})" if llvm else "")
-        return f"Triton {one(self.base, self.base_llvm)} → {one(self.pr, self.pr_llvm)}"
+        patched = f" + {self.pr_patch}" if self.pr_patch else ""
+        return f"Triton {one(self.base, self.base_llvm)} → {one(self.pr, self.pr_llvm)}{patched}"
 
     def headline(self, triton_pairs: int) -> str:
         """The sentence the verdict starts with; ``triton_pairs``: kernel pairs Triton compiled on both sides."""

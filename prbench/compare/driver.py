@@ -11,6 +11,7 @@ only the run directory, so ``invoke report RUN`` re-renders it later without re-
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import shutil
 import sys
@@ -326,7 +327,8 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
     else:
         build_plan = plan_build(request.recipe, pytorch_src=request.pytorch_src, triton_src=request.triton_src,
                                 pytorch_ref=side.pytorch_ref, pin=side.triton, overlay=overlay_path,
-                                merge_base=compare_plan.merge_base, pytorch_first=compare_plan.triton_ab is not None)
+                                merge_base=compare_plan.merge_base, pytorch_first=compare_plan.triton_ab is not None,
+                                triton_patch=_triton_patch(side, run))
     client = docker_client()
     outcome = build_and_lock(build_plan, client, request.runs_dir / "images",
                              lock_path=run.layout.variant(side.name).lock, store=Store.at(request.store),
@@ -339,6 +341,15 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
     return runner, read_lock(outcome.lock_path), spec
 
 
+def _triton_patch(side: VariantPlan, run: Run) -> Path | None:
+    """A Triton A/B's --triton-pr patch, kept in the run beside the side (as its overlay is)."""
+    if side.triton_patch is None:
+        return None
+    kept = run.path(side.name, "triton.patch")
+    atomic_io.write_text(kept, side.triton_patch.read_text(encoding="utf-8"))
+    return kept
+
+
 def _variant(side: VariantPlan, request: CompareRequest, triton_ab: bool) -> Variant:
     return Variant(
         name=side.name,
@@ -346,11 +357,19 @@ def _variant(side: VariantPlan, request: CompareRequest, triton_ab: bool) -> Var
         pytorch_ref=side.pytorch_ref,
         overlay_sha256=side.overlay.sha256 if side.overlay else None,
         # a Triton the PyTorch commit does not fix: --triton-ref's, or a Triton A/B's (one PyTorch, two Tritons)
-        triton_commit=side.triton.commit if side.triton is not None and (request.triton_ref is not None
-                                                                         or triton_ab) else None,
+        triton_commit=_triton_identity(side) if request.triton_ref is not None or triton_ab else None,
         env=dict(request.env),
         inductor_config=dict(request.inductor_config),
     )
+
+
+def _triton_identity(side: VariantPlan) -> str | None:
+    """The side's Triton as its variant's identity records it: the commit, and a patch on it by its sha256."""
+    if side.triton is None:
+        return None
+    if side.triton_patch is None:
+        return side.triton.commit
+    return f"{side.triton.commit}+{hashlib.sha256(side.triton_patch.read_bytes()).hexdigest()}"
 
 
 @dataclass

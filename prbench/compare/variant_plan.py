@@ -17,6 +17,8 @@ commit on both sides, so its layers are one build).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import subprocess
 from dataclasses import dataclass
@@ -47,6 +49,7 @@ class VariantPlan:
     how: str  # one line for the report: how this side's environment was made
     wheel: WheelPin | None = None  # a wheel recipe: the torch wheel this side installs
     triton: TritonPin | None = None  # a source recipe: the Triton commit this side's image builds, and its origin
+    triton_patch: Path | None = None  # a Triton A/B's --triton-pr patch, applied to that Triton commit
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,7 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
     PR that only moves the Triton pin does."""
     from prbench.images import pins
     from prbench.images.build import check_source_flags, triton_source
+    from prbench.images.patches import check_patch_at_commit
 
     clones = check_source_flags(recipe, pytorch_src, triton_src, triton_ref, triton_pr)
     if clones is None:
@@ -157,8 +161,17 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
         triton_repo = pins.open_repo(clones[1], "--triton-src")
         base_pin = (pins.TritonPin(pins.resolve_commit(triton_repo, triton_base, pins.TRITON_BASE), pins.TRITON_BASE)
                     if triton_base is not None else None)
+        base_side = side("base", base_sha, pin=base_pin)
+        if Path(triton_pr).is_file():  # a patch on the base's Triton
+            assert base_side.triton is not None
+            patch = Path(triton_pr).resolve()
+            text = check_patch_at_commit(patch, clones[1], base_side.triton.commit, "--triton-pr", "Triton")
+            patched = dataclasses.replace(side("pr", base_sha, pin=base_side.triton,
+                                               layer=f" + patch {patch.name}"), triton_patch=patch)
+            return _triton_ab(base_side, patched, clones[1], FLAGS,
+                              pr_patch=f"{patch.name} sha256:{hashlib.sha256(text.encode()).hexdigest()[:12]}")
         pr_pin = pins.TritonPin(pins.resolve_commit(triton_repo, triton_pr, pins.TRITON_PR), pins.TRITON_PR)
-        return _triton_ab(side("base", base_sha, pin=base_pin), side("pr", base_sha, pin=pr_pin), clones[1], FLAGS)
+        return _triton_ab(base_side, side("pr", base_sha, pin=pr_pin), clones[1], FLAGS)
     base_plan = side("base", base_sha)
     if Path(pr).is_file():
         overlay = PythonOverlay.from_patch_file(Path(pr), flag="--pr")
@@ -178,17 +191,17 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
 
 
 def _triton_ab(base: VariantPlan, pr: VariantPlan, triton_clone: Path, reason: str,
-               pin_file: str | None = None) -> ComparePlan:
+               pin_file: str | None = None, pr_patch: str | None = None) -> ComparePlan:
     """Both sides of one PyTorch with two Tritons, and the record of it (each Triton's LLVM read from its tree)."""
     from prbench.images import pins
 
     assert base.triton is not None and pr.triton is not None
-    if base.triton.commit == pr.triton.commit:
+    if base.triton.commit == pr.triton.commit and pr.triton_patch is None:
         raise UserError(f"--triton-pr: Triton {pr.triton.commit[:12]} is also the base's ({base.triton.source}); "
                         "a Triton A/B needs two commits")
     repo = pins.open_repo(triton_clone, "--triton-src")
     record = TritonAB(base.triton.commit, pr.triton.commit, pins.llvm_pin(repo, base.triton.commit),
-                      pins.llvm_pin(repo, pr.triton.commit), reason, pin_file, base.pytorch_ref)
+                      pins.llvm_pin(repo, pr.triton.commit), reason, pin_file, base.pytorch_ref, pr_patch)
     return ComparePlan(base, pr, None, None, triton_ab=record)
 
 

@@ -98,6 +98,7 @@ def plan_build(
     locked: tuple[UsedItem, ...] | None = None,
     base_item: StoreItem | None = None,
     pytorch_first: bool = False,
+    triton_patch: Path | None = None,
 ) -> BuildPlan:
     """Resolve a recipe (plus a variant's ref and overlay) into a BuildPlan; reads git, never Docker.
 
@@ -105,7 +106,7 @@ def plan_build(
     from a lock: then nothing is read from a clone either. ``triton_ref`` (``--triton-ref``) is a commit or ref in
     the Triton clone built instead of the recipe's commit or PyTorch's pin; ``pin`` (a lock's, or a comparison's
     side as `triton_source` resolved it) is the Triton commit itself. ``pytorch_first`` (a Triton A/B) renders
-    PyTorch's layers below Triton's.
+    PyTorch's layers below Triton's; ``triton_patch`` is applied to the Triton tree in the build context.
     """
     if not recipe.is_docker or recipe.base_image is None or (
             not recipe.is_wheel and (recipe.pytorch is None or recipe.triton is None)):
@@ -151,6 +152,7 @@ def plan_build(
         locked=locked,
         base_item=base_item,
         pytorch_first=pytorch_first,
+        triton_patch=triton_patch,
     )
 
 
@@ -224,8 +226,8 @@ def check_source_flags(recipe: Recipe, pytorch_src: Path | None, triton_src: Pat
     open_repo(clones[0], "--pytorch-src")
     triton = open_repo(clones[1], "--triton-src")
     for flag, value in flags[1:]:
-        if value is not None:
-            resolve_commit(triton, value, flag)
+        if value is not None and not (flag == "--triton-pr" and Path(value).is_file()):  # a patch: checked when
+            resolve_commit(triton, value, flag)  # the base's Triton commit is known (variant_plan)
     return clones
 
 
@@ -438,6 +440,10 @@ def prepare_context(plan: BuildPlan, context: Path, dockerfile: str, store: Stor
     shutil.copy2(CHECK_SCRIPT, context / CHECK_SCRIPT.name)
     used = fill_context(plan, store, context, target, emit, rocm_version=rocm_version)
     _apply_patches(plan, context)
+    if plan.triton_patch is not None:
+        from prbench.images import patches as patch_tool
+
+        patch_tool.apply_patch(plan.triton_patch, context / "src" / "triton")
     if plan.overlay is not None:
         shutil.copy2(plan.overlay, context / "overlay.patch")
         if not plan.recipe.is_wheel:

@@ -37,6 +37,7 @@ LABEL_RECIPE_TOML = f"{LABEL_PREFIX}.recipe-toml"
 LABEL_RECIPE_PATH = f"{LABEL_PREFIX}.recipe-path"
 LABEL_CLONES = f"{LABEL_PREFIX}.clones"
 LABEL_OVERLAY = f"{LABEL_PREFIX}.overlay-patch"
+LABEL_TRITON_PATCH = f"{LABEL_PREFIX}.triton-patch"  # a Triton A/B's --triton-pr patch, applied to src/triton
 # The store items the build consumed (build_context.UsedItem JSON), written when the image is built.
 LABEL_STORE = f"{LABEL_PREFIX}.store"
 
@@ -118,6 +119,7 @@ class BuildPlan:
     # A Triton A/B: PyTorch's layers first and Triton's build on top, so that two images of one PyTorch and two
     # Tritons share every layer below Triton (the default order, Triton first, shares Triton across PyTorch PRs).
     pytorch_first: bool = False
+    triton_patch: Path | None = None  # a patch on the Triton tree (a Triton A/B's --triton-pr patch)
 
     def sources(self) -> dict[str, Any]:
         """What PyTorch and Triton are: commits built from source, or wheels pinned by sha256."""
@@ -132,7 +134,8 @@ class BuildPlan:
             "triton": {"source": self.recipe.triton.source if self.recipe.triton else "",
                        "commit": self.triton.commit, "pin_source": self.triton_pin.source,
                        "install_dir": self.triton.install_dir,
-                       **({"llvm": self.triton.llvm} if self.triton.llvm else {})},
+                       **({"llvm": self.triton.llvm} if self.triton.llvm else {}),
+                       **({"patch_sha256": sha256_file(self.triton_patch)} if self.triton_patch else {})},
         }
 
     def inputs(self) -> dict[str, Any]:
@@ -185,6 +188,7 @@ class BuildPlan:
             LABEL_CLONES: json.dumps({tree.name: str(tree.clone) for tree in (self.pytorch, self.triton)
                                       if tree is not None and tree.clone is not None}),
             **({LABEL_OVERLAY: self.overlay.read_text(encoding="utf-8")} if self.overlay else {}),
+            **({LABEL_TRITON_PATCH: self.triton_patch.read_text(encoding="utf-8")} if self.triton_patch else {}),
         }
         if self.recipe.is_wheel:
             labels[f"{LABEL_PREFIX}.wheels"] = json.dumps(self.sources(), sort_keys=True)
