@@ -515,9 +515,9 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
         "pytorch_src": "PyTorch git clone where --base/--pr refs are resolved (GitPython)",
         "triton_src": _COMPARE_TRITON_SRC_HELP,
         "triton_ref": _TRITON_REF_HELP + "; both sides; docker recipes built from source only",
-        "triton_pr": "A Triton A/B: the Triton commit or ref in --triton-src the PR side builds, with PyTorch the "
-                     "same on both sides (--pr left out; the images share PyTorch's layers); docker recipes built "
-                     "from source only",
+        "triton_pr": "A Triton A/B: the Triton commit or ref in --triton-src the PR side builds, or a patch file "
+                     "on the base's Triton, with PyTorch the same on both sides (--pr left out; the images share "
+                     "PyTorch's layers); docker recipes built from source only",
         "triton_base": "With --triton-pr: the base side's Triton commit or ref (default: the recipe's or the one "
                        "PyTorch pins)",
         **_SUITE_HELP,
