@@ -241,7 +241,7 @@ def test_on_the_cpu_a_triton_ab_says_no_triton_code_was_compared(tmp_path: Path)
     # README command 1's run on the CPU recipe, read as a Triton A/B's: every kernel it timed is C++.
     manifest = json.loads((run / "manifest.json").read_text())
     record = {"format_version": 1, "base": "a" * 40, "pr": "b" * 40, "base_llvm": LLVM_HASH_3_5.strip(),
-              "pr_llvm": None, "reason": FLAGS, "pin_file": None, "pytorch": "c" * 40}
+              "pr_llvm": None, "reason": FLAGS, "pin_file": None, "pytorch": "c" * 40, "pr_patch": None}
     manifest["settings"]["triton_ab"] = record
     (run / "manifest.json").write_text(json.dumps(manifest))
     paths = render_report(load_report_inputs(run), run / "report")
