@@ -515,6 +515,11 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
         "pytorch_src": "PyTorch git clone where --base/--pr refs are resolved (GitPython)",
         "triton_src": _COMPARE_TRITON_SRC_HELP,
         "triton_ref": _TRITON_REF_HELP + "; both sides; docker recipes built from source only",
+        "triton_pr": "A Triton A/B: the Triton commit or ref in --triton-src the PR side builds, or a patch file "
+                     "on the base's Triton, with PyTorch the same on both sides (--pr left out; the images share "
+                     "PyTorch's layers); docker recipes built from source only",
+        "triton_base": "With --triton-pr: the base side's Triton commit or ref (default: the recipe's or the one "
+                       "PyTorch pins)",
         **_SUITE_HELP,
         "kernel_warmup": "Warm-up calls per kernel before timing, 0 to 1,000,000 (default 10)",
         "kernel_iterations": "Timed calls per kernel, 1 to 1,000,000 (default 30)",
@@ -581,7 +586,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
             suite_source="builtin", use_runner=False,
             upstream_src=None, store=None, save_base=False, executor="local", ray_address=None, devices=None,
             shard_size="0", suite_shard_size=None, tolerance=None,
-            triton_src=None, triton_ref=None, modes=None, resolution=None):
+            triton_src=None, triton_ref=None, modes=None, resolution=None, triton_base=None, triton_pr=None):
     """Compare a PR against its base: suite, kernels and a PR-ready report under <run>/report/."""
     from analysis.errors import UserError
     from analysis.flag_values import call_count, timeout_seconds, whole_number
@@ -592,8 +597,11 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share, tolerance)
     round_flags = check_rounds_flags(rounds, max_rounds, budget, resolution, stats)
     fail_on = check_fail_on(fail_on)
+    if not pr and triton_pr:
+        pr = base  # a Triton A/B: the same PyTorch on both sides
     if not pr:
-        raise UserError("--pr: required (a git ref in --pytorch-src, a Python-only patch file, or 'installed')")
+        raise UserError("--pr: required (a git ref in --pytorch-src, a Python-only patch file, or 'installed'; or "
+                        "--triton-pr for a Triton A/B)")
     mode_list = _modes_flag(modes, mode, dtype)
     per_process = None if models_per_process is None else whole_number("--models-per-process", models_per_process,
                                                                        minimum=0)
@@ -621,7 +629,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     request = CompareRequest(
         base=base, pr=pr, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir), run_id=run,
         pytorch_src=resolve_path(pytorch_src) if pytorch_src else None,
-        triton_src=_optional_path(triton_src), triton_ref=triton_ref,
+        triton_src=_optional_path(triton_src), triton_ref=triton_ref, triton_base=triton_base, triton_pr=triton_pr,
         upstream_src=_upstream_src(upstream_src),
         suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, source=suite_source,
                               use_runner=use_runner),

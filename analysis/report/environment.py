@@ -63,6 +63,7 @@ def lock_summary(lock: Any) -> dict[str, str]:
         "image": "provenance.image.tag", "image id": "provenance.image.id", "base image": "base.name",
         "base digest": "base.digest", "torch commit": "sources.pytorch.commit", "torch wheel": "sources.pytorch.wheel",
         "torch wheel sha256": "sources.pytorch.sha256", "triton commit": "sources.triton.commit",
+        "triton's llvm": "sources.triton.llvm",
         "triton wheel": "sources.triton.wheel", "triton wheel sha256": "sources.triton.sha256",
         "torch git (read in the image)": "contents.versions.torch_git", "torch version": "contents.pip.torch",
         "torch (local)": "environment.torch", "torch git (local)": "environment.torch_git",

@@ -20,7 +20,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from analysis.kernels.compare import KernelComparison
+from analysis.kernels.compare import IDENTICAL_CODE, KernelComparison
 from analysis.kernels.index import where_launched
 from analysis.models.compare import ModelComparison
 from analysis.rendering import fmt_delta_time, fmt_time, fmt_x, md_code, md_text
@@ -45,7 +45,8 @@ def _slower_faster(speedup: float) -> str:
     return f"{abs(pct):.1f} % {'slower' if pct > 0 else 'faster'}" if math.isfinite(pct) else "not measured"
 
 
-_PAIRED_BY = {"legacy_key": "paired by name and shapes", "ops+shape_key": "paired by fused ops and shapes",
+_PAIRED_BY = {IDENTICAL_CODE: "same Inductor source, compiled by each side's Triton",
+              "legacy_key": "paired by name and shapes", "ops+shape_key": "paired by fused ops and shapes",
               "graphs+shape_key": "renamed in place", "kernel_name": "paired by name only"}
 
 

@@ -28,7 +28,10 @@ import pandas as pd
 
 from analysis import atomic_io
 from analysis.errors import UserError
-from analysis.formats.run_layout import COMMENT_MD, REPORT_MD, TRACE_DIFF_MD
+from analysis.formats.run_layout import COMMENT_MD, MANIFEST, REPORT_MD, TRACE_DIFF_MD
+from analysis.formats.triton_ab import COMPILED_BY as TRITON_COMPILED
+from analysis.formats.triton_ab import SETTINGS_KEY as TRITON_AB_KEY
+from analysis.formats.triton_ab import TritonAB, from_settings
 from analysis.kernels.compare import KernelComparison, compare_kernels
 from analysis.kernels.fusion_changes import fusion_changes
 from analysis.models.compare import ModelComparison, compare_models
@@ -39,7 +42,7 @@ from analysis.report.gates import Gate, model_gates
 from analysis.report.headline import kernel_contributors
 from analysis.report.inputs import ReportInputs, ReportSettings, load_report_inputs
 from analysis.report.markdown import COMMENT_LIMIT, Explanations, asked_kernel_texts, render_markdown
-from analysis.report.numerics import NumericsView, lead_with_numerics, numerics_sentence, numerics_view
+from analysis.report.numerics import VERDICT_PREFIX, NumericsView, lead_with_numerics, numerics_sentence, numerics_view
 from analysis.report.plots import (
     plot_categories,
     plot_distribution,
@@ -134,7 +137,13 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
     verdict = report_verdict(found.kc, found.mc, found.gates, found.contributors, level,
                              numerics_sentence(found.numerics))
     verdict = lead_with_numerics(verdict, found.numerics)
+    ab = triton_ab(inputs)
+    if ab is not None:  # what was compared comes before what was found
+        sentence = ab.headline(found.kc.summary.compiled_anew if found.kc is not None else 0)
+        verdict = f"{VERDICT_PREFIX}{sentence} {verdict.removeprefix(VERDICT_PREFIX)}"
     summary = summarize_comparison(found.kc, found.mc, found.gates, stats, verdict)
+    if ab is not None:
+        summary[TRITON_AB_KEY] = ab.to_json()
     if found.numerics is not None:
         summary["numerics"] = found.numerics.summary_block()
     summary["experiment"] = summary_block(*inputs.experiments) if inputs.experiments else None
@@ -157,6 +166,11 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
                        kernel_details=asked_kernel_texts(inputs, found.kc))
 
 
+def triton_ab(inputs: ReportInputs) -> TritonAB | None:
+    """The run's Triton A/B record (`analysis.formats.triton_ab`), None for an A/B of PyTorch."""
+    return from_settings(inputs.manifest.get("settings"), f"{MANIFEST}: settings")
+
+
 def _analyse(inputs: ReportInputs) -> _Analyses:
     """The kernel and model comparisons, the dashboard gates and (with both) the projection of one on the other."""
     has_kernels = inputs.base_kernels is not None and inputs.pr_kernels is not None
@@ -164,9 +178,11 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
     if not has_kernels and not has_suite:
         raise UserError("report: nothing to compare (need kernels tables or suite tables for both base and PR)")
     level = inputs.settings.stats.validate().confidence  # the one level the report's intervals are shown at
+    ab = triton_ab(inputs)
     kc = compare_kernels(inputs.base_kernels, inputs.pr_kernels, inputs.base_kernel_samples,
                          inputs.pr_kernel_samples, inputs.stats_for("kernels"),
-                         inputs.kernel_blocks, level) if has_kernels else None
+                         inputs.kernel_blocks, level, compiled_by=TRITON_COMPILED if ab else None
+                         ) if has_kernels else None
     mc = compare_models(inputs.base_suite, inputs.pr_suite, inputs.base_suite_samples, inputs.pr_suite_samples,
                         inputs.stats_for("models"), inputs.base_model_rounds, inputs.pr_model_rounds,
                         inputs.model_blocks, level) if has_suite else None

@@ -11,6 +11,7 @@ only the run directory, so ``invoke report RUN`` re-renders it later without re-
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import shutil
 import sys
@@ -30,6 +31,7 @@ from analysis.formats.paired_rounds import read_rounds, round_file, side_samples
 from analysis.formats.run_layout import VariantLayout
 from analysis.formats.stage_records import Plan, write_plan
 from analysis.formats.suite_request import SuiteRequest
+from analysis.formats.triton_ab import SETTINGS_KEY as TRITON_AB_KEY
 from analysis.kernels.results import results_from_rounds
 from analysis.stats.sequential import (
     Look,
@@ -101,6 +103,10 @@ class CompareRequest:
     # the recipe's commit or PyTorch's pin (--triton-src, --triton-ref).
     triton_src: Path | None = None
     triton_ref: str | None = None
+    # A Triton A/B: the same PyTorch on both sides (--pr left out or equal to --base), these two Triton commits
+    # (--triton-base, default the pinned one; --triton-pr).
+    triton_base: str | None = None
+    triton_pr: str | None = None
     # The PyTorch tree the upstream suite runs from, as the environment sees it (default for docker recipes:
     # the image's tree); only with suite.source == "upstream".
     upstream_src: Path | None = None
@@ -147,7 +153,11 @@ def check_sources(request: CompareRequest) -> None:
     recipe): one line naming the flag, before anything is written (`prbench.images.build.check_source_flags`)."""
     from prbench.images.build import check_source_flags
 
-    check_source_flags(request.recipe, request.pytorch_src, request.triton_src, request.triton_ref)
+    if request.triton_pr is not None and request.pr != request.base:
+        raise UserError(f"--pr {request.pr}: a Triton A/B (--triton-pr) keeps PyTorch the same on both sides; leave "
+                        "--pr out (or give the --base commit), and compare PyTorch changes in a run of their own")
+    check_source_flags(request.recipe, request.pytorch_src, request.triton_src, request.triton_ref,
+                       request.triton_pr, request.triton_base)
 
 
 def plan(request: CompareRequest) -> ComparePlan:
@@ -155,7 +165,8 @@ def plan(request: CompareRequest) -> ComparePlan:
         from prbench.images.content_store import Store
 
         return plan_docker(request.base, request.pr, request.recipe, request.pytorch_src, Store.at(request.store),
-                           triton_src=request.triton_src, triton_ref=request.triton_ref)
+                           triton_src=request.triton_src, triton_ref=request.triton_ref,
+                           triton_base=request.triton_base, triton_pr=request.triton_pr)
     return plan_local(request.base, request.pr, request.pytorch_src, request.python)
 
 
@@ -203,13 +214,17 @@ def _compare(request: CompareRequest, console: Console, compare_plan: ComparePla
         console.print(f"run [bold]{run.run_id}[/] in {run.root}")
         locks: dict[str, Any] = {}
         sides: list[_Side] = []
+        triton_ab = compare_plan.triton_ab
+        if triton_ab is not None:
+            console.print(f"a Triton A/B: {triton_ab.commits()}, one PyTorch on both sides (its layers built once)",
+                          markup=False, highlight=False)
         for plan_side in (compare_plan.base, compare_plan.pr):
             console.print(f"[bold]{plan_side.name}[/]: {plan_side.how}")
             runner, locks[plan_side.name], runner_spec = _environment(plan_side, request, compare_plan, run)
             pipeline = Pipeline(run, runner, console=console, force=request.force)
             local_overlay = plan_side.overlay if not request.recipe.is_docker else None
-            sides.append(_Side(pipeline, pipeline.prepare(_variant(plan_side, request), local_overlay,
-                                                          request.python), runner_spec))
+            variant = _variant(plan_side, request, triton_ab is not None)
+            sides.append(_Side(pipeline, pipeline.prepare(variant, local_overlay, request.python), runner_spec))
         paths = Comparison(request, run, sides, rounds, tree).run_stages(locks)
     return run, paths
 
@@ -312,7 +327,8 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
     else:
         build_plan = plan_build(request.recipe, pytorch_src=request.pytorch_src, triton_src=request.triton_src,
                                 pytorch_ref=side.pytorch_ref, pin=side.triton, overlay=overlay_path,
-                                merge_base=compare_plan.merge_base)
+                                merge_base=compare_plan.merge_base, pytorch_first=compare_plan.triton_ab is not None,
+                                triton_patch=_triton_patch(side, run))
     client = docker_client()
     outcome = build_and_lock(build_plan, client, request.runs_dir / "images",
                              lock_path=run.layout.variant(side.name).lock, store=Store.at(request.store),
@@ -325,16 +341,35 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
     return runner, read_lock(outcome.lock_path), spec
 
 
-def _variant(side: VariantPlan, request: CompareRequest) -> Variant:
+def _triton_patch(side: VariantPlan, run: Run) -> Path | None:
+    """A Triton A/B's --triton-pr patch, kept in the run beside the side (as its overlay is)."""
+    if side.triton_patch is None:
+        return None
+    kept = run.path(side.name, "triton.patch")
+    atomic_io.write_text(kept, side.triton_patch.read_text(encoding="utf-8"))
+    return kept
+
+
+def _variant(side: VariantPlan, request: CompareRequest, triton_ab: bool) -> Variant:
     return Variant(
         name=side.name,
         recipe=request.recipe,
         pytorch_ref=side.pytorch_ref,
         overlay_sha256=side.overlay.sha256 if side.overlay else None,
-        triton_commit=side.triton.commit if side.triton is not None and request.triton_ref is not None else None,
+        # a Triton the PyTorch commit does not fix: --triton-ref's, or a Triton A/B's (one PyTorch, two Tritons)
+        triton_commit=_triton_identity(side) if request.triton_ref is not None or triton_ab else None,
         env=dict(request.env),
         inductor_config=dict(request.inductor_config),
     )
+
+
+def _triton_identity(side: VariantPlan) -> str | None:
+    """The side's Triton as its variant's identity records it: the commit, and a patch on it by its sha256."""
+    if side.triton is None:
+        return None
+    if side.triton_patch is None:
+        return side.triton.commit
+    return f"{side.triton.commit}+{hashlib.sha256(side.triton_patch.read_bytes()).hexdigest()}"
 
 
 @dataclass
@@ -871,6 +906,7 @@ def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: 
         "installed_commit": compare_plan.installed_commit,
         "merge_base": compare_plan.merge_base,
         **({"triton_ref": request.triton_ref} if request.triton_ref else {}),
+        **({TRITON_AB_KEY: compare_plan.triton_ab.to_json()} if compare_plan.triton_ab else {}),
         "suite": stage_inputs(request.suite, upstream_src),
         "kernels": asdict(request.kernels),
         "rounds": _timing(request).rounds,

@@ -8,10 +8,17 @@ touches compiled code (that side then needs a Docker recipe, which rebuilds PyTo
 With a wheel-pinned Docker recipe a side is ``installed`` (the recipe's pinned wheel), a wheel pin
 (``torch==2.14.0.dev20261101+cpu``: pip downloads it into the store, and its sha256 pins it from then on) or,
 for the PR, a patch file applied to the wheel's torch package in the image (an overlay layer).
+
+A Triton A/B (`TritonAB`) keeps PyTorch the same on both sides and builds two Tritons, PyTorch's layers first so
+that both images share them: asked for with ``--triton-base``/``--triton-pr``, or found in a PyTorch PR that only
+moves PyTorch's Triton pin (`prbench.images.pins.only_moves_triton_pin`; PyTorch is then built at the base
+commit on both sides, so its layers are one build).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import subprocess
 from dataclasses import dataclass
@@ -19,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis.errors import UserError
+from analysis.formats.triton_ab import FLAGS, PIN_BUMP, TritonAB
 from prbench import gitrefs
 from prbench.images.image_lock import cpu_facts, cpu_model
 from prbench.recipes import Recipe, WheelPin
@@ -41,6 +49,7 @@ class VariantPlan:
     how: str  # one line for the report: how this side's environment was made
     wheel: WheelPin | None = None  # a wheel recipe: the torch wheel this side installs
     triton: TritonPin | None = None  # a source recipe: the Triton commit this side's image builds, and its origin
+    triton_patch: Path | None = None  # a Triton A/B's --triton-pr patch, applied to that Triton commit
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,7 @@ class ComparePlan:
     installed_commit: str | None
     merge_base: str | None
     local: LocalEnvironment | None = None  # the local runner's interpreter (None for Docker recipes)
+    triton_ab: TritonAB | None = None  # one PyTorch, two Tritons (built PyTorch-first)
 
 
 _NO_TORCH = 3  # the describing process's exit status when torch does not import
@@ -121,13 +131,18 @@ def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str) -> Com
 
 def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
                 store: Store | None = None, *, triton_src: Path | None = None,
-                triton_ref: str | None = None) -> ComparePlan:
+                triton_ref: str | None = None, triton_base: str | None = None,
+                triton_pr: str | None = None) -> ComparePlan:
     """Plan both sides for a Docker recipe: PyTorch is built at each side's commit (a patch PR: base + overlay),
     with the Triton commit ``--triton-ref`` names or else the one the recipe or that PyTorch commit pins, found in
-    the Triton clone now (before anything is built); or, for a wheel recipe, installed from each side's wheel."""
+    the Triton clone now (before anything is built); or, for a wheel recipe, installed from each side's wheel.
+    ``triton_pr`` (with ``triton_base``, default the base's Triton) makes it a Triton A/B of the base PyTorch, as a
+    PR that only moves the Triton pin does."""
+    from prbench.images import pins
     from prbench.images.build import check_source_flags, triton_source
+    from prbench.images.patches import check_patch_at_commit
 
-    clones = check_source_flags(recipe, pytorch_src, triton_src, triton_ref)
+    clones = check_source_flags(recipe, pytorch_src, triton_src, triton_ref, triton_pr)
     if clones is None:
         from prbench.images.content_store import Store
 
@@ -136,11 +151,27 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
     base_ref = recipe.pytorch.commit if base == INSTALLED and recipe.pytorch else base
     base_sha = gitrefs.resolve(repo, base_ref, "--base")
 
-    def side(name: str, sha: str, overlay: PythonOverlay | None = None, layer: str = "") -> VariantPlan:
-        _, pin = triton_source(recipe, repo, sha, clones[1], triton_ref)
+    def side(name: str, sha: str, overlay: PythonOverlay | None = None, layer: str = "",
+             pin: TritonPin | None = None) -> VariantPlan:
+        _, pin = triton_source(recipe, repo, sha, clones[1], triton_ref, pin)
         how = f"image of {recipe.name} at PyTorch {sha[:12]}, Triton {pin.commit[:12]} ({pin.source}){layer}"
         return VariantPlan(name, sha, overlay, how, triton=pin)
 
+    if triton_pr is not None:
+        triton_repo = pins.open_repo(clones[1], "--triton-src")
+        base_pin = (pins.TritonPin(pins.resolve_commit(triton_repo, triton_base, pins.TRITON_BASE), pins.TRITON_BASE)
+                    if triton_base is not None else None)
+        base_side = side("base", base_sha, pin=base_pin)
+        if Path(triton_pr).is_file():  # a patch on the base's Triton
+            assert base_side.triton is not None
+            patch = Path(triton_pr).resolve()
+            text = check_patch_at_commit(patch, clones[1], base_side.triton.commit, "--triton-pr", "Triton")
+            patched = dataclasses.replace(side("pr", base_sha, pin=base_side.triton,
+                                               layer=f" + patch {patch.name}"), triton_patch=patch)
+            return _triton_ab(base_side, patched, clones[1], FLAGS,
+                              pr_patch=f"{patch.name} sha256:{hashlib.sha256(text.encode()).hexdigest()[:12]}")
+        pr_pin = pins.TritonPin(pins.resolve_commit(triton_repo, triton_pr, pins.TRITON_PR), pins.TRITON_PR)
+        return _triton_ab(base_side, side("pr", base_sha, pin=pr_pin), clones[1], FLAGS)
     base_plan = side("base", base_sha)
     if Path(pr).is_file():
         overlay = PythonOverlay.from_patch_file(Path(pr), flag="--pr")
@@ -149,7 +180,29 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
                                            f" + overlay layer {Path(pr).name} ({len(overlay.files)} files)"),
                            None, None)
     pr_sha = gitrefs.resolve(repo, pr, "--pr")
+    # Only where the pin decides what is built (neither the recipe nor --triton-ref names the Triton commit).
+    pinned = recipe.triton is not None and recipe.triton.from_pytorch_pin and triton_ref is None
+    pin_file = (pins.only_moves_triton_pin(repo, base_sha, pr_sha, recipe.platform)
+                if pinned and pr_sha != base_sha else None)
+    if pin_file is not None:  # the PR's PyTorch is the base's but for the pin: build the base's once
+        moved = side("pr", pr_sha).triton
+        return _triton_ab(base_plan, side("pr", base_sha, pin=moved), clones[1], PIN_BUMP, pin_file)
     return ComparePlan(base_plan, side("pr", pr_sha), None, gitrefs.merge_base(repo, base_sha, pr_sha))
+
+
+def _triton_ab(base: VariantPlan, pr: VariantPlan, triton_clone: Path, reason: str,
+               pin_file: str | None = None, pr_patch: str | None = None) -> ComparePlan:
+    """Both sides of one PyTorch with two Tritons, and the record of it (each Triton's LLVM read from its tree)."""
+    from prbench.images import pins
+
+    assert base.triton is not None and pr.triton is not None
+    if base.triton.commit == pr.triton.commit and pr.triton_patch is None:
+        raise UserError(f"--triton-pr: Triton {pr.triton.commit[:12]} is also the base's ({base.triton.source}); "
+                        "a Triton A/B needs two commits")
+    repo = pins.open_repo(triton_clone, "--triton-src")
+    record = TritonAB(base.triton.commit, pr.triton.commit, pins.llvm_pin(repo, base.triton.commit),
+                      pins.llvm_pin(repo, pr.triton.commit), reason, pin_file, base.pytorch_ref, pr_patch)
+    return ComparePlan(base, pr, None, None, triton_ab=record)
 
 
 def _plan_wheels(base: str, pr: str, recipe: Recipe, store: Store) -> ComparePlan:

@@ -44,7 +44,7 @@ from prbench.images.build_plan import (
     sha256_file,
 )
 from prbench.images.dockerfile_quote import UnsafeValue, dockerfile_value
-from prbench.images.pins import TRITON_REF, TritonPin, open_repo, resolve_commit, triton_pin
+from prbench.images.pins import TRITON_REF, TritonPin, llvm_pin, open_repo, resolve_commit, triton_pin
 from prbench.images.pytorch_setup import build_env, host_build_jobs, image_rocm_version
 from prbench.recipes import Recipe, resolve_patch_entry
 
@@ -97,13 +97,16 @@ def plan_build(
     trees: tuple[SourceTree, SourceTree] | None = None,
     locked: tuple[UsedItem, ...] | None = None,
     base_item: StoreItem | None = None,
+    pytorch_first: bool = False,
+    triton_patch: Path | None = None,
 ) -> BuildPlan:
     """Resolve a recipe (plus a variant's ref and overlay) into a BuildPlan; reads git, never Docker.
 
     A wheel recipe needs no clone. ``trees`` (PyTorch, Triton), with ``pin``, ``locked`` and ``base_item``, come
     from a lock: then nothing is read from a clone either. ``triton_ref`` (``--triton-ref``) is a commit or ref in
     the Triton clone built instead of the recipe's commit or PyTorch's pin; ``pin`` (a lock's, or a comparison's
-    side as `triton_source` resolved it) is the Triton commit itself.
+    side as `triton_source` resolved it) is the Triton commit itself. ``pytorch_first`` (a Triton A/B) renders
+    PyTorch's layers below Triton's; ``triton_patch`` is applied to the Triton tree in the build context.
     """
     if not recipe.is_docker or recipe.base_image is None or (
             not recipe.is_wheel and (recipe.pytorch is None or recipe.triton is None)):
@@ -129,7 +132,7 @@ def plan_build(
     build_args = {"MAX_JOBS": str(jobs)} if jobs else {}
     patches = tuple(_patch_file(entry, f"{recipe.path}: key 'patches'") for entry in recipe.patches)
     dockerfile = render_dockerfile(recipe, pytorch, triton, overlay=overlay is not None,
-                                   overlay_strip=_overlay_strip(overlay))
+                                   overlay_strip=_overlay_strip(overlay), pytorch_first=pytorch_first)
     return BuildPlan(
         recipe=recipe,
         recipe_text=recipe_text if recipe_text is not None else recipe.path.read_text(encoding="utf-8"),
@@ -148,6 +151,8 @@ def plan_build(
         templates_sha256=_tree_sha256([TEMPLATES_DIR]),
         locked=locked,
         base_item=base_item,
+        pytorch_first=pytorch_first,
+        triton_patch=triton_patch,
     )
 
 
@@ -190,23 +195,39 @@ def triton_source(recipe: Recipe, pytorch_repo: git.Repo, pytorch_commit: str, t
 
 
 def check_source_flags(recipe: Recipe, pytorch_src: Path | None, triton_src: Path | None,
-                       triton_ref: str | None) -> tuple[Path, Path] | None:
+                       triton_ref: str | None, triton_pr: str | None = None,
+                       triton_base: str | None = None) -> tuple[Path, Path] | None:
     """At the door of a task that builds (compare, bisect): Triton flags where the recipe builds no Triton are
     refused, and a recipe that builds from source needs both clones, given or local in the recipe, and
-    ``--triton-ref`` in the Triton clone (one line naming the flag otherwise); returns the clones (None: nothing is
-    built from source)."""
+    ``--triton-ref`` (or a Triton A/B's ``--triton-base``/``--triton-pr``) in the Triton clone (one line naming
+    the flag otherwise); returns the clones (None: nothing is built from source)."""
+    flags = (("--triton-src", triton_src), ("--triton-ref", triton_ref), ("--triton-pr", triton_pr),
+             ("--triton-base", triton_base))
     if not recipe.is_docker or recipe.is_wheel or recipe.pytorch is None or recipe.triton is None:
         what = "installs wheels" if recipe.is_docker else "runs an installed torch"
-        for flag, value in (("--triton-src", triton_src), ("--triton-ref", triton_ref)):
+        for flag, value in flags:
             if value is not None:
                 raise UserError(f"{flag}: recipe {recipe.name} {what}; it builds no Triton (leave {flag} out, or "
                                 "give a docker recipe that builds from source)")
         return None
+    if triton_base is not None and triton_pr is None:
+        raise UserError("--triton-base: a Triton A/B also needs --triton-pr (the PR side's Triton commit)")
+    if triton_pr is not None and triton_ref is not None:
+        raise UserError("--triton-ref: builds one Triton on both sides; a Triton A/B (--triton-pr) names each "
+                        "side's (--triton-base, default the pinned one): leave --triton-ref out")
+    if triton_pr is not None and triton_src is None:
+        try:
+            clone_path(recipe, "triton", None)
+        except UserError:
+            raise UserError(f"--triton-pr: a Triton A/B builds both Triton commits from a local clone; give it "
+                            f"with --triton-src (recipe {recipe.name} builds Triton from "
+                            f"{recipe.triton.source})") from None
     clones = (clone_path(recipe, "pytorch", pytorch_src), clone_path(recipe, "triton", triton_src))
     open_repo(clones[0], "--pytorch-src")
     triton = open_repo(clones[1], "--triton-src")
-    if triton_ref is not None:
-        resolve_commit(triton, triton_ref, "--triton-ref")
+    for flag, value in flags[1:]:
+        if value is not None and not (flag == "--triton-pr" and Path(value).is_file()):  # a patch: checked when
+            resolve_commit(triton, value, flag)  # the base's Triton commit is known (variant_plan)
     return clones
 
 
@@ -219,7 +240,8 @@ def _overlay_strip(overlay: Path | None) -> int:
 
 
 def render_dockerfile(recipe: Recipe, pytorch: SourceTree | None = None, triton: SourceTree | None = None,
-                      overlay: bool = False, from_ref: str | None = None, overlay_strip: int = 1) -> str:
+                      overlay: bool = False, from_ref: str | None = None, overlay_strip: int = 1,
+                      pytorch_first: bool = False) -> str:
     """The Dockerfile for a recipe. ``from_ref`` replaces ``repo@digest`` for a base known only by image id.
 
     Every value reaches the text through the ``dockerfile(kind)`` filter (``prbench.images.dockerfile_quote``), so a
@@ -250,6 +272,7 @@ def render_dockerfile(recipe: Recipe, pytorch: SourceTree | None = None, triton:
             brought_by=BROUGHT_BY,
             triton=triton,
             pytorch=pytorch,
+            pytorch_first=pytorch_first,
             wheels=list(recipe.wheel_pins),
             pip_extra=list(recipe.pip_extra),
             overlay=overlay,
@@ -304,7 +327,8 @@ def _triton_tree(repo: git.Repo, commit: str) -> SourceTree:
     else:
         raise UserError(f"triton source: commit {commit[:12]} has neither setup.py/pyproject.toml nor python/setup.py")
     requirements = _present(repo, commit, ["python/requirements.txt"])
-    return SourceTree("triton", Path(repo.working_dir), commit, install_dir=install_dir, requirements=requirements)
+    return SourceTree("triton", Path(repo.working_dir), commit, install_dir=install_dir, requirements=requirements,
+                      llvm=llvm_pin(repo, commit))
 
 
 def _patch_file(entry: str, where: str) -> PatchFile:
@@ -370,7 +394,8 @@ def _build_in_context(plan: BuildPlan, client, store: Store, log_path: Path | No
     dockerfile = plan.dockerfile
     if base.from_ref != plan.base.reference:
         dockerfile = render_dockerfile(plan.recipe, plan.pytorch, plan.triton, overlay=plan.overlay is not None,
-                                       from_ref=base.from_ref, overlay_strip=_overlay_strip(plan.overlay))
+                                       from_ref=base.from_ref, overlay_strip=_overlay_strip(plan.overlay),
+                                       pytorch_first=plan.pytorch_first)
     targets: list[Any] = []
 
     def target() -> Any:  # the base image's interpreter, read by a container once
@@ -415,6 +440,10 @@ def prepare_context(plan: BuildPlan, context: Path, dockerfile: str, store: Stor
     shutil.copy2(CHECK_SCRIPT, context / CHECK_SCRIPT.name)
     used = fill_context(plan, store, context, target, emit, rocm_version=rocm_version)
     _apply_patches(plan, context)
+    if plan.triton_patch is not None:
+        from prbench.images import patches as patch_tool
+
+        patch_tool.apply_patch(plan.triton_patch, context / "src" / "triton")
     if plan.overlay is not None:
         shutil.copy2(plan.overlay, context / "overlay.patch")
         if not plan.recipe.is_wheel:

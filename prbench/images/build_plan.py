@@ -37,9 +37,11 @@ LABEL_RECIPE_TOML = f"{LABEL_PREFIX}.recipe-toml"
 LABEL_RECIPE_PATH = f"{LABEL_PREFIX}.recipe-path"
 LABEL_CLONES = f"{LABEL_PREFIX}.clones"
 LABEL_OVERLAY = f"{LABEL_PREFIX}.overlay-patch"
+LABEL_TRITON_PATCH = f"{LABEL_PREFIX}.triton-patch"  # a Triton A/B's --triton-pr patch, applied to src/triton
 # The store items the build consumed (build_context.UsedItem JSON), written when the image is built.
 LABEL_STORE = f"{LABEL_PREFIX}.store"
 
+PYTORCH_FIRST = "pytorch-first"  # inputs.build.layers of an image whose Triton is built on top of PyTorch
 BASE_USE = "base"  # a saved base image (docker save), loaded on a rebuild when the engine lacks it
 _USE_RE = re.compile(r"base|src/(?:pytorch|triton)|wheels/[a-z-]+|downloads/[a-z0-9_-]+")
 
@@ -82,6 +84,7 @@ class SourceTree:
     commit: str
     install_dir: str = "."  # where `pip install -e` runs ("python" for Triton <= 3.3)
     requirements: tuple[str, ...] = ()  # requirement files whose wheels the build installs from the wheelhouse
+    llvm: str | None = None  # Triton: the LLVM commit the tree pins (prbench.images.pins.llvm_pin), when it pins one
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,10 @@ class BuildPlan:
     # A rebuild: exactly these store items (from the lock), and the saved base to load when the engine lacks it.
     locked: tuple[UsedItem, ...] | None = None
     base_item: StoreItem | None = None
+    # A Triton A/B: PyTorch's layers first and Triton's build on top, so that two images of one PyTorch and two
+    # Tritons share every layer below Triton (the default order, Triton first, shares Triton across PyTorch PRs).
+    pytorch_first: bool = False
+    triton_patch: Path | None = None  # a patch on the Triton tree (a Triton A/B's --triton-pr patch)
 
     def sources(self) -> dict[str, Any]:
         """What PyTorch and Triton are: commits built from source, or wheels pinned by sha256."""
@@ -126,7 +133,9 @@ class BuildPlan:
                         "commit": self.pytorch.commit, "merge_base": self.merge_base},
             "triton": {"source": self.recipe.triton.source if self.recipe.triton else "",
                        "commit": self.triton.commit, "pin_source": self.triton_pin.source,
-                       "install_dir": self.triton.install_dir},
+                       "install_dir": self.triton.install_dir,
+                       **({"llvm": self.triton.llvm} if self.triton.llvm else {}),
+                       **({"patch_sha256": sha256_file(self.triton_patch)} if self.triton_patch else {})},
         }
 
     def inputs(self) -> dict[str, Any]:
@@ -146,6 +155,7 @@ class BuildPlan:
                 "builder": "docker-py classic builder",
                 # The PyTorch step's variables (prbench's defaults and the recipe's [build] env); MAX_JOBS is an arg.
                 "env": dict(sorted(self.build_env().items())),
+                **({"layers": PYTORCH_FIRST} if self.pytorch_first else {}),
             },
             "env": dict(sorted(self.recipe.env.items())),
         }
@@ -178,6 +188,7 @@ class BuildPlan:
             LABEL_CLONES: json.dumps({tree.name: str(tree.clone) for tree in (self.pytorch, self.triton)
                                       if tree is not None and tree.clone is not None}),
             **({LABEL_OVERLAY: self.overlay.read_text(encoding="utf-8")} if self.overlay else {}),
+            **({LABEL_TRITON_PATCH: self.triton_patch.read_text(encoding="utf-8")} if self.triton_patch else {}),
         }
         if self.recipe.is_wheel:
             labels[f"{LABEL_PREFIX}.wheels"] = json.dumps(self.sources(), sort_keys=True)

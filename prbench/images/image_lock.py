@@ -53,6 +53,8 @@ from prbench.images.build_plan import (
     LABEL_RECIPE_PATH,
     LABEL_RECIPE_TOML,
     LABEL_STORE,
+    LABEL_TRITON_PATCH,
+    PYTORCH_FIRST,
     BuildPlan,
     SourceTree,
     UsedItem,
@@ -163,6 +165,7 @@ def lock_for_image(client: Any, image_ref: str) -> dict[str, Any]:
             "recipe_path": labels.get(LABEL_RECIPE_PATH, ""),
             "clones": json.loads(labels.get(LABEL_CLONES, "{}")),
             "overlay_patch": labels.get(LABEL_OVERLAY),
+            **({"triton_patch": labels[LABEL_TRITON_PATCH]} if LABEL_TRITON_PATCH in labels else {}),
             "host": host_facts(info),
         },
     }
@@ -252,7 +255,8 @@ _SHAPE: tuple[tuple[str, tuple[type, ...]], ...] = (
     ("sources", (dict,)), ("sources.pytorch", (dict,)), ("sources.triton", (dict,)), ("patches", (dict,)),
     ("build", (dict,)), ("build.args", (dict,)), ("store", (list,)), ("provenance", (dict,)),
     ("provenance.recipe_path", (str,)), ("provenance.recipe_toml", (str,)), ("provenance.clones", (dict,)),
-    ("provenance.overlay_patch", (str, type(None))), ("provenance.image", (dict,)), ("provenance.host", (dict,)),
+    ("provenance.overlay_patch", (str, type(None))),
+    ("provenance.triton_patch", (str, type(None))), ("provenance.image", (dict,)), ("provenance.host", (dict,)),
 )
 _TYPE_NAMES = {dict: "an object", list: "a list", str: "text", type(None): "null"}
 
@@ -486,13 +490,19 @@ def plan_from_lock(lock: dict[str, Any], *, pytorch_src: Path | None = None, tri
         overlay_dir = overlay_dir or Path.cwd()
         overlay = overlay_dir / "overlay.patch"
         atomic_io.write_text(overlay, prov["overlay_patch"])
+    triton_patch = None
+    if prov.get("triton_patch"):
+        triton_patch = (overlay_dir or Path.cwd()) / "triton.patch"
+        atomic_io.write_text(triton_patch, prov["triton_patch"])
     used = read_used_items(lock.get("store") or [], "--lock: store")
     locked = tuple(u for u in used if u.used_as != BASE_USE) or None
     base_item = next((u.item for u in used if u.used_as == BASE_USE), None)
     sources = lock["sources"]
     max_jobs = int(lock["build"]["args"]["MAX_JOBS"]) if "MAX_JOBS" in lock["build"]["args"] else None
     common: dict[str, Any] = {"overlay": overlay, "max_jobs": max_jobs, "recipe_text": prov["recipe_toml"],
-                              "locked": locked, "base_item": base_item}
+                              "locked": locked, "base_item": base_item,
+                              "pytorch_first": lock["build"].get("layers") == PYTORCH_FIRST,
+                              "triton_patch": triton_patch}
     if "wheel" in sources.get("pytorch", {}):
         plan = plan_build(recipe.with_wheels(*(_locked_wheel(sources, key) for key in ("pytorch", "triton"))),
                           **common)
@@ -503,7 +513,7 @@ def plan_from_lock(lock: dict[str, Any], *, pytorch_src: Path | None = None, tri
             trees = (SourceTree("pytorch", pytorch_src or _existing(clones.get("pytorch")),
                                 sources["pytorch"]["commit"]),
                      SourceTree("triton", triton_src or _existing(clones.get("triton")), triton["commit"],
-                                install_dir=triton.get("install_dir", ".")))
+                                install_dir=triton.get("install_dir", "."), llvm=triton.get("llvm")))
             plan = plan_build(recipe, trees=trees, pin=pin, merge_base=sources["pytorch"].get("merge_base"),
                               **common)
         else:  # a lock from before the store: the clones must still hold the commits

@@ -6,8 +6,10 @@ patched or untouched; on drift the error names the patch and the file it no long
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,3 +95,33 @@ def apply_patch(patch: str | Path, tree: Path) -> AppliedPatch:
         first = next((line for line in result.stderr.splitlines() if line.strip()), "git apply failed")
         raise UserError(f"patch {path.name}: applying to {tree} failed after a clean check: {first}")
     return AppliedPatch(path, tree, patched_files(path))
+
+
+def apply_error_at_commit(text: str, repo_dir: Path, commit: str, strip: int = 1) -> str | None:
+    """``git apply --check`` of the diff ``text`` against ``commit``'s tree in the clone ``repo_dir``, read into a
+    scratch index (no checkout is touched): None when it applies, else git's first line."""
+    with tempfile.TemporaryDirectory(prefix="prbench-patch-check-") as scratch:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        read = subprocess.run(["git", "read-tree", commit], cwd=repo_dir, env=env, capture_output=True, text=True)
+        if read.returncode != 0:
+            return f"cannot read the tree of {commit[:12]} in {repo_dir}"
+        proc = subprocess.run(["git", "apply", "--cached", "--check", f"-p{strip}", "--whitespace=nowarn", "-"],
+                              input=text, text=True, cwd=repo_dir, env=env, capture_output=True)
+        return None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["git apply failed"])[0]
+
+
+def check_patch_at_commit(patch: Path, repo_dir: Path, commit: str, flag: str, what: str) -> str:
+    """A patch file given as ``flag`` that must apply to ``what`` (e.g. "Triton") at ``commit``: its text, or one
+    line naming the flag (a symbolic link or submodule change is refused, as for every patch)."""
+    if not patch.is_file():
+        raise UserError(f"{flag} {patch}: not a file")
+    text = read_bytes(patch, "a unified diff", MAX_PATCH_BYTES).decode("utf-8", errors="replace")
+    special = special_file_change(text)
+    if special:
+        raise UserError(f"{flag} {patch}: '{special}': patches may change regular files only")
+    if not _TARGET.search(text):
+        raise UserError(f"{flag} {patch}: not a unified diff (no '+++ b/<file>' line)")
+    error = apply_error_at_commit(text, repo_dir, commit)
+    if error is not None:
+        raise UserError(f"{flag} {patch}: does not apply to {what} {commit[:12]} ({error})")
+    return text

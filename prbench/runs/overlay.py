@@ -21,7 +21,7 @@ from pathlib import Path
 
 from analysis.errors import UserError
 from analysis.records import read_bytes
-from prbench.images.patches import MAX_PATCH_BYTES, special_file_change
+from prbench.images.patches import MAX_PATCH_BYTES, apply_error_at_commit, special_file_change
 from prbench.runners.local import installed_torch
 
 PACKAGE = "torch"
@@ -117,17 +117,9 @@ class PythonOverlay:
 
     def check_applies_to_commit(self, repo_dir: Path, commit: str) -> None:
         """``git apply --check`` against ``commit``'s tree, read into a scratch index (no checkout is touched)."""
-        with tempfile.TemporaryDirectory(prefix="prbench-overlay-check-") as scratch:
-            env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
-            read = subprocess.run(["git", "read-tree", commit], cwd=repo_dir, env=env, capture_output=True, text=True)
-            if read.returncode != 0:
-                raise UserError(f"--pytorch-src {repo_dir}: cannot read the tree of {commit[:12]}")
-            proc = subprocess.run(
-                ["git", "apply", "--cached", "--check", f"-p{strip_level(self.patch_text)}", "--whitespace=nowarn",
-                 "-"], input=self.patch_text, text=True, cwd=repo_dir, env=env, capture_output=True)
-            if proc.returncode != 0:
-                first = (proc.stderr.strip().splitlines() or ["git apply failed"])[0]
-                raise UserError(f"overlay {self.origin}: does not apply to PyTorch {commit[:12]} ({first})")
+        error = apply_error_at_commit(self.patch_text, repo_dir, commit, strip_level(self.patch_text))
+        if error is not None:
+            raise UserError(f"overlay {self.origin}: does not apply to PyTorch {commit[:12]} ({error})")
 
     def check_applies_to_wheel(self, wheel: Path, label: str) -> None:
         """Apply the overlay, in a scratch directory, to the files it changes as the wheel ships them: a PR that

@@ -40,8 +40,9 @@ class Variant:
     overlay_sha256: str | None = None  # the Python-only diff applied on top of pytorch_ref, if any
     env: dict[str, str] = field(default_factory=dict)
     inductor_config: dict[str, Any] = field(default_factory=dict)
-    # The Triton commit --triton-ref chose (None: the recipe's or PyTorch's pin, which the recipe and pytorch_ref
-    # already fix): a stage done with another Triton is not done.
+    # The Triton commit --triton-ref or a Triton A/B chose, "+<sha256>" of a --triton-pr patch on it (None: the
+    # recipe's or PyTorch's pin, which the recipe and pytorch_ref already fix): a stage done with another Triton is
+    # not done.
     triton_commit: str | None = None
 
     def describe(self) -> dict[str, Any]:
