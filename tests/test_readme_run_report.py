@@ -463,7 +463,8 @@ def test_each_model_states_its_kernel_share_and_the_tiny_run_says_it_is_low(rend
     cells = _model_cells(rendered["md"], "kernel share")
     assert cells == {m: f"{100 * v:.1f} %" for m, v in share["models"].items()}
     assert share["models"]["T5Small"] < share["models"]["AlbertForMaskedLM"]
-    line = f"Inductor kernels are only {100 * share['all_models']:.0f} % of a step at tiny size; per model"
+    line = (f"Inductor kernels are only {100 * share['all_models']:.0f} % of the compiled latency at tiny size; "
+            "per model")
     assert line in _body(rendered["md"]) and line in rendered["comment"]
     assert "`--size small`, hidden size 256" in _body(rendered["md"])
 
@@ -481,6 +482,6 @@ def test_models_whose_kernels_are_a_large_share_get_no_warning_only_the_low_ones
 
     assert share["all_models"] > 0.30 and share["low"] == ["T5Small"]
     assert "Inductor kernels are only" not in after["md"]
-    assert (f"Inductor kernels are below 30 % of the step in 1 of 8 model(s) at tiny size: `T5Small` "
+    assert (f"Inductor kernels are below 30 % of the compiled latency in 1 of 8 model(s) at tiny size: `T5Small` "
             f"{100 * share['models']['T5Small']:.0f} %") in _body(after["md"])
 

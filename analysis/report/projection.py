@@ -256,13 +256,14 @@ def low_share_line(shares: KernelShares, size: str | None) -> str | None:
     if shares.all_models < LOW_SHARE:
         values = shares.models.values()
         spread = f"; per model {_pct(min(values))}–{_pct(max(values))}" if len(shares.models) > 1 else ""
-        return (f"Inductor kernels are only {_pct(shares.all_models)} of a step{at_size}{spread} (standalone kernel "
-                "time per step / compiled latency, base): most of the step is the wrapper and host around them, so "
-                "the models' latency says little about the kernels, and a kernel change that matters at a real "
-                f"hidden size may not show here{hint}.")
+        return (f"Inductor kernels are only {_pct(shares.all_models)} of the compiled latency{at_size}{spread} "
+                "(standalone kernel time per call / compiled latency, base): the rest is the wrapper and host around "
+                "them, so the models' latency says little about the kernels, and a kernel change that matters at a "
+                f"real hidden size may not show here{hint}.")
     named = ", ".join(f"`{m}` {_pct(shares.models[m])}" for m in low)
-    return (f"Inductor kernels are below {_pct(LOW_SHARE)} of the step in {len(low)} of {len(shares.models)} "
-            f"model(s){at_size}: {named}; those models' latency says little about their kernels{hint}.")
+    return (f"Inductor kernels are below {_pct(LOW_SHARE)} of the compiled latency in {len(low)} of "
+            f"{len(shares.models)} model(s){at_size}: {named}; those models' latency says little about their "
+            f"kernels{hint}.")
 
 
 def _pct(share: float) -> str:
