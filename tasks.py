@@ -532,10 +532,10 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
         "max_rounds": "Adaptive rounds: at most this many rounds of each kind (default 10 on the CPU, 5 on a GPU)",
         "budget": "Adaptive rounds: start no round after this long since the compare began, e.g. 20m, 90s, "
                   "1.5h (the first 3 rounds always run)",
-        "resolution": "Adaptive rounds: a kind stops only once its verdicts are settled and its smallest "
-                      "detectable change (the report's, 80 % power) is at most this, e.g. 3% or 2.5%: more than "
-                      "--threshold, which that change never goes below; within --max-rounds and --budget, and the "
-                      "report says whether it was reached (default: stop once settled)",
+        "resolution": "Adaptive rounds: a kind stops only once its verdicts are settled and its resolution "
+                      "(the report's smallest change told apart from none, 80 % power, whatever --threshold) is at "
+                      "most this, e.g. 2% or 1.5%; within --max-rounds and --budget, and the report says whether "
+                      "it was reached (default: stop once settled)",
         "passes": "A-B-B-A blocks per kernel job and model in each round, spread over the round; more passes "
                   "average out visit-to-visit noise (default 16 on the CPU, 2 on a GPU)",
         "models_per_process": "Models kept compiled in one worker per side and round (0 = all; lower it when "
@@ -595,7 +595,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
 
     # Every statistical and measurement setting is checked before anything heavy is imported or run.
     stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share, tolerance)
-    round_flags = check_rounds_flags(rounds, max_rounds, budget, resolution, stats)
+    round_flags = check_rounds_flags(rounds, max_rounds, budget, resolution)
     fail_on = check_fail_on(fail_on)
     if not pr and triton_pr:
         pr = base  # a Triton A/B: the same PyTorch on both sides

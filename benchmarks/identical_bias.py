@@ -36,7 +36,10 @@ With ``--rounds N --out DIR`` it measures across processes instead, as a compare
 rounds again with this checkout (both sides' caches organized again into DIR, ``plan_jobs``, ``pair_jobs``; the
 workers run this checkout's code, no numerics recorded, logs in DIR) into ``DIR/plan.json``, runs N paired rounds
 of it (``stages.paired``) into DIR, and prints each identical pair's ratio (base / PR of the round's median visit
-median; geomean over rounds with a 95 % t interval), next to the same from the run's own rounds.
+median; geomean over rounds with a 95 % t interval), next to the same from the run's own rounds. ``--vary``
+changes one factor of that plan across processes (`VARIATIONS`): ``only`` (each worker holds only the ``--pairs``
+kernels), ``same`` (both workers are base's: an A/A of the orchestration), ``env`` (the PR's worker, with its
+environment, times base's files), ``swap`` (the sides' jobs exchanged).
 
 Run it with the venv of the run (torch) and ``PYTHONPATH`` at the repository root. The process pins itself to its
 last CPU, as the workers' timed visits do. Writes a JSON (``format_version``) with every comparison when
@@ -430,6 +433,48 @@ def replan(run: Path, out: Path) -> tuple[Path, list[tuple[str, str, str]]]:
     return path, identical
 
 
+# What ``--vary`` changes in the replanned plan, one factor at a time (the workers stay fresh, paired, ABBA).
+VARIATIONS = {
+    "none": "the plan as this checkout makes it",
+    "only": "each side's worker loads and times only the --pairs kernels' graph jobs, and in them only those kernels "
+            "(with env too)",
+    "same": "both workers are base's (its environment, cache and jobs): an A/A of the orchestration itself",
+    "swap": "each side's worker times the other side's jobs from the other side's cache (the PR's code in the "
+            "worker the plan calls base)",
+    "env": "the PR's worker keeps its own environment (Python path with the PR's overlay, temporary and Triton "
+           "directories) but times base's jobs from base's cache: base's code, files and recorded values in both",
+}
+
+
+def varied(plan_path: Path, vary: str, only: str | None) -> None:
+    """Rewrite ``plan_path`` with one factor changed (`VARIATIONS`)."""
+    plan = json.loads(plan_path.read_text(encoding="utf-8"))
+    if vary in ("only", "env") and only:
+        wanted = re.compile(only)
+
+        def narrowed(job: dict[str, Any] | None) -> dict[str, Any] | None:
+            kernels = {k: v for k, v in (job or {}).get("kernels", {}).items() if wanted.search(k)}
+            return {**job, "kernels": kernels} if job and kernels else None
+
+        plan["blocks"] = [b for b in ({s: narrowed(j) for s, j in block.items()} for block in plan["blocks"])
+                          if any(b.values())]
+        for side in plan["sides"].values():
+            side["prepare"] = [j for j in map(narrowed, side["prepare"]) if j]
+    if vary == "env":
+        base, pr = plan["sides"]["base"], plan["sides"]["pr"]
+        pr["env"]["TORCHINDUCTOR_CACHE_DIR"] = base["env"]["TORCHINDUCTOR_CACHE_DIR"]
+        pr["prepare"], pr["organized"] = base["prepare"], base["organized"]
+        plan["blocks"] = [{"base": b["base"], "pr": b["base"]} for b in plan["blocks"] if b.get("base")]
+    elif vary == "same":
+        plan["sides"]["pr"] = {**plan["sides"]["base"], "log": plan["sides"]["pr"]["log"]}
+        plan["blocks"] = [{"base": b["base"], "pr": b["base"]} for b in plan["blocks"] if b.get("base")]
+    elif vary == "swap":
+        base, pr = plan["sides"]["base"], plan["sides"]["pr"]
+        plan["sides"] = {"base": {**pr, "log": base["log"]}, "pr": {**base, "log": pr["log"]}}
+        plan["blocks"] = [{"base": b.get("pr"), "pr": b.get("base")} for b in plan["blocks"]]
+    atomic_io.write_json(plan_path, plan)
+
+
 def round_ratios(round_files: list[Path], base_item: str, pr_item: str) -> list[float]:
     """Per round: base's median visit median over the PR's, for one pair."""
     ratios = []
@@ -442,12 +487,21 @@ def round_ratios(round_files: list[Path], base_item: str, pr_item: str) -> list[
     return ratios
 
 
-def across_processes(run: Path, out: Path, rounds: int) -> list[dict[str, Any]]:
-    """The run's identical pairs over its own rounds, then the replanned identical pairs over ``rounds`` new ones."""
+def across_processes(run: Path, out: Path, rounds: int, vary: str = "none",
+                     only: str | None = None) -> list[dict[str, Any]]:
+    """The run's identical pairs over its own rounds, then the replanned identical pairs over ``rounds`` new ones,
+    with the plan ``varied`` in one factor."""
     import subprocess
 
     out.mkdir(parents=True, exist_ok=True)
     plan, identical = replan(run, out)
+    varied(plan, vary, only)
+    if vary in ("same", "env"):  # both workers time base's item
+        identical = [(name, base_item, base_item) for name, base_item, _ in identical]
+    elif vary == "swap":  # the worker the plan calls base times the PR's item
+        identical = [(name, pr_item, base_item) for name, base_item, pr_item in identical]
+    if only:
+        identical = [pair for pair in identical if re.search(only, pair[0])]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for number in range(1, rounds + 1):
         print(f"round {number}/{rounds} (load {os.getloadavg()[0]:.1f})", flush=True)
@@ -489,14 +543,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=0,
                         help="instead: this many paired rounds of the run's kernels, planned again (needs --out)")
     parser.add_argument("--out", type=Path, default=None, help="--rounds: where the plan, rounds and logs go")
+    parser.add_argument("--vary", choices=sorted(VARIATIONS), default="none",
+                        help="--rounds: the one factor changed in the plan: " +
+                             "; ".join(f"{k}: {v}" for k, v in VARIATIONS.items()))
     args = parser.parse_args(argv)
     if args.rounds:
         if args.out is None:
             raise UserError("--rounds needs --out DIR (where the plan and the round files go)")
-        ratios = across_processes(args.run, args.out, args.rounds)
+        ratios = across_processes(args.run, args.out, args.rounds, args.vary, args.pairs)
         if args.json:
             atomic_io.write_json(args.json, {"format_version": FORMAT_VERSION, "run": str(args.run),
-                                             "rounds": args.rounds, "pairs": ratios})
+                                             "rounds": args.rounds, "vary": args.vary, "pairs": ratios})
         return 0
     plan_path = args.run / "pair" / "kernels" / "plan.json"
     if not plan_path.is_file():

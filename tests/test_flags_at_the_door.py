@@ -43,7 +43,7 @@ BAD_FLAGS = [
     ("compare --pr installed --kernel-timeout abc", "--kernel-timeout 'abc': expected a number"),
     ("compare --pr installed --rounds 2", "--rounds 2"),
     ("compare --pr installed --resolution fine", "--resolution 'fine': expected a percentage such as 2%"),
-    ("compare --pr installed --resolution 2%", "--resolution 2%: the smallest detectable change is always above"),
+    ("compare --pr installed --resolution 0%", "--resolution '0%': expected a percentage such as 2%"),
     ("compare --pr installed --rounds 5 --resolution 3%", "--max-rounds, --budget and --resolution go with adaptive"),
     ("compare --pr installed --passes 0", "--passes 0: expected at least 1"),
     ("compare --pr installed --passes two", "--passes 'two': expected a whole number"),

@@ -62,5 +62,5 @@ def test_a_rounds_record_from_a_newer_prbench_is_refused(tmp_path):
     path = write_rounds_used(tmp_path, RoundsUsed("kernels", 3, "settled", "auto", 10))
     assert read_rounds_used(tmp_path) == RoundsUsed("kernels", 3, "settled", "auto", 10)
     _bump(path)
-    with pytest.raises(UserError, match=r"rounds\.json: format_version 3 was written by a newer prbench"):
+    with pytest.raises(UserError, match=r"rounds\.json: format_version 4 was written by a newer prbench"):
         read_rounds_used(tmp_path)

@@ -12,6 +12,7 @@ same data); the control's flagged pairs counted alike in every table; and the or
 from __future__ import annotations
 
 import json
+import math
 import re
 import tarfile
 from pathlib import Path
@@ -485,3 +486,36 @@ def test_models_whose_kernels_are_a_large_share_get_no_warning_only_the_low_ones
     assert (f"Inductor kernels are below 30 % of the compiled latency in 1 of 8 model(s) at tiny size: `T5Small` "
             f"{100 * share['models']['T5Small']:.0f} %") in _body(after["md"])
 
+
+# --- the resolution ------------------------------------------------------------------------------------------------
+
+
+def test_the_resolution_is_the_smallest_change_told_apart_from_none_whatever_the_threshold(
+        tmp_path: Path, rendered: dict) -> None:
+    """Each family's `detectable_pct` is its headline's resolution: (t(1 − alpha) + t(80 %)) standard errors of the
+    log ratio over the rounds, as the stated interval gives them, not the threshold plus that; re-rendered at
+    --threshold 5 % it does not move, and the kernel summary says from what change each threshold's claim is made
+    with that power."""
+    from dataclasses import replace
+
+    from analysis.stats.verdict import t_quantile
+
+    run = _copy(tmp_path)
+    inputs = load_report_inputs(run)
+    inputs.settings = replace(inputs.settings, stats=replace(inputs.settings.stats, threshold=0.05))
+    paths = render_report(inputs, tmp_path / "at-5")
+    at_5 = json.loads(paths.summary_json.read_text(encoding="utf-8"))
+
+    for family, lead in (("kernels", "step"), ("models", None)):
+        block = rendered["summary"][family]
+        est = block[lead] if lead else block
+        df = block["rounds"] - 1
+        se = math.log(est["ci_high"] / est["ci_low"]) / (2 * t_quantile((1 + block["confidence"]) / 2, df))
+        expected = 100 * math.expm1((t_quantile(1 - block["alpha"], df) + t_quantile(0.8, df)) * se)
+        assert block["detectable_pct"] == pytest.approx(expected, rel=1e-3), family
+        assert at_5[family]["detectable_pct"] == pytest.approx(block["detectable_pct"], rel=1e-9), family
+    resolution = rendered["summary"]["kernels"]["detectable_pct"] / 100
+    for md, threshold in ((rendered["md"], 0.02), (paths.report_md.read_text(encoding="utf-8"), 0.05)):
+        row = _table_row(md, "its resolution: the smallest change this run tells apart from none")[1]
+        assert row == (f"{100 * resolution:.1f} %; called improved/regressed beyond the {100 * threshold:g} % "
+                       f"threshold from {100 * ((1 + threshold) * (1 + resolution) - 1):.1f} %")

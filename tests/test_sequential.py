@@ -109,10 +109,6 @@ def test_with_a_resolution_a_settled_look_stops_only_once_the_strict_level_detec
     (("auto", None, None, "0"), "--resolution '0': expected a percentage"),
     (("auto", None, None, "100%"), "--resolution '100%': expected a percentage"),
     (("auto", None, None, "-2%"), "--resolution '-2%': expected a percentage"),
-    # The default threshold is the 2 % margin: the smallest detectable change is always above it.
-    (("auto", None, None, "2%"), "--resolution 2%: the smallest detectable change is always above --threshold "
-                                 "(2 %), so this target is never reached; expected more than 2 %"),
-    (("auto", None, None, "0.02"), "--resolution 0.02: the smallest detectable change is always above"),
     (("auto", "3", None, "3%"), "--resolution 3%: --max-rounds 3 is the minimum"),
 ])
 def test_bad_rounds_flags_are_one_line_errors_naming_the_flag(flags: tuple, message: str) -> None:
@@ -131,15 +127,16 @@ def test_rounds_flags_and_durations() -> None:
     assert check_rounds_flags(None, None, None).resolution_pct is None  # no target: stop once settled
     assert [check_rounds_flags("auto", "10", None, value).resolution_pct for value in ("3%", "3", " 2.5 % ")] == [
         3.0, 3.0, 2.5]
-    finer = VerdictSettings(threshold=0.001)  # --threshold 0.001 lets a target of half a percent be reached
-    assert check_rounds_flags(None, None, "20m", "0.5%", finer).resolution_pct == 0.5
+    # The resolution does not depend on --threshold: a target at or below the default 2 % threshold is valid.
+    assert [check_rounds_flags(None, None, "20m", value).resolution_pct for value in ("2%", "0.5%", "0.02")] == [
+        2.0, 0.5, 0.02]
     assert (parse_duration("90"), parse_duration("90s"), parse_duration("1.5h")) == (90.0, 90.0, 5400.0)
 
 
 def test_the_rounds_record_is_versioned_and_read_back(tmp_path: Path) -> None:
     used = RoundsUsed("kernels", 4, "settled: regressed", "auto", 10, 0.001, 0.999)
     path = write_rounds_used(tmp_path, used)
-    assert json.loads(path.read_text())["format_version"] == 2
+    assert json.loads(path.read_text())["format_version"] == 3
     assert read_rounds_used(tmp_path) == used
     assert used.describe() == ("kernels: 4 of at most 10 round(s), settled: regressed; stated at alpha 0.001, "
                                "99.9 % intervals")

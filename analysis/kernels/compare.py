@@ -306,7 +306,7 @@ class KernelSummary:
     n_changed: int  # changed pairs in the summary (the effect family)
     control_verdicts: dict[str, int]  # the identical pairs' verdicts as their control judged them (an A/A's
     # evidence; improved + regressed = the control's flagged: `FamilyJudgement.control_verdicts`)
-    detectable_pct: float  # the smallest change in the step this run calls with 80 % power, percent (NaN: none)
+    detectable_pct: float  # the step's resolution: smallest change told apart from none, 80 % power, % (NaN: none)
     offsets_used: bool  # pairs were estimated against the identical kernels' per-round mean
     selection_level: float  # level of the intervals shown for the pairs called changed (NaN: none called)
     compiled_anew: int = 0  # pairs of identical source each side's own compiler built (`compare_kernels`' compiled_by)

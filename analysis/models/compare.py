@@ -125,7 +125,7 @@ class ModelSummary:
     verdict: str
     rounds: int
     paired: bool  # latencies from the paired rounds (else the suite's own, one round per side)
-    detectable_pct: float  # the smallest change in the geomean this run calls with 80 % power, percent
+    detectable_pct: float  # the geomean's resolution: smallest change told apart from none, 80 % power, %
     selection_level: float  # level of the intervals shown for the models called changed (NaN: none called)
     base: VariantSummary
     pr: VariantSummary

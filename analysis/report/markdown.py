@@ -51,6 +51,7 @@ from analysis.report.numerics import failed as numerics_failed
 from analysis.report.projection import Projection, kernel_shares, low_share_line
 from analysis.report.time_decomposition import Decomposition
 from analysis.report.verdict_line import control_rows
+from analysis.stats.verdict import called_effect
 from analysis.stats.verdict_settings import percent
 
 COMMENT_LIMIT = 20_000  # the comment form: a reviewer reads it on the PR; the file holds everything
@@ -235,6 +236,7 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
                 "lock": flatten(inputs.lock),
                 "model_geomean": mc.summary.geomean.at_level(level) if mc else None,
                 "kernel_time": kc.summary.time_weighted.at_level(level) if kc else None,
+                "kernel_called": called_effect(kc.summary.detectable_pct / 100, kc.settings) if kc else None,
                 "kernel_time_line": _kernel_time_line(kc, explanations.contributors, level),
                 "controls_table": markdown_table(control_rows(kc, mc), CONTROL_COLUMNS_MD, 10, None),
                 "gates_table": markdown_table(gate_rows, GATE_COLUMNS_MD, 10, None) if gates else None,

@@ -2,7 +2,7 @@
 
 ``summary.json`` is the contract for CI users and the benchmarks (``format_version`` `SUMMARY_FORMAT_VERSION`):
 
-    {"format_version": 5,
+    {"format_version": 6,
      "verdict": "<one line>",          # a numerical failure first, then one sentence per family: models, time in
                                        # Inductor kernels (and the kernels that add most of it), dashboard checks,
                                        # numerics, control (`analysis.report.headline`)
@@ -12,7 +12,8 @@
                  "geomean", "ci_low", "ci_high",              # geomean over the changed pairs (secondary)
                  "confidence", "n", "improved", "regressed", "equivalent", "inconclusive",   # changed pairs
                  "time_weighted", "rounds", "code_changed", "code_identical", "only_base", "only_pr",
-                 "detectable_pct", "regressed_items": [{"name", "speedup", "ci_low", "ci_high", "step_share"}],
+                 "detectable_pct",     # the headline's resolution: smallest change told apart from none, 80 %
+                 "regressed_items": [{"name", "speedup", "ci_low", "ci_high", "step_share"}],
                                        # items' intervals at the report's one level (settings.confidence)
                  "control_verdicts": {"improved", ...}}   # the identical pairs' verdicts as their control
                                        # judged them, before any claim was withheld (improved + regressed = its
@@ -65,7 +66,9 @@ SUMMARY_FILE = "summary.json"
 #    the worst model's); items' intervals are at the report's one level.
 # 5: `kernels.control_verdicts` are the identical pairs' verdicts as their control judged them (before claims
 #    under a failed control's cut-off were withheld): their improved + regressed are the control's flagged.
-SUMMARY_FORMAT_VERSION = 5
+# 6: `detectable_pct` is the headline's resolution, the smallest change told apart from none with 80 % power
+#    (`analysis.stats.verdict.detectable_effect`); it was threshold + that, never below --threshold.
+SUMMARY_FORMAT_VERSION = 6
 
 
 def _num(x: float) -> float | None:

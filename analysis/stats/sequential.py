@@ -29,11 +29,12 @@ after an early stop is taken at a time chosen because the data looked settled: i
 3 % slower it held the truth in 87.5 % of runs (10 fixed rounds: 91 %). ``benchmarks/verdict_sim.py --rounds auto``
 measures coverage, false positives and the rounds used under this stopping; adaptive rounds are the default.
 
-``--resolution 2%`` adds a target: an early look may stop only when, besides the above, the family's smallest
-detectable change (``detectable_pct``, `analysis.stats.verdict.detectable_effect`) at the strict level, the level
-a stop states it at, is at most the target. The target only takes stops away: every early stop is still one at
-which the strict comparison reached the run level's verdicts, and the union bound above holds for any rule that
-stops only then, so neither false claims nor missed intervals become likelier. ``pair/<kind>/rounds.json`` says
+``--resolution 2%`` adds a target: an early look may stop only when, besides the above, the family's resolution
+(``detectable_pct``, `analysis.stats.verdict.detectable_effect`: the smallest change told apart from none with 80 %
+power, whatever ``--threshold``) at the strict level, the level a stop states it at, is at most the target. The
+target only takes stops away: every early stop is still one at which the strict comparison reached the run level's
+verdicts, and the union bound above holds for any rule that stops only then, so neither false claims nor missed
+intervals become likelier. ``pair/<kind>/rounds.json`` says
 whether the target was reached, at the level the kind's verdicts are stated at.
 """
 
@@ -123,14 +124,13 @@ class RoundsFlags:
     resolution_pct: float | None = None
 
 
-def check_rounds_flags(rounds: object, max_rounds: object, budget: object, resolution: object = None,
-                       stats: VerdictSettings | None = None) -> RoundsFlags:
+def check_rounds_flags(rounds: object, max_rounds: object, budget: object, resolution: object = None
+                       ) -> RoundsFlags:
     """The four flags at the door, with one-line errors naming the flag. Without ``--rounds`` the rounds are
-    adaptive (``auto``), at most ``--max-rounds`` (default: the device's number of rounds); ``stats`` (the
-    comparison's settings, default the defaults) bounds ``--resolution`` from below."""
+    adaptive (``auto``), at most ``--max-rounds`` (default: the device's number of rounds)."""
     if rounds is None or rounds == AUTO:
         top = None if max_rounds is None else whole_number("--max-rounds", max_rounds, minimum=MIN_ROUNDS)
-        target = None if resolution is None else parse_resolution(resolution, stats or VerdictSettings())
+        target = None if resolution is None else parse_resolution(resolution)
         if target is not None and top == MIN_ROUNDS:
             raise UserError(f"--resolution {resolution}: --max-rounds {top} is the minimum, which leaves no round "
                             "to go on for it; expected --max-rounds above it")
@@ -144,19 +144,14 @@ def check_rounds_flags(rounds: object, max_rounds: object, budget: object, resol
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*%?")
 
 
-def parse_resolution(value: object, stats: VerdictSettings) -> float:
-    """``2%``, ``2`` or ``0.5%`` as a percentage (``--resolution``), above the threshold: the smallest
-    detectable change is the threshold plus a multiple of the spread (`analysis.stats.verdict.detectable_effect`),
-    so a target at or below the threshold is never reached and every run would go to ``--max-rounds``."""
+def parse_resolution(value: object) -> float:
+    """``2%``, ``2`` or ``0.5%`` as a percentage (``--resolution``): a target for the family's resolution
+    (`analysis.stats.verdict.detectable_effect`), which does not depend on ``--threshold``, so any positive
+    target can be reached with enough rounds."""
     match = _PERCENT.fullmatch(str(value).strip())
     target = float(match[1]) if match else math.nan
     if not (math.isfinite(target) and 0 < target < 100):
         raise UserError(f"--resolution {value!r}: expected a percentage such as 2% or 0.5% (above 0, below 100)")
-    floor = 100 * stats.effect_floor
-    if target <= floor:
-        raise UserError(f"--resolution {value}: the smallest detectable change is always above --threshold "
-                        f"({floor:.4g} %), so this target is never reached; expected more than {floor:.4g} % "
-                        "(or a lower --threshold)")
     return target
 
 
@@ -184,7 +179,7 @@ class Look:
     controls_passed: bool
     strict_controls_passed: bool
     open_items: int = 0  # inconclusive items that look like a finding (see `open_findings`)
-    detectable_pct: float = math.nan  # the family's smallest detectable change at the run level, percent
+    detectable_pct: float = math.nan  # the family's resolution at the run level, percent (`detectable_effect`)
     strict_detectable_pct: float = math.nan  # the same at the strict level (what an early stop would state)
 
     def stated_detectable(self, strict: bool) -> float | None:
@@ -278,7 +273,8 @@ def _model_items(mc: ModelComparison) -> tuple[str, ...]:
 STOP_FILE = "rounds.json"
 # 2: the level the kind's verdicts are stated at (alpha, confidence). Added keys keep the version (readers ignore
 # what they do not know): resolution_pct and detectable_pct (--resolution) change no verdict an older reader states.
-STOP_FORMAT_VERSION = 2
+# 3: detectable_pct is the resolution (the smallest change told apart from none), no longer threshold + that.
+STOP_FORMAT_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -293,7 +289,7 @@ class RoundsUsed:
     alpha: float | None = None  # the level the kind's verdicts are stated at (None: the run's, as in version 1)
     confidence: float | None = None
     resolution_pct: float | None = None  # --resolution: the target (None: none set)
-    detectable_pct: float | None = None  # the smallest detectable change at that level when the rounds ended
+    detectable_pct: float | None = None  # the resolution at that level when the rounds ended (version 2: + threshold)
 
     def describe(self) -> str:
         if self.mode != AUTO:

@@ -302,12 +302,25 @@ def selection_adjusted(est: Estimate, selected: int, tested: int, settings: Verd
 
 
 def detectable_effect(est: Estimate, settings: VerdictSettings) -> float:
-    """The smallest relative change this estimate's spread lets a claim beyond the threshold find with
-    `POWER` (one-sided test at alpha): NaN without an interval."""
+    """The run's resolution: the smallest true relative change this estimate's spread tells apart from no change
+    with `POWER`, in a one-sided test at alpha (the claims' test and level: the strict level's after an early
+    stop): ``exp((t(1 − alpha) + t(POWER)) · se) − 1``. NaN without an interval.
+
+    It does not depend on ``--threshold``: it says how fine the measurement is, which more rounds improve, so a
+    target such as ``--resolution 2%`` can be met whatever threshold the claims use. (It used to be the change a
+    claim *beyond the threshold* finds, ``threshold + …``, which is never below the threshold: with the default 2 %
+    a 2 % resolution could not be reached by any number of rounds.) A change is *called* only when shown beyond
+    the threshold as well; the change called with `POWER` is `called_effect`."""
     if not (math.isfinite(est.log_se) and math.isfinite(est.df)):
         return math.nan
     z = t_quantile(1 - settings.alpha, est.df) + t_quantile(POWER, est.df)
-    return math.expm1(math.log1p(settings.effect_floor) + z * est.log_se)
+    return math.expm1(z * est.log_se)
+
+
+def called_effect(detectable: float, settings: VerdictSettings) -> float:
+    """The smallest true relative change a claim beyond the threshold finds with `POWER`, from the resolution
+    ``detectable`` (`detectable_effect`): the test's boundary moves out by the threshold, on the log scale."""
+    return math.expm1(math.log1p(settings.effect_floor) + math.log1p(detectable))
 
 
 # --- per family --------------------------------------------------------------------------------------------
@@ -640,7 +653,7 @@ class FamilyJudgement:
     changed: np.ndarray  # items whose code changed (the effect family)
     control: np.ndarray  # identical items in the summary (the control family)
     shares: np.ndarray  # per item, its share of the base step
-    detectable: float  # the smallest change in the headline a claim finds with `POWER` (NaN: no interval)
+    detectable: float  # the headline's resolution: the smallest change told apart from none with `POWER` (NaN: none)
     selection_level: float  # the level of the selected items' intervals (NaN: none selected)
     offsets_used: bool  # items were estimated against the identical items' per-round mean
     # The identical items' verdicts as their control judged them: before claims under the cut-off it set were
