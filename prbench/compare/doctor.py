@@ -7,8 +7,8 @@ Contract:
   ``skip`` (it needs what an earlier check found missing). A missing input (no ``--pytorch-src`` where the recipe
   needs a clone, an engine that does not answer) is a ``fail`` line, never a traceback.
 - ``CHECKS`` lists, once, the checks of each kind of recipe (``kind_of``: ``source`` and ``wheel`` Docker recipes,
-  ``local`` ones) in the order they run; later checks reuse what earlier ones found (the engine's client, the base
-  image, its interpreter, the resolved commits), kept on the ``Session``.
+  ``venv`` and ``local`` ones) in the order they run; later checks reuse what earlier ones found (the engine's
+  client, the base image, its interpreter, the resolved commits), kept on the ``Session``.
 - ``run_doctor`` runs them, handing each result to ``emit`` as it comes; ``summary`` is the last line.
   ``invoke doctor`` exits 1 when any check failed. ``invoke compare`` calls ``preflight`` first: the same checks,
   stopping with a one-line error before any run directory exists; on a local recipe only the ``cheap`` ones (no
@@ -93,6 +93,13 @@ DISK_ESTIMATES: dict[tuple[str, str], DiskEstimate] = {
     ("rocm", "local"): DiskEstimate(0, 0, 0, "the run directory only"),
     ("cuda", "local"): DiskEstimate(0, 0, 0, "the run directory only"),
     ("cpu", "local"): DiskEstimate(0, 0, 0, "the run directory only"),
+    # venv recipes: docker_gb is the two venvs, kept under the runs directory (<runs>/venvs).
+    ("rocm", "venv"): DiskEstimate(20, 10, 0, "estimate: per side the ROCm torch and Triton wheels (~5 GB) "
+                                             "installed in a venv"),
+    ("cuda", "venv"): DiskEstimate(14, 8, 0, "estimate: per side the CUDA torch wheel and its nvidia-* wheels "
+                                             "(~4 GB) installed in a venv"),
+    ("cpu", "venv"): DiskEstimate(2, 1, 0, "estimate: per side the CPU torch wheel (~0.2 GB) and transformers, "
+                                           "~1 GB installed"),
 }
 # A run directory: README command 1 (the quick start) leaves 46 MB; 2 GB leaves room for full-size model lists.
 RUN_DIR_GB = 2.0
@@ -239,6 +246,8 @@ def check_disk(s: Session) -> CheckResult:
     name = "disk"
     estimate = DISK_ESTIMATES[(s.recipe.platform, kind_of(s.recipe))]
     wanted: list[tuple[str, Path, float]] = [("run directory", s.inputs.runs_dir, RUN_DIR_GB)]
+    if s.recipe.is_venv:
+        wanted += [("venvs", s.inputs.runs_dir, estimate.docker_gb), ("store", s.store().root, estimate.store_gb)]
     if s.recipe.is_docker:
         wanted.append(("store", s.store().root, estimate.store_gb))
         wanted.append(("build context", Path(tempfile.gettempdir()), estimate.context_gb))
@@ -656,10 +665,13 @@ CHECKS: dict[str, tuple[Check, ...]] = {
     "source": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, *_SOURCES, _STORE, _EXPERIMENT),
     "wheel": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, _STORE, _CONTENTS, _EXPERIMENT),
     "local": (Check("torch", check_local_torch), *_GPUS, _DISK, _EXPERIMENT),
+    "venv": (*_GPUS, _DISK, _EXPERIMENT),
 }
 
 
 def kind_of(recipe: Recipe) -> str:
+    if recipe.is_venv:
+        return "venv"
     if not recipe.is_docker:
         return "local"
     return "wheel" if recipe.is_wheel else "source"
@@ -697,7 +709,7 @@ def summary(recipe: Recipe, results: list[CheckResult]) -> str:
 def preflight(inputs: DoctorInputs, console: Console, machine: Machine | None = None) -> None:
     """``invoke compare``'s first step: the doctor's checks (on a local recipe the cheap ones); a failure stops the
     compare, with the failing lines printed and the summary as its one-line error, before anything is written."""
-    local = not inputs.recipe.is_docker
+    local = not inputs.recipe.is_docker and not inputs.recipe.is_venv
 
     def emit(result: CheckResult) -> None:
         if not local or result.status in ("warn", "fail"):

@@ -58,7 +58,14 @@ from prbench.compare.shard_rounds import (
 from prbench.compare.suite_shards import SuiteShards, spread_shard_size, suite_shards
 from prbench.compare.suite_stage import clear_outputs, stage_inputs, suite_outputs, upstream_tree
 from prbench.compare.suite_stage import summarize as summarize_suite
-from prbench.compare.variant_plan import ComparePlan, VariantPlan, local_lock, plan_docker, plan_local
+from prbench.compare.variant_plan import (
+    ComparePlan,
+    VariantPlan,
+    local_lock,
+    plan_docker,
+    plan_local,
+    plan_venv,
+)
 from prbench.executors import Executor, RunnerSpec, ShardOutcome, open_executor
 from prbench.images.image_lock import RUN_NODES
 from prbench.recipes import Recipe
@@ -151,6 +158,10 @@ def check_sources(request: CompareRequest) -> None:
 
 
 def plan(request: CompareRequest) -> ComparePlan:
+    if request.recipe.is_venv:
+        from prbench.images.content_store import Store
+
+        return plan_venv(request.base, request.pr, request.recipe, Store.at(request.store), request.python)
     if request.recipe.is_docker:
         from prbench.images.content_store import Store
 
@@ -208,8 +219,9 @@ def _compare(request: CompareRequest, console: Console, compare_plan: ComparePla
             runner, locks[plan_side.name], runner_spec = _environment(plan_side, request, compare_plan, run)
             pipeline = Pipeline(run, runner, console=console, force=request.force)
             local_overlay = plan_side.overlay if not request.recipe.is_docker else None
+            # A venv side's overlay shadows the venv's torch, as the local runner's shadows the installed one.
             sides.append(_Side(pipeline, pipeline.prepare(_variant(plan_side, request), local_overlay,
-                                                          request.python), runner_spec))
+                                                          runner_spec.python or request.python), runner_spec))
         paths = Comparison(request, run, sides, rounds, tree).run_stages(locks)
     return run, paths
 
@@ -293,6 +305,8 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
     """The runner for one side, its lock, and how another node runs its stages: the local Python, or the image
     built for the side (a node without it builds it from that lock and the store)."""
     platform = request.recipe.platform
+    if request.recipe.is_venv:
+        return _venv_environment(side, request, run)
     if not request.recipe.is_docker:
         assert compare_plan.local is not None  # plan_local described the interpreter
         return (LocalRunner(python=request.python), local_lock(side, compare_plan.local),
@@ -323,6 +337,23 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
                       lock=outcome.lock_path, store=Store.at(request.store).root, writable=(run.root,),
                       run=run.root)
     return runner, read_lock(outcome.lock_path), spec
+
+
+def _venv_environment(side: VariantPlan, request: CompareRequest, run: Run) -> tuple[Any, Any, RunnerSpec]:
+    """A venv recipe's side: its venv (built from the store's wheels, or found by its inputs' hash), the side's lock,
+    and this Python's runner on the venv's interpreter."""
+    from prbench.images import venv
+    from prbench.images.content_store import Store
+    from prbench.images.image_lock import read_lock
+
+    store = Store.at(request.store)
+    recipe = venv.pinned(request.recipe.with_wheels(side.wheel, None), store, request.python)
+    overlay = (side.overlay.sha256, side.overlay.patch_text) if side.overlay is not None else None
+    outcome = venv.build_and_lock(venv.plan(recipe, request.python), store, request.runs_dir / venv.VENVS_DIR,
+                                  lock_path=run.layout.variant(side.name).lock, overlay=overlay)
+    python = str(outcome.python)
+    return (LocalRunner(python=python), read_lock(outcome.lock_path),
+            RunnerSpec("local", platform=request.recipe.platform, python=python))
 
 
 def _variant(side: VariantPlan, request: CompareRequest) -> Variant:

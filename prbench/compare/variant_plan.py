@@ -7,13 +7,16 @@ touches compiled code (that side then needs a Docker recipe, which rebuilds PyTo
 
 With a wheel-pinned Docker recipe a side is ``installed`` (the recipe's pinned wheel), a wheel pin
 (``torch==2.14.0.dev20261101+cpu``: pip downloads it into the store, and its sha256 pins it from then on) or,
-for the PR, a patch file applied to the wheel's torch package in the image (an overlay layer).
+for the PR, a patch file applied to the wheel's torch package in the image (an overlay layer). A venv recipe's sides
+are planned the same way, for the interpreter whose venvs they will be (the PR's patch: an overlay as on the local
+runner, on the base's venv).
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 from analysis.errors import UserError
 from prbench import gitrefs
 from prbench.images.image_lock import cpu_facts, cpu_model
-from prbench.recipes import Recipe, WheelPin
+from prbench.recipes import UNPINNED, Recipe, WheelPin
 from prbench.runs.overlay import PythonOverlay, installed_package_dir
 
 if TYPE_CHECKING:
     import git
 
-    from prbench.images.content_store import Store
+    from prbench.images.content_store import Store, WheelTarget
     from prbench.images.pins import TritonPin
 
 INSTALLED = "installed"
@@ -152,10 +155,26 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
     return ComparePlan(base_plan, side("pr", pr_sha), None, gitrefs.merge_base(repo, base_sha, pr_sha))
 
 
-def _plan_wheels(base: str, pr: str, recipe: Recipe, store: Store) -> ComparePlan:
+def plan_venv(base: str, pr: str, recipe: Recipe, store: Store, python: str) -> ComparePlan:
+    """Plan both sides for a venv recipe: each a venv of ``python`` with its wheel (as a wheel-pinned Docker
+    recipe's images), a patch PR an overlay on the base's venv."""
+    from prbench.images.wheels import python_wheel_target
+
+    found: list[WheelTarget] = []
+
+    def target() -> WheelTarget:  # read once, when a wheel is resolved
+        if not found:
+            found.append(python_wheel_target(python))
+        return found[0]
+
+    return _plan_wheels(base, pr, recipe, store, target)
+
+
+def _plan_wheels(base: str, pr: str, recipe: Recipe, store: Store,
+                 target: Callable[[], WheelTarget] | None = None) -> ComparePlan:
     from prbench.images.wheels import base_image_target
 
-    target = base_image_target(recipe, store)
+    target = target or base_image_target(recipe, store)
     base_plan = _wheel_side("base", base, recipe, store, target)
     if Path(pr).is_file():
         overlay = PythonOverlay.from_patch_file(Path(pr), flag="--pr")
@@ -173,7 +192,9 @@ def _wheel_side(name: str, spec: str, recipe: Recipe, store: Store, target) -> V
     from prbench.images.wheels import is_wheel_spec, resolve_wheel_spec
 
     assert recipe.pytorch_wheel is not None
-    if spec == INSTALLED:
+    if spec == INSTALLED and recipe.pytorch_wheel.sha256 == UNPINNED:  # pinned by what the store fetches
+        pin = resolve_wheel_spec(recipe.pytorch_wheel.requirement, f"--{name}", "pytorch", store, target)
+    elif spec == INSTALLED:
         pin = recipe.pytorch_wheel
     elif is_wheel_spec(spec):
         pin = resolve_wheel_spec(spec, f"--{name}", "pytorch", store, target)
@@ -182,7 +203,8 @@ def _wheel_side(name: str, spec: str, recipe: Recipe, store: Store, target) -> V
                         f"{recipe.pytorch_wheel.requirement}), a wheel pin like torch==2.13.0+cpu, or a patch "
                         "file as --pr")
     ref = f"{pin.requirement} sha256:{pin.sha256}"
-    return VariantPlan(name, ref, None, f"image of {recipe.name} with wheel {pin.requirement} "
+    what = "venv" if recipe.is_venv else "image"
+    return VariantPlan(name, ref, None, f"{what} of {recipe.name} with wheel {pin.requirement} "
                        f"(sha256 {pin.sha256[:12]})", pin)
 
 
