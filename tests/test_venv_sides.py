@@ -15,6 +15,7 @@ import pytest
 from docker_support import invoke
 from recipe_support import RECIPES_DIR, load_error, write
 
+from prbench.compare.doctor import DoctorInputs, run_doctor
 from prbench.compare.variant_plan import plan_venv
 from prbench.images import wheels
 from prbench.images.content_store import Store, StoreItem, WheelTarget
@@ -79,6 +80,32 @@ def test_two_releases_are_two_venv_sides_and_a_plain_version_finds_its_local_bui
     assert (plan.pr.wheel.requirement, plan.pr.wheel.sha256) == ("torch==2.14.1", release.sha256)
     assert plan.base.how == f"venv of cpu-venv with wheel torch==2.13.0+cpu (sha256 {cpu_build.sha256[:12]})"
     assert plan.local is None
+
+
+def test_doctor_says_what_each_venv_will_contain_before_anything_is_built(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wheels, "python_wheel_target", lambda python: TARGET)
+    store = Store(tmp_path / "store")
+    cpu_build = _stored(tmp_path, store, "2.13.0+cpu")
+    path = write_wheel(tmp_path / "house", "torch", "2.14.1", tag="cp311-cp311-manylinux_2_28_x86_64",
+                       requires=(TRITON_REQUIREMENT,))
+    store.add_file(path, kind="wheel", name=path.name, origin="stand-in")
+    triton = write_wheel(tmp_path / "house", "triton", "3.8.0")
+    store.add_file(triton, kind="wheel", name=triton.name, origin="stand-in")
+    recipe = tmp_path / "doctor-venv.toml"
+    recipe.write_text(f'platform = "cpu"\nrunner = "venv"\n[pytorch]\nwheel = "torch==2.13.0+cpu"\n'
+                      f'sha256 = "{cpu_build.sha256}"\n')
+
+    results = run_doctor(DoctorInputs(recipe=load_recipe(str(recipe), tmp_path), runs_dir=tmp_path / "runs",
+                                      store=store.root, pr="torch==2.14.1", python="python3"))
+
+    found = {r.name: r for r in results}
+    assert list(found) == ["venv python", "disk", "venv contents", "experiment"]  # no Docker engine, no image
+    assert [r.status for r in results[:3]] == ["ok", "ok", "ok"]
+    assert found["venv python"].detail.startswith("python3: Python 3.11 (cp311 manylinux_2_36_x86_64)")
+    assert found["venv contents"].detail.startswith("base: torch 2.13.0+cpu, no Triton, ")
+    assert f"pr: torch 2.14.1, triton 3.8.0 (torch 2.14.1 requires {TRITON_REQUIREMENT}), " in \
+        found["venv contents"].detail and "in the venv" in found["venv contents"].detail
 
 
 # --- a real venv, built, found, verified, rebuilt ------------------------------------------------------------------

@@ -239,6 +239,22 @@ def check_base_python(s: Session) -> CheckResult:
     return _ok(name, f"python3 {s.target.python_version} ({s.target.describe()})")
 
 
+def check_venv_python(s: Session) -> CheckResult:
+    """A venv recipe's sides are venvs of ``--python``: its version and wheel tags pick the wheels."""
+    from prbench.images.wheels import python_wheel_target
+
+    name = "venv python"
+    try:
+        s.target = python_wheel_target(s.inputs.python)
+    except UserError as exc:
+        return _fail(name, str(exc))
+    version = tuple(int(part) for part in s.target.python_version.split("."))
+    if version < MIN_IMAGE_PYTHON:
+        needed = ".".join(map(str, MIN_IMAGE_PYTHON))
+        return _fail(name, f"{s.inputs.python} is Python {s.target.python_version}; the stages need {needed} or newer")
+    return _ok(name, f"{s.inputs.python}: Python {s.target.python_version} ({s.target.describe()}), the venvs' base")
+
+
 # --- disk ---------------------------------------------------------------------------------------------------------
 
 
@@ -562,7 +578,7 @@ def check_image_contents(s: Session) -> CheckResult:
     less free space than those images take."""
     from prbench.images.wheels import wheel_contents
 
-    name = "image contents"
+    name = "venv contents" if s.recipe.is_venv else "image contents"
     if s.target is None:
         return _skip(name, "the base image's python3")
     store = s.store()
@@ -574,7 +590,7 @@ def check_image_contents(s: Session) -> CheckResult:
                                       s.target)
         except UserError as exc:
             return _fail(name, str(exc))
-        parts.append(f"{side}: {contents.line()}")
+        parts.append(f"{side}: {contents.line('the venv' if s.recipe.is_venv else 'the image')}")
         image_bytes += contents.image_bytes or 0
         context_bytes = max(context_bytes, contents.wheel_bytes)
     wanted = [("build context", Path(tempfile.gettempdir()), float(context_bytes))]
@@ -665,7 +681,7 @@ CHECKS: dict[str, tuple[Check, ...]] = {
     "source": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, *_SOURCES, _STORE, _EXPERIMENT),
     "wheel": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, _STORE, _CONTENTS, _EXPERIMENT),
     "local": (Check("torch", check_local_torch), *_GPUS, _DISK, _EXPERIMENT),
-    "venv": (*_GPUS, _DISK, _EXPERIMENT),
+    "venv": (Check("venv python", check_venv_python), *_GPUS, _DISK, _CONTENTS, _EXPERIMENT),
 }
 
 

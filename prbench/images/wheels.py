@@ -236,7 +236,7 @@ class WheelContents:
     def libraries(self, vendor: str) -> list[Brought[StoreItem]]:
         return [entry for entry in self.closure.brought if entry.project.startswith(LIBRARY_PREFIXES[vendor])]
 
-    def line(self) -> str:
+    def line(self, where: str = "the image") -> str:
         """The same facts as ``contents_block``, in one line (``invoke doctor``)."""
         parts = [f"{e.project} {e.version}" for e in self.named(WHEEL_NAMES["pytorch"])]
         unknown = "Triton not known until the missing wheels are fetched"
@@ -245,7 +245,7 @@ class WheelContents:
         parts += [f"{len(found)} {vendor} library wheels" for vendor in LIBRARY_PREFIXES
                   if (found := self.libraries(vendor))]
         size = self.image_bytes
-        parts.append(f"{size_text(size)} in the image" if size is not None else "size unknown")
+        parts.append(f"{size_text(size)} in {where}" if size is not None else "size unknown")
         if self.closure.missing:
             parts.append(f"{len(self.closure.missing)} requirement(s) not in the store yet (size unknown)")
         return ", ".join(parts)
