@@ -476,7 +476,8 @@ def verify(ctx, lock, image=None):
     "devices": "GPU indices the comparison will use, e.g. 0,1: each must exist and no other process may hold it",
     "pull": "The build may pull a missing base image by digest (as build --pull): a warning, not a failure",
     "runs_dir": "Directory that holds runs (its free disk is checked; default: runs)",
-    "python": "Local recipes: the interpreter whose torch compare would use (default: this one)",
+    "python": "Local recipes: the interpreter whose torch compare would use; venv recipes: the one the venvs are "
+              "made of (default: this one)",
 })
 @user_facing
 def doctor(ctx, recipe=None, pytorch_src=None, triton_src=None, base=None, pr=None, store=None, devices=None,
@@ -587,9 +588,10 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
         "fail_on": _FAIL_ON_HELP,
         "tolerance": _TOLERANCE_HELP,  # numerical A/B (issue 42)
         "force": "Stage to redo even if done: suite, organize, kernels, profile or report (repeatable)",
-        "python": "Python interpreter whose torch the local runner uses (default: this one)",
+        "python": "Python interpreter whose torch the local runner uses, or (venv recipes) that the venvs are made "
+                  "of (default: this one)",
         "profile": "Also profile each side's models (torch.profiler, compiled graphs with -p); diffed in the report",
-        "store": _BUILD_HELP["store"] + "; docker recipes only",
+        "store": _BUILD_HELP["store"] + "; docker and venv recipes only",
         "save_base": _SAVE_BASE_HELP + "; docker recipes only",
         "executor": "Where the suite's and the timing rounds' shards run: local (this machine's --devices, "
                     "default) or ray (one actor per GPU of a Ray cluster; needs the extra: pip install -e "
