@@ -19,6 +19,7 @@ from prbench.compare.doctor import DoctorInputs, run_doctor
 from prbench.compare.variant_plan import plan_venv
 from prbench.images import wheels
 from prbench.images.content_store import Store, StoreItem, WheelTarget
+from prbench.images.store_command import run_store_action
 from prbench.recipes import UNPINNED, load_recipe
 from tests.store_support import write_wheel
 
@@ -54,6 +55,23 @@ def test_a_venv_recipe_mistake_is_one_line(tmp_path: Path, data: dict, fragment:
     message = load_error(write(tmp_path, data))
 
     assert fragment in message and "\n" not in message
+
+
+def test_store_fetch_of_a_venv_recipe_takes_its_wheels_for_this_python(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(wheels, "python_wheel_target", lambda python: TARGET)
+    store = Store(tmp_path / "store")
+    torch = _stored(tmp_path, store, "2.13.0+cpu")
+    recipe = tmp_path / "fetch-venv.toml"
+    recipe.write_text(f'platform = "cpu"\nrunner = "venv"\n[pytorch]\nwheel = "torch==2.13.0+cpu"\n'
+                      f'sha256 = "{torch.sha256}"\n')
+
+    run_store_action("fetch", store_dir=str(store.root), file=None, lock=None,
+                     recipe=load_recipe(str(recipe), tmp_path))
+
+    said = capsys.readouterr().out
+    assert "wheels: all 1 for cp311 manylinux_2_36_x86_64 are in the store" in said  # no pip: offline
+    assert f"store {store.root}: 1 wheel(s) for recipe fetch-venv (venvs of " in said
 
 
 # --- planning the sides ----------------------------------------------------------------------------------------
