@@ -182,7 +182,8 @@ def _plan_wheels(base: str, pr: str, recipe: Recipe, store: Store,
         wheel = store.find(base_plan.wheel.sha256)
         if wheel is not None:  # else the build checks it, before Docker starts
             overlay.check_applies_to_wheel(store.path(wheel), f"the wheel {base_plan.wheel.requirement}")
-        how = f"{base_plan.how} + overlay layer {Path(pr).name} ({len(overlay.files)} files)"
+        layer = "Python overlay" if recipe.is_venv else "overlay layer"  # a venv's: a shadow package, no layer
+        how = f"{base_plan.how} + {layer} {Path(pr).name} ({len(overlay.files)} files)"
         return ComparePlan(base_plan, VariantPlan("pr", base_plan.pytorch_ref, overlay, how, base_plan.wheel),
                            None, None)
     return ComparePlan(base_plan, _wheel_side("pr", pr, recipe, store, target), None, None)
