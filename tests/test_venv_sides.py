@@ -100,6 +100,25 @@ def test_two_releases_are_two_venv_sides_and_a_plain_version_finds_its_local_bui
     assert plan.local is None
 
 
+def test_a_patch_pr_on_a_venv_recipe_is_a_python_overlay_on_the_base_venv(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wheels, "python_wheel_target", lambda python: TARGET)
+    store = Store(tmp_path / "store")
+    torch = _stored(tmp_path, store, "2.13.0+cpu")
+    recipe = tmp_path / "patch-venv.toml"
+    recipe.write_text(f'platform = "cpu"\nrunner = "venv"\n[pytorch]\nwheel = "torch==2.13.0+cpu"\n'
+                      f'sha256 = "{torch.sha256}"\n')
+    patch = tmp_path / "pr.patch"
+    patch.write_text("--- a/torch/__init__.py\n+++ b/torch/__init__.py\n@@ -1,2 +1,2 @@\n-VERSION = '2.13.0+cpu'\n"
+                     "+VERSION = 'patched'\n BUILD = ''\n")
+
+    plan = plan_venv("installed", str(patch), load_recipe(str(recipe), tmp_path), store, "python3")
+
+    assert plan.base.wheel == plan.pr.wheel and plan.base.overlay is None and plan.pr.overlay is not None
+    assert plan.pr.how == f"venv of patch-venv with wheel torch==2.13.0+cpu (sha256 {torch.sha256[:12]}) + Python " \
+                          "overlay pr.patch (1 files)"
+
+
 def test_doctor_says_what_each_venv_will_contain_before_anything_is_built(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wheels, "python_wheel_target", lambda python: TARGET)
