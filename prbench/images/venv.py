@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -221,8 +222,13 @@ def check_arguments(recipe: Recipe, wheels: Path) -> list[str]:
 
 
 def _step(log: Path, argv: list[str], what: str) -> str:
-    """Run one build step, its output appended to the log; a failure names the step, its last line and the log."""
-    proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False)
+    """Run one build step, its output appended to the log; a failure names the step, its last line and the log.
+
+    pip reads nothing but its command line, as in an image: no configuration file and no ``PIP_*`` variable of
+    this machine (an index, find-links or constraints there would make another machine's venv differ)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False, env=env)
     with open(log, "a", encoding="utf-8") as out:
         out.write(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}")
     if proc.returncode != 0:
