@@ -238,6 +238,12 @@ class Recipe:
         return self.runner == "docker"
 
     @property
+    def sides_apart(self) -> bool:
+        """Whether each side of a comparison has an environment of its own (an image, a venv), so each side's timing
+        runs in a stage of its own; the local runner's two sides share one Python and one stage."""
+        return self.runner in ("docker", "venv")
+
+    @property
     def is_venv(self) -> bool:
         """Whether each side is a virtual environment built from the recipe's wheels (``prbench.images.venv``)."""
         return self.runner == "venv"

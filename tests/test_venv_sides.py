@@ -212,3 +212,10 @@ def test_a_venv_side_builds_offline_from_the_store_and_its_lock_rebuilds_and_ver
     changed = invoke("verify", "--lock", str(kept_lock))
     assert changed.returncode == 1
     assert "differs: contents.pip.triton: lock has 3.8.0, venv has 3.9.0" in changed.stdout
+
+
+def test_each_venv_side_times_in_its_own_python_as_each_docker_side_in_its_own_image() -> None:
+    # Both sides in one timing stage would start both sides' workers from the base's Python: the PR's torch unused.
+    apart = {name: load_recipe(name, RECIPES_DIR).sides_apart for name in ("cpu-venv", "cpu-docker", "cpu-local")}
+
+    assert apart == {"cpu-venv": True, "cpu-docker": True, "cpu-local": False}

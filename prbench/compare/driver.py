@@ -602,9 +602,10 @@ class Comparison:
         return hashes
 
     def round_file(self, kind: str, number: int, side: str) -> Path:
-        """Local recipes time both sides in one process (one file); docker recipes one side per image."""
+        """Local recipes time both sides in one process (one file); docker and venv recipes one side per image or
+        venv."""
         return round_file(self.run.layout.paired_kind(kind), number,
-                          side if self.request.recipe.is_docker else None)
+                          side if self.request.recipe.sides_apart else None)
 
     def round_paths(self, kind: str, rounds: int) -> list[Path]:
         """Every round file of rounds 1..``rounds`` (one per round, or one per side and round for docker)."""
@@ -786,7 +787,7 @@ class _RoundBatches:
         names = [s.prepared.variant.name for s in self.sides]
         outputs = sorted({self.comparison.round_file(self.kind, number, name) for name in names})
         inputs = {"kind": self.kind, "upstream": upstream, "settings": settings, "round": number,
-                  "docker": self.request.recipe.is_docker}
+                  "docker": self.request.recipe.sides_apart}  # the name kept: earlier runs' hashes stay
         if self.request.shard_size:  # runs recorded before there were shards keep their input hashes
             inputs["shard_size"] = self.request.shard_size
 
@@ -820,7 +821,7 @@ class _RoundBatches:
             self.shard_sets[number] = round_shards(self.kind, number, input_hash(dict(spec.inputs)),
                                                    self.run_.layout.paired_kind(self.kind), plan_path,
                                                    len(the_plan.blocks), self.request.shard_size, runners,
-                                                   apart=self.request.recipe.is_docker,
+                                                   apart=self.request.recipe.sides_apart,
                                                    logs=self.run_.layout.paired_logs)
 
     def run(self, first: int, last: int) -> list[str]:
