@@ -333,7 +333,9 @@ def _optional_path(value):
 def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None, triton_ref=None, overlay=None,
           merge_base=None, max_jobs=None, pull=False, no_cache=False, lock=None, force=False, runs_dir=None,
           store=None, save_base=False):
-    """Build the Docker image of a recipe (nothing to do when present) and write its lock."""
+    """Build the Docker image of a recipe, or a venv recipe's venv (nothing to do when present), and write its
+    lock."""
+    from analysis.errors import UserError
     from analysis.flag_values import whole_number
     from prbench.docker_engine import docker_client
     from prbench.images.build import plan_build
@@ -345,6 +347,17 @@ def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None,
 
     recipes_dir = resolve_path(config_value(ctx, "recipes_dir", "recipes"))
     loaded = load_recipe(recipe or config_value(ctx, "recipe", "cpu-local"), recipes_dir)
+    if loaded.is_venv:
+        docker_only = {"--pytorch-src": pytorch_src, "--triton-src": triton_src, "--pytorch-ref": pytorch_ref,
+                       "--triton-ref": triton_ref, "--overlay": overlay, "--merge-base": merge_base,
+                       "--max-jobs": max_jobs, "--pull": pull, "--no-cache": no_cache, "--force": force,
+                       "--save-base": save_base}
+        given = [flag for flag, value in docker_only.items() if value]
+        if given:
+            raise UserError(f"{given[0]}: recipe {loaded.name} is a venv of pinned wheels; {given[0]} is for Docker "
+                            "images")
+        _build_venv(ctx, loaded, runs_dir, store, lock)
+        return
     plan = plan_build(loaded, pytorch_src=_optional_path(pytorch_src), triton_src=_optional_path(triton_src),
                       pytorch_ref=pytorch_ref, triton_ref=triton_ref, overlay=_optional_path(overlay),
                       merge_base=merge_base, max_jobs=jobs)
@@ -352,6 +365,19 @@ def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None,
                              store=Store.at(_optional_path(store)), save_base=save_base, pull=pull,
                              nocache=no_cache, force=force)
     print(f"image {outcome.result.tag} ({outcome.result.image_id[:19]}); lock {outcome.lock_path}")
+
+
+def _build_venv(ctx, recipe, runs_dir, store, lock):
+    """``invoke build`` of a venv recipe: its venv with the recipe's own wheels, for this Python."""
+    import sys
+
+    from prbench.images import venv
+    from prbench.images.content_store import Store
+
+    the_store = Store.at(_optional_path(store))
+    outcome = venv.build_and_lock(venv.plan(venv.pinned(recipe, the_store, sys.executable), sys.executable),
+                                  the_store, _runs_dir(ctx, runs_dir) / venv.VENVS_DIR, lock_path=_optional_path(lock))
+    print(f"venv {outcome.directory} ({outcome.python}); lock {outcome.lock_path}")
 
 
 @task(help={
@@ -376,9 +402,20 @@ def rebuild(ctx, lock, pytorch_src=None, triton_src=None, pull=False, no_cache=F
     if lock_out and len(locks) > 1:
         raise UserError(f"--lock-out: {lock} holds the locks of two images (base and pr); leave --lock-out out "
                         "and each rebuilt lock goes next to its build log")
-    client, the_store = docker_client(), Store.at(_optional_path(store))
+    from prbench.images import venv
+
+    the_store = Store.at(_optional_path(store))
+    client = None if all(venv.is_venv_lock(locked) for _, locked in locks) else docker_client()
     for side, locked in locks:
         prefix = f"{side}: " if side else ""
+        if venv.is_venv_lock(locked):  # a venv side: recreated from the store's wheels, no Docker
+            venv_plan, venv_drift = venv.plan_from_lock(locked)
+            for field in venv_drift:
+                print(f"warning: {prefix}{field} differs from the lock (prbench itself changed since)")
+            made = venv.build_and_lock(venv_plan, the_store, _runs_dir(ctx, runs_dir) / venv.VENVS_DIR,
+                                       lock_path=_optional_path(lock_out))
+            print(f"{prefix}venv {made.directory} ({made.python}); lock {made.lock_path}")
+            continue
         with tempfile.TemporaryDirectory(prefix="prbench-rebuild-") as tmp:
             plan, drift = plan_from_lock(locked, pytorch_src=_optional_path(pytorch_src),
                                          triton_src=_optional_path(triton_src), overlay_dir=Path(tmp))
@@ -407,18 +444,25 @@ def verify(ctx, lock, image=None):
     locks = read_locks(resolve_path(lock))
     if image and len(locks) > 1:
         raise UserError(f"--image: {lock} holds the locks of two images (base and pr); verify them by their tags")
-    client, differing = docker_client(), 0
+    from prbench.images import venv
+
+    client = None if all(venv.is_venv_lock(locked) for _, locked in locks) else docker_client()
+    differing = 0
     for side, locked in locks:
         prefix = f"{side}: " if side else ""
-        differences, notes = verify_image(client, locked, image)
+        if venv.is_venv_lock(locked) and image:
+            raise UserError(f"--image: {lock} is the lock of a venv (it names its directory); leave --image out")
+        differences, notes = venv.verify(locked) if venv.is_venv_lock(locked) else verify_image(client, locked,
+                                                                                                  image)
         for note in notes:
             print(f"note: {prefix}{note}")
         for difference in differences:
-            print(f"differs: {prefix}{difference.line()}")
+            print(f"differs: {prefix}{difference.line('venv' if venv.is_venv_lock(locked) else 'image')}")
         differing += len(differences)
     if differing:
         raise Exit(f"verify: {differing} field(s) differ from {lock}", code=1)
-    print(f"verify: the image{'s match' if len(locks) > 1 else ' matches'} {lock}")
+    what = "environment" if all(venv.is_venv_lock(locked) for _, locked in locks) else "image"
+    print(f"verify: the {what}{'s match' if len(locks) > 1 else ' matches'} {lock}")
 
 
 @task(help={
@@ -432,7 +476,8 @@ def verify(ctx, lock, image=None):
     "devices": "GPU indices the comparison will use, e.g. 0,1: each must exist and no other process may hold it",
     "pull": "The build may pull a missing base image by digest (as build --pull): a warning, not a failure",
     "runs_dir": "Directory that holds runs (its free disk is checked; default: runs)",
-    "python": "Local recipes: the interpreter whose torch compare would use (default: this one)",
+    "python": "Local recipes: the interpreter whose torch compare would use; venv recipes: the one the venvs are "
+              "made of (default: this one)",
 })
 @user_facing
 def doctor(ctx, recipe=None, pytorch_src=None, triton_src=None, base=None, pr=None, store=None, devices=None,
@@ -463,12 +508,12 @@ def doctor(ctx, recipe=None, pytorch_src=None, triton_src=None, base=None, pr=No
     name="store",
     help={
         "action": "list (every item), verify (hash every item again), export (into --file), import (from --file), "
-                  "fetch (the wheels --recipe's image installs, for its base image's Python, and a source build's "
-                  "downloads: later builds run offline)",
+                  "fetch (the wheels --recipe's image or venvs install, for its base image's Python or this one, and "
+                  "a source build's downloads: later builds run offline)",
         "file": "The tar that export writes and import reads (one file holding the objects and their index)",
         "lock": "export only the items this lock.json lists (an image's lock or a run's lock.json)",
         "store": "Store directory (default: $PRBENCH_STORE, else ~/.cache/prbench/store)",
-        "recipe": "fetch only: the Docker recipe (name in recipes/ or a .toml path) whose wheels to fetch",
+        "recipe": "fetch only: the Docker or venv recipe (name in recipes/ or a .toml path) whose wheels to fetch",
         "pytorch_src": "fetch only, recipes built from source: the PyTorch clone; its build's downloads (AOTriton "
                        "on ROCm) and the Triton build's (LLVM, ...) are fetched too",
         "triton_src": "fetch only, recipes built from source: the Triton clone holding each side's Triton commit",
@@ -548,9 +593,10 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
         "fail_on": _FAIL_ON_HELP,
         "tolerance": _TOLERANCE_HELP,  # numerical A/B (issue 42)
         "force": "Stage to redo even if done: suite, organize, kernels, profile or report (repeatable)",
-        "python": "Python interpreter whose torch the local runner uses (default: this one)",
+        "python": "Python interpreter whose torch the local runner uses, or (venv recipes) that the venvs are made "
+                  "of (default: this one)",
         "profile": "Also profile each side's models (torch.profiler, compiled graphs with -p); diffed in the report",
-        "store": _BUILD_HELP["store"] + "; docker recipes only",
+        "store": _BUILD_HELP["store"] + "; docker and venv recipes only",
         "save_base": _SAVE_BASE_HELP + "; docker recipes only",
         "executor": "Where the suite's and the timing rounds' shards run: local (this machine's --devices, "
                     "default) or ray (one actor per GPU of a Ray cluster; needs the extra: pip install -e "

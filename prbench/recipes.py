@@ -30,7 +30,7 @@ from analysis.formats.suite_options import DTYPES, MODES, SIZES, UnknownModelErr
 from analysis.records import read_bytes
 
 PLATFORMS = ("cpu", "cuda", "rocm")
-RUNNERS = ("local", "docker")
+RUNNERS = ("local", "docker", "venv")
 FROM_PYTORCH_PIN = "from-pytorch-pin"
 INSTALLED = "installed"
 PATCH_TARGETS = ("pytorch", "triton")
@@ -166,6 +166,10 @@ WHEEL_NAMES = {
 }
 
 
+# A venv recipe's wheel without a sha256 (`_parse_wheel`): pinned by what the store fetches.
+UNPINNED = ""
+
+
 @dataclass(frozen=True)
 class WheelPin:
     """A binary release pinned exactly: ``torch==2.13.0+cpu`` and the sha256 of the wheel file.
@@ -232,6 +236,17 @@ class Recipe:
     @property
     def is_docker(self) -> bool:
         return self.runner == "docker"
+
+    @property
+    def sides_apart(self) -> bool:
+        """Whether each side of a comparison has an environment of its own (an image, a venv), so each side's timing
+        runs in a stage of its own; the local runner's two sides share one Python and one stage."""
+        return self.runner in ("docker", "venv")
+
+    @property
+    def is_venv(self) -> bool:
+        """Whether each side is a virtual environment built from the recipe's wheels (``prbench.images.venv``)."""
+        return self.runner == "venv"
 
     @property
     def is_wheel(self) -> bool:
@@ -303,11 +318,17 @@ def parse_recipe(raw: dict[str, Any], path: Path) -> Recipe:
 
     platform = check.choice(raw, "platform", PLATFORMS)
     runner = check.choice(raw, "runner", RUNNERS, default="local" if platform == "cpu" else "docker")
-    if runner == "docker":
+    if runner in ("docker", "venv"):
         _check_image_name(path)
+    if runner == "venv" and "base_image" in raw:
+        raise UserError(f"{path}: key 'base_image': a venv recipe has no image; its sides are virtual environments "
+                        "of the interpreter compare runs (--python)")
     base_image = _parse_base_image(raw, check, docker=runner == "docker")
-    pytorch_wheel = _parse_wheel(raw, check, "pytorch", docker=runner == "docker")
-    triton_wheel = _parse_wheel(raw, check, "triton", docker=runner == "docker")
+    pytorch_wheel = _parse_wheel(raw, check, "pytorch", runner)
+    triton_wheel = _parse_wheel(raw, check, "triton", runner)
+    if runner == "venv" and pytorch_wheel is None:
+        raise UserError(f"{path}: key 'pytorch.wheel': a venv recipe installs a torch wheel (an exact pin like "
+                        "torch==2.13.0+cpu, with its sha256)")
     if pytorch_wheel is not None:
         triton = pytorch = None
         _check_wheel_recipe(raw, check, platform, triton_wheel)
@@ -426,16 +447,19 @@ def _parse_source(raw: dict[str, Any], check: _Checker, key: str, allow_pin: boo
     return SourcePin(source=source, commit=commit)
 
 
-def _parse_wheel(raw: dict[str, Any], check: _Checker, key: str, docker: bool) -> WheelPin | None:
-    """``[pytorch]``/``[triton]`` as a wheel pin (``wheel`` + ``sha256``), or None when the section has no wheel."""
+def _parse_wheel(raw: dict[str, Any], check: _Checker, key: str, runner: str) -> WheelPin | None:
+    """``[pytorch]``/``[triton]`` as a wheel pin (``wheel`` + ``sha256``), or None when the section has no wheel.
+
+    A venv recipe may leave ``sha256`` out for a wheel of an index the recipe's author could not reach: the first
+    ``invoke store fetch`` (or compare) pins it by the sha256 of what pip got, and every lock records that one."""
     table = check.table(raw, key) if key in raw else {}
     if "wheel" not in table:
         if "sha256" in table:
             raise UserError(f"{check.path}: key '{key}.sha256': goes with '{key}.wheel' (an exact requirement "
                             "like torch==2.13.0+cpu)")
         return None
-    if not docker:
-        raise UserError(f"{check.path}: key '{key}.wheel': wheel pins are installed in a Docker image; "
+    if runner == "local":
+        raise UserError(f"{check.path}: key '{key}.wheel': wheel pins are installed in a Docker image or a venv; "
                         "a local recipe runs the installed torch")
     for other in ("source", "commit"):
         if other in table:
@@ -445,6 +469,8 @@ def _parse_wheel(raw: dict[str, Any], check: _Checker, key: str, docker: bool) -
     problem = wheel_problem(requirement, WHEEL_NAMES[key])
     if problem:
         raise UserError(f"{check.path}: key '{key}.wheel': {problem}, got {requirement!r}")
+    if runner == "venv" and "sha256" not in table:
+        return WheelPin(requirement=requirement, sha256=UNPINNED)
     sha256 = check.string(table, "sha256", prefix=f"{key}.")
     if not SHA256_RE.fullmatch(sha256):
         raise UserError(f"{check.path}: key '{key}.sha256': expected the wheel file's sha256 as 64 lower-case hex "

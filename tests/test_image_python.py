@@ -76,7 +76,7 @@ def test_the_image_code_is_the_stages_the_analysis_package_and_the_build_check()
 
 
 def test_the_host_scripts_an_image_runs_are_found():
-    assert {"prbench.images.image_lock._FACTS_SCRIPT", "prbench.images.wheels._TARGET_SCRIPT",
+    assert {"prbench.images.image_lock.FACTS_SCRIPT", "prbench.images.wheels._TARGET_SCRIPT",
             "prbench.compare.variant_plan._DESCRIBE", "prbench.runners.local._FIND_TORCH"} <= set(host_scripts())
 
 

@@ -52,3 +52,21 @@ def test_the_table_lists_the_nodes_and_devices_the_shards_ran_on_once_for_both_s
 
     assert rows["ran on.gpu-node-1"] == ("GPU 0, GPU 1 (12 shards)", "GPU 0, GPU 1 (12 shards)", "✓")
     assert rows["ran on.gpu-node-2"] == ("GPU 3 (5 shards)", "GPU 3 (5 shards)", "✓")
+
+
+def test_a_venv_side_shows_its_directory_python_wheels_and_the_triton_its_torch_brought() -> None:
+    def venv_lock(torch: str, triton: str | None) -> dict:
+        pip = {"torch": torch, **({"triton": triton} if triton else {})}
+        return {"runner": "venv", "base": {"python": "3.11.7"}, "sources": {"pytorch": {"wheel": f"torch=={torch}",
+                                                                                        "sha256": TORCH_SHA}},
+                "contents": {"pip": pip}, "provenance": {"venv": {"path": f"/runs/venvs/cpu-venv-{torch}"}}}
+
+    table = environment_table(*with_lock_summaries({"runner": "local"}, {"runner": "local"},
+                                                   {"base": venv_lock("2.13.0+cpu", None),
+                                                    "pr": venv_lock("2.14.1", "3.8.0")}))
+    rows = {row.setting: (row.base, row.pr, row.same) for row in table.itertuples()}
+
+    assert rows["lock.venv"] == ("/runs/venvs/cpu-venv-2.13.0+cpu", "/runs/venvs/cpu-venv-2.14.1", "**differs**")
+    assert rows["lock.venv python"] == ("3.11.7", "3.11.7", "✓")
+    assert rows["lock.torch wheel"] == ("torch==2.13.0+cpu", "torch==2.14.1", "**differs**")
+    assert rows["lock.triton version"] == ("–", "3.8.0", "**differs**")

@@ -266,7 +266,7 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
     family_keys = {"verdict", "headline", "step", "geomean", "ci_low", "ci_high", "confidence", "alpha", "n",
                    "improved", "regressed", "equivalent", "inconclusive", "time_weighted", "rounds", "detectable_pct",
                    "regressed_items"}
-    kernel_keys = {"code_changed", "code_identical", "only_base", "only_pr", "control_verdicts"}
+    kernel_keys = {"code_changed", "code_identical", "only_base", "only_pr", "paired_by", "control_verdicts"}
     for family, n, extra in (("kernels", 1, kernel_keys), ("models", 3, set())):
         block = summary[family]
         assert set(block) == family_keys | extra
@@ -275,6 +275,10 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
         assert block["ci_low"] <= block["geomean"] <= block["ci_high"]
     assert summary["kernels"]["improved"] == 1 and summary["models"]["regressed"] == 1
     assert (summary["kernels"]["code_changed"], summary["kernels"]["code_identical"]) == (1, 49)
+    # How many pairs each key made (the changed kernel by its legacy key), and the kernels left unpaired per side.
+    assert summary["kernels"]["paired_by"] == {"body_hash+shape_key": 49, "legacy_key": 1, "ops+shape_key": 0,
+                                               "graphs+shape_key": 0, "kernel_name": 0}
+    assert (summary["kernels"]["only_base"], summary["kernels"]["only_pr"]) == (0, 0)
     assert summary["kernels"]["headline"] == "step" and summary["models"]["headline"] == "geomean"
     assert [i["name"] for i in summary["models"]["regressed_items"]] == ["GPT2"]
     assert summary["verdict"] == paths.verdict and summary["verdict"].startswith("**Verdict:** Models ")

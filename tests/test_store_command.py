@@ -191,7 +191,7 @@ def test_fetch_refuses_a_wheel_whose_bytes_are_not_the_pinned_ones(tmp_path: Pat
     (["fetch"], "error: store fetch: --recipe is needed (the recipe whose wheels to fetch)"),
     (["list", "--recipe", "cpu-docker"], "error: store list: --recipe is for fetch only"),
     (["fetch", "--recipe", "cpu-local"], "error: store fetch: recipe cpu-local runs locally; fetch is for Docker "
-                                         "recipes (their images install wheels from the store)"),
+                                         "and venv recipes (their images and venvs install wheels from the store)"),
 ])
 def test_fetch_flag_mistakes_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     result = invoke(*args, "--store", str(tmp_path / "store"), cwd=ROOT)

@@ -55,7 +55,8 @@ def _sameness(base: str | None, pr: str | None) -> str:
 def lock_summary(lock: Any) -> dict[str, str]:
     """The entries of one side's lock that say which environment ran: for an image its tag and id, the base
     digest, the PyTorch/Triton commits or wheel pins with their sha256, torch's own git commit, and how many
-    wheels the image installed from the store; for the local runner the torch it imported."""
+    wheels the image installed from the store; for a venv its directory, Python and Triton; for the local runner the
+    torch it imported."""
     if not isinstance(lock, dict):
         return {}
     flat = flatten(lock)
@@ -67,6 +68,7 @@ def lock_summary(lock: Any) -> dict[str, str]:
         "triton wheel": "sources.triton.wheel", "triton wheel sha256": "sources.triton.sha256",
         "torch git (read in the image)": "contents.versions.torch_git", "torch version": "contents.pip.torch",
         "torch (local)": "environment.torch", "torch git (local)": "environment.torch_git",
+        "venv": "provenance.venv.path", "venv python": "base.python", "triton version": "contents.pip.triton",
     }
     out = {label: flat[key] for label, key in picks.items() if flat.get(key)}
     wheels = [e for e in lock.get("store") or [] if isinstance(e, dict) and e.get("kind") == "wheel"]

@@ -12,6 +12,8 @@
                  "geomean", "ci_low", "ci_high",              # geomean over the changed pairs (secondary)
                  "confidence", "n", "improved", "regressed", "equivalent", "inconclusive",   # changed pairs
                  "time_weighted", "rounds", "code_changed", "code_identical", "only_base", "only_pr",
+                 "paired_by": {"body_hash+shape_key": n, "legacy_key": n, ...},   # pairs each key made, in
+                                       # the order the keys are tried (analysis.kernels.compare.MATCH_METHODS)
                  "detectable_pct",     # the headline's resolution: smallest change told apart from none, 80 %
                  "regressed_items": [{"name", "speedup", "ci_low", "ci_high", "step_share"}],
                                        # items' intervals at the report's one level (settings.confidence)

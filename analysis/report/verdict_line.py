@@ -119,6 +119,7 @@ def summarize_comparison(kc: KernelComparison | None, mc: ModelComparison | None
         kernels = {**family_block(s.verdict, s.geomean, s.time_weighted, s.verdicts, s.n_changed, s.rounds,
                                   kc.settings, "step", s.detectable_pct, kernel_items(kc, "regressed")),
                    "code_changed": s.code_changed, "code_identical": s.code_identical,
+                   "paired_by": dict(kc.pairing.by_method),
                    "only_base": kc.pairing.only_base, "only_pr": kc.pairing.only_pr,
                    "control_verdicts": s.control_verdicts}
     if mc is not None:

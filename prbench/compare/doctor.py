@@ -7,8 +7,8 @@ Contract:
   ``skip`` (it needs what an earlier check found missing). A missing input (no ``--pytorch-src`` where the recipe
   needs a clone, an engine that does not answer) is a ``fail`` line, never a traceback.
 - ``CHECKS`` lists, once, the checks of each kind of recipe (``kind_of``: ``source`` and ``wheel`` Docker recipes,
-  ``local`` ones) in the order they run; later checks reuse what earlier ones found (the engine's client, the base
-  image, its interpreter, the resolved commits), kept on the ``Session``.
+  ``venv`` and ``local`` ones) in the order they run; later checks reuse what earlier ones found (the engine's
+  client, the base image, its interpreter, the resolved commits), kept on the ``Session``.
 - ``run_doctor`` runs them, handing each result to ``emit`` as it comes; ``summary`` is the last line.
   ``invoke doctor`` exits 1 when any check failed. ``invoke compare`` calls ``preflight`` first: the same checks,
   stopping with a one-line error before any run directory exists; on a local recipe only the ``cheap`` ones (no
@@ -93,6 +93,14 @@ DISK_ESTIMATES: dict[tuple[str, str], DiskEstimate] = {
     ("rocm", "local"): DiskEstimate(0, 0, 0, "the run directory only"),
     ("cuda", "local"): DiskEstimate(0, 0, 0, "the run directory only"),
     ("cpu", "local"): DiskEstimate(0, 0, 0, "the run directory only"),
+    # venv recipes: docker_gb is the two venvs, kept under the runs directory (<runs>/venvs).
+    ("rocm", "venv"): DiskEstimate(20, 10, 0, "estimate: per side the ROCm torch and Triton wheels (~5 GB) "
+                                             "installed in a venv"),
+    ("cuda", "venv"): DiskEstimate(15, 7, 0, "measured here: a venv of PyPI's torch 2.14.1 with its nvidia-* wheels, "
+                                             "Triton and transformers takes 5.6 GB, and its 3.1 GB of wheels are "
+                                             "copied in while it builds"),
+    ("cpu", "venv"): DiskEstimate(3, 1, 0, "measured here: a venv of the CPU torch 2.13.0 wheel and transformers "
+                                           "takes 1.2 GB"),
 }
 # A run directory: README command 1 (the quick start) leaves 46 MB; 2 GB leaves room for full-size model lists.
 RUN_DIR_GB = 2.0
@@ -232,6 +240,22 @@ def check_base_python(s: Session) -> CheckResult:
     return _ok(name, f"python3 {s.target.python_version} ({s.target.describe()})")
 
 
+def check_venv_python(s: Session) -> CheckResult:
+    """A venv recipe's sides are venvs of ``--python``: its version and wheel tags pick the wheels."""
+    from prbench.images.wheels import python_wheel_target
+
+    name = "venv python"
+    try:
+        s.target = python_wheel_target(s.inputs.python)
+    except UserError as exc:
+        return _fail(name, str(exc))
+    version = tuple(int(part) for part in s.target.python_version.split("."))
+    if version < MIN_IMAGE_PYTHON:
+        needed = ".".join(map(str, MIN_IMAGE_PYTHON))
+        return _fail(name, f"{s.inputs.python} is Python {s.target.python_version}; the stages need {needed} or newer")
+    return _ok(name, f"{s.inputs.python}: Python {s.target.python_version} ({s.target.describe()}), the venvs' base")
+
+
 # --- disk ---------------------------------------------------------------------------------------------------------
 
 
@@ -239,6 +263,8 @@ def check_disk(s: Session) -> CheckResult:
     name = "disk"
     estimate = DISK_ESTIMATES[(s.recipe.platform, kind_of(s.recipe))]
     wanted: list[tuple[str, Path, float]] = [("run directory", s.inputs.runs_dir, RUN_DIR_GB)]
+    if s.recipe.is_venv:
+        wanted += [("venvs", s.inputs.runs_dir, estimate.docker_gb), ("store", s.store().root, estimate.store_gb)]
     if s.recipe.is_docker:
         wanted.append(("store", s.store().root, estimate.store_gb))
         wanted.append(("build context", Path(tempfile.gettempdir()), estimate.context_gb))
@@ -553,7 +579,7 @@ def check_image_contents(s: Session) -> CheckResult:
     less free space than those images take."""
     from prbench.images.wheels import wheel_contents
 
-    name = "image contents"
+    name = "venv contents" if s.recipe.is_venv else "image contents"
     if s.target is None:
         return _skip(name, "the base image's python3")
     store = s.store()
@@ -565,10 +591,12 @@ def check_image_contents(s: Session) -> CheckResult:
                                       s.target)
         except UserError as exc:
             return _fail(name, str(exc))
-        parts.append(f"{side}: {contents.line()}")
+        parts.append(f"{side}: {contents.line('the venv' if s.recipe.is_venv else 'the image')}")
         image_bytes += contents.image_bytes or 0
         context_bytes = max(context_bytes, contents.wheel_bytes)
     wanted = [("build context", Path(tempfile.gettempdir()), float(context_bytes))]
+    if s.recipe.is_venv:  # the venvs, with their wheels copied in while each builds, in the runs directory
+        wanted = [("venvs", s.inputs.runs_dir, float(image_bytes))]
     if s.client is not None:
         wanted.append(("docker data root", Path(s.client.info().get("DockerRootDir", "/var/lib/docker")),
                        float(image_bytes)))
@@ -656,10 +684,13 @@ CHECKS: dict[str, tuple[Check, ...]] = {
     "source": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, *_SOURCES, _STORE, _EXPERIMENT),
     "wheel": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, _STORE, _CONTENTS, _EXPERIMENT),
     "local": (Check("torch", check_local_torch), *_GPUS, _DISK, _EXPERIMENT),
+    "venv": (Check("venv python", check_venv_python), *_GPUS, _DISK, _CONTENTS, _EXPERIMENT),
 }
 
 
 def kind_of(recipe: Recipe) -> str:
+    if recipe.is_venv:
+        return "venv"
     if not recipe.is_docker:
         return "local"
     return "wheel" if recipe.is_wheel else "source"
@@ -697,7 +728,7 @@ def summary(recipe: Recipe, results: list[CheckResult]) -> str:
 def preflight(inputs: DoctorInputs, console: Console, machine: Machine | None = None) -> None:
     """``invoke compare``'s first step: the doctor's checks (on a local recipe the cheap ones); a failure stops the
     compare, with the failing lines printed and the summary as its one-line error, before anything is written."""
-    local = not inputs.recipe.is_docker
+    local = not inputs.recipe.is_docker and not inputs.recipe.is_venv
 
     def emit(result: CheckResult) -> None:
         if not local or result.status in ("warn", "fail"):

@@ -60,7 +60,14 @@ from prbench.compare.shard_rounds import (
 from prbench.compare.suite_shards import SuiteShards, spread_shard_size, suite_shards
 from prbench.compare.suite_stage import clear_outputs, stage_inputs, suite_outputs, upstream_tree
 from prbench.compare.suite_stage import summarize as summarize_suite
-from prbench.compare.variant_plan import ComparePlan, VariantPlan, local_lock, plan_docker, plan_local
+from prbench.compare.variant_plan import (
+    ComparePlan,
+    VariantPlan,
+    local_lock,
+    plan_docker,
+    plan_local,
+    plan_venv,
+)
 from prbench.executors import Executor, RunnerSpec, ShardOutcome, open_executor
 from prbench.images.image_lock import RUN_NODES
 from prbench.recipes import Recipe
@@ -161,6 +168,10 @@ def check_sources(request: CompareRequest) -> None:
 
 
 def plan(request: CompareRequest) -> ComparePlan:
+    if request.recipe.is_venv:
+        from prbench.images.content_store import Store
+
+        return plan_venv(request.base, request.pr, request.recipe, Store.at(request.store), request.python)
     if request.recipe.is_docker:
         from prbench.images.content_store import Store
 
@@ -224,7 +235,9 @@ def _compare(request: CompareRequest, console: Console, compare_plan: ComparePla
             pipeline = Pipeline(run, runner, console=console, force=request.force)
             local_overlay = plan_side.overlay if not request.recipe.is_docker else None
             variant = _variant(plan_side, request, triton_ab is not None)
-            sides.append(_Side(pipeline, pipeline.prepare(variant, local_overlay, request.python), runner_spec))
+            # A venv side's overlay shadows the venv's torch, as the local runner's shadows the installed one.
+            sides.append(_Side(pipeline, pipeline.prepare(variant, local_overlay, runner_spec.python or request.python),
+                               runner_spec))
         paths = Comparison(request, run, sides, rounds, tree).run_stages(locks)
     return run, paths
 
@@ -308,6 +321,8 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
     """The runner for one side, its lock, and how another node runs its stages: the local Python, or the image
     built for the side (a node without it builds it from that lock and the store)."""
     platform = request.recipe.platform
+    if request.recipe.is_venv:
+        return _venv_environment(side, request, run)
     if not request.recipe.is_docker:
         assert compare_plan.local is not None  # plan_local described the interpreter
         return (LocalRunner(python=request.python), local_lock(side, compare_plan.local),
@@ -348,6 +363,23 @@ def _triton_patch(side: VariantPlan, run: Run) -> Path | None:
     kept = run.path(side.name, "triton.patch")
     atomic_io.write_text(kept, side.triton_patch.read_text(encoding="utf-8"))
     return kept
+
+
+def _venv_environment(side: VariantPlan, request: CompareRequest, run: Run) -> tuple[Any, Any, RunnerSpec]:
+    """A venv recipe's side: its venv (built from the store's wheels, or found by its inputs' hash), the side's lock,
+    and this Python's runner on the venv's interpreter."""
+    from prbench.images import venv
+    from prbench.images.content_store import Store
+    from prbench.images.image_lock import read_lock
+
+    store = Store.at(request.store)
+    recipe = venv.pinned(request.recipe.with_wheels(side.wheel, None), store, request.python)
+    overlay = (side.overlay.sha256, side.overlay.patch_text) if side.overlay is not None else None
+    outcome = venv.build_and_lock(venv.plan(recipe, request.python), store, request.runs_dir / venv.VENVS_DIR,
+                                  lock_path=run.layout.variant(side.name).lock, overlay=overlay)
+    python = str(outcome.python)
+    return (LocalRunner(python=python), read_lock(outcome.lock_path),
+            RunnerSpec("local", platform=request.recipe.platform, python=python))
 
 
 def _variant(side: VariantPlan, request: CompareRequest, triton_ab: bool) -> Variant:
@@ -606,9 +638,10 @@ class Comparison:
         return hashes
 
     def round_file(self, kind: str, number: int, side: str) -> Path:
-        """Local recipes time both sides in one process (one file); docker recipes one side per image."""
+        """Local recipes time both sides in one process (one file); docker and venv recipes one side per image or
+        venv."""
         return round_file(self.run.layout.paired_kind(kind), number,
-                          side if self.request.recipe.is_docker else None)
+                          side if self.request.recipe.sides_apart else None)
 
     def round_paths(self, kind: str, rounds: int) -> list[Path]:
         """Every round file of rounds 1..``rounds`` (one per round, or one per side and round for docker)."""
@@ -790,7 +823,7 @@ class _RoundBatches:
         names = [s.prepared.variant.name for s in self.sides]
         outputs = sorted({self.comparison.round_file(self.kind, number, name) for name in names})
         inputs = {"kind": self.kind, "upstream": upstream, "settings": settings, "round": number,
-                  "docker": self.request.recipe.is_docker}
+                  "docker": self.request.recipe.sides_apart}  # the name kept: earlier runs' hashes stay
         if self.request.shard_size:  # runs recorded before there were shards keep their input hashes
             inputs["shard_size"] = self.request.shard_size
 
@@ -824,7 +857,7 @@ class _RoundBatches:
             self.shard_sets[number] = round_shards(self.kind, number, input_hash(dict(spec.inputs)),
                                                    self.run_.layout.paired_kind(self.kind), plan_path,
                                                    len(the_plan.blocks), self.request.shard_size, runners,
-                                                   apart=self.request.recipe.is_docker,
+                                                   apart=self.request.recipe.sides_apart,
                                                    logs=self.run_.layout.paired_logs)
 
     def run(self, first: int, last: int) -> list[str]:

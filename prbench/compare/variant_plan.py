@@ -7,7 +7,9 @@ touches compiled code (that side then needs a Docker recipe, which rebuilds PyTo
 
 With a wheel-pinned Docker recipe a side is ``installed`` (the recipe's pinned wheel), a wheel pin
 (``torch==2.14.0.dev20261101+cpu``: pip downloads it into the store, and its sha256 pins it from then on) or,
-for the PR, a patch file applied to the wheel's torch package in the image (an overlay layer).
+for the PR, a patch file applied to the wheel's torch package in the image (an overlay layer). A venv recipe's sides
+are planned the same way, for the interpreter whose venvs they will be (the PR's patch: an overlay as on the local
+runner, on the base's venv).
 
 A Triton A/B (`TritonAB`) keeps PyTorch the same on both sides and builds two Tritons, PyTorch's layers first so
 that both images share them: asked for with ``--triton-base``/``--triton-pr``, or found in a PyTorch PR that only
@@ -21,6 +23,7 @@ import dataclasses
 import hashlib
 import json
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,13 +32,13 @@ from analysis.errors import UserError
 from analysis.formats.triton_ab import FLAGS, PIN_BUMP, TritonAB
 from prbench import gitrefs
 from prbench.images.image_lock import cpu_facts, cpu_model
-from prbench.recipes import Recipe, WheelPin
+from prbench.recipes import UNPINNED, Recipe, WheelPin
 from prbench.runs.overlay import PythonOverlay, installed_package_dir
 
 if TYPE_CHECKING:
     import git
 
-    from prbench.images.content_store import Store
+    from prbench.images.content_store import Store, WheelTarget
     from prbench.images.pins import TritonPin
 
 INSTALLED = "installed"
@@ -205,10 +208,26 @@ def _triton_ab(base: VariantPlan, pr: VariantPlan, triton_clone: Path, reason: s
     return ComparePlan(base, pr, None, None, triton_ab=record)
 
 
-def _plan_wheels(base: str, pr: str, recipe: Recipe, store: Store) -> ComparePlan:
+def plan_venv(base: str, pr: str, recipe: Recipe, store: Store, python: str) -> ComparePlan:
+    """Plan both sides for a venv recipe: each a venv of ``python`` with its wheel (as a wheel-pinned Docker
+    recipe's images), a patch PR an overlay on the base's venv."""
+    from prbench.images.wheels import python_wheel_target
+
+    found: list[WheelTarget] = []
+
+    def target() -> WheelTarget:  # read once, when a wheel is resolved
+        if not found:
+            found.append(python_wheel_target(python))
+        return found[0]
+
+    return _plan_wheels(base, pr, recipe, store, target)
+
+
+def _plan_wheels(base: str, pr: str, recipe: Recipe, store: Store,
+                 target: Callable[[], WheelTarget] | None = None) -> ComparePlan:
     from prbench.images.wheels import base_image_target
 
-    target = base_image_target(recipe, store)
+    target = target or base_image_target(recipe, store)
     base_plan = _wheel_side("base", base, recipe, store, target)
     if Path(pr).is_file():
         overlay = PythonOverlay.from_patch_file(Path(pr), flag="--pr")
@@ -216,7 +235,8 @@ def _plan_wheels(base: str, pr: str, recipe: Recipe, store: Store) -> ComparePla
         wheel = store.find(base_plan.wheel.sha256)
         if wheel is not None:  # else the build checks it, before Docker starts
             overlay.check_applies_to_wheel(store.path(wheel), f"the wheel {base_plan.wheel.requirement}")
-        how = f"{base_plan.how} + overlay layer {Path(pr).name} ({len(overlay.files)} files)"
+        layer = "Python overlay" if recipe.is_venv else "overlay layer"  # a venv's: a shadow package, no layer
+        how = f"{base_plan.how} + {layer} {Path(pr).name} ({len(overlay.files)} files)"
         return ComparePlan(base_plan, VariantPlan("pr", base_plan.pytorch_ref, overlay, how, base_plan.wheel),
                            None, None)
     return ComparePlan(base_plan, _wheel_side("pr", pr, recipe, store, target), None, None)
@@ -226,7 +246,9 @@ def _wheel_side(name: str, spec: str, recipe: Recipe, store: Store, target) -> V
     from prbench.images.wheels import is_wheel_spec, resolve_wheel_spec
 
     assert recipe.pytorch_wheel is not None
-    if spec == INSTALLED:
+    if spec == INSTALLED and recipe.pytorch_wheel.sha256 == UNPINNED:  # pinned by what the store fetches
+        pin = resolve_wheel_spec(recipe.pytorch_wheel.requirement, f"--{name}", "pytorch", store, target)
+    elif spec == INSTALLED:
         pin = recipe.pytorch_wheel
     elif is_wheel_spec(spec):
         pin = resolve_wheel_spec(spec, f"--{name}", "pytorch", store, target)
@@ -235,7 +257,8 @@ def _wheel_side(name: str, spec: str, recipe: Recipe, store: Store, target) -> V
                         f"{recipe.pytorch_wheel.requirement}), a wheel pin like torch==2.13.0+cpu, or a patch "
                         "file as --pr")
     ref = f"{pin.requirement} sha256:{pin.sha256}"
-    return VariantPlan(name, ref, None, f"image of {recipe.name} with wheel {pin.requirement} "
+    what = "venv" if recipe.is_venv else "image"
+    return VariantPlan(name, ref, None, f"{what} of {recipe.name} with wheel {pin.requirement} "
                        f"(sha256 {pin.sha256[:12]})", pin)
 
 

@@ -80,7 +80,36 @@ def fill_context(plan: BuildPlan, store: Store, context: Path, target: Callable[
     depends on the image's machine; ``rocm_version`` (the base image's ROCm ``major.minor``) when PyTorch's
     AOTriton runtime is picked. A missing or corrupt item is the store's one-line error naming it.
     """
+    if plan.recipe.is_wheel:
+        return wheel_groups(plan.recipe, plan.locked, store, context, target, emit)
     source = _Source(store, plan.locked)
+    wheel_target = _once(target)
+    group = partial(_group, source, context, wheel_target, emit)
+    assert plan.pytorch is not None and plan.triton is not None
+    for tree in (plan.triton, plan.pytorch):
+        _source_tree(source, context, tree, emit)
+    _downloads(source, context, plan, wheel_target, rocm_version, emit)
+    for tree, name in ((plan.triton, "triton-build"), (plan.pytorch, "pytorch-build")):
+        group(name, build_requirements(context / "src" / tree.name, tree.requirements),
+              f"{tree.name} build requirement")
+    group("extra", list(plan.recipe.pip_extra), "[pip] extra")
+    return source.used
+
+
+def wheel_groups(recipe: Recipe, locked: tuple[UsedItem, ...] | None, store: Store, directory: Path,
+                 target: Callable[[], WheelTarget], emit: Emit = print) -> list[UsedItem]:
+    """The wheelhouse of a wheel recipe (an image's build context, or a venv's): ``wheels/pytorch`` (the pinned
+    wheels and what they require) and ``wheels/extra`` (``[pip] extra``), each with its hashed requirements and
+    ``brought-by.json``; from ``locked`` (a rebuild) or resolved in the store for ``target``."""
+    source = _Source(store, locked)
+    group = partial(_group, source, directory, _once(target), emit)
+    group("pytorch", [p.requirement for p in recipe.wheel_pins], "pinned", recipe.wheel_pins)
+    group("extra", list(recipe.pip_extra), "[pip] extra")
+    return source.used
+
+
+def _once(target: Callable[[], WheelTarget]) -> Callable[[], WheelTarget]:
+    """``target``, called at most once (it may start a container)."""
     once: dict[str, WheelTarget] = {}
 
     def wheel_target() -> WheelTarget:
@@ -88,24 +117,14 @@ def fill_context(plan: BuildPlan, store: Store, context: Path, target: Callable[
             once["target"] = target()
         return once["target"]
 
-    def group(name: str, requirements: list[str], why: str, pins: tuple[WheelPin, ...] = ()) -> None:
-        _wheel_group(source, context, name, partial(wheels_for, store, requirements, wheel_target, pins=pins,
-                                                    emit=emit),
-                     partial(brought_by, store, requirements=requirements, why=why, target=wheel_target))
+    return wheel_target
 
-    if plan.recipe.is_wheel:
-        pins = plan.recipe.wheel_pins
-        group("pytorch", [p.requirement for p in pins], "pinned", pins)
-    else:
-        assert plan.pytorch is not None and plan.triton is not None
-        for tree in (plan.triton, plan.pytorch):
-            _source_tree(source, context, tree, emit)
-        _downloads(source, context, plan, wheel_target, rocm_version, emit)
-        for tree, name in ((plan.triton, "triton-build"), (plan.pytorch, "pytorch-build")):
-            group(name, build_requirements(context / "src" / tree.name, tree.requirements),
-                  f"{tree.name} build requirement")
-    group("extra", list(plan.recipe.pip_extra), "[pip] extra")
-    return source.used
+
+def _group(source: _Source, context: Path, target: Callable[[], WheelTarget], emit: Emit, name: str,
+           requirements: list[str], why: str, pins: tuple[WheelPin, ...] = ()) -> None:
+    store = source.store
+    _wheel_group(source, context, name, partial(wheels_for, store, requirements, target, pins=pins, emit=emit),
+                 partial(brought_by, store, requirements=requirements, why=why, target=target))
 
 
 def _wheel_group(source: _Source, context: Path, group: str, resolve: Callable[[], list[StoreItem]],

@@ -77,7 +77,7 @@ _ENV_ALLOWED_PREFIXES = ("PYTORCH_", "TORCH", "TRITON_", "ROCM", "HIP_", "HSA_",
 _ENV_DENIED_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "_KEY", "API_KEY")
 
 # Run inside the image (stdlib only): Python, installed distributions, dpkg list, ROCm/CUDA versions.
-_FACTS_SCRIPT = r"""
+FACTS_SCRIPT = r"""
 import json, subprocess, sys, importlib.metadata as md
 from pathlib import Path
 def pip_list():
@@ -124,8 +124,8 @@ class Difference:
     locked: Any
     actual: Any
 
-    def line(self) -> str:
-        return f"{self.field}: lock has {_short(self.locked)}, image has {_short(self.actual)}"
+    def line(self, actual: str = "image") -> str:
+        return f"{self.field}: lock has {_short(self.locked)}, {actual} has {_short(self.actual)}"
 
 
 # --- making a lock ---------------------------------------------------------------------------------------
@@ -291,7 +291,8 @@ def _checked(data: Any, where: str) -> dict[str, Any]:
         raise UserError(f"--lock: {where} is not a prbench lock of this version (lock_version is {describe(version)}; "
                         f"expected {' or '.join(map(str, READABLE_VERSIONS))})")
     _check_shape(data, where)
-    absent = [dotted for dotted in _READ if _get(data, dotted) is None]
+    absent = [dotted for dotted in (_READ_VENV if data.get("runner") == "venv" else _READ)
+              if _get(data, dotted) is None]
     if absent:
         raise UserError(f"--lock: {where}: {absent[0]} is missing; expected a lock written by invoke build")
     return data
@@ -299,6 +300,8 @@ def _checked(data: Any, where: str) -> dict[str, Any]:
 
 # What rebuild and verify read without a default: a lock edited by hand may have lost any of them.
 _READ = ("recipe.name", "base.digest", "provenance.recipe_path", "provenance.recipe_toml", "provenance.image.tag")
+# A venv's lock (prbench.images.venv) names its interpreter and its directory instead of a base image and a tag.
+_READ_VENV = ("recipe.name", "base.python", "provenance.recipe_path", "provenance.recipe_toml", "provenance.venv.path")
 
 
 def _get(data: dict[str, Any], dotted: str) -> Any:
@@ -313,7 +316,7 @@ def image_contents(client: Any, image_id: str) -> dict[str, Any]:
     import docker
 
     try:
-        out = client.containers.run(image_id, ["python3", "-c", _FACTS_SCRIPT], remove=True, network_mode="none",
+        out = client.containers.run(image_id, ["python3", "-c", FACTS_SCRIPT], remove=True, network_mode="none",
                                     stdout=True, stderr=True, entrypoint=[])
     except docker.errors.ContainerError as exc:
         raise UserError(f"lock: cannot read the contents of {image_id[:19]}: {exc.stderr!r}"[:400]) from None

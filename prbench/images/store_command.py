@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -86,14 +87,25 @@ def verify_items(store: Store) -> None:
 
 def fetch_recipe(store: Store, recipe: Recipe, sides: SourceSides) -> None:
     """Everything a build of ``recipe`` takes from the store that can be known before it builds, for its base
-    image: the wheels of its wheel pins and ``[pip] extra`` (dependencies included) and, for a source recipe, every
-    file its PyTorch and Triton builds would download at the sides' commits. Later builds then run offline."""
+    image (a venv recipe: for this interpreter): the wheels of its wheel pins and ``[pip] extra`` (dependencies
+    included) and, for a source recipe, every file its PyTorch and Triton builds would download at the sides'
+    commits. Later builds then run offline."""
     from prbench.images.build import check_source_flags
-    from prbench.images.wheels import base_image_target, wheels_for
+    from prbench.images.wheels import base_image_target, python_wheel_target, wheels_for
 
+    if recipe.is_venv:  # its venvs are this interpreter's (compare's default --python)
+        if sides != SourceSides():
+            raise UserError(f"store fetch: recipe {recipe.name} installs wheels; --pytorch-src, --triton-src, "
+                            "--triton-ref, --base and --pr are for recipes that build from source")
+        python = partial(python_wheel_target, sys.executable)
+        items = wheels_for(store, [pin.requirement for pin in recipe.wheel_pins], python, pins=recipe.wheel_pins)
+        items += wheels_for(store, list(recipe.pip_extra), python)
+        print(f"store {store.root}: {len({item.sha256 for item in items})} wheel(s) for recipe {recipe.name} "
+              f"(venvs of {sys.executable})")
+        return
     if not recipe.is_docker or recipe.base_image is None:
-        raise UserError(f"store fetch: recipe {recipe.name} runs locally; fetch is for Docker recipes (their "
-                        "images install wheels from the store)")
+        raise UserError(f"store fetch: recipe {recipe.name} runs locally; fetch is for Docker and venv recipes "
+                        "(their images and venvs install wheels from the store)")
     clones = check_source_flags(recipe, sides.pytorch_src, sides.triton_src, sides.triton_ref)
     if clones is None and (sides.pytorch_src is not None or sides.refs):
         raise UserError(f"store fetch: recipe {recipe.name} installs wheels; --pytorch-src, --base and --pr are for "

@@ -17,6 +17,7 @@ weighs the same ``WheelContents`` against the free disk.
 from __future__ import annotations
 
 import json
+import subprocess
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -24,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 from analysis.errors import UserError
 from prbench.images.content_store import Store, StoreItem, WheelTarget
 from prbench.images.wheel_closure import Brought, Closure, installed_size
-from prbench.recipes import WHEEL_NAMES, Recipe, WheelPin, wheel_problem
+from prbench.recipes import UNPINNED, WHEEL_NAMES, Recipe, WheelPin, wheel_problem
 
 if TYPE_CHECKING:
     from prbench.images.build_plan import UsedItem
@@ -74,6 +76,20 @@ def image_wheel_target(client: Any, image: str) -> WheelTarget:
     except (docker.errors.ContainerError, docker.errors.APIError, ValueError, IndexError) as exc:
         reason = " ".join(str(exc).split())[:200]
         raise UserError(f"base image {image[:19]}: cannot read its python3 version and platform ({reason})") from None
+    return _target(facts)
+
+
+def python_wheel_target(python: str) -> WheelTarget:
+    """The Python version and platform tags of the interpreter ``python`` (a venv recipe's sides are its venvs)."""
+    try:
+        proc = subprocess.run([python, "-c", _TARGET_SCRIPT], capture_output=True, text=True, check=True)
+        facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.CalledProcessError, ValueError, IndexError):
+        raise UserError(f"--python {python}: cannot read its version and platform (does it run?)") from None
+    return _target(facts)
+
+
+def _target(facts: dict[str, Any]) -> WheelTarget:
     return WheelTarget(python_version=facts["python_version"], platforms=tuple(facts["platforms"]),
                        implementation=_IMPLEMENTATIONS.get(facts["implementation"], "cp"), abi=facts["abi"])
 
@@ -119,7 +135,7 @@ def wheels_for(store: Store, requirements: list[str], target: Callable[[], Wheel
     items = store.add_wheels(list(requirements), target(), emit=emit)
     by_sha = {item.sha256 for item in items}
     for pin in pins:
-        if pin.sha256 in by_sha:
+        if pin.sha256 in by_sha or pin.sha256 == UNPINNED:  # a venv recipe's unpinned wheel: pinned by this fetch
             continue
         found = [i for i in items if wheel_identity(i) == (pin.name, pin.version)]
         got = f"pip download gave {found[0].name} with sha256 {found[0].sha256}" if found else "pip found no such wheel"
@@ -130,21 +146,29 @@ def wheels_for(store: Store, requirements: list[str], target: Callable[[], Wheel
 def resolve_wheel_spec(spec: str, flag: str, section: str, store: Store, target: Callable[[], WheelTarget],
                        emit: Callable[[str], None] = print) -> WheelPin:
     """``--base``/``--pr`` naming a wheel (``torch==2.14.0.dev20261101+cpu``): pip download it into the store
-    (unless a wheel of that name and version is there) and pin it by the sha256 of what it got."""
+    (unless a wheel that fits is there) and pin it by the sha256 of what it got. ``torch==2.13.0`` fits a local
+    version too (``2.13.0+cpu``, as pip reads it): the pin names the version found."""
     problem = wheel_problem(spec, WHEEL_NAMES[section])
     if problem:
         raise UserError(f"{flag}={spec}: {problem}")
     requirement = Requirement(spec)
     name = canonicalize_name(requirement.name)
-    version = next(iter(requirement.specifier)).version
     wanted = target()
-    for item in store.items():
-        if item.kind == "wheel" and wheel_identity(item) == (name, version) and wanted.accepts(item.name):
-            return WheelPin(requirement=spec, sha256=item.sha256)
-    for item in store.add_wheels([spec], wanted, emit=emit):
-        if wheel_identity(item) == (name, version):
-            return WheelPin(requirement=spec, sha256=item.sha256)
-    raise UserError(f"{flag}={spec}: pip download found no {name} {version} wheel for the image's Python")
+
+    def pin(items: Iterable[StoreItem]) -> WheelPin | None:
+        found = [(Version(wheel_identity(item)[1]), item) for item in items if item.kind == "wheel"
+                 and wheel_identity(item)[0] == name and wanted.accepts(item.name)
+                 and requirement.specifier.contains(wheel_identity(item)[1], prereleases=True)]
+        if not found:
+            return None
+        version, item = max(found, key=lambda pair: pair[0])
+        return WheelPin(requirement=f"{requirement.name}=={version}", sha256=item.sha256)
+
+    found = pin(store.items()) or pin(store.add_wheels([spec], wanted, emit=emit))
+    if found is None:
+        raise UserError(f"{flag}={spec}: pip download found no {name} {requirement.specifier} wheel for the "
+                        "environment's Python")
+    return found
 
 
 def is_wheel_spec(spec: str) -> bool:
@@ -212,7 +236,7 @@ class WheelContents:
     def libraries(self, vendor: str) -> list[Brought[StoreItem]]:
         return [entry for entry in self.closure.brought if entry.project.startswith(LIBRARY_PREFIXES[vendor])]
 
-    def line(self) -> str:
+    def line(self, where: str = "the image") -> str:
         """The same facts as ``contents_block``, in one line (``invoke doctor``)."""
         parts = [f"{e.project} {e.version}" for e in self.named(WHEEL_NAMES["pytorch"])]
         unknown = "Triton not known until the missing wheels are fetched"
@@ -221,7 +245,7 @@ class WheelContents:
         parts += [f"{len(found)} {vendor} library wheels" for vendor in LIBRARY_PREFIXES
                   if (found := self.libraries(vendor))]
         size = self.image_bytes
-        parts.append(f"{size_text(size)} in the image" if size is not None else "size unknown")
+        parts.append(f"{size_text(size)} in {where}" if size is not None else "size unknown")
         if self.closure.missing:
             parts.append(f"{len(self.closure.missing)} requirement(s) not in the store yet (size unknown)")
         return ", ".join(parts)
