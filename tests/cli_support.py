@@ -45,6 +45,14 @@ def invoke_in_process(*args: str, env: Mapping[str, str] | None = None,
     return subprocess.CompletedProcess(["invoke", *args], status, out.getvalue(), err.getvalue())
 
 
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    """The one line a user mistake prints (exit status 2, no traceback)."""
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
 def _exit_status(code: object, err: io.StringIO) -> int:
     """What the interpreter makes of ``sys.exit(code)``."""
     if code is None:

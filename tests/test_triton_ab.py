@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in_process
+from cli_support import invoke_in_process, one_line
 from compare_data import kernel_specs, kernels_frame
 from docker_support import (
     base_image_id,
@@ -76,13 +76,6 @@ def clones(tmp_path: Path) -> Clones:
 
 def _rocm():
     return load_recipe("rocm7-mi300", ROOT / "recipes")
-
-
-def _one_line(result) -> str:
-    assert result.returncode == 2, result.stdout + result.stderr
-    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
-    assert len(lines) == 1, lines
-    return lines[0]
 
 
 def _images(clones: Clones, plan) -> list:
@@ -175,7 +168,7 @@ def test_a_triton_patch_as_the_pr_is_built_on_the_base_triton_and_named_with_its
     result = invoke_in_process("compare", "--recipe", "rocm7-mi300", "--pytorch-src", str(clones.pytorch),
                                "--triton-src", str(clones.triton), "--base", clones.pytorch_base, "--triton-base",
                                clones.triton_new, "--triton-pr", str(patch), "--runs-dir", str(runs))
-    assert _one_line(result) == (f"error: --triton-pr {patch}: does not apply to Triton {clones.triton_new[:12]} "
+    assert one_line(result) == (f"error: --triton-pr {patch}: does not apply to Triton {clones.triton_new[:12]} "
                                  "(error: patch failed: triton/backend_defaults.py:1)")
     assert not runs.exists()
 
@@ -203,14 +196,14 @@ def test_the_triton_ab_flags_are_checked_at_the_door(clones: Clones, tmp_path: P
     result = invoke_in_process("compare", "--recipe", "rocm7-mi300", "--pytorch-src", str(clones.pytorch),
                                "--base", clones.pytorch_base, "--runs-dir", str(runs),
                                *(arg.format(**values) for arg in extra))
-    assert _one_line(result) == expected.format(**values)
+    assert one_line(result) == expected.format(**values)
     assert not runs.exists()
 
 
 def test_a_triton_ab_where_no_triton_is_built_is_refused(clones: Clones, tmp_path: Path) -> None:
     result = invoke_in_process("compare", "--recipe", "cpu-local", "--triton-pr", "HEAD", "--runs-dir",
                                str(tmp_path / "runs"))
-    assert _one_line(result).startswith("error: --triton-pr: recipe cpu-local runs an installed torch; it builds "
+    assert one_line(result).startswith("error: --triton-pr: recipe cpu-local runs an installed torch; it builds "
                                         "no Triton")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from cli_support import invoke_in_process
+from cli_support import invoke_in_process, one_line
 from docker_support import commit_all, make_pytorch, make_triton
 
 from analysis.errors import UserError
@@ -56,13 +56,6 @@ def _rocm():
     return load_recipe("rocm7-mi300", ROOT / "recipes")
 
 
-def _one_line(result) -> str:
-    assert result.returncode == 2, result.stdout + result.stderr
-    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
-    assert len(lines) == 1, lines
-    return lines[0]
-
-
 @pytest.mark.parametrize("task, flags", [("compare", ("--triton-src", "--triton-ref")),
                                          ("bisect", ("--triton-src", "--triton-ref")),
                                          ("build", ("--triton-src", "--triton-ref")),
@@ -78,14 +71,14 @@ def test_a_rocm_compare_without_a_triton_clone_stops_at_the_door(clones: Clones,
     runs = tmp_path / "runs"
     result = invoke_in_process("compare", "--recipe", "rocm7-mi300", "--pytorch-src", str(clones.pytorch),
                                "--base", clones.base, "--pr", clones.pr, "--runs-dir", str(runs))
-    assert _one_line(result) == (
+    assert one_line(result) == (
         f"error: --triton-src: recipe rocm7-mi300 builds Triton from {TRITON_URL} at the PyTorch pin; give a local "
         f"clone of it (git clone {TRITON_URL}; builds never fetch sources)")
     assert not runs.exists()
 
     result = invoke_in_process("compare", "--recipe", "rocm7-mi300", "--base", clones.base, "--pr", clones.pr,
                                "--runs-dir", str(runs))
-    assert _one_line(result).startswith("error: --pytorch-src: recipe rocm7-mi300 builds PyTorch from "
+    assert one_line(result).startswith("error: --pytorch-src: recipe rocm7-mi300 builds PyTorch from "
                                         "https://github.com/pytorch/pytorch.git; give a local clone of it (git clone")
     assert not runs.exists()
 
@@ -111,7 +104,7 @@ def test_a_pinned_commit_missing_from_the_clone_is_one_line_that_says_how_to_fet
                                "--triton-src", str(tmp_path / "old-triton"), "--base", clones.base, "--pr",
                                clones.pr, "--runs-dir", str(runs))
     clone = old_clone.working_dir
-    assert _one_line(result) == (
+    assert one_line(result) == (
         f"error: --triton-src: Triton commit {clones.triton_base} (pinned by PyTorch {clones.base[:12]} in "
         f"{PIN_FILE}) is not in the clone {clone}; fetch it there (git -C {clone} fetch origin "
         f"{clones.triton_base}), or build another commit with --triton-ref")
@@ -151,7 +144,7 @@ def test_invoke_build_takes_triton_ref(clones: Clones, tmp_path: Path, monkeypat
     assert built[0].triton_pin == TritonPin(clones.feature, "--triton-ref")
 
     result = invoke_in_process(*common, "--triton-ref", "no-such-branch")
-    assert _one_line(result).startswith("error: --triton-ref: commit no-such-branch is not in the clone")
+    assert one_line(result).startswith("error: --triton-ref: commit no-such-branch is not in the clone")
 
 
 def test_compare_takes_triton_ref_at_the_door(clones: Clones, tmp_path: Path) -> None:
@@ -159,14 +152,14 @@ def test_compare_takes_triton_ref_at_the_door(clones: Clones, tmp_path: Path) ->
     result = invoke_in_process("compare", "--recipe", "rocm7-mi300", "--pytorch-src", str(clones.pytorch),
                                "--triton-src", str(clones.triton), "--triton-ref", "no-such-branch",
                                "--base", clones.base, "--pr", clones.pr, "--runs-dir", str(runs))
-    assert _one_line(result).startswith("error: --triton-ref: commit no-such-branch is not in the clone")
+    assert one_line(result).startswith("error: --triton-ref: commit no-such-branch is not in the clone")
     assert not runs.exists()
 
 
 def test_triton_flags_where_no_triton_is_built_are_refused(clones: Clones, tmp_path: Path) -> None:
     result = invoke_in_process("compare", "--recipe", "cpu-local", "--pr", "installed", "--triton-src",
                                str(clones.triton), "--runs-dir", str(tmp_path / "runs"))
-    assert _one_line(result).startswith("error: --triton-src: recipe cpu-local runs an installed torch; it builds "
+    assert one_line(result).startswith("error: --triton-src: recipe cpu-local runs an installed torch; it builds "
                                         "no Triton")
     with pytest.raises(UserError, match=r"^--triton-ref: recipe cpu-docker installs wheels; it builds no Triton"):
         plan_build(load_recipe(str(ROOT / "recipes" / "cpu-docker.toml"), ROOT / "recipes"), triton_ref="main")
@@ -176,9 +169,9 @@ def test_a_rocm_bisect_checks_its_triton_flags_before_the_first_step(clones: Clo
     runs = tmp_path / "runs"
     common = ("bisect", "--recipe", "rocm7-mi300", "--pytorch-src", str(clones.pytorch), "--good", clones.base,
               "--bad", clones.pr, "--model", "BertForMaskedLM", "--runs-dir", str(runs))
-    assert _one_line(invoke_in_process(*common)).startswith(
+    assert one_line(invoke_in_process(*common)).startswith(
         f"error: --triton-src: recipe rocm7-mi300 builds Triton from {TRITON_URL} at the PyTorch pin; give a local "
         "clone of it")
     result = invoke_in_process(*common, "--triton-src", str(clones.triton), "--triton-ref", "no-such-branch")
-    assert _one_line(result).startswith("error: --triton-ref: commit no-such-branch is not in the clone")
+    assert one_line(result).startswith("error: --triton-ref: commit no-such-branch is not in the clone")
     assert not runs.exists()

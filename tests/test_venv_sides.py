@@ -30,6 +30,12 @@ TRITON_REQUIREMENT = 'triton==3.8.0; platform_system == "Linux"'
 # --- the recipes ---------------------------------------------------------------------------------------------
 
 
+def _venv_recipe(path: Path, wheel: str, sha256: str) -> Path:
+    """A CPU venv recipe at ``path`` pinning torch ``wheel`` by ``sha256``."""
+    path.write_text(f'platform = "cpu"\nrunner = "venv"\n[pytorch]\nwheel = "{wheel}"\nsha256 = "{sha256}"\n')
+    return path
+
+
 def test_the_shipped_venv_recipes_pin_their_wheels_and_have_no_image() -> None:
     cpu, cuda, rocm = (load_recipe(name, RECIPES_DIR) for name in ("cpu-venv", "cuda-venv", "rocm7-venv"))
 
@@ -62,9 +68,7 @@ def test_store_fetch_of_a_venv_recipe_takes_its_wheels_for_this_python(
     monkeypatch.setattr(wheels, "python_wheel_target", lambda python: TARGET)
     store = Store(tmp_path / "store")
     torch = _stored(tmp_path, store, "2.13.0+cpu")
-    recipe = tmp_path / "fetch-venv.toml"
-    recipe.write_text(f'platform = "cpu"\nrunner = "venv"\n[pytorch]\nwheel = "torch==2.13.0+cpu"\n'
-                      f'sha256 = "{torch.sha256}"\n')
+    recipe = _venv_recipe(tmp_path / "fetch-venv.toml", "torch==2.13.0+cpu", torch.sha256)
 
     run_store_action("fetch", store_dir=str(store.root), file=None, lock=None,
                      recipe=load_recipe(str(recipe), tmp_path))
@@ -105,9 +109,7 @@ def test_a_patch_pr_on_a_venv_recipe_is_a_python_overlay_on_the_base_venv(
     monkeypatch.setattr(wheels, "python_wheel_target", lambda python: TARGET)
     store = Store(tmp_path / "store")
     torch = _stored(tmp_path, store, "2.13.0+cpu")
-    recipe = tmp_path / "patch-venv.toml"
-    recipe.write_text(f'platform = "cpu"\nrunner = "venv"\n[pytorch]\nwheel = "torch==2.13.0+cpu"\n'
-                      f'sha256 = "{torch.sha256}"\n')
+    recipe = _venv_recipe(tmp_path / "patch-venv.toml", "torch==2.13.0+cpu", torch.sha256)
     patch = tmp_path / "pr.patch"
     patch.write_text("--- a/torch/__init__.py\n+++ b/torch/__init__.py\n@@ -1,2 +1,2 @@\n-VERSION = '2.13.0+cpu'\n"
                      "+VERSION = 'patched'\n BUILD = ''\n")
@@ -129,9 +131,7 @@ def test_doctor_says_what_each_venv_will_contain_before_anything_is_built(
     store.add_file(path, kind="wheel", name=path.name, origin="stand-in")
     triton = write_wheel(tmp_path / "house", "triton", "3.8.0")
     store.add_file(triton, kind="wheel", name=triton.name, origin="stand-in")
-    recipe = tmp_path / "doctor-venv.toml"
-    recipe.write_text(f'platform = "cpu"\nrunner = "venv"\n[pytorch]\nwheel = "torch==2.13.0+cpu"\n'
-                      f'sha256 = "{cpu_build.sha256}"\n')
+    recipe = _venv_recipe(tmp_path / "doctor-venv.toml", "torch==2.13.0+cpu", cpu_build.sha256)
 
     results = run_doctor(DoctorInputs(recipe=load_recipe(str(recipe), tmp_path), runs_dir=tmp_path / "runs",
                                       store=store.root, pr="torch==2.14.1", python="python3"))
@@ -146,6 +146,20 @@ def test_doctor_says_what_each_venv_will_contain_before_anything_is_built(
 
 
 # --- a real venv, built, found, verified, rebuilt ------------------------------------------------------------------
+
+
+def test_doctor_refuses_a_venv_python_older_than_the_stages_run_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wheels, "python_wheel_target",
+                        lambda python: WheelTarget("3.9", ("manylinux_2_36_x86_64",), abi="cp39"))
+    recipe = _venv_recipe(tmp_path / "old-python.toml", "torch==2.13.0+cpu", "0" * 64)
+
+    results = run_doctor(DoctorInputs(recipe=load_recipe(str(recipe), tmp_path), runs_dir=tmp_path / "runs",
+                                      store=tmp_path / "store", python="python3.9"))
+
+    found = {r.name: r for r in results}
+    assert (found["venv python"].status, found["venv python"].detail) == \
+        ("fail", "python3.9 is Python 3.9; the stages need 3.10 or newer")
 
 
 def _made(result) -> tuple[Path, Path]:

@@ -233,9 +233,7 @@ def check_base_python(s: Session) -> CheckResult:
         s.target = image_wheel_target(s.client, s.base_image.id)
     except UserError as exc:
         return _fail(name, str(exc))
-    version = tuple(int(part) for part in s.target.python_version.split("."))
-    if version < MIN_IMAGE_PYTHON:
-        needed = ".".join(map(str, MIN_IMAGE_PYTHON))
+    if needed := _stages_need(s.target.python_version):
         return _fail(name, f"python3 {s.target.python_version} in the base image; the stages need {needed} or newer")
     return _ok(name, f"python3 {s.target.python_version} ({s.target.describe()})")
 
@@ -249,11 +247,16 @@ def check_venv_python(s: Session) -> CheckResult:
         s.target = python_wheel_target(s.inputs.python)
     except UserError as exc:
         return _fail(name, str(exc))
-    version = tuple(int(part) for part in s.target.python_version.split("."))
-    if version < MIN_IMAGE_PYTHON:
-        needed = ".".join(map(str, MIN_IMAGE_PYTHON))
+    if needed := _stages_need(s.target.python_version):
         return _fail(name, f"{s.inputs.python} is Python {s.target.python_version}; the stages need {needed} or newer")
     return _ok(name, f"{s.inputs.python}: Python {s.target.python_version} ({s.target.describe()}), the venvs' base")
+
+
+def _stages_need(version: str) -> str | None:
+    """The oldest Python the stages run on, when ``version`` ("3.10.12") is older than it; None when it will do."""
+    if tuple(int(part) for part in version.split(".")) < MIN_IMAGE_PYTHON:
+        return ".".join(map(str, MIN_IMAGE_PYTHON))
+    return None
 
 
 # --- disk ---------------------------------------------------------------------------------------------------------
