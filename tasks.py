@@ -708,11 +708,17 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
 
 @task(
     help={
-        "pytorch_src": "PyTorch git clone holding --good and --bad",
+        "pytorch_src": "PyTorch git clone holding --good and --bad (a Triton range: --pytorch-ref's; default the "
+                       "recipe's source if it is a local path)",
         "triton_src": _COMPARE_TRITON_SRC_HELP + "; every step's",
         "triton_ref": _TRITON_REF_HELP + "; every step, both sides",
         "good": "The last commit known good (every step is compared against it)",
         "bad": "The first commit known bad (a later commit on the first-parent line of --good)",
+        "triton_good": "A Triton range instead: the last Triton commit known good in --triton-src (every step is a "
+                       "Triton A/B against it, PyTorch fixed); with a Docker recipe built from source",
+        "triton_bad": "With --triton-good: the first Triton commit known bad (on the first-parent line after it)",
+        "pytorch_ref": "With --triton-good/--triton-bad: the PyTorch commit or ref every step builds on both sides "
+                       "(default: the recipe's pytorch.commit)",
         "model": "The model that regressed (the steps compile only it); with --kernel: the model to compile",
         "kernel": "The kernel that regressed, by its name on the good side (or with --from-run either side's)",
         "from_run": "A finished compare run whose kernels_compare.csv names --kernel: its identity and the models "
@@ -740,14 +746,17 @@ def bisect(ctx, pytorch_src=None, good=None, bad=None, model=None, kernel=None, 
            dtype=None, warmup=None, iterations=None, kernel_warmup="10", kernel_iterations="30", runs_dir=None,
            confidence=None, alpha=None, margin=None, threshold=None, noise=None, min_ms=None, fail_share=None,
            python=None,
-           triton_src=None, triton_ref=None):
-    """Find the commit between --good and --bad that made a model or kernel slower: a paired compare per step."""
+           triton_src=None, triton_ref=None, triton_good=None, triton_bad=None, pytorch_ref=None):
+    """Find the commit between --good and --bad that made a model or kernel slower: a paired compare per step
+    (or, with --triton-good/--triton-bad, the Triton commit, PyTorch fixed)."""
     from analysis.errors import UserError
     from analysis.flag_values import call_count, whole_number
     from analysis.stats.verdict_settings import check_rounds
+    from prbench.review.bisect_command import check_range_flags
 
     stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share)
-    for flag, value in (("--pytorch-src", pytorch_src), ("--good", good), ("--bad", bad)):
+    triton_range = check_range_flags(good, bad, triton_good, triton_bad, pytorch_ref, triton_ref)
+    for flag, value in () if triton_range else (("--pytorch-src", pytorch_src), ("--good", good), ("--bad", bad)):
         if not value:
             raise UserError(f"{flag}: required")
     step_rounds = check_rounds(rounds)
@@ -762,18 +771,23 @@ def bisect(ctx, pytorch_src=None, good=None, bad=None, model=None, kernel=None, 
     from prbench.review.bisect_command import BisectRequest, check_target_flags, run_bisect
 
     check_target_flags(model, kernel, from_run)
-    open_repo(resolve_path(pytorch_src))
+    if pytorch_src:
+        open_repo(resolve_path(pytorch_src))
     loaded = _recipe(ctx, recipe)
+    fixed = pytorch_ref or "installed"  # a Triton range's PyTorch, on both sides of every step
     compare = CompareRequest(
-        base=good, pr=bad, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir),
+        base=fixed if triton_range else good, pr=fixed if triton_range else bad, recipe=loaded,
+        runs_dir=_runs_dir(ctx, runs_dir),
         triton_src=_optional_path(triton_src), triton_ref=triton_ref,
         suite=_suite_settings(ctx, loaded, None, size, mode, dtype, warmup, iterations),
         kernels=KernelSettings(warmup=checked["warmup"], iterations=checked["iterations"]),
         rounds=step_rounds, passes=checked["passes"], stats=stats, python=_python_flag(python),
         env=_stage_env(loaded, None))
-    request = BisectRequest(pytorch_src=resolve_path(pytorch_src), good=good, bad=bad, compare=compare,
-                            model=model, kernel=kernel, from_run=from_run, max_rounds=most, bisect_id=bisect,
-                            docker_recipe=_recipe(ctx, docker_recipe) if docker_recipe else None)
+    request = BisectRequest(pytorch_src=resolve_path(pytorch_src) if pytorch_src else None,
+                            good=triton_good if triton_range else good, bad=triton_bad if triton_range else bad,
+                            compare=compare, model=model, kernel=kernel, from_run=from_run, max_rounds=most,
+                            bisect_id=bisect, docker_recipe=_recipe(ctx, docker_recipe) if docker_recipe else None,
+                            triton=triton_range)
     console = Console()
     result = run_bisect(request, console)
     console.print(f"\n[bold]{result.headline}[/]", markup=True, highlight=False)

@@ -53,6 +53,8 @@ BISECT_FORMAT_VERSION = 1
 BISECT_JSON = "bisect.json"
 BISECT_MD = "bisect.md"
 MODEL, KERNEL = "model", "kernel"
+# The settings key of a Triton range (--triton-good/--triton-bad): the PyTorch commit every step builds.
+TRITON_RANGE = "triton_pytorch"
 SAME_CODE = "same code"  # a step's verdict word for a kernel whose code the commit left as it was
 
 # A row's verdict (`analysis.stats.verdict`, "failed" where a side did not run) → the step's outcome. Improved is good:
@@ -110,7 +112,9 @@ def read_target_verdict(report_dir: Path, target: BisectTarget) -> ItemVerdict |
     if rows.empty:
         return None
     row = rows.iloc[0]
-    same = target.kind == KERNEL and row["matched_by"] == IDENTICAL_CODE
+    # Identical source a Triton A/B's own compilers built is not the same code (its code_changed says so).
+    same = (target.kind == KERNEL and row["matched_by"] == IDENTICAL_CODE
+            and str(row.get("code_changed", "False")) != "True")
     rounds = _float(row["rounds"])
     return ItemVerdict(SAME_CODE if same else str(row["verdict"]), _float(row["speedup"]), _float(row["ci_low"]),
                        _float(row["ci_high"]), int(rounds) if math.isfinite(rounds) else 0)
@@ -223,12 +227,13 @@ def headline(record: BisectRecord, conclusion: Conclusion) -> str:
     """The one line that answers the bisect (Markdown)."""
     commits = record.commits
     good, bad = commits[0], commits[-1]
+    what = "Triton commit" if TRITON_RANGE in record.settings else "commit"
     if conclusion.status == FOUND:
         first = commits[conclusion.candidates[0]]
-        return f"First bad commit: {md_code(first.sha[:12])} {md_text(first.subject)}"
+        return f"First bad {what}: {md_code(first.sha[:12])} {md_text(first.subject)}"
     if conclusion.status == RANGE:
         shown = ", ".join(md_code(commits[p].sha[:12]) for p in conclusion.candidates)
-        return (f"The first bad commit is one of {len(conclusion.candidates)}: {shown} (the others between were "
+        return (f"The first bad {what} is one of {len(conclusion.candidates)}: {shown} (the others between were "
                 "undecided or skipped)")
     if conclusion.status == NOT_REGRESSED:
         return (f"No regression: {md_code(bad.sha[:12])} is not regressed against {md_code(good.sha[:12])}; "
@@ -267,6 +272,9 @@ def render_markdown(record: BisectRecord, conclusion: Conclusion) -> str:
              "commit (PR side) against the good endpoint (base side) with the paired rounds of `invoke compare`; "
              "regressed is bad, equivalent, identical or improved is good, still inconclusive after the most "
              "rounds a step may take is undecided and stepped around.", ""]
+    if TRITON_RANGE in record.settings:
+        lines += [f"The commits are Triton's; every step builds PyTorch "
+                  f"{md_code(str(record.settings[TRITON_RANGE])[:12])} on both sides (a Triton A/B).", ""]
     if record.target.models:
         lines += [f"Models compiled at each step: {', '.join(md_code(m) for m in record.target.models)}.", ""]
     lines += [markdown_table(rows, columns).rstrip("\n"), ""]

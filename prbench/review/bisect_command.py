@@ -1,4 +1,5 @@
-"""``invoke bisect``: find the commit between a good and a bad PyTorch commit that made a model or kernel slower.
+"""``invoke bisect``: find the commit between a good and a bad PyTorch commit that made a model or kernel slower,
+or (``--triton-good``/``--triton-bad``) the Triton commit, PyTorch fixed.
 
 The search is `analysis.bisect.search`; each step is an ``invoke compare`` of the chosen commit (PR side) against
 the good endpoint (base side), run by `prbench.compare.driver.run_compare` with the suite cut to the models that hold
@@ -8,6 +9,11 @@ With a local recipe and ``docker_recipe`` given, a commit the overlay cannot mak
 built with the Docker recipe instead; without one it is skipped and the step says why. The compare request's
 Triton clone and ``--triton-ref`` go to every step; a Docker recipe built from source without its clones is
 refused before the bisect's directory exists.
+
+A Triton range walks the first-parent line of the Triton clone instead: every step is a Triton A/B of one PyTorch
+(the compare request's ``base``, the recipe's commit by default) whose base side builds the good Triton commit and
+whose PR side the step's, so the steps are the same comparisons ``invoke compare --triton-base --triton-pr`` plans
+(`prbench.compare.variant_plan.plan_docker`), with a Docker recipe built from source (or ``docker_recipe``).
 
 A step whose target stays inconclusive gets more rounds (the run is resumed with twice the rounds, up to
 ``max_rounds``: the rounds already timed are kept), then is undecided and stepped around. Every step is a run of
@@ -34,6 +40,7 @@ from analysis.bisect.report import (
     BISECT_MD,
     KERNEL,
     MODEL,
+    TRITON_RANGE,
     BisectRecord,
     BisectTarget,
     Commit,
@@ -52,6 +59,7 @@ from analysis.kernels.compare import read_table
 from analysis.kernels.index import graph_entries
 from prbench import gitrefs
 from prbench.compare.driver import CompareRequest, check_sources, plan, run_compare
+from prbench.compare.variant_plan import INSTALLED
 from prbench.recipes import Recipe
 from prbench.runners import StageFailed
 from prbench.runs.run_lock import RunLock
@@ -62,7 +70,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 @dataclass(frozen=True)
 class BisectRequest:
-    pytorch_src: Path
+    pytorch_src: Path | None  # a Triton range: optional (the recipe's local clone)
     good: str
     bad: str
     compare: CompareRequest  # every step's settings (recipe, suite, kernels, statistics, rounds, runs directory)
@@ -72,6 +80,12 @@ class BisectRequest:
     max_rounds: int = 0  # an inconclusive step is resumed with twice the rounds up to this many (0: no more)
     bisect_id: str | None = None
     docker_recipe: Recipe | None = None  # local recipe: the commits an overlay cannot make are built with this
+    triton: bool = False  # good and bad are Triton commits, PyTorch fixed (compare.base on both sides)
+
+    @property
+    def flags(self) -> tuple[str, str]:
+        """The flags that gave the endpoints, as errors name them."""
+        return ("--triton-good", "--triton-bad") if self.triton else ("--good", "--bad")
 
 
 @dataclass(frozen=True)
@@ -82,19 +96,45 @@ class BisectResult:
     headline: str
 
 
-def first_parent_commits(pytorch_src: Path, good: str, bad: str) -> list[Commit]:
-    """The good commit, then every first-parent commit after it up to the bad one (one-line errors)."""
-    repo = gitrefs.open_repo(pytorch_src)
-    good_sha, bad_sha = gitrefs.resolve(repo, good, "--good"), gitrefs.resolve(repo, bad, "--bad")
+def first_parent_commits(clone: Path, good: str, bad: str,
+                         flags: tuple[str, str] = ("--good", "--bad")) -> list[Commit]:
+    """The good commit, then every first-parent commit after it up to the bad one (one-line errors naming
+    ``flags``, the good and the bad endpoint's)."""
+    good_flag, bad_flag = flags
+    repo = gitrefs.open_repo(clone)
+    good_sha, bad_sha = gitrefs.resolve(repo, good, good_flag), gitrefs.resolve(repo, bad, bad_flag)
     if good_sha == bad_sha:
-        raise UserError(f"--bad={bad}: the same commit as --good; give a later commit")
+        raise UserError(f"{bad_flag}={bad}: the same commit as {good_flag}; give a later commit")
     if repo.git.merge_base(good_sha, bad_sha) != good_sha:
-        raise UserError(f"--good={good}: not an ancestor of --bad={bad}; give the older, good commit as --good")
+        raise UserError(f"{good_flag}={good}: not an ancestor of {bad_flag}={bad}; give the older, good commit as "
+                        f"{good_flag}")
     lines = repo.git.log("--first-parent", "--reverse", "--format=%H %s", f"{good_sha}..{bad_sha}").splitlines()
     after = [Commit(*line.partition(" ")[::2]) for line in lines if line.strip()]
     if not after or after[-1].sha != bad_sha:
-        raise UserError(f"--bad={bad}: not on the first-parent line after --good={good}")
+        raise UserError(f"{bad_flag}={bad}: not on the first-parent line after {good_flag}={good}")
     return [Commit(good_sha, repo.git.log("-1", "--format=%s", good_sha)), *after]
+
+
+def check_range_flags(good: str | None, bad: str | None, triton_good: str | None, triton_bad: str | None,
+                      pytorch_ref: str | None, triton_ref: str | None) -> bool:
+    """One range to walk: PyTorch's (--good/--bad) or Triton's (--triton-good/--triton-bad, PyTorch fixed at
+    --pytorch-ref); True for a Triton range (one-line errors, nothing read)."""
+    if triton_good is None and triton_bad is None:
+        if pytorch_ref is not None:
+            raise UserError(f"--pytorch-ref {pytorch_ref}: fixes PyTorch for a Triton range; give "
+                            "--triton-good/--triton-bad, or walk PyTorch with --good/--bad")
+        return False
+    if good is not None or bad is not None:
+        raise UserError("--good/--bad: a bisect walks one range; with --triton-good/--triton-bad PyTorch stays fixed "
+                        "(--pytorch-ref, default the recipe's commit): leave --good/--bad out")
+    for flag, value in (("--triton-good", triton_good), ("--triton-bad", triton_bad)):
+        if not value:
+            raise UserError(f"{flag}: required with a Triton range (the last good and the first bad Triton commit "
+                            "in --triton-src)")
+    if triton_ref is not None:
+        raise UserError("--triton-ref: builds one Triton on every step; a Triton range builds each step's own: "
+                        "leave --triton-ref out")
+    return True
 
 
 def check_target_flags(model: str | None, kernel: str | None, from_run: str | None) -> None:
@@ -146,14 +186,14 @@ def _kernel_from_run(request: BisectRequest, models: tuple[str, ...]) -> BisectT
                         shape_key=str(row["shape_key"]), models=models or held)
 
 
-def default_bisect_id(good: str, bad: str, target: BisectTarget) -> str:
-    return f"bisect-{good[:10]}-{bad[:10]}-" + _UNSAFE.sub("_", target.name)[:60]
+def default_bisect_id(good: str, bad: str, target: BisectTarget, triton: bool = False) -> str:
+    return f"bisect-{'triton-' if triton else ''}{good[:10]}-{bad[:10]}-" + _UNSAFE.sub("_", target.name)[:60]
 
 
-def step_run_id(good: str, commit: str, target: BisectTarget) -> str:
+def step_run_id(good: str, commit: str, target: BisectTarget, triton: bool = False) -> str:
     """A step's run: named by what it compares, not by the bisect, so another bisect from the same good commit
     that measures the same commit (a narrower range, say) resumes the same run instead of timing it again."""
-    return f"step-{good[:10]}-{commit[:12]}-" + _UNSAFE.sub("_", target.name)[:60]
+    return f"step-{'triton-' if triton else ''}{good[:10]}-{commit[:12]}-" + _UNSAFE.sub("_", target.name)[:60]
 
 
 def _settings(request: BisectRequest, target: BisectTarget, commits: list[Commit]) -> dict[str, Any]:
@@ -166,18 +206,26 @@ def _settings(request: BisectRequest, target: BisectTarget, commits: list[Commit
             "passes": compare.passes, "stats": compare.stats.describe(), "env": dict(compare.env),
             "inductor_config": dict(compare.inductor_config),
             # only when given, so a bisect recorded without the flag resumes as it was
-            **({"triton_ref": compare.triton_ref} if compare.triton_ref else {})}
+            **({"triton_ref": compare.triton_ref} if compare.triton_ref else {}),
+            **({TRITON_RANGE: _fixed_pytorch(request)} if request.triton else {})}
+
+
+def _fixed_pytorch(request: BisectRequest) -> str:
+    """A Triton range's PyTorch, as the steps build it on both sides: --pytorch-ref, or the recipe's commit."""
+    recipe = _builder(request)
+    if request.compare.base == INSTALLED and recipe.pytorch is not None:
+        return recipe.pytorch.commit
+    return request.compare.base
 
 
 def run_bisect(request: BisectRequest, console: Console | None = None) -> BisectResult:
     """Run (or resume) a bisect; every step's record is written as soon as it is known."""
     console = console or Console()
-    if not request.pytorch_src:
+    if not request.pytorch_src and not request.triton:
         raise UserError("--pytorch-src: required (the PyTorch clone holding --good and --bad)")
     target = resolve_target(request)
-    commits = first_parent_commits(request.pytorch_src, request.good, request.bad)
-    check_sources(replace(request.compare, recipe=_builder(request), pytorch_src=request.pytorch_src))
-    bisect_id = request.bisect_id or default_bisect_id(commits[0].sha, commits[-1].sha, target)
+    commits = _range(request)
+    bisect_id = request.bisect_id or default_bisect_id(commits[0].sha, commits[-1].sha, target, request.triton)
     check_run_id(bisect_id)
     directory = Path(request.compare.runs_dir) / bisect_id
     directory.mkdir(parents=True, exist_ok=True)
@@ -187,6 +235,25 @@ def run_bisect(request: BisectRequest, console: Console | None = None) -> Bisect
         return _search(request, record, directory, console)
     finally:
         lock.release()
+
+
+def _range(request: BisectRequest) -> list[Commit]:
+    """The commits the bisect walks, after the clones and the Triton flags are checked at the door (every step
+    builds with them)."""
+    sources = replace(request.compare, recipe=_builder(request), pytorch_src=request.pytorch_src)
+    if not request.triton:
+        assert request.pytorch_src is not None, "checked by run_bisect"
+        commits = first_parent_commits(request.pytorch_src, request.good, request.bad)
+        check_sources(sources)
+        return commits
+    if not sources.recipe.is_docker or sources.recipe.is_wheel:
+        raise UserError(f"--triton-good/--triton-bad: recipe {sources.recipe.name} builds no Triton; give a Docker "
+                        "recipe that builds from source (--recipe, or --docker-recipe with a local one)")
+    clones = check_sources(sources)
+    assert clones is not None, "a Docker recipe built from source has both clones"
+    commits = first_parent_commits(clones[1], request.good, request.bad, request.flags)
+    gitrefs.resolve(gitrefs.open_repo(clones[0]), _fixed_pytorch(request), "--pytorch-ref")  # every step's
+    return commits
 
 
 def _start_record(directory: Path, settings: dict[str, Any], target: BisectTarget, commits: list[Commit],
@@ -216,8 +283,8 @@ def _search(request: BisectRequest, record: BisectRecord, directory: Path, conso
         to_go = math.ceil(math.log2(left)) + (position == count - 1)  # the endpoint is checked before halving
         console.rule(f"bisect step {len(record.steps) + 1}: {commit.sha[:12]} ({position}/{count - 1}; {left} "
                      f"commit(s) left, about {to_go} step(s) to go without skips)")
-        step = _measure(request, record, position, step_run_id(record.commits[0].sha, commit.sha, record.target),
-                        console)
+        run_id = step_run_id(record.commits[0].sha, commit.sha, record.target, request.triton)
+        step = _measure(request, record, position, run_id, console)
         after = interval(count, {**record.outcomes(), position: step.outcome})
         record.steps.append(replace(step, good=after.good, bad=after.bad))
         console.print(f"{commit.sha[:12]}: {step.outcome}" + (f" ({step.note})" if step.note else "")
@@ -239,8 +306,12 @@ def _measure(request: BisectRequest, record: BisectRecord, position: int, run_id
     started = time.monotonic()
     target = record.target
     suite = replace(request.compare.suite, models=",".join(target.models)) if target.models else request.compare.suite
-    compare = replace(request.compare, base=good, pr=sha, pytorch_src=request.pytorch_src, run_id=run_id,
-                      suite=suite)
+    if request.triton:  # one PyTorch (compare.base), the good Triton against the step's
+        compare = replace(request.compare, recipe=_builder(request), triton_base=good, triton_pr=sha,
+                          pytorch_src=request.pytorch_src, run_id=run_id, suite=suite)
+    else:
+        compare = replace(request.compare, base=good, pr=sha, pytorch_src=request.pytorch_src, run_id=run_id,
+                          suite=suite)
     try:
         compare = _buildable(compare, request.docker_recipe, console)
     except NoSpaceLeft:
