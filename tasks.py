@@ -472,6 +472,9 @@ def verify(ctx, lock, image=None):
     "triton_ref": _TRITON_REF_HELP,
     "base": "Base side as compare takes it: a git ref in --pytorch-src or 'installed' (default: the recipe's commit)",
     "pr": "PR side as compare takes it: a git ref in --pytorch-src, a patch file or 'installed'",
+    "triton_pr": "A Triton A/B as compare takes it: the PR side's Triton commit or ref in --triton-src, or a patch "
+                 "file that must apply to the base's Triton",
+    "triton_base": "With --triton-pr: the base side's Triton commit or ref (default: the recipe's or the pinned one)",
     "store": _BUILD_HELP["store"],
     "devices": "GPU indices the comparison will use, e.g. 0,1: each must exist and no other process may hold it",
     "pull": "The build may pull a missing base image by digest (as build --pull): a warning, not a failure",
@@ -481,18 +484,21 @@ def verify(ctx, lock, image=None):
 })
 @user_facing
 def doctor(ctx, recipe=None, pytorch_src=None, triton_src=None, base=None, pr=None, store=None, devices=None,
-           pull=False, runs_dir=None, python=None, triton_ref=None):
+           pull=False, runs_dir=None, python=None, triton_ref=None, triton_pr=None, triton_base=None):
     """Check in seconds, before hours of build, that a recipe can build and run here: one line per check; exit 1
     when any fails."""
     from invoke import Exit
 
     from analysis.formats.stage_records import parse_devices
     from prbench.compare.doctor import DoctorInputs, run_doctor, summary
+    from prbench.images.build import check_triton_flags
 
     loaded = _recipe(ctx, recipe)
+    check_triton_flags(loaded, _optional_path(triton_src), triton_ref, triton_pr, triton_base)
     inputs = DoctorInputs(recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir),
                           pytorch_src=_optional_path(pytorch_src), triton_src=_optional_path(triton_src),
-                          triton_ref=triton_ref, base=base, pr=pr, store=_optional_path(store), pull=bool(pull),
+                          triton_ref=triton_ref, triton_pr=triton_pr, triton_base=triton_base, base=base, pr=pr,
+                          store=_optional_path(store), pull=bool(pull),
                           python=_python_flag(python),
                           devices=tuple(parse_devices(devices)) if devices else (),
                           suite=_suite_settings(ctx, loaded, None, None, None, None, None, None),

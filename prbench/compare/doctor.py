@@ -21,6 +21,9 @@ Contract:
 - What the store must hold is what the build context takes (``prbench.images.build_context.downloads_at``: the
   files ``DOWNLOAD_INPUTS`` names, read from the clones at the commits; the pinned wheel sets through
   ``Store.wheels_at_hand``): a download the build learns to take appears here with no change to this module.
+- A Triton A/B (``triton_pr``, with ``triton_base``) is checked as compare plans it: one PyTorch on both sides, the
+  base's Triton (``--triton-base`` or the pinned one) and the PR's (``--triton-pr``'s commit, or a patch that must
+  apply to the base's Triton), each resolved in the Triton clone and its downloads (its LLVM) looked for in the store.
 """
 
 from __future__ import annotations
@@ -115,6 +118,9 @@ class DoctorInputs:
     pytorch_src: Path | None = None
     triton_src: Path | None = None
     triton_ref: str | None = None  # a Triton commit to build instead of the recipe's or the PyTorch pin
+    # A Triton A/B: the PR side's Triton commit or a patch on the base's, and the base's commit (None: the pinned)
+    triton_pr: str | None = None
+    triton_base: str | None = None
     base: str | None = None  # a ref in --pytorch-src, "installed", a wheel pin or None (the recipe's commit)
     pr: str | None = None  # the same, or a patch file
     store: Path | None = None
@@ -445,6 +451,8 @@ def _sides(s: Session) -> dict[str, tuple[str, str]]:
              if base in (None, "installed") else (str(base), "--base")}
     if pr and pr != "installed" and not Path(pr).is_file():
         sides["pr"] = (pr, "--pr")
+    if s.inputs.triton_pr is not None:  # a Triton A/B: the PR side builds the base's PyTorch
+        sides["pr"] = sides["base"]
     return sides
 
 
@@ -476,32 +484,58 @@ def check_triton_pin(s: Session) -> CheckResult:
         for side in s.pytorch_commits:
             s.triton_commits[side], sources[side] = s.inputs.triton_ref, TRITON_REF
         return _ok(name, f"{s.inputs.triton_ref} ({TRITON_REF}) on every side")
+    given = _triton_ab_commits(s.inputs)
     try:
         for side, commit in s.pytorch_commits.items():
+            if side in given:  # resolved in the Triton clone by the next check
+                s.triton_commits[side], sources[side] = given[side]
+                continue
             pin = triton_pin(s.recipe.triton.commit, s.pytorch_repo, commit, s.recipe.platform)
             s.triton_commits[side] = pin.commit
             sources[side] = pin.source
     except UserError as exc:
         return _fail(name, str(exc))
+    if s.inputs.triton_pr is not None and "pr" not in given:  # a patch: built on the base's Triton
+        s.triton_commits["pr"], sources["pr"] = s.triton_commits["base"], f"{sources['base']} + --triton-pr patch"
     return _ok(name, ", ".join(f"{side} {s.triton_commits[side][:12]} ({sources[side]})" for side in sources))
+
+
+def _triton_ab_commits(inputs: DoctorInputs) -> dict[str, tuple[str, str]]:
+    """A Triton A/B's Triton commits as its flags name them: side → (commit or ref, flag); a patch as --triton-pr
+    and a pinned base are left to the pin."""
+    given: dict[str, tuple[str, str]] = {}
+    if inputs.triton_pr is None:
+        return given
+    if inputs.triton_base is not None:
+        given["base"] = (inputs.triton_base, "--triton-base")
+    if not Path(inputs.triton_pr).is_file():
+        given["pr"] = (inputs.triton_pr, "--triton-pr")
+    return given
 
 
 def check_triton_commits(s: Session) -> CheckResult:
     from prbench.images.build import clone_path
+    from prbench.images.patches import check_patch_at_commit
     from prbench.images.pins import open_repo, resolve_commit
 
     name = "triton commits"
     if not s.triton_commits:
         return _skip(name, "the Triton pin")
+    flags = {side: flag for side, (_, flag) in _triton_ab_commits(s.inputs).items()}
+    patch = s.inputs.triton_pr if s.inputs.triton_pr is not None and Path(s.inputs.triton_pr).is_file() else None
     try:
         s.triton_repo = open_repo(clone_path(s.recipe, "triton", s.inputs.triton_src), "--triton-src")
         for side, commit in s.triton_commits.items():
-            s.triton_commits[side] = resolve_commit(s.triton_repo, commit, f"triton commit of {side}")
+            s.triton_commits[side] = resolve_commit(s.triton_repo, commit, flags.get(side, f"triton commit of {side}"))
+        if patch is not None:  # a Triton A/B's patch must apply to the base's Triton, as the build applies it
+            check_patch_at_commit(Path(patch), Path(s.triton_repo.working_dir), s.triton_commits["base"],
+                                  "--triton-pr", "Triton")
     except UserError as exc:
         return _fail(name, str(exc))
     s.triton_ok = True
     commits = sorted(set(s.triton_commits.values()))
-    return _ok(name, f"{', '.join(c[:12] for c in commits)} in {s.triton_repo.working_dir}")
+    applied = f"; {Path(patch).name} applies to the base's" if patch is not None else ""
+    return _ok(name, f"{', '.join(c[:12] for c in commits)} in {s.triton_repo.working_dir}{applied}")
 
 
 # --- the store ----------------------------------------------------------------------------------------------------
@@ -536,7 +570,13 @@ def _fetch_command(inputs: DoctorInputs) -> str:
                         ("--store", inputs.store)):
         if value is not None and not (flag == "--pr" and Path(str(value)).is_file()):
             words.append(f"{flag} {shlex.quote(str(value))}")
-    return " ".join(words)
+    command = " ".join(words)
+    given = _triton_ab_commits(inputs)
+    if "pr" not in given:
+        return command
+    # A Triton A/B: the store fetch of each side's Triton (its downloads follow its tree: the LLVM it pins)
+    base = f"{command} --triton-ref {shlex.quote(given['base'][0])}" if "base" in given else command
+    return f"{base}, then {command} --triton-ref {shlex.quote(given['pr'][0])}"
 
 
 def _missing_downloads(s: Session, store: Store) -> list[str]:

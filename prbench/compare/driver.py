@@ -204,7 +204,8 @@ def run_compare(request: CompareRequest, console: Console | None = None) -> tupl
 
     # Then, before hours of build, the machine: the engine, the base image, the GPUs, the store, the disk.
     preflight(DoctorInputs(recipe=request.recipe, runs_dir=request.runs_dir, pytorch_src=request.pytorch_src,
-                           triton_src=request.triton_src, triton_ref=request.triton_ref, base=request.base,
+                           triton_src=request.triton_src, triton_ref=request.triton_ref,
+                           triton_pr=request.triton_pr, triton_base=request.triton_base, base=request.base,
                            pr=request.pr, store=request.store, devices=request.devices, python=request.python,
                            suite=request.suite, env=request.env, inductor_config=request.inductor_config),
               console)

@@ -194,6 +194,27 @@ def triton_source(recipe: Recipe, pytorch_repo: git.Repo, pytorch_commit: str, t
     return repo, TritonPin(commit, chosen.source)
 
 
+def check_triton_flags(recipe: Recipe, triton_src: Path | None, triton_ref: str | None, triton_pr: str | None,
+                       triton_base: str | None) -> bool:
+    """The Triton flags together, nothing read (one line naming the flag): none where the recipe builds no Triton,
+    --triton-base only with --triton-pr, --triton-ref not with it. True when the recipe builds from source."""
+    flags = (("--triton-src", triton_src), ("--triton-ref", triton_ref), ("--triton-pr", triton_pr),
+             ("--triton-base", triton_base))
+    if not recipe.is_docker or recipe.is_wheel or recipe.pytorch is None or recipe.triton is None:
+        what = "installs wheels" if recipe.is_docker else "runs an installed torch"
+        for flag, value in flags:
+            if value is not None:
+                raise UserError(f"{flag}: recipe {recipe.name} {what}; it builds no Triton (leave {flag} out, or "
+                                "give a docker recipe that builds from source)")
+        return False
+    if triton_base is not None and triton_pr is None:
+        raise UserError("--triton-base: a Triton A/B also needs --triton-pr (the PR side's Triton commit)")
+    if triton_pr is not None and triton_ref is not None:
+        raise UserError("--triton-ref: builds one Triton on both sides; a Triton A/B (--triton-pr) names each "
+                        "side's (--triton-base, default the pinned one): leave --triton-ref out")
+    return True
+
+
 def check_source_flags(recipe: Recipe, pytorch_src: Path | None, triton_src: Path | None,
                        triton_ref: str | None, triton_pr: str | None = None,
                        triton_base: str | None = None) -> tuple[Path, Path] | None:
@@ -203,18 +224,8 @@ def check_source_flags(recipe: Recipe, pytorch_src: Path | None, triton_src: Pat
     the flag otherwise); returns the clones (None: nothing is built from source)."""
     flags = (("--triton-src", triton_src), ("--triton-ref", triton_ref), ("--triton-pr", triton_pr),
              ("--triton-base", triton_base))
-    if not recipe.is_docker or recipe.is_wheel or recipe.pytorch is None or recipe.triton is None:
-        what = "installs wheels" if recipe.is_docker else "runs an installed torch"
-        for flag, value in flags:
-            if value is not None:
-                raise UserError(f"{flag}: recipe {recipe.name} {what}; it builds no Triton (leave {flag} out, or "
-                                "give a docker recipe that builds from source)")
+    if not check_triton_flags(recipe, *(value for _, value in flags)):
         return None
-    if triton_base is not None and triton_pr is None:
-        raise UserError("--triton-base: a Triton A/B also needs --triton-pr (the PR side's Triton commit)")
-    if triton_pr is not None and triton_ref is not None:
-        raise UserError("--triton-ref: builds one Triton on both sides; a Triton A/B (--triton-pr) names each "
-                        "side's (--triton-base, default the pinned one): leave --triton-ref out")
     if triton_pr is not None and triton_src is None:
         try:
             clone_path(recipe, "triton", None)
