@@ -18,6 +18,7 @@ import tarfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from cli_support import invoke_in_process, one_line
@@ -37,6 +38,14 @@ from analysis.kernels.compare import compare_kernels
 from analysis.report.render import load_report_inputs, render_report
 from prbench.compare.variant_plan import plan_docker
 from prbench.images.build import build_image, plan_build
+from prbench.images.build_plan import (
+    LABEL_CLONES,
+    LABEL_OVERLAY,
+    LABEL_RECIPE_PATH,
+    LABEL_RECIPE_TOML,
+    LABEL_TRITON_PATCH,
+)
+from prbench.images.image_lock import LOCK_VERSION
 from prbench.images.pins import TritonPin
 from prbench.recipes import load_recipe
 
@@ -286,3 +295,47 @@ def test_the_second_triton_builds_on_the_cached_pytorch_layers(tmp_path: Path) -
     assert torch_step.split("\n", 2)[1].strip() == "---> Using cache"  # ... and the PR side reused it
     triton_step = pr_log[pr_log.index("COPY src/triton"):]
     assert triton_step.split("\n", 2)[1].strip() != "---> Using cache"  # the PR's Triton was built
+
+
+def _lock_as_built(image) -> dict:
+    """What ``lock_for_image`` reads from the built image's labels, for a rebuild (no engine: contents left out)."""
+    labels = image.labels()
+    return {"lock_version": LOCK_VERSION, **image.inputs(), "store": [], "contents": {"pip": {}, "image_env": {}},
+            "provenance": {"recipe_path": labels[LABEL_RECIPE_PATH], "recipe_toml": labels[LABEL_RECIPE_TOML],
+                           "clones": json.loads(labels[LABEL_CLONES]), "overlay_patch": labels.get(LABEL_OVERLAY),
+                           **({"triton_patch": labels[LABEL_TRITON_PATCH]} if LABEL_TRITON_PATCH in labels else {}),
+                           "image": {"tag": image.tag, "id": "sha256:" + "1" * 64}, "host": {}}}
+
+
+def test_a_rebuild_from_a_triton_ab_lock_applies_the_patch_again(clones: Clones, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from prbench import docker_engine
+    from prbench.images import image_lock
+
+    patch = tmp_path / "fewer-stages.patch"
+    patch.write_text(PATCH)
+    plan = plan_docker(clones.pytorch_base, clones.pytorch_base, _rocm(), clones.pytorch, triton_src=clones.triton,
+                       triton_base=clones.triton_new, triton_pr=str(patch))
+    images = [plan_build(_rocm(), pytorch_src=clones.pytorch, triton_src=clones.triton, pytorch_ref=side.pytorch_ref,
+                         pin=side.triton, pytorch_first=True, triton_patch=side.triton_patch)
+              for side in (plan.base, plan.pr)]
+    run_lock = tmp_path / "lock.json"  # a run's lock.json: both sides' image locks
+    run_lock.write_text(json.dumps({"base": _lock_as_built(images[0]), "pr": _lock_as_built(images[1])}))
+    tags = [image.tag for image in images]
+    patch.unlink()  # months later the patch file is gone: the lock holds its text
+    rebuilt: list[tuple[str, str | None, bool]] = []
+
+    def build_and_lock(plan, client, images_dir, **kw):
+        text = plan.triton_patch.read_text() if plan.triton_patch else None  # the rebuild's context gets this
+        rebuilt.append((plan.tag, text, plan.pytorch_first))
+        return SimpleNamespace(result=SimpleNamespace(tag=plan.tag, image_id="sha256:" + "2" * 64),
+                               lock_path=tmp_path / "rebuilt.json")
+
+    monkeypatch.setattr(image_lock, "build_and_lock", build_and_lock)
+    monkeypatch.setattr(docker_engine, "docker_client", lambda: None)
+    result = invoke_in_process("rebuild", "--lock", str(run_lock), "--runs-dir", str(tmp_path / "runs"))
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "differs from the lock" not in result.stdout
+    # the same two images (the tag is the inputs' hash, patch included), PyTorch first, the PR's patched again
+    assert rebuilt == [(tags[0], None, True), (tags[1], PATCH, True)]
