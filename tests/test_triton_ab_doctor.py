@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from cli_support import invoke_in_process, one_line
-from tests.test_doctor import FakeEngine, amd_machine, by_name, inputs, rocm_recipe
 
 from analysis.errors import UserError
 from prbench.compare import doctor
 from prbench.compare.doctor import run_doctor
 from tests.docker_support import commit_all, make_pytorch, make_triton
+from tests.test_doctor import FakeEngine, amd_machine, by_name, inputs, rocm_recipe
 from tests.triton_trees import triton_files, triton_tree
 
 LLVM_3_4 = "llvm-b5cc222d-ubuntu-x64.tar.gz"

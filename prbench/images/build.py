@@ -222,10 +222,9 @@ def check_source_flags(recipe: Recipe, pytorch_src: Path | None, triton_src: Pat
     refused, and a recipe that builds from source needs both clones, given or local in the recipe, and
     ``--triton-ref`` (or a Triton A/B's ``--triton-base``/``--triton-pr``) in the Triton clone (one line naming
     the flag otherwise); returns the clones (None: nothing is built from source)."""
-    flags = (("--triton-src", triton_src), ("--triton-ref", triton_ref), ("--triton-pr", triton_pr),
-             ("--triton-base", triton_base))
-    if not check_triton_flags(recipe, *(value for _, value in flags)):
+    if not check_triton_flags(recipe, triton_src, triton_ref, triton_pr, triton_base):
         return None
+    assert recipe.triton is not None, "a recipe built from source names its Triton"
     if triton_pr is not None and triton_src is None:
         try:
             clone_path(recipe, "triton", None)
@@ -236,7 +235,7 @@ def check_source_flags(recipe: Recipe, pytorch_src: Path | None, triton_src: Pat
     clones = (clone_path(recipe, "pytorch", pytorch_src), clone_path(recipe, "triton", triton_src))
     open_repo(clones[0], "--pytorch-src")
     triton = open_repo(clones[1], "--triton-src")
-    for flag, value in flags[1:]:
+    for flag, value in (("--triton-ref", triton_ref), ("--triton-pr", triton_pr), ("--triton-base", triton_base)):
         if value is not None and not (flag == "--triton-pr" and Path(value).is_file()):  # a patch: checked when
             resolve_commit(triton, value, flag)  # the base's Triton commit is known (variant_plan)
     return clones
