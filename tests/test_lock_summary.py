@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.report.environment import environment_table, lock_summary, with_lock_summaries
+from analysis.report.environment import environment_line, environment_table, lock_summary, with_lock_summaries
 
 TORCH_SHA = "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"
 
@@ -70,3 +70,15 @@ def test_a_venv_side_shows_its_directory_python_wheels_and_the_triton_its_torch_
     assert rows["lock.venv python"] == ("3.11.7", "3.11.7", "✓")
     assert rows["lock.torch wheel"] == ("torch==2.13.0+cpu", "torch==2.14.1", "**differs**")
     assert rows["lock.triton version"] == ("–", "3.8.0", "**differs**")
+
+
+def test_a_release_ab_names_both_torch_versions_and_the_triton_only_the_pr_wheel_brought_in_one_line() -> None:
+    base_lock = docker_lock("sha256:" + "1" * 64, None)
+    pr_lock = docker_lock("sha256:" + "2" * 64, None)
+    pr_lock["contents"]["pip"] = {"torch": "2.14.1", "triton": "3.8.0"}
+
+    line = environment_line({"runner": "docker"}, {"base": base_lock, "pr": pr_lock}, {})
+    same = environment_line({"runner": "docker"}, {"base": base_lock, "pr": base_lock}, {})
+
+    assert "torch 2.13.0+cpu → 2.14.1, Triton – → 3.8.0." in line
+    assert "torch 2.13.0+cpu, Triton –." in same

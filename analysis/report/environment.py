@@ -141,9 +141,10 @@ def _run_minutes(manifest: dict[str, Any]) -> str:
 def environment_line(base_env: dict[str, Any], lock: dict[str, Any], manifest: dict[str, Any]) -> str:
     """The environment in one line, what a reader needs to place the numbers: the CPU model and its vector
     instruction set (or the GPU), cores, device, load when the run was planned, run time, model sizes, torch and
-    Triton (base's side: the environment table says where the PR's differs); a fact the run did not record
-    says so."""
+    Triton (base's side, then ``→ PR's`` where the PR's lock names another: a release A/B compares two torch
+    versions); a fact the run did not record says so."""
     flat = flatten({"lock": lock.get("base") if isinstance(lock, dict) else {}, "env": base_env})
+    pr_flat = flatten({"lock": lock.get("pr") if isinstance(lock, dict) else {}})
     suite = ((manifest.get("settings") or {}).get("suite") or {}) if isinstance(manifest, dict) else {}
     gpu = _first(flat, "gpu", "gpus")
     cpu = _first(flat, "cpu") or "CPU not recorded"
@@ -159,6 +160,7 @@ def environment_line(base_env: dict[str, Any], lock: dict[str, Any], manifest: d
     if suite:
         parts.append(f"models {suite.get('models', '–')} (size {suite.get('size', '–')}, {suite.get('dtype', '–')} "
                      f"{suite.get('mode', '–')})")
-    parts.append(f"torch {_first(flat, 'torch', 'torch version') or '–'}")
-    parts.append(f"Triton {_first(flat, 'triton') or '–'}")
+    for label, keys in (("torch", ("torch", "torch version")), ("Triton", ("triton",))):
+        base, pr = _first(flat, *keys) or "–", _first(pr_flat, *keys)
+        parts.append(f"{label} {base} → {pr}" if pr and pr != base else f"{label} {base}")
     return "**Environment:** " + md_text(", ".join(parts)) + "."  # values read from files: text, never markup
