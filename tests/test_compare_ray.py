@@ -26,10 +26,10 @@ def both(electra_compare, tmp_path_factory: pytest.TempPathFactory) -> tuple[dic
     run = copy_run(local_run, tmp_path_factory.mktemp("runs"))
     on_local = executor_independent(run)
     with local_cluster(gpus=2) as address:
-        # The same run again, its kernel rounds redone on the cluster (the suite, the organized kernels and the model
-        # rounds are kept; the report is written again from them).
+        # The same run again, its kernel rounds redone on the cluster; the suite, the organized kernels and the model
+        # rounds are kept (their inputs are the local run's: a --shard-size would be one of them and redo them all).
         ray = invoke("compare", *ELECTRA_FLAGS, "--runs-dir", str(run.parent), "--run", run.name, "--executor", "ray",
-                     "--ray-address", address, "--shard-size", "2", "--force", "kernels")
+                     "--ray-address", address, "--force", "kernels")
     assert ray.returncode == 0, ray.stdout[-3000:] + ray.stderr[-3000:]
     return on_local, executor_independent(run), run, ray.stdout
 
@@ -50,3 +50,7 @@ def test_the_shards_spread_over_both_actors_and_the_report_lists_them(both) -> N
     report = (run / "report" / "report.md").read_text()
     assert "ran on." in report
     assert "ray executor" in stdout
+    # Only the kernel rounds ran on the cluster: the model rounds' inputs are the local run's.
+    for number in (1, 2, 3):
+        assert f"pair/models-round-{number}: done earlier with the same inputs, skipped" in stdout
+        assert f"pair/kernels-round-{number}: done earlier" not in stdout
