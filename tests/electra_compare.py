@@ -5,10 +5,12 @@ the compare left."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "cpu-prefer-256bit-vectors.patch"
@@ -37,3 +39,23 @@ def copy_run(run: Path, runs: Path) -> Path:
     copy = runs / run.name
     shutil.copytree(run, copy, symlinks=True)
     return copy
+
+
+def executor_independent(run: Path) -> dict[str, Any]:
+    """What a run of this compare must give whichever executor ran its rounds (the local pool, a Ray cluster,
+    one that lost a node): the kernel pairs, the run's files, the sampled kernels, the summary's keys and each
+    kind's counts, rounds and confidence."""
+    import pandas as pd
+
+    pairs = pd.read_csv(run / "report" / "kernels_compare.csv")
+    files = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file()
+                   and p.parts[len(run.parts)] in ("base", "pr", "pair", "report")
+                   and "work" not in p.parts and "logs" not in p.parts and "shards" not in p.parts)
+    summary = json.loads((run / "report" / "summary.json").read_text())
+    return {"pairs": sorted(zip(pairs["base_path"], pairs["pr_path"], strict=True)),
+            "files": files,
+            "samples": {side: sorted(json.loads((run / side / "kernel_samples.json").read_text()))
+                        for side in ("base", "pr")},
+            "summary": {key: sorted(summary[key]) if isinstance(summary[key], dict) else None for key in summary},
+            "kernels": {key: summary["kernels"][key] for key in ("n", "rounds", "confidence")},
+            "models": {key: summary["models"][key] for key in ("n", "rounds", "confidence")}}

@@ -1,6 +1,7 @@
 """``invoke compare --executor ray`` on a local Ray cluster (two fake GPUs, the actors on the CPU): the same run
 files and the same report (the same pairs, the same verdict logic) as the local pool, the shards spread over both
-actors, and the nodes and devices listed in the report's environment table."""
+actors, and the nodes and devices listed in the report's environment table. The kernel rounds are redone on the
+cluster; the model rounds on a cluster are tests/test_ray_node_loss.py's (the same files there too)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 
-from tests.electra_compare import ELECTRA_FLAGS, copy_run, invoke
+from tests.electra_compare import ELECTRA_FLAGS, copy_run, executor_independent, invoke
 from tests.ray_support import NEEDS_RAY, local_cluster
 
 # The local pool's run is the session's ``electra_compare`` (tests/conftest.py), shared with test_compare_e2e.py:
@@ -19,34 +19,19 @@ from tests.ray_support import NEEDS_RAY, local_cluster
 pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.xdist_group("electra-compare"), NEEDS_RAY]
 
 
-def results(run: Path) -> dict[str, Any]:
-    """What must not depend on the executor."""
-    pairs = pd.read_csv(run / "report" / "kernels_compare.csv")
-    files = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file()
-                   and p.parts[len(run.parts)] in ("base", "pr", "pair", "report")
-                   and "work" not in p.parts and "logs" not in p.parts and "shards" not in p.parts)
-    summary = json.loads((run / "report" / "summary.json").read_text())
-    return {"pairs": sorted(zip(pairs["base_path"], pairs["pr_path"], strict=True)),
-            "files": files,
-            "samples": {side: sorted(json.loads((run / side / "kernel_samples.json").read_text()))
-                        for side in ("base", "pr")},
-            "summary": {key: sorted(summary[key]) if isinstance(summary[key], dict) else None for key in summary},
-            "kernels": {key: summary["kernels"][key] for key in ("n", "rounds", "confidence")},
-            "models": {key: summary["models"][key] for key in ("n", "rounds", "confidence")}}
-
-
 @pytest.fixture(scope="module")
 def both(electra_compare, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any], Path, str]:
     local_run, local = electra_compare
     assert local.returncode == 0, local.stdout[-3000:] + local.stderr[-3000:]
     run = copy_run(local_run, tmp_path_factory.mktemp("runs"))
-    on_local = results(run)
+    on_local = executor_independent(run)
     with local_cluster(gpus=2) as address:
-        # The same run again, its rounds redone on the cluster (the suite and the organized kernels are kept).
+        # The same run again, its kernel rounds redone on the cluster; the suite, the organized kernels and the model
+        # rounds are kept (their inputs are the local run's: a --shard-size would be one of them and redo them all).
         ray = invoke("compare", *ELECTRA_FLAGS, "--runs-dir", str(run.parent), "--run", run.name, "--executor", "ray",
-                     "--ray-address", address, "--shard-size", "2", "--force", "models", "--force", "kernels")
+                     "--ray-address", address, "--force", "kernels")
     assert ray.returncode == 0, ray.stdout[-3000:] + ray.stderr[-3000:]
-    return on_local, results(run), run, ray.stdout
+    return on_local, executor_independent(run), run, ray.stdout
 
 
 def test_ray_writes_the_same_files_and_pairs_as_the_local_pool(both) -> None:
@@ -65,3 +50,7 @@ def test_the_shards_spread_over_both_actors_and_the_report_lists_them(both) -> N
     report = (run / "report" / "report.md").read_text()
     assert "ran on." in report
     assert "ray executor" in stdout
+    # Only the kernel rounds ran on the cluster: the model rounds' inputs are the local run's.
+    for number in (1, 2, 3):
+        assert f"pair/models-round-{number}: done earlier with the same inputs, skipped" in stdout
+        assert f"pair/kernels-round-{number}: done earlier" not in stdout

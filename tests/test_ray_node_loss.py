@@ -1,9 +1,9 @@
 """A node lost mid-run: ``invoke compare --executor ray`` on a real two-node Ray cluster on this machine (a head and
 a second raylet with its own ports, one fake GPU each), the second node killed with its whole process tree (its
 raylet, its workers, the stage a worker runs) once a shard runs there. The run ends as if nothing had happened:
-every shard once in the round files, the lost one redone on the head, the report's verdicts agreeing with the same
-compare without the loss; its manifest says what was redone where and what the loss cost, and nothing of either
-node is left."""
+every shard once in the round files, the lost one redone on the head, the same files, pairs and counts as the same
+compare without the loss and the report's verdicts agreeing with it; its manifest says what was redone where and
+what the loss cost, and nothing of either node is left."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.electra_compare import ELECTRA_FLAGS, ROOT, copy_run
+from tests.electra_compare import ELECTRA_FLAGS, ROOT, copy_run, executor_independent
 from tests.ray_support import NEEDS_RAY, Cluster, two_node_cluster
 
 # The run without the loss is the session's ``electra_compare`` (tests/conftest.py), on the worker that runs it.
@@ -59,7 +59,8 @@ def lost_run(electra_compare, tmp_path_factory: pytest.TempPathFactory) -> dict[
     run = copy_run(local_run, tmp_path_factory.mktemp("runs"))
     out = run.parent / "compare.out"
     with two_node_cluster(HEAD, LOST) as cluster, out.open("w") as stdout:
-        # The rounds redone on the cluster (the suite and the organized kernels are kept), as test_compare_ray.
+        # The model and kernel rounds redone on the cluster (the suite and the organized kernels are kept); the only
+        # test of model rounds on a cluster (test_compare_ray redoes the kernel rounds).
         compare = subprocess.Popen([sys.executable, "-m", "invoke", "compare", *ELECTRA_FLAGS, "--runs-dir",
                                     str(run.parent), "--run", run.name, "--executor", "ray", "--ray-address",
                                     cluster.address, "--shard-size", "2", "--force", "models", "--force", "kernels"],
@@ -110,6 +111,13 @@ def test_the_run_ends_with_every_shard_done_once_and_the_lost_one_redone_on_the_
             assert len(shards) == 1 and len(records) == 1  # done once: one record, one placement
             if f"pair/{kind_dir.name}-round-{number}" == stage:
                 assert shards[0]["node"] == HEAD
+
+
+def test_the_run_has_the_files_pairs_and_counts_of_the_run_without_the_loss(lost_run) -> None:
+    """As test_compare_ray asserts of a cluster that loses nothing: the loss and the redone shard leave no file more
+    or less than the local pool's run (attempts and logs aside), the same pairs and the same counts."""
+    assert lost_run["rc"] == 0, lost_run["stdout"][-3000:]
+    assert executor_independent(lost_run["run"]) == executor_independent(lost_run["local"])
 
 
 def test_the_report_has_the_verdicts_of_the_run_without_the_loss(lost_run) -> None:
