@@ -94,6 +94,38 @@ def test_the_kernel_plan_pairs_what_the_report_pairs_in_per_side_environments(tm
     assert env["CUDA_VISIBLE_DEVICES"] == "" and plan.sides["pr"].organized == str(tmp_path / "pr" / "organized")
 
 
+def test_identical_cpp_code_is_timed_from_bases_graph_module_in_both_workers_and_changed_code_in_its_own(
+        tmp_path: Path) -> None:
+    """Identical code timed in each side's own graph ran 3–8 % apart between the sides' processes: so the PR's
+    worker times an identical C++ pair from base's graph module and cache (same code, same recorded values), under
+    the PR's item; a changed pair, a kernel only in the PR and a Triton kernel stay in their own side's files."""
+    base = side(tmp_path, "base", [row("cpp/a.cpp", "cpp_fused_a_0", "ha"), row("cpp/b.cpp", "cpp_fused_b_1", "hb"),
+                                   row("t/k.py", "triton_poi_k_0", "hk", backend="triton")])
+    pr = side(tmp_path, "pr", [row("cpp/a.cpp", "cpp_fused_a_3", "ha"), row("cpp/b2.cpp", "cpp_fused_b_1", "hb2"),
+                               row("cpp/new.cpp", "cpp_fused_new_2", "hn"),
+                               row("t/k.py", "triton_poi_k_0", "hk", backend="triton")])
+
+    plan = kernel_plan([base, pr], device="cpu", platform="cpu", warmup=5, iterations=7, timeout_s=30,
+                       logs=tmp_path / "logs", passes=1)
+
+    timed = [((b or {}).get("path"), (b or {}).get("kernels"), (p or {}).get("path"), (p or {}).get("kernels"),
+              (p or {}).get("cache_dir")) for b, p in ((x["base"], x["pr"]) for x in plan.blocks)]
+    base_graph, pr_graph = (str(tmp_path / s / "organized" / "graphs" / "g0.py") for s in ("base", "pr"))
+    assert timed == [
+        (str(tmp_path / "base" / "organized" / "t" / "k.py"), {"triton_poi_k_0": "t/k.py"},
+         str(tmp_path / "pr" / "organized" / "t" / "k.py"), {"triton_poi_k_0": "t/k.py"}, ""),
+        (base_graph, {"cpp_fused_b_1": "cpp/b.cpp"}, pr_graph,
+         {"cpp_fused_b_1": "cpp/b2.cpp", "cpp_fused_new_2": "cpp/new.cpp"}, ""),
+        # base's kernel variable in base's module, from base's cache; its samples are the PR's item
+        (base_graph, {"cpp_fused_a_0": "cpp/a.cpp"}, base_graph, {"cpp_fused_a_0": "cpp/a.cpp"},
+         str(tmp_path / "base" / "cache")),
+    ]
+    prepared = {(j["path"], j["cache_dir"]) for j in plan.sides["pr"].prepare}
+    assert prepared == {(str(tmp_path / "pr" / "organized" / "t" / "k.py"), ""), (pr_graph, ""),
+                        (base_graph, str(tmp_path / "base" / "cache"))}
+    assert len({j["id"] for j in plan.sides["pr"].prepare}) == 3  # one id per job of the side
+
+
 def test_the_plan_holds_only_how_a_workers_environment_differs(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PRBENCH_TEST_TOKEN", "s3cret")
     monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1")  # a ROCm pin left in the shell must not reach a CUDA worker
