@@ -36,10 +36,13 @@ With ``--rounds N --out DIR`` it measures across processes instead, as a compare
 rounds again with this checkout (both sides' caches organized again into DIR, ``plan_jobs``, ``pair_jobs``; the
 workers run this checkout's code, no numerics recorded, logs in DIR) into ``DIR/plan.json``, runs N paired rounds
 of it (``stages.paired``) into DIR, and prints each identical pair's ratio (base / PR of the round's median visit
-median; geomean over rounds with a 95 % t interval), next to the same from the run's own rounds. ``--vary``
-changes one factor of that plan across processes (`VARIATIONS`): ``only`` (each worker holds only the ``--pairs``
-kernels), ``same`` (both workers are base's: an A/A of the orchestration), ``env`` (the PR's worker, with its
-environment, times base's files), ``swap`` (the sides' jobs exchanged).
+median; geomean over rounds with a 95 % t interval), next to the same from the run's own rounds. The plan times
+identical C++ pairs from base's graph module in both workers, as a compare does
+(``prbench.compare.paired_plan.timed_from_base``). ``--vary`` changes one factor of that plan across processes
+(`VARIATIONS`): ``own`` (each side times its identical pairs in its own graph: the plan before that design),
+``only`` (each worker holds only the ``--pairs`` kernels), ``same`` (both workers are base's: an A/A of the
+orchestration), ``env`` (the PR's worker, with its environment, times base's files), ``swap`` (the sides' jobs
+exchanged).
 
 Run it with the venv of the run (torch) and ``PYTHONPATH`` at the repository root. The process pins itself to its
 last CPU, as the workers' timed visits do. Writes a JSON (``format_version``) with every comparison when

@@ -243,7 +243,7 @@ def test_a_job_naming_another_cache_loads_its_module_from_that_cache_and_the_wor
     base's Inductor cache (the lookup reads TORCHINDUCTOR_CACHE_DIR while the module is imported), and the PR's
     own modules afterwards from the PR's."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "pr-cache"))
-    source = "import os\nLOADED_FROM = os.environ.get('TORCHINDUCTOR_CACHE_DIR')\n" + GRAPH
+    source = "import os\nloaded_from = os.environ.get('TORCHINDUCTOR_CACHE_DIR')\n" + GRAPH
     base_graph, pr_graph = tmp_path / "1_inference_base.py", tmp_path / "1_inference_pr.py"
     base_graph.write_text(source)
     pr_graph.write_text(source)
@@ -253,6 +253,6 @@ def test_a_job_naming_another_cache_loads_its_module_from_that_cache_and_the_wor
                        cache_dir=str(tmp_path / "base-cache")))
     worker.execute(Job(1, LOAD, str(pr_graph), {"cpp_fused_copy_1": "cpp/b.cpp"}, 2, 3, 60))
 
-    assert worker.modules[str(base_graph)].LOADED_FROM == str(tmp_path / "base-cache")
-    assert worker.modules[str(pr_graph)].LOADED_FROM == str(tmp_path / "pr-cache")
+    assert worker.modules[str(base_graph)].loaded_from == str(tmp_path / "base-cache")
+    assert worker.modules[str(pr_graph)].loaded_from == str(tmp_path / "pr-cache")
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "pr-cache")
