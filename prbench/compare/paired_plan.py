@@ -147,6 +147,11 @@ def timed_from_base(base: list[Job], pr: list[Job], from_base: dict[str, str], b
     control measures the processes, not the graphs. The PR's graph jobs keep only its other kernels (changed,
     or only in the PR): PR code in the PR's graph on its own recorded values (the numerical A/B, not the timing,
     runs the PR's kernels on base's inputs). Ids are renumbered per side.
+
+    Identical code means what the report's pairing means by it (the same normalised source and shapes), so a PR
+    that changes only how Inductor compiles C++ (its compiler flags, not the source) is timed with base's binaries
+    on these pairs: the report already counts them as the control, whose offset such a PR used to show as a
+    failed control.
     """
     moved = set(from_base.values())
     base_jobs: list[Job] = []
