@@ -6,7 +6,8 @@ of its kernels' partners share a block, so they are timed back to back: a Triton
 graph jobs pair greedily by the number of paired kernels they share. Jobs left over get one-sided blocks at the
 end (their kernels are timed; the report lists them as only in base / only in PR). A C++ pair of identical code is
 timed from base's graph module in both workers (`timed_from_base`: same compiled code, same recorded values), so
-the identical-kernel control measures the processes; changed pairs are timed in each side's own graph.
+the identical-kernel control measures the processes, when both sides compile C++ alike (``same_cpp_build``);
+changed pairs, and every pair when the compile commands differ, are timed in each side's own graph.
 The same pairs go into each side's ``kernel_outputs/numerics.json`` (``analysis.kernels.numerics``), named to its
 workers, which record the kernels for the numerical A/B once per run (the PR's on base's recorded inputs).
 
@@ -50,6 +51,7 @@ from analysis.formats.stage_records import (
 )
 from analysis.formats.suite_request import SuiteRequest
 from analysis.kernels.compare import IDENTICAL_CODE, normalize_kernels, pair_kernels
+from analysis.kernels.cpp_build import same_cpp_build
 from analysis.kernels.index import IndexRow, read_index
 from analysis.kernels.numerics import CONFIG_VAR as NUMERICS_CONFIG_VAR
 from analysis.kernels.numerics import write_config as write_numerics_config
@@ -148,10 +150,9 @@ def timed_from_base(base: list[Job], pr: list[Job], from_base: dict[str, str], b
     or only in the PR): PR code in the PR's graph on its own recorded values (the numerical A/B, not the timing,
     runs the PR's kernels on base's inputs). Ids are renumbered per side.
 
-    Identical code means what the report's pairing means by it (the same normalised source and shapes), so a PR
-    that changes only how Inductor compiles C++ (its compiler flags, not the source) is timed with base's binaries
-    on these pairs: the report already counts them as the control, whose offset such a PR used to show as a
-    failed control.
+    ``kernel_plan`` passes ``from_base`` only when both sides compile C++ alike (``same_cpp_build``: the
+    commands Inductor keys its binaries by, compared without their directories), so a PR that changes only how
+    Inductor compiles C++ (its flags, not the source) keeps every pair in its own side's graph and is measured.
     """
     moved = set(from_base.values())
     base_jobs: list[Job] = []
@@ -225,8 +226,11 @@ def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: in
             for side in sides}
     base, pr = (side.name for side in sides)
     partner = partners(indexes[base][1], indexes[pr][1])
-    jobs[base], jobs[pr] = timed_from_base(jobs[base], jobs[pr], partner.from_base,
-                                           sides[0].stage_env["TORCHINDUCTOR_CACHE_DIR"])
+    caches = [side.stage_env["TORCHINDUCTOR_CACHE_DIR"] for side in sides]
+    # Identical source is identical code only when both sides compile it alike (analysis.kernels.cpp_build);
+    # otherwise every pair is timed in its own side's graph, so a PR that changes only the flags is measured.
+    from_base = partner.from_base if same_cpp_build(Path(caches[0]), Path(caches[1])) else {}
+    jobs[base], jobs[pr] = timed_from_base(jobs[base], jobs[pr], from_base, caches[0])
     plan_sides: dict[str, SidePlan] = {}
     for side in sides:
         organized = VariantLayout(side.directory).organized
