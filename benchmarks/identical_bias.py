@@ -36,10 +36,13 @@ With ``--rounds N --out DIR`` it measures across processes instead, as a compare
 rounds again with this checkout (both sides' caches organized again into DIR, ``plan_jobs``, ``pair_jobs``; the
 workers run this checkout's code, no numerics recorded, logs in DIR) into ``DIR/plan.json``, runs N paired rounds
 of it (``stages.paired``) into DIR, and prints each identical pair's ratio (base / PR of the round's median visit
-median; geomean over rounds with a 95 % t interval), next to the same from the run's own rounds. ``--vary``
-changes one factor of that plan across processes (`VARIATIONS`): ``only`` (each worker holds only the ``--pairs``
-kernels), ``same`` (both workers are base's: an A/A of the orchestration), ``env`` (the PR's worker, with its
-environment, times base's files), ``swap`` (the sides' jobs exchanged).
+median; geomean over rounds with a 95 % t interval), next to the same from the run's own rounds. The plan times
+identical C++ pairs from base's graph module in both workers, as a compare does
+(``prbench.compare.paired_plan.timed_from_base``). ``--vary`` changes one factor of that plan across processes
+(`VARIATIONS`): ``own`` (each side times its identical pairs in its own graph: the plan before that design),
+``only`` (each worker holds only the ``--pairs`` kernels), ``same`` (both workers are base's: an A/A of the
+orchestration), ``env`` (the PR's worker, with its environment, times base's files), ``swap`` (the sides' jobs
+exchanged).
 
 Run it with the venv of the run (torch) and ``PYTHONPATH`` at the repository root. The process pins itself to its
 last CPU, as the workers' timed visits do. Writes a JSON (``format_version``) with every comparison when
@@ -80,7 +83,7 @@ from analysis.formats.stage_records import (  # noqa: E402
 )
 from analysis.kernels.index import embedded_kernels  # noqa: E402
 from analysis.kernels.numerics import CONFIG_VAR as NUMERICS_CONFIG_VAR  # noqa: E402
-from prbench.compare.paired_plan import pair_jobs, partners, read_side_index  # noqa: E402
+from prbench.compare.paired_plan import pair_jobs, partners, read_side_index, timed_from_base  # noqa: E402
 
 FORMAT_VERSION = 1
 PAGE = 4096
@@ -396,10 +399,11 @@ def comparisons(pair: Pair, graphs: Graphs, blocks: int, warmup: int, iterations
 # --- across processes: the run's kernel rounds planned again with this checkout's rules ------------------------------
 
 
-def replan(run: Path, out: Path) -> tuple[Path, list[tuple[str, str, str]]]:
+def replan(run: Path, out: Path, from_base: bool = True) -> tuple[Path, list[tuple[str, str, str]]]:
     """``out/plan.json``: the run's kernel plan made again with this checkout — both sides' caches organized again
     (``out/<side>/organized``), their jobs and blocks — its workers running this checkout; and the identical C++
-    pairs of that plan (name, base item, PR item)."""
+    pairs of that plan (name, base item, PR item). ``from_base``: identical pairs timed from base's graph module in
+    both workers, as a compare plans them (`timed_from_base`); else each in its own side's graph."""
     from stages.organize import organize, read_graph_models
 
     old = read_plan(run / "pair" / "kernels" / "plan.json")
@@ -412,6 +416,10 @@ def replan(run: Path, out: Path) -> tuple[Path, list[tuple[str, str, str]]]:
     jobs = {side: plan_jobs(indexes[side][0], VariantLayout(out / side).organized, sample["warmup"],
                             sample["iterations"], sample["timeout_s"] / max(1, len(sample["kernels"])), None)
             for side in indexes}
+    partner = partners(indexes["base"][1], indexes["pr"][1])
+    if from_base:
+        jobs["base"], jobs["pr"] = timed_from_base(jobs["base"], jobs["pr"], partner.from_base,
+                                                   str(old.sides["base"].env["TORCHINDUCTOR_CACHE_DIR"]))
     sides = {}
     for side, plan_side in old.sides.items():
         env = dict(plan_side.env)
@@ -422,20 +430,21 @@ def replan(run: Path, out: Path) -> tuple[Path, list[tuple[str, str, str]]]:
         sides[side] = SidePlan(env=env, log=str(out / f"kernels-{side}-workers.log"),
                                organized=str(VariantLayout(out / side).organized),
                                prepare=[{**asdict(job), "kind": LOAD} for job in jobs[side]])
-    partner = partners(indexes["base"][1], indexes["pr"][1])
-    blocks = pair_jobs(jobs["base"], jobs["pr"], partner)
+    blocks = pair_jobs(jobs["base"], jobs["pr"], partner.paths)
     path = out / "plan.json"
     write_plan(path, Plan(kind=old.kind, worker=old.worker, device=old.device, sides=sides, blocks=blocks,
                           passes=old.passes, platform=old.platform, modules_per_worker=old.modules_per_worker))
     rows = {side: {r.path: r for r in indexes[side][0]} for side in indexes}
-    identical = [(rows["base"][b].kernel_name, b, p) for b, p in partner.items()
+    identical = [(rows["base"][b].kernel_name, b, p) for b, p in partner.paths.items()
                  if rows["base"][b].backend == "cpp" and rows["base"][b].body_hash == rows["pr"][p].body_hash]
     return path, identical
 
 
 # What ``--vary`` changes in the replanned plan, one factor at a time (the workers stay fresh, paired, ABBA).
 VARIATIONS = {
-    "none": "the plan as this checkout makes it",
+    "none": "the plan as this checkout makes it (identical C++ pairs timed from base's graph module in both workers)",
+    "own": "each side times its identical pairs in its own graph module, from its own cache (the plan before "
+           "paired_plan.timed_from_base)",
     "only": "each side's worker loads and times only the --pairs kernels' graph jobs, and in them only those kernels "
             "(with env too)",
     "same": "both workers are base's (its environment, cache and jobs): an A/A of the orchestration itself",
@@ -494,7 +503,7 @@ def across_processes(run: Path, out: Path, rounds: int, vary: str = "none",
     import subprocess
 
     out.mkdir(parents=True, exist_ok=True)
-    plan, identical = replan(run, out)
+    plan, identical = replan(run, out, from_base=vary != "own")
     varied(plan, vary, only)
     if vary in ("same", "env"):  # both workers time base's item
         identical = [(name, base_item, base_item) for name, base_item, _ in identical]

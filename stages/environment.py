@@ -16,6 +16,7 @@ from analysis import atomic_io
 from analysis.errors import UserError
 from analysis.formats.modes import DYNAMIC_SHAPES_ENV
 from analysis.formats.stage_records import HEADER_DIR_ENV, INDUCTOR_CONFIG_ENV
+from analysis.kernels.cpp_build import write_cpp_build
 
 VEC_ISA_RECORD = "prbench-vec-isa.json"  # in the side's Inductor cache: `reuse_vec_isa_probe`
 VEC_ISA_RECORD_VERSION = 1
@@ -122,6 +123,26 @@ def reuse_vec_isa_probe(cache_dir: Path) -> None:
 
     remembered.remembers = True  # type: ignore[attr-defined]
     vec_isa._probe_load = remembered
+
+
+def record_cpp_build(cache_dir: Path) -> None:
+    """Record in the side's Inductor cache the command lines Inductor builds a C++ kernel (optimised, compile only)
+    and its module (minimal optimisation, linked) with here, as it makes them for its cache key
+    (``analysis.kernels.cpp_build``): the paired plan times identical source from base's binaries only where both
+    sides' commands agree. ``stages.launch_cost`` calls it after :func:`prepare_inductor` (so the variant's Inductor
+    overrides are in them), before the paired rounds. A torch whose builder is laid out otherwise records nothing
+    (and removes an older record)."""
+    commands: list[str] | None = None
+    with contextlib.suppress(ImportError, AttributeError, TypeError):
+        from torch._inductor.cpp_builder import CppBuilder, CppTorchDeviceOptions
+        from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+        isa = pick_vec_isa()
+        commands = [CppBuilder(name="o", sources="i", BuildOption=CppTorchDeviceOptions(
+                        vec_isa=isa, device_type="cpu", compile_only=compile_only, min_optimize=not compile_only),
+                    ).get_command_line() for compile_only in (True, False)]
+    with contextlib.suppress(OSError):
+        write_cpp_build(cache_dir, commands)
 
 
 def _vec_isa_key() -> dict[str, Any]:

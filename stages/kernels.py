@@ -23,6 +23,9 @@ carries error 209 (``hipErrorNoBinaryForGpu``) runs once more in a fresh worker 
   graph was compiled with ``torch._inductor.config.cpp.enable_kernel_profile = True``. The worker needs the
   compile's ``TORCHINDUCTOR_CACHE_DIR`` (``--cache-dir``), or it recompiles every kernel.
 
+A job naming a ``cache_dir`` loads its module's compiled kernels from that Inductor cache (the PR's worker timing an
+identical-code C++ pair from base's graph module: ``prbench.compare.paired_plan.timed_from_base``).
+
 A worker keeps the modules it loaded, and a C++ graph's recorded launches (recorded when a paired round's
 prepare loads the module), so visiting a job again (paired rounds do, many times) costs only the timing; a
 Triton job's visit draws its inputs again from the same seed, a C++ graph's launches were recorded on that draw.
@@ -39,12 +42,13 @@ orchestrator ``stages.paired`` (jobs from `plan_jobs`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import queue
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -295,6 +299,25 @@ def load_module(path: str, name: str) -> Any:
     return module
 
 
+@contextlib.contextmanager
+def inductor_cache(cache_dir: str) -> Iterator[None]:
+    """Inductor's cache is ``cache_dir`` while the block runs ("" = the worker's own): a graph module loads its
+    compiled C++ kernels from the cache its source hashes into while it is imported (Inductor reads
+    TORCHINDUCTOR_CACHE_DIR at each lookup), and then holds them, so only the import needs it."""
+    if not cache_dir:
+        yield
+        return
+    own = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
+    try:
+        yield
+    finally:
+        if own is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = own
+
+
 def seeded_args(module: Any) -> Any:
     """The module's example inputs, drawn from the same seed on every visit of either side.
 
@@ -328,7 +351,8 @@ class KernelWorker:
 
     def module(self, job: Job) -> Any:
         if job.path not in self.modules:
-            self.modules[job.path] = load_module(job.path, f"prbench_kernels_{len(self.modules)}")
+            with inductor_cache(job.cache_dir):
+                self.modules[job.path] = load_module(job.path, f"prbench_kernels_{len(self.modules)}")
         return self.modules[job.path]
 
     def execute(self, job: Job) -> dict[str, Any]:

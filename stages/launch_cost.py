@@ -9,10 +9,15 @@ launch) with this cost, so it is measured where the graphs run, on the variant's
 ``call()`` makes them, each timed by the wall clock (the buffers it writes restored first, untimed, as the kernel
 replay does), and the same passes again under the profiler for the kernels' own event time. The schema and the
 arithmetic are `analysis.formats.launch_cost`'s. Triton graphs are not measured (a GPU launch is asynchronous: its cost
-is not the wall time of a pass); the file then says so."""
+is not the wall time of a pass); the file then says so.
+
+The stage also records in the side's Inductor cache how this environment compiles C++ kernels
+(``stages.environment.record_cpp_build``): it is the side's one process in its own environment between the suite
+and the paired kernel rounds, whose plan compares the two sides' records."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from pathlib import Path
@@ -137,9 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.graphs < 1 or args.passes < 1:
         raise UserError("--graphs and --passes: expected whole numbers ≥ 1")
-    from stages.environment import prepare_inductor
+    from stages.environment import prepare_inductor, record_cpp_build
 
     prepare_inductor()
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        record_cpp_build(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]))
     cost = measure(args.dir.resolve(), args.graphs, args.passes)
     write_launch_cost(args.out, cost)
     value = cost.per_launch_us

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -234,3 +235,24 @@ def test_a_visit_places_a_kernels_buffers_afresh_and_the_kernel_computes_the_sam
     # per copy: buf0, its value before the first scale, arg0_1, buf1, its value before the copy, and before the scale
     draws = [drawn.randrange(0, PLACEMENT_SPAN, 64) for _ in range(6 * len(copies))]
     assert offsets == draws[::6]
+
+
+def test_a_job_naming_another_cache_loads_its_module_from_that_cache_and_the_worker_keeps_its_own(
+        graph: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The PR's worker times an identical-code pair from base's graph module: its compiled kernels must come from
+    base's Inductor cache (the lookup reads TORCHINDUCTOR_CACHE_DIR while the module is imported), and the PR's
+    own modules afterwards from the PR's."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "pr-cache"))
+    source = "import os\nloaded_from = os.environ.get('TORCHINDUCTOR_CACHE_DIR')\n" + GRAPH
+    base_graph, pr_graph = tmp_path / "1_inference_base.py", tmp_path / "1_inference_pr.py"
+    base_graph.write_text(source)
+    pr_graph.write_text(source)
+    worker = KernelWorker(WallTimer())
+
+    worker.execute(Job(0, LOAD, str(base_graph), {"cpp_fused_copy_1": "cpp/b.cpp"}, 2, 3, 60,
+                       cache_dir=str(tmp_path / "base-cache")))
+    worker.execute(Job(1, LOAD, str(pr_graph), {"cpp_fused_copy_1": "cpp/b.cpp"}, 2, 3, 60))
+
+    assert worker.modules[str(base_graph)].loaded_from == str(tmp_path / "base-cache")
+    assert worker.modules[str(pr_graph)].loaded_from == str(tmp_path / "pr-cache")
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "pr-cache")

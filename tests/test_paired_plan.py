@@ -20,6 +20,7 @@ from rich.console import Console
 from analysis.formats.paired_rounds import read_round, side_samples, write_round
 from analysis.formats.stage_records import Job, read_plan
 from analysis.formats.suite_request import SuiteRequest
+from analysis.kernels.cpp_build import write_cpp_build
 from analysis.kernels.index import IndexRow, write_index
 from analysis.stats.sequential import Look, RoundsUsed, read_rounds_used
 from prbench.compare.driver import CompareRequest, Comparison, _Rounds, _Side
@@ -92,6 +93,79 @@ def test_the_kernel_plan_pairs_what_the_report_pairs_in_per_side_environments(tm
     assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "pr" / "cache")  # the compile's warm cache
     assert env["TRITON_CACHE_DIR"] == str(tmp_path / "pr" / "work" / "kernels" / "paired" / "triton")
     assert env["CUDA_VISIBLE_DEVICES"] == "" and plan.sides["pr"].organized == str(tmp_path / "pr" / "organized")
+
+
+# Inductor's C++ kernel command as torch 2.13 makes it for its cache key (stages.environment.record_cpp_build),
+# installed under ``prefix``.
+KERNEL_COMMAND = (
+    "g++ i -D TORCH_INDUCTOR_CPP_WRAPPER -D STANDALONE_TORCH_HEADER -D TORCH_INDUCTOR_PRECOMPILE_HEADERS -D  "
+    "C10_USING_CUSTOM_GENERATED_MACROS -D CPU_CAPABILITY_AVX2  {opt} -DNDEBUG -fno-omit-frame-pointer -g1 "
+    "-fno-trapping-math -funsafe-math-optimizations -ffinite-math-only -fno-signed-zeros -fno-finite-math-only "
+    "-fno-unsafe-math-optimizations -fmath-errno -ffp-contract=off -fexcess-precision=fast -fno-tree-loop-vectorize "
+    "-march=native -fPIC -Wall -std=c++20 -Wno-unused-variable -Wno-unknown-pragmas -pedantic -fopenmp  "
+    "-I/root/.pyenv/versions/3.11.7/include/python3.11 -I{prefix}/lib/python3.11/site-packages/torch/include "
+    "-I{prefix}/lib/python3.11/site-packages/torch/include/torch/csrc/api/include   -mavx2 -mfma -mf16c  -c -o o.o")
+
+
+def compiled_with(plan_side: PlanSide, prefix: str, opt: str = "-O3") -> PlanSide:
+    cache = Path(plan_side.stage_env["TORCHINDUCTOR_CACHE_DIR"])
+    cache.mkdir(parents=True, exist_ok=True)
+    write_cpp_build(cache, [KERNEL_COMMAND.format(prefix=prefix, opt=opt)])
+    return plan_side
+
+
+def test_identical_cpp_code_is_timed_from_bases_graph_module_in_both_workers_and_changed_code_in_its_own(
+        tmp_path: Path) -> None:
+    """Identical code timed in each side's own graph ran 3–8 % apart between the sides' processes: so the PR's
+    worker times an identical C++ pair from base's graph module and cache (same code, same recorded values), under
+    the PR's item; a changed pair, a kernel only in the PR and a Triton kernel stay in their own side's files."""
+    base = side(tmp_path, "base", [row("cpp/a.cpp", "cpp_fused_a_0", "ha"), row("cpp/b.cpp", "cpp_fused_b_1", "hb"),
+                                   row("t/k.py", "triton_poi_k_0", "hk", backend="triton")])
+    pr = side(tmp_path, "pr", [row("cpp/a.cpp", "cpp_fused_a_3", "ha"), row("cpp/b2.cpp", "cpp_fused_b_1", "hb2"),
+                               row("cpp/new.cpp", "cpp_fused_new_2", "hn"),
+                               row("t/k.py", "triton_poi_k_0", "hk", backend="triton")])
+    # Both sides compile with the same flags, each in its own environment's prefix.
+    compiled_with(base, "/opt/prbench/envs/base/.venv")
+    compiled_with(pr, "/opt/prbench/envs/pr/.venv")
+
+    plan = kernel_plan([base, pr], device="cpu", platform="cpu", warmup=5, iterations=7, timeout_s=30,
+                       logs=tmp_path / "logs", passes=1)
+
+    timed = [((b or {}).get("path"), (b or {}).get("kernels"), (p or {}).get("path"), (p or {}).get("kernels"),
+              (p or {}).get("cache_dir")) for b, p in ((x["base"], x["pr"]) for x in plan.blocks)]
+    base_graph, pr_graph = (str(tmp_path / s / "organized" / "graphs" / "g0.py") for s in ("base", "pr"))
+    assert timed == [
+        (str(tmp_path / "base" / "organized" / "t" / "k.py"), {"triton_poi_k_0": "t/k.py"},
+         str(tmp_path / "pr" / "organized" / "t" / "k.py"), {"triton_poi_k_0": "t/k.py"}, ""),
+        (base_graph, {"cpp_fused_b_1": "cpp/b.cpp"}, pr_graph,
+         {"cpp_fused_b_1": "cpp/b2.cpp", "cpp_fused_new_2": "cpp/new.cpp"}, ""),
+        # base's kernel variable in base's module, from base's cache; its samples are the PR's item
+        (base_graph, {"cpp_fused_a_0": "cpp/a.cpp"}, base_graph, {"cpp_fused_a_0": "cpp/a.cpp"},
+         str(tmp_path / "base" / "cache")),
+    ]
+    prepared = {(j["path"], j["cache_dir"]) for j in plan.sides["pr"].prepare}
+    assert prepared == {(str(tmp_path / "pr" / "organized" / "t" / "k.py"), ""), (pr_graph, ""),
+                        (base_graph, str(tmp_path / "base" / "cache"))}
+    assert len({j["id"] for j in plan.sides["pr"].prepare}) == 3  # one id per job of the side
+
+
+@pytest.mark.parametrize("pr_build", ["-O2", None], ids=["only-a-flag-changed", "no-record"])
+def test_identical_source_compiled_otherwise_is_timed_in_each_sides_own_graph(tmp_path: Path,
+                                                                             pr_build: str | None) -> None:
+    """A PR that changes only how Inductor compiles C++ (here -O3 → -O2; the source identical) must be measured:
+    base's binaries would hide it, so its identical-source pairs are timed in each side's own graph, as is every
+    pair when a side has no record of its compile command."""
+    base = compiled_with(side(tmp_path, "base", [row("cpp/a.cpp", "cpp_fused_a_0", "ha")]), "/opt/venv")
+    pr = side(tmp_path, "pr", [row("cpp/a.cpp", "cpp_fused_a_0", "ha")])
+    if pr_build is not None:
+        compiled_with(pr, "/opt/venv", opt=pr_build)
+
+    plan = kernel_plan([base, pr], device="cpu", platform="cpu", warmup=5, iterations=7, timeout_s=30,
+                       logs=tmp_path / "logs", passes=1)
+
+    (block,) = plan.blocks
+    assert block["pr"]["path"] == str(tmp_path / "pr" / "organized" / "graphs" / "g0.py")
+    assert block["pr"]["cache_dir"] == "" and block["pr"]["kernels"] == {"cpp_fused_a_0": "cpp/a.cpp"}
 
 
 def test_the_plan_holds_only_how_a_workers_environment_differs(tmp_path: Path, monkeypatch) -> None:

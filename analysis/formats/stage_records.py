@@ -18,7 +18,9 @@
      "platform": "cpu" | "cuda" | "rocm"}       (optional: how --device pins a worker; default cuda)
 
   A plan job is what the worker takes, plus ``timeout_s``; its items are ``job["kernels"]`` ({kernel name:
-  organized path}) or ``job["model"]``.
+  organized path}) or ``job["model"]``. A kernel job's ``cache_dir`` (optional) is the Inductor cache its module is
+  loaded from, when not the worker's own: the PR's worker times identical-code C++ pairs from base's graph module
+  (``prbench.compare.paired_plan.timed_from_base``), whose items stay the PR's organized paths.
 
 The stages import this module rather than the other way round, so the host never loads a stage (a stage may
 import torch at module level).
@@ -124,6 +126,9 @@ class Job:
     warmup: int
     iterations: int
     timeout_s: float
+    # The Inductor cache the module's compiled kernels are loaded from; "" = the worker's own
+    # (TORCHINDUCTOR_CACHE_DIR). A PR worker timing an identical-code pair from base's graph module names base's.
+    cache_dir: str = ""
 
 
 def load_rows(organized: Path, pattern: str | None) -> list[IndexRow]:

@@ -4,7 +4,10 @@ Kernels: both sides' ``organized/index.csv`` are paired with ``analysis.kernels.
 pairs the report compares); each side's jobs come from ``analysis.formats.stage_records.plan_jobs``. A job and the job
 of its kernels' partners share a block, so they are timed back to back: a Triton job pairs with its partner's job, C++
 graph jobs pair greedily by the number of paired kernels they share. Jobs left over get one-sided blocks at the
-end (their kernels are timed; the report lists them as only in base / only in PR).
+end (their kernels are timed; the report lists them as only in base / only in PR). A C++ pair of identical code is
+timed from base's graph module in both workers (`timed_from_base`: same compiled code, same recorded values), so
+the identical-kernel control measures the processes, when both sides compile C++ alike (``same_cpp_build``);
+changed pairs, and every pair when the compile commands differ, are timed in each side's own graph.
 The same pairs go into each side's ``kernel_outputs/numerics.json`` (``analysis.kernels.numerics``), named to its
 workers, which record the kernels for the numerical A/B once per run (the PR's on base's recorded inputs).
 
@@ -22,7 +25,7 @@ from the paired stage's own environment.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +50,8 @@ from analysis.formats.stage_records import (
     worker_env,
 )
 from analysis.formats.suite_request import SuiteRequest
-from analysis.kernels.compare import normalize_kernels, pair_kernels
+from analysis.kernels.compare import IDENTICAL_CODE, normalize_kernels, pair_kernels
+from analysis.kernels.cpp_build import same_cpp_build
 from analysis.kernels.index import IndexRow, read_index
 from analysis.kernels.numerics import CONFIG_VAR as NUMERICS_CONFIG_VAR
 from analysis.kernels.numerics import write_config as write_numerics_config
@@ -103,12 +107,68 @@ def read_side_index(directory: Path) -> tuple[list[IndexRow], pd.DataFrame]:
     return rows, frame
 
 
-def partners(base: pd.DataFrame, pr: pd.DataFrame) -> dict[str, str]:
-    """{base organized path: PR organized path} for every kernel pair the report will compare."""
+@dataclass(frozen=True)
+class KernelPartners:
+    """The kernel pairs the report will compare, by organized path (base → PR), and which of them both workers
+    time from base's graph module (`timed_from_base`)."""
+
+    paths: dict[str, str]
+    from_base: dict[str, str]  # the C++ pairs of identical code and shapes: a subset of ``paths``
+
+
+def partners(base: pd.DataFrame, pr: pd.DataFrame) -> KernelPartners:
+    """Every kernel pair the report will compare (``pair_kernels``, the report's own pairing), and its C++ pairs of
+    identical code.
+
+    Only C++ pairs are timed from base's module: a C++ kernel is timed inside its graph module, loaded and run once
+    to record its launches, so the side's graph (its other kernels, its recording) comes with it; a Triton job is
+    its kernel's own file on its own seeded inputs, and in a Triton A/B each side's compiler builds identical source
+    anew (the report's ``compiled_by``), which base's module would hide.
+    """
     pairing = pair_kernels(base, pr)
-    base_paths, pr_paths = base["path"].tolist(), pr["path"].tolist()
-    return {base_paths[b]: pr_paths[p] for b, p in zip(pairing.pairs["base_row"], pairing.pairs["pr_row"],
-                                                        strict=True)}
+    base_paths, pr_paths, backends = base["path"].tolist(), pr["path"].tolist(), base["backend"].tolist()
+    paths, from_base = {}, {}
+    for b, p, how in zip(pairing.pairs["base_row"], pairing.pairs["pr_row"], pairing.pairs["matched_by"],
+                         strict=True):
+        paths[base_paths[b]] = pr_paths[p]
+        if how == IDENTICAL_CODE and backends[b] == "cpp":
+            from_base[base_paths[b]] = pr_paths[p]
+    return KernelPartners(paths, from_base)
+
+
+def timed_from_base(base: list[Job], pr: list[Job], from_base: dict[str, str], base_cache: str
+                    ) -> tuple[list[Job], list[Job]]:
+    """Both sides' jobs with every identical-code C++ pair timed from base's graph module in both workers.
+
+    Identical code timed in each side's own graph ran up to 3–8 % apart between the sides' processes (README
+    command 1's tanh kernel, docs/cost-model.md): what differs is what each worker loads and records for its own
+    graph, not the code. So a base graph job's identical kernels become a job of their own, and the PR's worker
+    gets its copy: base's module, loaded from base's Inductor cache (``base_cache``), recorded on the same seeded
+    draw, its kernels named by base's variables but reported as the PR's items (the report pairs them as before).
+    The two workers then time the same compiled code on the same recorded values, and the identical-kernel
+    control measures the processes, not the graphs. The PR's graph jobs keep only its other kernels (changed,
+    or only in the PR): PR code in the PR's graph on its own recorded values (the numerical A/B, not the timing,
+    runs the PR's kernels on base's inputs). Ids are renumbered per side.
+
+    ``kernel_plan`` passes ``from_base`` only when both sides compile C++ alike (``same_cpp_build``: the
+    commands Inductor keys its binaries by, compared without their directories), so a PR that changes only how
+    Inductor compiles C++ (its flags, not the source) keeps every pair in its own side's graph and is measured.
+    """
+    moved = set(from_base.values())
+    base_jobs: list[Job] = []
+    borrowed: list[Job] = []
+    for job in base:
+        same = {n: p for n, p in job.kernels.items() if p in from_base} if job.kind == "graph" else {}
+        rest = {n: p for n, p in job.kernels.items() if n not in same}
+        if rest:
+            base_jobs.append(replace(job, kernels=rest))
+        if same:
+            base_jobs.append(replace(job, kernels=same))
+            borrowed.append(replace(job, kernels={n: from_base[p] for n, p in same.items()}, cache_dir=base_cache))
+    pr_jobs = [replace(job, kernels=rest) for job in pr
+               if (rest := {n: p for n, p in job.kernels.items() if job.kind != "graph" or p not in moved})]
+    return ([replace(job, id=i) for i, job in enumerate(base_jobs)],
+            [replace(job, id=i) for i, job in enumerate(pr_jobs + borrowed)])
 
 
 def pair_jobs(base: list[Job], pr: list[Job], partner: dict[str, str]) -> list[Block]:
@@ -159,16 +219,23 @@ def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: in
     """The kernel timing plan of both sides (``sides`` = base, PR), walked ``passes`` times per round, with fresh
     workers every ``modules_per_worker`` kernel modules (0: one worker per side for the round)."""
     indexes = {side.name: read_side_index(side.directory) for side in sides}
-    jobs: dict[str, list[Job]] = {}
+    interpreted = {side.name: device == "cpu" and any(r.backend == "triton" for r in indexes[side.name][0])
+                   for side in sides}
+    jobs = {side.name: plan_jobs(indexes[side.name][0], VariantLayout(side.directory).organized, warmup, iterations,
+                                 timeout_s, INTERPRETER_ITERATIONS if interpreted[side.name] else None)
+            for side in sides}
+    base, pr = (side.name for side in sides)
+    partner = partners(indexes[base][1], indexes[pr][1])
+    caches = [side.stage_env["TORCHINDUCTOR_CACHE_DIR"] for side in sides]
+    # Identical source is identical code only when both sides compile it alike (analysis.kernels.cpp_build);
+    # otherwise every pair is timed in its own side's graph, so a PR that changes only the flags is measured.
+    from_base = partner.from_base if same_cpp_build(Path(caches[0]), Path(caches[1])) else {}
+    jobs[base], jobs[pr] = timed_from_base(jobs[base], jobs[pr], from_base, caches[0])
     plan_sides: dict[str, SidePlan] = {}
     for side in sides:
-        rows = indexes[side.name][0]
         organized = VariantLayout(side.directory).organized
-        interpreted = device == "cpu" and any(r.backend == "triton" for r in rows)
-        jobs[side.name] = plan_jobs(rows, organized, warmup, iterations, timeout_s,
-                                    INTERPRETER_ITERATIONS if interpreted else None)
         base_env = side.worker_base_env(KERNEL_WORKER)
-        if interpreted:
+        if interpreted[side.name]:
             base_env["TRITON_INTERPRET"] = "1"
         env = worker_env(device, platform, base_env, VariantLayout(side.directory).work / "kernels" / "paired",
                          Path(side.stage_env["TORCHINDUCTOR_CACHE_DIR"]))
@@ -176,11 +243,9 @@ def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: in
         loads = [{**asdict(job), "kind": LOAD} for job in jobs[side.name]]
         plan_sides[side.name] = SidePlan(env=side.plan_env(env), log=str(logs / f"kernels-{side.name}-workers.log"),
                                          organized=str(organized), prepare=loads)
-    base, pr = (side.name for side in sides)
-    partner = partners(indexes[base][1], indexes[pr][1])
-    _numerics_configs(sides, plan_sides, partner)
+    _numerics_configs(sides, plan_sides, partner.paths)
     return Plan(kind="kernels", worker=KERNEL_WORKER, device=device, sides=plan_sides,
-                blocks=pair_jobs(jobs[base], jobs[pr], partner), passes=passes, platform=platform,
+                blocks=pair_jobs(jobs[base], jobs[pr], partner.paths), passes=passes, platform=platform,
                 modules_per_worker=modules_per_worker)
 
 

@@ -1,0 +1,60 @@
+"""How a side's Inductor compiles its C++ kernels: the record (``prbench-cpp-build.json`` in the side's Inductor
+cache, written by ``stages.environment.record_cpp_build``) and the comparison of two sides' records.
+
+Inductor keys a C++ kernel's binary by its source *and* its compile command line (the flags, the vector ISA, the
+compiler, the include and library directories), so identical source is identical code only when the command is the
+same. The record holds the command lines Inductor would build a kernel and its module with in that side's
+environment (after the variant's Inductor config overrides). The sides' commands are compared without their
+directories: each absolute path keeps only its last component, because two sides installed under different
+prefixes (each recipe's own environment) compile the same code with the same flags, and a flag (``-O3``,
+``-march=native``, ``-ffast-math``), a define, the compiler or the Python version still differ where they differ.
+Pure data: no torch import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from pathlib import Path
+
+from analysis import atomic_io
+
+CPP_BUILD_RECORD = "prbench-cpp-build.json"
+CPP_BUILD_VERSION = 1
+
+# An absolute path inside a token (``-I/opt/venv/.../include``, ``/usr/bin/g++``, ``-Wl,-rpath,/x/lib``): its
+# directories, up to its last component.
+_DIRECTORIES = re.compile(r"/(?:[^/\s,:=]*/)*")
+
+
+def without_directories(command: str) -> tuple[str, ...]:
+    """A compile command's arguments, each absolute path cut to its last component."""
+    return tuple(_DIRECTORIES.sub("", token) for token in command.split())
+
+
+def write_cpp_build(cache_dir: Path, commands: list[str] | None) -> None:
+    """Record the side's compile commands in its cache; None (they could not be made) removes an older record, so
+    that a stale one never vouches for this environment."""
+    path = cache_dir / CPP_BUILD_RECORD
+    if commands is None:
+        path.unlink(missing_ok=True)
+        return
+    atomic_io.write_json(path, {"format_version": CPP_BUILD_VERSION, "commands": commands})
+
+
+def read_cpp_build(cache_dir: Path) -> tuple[tuple[str, ...], ...] | None:
+    """The side's recorded commands, without their directories; None when there is no readable record."""
+    with contextlib.suppress(OSError, ValueError):
+        record = json.loads((cache_dir / CPP_BUILD_RECORD).read_text(encoding="utf-8"))
+        commands = record.get("commands") if isinstance(record, dict) else None
+        if record.get("format_version") == CPP_BUILD_VERSION and isinstance(commands, list) and commands:
+            return tuple(without_directories(str(c)) for c in commands)
+    return None
+
+
+def same_cpp_build(base_cache: Path, pr_cache: Path) -> bool:
+    """Whether both sides compile C++ kernels alike: both recorded, and equal without their directories. A side
+    without a record counts as different: its identical source is then not known to be identical code."""
+    base = read_cpp_build(base_cache)
+    return base is not None and base == read_cpp_build(pr_cache)
