@@ -5,6 +5,7 @@ the CPU's vector instruction sets (organize, which only reads files, and the ups
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import platform
@@ -126,14 +127,17 @@ def reuse_vec_isa_probe(cache_dir: Path) -> None:
 
 
 def record_cpp_build(cache_dir: Path) -> None:
-    """Record in the side's Inductor cache the command lines Inductor builds a C++ kernel (optimised, compile only)
-    and its module (minimal optimisation, linked) with here, as it makes them for its cache key
-    (``analysis.kernels.cpp_build``): the paired plan times identical source from base's binaries only where both
-    sides' commands agree. ``stages.launch_cost`` calls it after :func:`prepare_inductor` (so the variant's Inductor
-    overrides are in them), before the paired rounds. A torch whose builder is laid out otherwise records nothing
-    (and removes an older record)."""
+    """Record in the side's Inductor cache how its C++ kernels are built (``analysis.kernels.cpp_build``): the
+    command lines Inductor builds a kernel (optimised, compile only) and its module (minimal optimisation, linked)
+    with here, as it makes them for its cache key; the torch build; a digest of the headers a kernel includes. The
+    paired plan times identical source from base's binaries only where both sides' records agree.
+    ``stages.launch_cost`` calls it after :func:`prepare_inductor` (so the variant's Inductor overrides are in
+    them), before the paired rounds. A torch whose builder is laid out otherwise records nothing (and removes an
+    older record)."""
     commands: list[str] | None = None
-    with contextlib.suppress(ImportError, AttributeError, TypeError):
+    torch_build = headers = ""
+    with contextlib.suppress(ImportError, AttributeError, TypeError, OSError):
+        import torch
         from torch._inductor.cpp_builder import CppBuilder, CppTorchDeviceOptions
         from torch._inductor.cpu_vec_isa import pick_vec_isa
 
@@ -141,8 +145,28 @@ def record_cpp_build(cache_dir: Path) -> None:
         commands = [CppBuilder(name="o", sources="i", BuildOption=CppTorchDeviceOptions(
                         vec_isa=isa, device_type="cpu", compile_only=compile_only, min_optimize=not compile_only),
                     ).get_command_line() for compile_only in (True, False)]
+        torch_build = f"{torch.__version__} {torch.version.git_version}"
+        headers = _kernel_headers_digest(Path(torch.__file__).parent)
     with contextlib.suppress(OSError):
-        write_cpp_build(cache_dir, commands)
+        write_cpp_build(cache_dir, commands, torch_build, headers)
+
+
+# What Inductor's C++ prefix header pulls in from the torch install (torch 2.13's cpp_prefix.h): the prefix itself,
+# ATen's vector classes, c10's scalar types and math, ATen's numeric helpers. Files or folders under ``include/``.
+_KERNEL_HEADERS = ("torch/csrc/inductor/cpp_prefix.h", "ATen/cpu/vec", "c10/util", "ATen/native/Math.h",
+                   "ATen/NumericUtils.h")
+
+
+def _kernel_headers_digest(torch_dir: Path) -> str:
+    """A digest of the headers every Inductor C++ kernel includes (``_KERNEL_HEADERS`` under the torch install)."""
+    include = torch_dir / "include"
+    digest = hashlib.sha256()
+    for entry in _KERNEL_HEADERS:
+        path = include / entry
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for header in files:
+            digest.update(str(header.relative_to(include)).encode() + b"\0" + header.read_bytes())
+    return digest.hexdigest()
 
 
 def _vec_isa_key() -> dict[str, Any]:

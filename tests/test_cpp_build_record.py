@@ -30,6 +30,12 @@ record_cpp_build(Path(sys.argv[2]))
 """
 
 
+def torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
+
+
 def record(cache: Path, overrides: dict[str, str]) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHINDUCTOR_", "TRITON_"))}
     env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
@@ -49,7 +55,8 @@ def test_a_side_that_changes_only_a_compile_flag_records_another_build_and_equal
     record(flagged, {"cpp.enable_floating_point_contract_flag": "fast"})  # -ffp-contract=off → fast
 
     commands = json.loads((base / CPP_BUILD_RECORD).read_text())
-    assert commands["format_version"] == 1 and len(commands["commands"]) == 2  # the kernel's and its module's
+    assert commands["format_version"] == 2 and len(commands["commands"]) == 2  # the kernel's and its module's
+    assert commands["torch"].startswith(torch_version()) and len(commands["headers"]) == 64
     kernel = read_cpp_build(base)
     assert kernel is not None and "-ffp-contract=off" in kernel[0] and "-O3" in kernel[0]
     assert same_cpp_build(base, same)

@@ -107,10 +107,11 @@ KERNEL_COMMAND = (
     "-I{prefix}/lib/python3.11/site-packages/torch/include/torch/csrc/api/include   -mavx2 -mfma -mf16c  -c -o o.o")
 
 
-def compiled_with(plan_side: PlanSide, prefix: str, opt: str = "-O3") -> PlanSide:
+def compiled_with(plan_side: PlanSide, prefix: str, opt: str = "-O3", torch_build: str = "2.13.0+cpu 1a2b3c",
+                  headers: str = "d1") -> PlanSide:
     cache = Path(plan_side.stage_env["TORCHINDUCTOR_CACHE_DIR"])
     cache.mkdir(parents=True, exist_ok=True)
-    write_cpp_build(cache, [KERNEL_COMMAND.format(prefix=prefix, opt=opt)])
+    write_cpp_build(cache, [KERNEL_COMMAND.format(prefix=prefix, opt=opt)], torch_build, headers)
     return plan_side
 
 
@@ -149,16 +150,18 @@ def test_identical_cpp_code_is_timed_from_bases_graph_module_in_both_workers_and
     assert len({j["id"] for j in plan.sides["pr"].prepare}) == 3  # one id per job of the side
 
 
-@pytest.mark.parametrize("pr_build", ["-O2", None], ids=["only-a-flag-changed", "no-record"])
+@pytest.mark.parametrize("pr_build", [{"opt": "-O2"}, None, {"torch_build": "2.14.1 9f8e7d"}, {"headers": "d2"}],
+                         ids=["only-a-flag-changed", "no-record", "another-torch-release", "other-kernel-headers"])
 def test_identical_source_compiled_otherwise_is_timed_in_each_sides_own_graph(tmp_path: Path,
-                                                                             pr_build: str | None) -> None:
-    """A PR that changes only how Inductor compiles C++ (here -O3 → -O2; the source identical) must be measured:
-    base's binaries would hide it, so its identical-source pairs are timed in each side's own graph, as is every
-    pair when a side has no record of its compile command."""
+                                                                             pr_build: dict | None) -> None:
+    """A PR that changes only how Inductor compiles C++ (here -O3 → -O2; the source identical), or what the
+    kernels compile against (another torch release, as in a release A/B; a PR to ATen's vector headers), must be
+    measured: base's binaries would hide it, so its identical-source pairs are timed in each side's own graph, as
+    is every pair when a side has no record of its build."""
     base = compiled_with(side(tmp_path, "base", [row("cpp/a.cpp", "cpp_fused_a_0", "ha")]), "/opt/venv")
     pr = side(tmp_path, "pr", [row("cpp/a.cpp", "cpp_fused_a_0", "ha")])
     if pr_build is not None:
-        compiled_with(pr, "/opt/venv", opt=pr_build)
+        compiled_with(pr, "/opt/venv", **pr_build)
 
     plan = kernel_plan([base, pr], device="cpu", platform="cpu", warmup=5, iterations=7, timeout_s=30,
                        logs=tmp_path / "logs", passes=1)

@@ -8,7 +8,10 @@ environment (after the variant's Inductor config overrides). The sides' commands
 directories: each absolute path keeps only its last component, because two sides installed under different
 prefixes (each recipe's own environment) compile the same code with the same flags, and a flag (``-O3``,
 ``-march=native``, ``-ffast-math``), a define, the compiler or the Python version still differ where they differ.
-Pure data: no torch import.
+The command does not see what the kernels include: the record also names the torch build (its version and commit:
+two releases compile identical source against other headers) and a digest of the headers a C++ kernel includes
+(ATen's vector classes and Inductor's prefix header: a PR may change them and no kernel's source), compared as they
+are. Pure data: no torch import.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 from analysis import atomic_io
 
 CPP_BUILD_RECORD = "prbench-cpp-build.json"
-CPP_BUILD_VERSION = 1
+CPP_BUILD_VERSION = 2
 
 # An absolute path inside a token (``-I/opt/venv/.../include``, ``/usr/bin/g++``, ``-Wl,-rpath,/x/lib``): its
 # directories, up to its last component.
@@ -33,23 +36,26 @@ def without_directories(command: str) -> tuple[str, ...]:
     return tuple(_DIRECTORIES.sub("", token) for token in command.split())
 
 
-def write_cpp_build(cache_dir: Path, commands: list[str] | None) -> None:
-    """Record the side's compile commands in its cache; None (they could not be made) removes an older record, so
-    that a stale one never vouches for this environment."""
+def write_cpp_build(cache_dir: Path, commands: list[str] | None, torch_build: str = "", headers: str = "") -> None:
+    """Record the side's compile commands, torch build and header digest in its cache; None commands (they could
+    not be made) removes an older record, so that a stale one never vouches for this environment."""
     path = cache_dir / CPP_BUILD_RECORD
     if commands is None:
         path.unlink(missing_ok=True)
         return
-    atomic_io.write_json(path, {"format_version": CPP_BUILD_VERSION, "commands": commands})
+    atomic_io.write_json(path, {"format_version": CPP_BUILD_VERSION, "commands": commands,
+                                "torch": torch_build, "headers": headers})
 
 
 def read_cpp_build(cache_dir: Path) -> tuple[tuple[str, ...], ...] | None:
-    """The side's recorded commands, without their directories; None when there is no readable record."""
-    with contextlib.suppress(OSError, ValueError):
+    """The side's recorded build as one comparable value: each command without its directories, then the torch
+    build and the header digest; None when there is no readable record of this version."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         record = json.loads((cache_dir / CPP_BUILD_RECORD).read_text(encoding="utf-8"))
-        commands = record.get("commands") if isinstance(record, dict) else None
+        commands = record.get("commands")
         if record.get("format_version") == CPP_BUILD_VERSION and isinstance(commands, list) and commands:
-            return tuple(without_directories(str(c)) for c in commands)
+            return (*(without_directories(str(c)) for c in commands),
+                    (str(record.get("torch", "")), str(record.get("headers", ""))))
     return None
 
 
