@@ -79,19 +79,18 @@ def kernel_share(name: str, size: str, mode: str, steps: int, warmup: int = 3) -
     from torch._inductor import config as inductor_config
 
     from stages import hf_models
-    from stages.suite import step_factory
+    from stages.suite import timed_step
 
     torch._dynamo.reset()
     inductor_config.cpp.enable_kernel_profile = True
     built = hf_models.build(name, size=size, mode=mode)
-    compiled = torch.compile(built.model, backend="inductor")
-    step = step_factory(mode, "float32", "cpu")(built.model)
+    compiled = timed_step(built.model, mode, "float32", "cpu", "inductor").compiled
     for _ in range(warmup):
-        step(compiled, built.inputs)
+        compiled(built.model, built.inputs)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         started = time.perf_counter()
         for _ in range(steps):
-            step(compiled, built.inputs)
+            compiled(built.model, built.inputs)
         wall_ms = (time.perf_counter() - started) * 1e3 / steps
     kernel_us = sum(event.self_cpu_time_total for event in prof.key_averages()
                     if INDUCTOR_KERNEL_PREFIX in event.key)

@@ -8,7 +8,7 @@ entries huggingface.py loads from the Hub) are ``analysis.formats.hf_entries``'s
   the t5-small config; ``DistillGPT2`` = GPT-2 with 6 layers; ``Llama-3.2-1B`` its published architecture), the
   entry's batch size and sequence length;
 * ``size="small"``: the same classes at hidden size 256 (2 layers, 4 heads, vocabulary 8192, sequence 128,
-  batch 2): a CPU size where Inductor's own kernels are a real share of a step (docs/models.md has the shares);
+  batch 2): a CPU size with a real hidden size's shapes (docs/models.md has Inductor's kernels' share there);
 * ``size="tiny"``: hidden 64, 2 layers, 2 heads, vocabulary 1000, sequence 32, batch 2 (the quick start's size);
 * inputs are random token ids (log-mel frames for Whisper) plus the labels the model's own loss needs (the
   suite passes labels in inference too, so both modes run the same forward).

@@ -65,7 +65,7 @@ class ModelWorker:
 
         from stages import timing
         from stages.hf_models import build
-        from stages.suite import dtype_and_autocast, step_factory
+        from stages.suite import dtype_and_autocast, timed_step
 
         started = time.monotonic()
         forget_automatic_dynamic(torch)
@@ -79,11 +79,10 @@ class ModelWorker:
                                              device=device)
         built = self.built.pop(job["model"], None) or build(job["model"], size=job["size"], mode=job["mode"],
                                                             dtype=weights_dtype, device=device)
-        step = step_factory(job["mode"], job["dtype"], device)(built.model)  # the suite's step, optimizer included
-        compiled = torch.compile(built.model, backend=job["backend"])
+        step = timed_step(built.model, job["mode"], job["dtype"], device, job["backend"])  # the suite's, compiled whole
 
         def run() -> Any:
-            return step(compiled, built.inputs)
+            return step.compiled(built.model, built.inputs)
 
         build_s = time.monotonic() - started
         compile_s = timing.time_call_s(run, device)

@@ -1,15 +1,17 @@
 """Record a suite model's outputs for the numerical A/B (``analysis.models.numerics`` holds the file contract).
 
-Called by ``stages.suite`` once a model is timed, with the model, its inputs and its compiled wrapper as the
-suite built them (both sides build them from the same seed, so base and PR see the same weights and inputs):
-one eager call, one compiled call (the kernels the suite just compiled and timed) and, where affordable, one
-float64 eager call, the RNG reseeded before each. What it costs (one more call of each, plus the float64 copy)
+Called by ``stages.suite`` once a model is timed, with the model, its inputs and its timed step
+(``stages.suite.TimedStep``) as the suite built them (both sides build them from the same seed, so base and PR
+see the same weights and inputs): one eager call and one compiled call of that step (the compiled one is the very
+function the suite just compiled and timed, so nothing is compiled again) and, where affordable, one float64
+eager call, the RNG reseeded before each. What it costs (one more call of each, plus the float64 copy)
 is recorded in the file: measured at a few tenths of a second per tiny model against the suite's 40+ timed calls
 of each side.
 
 A training step is the whole step the suite times (``stages.training``: zero grad, forward, loss, backward,
-optimizer step), recorded as its loss, the gradients of a fixed subset of parameters and those parameters after
-the optimizer step (``param.<name>``), each role from the weights as built with a fresh optimizer.
+optimizer step, the update compiled with the rest on the compiled side), recorded as its loss, the gradients of
+a fixed subset of parameters and those parameters after the optimizer step (``param.<name>``), each role from the
+weights as built and the optimizer as fresh (the timed one restarted in place; a new one for float64).
 
 Training steps with dropout are compared base vs PR only: Inductor draws its random numbers differently from
 eager (so compiled vs eager would differ by the dropout masks), but both sides' compiled code draws the same
@@ -33,14 +35,15 @@ GRAD_PARAMETERS = 4  # training: gradients of this many parameters, spread over 
 FP64_LIMIT_BYTES = 2 << 30  # a float64 copy of a bigger model is not made (full-size models on a small GPU)
 
 
-def record_outputs(suite_dir: Path, name: str, built: Any, compiled: Any, mode: str, dtype: str,
+def record_outputs(suite_dir: Path, name: str, built: Any, timed: Any, mode: str, dtype: str,
                    new_step: Callable[..., Callable[[Any, dict[str, Any]], Any]],
                    initial: dict[str, Any] | None) -> None:
     """Write ``<suite_dir>/outputs/<name>.npz``; a failure to record is written into it, never raised.
 
-    ``new_step(module, reference=False)`` makes a step (training: with a fresh optimizer over ``module``);
-    ``initial`` (training) is the model's state as built, restored before each recorded step, so every role
-    takes its one optimizer step from the same weights whatever the timed steps did to them.
+    ``timed`` is the suite's ``TimedStep`` (eager and compiled); ``new_step(module, reference=True)`` makes the
+    float64 reference's step (training: with its own optimizer); ``initial`` (training) is the model's state as
+    built, restored before each recorded step, so every role takes its one optimizer step from the same weights
+    whatever the timed steps did to them.
     """
     started = time.monotonic()
     meta: dict[str, Any] = {"dtype": dtype, "mode": mode, "vs_eager": None, "fp64": False, "error": None}
@@ -49,9 +52,10 @@ def record_outputs(suite_dir: Path, name: str, built: Any, compiled: Any, mode: 
         import torch
 
         picked = _grad_subset(built.model) if mode == "training" else []
-        for role, module in (("eager", built.model), ("compiled", compiled)):
+        for role, step in (("eager", timed.eager), ("compiled", timed.compiled)):
             _restore(built.model, initial)
-            arrays.update(_role(role, _call(new_step(module), module, built.inputs, mode, picked)))
+            timed.restart()
+            arrays.update(_role(role, _call(step, built.model, built.inputs, mode, picked)))
         if mode == "training" and _has_dropout(built.model):
             meta["vs_eager"] = "dropout: Inductor draws other random numbers than eager"
         elif _parameter_bytes(built.model, 8) <= FP64_LIMIT_BYTES:
@@ -89,7 +93,7 @@ def _call(step: Callable[[Any, dict[str, Any]], Any], module: Any, inputs: dict[
     torch.manual_seed(NUMERICS_SEED)
     result = step(module, inputs)
     if mode == "training":
-        params = dict(getattr(module, "_orig_mod", module).named_parameters())  # a compiled wrapper's own
+        params = dict(module.named_parameters())
         found = {"loss": result, **{f"grad.{n}": params[n].grad for n in grads if params[n].grad is not None},
                  **{f"param.{n}": params[n] for n in grads}}  # after the optimizer step
     elif isinstance(result, torch.Tensor):

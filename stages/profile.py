@@ -75,15 +75,14 @@ def profile_model(row: SuiteRow, out: Path, device: str, steps: int, warmup: int
     import torch
 
     from stages import hf_models
-    from stages.suite import dtype_and_autocast, step_factory
+    from stages.suite import dtype_and_autocast, timed_step
 
     weights_dtype, _ = dtype_and_autocast(row.dtype, device)
     built = hf_models.build(row.name, size=row.size, mode=row.mode, dtype=weights_dtype, device=device)
-    compiled = torch.compile(built.model, backend="inductor")
-    suite_step = step_factory(row.mode, row.dtype, device)(built.model)  # the step the suite timed
+    compiled = timed_step(built.model, row.mode, row.dtype, device, "inductor").compiled  # the step the suite timed
 
     def step() -> None:
-        suite_step(compiled, built.inputs)
+        compiled(built.model, built.inputs)
         if device.startswith("cuda"):
             torch.cuda.synchronize()
 

@@ -8,7 +8,9 @@
 Per model, as the dynamo harness does: a warm-up of each side (the first eager and first compiled calls are
 timed: ``compilation_latency`` = first compiled − first eager, ``first_run_s`` = first compiled call, with the
 FX-graph cache hits and misses of that compile: ``fxgraph_cache_hits``/``_misses``), then
-``--iterations`` timed calls with eager and compiled interleaved (so load changes hit both sides alike).
+``--iterations`` timed calls with eager and compiled interleaved (so load changes hit both sides alike). What is
+compiled is the whole step function, as the runner compiles its ``model_iter_fn`` (``timed_step``): in training
+the optimizer's zero grad and update are inside it (``stages.training``).
 Outputs in ``--out``: ``suite.csv`` (docs/architecture.md columns), ``samples.json`` (raw ms per iteration) and
 ``outputs/<model>.npz`` (the model's eager, compiled and float64 outputs on the seeded inputs, for the numerical
 A/B: ``stages.numerics``, ``analysis.models.numerics``). All are rewritten atomically after every model, so the stage is
@@ -217,20 +219,50 @@ def make_step(mode: str, autocast: Callable[[], Any], trainer: Any = None) -> Ca
 
 
 def step_factory(mode: str, dtype: str, device: str) -> Callable[..., Callable[[Any, dict[str, Any]], Any]]:
-    """``new_step(module, reference=False)``: a step with its own optimizer over ``module`` (training); the
+    """``new_step(module, reference=False)``: an eager step with its own optimizer over ``module`` (training); the
     float64 reference runs without autocast or grad scaler."""
     import contextlib
 
-    from stages.training import new_trainer
-
     _, autocast = dtype_and_autocast(dtype, device)
-    float16_amp = dtype == "amp" and device != "cpu"
 
     def new_step(module: Any, reference: bool = False) -> Callable[[Any, dict[str, Any]], Any]:
-        context = contextlib.nullcontext if reference else autocast
-        trainer = new_trainer(module, device, float16_amp and not reference) if mode == "training" else None
-        return make_step(mode, context, trainer)
+        trainer = _trainer(module, mode, dtype, device, reference)
+        return make_step(mode, contextlib.nullcontext if reference else autocast, trainer)
     return new_step
+
+
+def _trainer(module: Any, mode: str, dtype: str, device: str, reference: bool = False) -> Any:
+    from stages.training import new_trainer
+
+    float16_amp = dtype == "amp" and device != "cpu" and not reference
+    return new_trainer(module, device, float16_amp) if mode == "training" else None
+
+
+@dataclass(frozen=True)
+class TimedStep:
+    """One model's step as the suite times it: ``eager`` and ``compiled`` are the same step function, the second
+    under ``torch.compile``; both take ``(module, inputs)`` and step ``trainer`` (training; None in inference)."""
+
+    eager: Callable[[Any, dict[str, Any]], Any]
+    compiled: Callable[[Any, dict[str, Any]], Any]
+    trainer: Any
+
+    def restart(self) -> None:
+        """Training: the optimizer as fresh, in place (``stages.training.Trainer.restart``)."""
+        if self.trainer is not None:
+            self.trainer.restart()
+
+
+def timed_step(module: Any, mode: str, dtype: str, device: str, backend: Any) -> TimedStep:
+    """The whole step compiled, as PyTorch's runner compiles its ``model_iter_fn`` rather than the model: in
+    training the optimizer's zero grad and update run inside the compiled function, so Inductor compiles the
+    update too and the compiled latency includes it. One optimizer for both, as the runner's."""
+    import torch
+
+    _, autocast = dtype_and_autocast(dtype, device)
+    trainer = _trainer(module, mode, dtype, device)
+    step = make_step(mode, autocast, trainer)
+    return TimedStep(eager=step, compiled=torch.compile(step, backend=backend), trainer=trainer)
 
 
 def dynamo_stats() -> dict[str, int]:
@@ -270,16 +302,14 @@ def measure_model(name: str, settings: SuiteSettings) -> ModelResult:
     built = build(name, size=settings.size, mode=settings.mode, dtype=weights_dtype, device=settings.device)
     # The optimizer moves the weights every training step: the numerics record starts again from the built ones.
     initial = snapshot(built.model) if settings.mode == "training" else None
-    new_step = step_factory(settings.mode, settings.dtype, settings.device)
-    step = new_step(built.model)  # one optimizer: eager and compiled step the same parameters, as the runner
-    compiled = torch.compile(built.model, backend=settings.backend)
+    step = timed_step(built.model, settings.mode, settings.dtype, settings.device, settings.backend)
     dev = settings.device
 
     def run_eager() -> Any:
-        return step(built.model, built.inputs)
+        return step.eager(built.model, built.inputs)
 
     def run_compiled() -> Any:
-        return step(compiled, built.inputs)
+        return step.compiled(built.model, built.inputs)
 
     first_eager_s = timing.time_call_s(run_eager, dev)
     timing.gpu_peak_reset(dev)
@@ -303,7 +333,8 @@ def measure_model(name: str, settings: SuiteSettings) -> ModelResult:
     for _ in range(settings.iterations):  # interleaved, as the dynamo harness does
         eager_ms.append(timing.time_call_ms(run_eager, dev))
         compiled_ms.append(timing.time_call_ms(run_compiled, dev))
-    record_outputs(settings.out, name, built, compiled, settings.mode, settings.dtype, new_step, initial)
+    record_outputs(settings.out, name, built, step, settings.mode, settings.dtype,
+                   step_factory(settings.mode, settings.dtype, dev), initial)
     eager = timing.summarize(eager_ms)
     comp = timing.summarize(compiled_ms)
     flags = [f for f, noisy in (("noisy_eager", eager.noisy), ("noisy_compiled", comp.noisy)) if noisy]

@@ -4,7 +4,9 @@ One step is: zero the gradients, forward under the step's autocast, the model's 
 AMP grad scaler when the autocast computes in float16), and the optimizer step. The runner's optimizer is Adam
 (lr 0.01, ``foreach``; ``capturable`` on a GPU); its SGD is for a few TorchBench models only, and on the CPU the
 runner takes no optimizer step at all: here every device takes it, so a CPU run times what a GPU run times.
-The optimizer runs outside ``torch.compile`` (the model is what is compiled), so both sides step alike.
+The suite compiles this whole step, as the runner compiles its ``model_iter_fn`` (``stages.suite.timed_step``):
+Dynamo breaks the graph at ``zero_grad`` and at the backward, so the forward with its loss is one graph and the
+optimizer's update another, both Inductor's; eager and compiled calls step one optimizer, as the runner's do.
 
 The runner keeps its grad scaler switched off (its state would drift between the eager and compiled runs); here
 each optimizer has its own scaler, started at scale 2.0 as the runner's disabled one would be: the default
@@ -29,6 +31,20 @@ class Trainer:
 
     optimizer: torch.optim.Optimizer
     scaler: Any  # torch.amp.GradScaler | None
+
+    def restart(self) -> None:
+        """Back to a fresh optimizer (and scaler), in place.
+
+        A fresh Adam starts from zero moments and step 0; zeroing the state's tensors gives the same next step
+        while keeping the tensors the compiled step was traced with (a new optimizer would be a recompile).
+        """
+        with torch.no_grad():
+            for state in self.optimizer.state.values():
+                for value in state.values():
+                    if isinstance(value, torch.Tensor):
+                        value.zero_()
+        if self.scaler is not None:  # its scale and growth tracker are filled in place too
+            self.scaler.load_state_dict({**self.scaler.state_dict(), "scale": GRAD_SCALER_INIT, "_growth_tracker": 0})
 
 
 def new_trainer(module: torch.nn.Module, device: str, float16_amp: bool) -> Trainer:

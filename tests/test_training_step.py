@@ -83,20 +83,79 @@ def test_inference_needs_no_trainer_and_training_refuses_to_run_without_one() ->
         make_step("training", contextlib.nullcontext)
 
 
+class _Recorder:
+    """A torch.compile backend that keeps every graph Dynamo hands it and runs it as traced."""
+
+    def __init__(self) -> None:
+        self.graphs: list[Any] = []
+
+    def __call__(self, graph: Any, example_inputs: Any) -> Any:
+        self.graphs.append(graph)
+        return graph.forward
+
+    def foreach_ops(self) -> set[str]:
+        """The ``torch._foreach_*`` calls in the graphs: what the foreach Adam's update is made of."""
+        return {node.target.__name__ for graph in self.graphs for node in graph.graph.nodes
+                if node.op == "call_function" and getattr(node.target, "__name__", "").startswith("_foreach_")}
+
+
+@pytest.mark.integration
+def test_the_compiled_training_step_holds_the_optimizer_update_and_the_numerics_record_reuses_it(
+        tmp_path: Path) -> None:
+    import torch
+    import torch._dynamo
+
+    from analysis.models.numerics import outputs_path, read_model_outputs
+    from stages.numerics import record_outputs, snapshot
+    from stages.suite import step_factory, timed_step
+
+    torch._dynamo.reset()
+    model, inputs = _toy(), _inputs()
+    built = SimpleNamespace(model=model, inputs=inputs)
+    initial = snapshot(model)
+    recorder = _Recorder()
+    step = timed_step(model, "training", "float32", "cpu", recorder)
+    step.eager(model, inputs)
+    step.compiled(model, inputs)
+    step.compiled(model, inputs)
+    # The runner compiles its whole model_iter_fn: Adam's update is traced into the compiled function (a graph of
+    # its own after the backward's graph break), not left to run eagerly beside a compiled model.
+    assert {"_foreach_addcdiv_", "_foreach_lerp_"} & recorder.foreach_ops()
+    compiled_graphs = len(recorder.graphs)
+
+    record_outputs(tmp_path, "Toy", built, step, "training", "float32", step_factory("training", "float32", "cpu"),
+                   initial)
+    # The compiled role is the very function that was timed: restarted in place, nothing compiled again ...
+    assert len(recorder.graphs) == compiled_graphs
+    recorded = read_model_outputs(outputs_path(tmp_path, "Toy"))
+    assert recorded.meta["error"] is None
+    eager, compiled, fp64 = (recorded.role(role) for role in ("eager", "compiled", "fp64"))
+    # ... and each role took one step of a fresh optimizer from the weights as built (fp64 with an optimizer of
+    # its own): an optimizer restarted wrongly would take a step of another size.
+    for name in ("param.linear.weight", "grad.linear.weight", "loss"):
+        assert torch.allclose(torch.from_numpy(compiled[name]), torch.from_numpy(eager[name]), atol=1e-6)
+        assert torch.allclose(torch.from_numpy(eager[name]).double(), torch.from_numpy(fp64[name]), atol=1e-5)
+
+    torch._dynamo.reset()
+    inference = _Recorder()
+    timed_step(_toy(), "inference", "float32", "cpu", inference).compiled(_toy(), inputs)
+    assert inference.graphs and not inference.foreach_ops()  # no optimizer in inference
+
+
 def _record(out: Path, mode: str) -> None:
     """One side's recorded outputs of BertForMaskedLM (tiny), compiled by Inductor now, as the suite records them."""
-    import torch
     import torch._dynamo
 
     from stages import hf_models
     from stages.numerics import record_outputs, snapshot
-    from stages.suite import step_factory
+    from stages.suite import step_factory, timed_step
 
     torch._dynamo.reset()
     built = hf_models.build("BertForMaskedLM", mode=mode)
     initial = snapshot(built.model) if mode == "training" else None
-    compiled = torch.compile(built.model, backend="inductor")
-    record_outputs(out, "BertForMaskedLM", built, compiled, mode, "float32", step_factory(mode, "float32", "cpu"),
+    step = timed_step(built.model, mode, "float32", "cpu", "inductor")
+    step.compiled(built.model, built.inputs)  # compiled and run, as the suite times it before recording
+    record_outputs(out, "BertForMaskedLM", built, step, mode, "float32", step_factory(mode, "float32", "cpu"),
                    initial)
 
 

@@ -252,14 +252,17 @@ def low_share_line(shares: KernelShares, size: str | None) -> str | None:
     if not low:
         return None
     at_size = f" at {size} size" if size else ""
-    hint = " (`--size small`, hidden size 256, gives them a larger share on the CPU)" if size == "tiny" else ""
+    # Measured (docs/models.md): small raises the share only a little on the CPU, where the GEMMs and attention are
+    # library calls, not Inductor's kernels; no CPU size took most models past LOW_SHARE.
+    hint = (" (`--size small`, hidden size 256, gives them a somewhat larger share on the CPU, where the GEMMs and "
+            "attention stay library calls)") if size == "tiny" else ""
     if shares.all_models < LOW_SHARE:
         values = shares.models.values()
         spread = f"; per model {_pct(min(values))}–{_pct(max(values))}" if len(shares.models) > 1 else ""
         return (f"Inductor kernels are only {_pct(shares.all_models)} of the compiled latency{at_size}{spread} "
-                "(standalone kernel time per call / compiled latency, base): the rest is the wrapper and host around "
-                "them, so the models' latency says little about the kernels, and a kernel change that matters at a "
-                f"real hidden size may not show here{hint}.")
+                "(standalone kernel time per call / compiled latency, base): the rest is library calls (GEMMs, "
+                "attention), the wrapper and the host, so the models' latency says little about the kernels, and a "
+                f"kernel change that matters at a real hidden size may not show here{hint}.")
     named = ", ".join(f"`{m}` {_pct(shares.models[m])}" for m in low)
     return (f"Inductor kernels are below {_pct(LOW_SHARE)} of the compiled latency in {len(low)} of "
             f"{len(shares.models)} model(s){at_size}: {named}; those models' latency says little about their "
