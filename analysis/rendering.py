@@ -1,9 +1,9 @@
 """Turning tables into files, once for every report: cell formats, the Markdown table writer, the Jinja
 environment of ``analysis/templates``, CSV and xlsx.
 
-Users: the comparison report (``analysis.report.render``), the trace renderers (``analysis.traces.perf_report``,
-``analysis.traces.trace_diff``) and ``invoke compare-kernels``. Every file goes through ``analysis.atomic_io``,
-so an interrupted report never leaves a partial file.
+Users: the comparison report (``analysis.report.render``), the trace renderers (``analysis.traces.reports.perf_report``,
+``analysis.traces.reports.trace_diff``) and ``invoke compare-kernels``. Every file goes through
+``foundation.atomic_io``, so an interrupted report never leaves a partial file.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from analysis import atomic_io
+from foundation import atomic_io
 
 if TYPE_CHECKING:  # jinja2 is imported when a template is first rendered
     import jinja2

@@ -36,16 +36,16 @@ from typing import Any
 
 from background_load import BackgroundLoad
 
-from analysis import atomic_io
-from analysis.errors import UserError
-from analysis.flag_values import whole_number
-from analysis.formats.suite_options import DTYPES, MODES, SIZES
-from analysis.formats.suite_request import SuiteRequest
-from analysis.stats.sequential import check_rounds_flags
+from analysis.report.sequential import check_rounds_flags
 from analysis.stats.verdict_settings import FLAG_HELP, VERDICTS, VerdictSettings
-from prbench.cli import OneLineParser
+from foundation import atomic_io
+from foundation.errors import UserError
+from foundation.flag_values import whole_number
+from foundation.formats.suite_options import DTYPES, MODES, SIZES
+from foundation.formats.suite_request import SuiteRequest
+from prbench.commands.cli import OneLineParser
 from prbench.inductor_options import check_inductor_config
-from prbench.runs.variants import parse_assignments, parse_config_values
+from prbench.sides.variants import parse_assignments, parse_config_values
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_PATCH = ROOT / "examples" / "cpu-scalar-short-reductions.patch"  # changes code on every CPU
@@ -381,8 +381,8 @@ class MeasurePlan:
 def measure(plan: MeasurePlan) -> Iterator[Repeat]:
     """Fresh A/A comparisons (and positive controls), one repeat at a time."""
     from prbench.compare.driver import CompareRequest, run_compare
-    from prbench.compare.suite_stage import device_for
-    from prbench.recipes import load_recipe
+    from prbench.sides.recipes import load_recipe
+    from prbench.stages.suite import device_for
 
     recipe = load_recipe(plan.recipe, ROOT / "recipes")
     suite = SuiteRequest(models=plan.models, size=plan.size, mode=plan.mode, dtype=plan.dtype,
@@ -457,9 +457,9 @@ def _has_avx512() -> bool | None:
 
 def csv_repeat(args: argparse.Namespace, stats: VerdictSettings) -> Repeat:
     """The summary a report of these two kernel tables would write, as a single repeat."""
-    from analysis.formats.paired_rounds import read_round_samples
     from analysis.kernels.compare import compare_kernels, read_kernels_csv
     from analysis.report.verdict_line import summarize_comparison
+    from foundation.formats.paired_rounds import read_round_samples
 
     comparison = compare_kernels(
         read_kernels_csv(args.base_csv), read_kernels_csv(args.pr_csv),

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from stages.worker_process import serve
+from stages.support.worker_process import serve
 
 
 def burn(ms: float) -> float:

@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from prbench.cli import OneLineParser  # noqa: E402
+from prbench.commands.cli import OneLineParser  # noqa: E402
 
 KERNEL_ROUND = "pair/kernels-round-"
 KERNEL_STAGE = "kernel stage (all kernel rounds)"  # the paired kernel rounds summed as one row

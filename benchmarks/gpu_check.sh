@@ -335,7 +335,7 @@ step_rocm() {
         return 1
     fi
     note "    rocm: HIP $hip; AMDGCN_USE_BUFFER_OPS ${AMDGCN_USE_BUFFER_OPS:-unset} in this shell," \
-        "$("$PY" -c "import pathlib, sys; from prbench.recipes import load_recipe
+        "$("$PY" -c "import pathlib, sys; from prbench.sides.recipes import load_recipe
 print(load_recipe(sys.argv[1], pathlib.Path('recipes')).env.get('AMDGCN_USE_BUFFER_OPS', 'unset'))" "$RECIPE" 2>&1 |
             tail -n 1)" \
         "in recipe $RECIPE's [env]"

@@ -32,11 +32,11 @@ import gpu_busy_by_stage  # noqa: E402
 import round_cost  # noqa: E402
 from triton_ir_fixtures import read_kept_pairs  # noqa: E402
 
-from analysis.errors import UserError  # noqa: E402
-from analysis.formats.paired_rounds import ROUND_KINDS  # noqa: E402
-from analysis.formats.run_layout import SIDES, RunLayout  # noqa: E402
-from analysis.records import read_json  # noqa: E402
-from prbench.cli import OneLineParser  # noqa: E402
+from foundation.errors import UserError  # noqa: E402
+from foundation.formats.paired_rounds import ROUND_KINDS  # noqa: E402
+from foundation.formats.run_layout import SIDES, RunLayout  # noqa: E402
+from foundation.records import read_json  # noqa: E402
+from prbench.commands.cli import OneLineParser  # noqa: E402
 
 ROUND_STAGE = "pair/{kind}-round-"  # manifest stage names of the paired rounds: pair/models-round-1, ...
 TOP_PHASES = 3  # the largest phases a round-cost line names

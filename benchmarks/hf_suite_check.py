@@ -3,8 +3,8 @@
     python benchmarks/hf_suite_check.py build [--models all] [--size tiny]
     python benchmarks/hf_suite_check.py share [--models A,B] [--sizes tiny,small] [--mode inference] [--steps 5]
 
-``build`` builds each model (``stages.hf_models``) on the CPU, runs one no-grad forward and one training step
-as the suite times it (``stages.training``: optimizer step included), eager, and prints one line per model and
+``build`` builds each model (``stages.support.hf_models``) on the CPU, runs one no-grad forward and one training step
+as the suite times it (``stages.support.training``: optimizer step included), eager, and prints one line per model and
 how many of the list's entries built, with the reasons of those that cannot be built: a check of the whole list
 that costs seconds per model where ``invoke compare --models all`` costs minutes.
 
@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.formats.hf_entries import ENTRIES, unbuildable
-from analysis.formats.suite_options import SIZES, UnknownModelError, resolve_models
-from prbench.cli import OneLineParser
+from foundation.formats.hf_entries import ENTRIES, unbuildable
+from foundation.formats.suite_options import SIZES, UnknownModelError, resolve_models
+from prbench.commands.cli import OneLineParser
 
 INDUCTOR_KERNEL_PREFIX = "cpp_fused"  # in a kernel's profiler event (graph_N_cpp_fused_...) with enable_kernel_profile
 
@@ -55,8 +55,8 @@ def build_and_step(name: str, size: str) -> Built:
     """Build ``name`` at ``size``, one training step and one no-grad forward, eager on the CPU."""
     import torch
 
-    from stages import hf_models
     from stages.suite import step_factory
+    from stages.support import hf_models
 
     started = time.monotonic()
     try:
@@ -78,8 +78,8 @@ def kernel_share(name: str, size: str, mode: str, steps: int, warmup: int = 3) -
     import torch._dynamo
     from torch._inductor import config as inductor_config
 
-    from stages import hf_models
     from stages.suite import timed_step
+    from stages.support import hf_models
 
     torch._dynamo.reset()
     inductor_config.cpp.enable_kernel_profile = True

@@ -5,7 +5,7 @@
 Reads a finished compare's kernel plan (``pair/kernels/plan.json``) and its report (``report/kernels_compare.csv``),
 takes the pairs whose code did not change (the identical-kernel control), loads both sides' graph modules into
 this one process (each from its side's Inductor cache), records each graph's launches on the seeded draw as the
-kernel worker does (``stages.cpp_replay``), and then times, for each pair and each factor, two conditions that
+kernel worker does (``stages.support.cpp_replay``), and then times, for each pair and each factor, two conditions that
 differ in that factor only. Each comparison is ``--blocks`` ABBA blocks of visits (a visit: the compare's warm-up and
 timed replays under the profiler, its median sample); a block gives log(A/B) from its four visits, and the ratio
 is exp of the blocks' mean with a 95 % t interval. ``ratio`` is time A / time B, like the report's speedup with A =
@@ -28,7 +28,7 @@ Factors (A against B):
 * ``alone``: each side's kernel alone (its launches replayed back to back, none of its graph's other launches
   between), in the graph of the same model on both sides, on the buffers its side's recording allocated.
 * ``design``: what the rounds compare since this benchmark: as ``alone``, with each visit placing the kernel's
-  buffers afresh at a random offset (``stages.cpp_replay.placed``).
+  buffers afresh at a random offset (``stages.support.cpp_replay.placed``).
 * ``copy``: the PR's compiled kernel against a second copy of its own shared library loaded elsewhere, alone on
   the same buffers: the placement of identical code.
 
@@ -38,7 +38,7 @@ workers run this checkout's code, no numerics recorded, logs in DIR) into ``DIR/
 of it (``stages.paired``) into DIR, and prints each identical pair's ratio (base / PR of the round's median visit
 median; geomean over rounds with a 95 % t interval), next to the same from the run's own rounds. The plan times
 identical C++ pairs from base's graph module in both workers, as a compare does
-(``prbench.compare.paired_plan.timed_from_base``). ``--vary`` changes one factor of that plan across processes
+(``prbench.stages.paired.timed_from_base``). ``--vary`` changes one factor of that plan across processes
 (`VARIATIONS`): ``own`` (each side times its identical pairs in its own graph: the plan before that design),
 ``only`` (each worker holds only the ``--pairs`` kernels), ``same`` (both workers are base's: an A/A of the
 orchestration), ``env`` (the PR's worker, with its environment, times base's files), ``swap`` (the sides' jobs
@@ -69,11 +69,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis import atomic_io  # noqa: E402
-from analysis.errors import UserError  # noqa: E402
-from analysis.formats.paired_rounds import read_rounds  # noqa: E402
-from analysis.formats.run_layout import VariantLayout  # noqa: E402
-from analysis.formats.stage_records import (  # noqa: E402
+from analysis.kernels.numerics import CONFIG_VAR as NUMERICS_CONFIG_VAR  # noqa: E402
+from foundation import atomic_io  # noqa: E402
+from foundation.errors import UserError  # noqa: E402
+from foundation.formats.kernel_index import embedded_kernels  # noqa: E402
+from foundation.formats.paired_rounds import read_rounds  # noqa: E402
+from foundation.formats.run_layout import VariantLayout  # noqa: E402
+from foundation.formats.stage_records import (  # noqa: E402
     LOAD,
     Plan,
     SidePlan,
@@ -81,9 +83,7 @@ from analysis.formats.stage_records import (  # noqa: E402
     read_plan,
     write_plan,
 )
-from analysis.kernels.index import embedded_kernels  # noqa: E402
-from analysis.kernels.numerics import CONFIG_VAR as NUMERICS_CONFIG_VAR  # noqa: E402
-from prbench.compare.paired_plan import pair_jobs, partners, read_side_index, timed_from_base  # noqa: E402
+from prbench.stages.paired import pair_jobs, partners, read_side_index, timed_from_base  # noqa: E402
 
 FORMAT_VERSION = 1
 PAGE = 4096
@@ -197,8 +197,8 @@ class Graphs:
 
     def of(self, path: str) -> list[Any]:
         if path not in self.launches:
-            from stages import cpp_replay
             from stages.kernels import load_module, seeded_args
+            from stages.support import cpp_replay
 
             for marker, cache in self.caches.items():
                 if marker in path:
@@ -219,7 +219,7 @@ def moved(launches: list[Any], offsets: list[int] | None = None, values_from: li
     arguments sharing a storage keep sharing one."""
     import torch
 
-    from stages.cpp_replay import Launch
+    from stages.support.cpp_replay import Launch
 
     fresh: dict[int, tuple[Any, int]] = {}
     out = []
@@ -261,7 +261,7 @@ def page_offsets(launches: list[Any]) -> list[int]:
 
 
 def with_function(launches: list[Any], function: Callable[..., Any]) -> list[Any]:
-    from stages.cpp_replay import Launch
+    from stages.support.cpp_replay import Launch
 
     return [Launch(launch.kernel, function, launch.args, launch.saved) for launch in launches]
 
@@ -308,7 +308,7 @@ def visit(condition: Condition, warmup: int, iterations: int) -> float:
     """The median sample of one visit (warm-up replays untimed)."""
     from torch.profiler import ProfilerActivity, profile
 
-    from stages.cpp_replay import kernel_samples, time_launches
+    from stages.support.cpp_replay import kernel_samples, time_launches
 
     if not condition.in_graph_order:
         rng = random.Random() if condition.placed_at_random else None
@@ -571,8 +571,8 @@ def main(argv: list[str] | None = None) -> int:
     pairs = identical_pairs(args.run, plan, args.pairs)
     env = {k: v for k, v in plan["sides"]["base"]["env"].items() if v is not None and k != "PRBENCH_KERNEL_NUMERICS"}
     os.environ.update(env)
-    from stages.environment import prepare_inductor
-    from stages.worker_process import last_cpu
+    from stages.support.environment import prepare_inductor
+    from stages.support.worker_process import last_cpu
 
     prepare_inductor()
     os.sched_setaffinity(0, {last_cpu()})

@@ -38,9 +38,9 @@ from typing import Any  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis.errors import UserError  # noqa: E402
-from analysis.kernels.index import read_index  # noqa: E402
-from prbench.cli import OneLineParser  # noqa: E402
+from foundation.errors import UserError  # noqa: E402
+from foundation.formats.kernel_index import read_index  # noqa: E402
+from prbench.commands.cli import OneLineParser  # noqa: E402
 from prbench.compare.driver import KernelSettings  # noqa: E402
 
 PROFILE_LINES = 25  # costliest calls shown per profile (the loads, the first visit), by cumulative time
@@ -79,7 +79,7 @@ def visit_record(job: Any, reply: dict[str, Any], host_s: float, flush_ms: float
 
 
 def measure(organized: Path, device: str, count: int) -> dict[str, Any]:
-    from analysis.formats.stage_records import device_env
+    from foundation.formats.stage_records import device_env
 
     os.environ.update(device_env(device, "cuda", {}))
     rows = sorted(read_index(organized / "index.csv"), key=lambda row: row.path)[:count]
@@ -92,7 +92,7 @@ def measure(organized: Path, device: str, count: int) -> dict[str, Any]:
     torch = phases.timed("import torch", lambda: __import__("torch"))
     from stages import kernels  # imported above with prbench.compare.driver (it imports no torch)
     if interpreted:
-        from stages import triton_cpu
+        from stages.support import triton_cpu
 
         triton_cpu.install()
     gpu = device != "cpu"

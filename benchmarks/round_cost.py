@@ -33,10 +33,10 @@ from typing import Any
 
 from aa_noise import background_load, maybe_load, pipeline_output
 
-from analysis.errors import UserError
-from analysis.formats.paired_rounds import PAIRED_DIR, ROUND_KINDS, RoundRecord, read_round
-from analysis.records import is_number
-from prbench.cli import OneLineParser
+from foundation.errors import UserError
+from foundation.formats.paired_rounds import PAIRED_DIR, ROUND_KINDS, RoundRecord, read_round
+from foundation.records import is_number
+from prbench.commands.cli import OneLineParser
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS = "BertForMaskedLM,T5Small"
@@ -178,10 +178,10 @@ def table(costs: list[RoundCost], title: str) -> list[str]:
 
 def measure(args: argparse.Namespace) -> list[tuple[str, list[RoundCost]]]:
     """Fresh A/A comparisons of the installed torch, one per repeat, each split."""
-    from analysis.formats.suite_request import SuiteRequest
+    from foundation.formats.suite_request import SuiteRequest
     from prbench.compare.driver import CompareRequest, run_compare
-    from prbench.compare.suite_stage import device_for
-    from prbench.recipes import load_recipe
+    from prbench.sides.recipes import load_recipe
+    from prbench.stages.suite import device_for
 
     recipe = load_recipe(args.recipe, ROOT / "recipes")
     suite = SuiteRequest(models=args.models, device=device_for(recipe.platform))

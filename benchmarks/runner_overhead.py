@@ -56,11 +56,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis.errors import UserError  # noqa: E402
 from analysis.kernels.benchmark_line import rewrite_benchmark_line  # noqa: E402
 from analysis.kernels.identity import identify_triton  # noqa: E402
-from analysis.kernels.index import IndexRow, read_index, write_index  # noqa: E402
-from prbench.cli import OneLineParser  # noqa: E402
+from foundation.errors import UserError  # noqa: E402
+from foundation.formats.kernel_index import IndexRow, read_index, write_index  # noqa: E402
+from prbench.commands.cli import OneLineParser  # noqa: E402
 from prbench.runners.local import python_keeps_bytecode  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "kernels" / "triton213"

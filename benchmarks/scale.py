@@ -5,9 +5,9 @@ cluster, and the scheduling overhead per shard.
                                [--executors local,ray] [--out scale.json]
 
 What it measures: one kernel round of ``--shards × --blocks`` paired kernel jobs, cut into ``--shards`` shards,
-run by ``prbench.compare.shard_rounds.run_shards`` exactly as ``invoke compare`` runs them: a ``stages.paired`` process
-per shard with fresh base and PR workers, both pinned to the shard's CPU device, ABBA blocks walked ``--passes`` times.
-The workers are ``benchmarks/busy_worker.py``: each visit computes for ``--busy-ms`` of CPU time, so the work is
+run by ``prbench.compare.round_sharding.run_shards`` exactly as ``invoke compare`` runs them: a ``stages.paired``
+process per shard with fresh base and PR workers, both pinned to the shard's CPU device, ABBA blocks walked ``--passes``
+times. The workers are ``benchmarks/busy_worker.py``: each visit computes for ``--busy-ms`` of CPU time, so the work is
 known and CPU-bound. For Ray, a one-node cluster on 127.0.0.1 is started per device count with that many fake GPUs
 (``ray start --head --num-gpus N``; each actor is then a CPU device with its share of the CPUs) and stopped after.
 
@@ -37,13 +37,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis import atomic_io
-from analysis.errors import UserError
-from analysis.flag_values import whole_number
-from analysis.formats.paired_rounds import read_round
-from analysis.formats.stage_records import Plan, SidePlan, write_plan
-from prbench.cli import OneLineParser
-from prbench.compare.shard_rounds import RoundShards, SideRunner, round_shards, run_shards
+from foundation import atomic_io
+from foundation.errors import UserError
+from foundation.flag_values import whole_number
+from foundation.formats.paired_rounds import read_round
+from foundation.formats.stage_records import Plan, SidePlan, write_plan
+from prbench.commands.cli import OneLineParser
+from prbench.compare.round_sharding import RoundShards, SideRunner, round_shards, run_shards
 from prbench.executors import Executor, RunnerSpec, ShardOutcome
 from prbench.executors.local_pool import LocalPool
 
@@ -112,7 +112,7 @@ def measure(executor: Executor, devices: int, workload: Workload) -> Measurement
 def on_ray(devices: int, workload: Workload) -> Measurement:
     sys.path.insert(0, str(ROOT))
     from prbench.executors.ray_cluster import RayExecutor
-    from tests.ray_support import local_cluster  # type: ignore[import-not-found]  # shared with the tests
+    from tests.support.ray_support import local_cluster  # type: ignore[import-untyped]  # shared with the tests
 
     with local_cluster(gpus=devices) as address:
         executor = RayExecutor(address, platform="cpu", say=lambda line: None)

@@ -5,7 +5,7 @@
 
 Inductor needs a precompiled header (150 MB) for the first C++ kernel a process compiles or loads, and keeps it
 under TMPDIR. Every side and suite shard of a run has a TMPDIR of its own, so each built it again, and so did every
-new run; local stages now share one directory (``$PRBENCH_INDUCTOR_HEADERS``, see ``stages.environment``).
+new run; local stages now share one directory (``$PRBENCH_INDUCTOR_HEADERS``, see ``stages.support.environment``).
 
 Each round runs the suite stage twice, each time with a fresh Inductor cache and TMPDIR: ``shared`` with the
 header directory an untimed first run filled (what every side but the very first now finds), ``own`` with the

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from stages.environment import HEADER_DIR_ENV  # noqa: E402
+from stages.support.environment import HEADER_DIR_ENV  # noqa: E402
 
 
 def stage_env(work: Path, header_dir: str, **extra: str) -> dict[str, str]:

@@ -113,8 +113,8 @@ OURS = """
 import json, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
 from analysis.traces import read_trace
-from analysis.traces.kernel_totals import kernel_categories
-from analysis.traces.timeline import gpu_timeline
+from analysis.traces.analyses.kernel_totals import kernel_categories
+from analysis.traces.analyses.timeline import gpu_timeline
 t_read = time.perf_counter()
 trace = read_trace(sys.argv[1])
 read_s = time.perf_counter() - t_read

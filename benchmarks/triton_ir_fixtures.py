@@ -6,7 +6,7 @@
 autotuning config; what a GPU run compiled (every config it autotuned, for the GPU it ran on) stays in the
 side's Triton caches under ``<run>/<side>/work/`` (the suite's and the kernel workers'), one ``<cache key>/``
 directory per compiled version holding ``<name>.ttir .ttgir .llir .ptx|.amdgcn .json``. This takes the run's
-changed Triton pairs (paired as the report pairs them: `prbench.review.ir_command.changed_triton_pairs`), keeps
+changed Triton pairs (paired as the report pairs them: `prbench.commands.ir.changed_triton_pairs`), keeps
 up to N whose IR both sides' caches hold (one pair per kind of kernel first: persistent reduction, looped
 reduction, pointwise, ...), and copies every distinct version of each kernel (by its TTGIR) to
 ``DIR/<side>/<kernel name>/<cache key>/``, which `analysis.kernels.ir.read_kernel_ir` reads as it is. The list
@@ -29,13 +29,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis import atomic_io  # noqa: E402
-from analysis.errors import UserError  # noqa: E402
-from analysis.flag_values import whole_number  # noqa: E402
-from analysis.formats.run_layout import SIDES, RunLayout  # noqa: E402
 from analysis.kernels.ir import IR_SUFFIXES  # noqa: E402
-from analysis.records import check_format_version, read_json  # noqa: E402
-from prbench.cli import OneLineParser  # noqa: E402
+from foundation import atomic_io  # noqa: E402
+from foundation.errors import UserError  # noqa: E402
+from foundation.flag_values import whole_number  # noqa: E402
+from foundation.formats.run_layout import SIDES, RunLayout  # noqa: E402
+from foundation.records import check_format_version, read_json  # noqa: E402
+from prbench.commands.cli import OneLineParser  # noqa: E402
 
 PAIRS_FILE = "pairs.json"
 FORMAT_VERSION = 1
@@ -103,7 +103,7 @@ def copy_version(source: Path, name: str, target: Path) -> None:
 
 
 def keep(run: Path, out: Path, limit: int) -> KeptPairs:
-    from prbench.review.ir_command import finished_changed_pairs
+    from prbench.commands.ir import finished_changed_pairs
 
     changed = finished_changed_pairs(run, "a CPU run's kernels are C++")
     works = {side: RunLayout(run).variant(side).work for side in SIDES}

@@ -55,11 +55,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.append(str(ROOT))
 
-from analysis import atomic_io  # noqa: E402
-from analysis.errors import UserError  # noqa: E402
-from analysis.formats.paired_rounds import PAIRED_DIR, ROUND_KINDS, RoundRecord, read_rounds  # noqa: E402
-from analysis.formats.stage_records import job_items, read_plan  # noqa: E402
-from prbench.cli import OneLineParser  # noqa: E402
+from foundation import atomic_io  # noqa: E402
+from foundation.errors import UserError  # noqa: E402
+from foundation.formats.paired_rounds import PAIRED_DIR, ROUND_KINDS, RoundRecord, read_rounds  # noqa: E402
+from foundation.formats.stage_records import job_items, read_plan  # noqa: E402
+from prbench.commands.cli import OneLineParser  # noqa: E402
 
 FORMAT_VERSION = 1
 LEVELS = ("round", "process", "visit", "within")

@@ -54,15 +54,15 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere; an earlier check
 
 from variance_components import FORMAT_VERSION as COMPONENTS_VERSION  # noqa: E402
 
-from analysis.errors import UserError  # noqa: E402
-from analysis.formats.paired_rounds import PairedBlocks  # noqa: E402
 from analysis.kernels.compare import KernelComparison, compare_kernels  # noqa: E402
 from analysis.kernels.results import KERNEL_COLUMNS  # noqa: E402
-from analysis.records import read_json  # noqa: E402
+from analysis.report.sequential import RoundsPolicy, kernel_look, settled  # noqa: E402
 from analysis.report.summary import fail_reasons  # noqa: E402
 from analysis.report.verdict_line import summarize_comparison  # noqa: E402
-from analysis.stats.sequential import RoundsPolicy, kernel_look, settled  # noqa: E402
 from analysis.stats.verdict_settings import MIN_ROUNDS, VerdictSettings  # noqa: E402
+from foundation.errors import UserError  # noqa: E402
+from foundation.formats.paired_rounds import PairedBlocks  # noqa: E402
+from foundation.records import read_json  # noqa: E402
 
 CALLED = ("improved", "regressed")
 

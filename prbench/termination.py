@@ -3,7 +3,7 @@
 A cancelled CI job, ``timeout``, a closed terminal: the host gets SIGTERM or SIGHUP, whose default action ends the
 process on the spot, and a stage running in a container or in a process group of its own outlives it. Raised in
 the main thread as `Terminated` (a ``KeyboardInterrupt``), they take Ctrl-C's path instead: the running stages are
-stopped, their containers removed, the run's lock released and finished work kept; ``prbench.cli.user_facing``
+stopped, their containers removed, the run's lock released and finished work kept; ``prbench.commands.cli.user_facing``
 then exits with ``128 + signal`` (143 for SIGTERM) and one line.
 
 Ctrl-C reaches a task whatever it inherited: a host started as a background job of a script (a CI runner's

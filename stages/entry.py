@@ -2,7 +2,7 @@
 
 - a bad command line (argparse) or a ``UserError``: one line ``error: <message>``, exit 2 — the runners turn
   that line into the host's one-line error, so it must be the stage's only ``error:`` line;
-- what the machine refused (``OSError``, a file that is not UTF-8 or not JSON): ``analysis.io_errors``'s one
+- what the machine refused (``OSError``, a file that is not UTF-8 or not JSON): ``foundation.io_errors``'s one
   line, exit 1;
 - an interrupt: exit 130 (what the stage kept is resumed next time);
 - anything else is a bug and keeps its traceback (Python's own exit 1).
@@ -22,8 +22,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from analysis.errors import UserError
-from analysis.io_errors import stage_exit_code
+from foundation.errors import UserError
+from foundation.io_errors import stage_exit_code
 
 USER_ERROR_EXIT = 2  # argparse's own code for a bad command line; a bad input is the same kind of mistake
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
@@ -68,7 +68,7 @@ def end_process(code: int) -> NoReturn:
     Why: a process that imported torch, Dynamo and Inductor spends about a second of CPU after its last line
     (1.6 s with transformers) clearing some 1,500 modules and collecting their objects, and a comparison starts
     dozens of such processes (each side's stages, and per round a driver and a worker per side). Nothing a stage
-    leaves depends on that teardown: its files are closed when written (``analysis.atomic_io``), and what
+    leaves depends on that teardown: its files are closed when written (``foundation.atomic_io``), and what
     libraries must do at exit (stop Inductor's compile workers, flush logging, release file locks) are exit
     handlers, which run here as at a normal exit."""
     for stream in (sys.stdout, sys.stderr):

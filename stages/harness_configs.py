@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis import atomic_io
-from analysis.formats.hf_entries import BY_NAME, HARNESS_CONFIG_IDS
+from foundation import atomic_io
+from foundation.formats.hf_entries import BY_NAME, HARNESS_CONFIG_IDS
 from stages.suite import hub_offline
 
 # Hub id → (the config's model_type, what the checkpoint sets differently from that config class's defaults):
-# the suite entries' own published numbers (analysis.formats.hf_entries), so the harness and the builtin suite
+# the suite entries' own published numbers (foundation.formats.hf_entries), so the harness and the builtin suite
 # build the same architectures. Only numbers that shape the model: the harness feeds Longformer 1024-token inputs
 # (its checkpoint has 4098 positions, the class default 512) and DistilGPT2 is GPT-2 with 6 layers; the others
 # are their class defaults.

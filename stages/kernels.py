@@ -9,22 +9,22 @@ times them in-process, so a kernel costs one import and its timed calls instead 
 (the seed ran ``python kernel.py`` per file). A worker that crashes (segfault) or hangs past ``--timeout`` is
 killed and restarted: the kernel gets a failure row with the reason, the run goes on. A worker that has loaded
 ``--modules-per-worker`` kernel modules is replaced by a fresh one (default: ROCm's limit, none elsewhere:
-``analysis.formats.hip_modules``; one process runs out of HIP modules after thousands), and a job whose reply
+``foundation.hip_modules``; one process runs out of HIP modules after thousands), and a job whose reply
 carries error 209 (``hipErrorNoBinaryForGpu``) runs once more in a fresh worker before its error is recorded.
 
 * Triton kernels: ``get_args()`` then ``call(args)``; on a GPU each timed call is bracketed by device events,
   with the L2 cache flushed (a 256 MiB buffer zeroed) before each one; ``*.best_config`` files are deleted
   and each worker has a private Triton cache, so base and PR autotune alike. On CPU they run through the
-  Triton interpreter (``stages.triton_cpu``): correctness and mechanics only, by default a single call.
+  Triton interpreter (``stages.support.triton_cpu``): correctness and mechanics only, by default a single call.
 * C++ kernels (the default CPU backend): per graph module, the graph runs once to record its launches, then
   each kernel's launches are replayed alone, on buffers placed afresh at every visit, with the buffers they may
-  write restored first (``stages.cpp_replay``); each
+  write restored first (``stages.support.cpp_replay``); each
   sample is the self CPU time of the kernel's ``graph_<n>_<kernel>`` profiler event, which exists only when the
   graph was compiled with ``torch._inductor.config.cpp.enable_kernel_profile = True``. The worker needs the
   compile's ``TORCHINDUCTOR_CACHE_DIR`` (``--cache-dir``), or it recompiles every kernel.
 
 A job naming a ``cache_dir`` loads its module's compiled kernels from that Inductor cache (the PR's worker timing an
-identical-code C++ pair from base's graph module: ``prbench.compare.paired_plan.timed_from_base``).
+identical-code C++ pair from base's graph module: ``prbench.stages.paired.timed_from_base``).
 
 A worker keeps the modules it loaded, and a C++ graph's recorded launches (recorded when a paired round's
 prepare loads the module), so visiting a job again (paired rounds do, many times) costs only the timing; a
@@ -35,7 +35,7 @@ Writes ``kernels.csv`` (index columns + ``n,median_ms,mean_ms,std_ms,min_ms,gb,g
 [[ms, ...]]}) and ``kernels_seed.csv`` (the seed's ``relative_dir,filename,kernel_name,ms_per_call,gb_per_s``).
 ``--jobs`` (with ``--device``, ``--node``) is one shard of ``invoke kernels`` over an executor
 (``prbench.compare.kernel_shards``): those jobs of the plan on that one device, the outputs holding only their kernels.
-The worker protocol is ``stages.worker_process``; ``invoke compare`` drives the same workers through the paired
+The worker protocol is ``stages.support.worker_process``; ``invoke compare`` drives the same workers through the paired
 orchestrator ``stages.paired`` (jobs from `plan_jobs`).
 """
 
@@ -53,11 +53,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.errors import UserError
-from analysis.formats.hip_modules import is_error_209, modules_per_worker
-from analysis.formats.round_shards import parse_block_ranges
-from analysis.formats.run_layout import WORK_DIR
-from analysis.formats.stage_records import (
+from analysis.kernels.results import KernelRow, kernel_gb, summarize_rounds, write_results
+from foundation.errors import UserError
+from foundation.formats.kernel_index import IndexRow, graph_module_problem
+from foundation.formats.round_shards import parse_block_ranges
+from foundation.formats.run_layout import WORK_DIR
+from foundation.formats.stage_records import (
     INTERPRETER_ITERATIONS,
     KERNEL_WORKER,
     LOAD,
@@ -68,12 +69,11 @@ from analysis.formats.stage_records import (
     plan_jobs,
     worker_env,
 )
-from analysis.kernels.index import IndexRow, graph_module_problem
-from analysis.kernels.results import KernelRow, kernel_gb, summarize_rounds, write_results
-from stages import cpp_replay, kernel_numerics
+from foundation.hip_modules import is_error_209, modules_per_worker
 from stages.entry import StageArgumentParser, run_as_script
-from stages.progress import progress_line
-from stages.worker_process import (
+from stages.support import cpp_replay, kernel_numerics
+from stages.support.progress import progress_line
+from stages.support.worker_process import (
     Worker,
     WorkerFailure,
     one_line_error,
@@ -220,7 +220,7 @@ def run_jobs(jobs: list[Job], workers: list[Worker], progress: Callable[[str], N
 
 class RecycledWorker:
     """A worker that loads at most ``limit`` kernel modules (0: no limit) before a fresh one takes over, and whose
-    job that failed with error 209 runs once more in a fresh worker (``analysis.formats.hip_modules``)."""
+    job that failed with error 209 runs once more in a fresh worker (``foundation.hip_modules``)."""
 
     def __init__(self, worker: Worker, limit: int, say: Callable[[str], None]) -> None:
         self.worker = worker
@@ -269,11 +269,11 @@ def _run_one(worker: Worker, job: Job) -> dict[str, Outcome]:
 
 def worker_main(result_fd: int) -> int:
     watch_lifeline()  # before the seconds of imports: a worker never outlives its stage
-    from stages.environment import prepare_inductor
+    from stages.support.environment import prepare_inductor
 
     prepare_inductor()
     if os.environ.get("TRITON_INTERPRET") == "1":
-        from stages import triton_cpu
+        from stages.support import triton_cpu
 
         triton_cpu.install()
     worker = KernelWorker(_make_timer())
@@ -325,7 +325,7 @@ def seeded_args(module: Any) -> Any:
     98 µs on another, each stable to 1 %): unseeded, every visit would time different inputs and the
     comparison would measure the draw, not the change.
     """
-    from stages.hf_models import seed_everything
+    from stages.support.hf_models import seed_everything
 
     seed_everything()
     return module.get_args()
@@ -396,7 +396,7 @@ class KernelWorker:
         return launches
 
     def time_graph_kernels(self, job: Job, module: Any) -> dict[str, dict[str, Any]]:
-        """Each of the job's C++ kernels replayed alone (``stages.cpp_replay``): {kernel: samples}."""
+        """Each of the job's C++ kernels replayed alone (``stages.support.cpp_replay``): {kernel: samples}."""
         launches = self.launches(job, module, keep=False)
         self.numerics.guarded(job.id, lambda: self.numerics.record_graph(  # once per run: numerical A/B records
             job.id, job.kernels, module, lambda: seeded_args(module), self.writable_of(job.path)))
@@ -527,7 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--node", default="", help="the node's name (an executor's placement), shown in the log")
     parser.add_argument("--modules-per-worker", type=int, default=None,
                         help="kernel modules a worker loads before a fresh one takes over (0: no limit; default: "
-                             "the platform's, analysis.formats.hip_modules)")
+                             "the platform's, foundation.hip_modules)")
     return parser
 
 
@@ -543,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.worker:
         return worker_main(args.result_fd)
-    from stages.environment import prepare_inductor
+    from stages.support.environment import prepare_inductor
 
     prepare_inductor()
     if args.dir is None:

@@ -5,14 +5,14 @@
 The report prices a change in the number of kernel launches per step (a fusion that merged two kernels saves one
 launch) with this cost, so it is measured where the graphs run, on the variant's own graphs: each of up to
 ``--graphs`` C++ graph modules of ``ORGANIZED/graphs`` is run once to record its kernel calls
-(`stages.cpp_replay.record_launches`), then the recorded calls are made ``--passes`` times, as the graph's
+(`stages.support.cpp_replay.record_launches`), then the recorded calls are made ``--passes`` times, as the graph's
 ``call()`` makes them, each timed by the wall clock (the buffers it writes restored first, untimed, as the kernel
 replay does), and the same passes again under the profiler for the kernels' own event time. The schema and the
-arithmetic are `analysis.formats.launch_cost`'s. Triton graphs are not measured (a GPU launch is asynchronous: its cost
-is not the wall time of a pass); the file then says so.
+arithmetic are `foundation.formats.launch_cost`'s. Triton graphs are not measured (a GPU launch is asynchronous: its
+cost is not the wall time of a pass); the file then says so.
 
 The stage also records in the side's Inductor cache how this environment compiles C++ kernels
-(``stages.environment.record_cpp_build``): it is the side's one process in its own environment between the suite
+(``stages.support.environment.record_cpp_build``): it is the side's one process in its own environment between the suite
 and the paired kernel rounds, whose plan compares the two sides' records."""
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from analysis.errors import UserError
-from analysis.formats.launch_cost import GraphLaunchCost, LaunchCost, write_launch_cost
-from analysis.formats.run_layout import GRAPHS_DIR, INDEX_CSV
-from analysis.kernels.index import embedded_kernels, read_index
-from stages import cpp_replay
+from foundation.errors import UserError
+from foundation.formats.kernel_index import embedded_kernels, read_index
+from foundation.formats.launch_cost import GraphLaunchCost, LaunchCost, write_launch_cost
+from foundation.formats.run_layout import GRAPHS_DIR, INDEX_CSV
 from stages.entry import StageArgumentParser, run_as_script
 from stages.kernels import load_module, seeded_args
+from stages.support import cpp_replay
 
 
 def cpp_graphs(organized: Path, limit: int) -> list[Path]:
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.graphs < 1 or args.passes < 1:
         raise UserError("--graphs and --passes: expected whole numbers ≥ 1")
-    from stages.environment import prepare_inductor, record_cpp_build
+    from stages.support.environment import prepare_inductor, record_cpp_build
 
     prepare_inductor()
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):

@@ -2,10 +2,10 @@
 
     python -m stages.model_worker --worker --result-fd N        (started by ``stages.paired``)
 
-Jobs, one JSON line each (``stages.worker_process`` protocol); every reply is ``{"results": {model: ...}}``:
+Jobs, one JSON line each (``stages.support.worker_process`` protocol); every reply is ``{"results": {model: ...}}``:
 
 * ``{"kind": "prepare", "model": M, "size", "mode", "dtype", "device", "backend", "warmup", "timeout_s",
-  "later": [M2, ...]}``: build M as the suite does (``stages.hf_models.build``, seeded), and first the models
+  "later": [M2, ...]}``: build M as the suite does (``stages.support.hf_models.build``, seeded), and first the models
   of ``later`` (those this worker prepares after M) not built yet, then ``torch.compile`` M with ``backend`` and
   warm it up with ``warmup`` calls. The worker runs with its side's ``TORCHINDUCTOR_CACHE_DIR``, which the suite
   left warm, so compiling loads that side's kernels instead of generating new ones. Reply
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.entry import StageArgumentParser, run_as_script
-from stages.worker_process import serve, watch_lifeline
+from stages.support.worker_process import serve, watch_lifeline
 
 RECOMPILE_LIMIT = 64
 
@@ -63,9 +63,9 @@ class ModelWorker:
     def prepare(self, job: dict[str, Any]) -> dict[str, Any]:
         import torch
 
-        from stages import timing
-        from stages.hf_models import build
         from stages.suite import dtype_and_autocast, timed_step
+        from stages.support import timing
+        from stages.support.hf_models import build
 
         started = time.monotonic()
         forget_automatic_dynamic(torch)
@@ -93,7 +93,7 @@ class ModelWorker:
         return {"compile_s": compile_s, "build_s": round(build_s, 3), "warmup_s": round(time.monotonic() - started, 3)}
 
     def time(self, job: dict[str, Any]) -> dict[str, Any]:
-        from stages import timing
+        from stages.support import timing
 
         prepared = self.models.get(job["model"])
         if prepared is None:
@@ -127,11 +127,11 @@ def worker_main(result_fd: int) -> int:
     import torch._dynamo
     import transformers
 
-    from stages.environment import prepare_inductor
+    from stages.support.environment import prepare_inductor
 
     prepare_inductor()
     if os.environ.get("TRITON_INTERPRET") == "1":
-        from stages import triton_cpu
+        from stages.support import triton_cpu
 
         triton_cpu.install()
     transformers.logging.set_verbosity_error()

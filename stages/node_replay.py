@@ -9,7 +9,7 @@ the L2 cache flushed before each (outside the events) by the kernel stage's time
 the same cold cache, the flush keeps the GPU busy while the call is dispatched: without it a GEMM of a few
 microseconds is timed as its launch latency (on an H100, 33 µs per call for an addmm whose kernel ran 6 µs in
 its trace). The median, mean and standard deviation of those times go into the results (format in
-:mod:`analysis.traces.replay_report`). Then every command line of the set whose tool is on PATH runs (each
+:mod:`analysis.traces.reports.replay_report`). Then every command line of the set whose tool is on PATH runs (each
 with ``--tool-timeout``) and the time it prints is read. Without a CUDA or ROCm device the stage stops with one
 line saying so (exit 2), before it times anything.
 """
@@ -25,14 +25,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analysis import atomic_io
-from analysis.errors import UserError
-from analysis.traces.bench_commands import PARSERS, TOOLS
-from analysis.traces.replay import read_replay_set
+from analysis.traces.analyses.replay import read_replay_set
+from analysis.traces.reports.bench_commands import PARSERS, TOOLS
+from foundation import atomic_io
+from foundation.errors import UserError
 from stages.entry import StageArgumentParser, run_as_script
-from stages.environment import prepare_inductor
 from stages.kernels import DeviceEventTimer, cuda_event_timer
-from stages.progress import progress
+from stages.support.environment import prepare_inductor
+from stages.support.progress import progress
 
 MIN_ITERATIONS = 10
 

@@ -29,10 +29,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.atomic_io import write_text
-from analysis.errors import UserError
-from analysis.formats.dynamo_csv import read_graph_models as read_suite_graph_models
-from analysis.formats.run_layout import GRAPHS_DIR, INDEX_CSV
 from analysis.kernels.benchmark_line import normalize_device_indices, prepare_kernel_source
 from analysis.kernels.identity import (
     KernelIdentity,
@@ -42,7 +38,10 @@ from analysis.kernels.identity import (
     is_triton_kernel_source,
     triton_category,
 )
-from analysis.kernels.index import (
+from foundation.atomic_io import write_text
+from foundation.errors import UserError
+from foundation.formats.dynamo_csv import read_graph_models as read_suite_graph_models
+from foundation.formats.kernel_index import (
     EmbeddedKernel,
     IndexRow,
     benchmark_model_name,
@@ -55,7 +54,8 @@ from analysis.kernels.index import (
     looks_like_graph_module,
     write_index,
 )
-from analysis.records import check_regular
+from foundation.formats.run_layout import GRAPHS_DIR, INDEX_CSV
+from foundation.records import check_regular
 from stages.entry import StageArgumentParser, run_as_script
 
 

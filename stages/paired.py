@@ -3,8 +3,8 @@
     python -m stages.paired --plan PLAN.json --round N --out FILE [--sides base,pr|base|pr]
                             [--blocks 0-31,40 --device D --node NAME]
 
-The host writes the plan (``prbench.compare.paired_plan``); this stage runs round ``N`` of it and writes one
-``analysis.formats.paired_rounds.RoundRecord`` to ``--out`` (atomically, at the end: an interrupted round leaves
+The host writes the plan (``prbench.stages.paired``); this stage runs round ``N`` of it and writes one
+``foundation.formats.paired_rounds.RoundRecord`` to ``--out`` (atomically, at the end: an interrupted round leaves
 nothing behind and is redone).
 
 Per round, every side gets a FRESH worker (``python -m <plan.worker> --worker``) on the plan's device; for the
@@ -23,13 +23,13 @@ worker that crashes or hangs past the job's ``timeout_s`` costs error visits for
 skipped for the rest of the round on that side, and the worker is restarted (models re-prepared) for the next
 block.
 
-Kernel modules: with ``modules_per_worker`` N (``analysis.formats.hip_modules``: ROCm's HIP module table runs out
+Kernel modules: with ``modules_per_worker`` N (``foundation.hip_modules``: ROCm's HIP module table runs out
 when one process loads thousands), the round's blocks are cut into consecutive groups of N, each with fresh workers
 that load only the group's modules. A job whose reply carries error 209 (``hipErrorNoBinaryForGpu``) is timed
 once more in a fresh worker (prepared again); a second 209 is the job's error visit and the job is skipped for the
 rest of the round on that side, as after a crash.
 
-A round may be cut into shards (``analysis.formats.round_shards``): ``--blocks`` times only those blocks (their items
+A round may be cut into shards (``foundation.formats.round_shards``): ``--blocks`` times only those blocks (their items
 are the only ones prepared), on ``--device`` instead of the plan's (the workers' environment is pinned to it again,
 with the plan's ``platform``), and the record's ``shards`` entry says where it ran (``--node``). The block numbers,
 passes and ABBA order are the plan's, so the shards' records merge into the round's record.
@@ -37,7 +37,7 @@ passes and ABBA order are the plan's, so the shards' records merge into the roun
 With ``--sides base`` (or ``pr``) only that side's jobs are timed: docker recipes run the two sides in their
 own images, one stage per side, alternating which side goes first from round to round.
 
-The plan is ``analysis.formats.stage_records.Plan`` (its JSON format is that module's docstring).
+The plan is ``foundation.formats.stage_records.Plan`` (its JSON format is that module's docstring).
 ``prepare`` jobs go to every fresh worker before its first visit, both sides at once: a model is built,
 compiled and warmed up; a kernel job's module is loaded (``"kind": "load"``).
 ``env`` is how the side's worker environment (PYTHONPATH included) differs from this stage's own: laid over it,
@@ -62,15 +62,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.errors import UserError
-from analysis.formats.hip_modules import is_error_209
-from analysis.formats.paired_rounds import SIDES, RoundRecord, Visit, write_round
-from analysis.formats.round_shards import parse_block_ranges
-from analysis.formats.stage_records import LAYOUT_PAD_VAR, Block, Plan, PlanJob, device_env, job_items, read_plan
-from analysis.records import is_number
+from foundation.errors import UserError
+from foundation.formats.paired_rounds import SIDES, RoundRecord, Visit, write_round
+from foundation.formats.round_shards import parse_block_ranges
+from foundation.formats.stage_records import LAYOUT_PAD_VAR, Block, Plan, PlanJob, device_env, job_items, read_plan
+from foundation.hip_modules import is_error_209
+from foundation.records import is_number
 from stages.entry import StageArgumentParser, run_as_script
-from stages.progress import progress_line
-from stages.worker_process import Worker, WorkerFailure, last_cpu, reply_entry, reply_outcomes
+from stages.support.progress import progress_line
+from stages.support.worker_process import Worker, WorkerFailure, last_cpu, reply_entry, reply_outcomes
 
 # A variable of random length in each worker's environment. The sides' environments differ by fixed amounts
 # (their paths say base/ or pr/), and the environment's size sets where the stack starts and how it is aligned,

@@ -4,7 +4,7 @@
         [--warmup 3] [--device cpu|cuda] [--graphs organized/graphs --inductor-cache DIR]
 
 For each model with status ``ok`` in the suite CSV (same size, mode and dtype as the suite ran it): build it
-(``stages.hf_models``), compile it with Inductor, warm up *outside* the profiler (compilation and autotuning
+(``stages.support.hf_models``), compile it with Inductor, warm up *outside* the profiler (compilation and autotuning
 must not be in the trace), then profile ``--steps`` steps, each closed by ``prof.step()`` so the trace has
 ``ProfilerStep#N`` windows, and export ``<out>/<model>.json.gz``. Profiling runs separately from the timed
 suite because the profiler adds overhead.
@@ -30,10 +30,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.atomic_io import atomic_path, write_bytes, write_text
-from analysis.errors import UserError
-from analysis.formats.dynamo_csv import read_suite_csv
-from analysis.formats.run_layout import GRAPHS_DIR, PROFILE_INDEX
+from foundation.atomic_io import atomic_path, write_bytes, write_text
+from foundation.errors import UserError
+from foundation.formats.dynamo_csv import read_suite_csv
+from foundation.formats.run_layout import GRAPHS_DIR, PROFILE_INDEX
 from stages.entry import StageArgumentParser, run_as_script
 
 GRAPH_TIMEOUT_S = 600
@@ -74,8 +74,8 @@ def read_suite_rows(path: Path, only: list[str] | None) -> list[SuiteRow]:
 def profile_model(row: SuiteRow, out: Path, device: str, steps: int, warmup: int) -> Path:
     import torch
 
-    from stages import hf_models
     from stages.suite import dtype_and_autocast, timed_step
+    from stages.support import hf_models
 
     weights_dtype, _ = dtype_and_autocast(row.dtype, device)
     built = hf_models.build(row.name, size=row.size, mode=row.mode, dtype=weights_dtype, device=device)
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     only = [m.strip() for m in args.models.split(",") if m.strip()]
     rows = read_suite_rows(args.suite_csv, only)  # before anything is imported or written
 
-    from stages.environment import lend_precompiled_headers, prepare_inductor
+    from stages.support.environment import lend_precompiled_headers, prepare_inductor
 
     prepare_inductor()
     import torch

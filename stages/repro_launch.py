@@ -22,12 +22,12 @@ import ast
 from pathlib import Path
 from typing import Any
 
-from analysis.atomic_io import atomic_path, write_json, write_text
-from analysis.errors import UserError
-from analysis.kernels.index import embedded_kernels
 from analysis.kernels.repro import LAUNCH_JSON, LAUNCH_PT, MODULE_FILE, launch_record
-from stages import cpp_replay
+from foundation.atomic_io import atomic_path, write_json, write_text
+from foundation.errors import UserError
+from foundation.formats.kernel_index import embedded_kernels
 from stages.entry import StageArgumentParser, run_as_script
+from stages.support import cpp_replay
 
 
 def cpp_module_text(graph_source: str, kernel: str, simdlen: int | None) -> str:
@@ -98,7 +98,7 @@ def triton_cpu_args(kernel_source: str) -> list[Any]:
     import torch
     from torch._dynamo.testing import rand_strided
 
-    from stages.hf_models import seed_everything
+    from stages.support.hf_models import seed_everything
 
     tree = ast.parse(kernel_source)
     found: list[ast.stmt] = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_args"]
@@ -124,7 +124,7 @@ def run(organized: Path, kernel: str, rel_path: str, graph: str | None, out: Pat
     if rel_path.endswith(".cpp"):
         if not graph:
             raise UserError(f"--graph is required for the C++ kernel {rel_path}")
-        from stages.environment import prepare_inductor
+        from stages.support.environment import prepare_inductor
 
         prepare_inductor()
         graph_path = organized / graph

@@ -10,18 +10,18 @@ timed: ``compilation_latency`` = first compiled − first eager, ``first_run_s``
 FX-graph cache hits and misses of that compile: ``fxgraph_cache_hits``/``_misses``), then
 ``--iterations`` timed calls with eager and compiled interleaved (so load changes hit both sides alike). What is
 compiled is the whole step function, as the runner compiles its ``model_iter_fn`` (``timed_step``): in training
-the optimizer's zero grad and update are inside it (``stages.training``).
+the optimizer's zero grad and update are inside it (``stages.support.training``).
 Outputs in ``--out``: ``suite.csv`` (docs/architecture.md columns), ``samples.json`` (raw ms per iteration) and
 ``outputs/<model>.npz`` (the model's eager, compiled and float64 outputs on the seeded inputs, for the numerical
-A/B: ``stages.numerics``, ``analysis.models.numerics``). All are rewritten atomically after every model, so the stage is
-resumable: models that already have an ``ok`` row with the same settings are skipped, everything else is
+A/B: ``stages.support.numerics``, ``analysis.models.numerics``). All are rewritten atomically after every model, so the
+stage is resumable: models that already have an ``ok`` row with the same settings are skipped, everything else is
 (re)measured. A fresh run (no row to keep yet) starts from an empty Inductor cache; at the end that cache is
 archived to ``--cache-archive``. A model that fails gets a ``fail`` row and the others go on; the stage exits
 non-zero only when none ran.
 
-As one shard of a suite spread over an executor's devices (``prbench.compare.suite_shards``) the stage is told the
+As one shard of a suite spread over an executor's devices (``prbench.stages.suite_shards``) the stage is told the
 device it was placed on (``--device 0``: CUDA on that GPU only, made the one visible GPU the ``--platform`` way) and the
-node's name, and writes ``--shard-record`` (``analysis.formats.suite_shard_records``) once every model was tried: then
+node's name, and writes ``--shard-record`` (``foundation.formats.suite_shard_records``) once every model was tried: then
 it exits 0 even when no model ran, since the host judges the whole suite.
 """
 
@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis import atomic_io
-from analysis.errors import UserError
-from analysis.formats.cache_archive import archive_cache, is_graph_module
-from analysis.formats.dynamo_csv import (
+from foundation import atomic_io
+from foundation.errors import UserError
+from foundation.formats.cache_archive import archive_cache, is_graph_module
+from foundation.formats.dynamo_csv import (
     CACHE_COLUMNS,
     STATUS_FAIL,
     STATUS_OK,
@@ -53,8 +53,8 @@ from analysis.formats.dynamo_csv import (
     read_suite_samples,
     write_suite_csv,
 )
-from analysis.formats.run_layout import GRAPH_MODELS, SUITE_CSV, SUITE_SAMPLES, WORK_DIR
-from analysis.formats.suite_options import (
+from foundation.formats.run_layout import GRAPH_MODELS, SUITE_CSV, SUITE_SAMPLES, WORK_DIR
+from foundation.formats.suite_options import (
     CPU_BACKENDS,
     DTYPES,
     MODES,
@@ -64,9 +64,9 @@ from analysis.formats.suite_options import (
     check_numbers,
     resolve_models,
 )
-from analysis.formats.suite_shard_records import ShardRecord, write_shard_record
+from foundation.formats.suite_shard_records import ShardRecord, write_shard_record
 from stages.entry import StageArgumentParser, run_as_script
-from stages.progress import progress
+from stages.support.progress import progress
 
 STAGE = "suite"  # the name in its progress lines
 PREFIX = f"[{STAGE}]"
@@ -135,7 +135,7 @@ def pin_device(device: str, platform: str) -> str:
     CUDA then calls ``cuda``, so the rows say ``cuda`` wherever the shard ran."""
     if not device.isdigit():
         return device
-    from analysis.formats.stage_records import device_env
+    from foundation.formats.stage_records import device_env
 
     pinned = device_env(device, platform, dict(os.environ))
     for gone in set(os.environ) - set(pinned):
@@ -200,7 +200,7 @@ def dtype_and_autocast(dtype: str, device: str) -> tuple[Any, Callable[[], Any]]
 
 
 def make_step(mode: str, autocast: Callable[[], Any], trainer: Any = None) -> Callable[[Any, dict[str, Any]], Any]:
-    """Inference = a no-grad forward; training = ``stages.training``'s step (zero grad, forward, loss, backward,
+    """Inference = a no-grad forward; training = ``stages.support.training``'s step (zero grad, forward, loss, backward,
     optimizer step) with ``trainer``'s optimizer."""
     import torch
 
@@ -210,8 +210,8 @@ def make_step(mode: str, autocast: Callable[[], Any], trainer: Any = None) -> Ca
                 return module(**inputs)
         return infer
     if trainer is None:
-        raise ValueError("a training step needs a trainer (stages.training.new_trainer)")
-    from stages.training import train_step
+        raise ValueError("a training step needs a trainer (stages.support.training.new_trainer)")
+    from stages.support.training import train_step
 
     def train(module: Any, inputs: dict[str, Any]) -> Any:
         return train_step(module, inputs, trainer, autocast)
@@ -232,7 +232,7 @@ def step_factory(mode: str, dtype: str, device: str) -> Callable[..., Callable[[
 
 
 def _trainer(module: Any, mode: str, dtype: str, device: str, reference: bool = False) -> Any:
-    from stages.training import new_trainer
+    from stages.support.training import new_trainer
 
     float16_amp = dtype == "amp" and device != "cpu" and not reference
     return new_trainer(module, device, float16_amp) if mode == "training" else None
@@ -248,7 +248,7 @@ class TimedStep:
     trainer: Any
 
     def restart(self) -> None:
-        """Training: the optimizer as fresh, in place (``stages.training.Trainer.restart``)."""
+        """Training: the optimizer as fresh, in place (``stages.support.training.Trainer.restart``)."""
         if self.trainer is not None:
             self.trainer.restart()
 
@@ -292,9 +292,9 @@ def measure_model(name: str, settings: SuiteSettings) -> ModelResult:
     import torch._dynamo
     from torch._dynamo.utils import counters
 
-    from stages import timing
-    from stages.hf_models import build
-    from stages.numerics import record_outputs, snapshot
+    from stages.support import timing
+    from stages.support.hf_models import build
+    from stages.support.numerics import record_outputs, snapshot
 
     torch._dynamo.reset()  # no guards or graphs carried over from the previous model
     counters.clear()
@@ -502,11 +502,11 @@ def main(argv: list[str] | None = None) -> int:
         settings = resolve_settings(args)  # imports torch (after the environment is set)
     except SuiteInputError as exc:
         raise UserError(str(exc)) from None
-    from stages.environment import prepare_inductor
+    from stages.support.environment import prepare_inductor
 
     prepare_inductor()
     if settings.cpu_backend == "triton":
-        from stages import triton_cpu
+        from stages.support import triton_cpu
 
         triton_cpu.install()
     import transformers

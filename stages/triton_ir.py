@@ -30,10 +30,10 @@ import types
 from pathlib import Path
 from typing import Any
 
-from analysis.atomic_io import write_json, write_text
-from analysis.errors import UserError
-from analysis.kernels.index import read_index
 from analysis.kernels.ir import CONFIG_SUFFIX, IR_SUFFIXES, PTXAS_SUFFIX, parse_target
+from foundation.atomic_io import write_json, write_text
+from foundation.errors import UserError
+from foundation.formats.kernel_index import read_index
 from stages.entry import StageArgumentParser, run_as_script
 
 _DRIVER_LINES = re.compile(r"^.*(set_driver_to_gpu\(\)|_cuda_getCurrentRawStream).*$", re.M)

@@ -8,7 +8,7 @@ Where an environment has a PyTorch source tree (the Docker images build one), th
 ``benchmarks/dynamo/huggingface.py --performance ...`` per model, or ``runner.py --suites huggingface ...``
 as its run_hf.sh does (``--use-runner``). This stage builds those command lines exactly and runs them with
 cwd = the source tree and the environment the runner gave the stage (the variant's caches and knobs). The
-harness's CSV is kept in ``<out>/upstream/`` and ingested into ``<out>/suite.csv`` (``analysis.formats.dynamo_csv``)
+harness's CSV is kept in ``<out>/upstream/`` and ingested into ``<out>/suite.csv`` (``foundation.formats.dynamo_csv``)
 after every model, with ``samples.json`` = ``{}`` (the harness keeps no per-iteration samples) and
 ``graph_models.json`` = the compiled graph modules that appeared in the Inductor cache while each model ran
 (``{}`` for ``--use-runner``, which runs the whole suite in one go). A model the harness wrote no row for
@@ -33,10 +33,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis import atomic_io
-from analysis.errors import UserError
-from analysis.formats.cache_archive import archive_cache, is_graph_module
-from analysis.formats.dynamo_csv import (
+from foundation import atomic_io
+from foundation.errors import UserError
+from foundation.formats.cache_archive import archive_cache, is_graph_module
+from foundation.formats.dynamo_csv import (
     DYNAMO_COLUMNS,
     STATUS_OK,
     DynamoCsvError,
@@ -47,14 +47,14 @@ from analysis.formats.dynamo_csv import (
     read_kept,
     write_suite_csv,
 )
-from analysis.formats.run_layout import GRAPH_MODELS, SUITE_CSV, SUITE_SAMPLES, WORK_DIR
-from analysis.formats.suite_options import TINY_DEFAULT
-from analysis.formats.suite_request import HF_SCRIPT, split_models
+from foundation.formats.run_layout import GRAPH_MODELS, SUITE_CSV, SUITE_SAMPLES, WORK_DIR
+from foundation.formats.suite_options import TINY_DEFAULT
+from foundation.formats.suite_request import HF_SCRIPT, split_models
 from stages.entry import StageArgumentParser, run_as_script
-from stages.environment import INDUCTOR_CONFIG_ENV
 from stages.harness_configs import prepare_offline_hub
-from stages.progress import progress
 from stages.suite import empty_directory
+from stages.support.environment import INDUCTOR_CONFIG_ENV
+from stages.support.progress import progress
 
 RUNNER_SCRIPT = Path("benchmarks/dynamo/runner.py")
 MODEL_LIST = Path("benchmarks/dynamo/huggingface_models_list.txt")  # "Name,batch_size" lines

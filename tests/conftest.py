@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from analysis.formats.stage_records import HEADER_DIR_ENV
+from foundation.formats.stage_records import HEADER_DIR_ENV
 from prbench.images.content_store import STORE_ENV
-from tests.docker_support import VEC_ISA_OK
-from tests.electra_compare import run_electra_compare
+from tests.support.docker_support import VEC_ISA_OK
+from tests.support.electra_compare import run_electra_compare
 
 _PROJECT = Path(__file__).resolve().parent.parent
 
@@ -48,7 +48,7 @@ def _compile_the_projects_bytecode() -> None:
     the project's modules, and where PYTHONDONTWRITEBYTECODE is set (as on these machines) each would compile them
     again and keep nothing. The bytecode lands in the ``__pycache__`` folders git ignores; installed packages
     already have theirs."""
-    for package in ("prbench", "analysis", "stages", "tests"):
+    for package in ("prbench", "analysis", "foundation", "stages", "tests"):
         compileall.compile_dir(_PROJECT / package, quiet=2)
     compileall.compile_file(_PROJECT / "tasks.py", quiet=2)
 
@@ -119,7 +119,7 @@ def _program(args: Any, executable: Any) -> str:
 
 @pytest.fixture(scope="session")
 def electra_compare(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
-    """``invoke compare`` of the README's example PR on one tiny model (``tests/electra_compare.py``): the run
+    """``invoke compare`` of the README's example PR on one tiny model (``tests/support/electra_compare.py``): the run
     directory and the process. Its readers redo no stage of it (a test that does works on a ``copy_run``)."""
     return run_electra_compare(tmp_path_factory.mktemp("electra"))
 
@@ -129,7 +129,7 @@ def ray_cluster() -> Iterator[str]:
     """The address of a one-node Ray cluster on this machine with two fake GPUs, for one test module; a test that
     asks for it is skipped without the ray extra (its module may hold tests that need no Ray)."""
     pytest.importorskip("ray")
-    from tests.ray_support import local_cluster
+    from tests.support.ray_support import local_cluster
 
     with local_cluster(gpus=2) as address:
         yield address

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import atomic_io
+from foundation import atomic_io
 
 
 def leftovers(directory: Path) -> list[str]:

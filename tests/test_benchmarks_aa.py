@@ -243,12 +243,12 @@ class FakeRequest:
 
 def stand_in(monkeypatch: pytest.MonkeyPatch, run_compare: Any) -> None:
     """prbench.compare.driver replaced by the contract it offers (CompareRequest with rounds and stats, run_compare)."""
-    import analysis.formats.suite_request
+    import foundation.formats.suite_request
 
     module = types.ModuleType("prbench.compare.driver")
     module.CompareRequest, module.run_compare = FakeRequest, run_compare
     monkeypatch.setitem(sys.modules, "prbench.compare.driver", module)
-    monkeypatch.setattr(analysis.formats.suite_request.SuiteRequest, "validate", lambda self: ["BertForMaskedLM"])
+    monkeypatch.setattr(foundation.formats.suite_request.SuiteRequest, "validate", lambda self: ["BertForMaskedLM"])
 
 
 def test_an_aa_of_the_seeds_experiment_runs_it_with_the_compares_settings(tmp_path: Path, capsys,
@@ -438,7 +438,7 @@ def test_background_load_script_flags_are_checked(capsys) -> None:
 
 
 def test_a_failed_comparison_keeps_the_repeats_that_finished(tmp_path: Path, capsys, monkeypatch) -> None:
-    from analysis.errors import UserError
+    from foundation.errors import UserError
 
     def fake_run_compare(request: FakeRequest, console: Any = None) -> tuple[Any, Any]:
         if request.run_id == "t-aa2":
@@ -462,7 +462,7 @@ def test_a_failed_comparison_keeps_the_repeats_that_finished(tmp_path: Path, cap
 
 
 def test_csv_mode_reads_the_summary_the_report_would_write(tmp_path: Path, capsys) -> None:
-    from compare_data import kernel_specs, kernels_frame
+    from tests.support.compare_data import kernel_specs, kernels_frame
 
     specs = kernel_specs(60, seed=24)
     for side, seed, factor in (("a", 25, None), ("b", 26, None), ("c", 27, dict.fromkeys(range(60), 1.3))):
@@ -517,7 +517,7 @@ def fixture_organized(root: Path) -> list[str]:
     import runner_overhead
 
     from analysis.kernels.identity import identify_triton
-    from analysis.kernels.index import IndexRow, write_index
+    from foundation.formats.kernel_index import IndexRow, write_index
 
     rows = [IndexRow("cpp", "cpp_fused_0", "h", "", "", "cpp/cpp_fused_0.cpp", 1, "", "cpp", "")]
     for source in sorted(runner_overhead.FIXTURES.glob("triton_*.py"), reverse=True):
@@ -542,7 +542,7 @@ def fixture_organized(root: Path) -> list[str]:
 def test_runner_overhead_gpu_mode_mistakes_are_one_line(tmp_path: Path, capsys, argv, message) -> None:
     import runner_overhead
 
-    from analysis.kernels.index import IndexRow, write_index
+    from foundation.formats.kernel_index import IndexRow, write_index
 
     if "only-cpp" in argv:
         write_index(tmp_path / "index.csv", [IndexRow("cpp", "k", "h", "", "", "cpp/k.cpp", 1, "", "cpp", "")])
@@ -561,7 +561,7 @@ def test_runner_overhead_gpu_mode_takes_the_first_triton_kernels_by_path(tmp_pat
     import runner_overhead
 
     from analysis.kernels.benchmark_line import rewrite_benchmark_line
-    from analysis.kernels.index import read_index
+    from foundation.formats.kernel_index import read_index
 
     source = tmp_path / "organized"
     paths = fixture_organized(source)

@@ -6,7 +6,7 @@ import math
 import sys
 from pathlib import Path
 
-from analysis.formats.paired_rounds import RoundRecord, Visit, round_file, write_round
+from foundation.formats.paired_rounds import RoundRecord, Visit, round_file, write_round
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.formats.paired_rounds import RoundRecord, Visit, round_file, write_round
+from foundation.formats.paired_rounds import RoundRecord, Visit, round_file, write_round
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -63,7 +63,7 @@ def test_a_round_recorded_before_the_startup_timestamps_splits_at_its_first_visi
 
 
 def test_a_round_merged_from_two_shards_is_split_shard_by_shard_on_each_shards_clock() -> None:
-    from analysis.formats.round_shards import merge_shards
+    from foundation.formats.round_shards import merge_shards
 
     shards = []
     for index in range(2):
@@ -106,7 +106,7 @@ def test_measure_runs_fresh_aa_comparisons_and_splits_each(tmp_path: Path, capsy
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import types
 
-    import analysis.formats.suite_request
+    import foundation.formats.suite_request
 
     requests: list[argparse.Namespace] = []
 
@@ -117,7 +117,7 @@ def test_measure_runs_fresh_aa_comparisons_and_splits_each(tmp_path: Path, capsy
     module = types.ModuleType("prbench.compare.driver")
     module.CompareRequest, module.run_compare = argparse.Namespace, run_compare  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "prbench.compare.driver", module)
-    monkeypatch.setattr(analysis.formats.suite_request.SuiteRequest, "validate", lambda self: ["BertForMaskedLM"])
+    monkeypatch.setattr(foundation.formats.suite_request.SuiteRequest, "validate", lambda self: ["BertForMaskedLM"])
 
     assert round_cost.main(["--measure", "--repeat", "2", "--rounds", "2", "--runs-dir", str(tmp_path)]) == 0
 

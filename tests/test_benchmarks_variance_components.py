@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import variance_components as vc  # noqa: E402
 
-from analysis.formats.paired_rounds import RoundRecord, Visit, round_file, write_round  # noqa: E402
+from foundation.formats.paired_rounds import RoundRecord, Visit, round_file, write_round  # noqa: E402
 
 README_RUN = ROOT / "tests" / "fixtures" / "readme_run" / "readme1-a.tar.gz"
 # Standard deviations of log time, as a share of the time: per round, per process, per visit, per sample.

@@ -13,18 +13,18 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from docker_support import make_triton
 
 from analysis.bisect.report import KERNEL, BisectTarget, read_target_verdict
-from analysis.errors import UserError
 from analysis.kernels.compare import IDENTICAL_CODE
+from foundation.errors import UserError
+from prbench.commands import bisect as bisect_command
+from prbench.commands.bisect import BisectRequest, resolve_target, run_bisect
 from prbench.compare import variant_plan
 from prbench.compare.driver import CompareRequest
-from prbench.recipes import load_recipe
-from prbench.review import bisect_command
-from prbench.review.bisect_command import BisectRequest, resolve_target, run_bisect
 from prbench.runners import StageFailed
-from tests.bisect_support import NOOP, installed_is, standin_history
+from prbench.sides.recipes import load_recipe
+from tests.support.bisect_support import NOOP, installed_is, standin_history
+from tests.support.docker_support import make_triton
 
 ROOT = Path(__file__).resolve().parents[1]
 NATIVE = "aten/src/ATen/native/Fused.cpp"

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from prbench.commands import bisect as bisect_command
+from prbench.commands.bisect import BisectRequest, run_bisect
 from prbench.compare.driver import CompareRequest, KernelSettings
-from prbench.compare.suite_stage import SuiteRequest
 from prbench.compare.variant_plan import describe_local_environment
-from prbench.recipes import load_recipe
-from prbench.review import bisect_command
-from prbench.review.bisect_command import BisectRequest, run_bisect
-from prbench.runs.overlay import installed_package_dir
-from tests.bisect_support import NOOP, installed_is, standin_history
+from prbench.sides.overlay import installed_package_dir
+from prbench.sides.recipes import load_recipe
+from prbench.stages.suite import SuiteRequest
+from tests.support.bisect_support import NOOP, installed_is, standin_history
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "cpu-scalar-short-reductions.patch"

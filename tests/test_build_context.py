@@ -10,18 +10,18 @@ import shutil
 from pathlib import Path
 
 import pytest
-from docker_support import ZERO_DIGEST, make_standins, write_recipe
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.images.build import plan_build
 from prbench.images.build_context import build_requirements, fill_context
 from prbench.images.build_plan import SourceTree, UsedItem, read_used_items
 from prbench.images.content_store import Store, StoreError, StoreItem, WheelTarget
 from prbench.images.image_lock import compare, plan_from_lock
 from prbench.images.wheels import hashed_requirements
-from prbench.recipes import load_recipe
-from tests.store_support import write_wheel
-from tests.triton_trees import triton_tree
+from prbench.sides.recipes import load_recipe
+from tests.support.docker_support import ZERO_DIGEST, make_standins, write_recipe
+from tests.support.store_support import write_wheel
+from tests.support.triton_trees import triton_tree
 
 TARGET = WheelTarget("3.11", ("manylinux_2_36_x86_64", "linux_x86_64"), abi="cp311")
 
@@ -154,7 +154,7 @@ def test_a_wheel_whose_bytes_differ_from_the_pin_is_refused_naming_both_checksum
 
 
 def test_an_overlay_that_does_not_apply_to_the_wheel_fails_before_docker(tmp_path: Path) -> None:
-    from prbench.runs.overlay import PythonOverlay
+    from prbench.sides.overlay import PythonOverlay
 
     store = Store(tmp_path / "store")
     torch = _fake_torch_wheel(tmp_path, store)
@@ -266,9 +266,10 @@ def test_a_runs_lock_holds_both_images_and_a_local_run_has_none(tmp_path: Path) 
 
 def test_a_rocm_build_takes_llvm_from_the_store_and_records_its_url_and_checksum(tmp_path: Path) -> None:
     import git
-    from docker_support import commit_all, make_pytorch
 
-    # A Triton tree whose setup.py downloads LLVM as Triton 3.4 does (the stand-in of tests/triton_trees.py).
+    from tests.support.docker_support import commit_all, make_pytorch
+
+    # A Triton tree whose setup.py downloads LLVM as Triton 3.4 does (the stand-in of tests/support/triton_trees.py).
     triton = triton_tree(tmp_path / "triton", "3.4")
     repo = git.Repo.init(triton)
     triton_commit = commit_all(repo, "triton with an LLVM download")

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in_process
 from invoke import Collection
 
 import tasks
+from tests.support.cli_support import invoke_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from cli_support import invoke_in_process
 
-from tests.electra_compare import ELECTRA_FLAGS, invoke
+from tests.support.cli_support import invoke_in_process
+from tests.support.electra_compare import ELECTRA_FLAGS, invoke
 
 # The run is the session's ``electra_compare`` (tests/conftest.py), shared with test_compare_ray.py: on one worker
 # under ``pytest -n``, so that it runs once.

@@ -15,15 +15,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from cli_support import invoke_in_process
-from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
 
-from analysis.formats.modes import parse_modes
 from analysis.report.modes import ModeResult, headline, mode_verdict, modes_fail_reasons, worst_first
+from foundation.formats.modes import parse_modes
 from prbench.compare import variant_plan
 from prbench.compare.variant_plan import LocalEnvironment
-from prbench.runs.report_command import render_run_report
 from prbench.runs.run_store import RunStore, input_hash
+from prbench.stages.report import render_run_report
+from tests.support.cli_support import invoke_in_process
+from tests.support.compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
 
 MODELS = {"BertForMaskedLM": 40.0, "GPT2": 30.0, "T5Small": 60.0}
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.electra_compare import ELECTRA_FLAGS, copy_run, executor_independent, invoke
-from tests.ray_support import NEEDS_RAY, local_cluster
+from tests.support.electra_compare import ELECTRA_FLAGS, copy_run, executor_independent, invoke
+from tests.support.ray_support import NEEDS_RAY, local_cluster
 
 # The local pool's run is the session's ``electra_compare`` (tests/conftest.py), shared with test_compare_e2e.py:
 # on one worker under ``pytest -n``, so that it runs once.

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import git
 import pytest
-from docker_support import commit_all
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.images import build as images
 from prbench.images import image_lock as lock
-from prbench.images import pins
 from prbench.images.build import render_dockerfile
 from prbench.images.build_plan import SourceTree
-from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT, StageCommand
 from prbench.runners.docker import gpu_options, mounts_for
+from prbench.sides import pins
+from prbench.sides.recipes import load_recipe
+from tests.support.docker_support import commit_all
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 TRITON_SHA = "a" * 40

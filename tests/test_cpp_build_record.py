@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORD = """
 import json, sys
 from pathlib import Path
-from stages.environment import prepare_inductor, record_cpp_build
+from stages.support.environment import prepare_inductor, record_cpp_build
 
 prepare_inductor(json.loads(sys.argv[1]))
 record_cpp_build(Path(sys.argv[2]))

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from stages import kernels
-from stages.cpp_replay import (
+from stages.kernels import LOAD, Job, KernelWorker, WallTimer, load_module
+from stages.support.cpp_replay import (
     PLACEMENT_SPAN,
     kernel_samples,
     placed,
@@ -17,7 +18,6 @@ from stages.cpp_replay import (
     time_launches,
     writable_arguments,
 )
-from stages.kernels import LOAD, Job, KernelWorker, WallTimer, load_module
 
 pytestmark = pytest.mark.xdist_group("torch-in-process")  # torch in the test process: one worker imports it
 

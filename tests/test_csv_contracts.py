@@ -6,12 +6,12 @@ import csv
 import math
 from pathlib import Path
 
-from analysis.formats.dynamo_csv import SUITE_COLUMNS, TEXT_COLUMNS, read_suite_csv, write_suite_csv
 from analysis.kernels.compare import read_kernels_csv
-from analysis.kernels.index import INDEX_COLUMNS, IndexRow, read_index, write_index
 from analysis.kernels.results import KERNEL_COLUMNS, NUMERIC_KERNEL_COLUMNS, summarize_rounds, write_results
 from analysis.models.compare import read_suite_frame
 from analysis.stats.noise_rules import iterations_are_noisy, rounds_are_noisy
+from foundation.formats.dynamo_csv import SUITE_COLUMNS, TEXT_COLUMNS, read_suite_csv, write_suite_csv
+from foundation.formats.kernel_index import INDEX_COLUMNS, IndexRow, read_index, write_index
 
 
 def _header(path: Path) -> tuple[str, ...]:

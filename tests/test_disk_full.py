@@ -17,18 +17,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in_process
-from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
 from rich.console import Console
 
-from analysis.formats.run_layout import MANIFEST
-from analysis.io_errors import describe, is_no_space
-from prbench.recipes import load_recipe
+from foundation.formats.run_layout import MANIFEST
+from foundation.io_errors import describe, is_no_space
 from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runs.pipeline import Pipeline, StageSpec
 from prbench.runs.run_store import RunStore, StageStatus
-from prbench.runs.variants import Variant
+from prbench.sides.recipes import load_recipe
+from prbench.sides.variants import Variant
+from tests.support.cli_support import invoke_in_process
+from tests.support.compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"BertForMaskedLM": 40.0, "GPT2": 30.0}

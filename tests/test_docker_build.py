@@ -12,7 +12,11 @@ from pathlib import Path
 
 import git
 import pytest
-from docker_support import (
+
+from prbench.images.build import build_image, plan_build
+from prbench.sides.patches import PATCHES_DIR
+from prbench.sides.recipes import load_recipe
+from tests.support.docker_support import (
     ZERO_DIGEST,
     StandIns,
     base_image_id,
@@ -22,10 +26,6 @@ from docker_support import (
     require_engine,
     write_recipe,
 )
-
-from prbench.images.build import build_image, plan_build
-from prbench.images.patches import PATCHES_DIR
-from prbench.recipes import load_recipe
 
 # Under ``pytest -n``, the docker tests that build stand-in images share one worker: they build (and remove) images
 # of the same tags.

@@ -19,9 +19,17 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from docker_support import PROJECT, VEC_ISA_OK, base_image_id, invoke, require_engine, skip_unless_ci, stage_containers
 
 from prbench.images.content_store import DEFAULT_STORE, Store
+from tests.support.docker_support import (
+    PROJECT,
+    VEC_ISA_OK,
+    base_image_id,
+    invoke,
+    require_engine,
+    skip_unless_ci,
+    stage_containers,
+)
 
 # Under ``pytest -n``, the module's tests share one worker (and its module fixtures: one compare, one image build);
 # its images' tags are its own, so it may run beside the other docker tests.

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import git
 import pytest
-from docker_support import base_image_id, commit_all, invoke, make_standins, require_engine, write_recipe
+
+from tests.support.docker_support import base_image_id, commit_all, invoke, make_standins, require_engine, write_recipe
 
 # Under ``pytest -n``, the docker tests that build stand-in images share one worker: they build (and remove) images
 # of the same tags.

@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from docker_support import base_image_id, make_standins, require_engine, stage_containers, write_recipe
 
 from prbench.images.build import build_image, plan_build
-from prbench.recipes import load_recipe
 from prbench.runners import StageCommand, StageFailed
 from prbench.runners.docker import DockerRunner
+from prbench.sides.recipes import load_recipe
+from tests.support.docker_support import base_image_id, make_standins, require_engine, stage_containers, write_recipe
 
 # Under ``pytest -n``, the docker tests that build stand-in images share one worker: they build (and remove) images
 # of the same tags.

@@ -10,11 +10,11 @@ import re
 from pathlib import Path
 
 import pytest
-from docker_support import base_image_id, invoke, require_engine
 
 from prbench.images.content_store import Store
 from prbench.images.image_lock import FROM_BASE
-from tests.store_support import write_wheel
+from tests.support.docker_support import base_image_id, invoke, require_engine
+from tests.support.store_support import write_wheel
 
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker-standins")]
 

@@ -18,14 +18,14 @@ import pytest
 from dockerfile_parse import DockerfileParser  # type: ignore[import-untyped]
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from recipe_support import DIGEST, RECIPES_DIR
 
-from analysis.errors import UserError
-from prbench.docker_engine import resolve_base
+from foundation.errors import UserError
 from prbench.images.build import TEMPLATES_DIR, render_dockerfile
 from prbench.images.build_plan import SourceTree
+from prbench.images.docker_engine import resolve_base
 from prbench.images.dockerfile_quote import UnsafeValue, dockerfile_value
-from prbench.recipes import BaseImage, Recipe, control_characters, load_recipe
+from prbench.sides.recipes import BaseImage, Recipe, control_characters, load_recipe
+from tests.support.recipe_support import DIGEST, RECIPES_DIR
 
 # Stand-in trees: rendering reads only their layout facts, never git.
 PYTORCH = SourceTree("pytorch", Path("/nonexistent/pytorch"), "0" * 40,

@@ -13,16 +13,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in_process
 
 import docker
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.compare import doctor
 from prbench.compare.doctor import CheckResult, DoctorInputs, Machine, run_doctor, summary
 from prbench.images.content_store import Store
-from prbench.recipes import load_recipe
-from tests.docker_support import base_image_id, commit_all, make_pytorch, make_triton, require_engine
-from tests.recipe_support import DIGEST, docker_recipe, to_toml
+from prbench.sides.recipes import load_recipe
+from tests.support.cli_support import invoke_in_process
+from tests.support.docker_support import base_image_id, commit_all, make_pytorch, make_triton, require_engine
+from tests.support.recipe_support import DIGEST, docker_recipe, to_toml
 from tests.test_triton_downloads import triton_tree
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"

@@ -9,14 +9,14 @@ import os
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in_process
 from invoke import Exit
 
-from analysis import atomic_io
-from analysis.formats.run_layout import MANIFEST
-from analysis.io_errors import NO_SPACE_ADVICE, no_space_in, stage_exit_code
-from prbench.cli import user_facing
+from foundation import atomic_io
+from foundation.formats.run_layout import MANIFEST
+from foundation.io_errors import NO_SPACE_ADVICE, no_space_in, stage_exit_code
+from prbench.commands.cli import user_facing
 from prbench.runs.run_lock import LOCK_FILE, RunLock
+from tests.support.cli_support import invoke_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 

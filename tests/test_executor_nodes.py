@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from analysis.errors import UserError
-from prbench import docker_engine
+from foundation.errors import UserError
 from prbench.executors import DeviceSlot, RunnerSpec
 from prbench.executors.node import NodeRunners
+from prbench.images import docker_engine
 from prbench.images import image_lock as lock
 from prbench.images.build import BuildResult
 from prbench.images.image_lock import BuildOutcome

@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in_process
 
-from analysis.errors import UserError
-from analysis.flag_values import real_number, regular_expression, whole_number
-from prbench.compare.kernel_stages import check_devices
+from foundation.errors import UserError
+from foundation.flag_values import real_number, regular_expression, whole_number
+from prbench.stages.kernels import check_devices
+from tests.support.cli_support import invoke_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -164,7 +164,7 @@ def test_a_pr_patch_that_does_not_apply_fails_before_the_base_side_runs(tmp_path
 def test_a_docker_pr_patch_is_checked_against_the_base_commit(tmp_path: Path) -> None:
     import git
 
-    from prbench.runs.overlay import PythonOverlay
+    from prbench.sides.overlay import PythonOverlay
 
     repo = git.Repo.init(tmp_path / "pytorch")
     source = tmp_path / "pytorch" / "torch" / "_inductor" / "config.py"

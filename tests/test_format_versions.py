@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
-from analysis.formats.launch_cost import GraphLaunchCost, LaunchCost, read_launch_cost, write_launch_cost
-from analysis.formats.run_layout import RunLayout
-from analysis.stats.sequential import RoundsUsed, read_rounds_used, write_rounds_used
+from analysis.report.sequential import RoundsUsed, read_rounds_used, write_rounds_used
+from foundation.errors import UserError
+from foundation.formats.launch_cost import GraphLaunchCost, LaunchCost, read_launch_cost, write_launch_cost
+from foundation.formats.run_layout import RunLayout
 from prbench.runs.run_store import MANIFEST_FORMAT_VERSION, RunStore
 
 

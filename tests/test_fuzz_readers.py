@@ -26,21 +26,21 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 import pytest
-from cli_support import invoke_in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.errors import UserError
-from analysis.formats.dynamo_csv import read_graph_models, read_suite_csv, read_suite_samples
-from analysis.formats.paired_rounds import read_round, read_round_samples
-from analysis.formats.run_layout import MANIFEST
-from analysis.formats.suite_shard_records import read_shard_record
 from analysis.kernels.compare import read_kernels_csv
-from analysis.kernels.index import INDEX_COLUMNS, read_index
 from analysis.kernels.results import KERNEL_COLUMNS
 from analysis.traces import read_trace
-from analysis.traces.perf_report import analyze_rank
+from analysis.traces.reports.perf_report import analyze_rank
+from foundation.errors import UserError
+from foundation.formats.dynamo_csv import read_graph_models, read_suite_csv, read_suite_samples
+from foundation.formats.kernel_index import INDEX_COLUMNS, read_index
+from foundation.formats.paired_rounds import read_round, read_round_samples
+from foundation.formats.run_layout import MANIFEST
+from foundation.formats.suite_shard_records import read_shard_record
 from prbench.runs.run_store import RunStore
+from tests.support.cli_support import invoke_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = Path(__file__).parent / "fixtures" / "traces"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
-from prbench import gitrefs
-from prbench.runs.overlay import PythonOverlay
+from foundation.errors import UserError
+from prbench.sides import gitrefs
+from prbench.sides.overlay import PythonOverlay
 
 CONFIG = "torch/_inductor/config.py"
 BASE_CONFIG = "import os\n\n# fusion heuristics\nmax_fusion_size = 64\nepilogue_fusion = True\n"

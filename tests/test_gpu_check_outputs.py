@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
 from analysis.kernels.ir import read_kernel_ir, what_changed
+from foundation.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"

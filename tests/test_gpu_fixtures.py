@@ -26,18 +26,18 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from cli_support import invoke_in_process
-from trace_support import addmm_calls_by_shape
 
-from analysis.formats.paired_rounds import read_rounds, side_samples
 from analysis.kernels.compare import pair_kernels, read_kernels_csv
 from analysis.kernels.identity import identify_triton
-from analysis.kernels.index import embedded_kernels, graph_module_problem, launch_counts
 from analysis.traces import read_trace
-from analysis.traces.breakdown import launch_index
-from analysis.traces.perf_report import generate_perf_reports
-from analysis.traces.replay import read_replay_set
-from analysis.traces.replay_report import comparison_markdown, comparison_table, read_results, replay_paths
+from analysis.traces.analyses.breakdown import launch_index
+from analysis.traces.analyses.replay import read_replay_set
+from analysis.traces.reports.perf_report import generate_perf_reports
+from analysis.traces.reports.replay_report import comparison_markdown, comparison_table, read_results, replay_paths
+from foundation.formats.kernel_index import embedded_kernels, graph_module_problem, launch_counts
+from foundation.formats.paired_rounds import read_rounds, side_samples
+from tests.support.cli_support import invoke_in_process
+from tests.support.trace_support import addmm_calls_by_shape
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -19,14 +19,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from trace_support import addmm_calls_by_shape
 
-from analysis.formats.paired_rounds import PairedBlocks, read_rounds
 from analysis.kernels.compare import pair_kernels, read_kernels_csv
 from analysis.kernels.identity import identify_triton
-from analysis.traces.perf_report import generate_perf_reports
-from analysis.traces.replay import read_replay_set
-from analysis.traces.replay_report import replay_paths
+from analysis.traces.analyses.replay import read_replay_set
+from analysis.traces.reports.perf_report import generate_perf_reports
+from analysis.traces.reports.replay_report import replay_paths
+from foundation.formats.paired_rounds import PairedBlocks, read_rounds
+from tests.support.trace_support import addmm_calls_by_shape
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = Path(__file__).parent / "fixtures" / "gpu_h200"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.formats.hf_entries import BY_NAME, ENTRIES, GROUPS, LLM_PROMPT, TINY_DEFAULT, unbuildable
-from analysis.formats.suite_options import MODEL_NAMES, SIZES, UnknownModelError, resolve_models
+from foundation.formats.hf_entries import BY_NAME, ENTRIES, GROUPS, LLM_PROMPT, TINY_DEFAULT, unbuildable
+from foundation.formats.suite_options import MODEL_NAMES, SIZES, UnknownModelError, resolve_models
 
 # The list's lines as PyTorch ships them (name, batch size): the stand-in for the file the table follows.
 LIST_LINES = [

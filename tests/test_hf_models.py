@@ -7,16 +7,16 @@ from types import ModuleType
 
 import pytest
 
-from analysis.formats.suite_options import MODEL_NAMES, TINY_DEFAULT, UnknownModelError, resolve_models
+from foundation.formats.suite_options import MODEL_NAMES, TINY_DEFAULT, UnknownModelError, resolve_models
 
-# stages.hf_models imports torch, so the tests import it (not collection), on the worker of the tests that run torch
-# in their own process: one xdist worker pays for the import, not both.
+# stages.support.hf_models imports torch, so the tests import it (not collection), on the worker of the tests that run
+# torch in their own process: one xdist worker pays for the import, not both.
 pytestmark = pytest.mark.xdist_group("torch-in-process")
 
 
 @pytest.fixture
 def hf_models() -> ModuleType:
-    from stages import hf_models
+    from stages.support import hf_models
 
     return hf_models
 

@@ -2,8 +2,8 @@
 (``hipErrorNoBinaryForGpu``). On ROCm the suite compiles each model in its own process, a model worker holds one
 model, a kernel worker is replaced every N modules, and a job that meets error 209 runs once more in a fresh worker.
 
-The table is simulated by the stand-in worker (``tests.fake_paired_worker``): a ``hip`` kernel loads a module at its
-first call, and past ``FAKE_HIP_TABLE`` modules in one process that load fails with the text Triton's HIP driver
+The table is simulated by the stand-in worker (``tests.support.fake_paired_worker``): a ``hip`` kernel loads a module at
+its first call, and past ``FAKE_HIP_TABLE`` modules in one process that load fails with the text Triton's HIP driver
 raises; a ``no-binary`` kernel fails with the static launcher's error 209 in every process.
 """
 
@@ -15,28 +15,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_paired_worker import STATIC_LAUNCHER_209, TRITON_HIP_209
 
-from analysis.formats.hip_modules import (
+from foundation.formats.stage_records import Job, Plan, SidePlan, read_plan, write_plan
+from foundation.formats.suite_request import SuiteRequest
+from foundation.hip_modules import (
     ROCM_MODELS_PER_PROCESS,
     ROCM_MODULES_PER_WORKER,
     is_error_209,
     models_per_process,
     modules_per_worker,
 )
-from analysis.formats.stage_records import Job, Plan, SidePlan, read_plan, write_plan
-from analysis.formats.suite_request import SuiteRequest
-from prbench.compare.suite_shards import spread_shard_size, suite_shards
 from prbench.executors import RunnerSpec
-from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT
-from prbench.runs.variants import Variant
+from prbench.sides.recipes import load_recipe
+from prbench.sides.variants import Variant
+from prbench.stages.suite_shards import spread_shard_size, suite_shards
 from stages.kernels import run_jobs
 from stages.paired import run_round
-from stages.worker_process import Worker
+from stages.support.worker_process import Worker
+from tests.support.fake_paired_worker import STATIC_LAUNCHER_209, TRITON_HIP_209
 
 ROOT = Path(__file__).resolve().parents[1]
-FAKE = "tests.fake_paired_worker"
+FAKE = "tests.support.fake_paired_worker"
 TABLE = {"FAKE_HIP_TABLE": "2"}  # a process holds 2 kernel modules; the third load fails with error 209
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HOST_MODULES = ("prbench.compare.driver", "prbench.compare.suite_stage", "prbench.compare.paired_plan",
-                "prbench.publish.publish_command", "prbench.compare.node_replay_command", "tasks")
+HOST_MODULES = ("prbench.compare.driver", "prbench.stages.suite", "prbench.stages.paired",
+                "prbench.commands.publish", "prbench.commands.node_replay", "tasks")
 HEAVY = ("torch", "transformers", "triton", "ray")  # ray: only with --executor ray
 
 
@@ -40,8 +40,8 @@ def test_suite_options_match_the_model_specs() -> None:
     pytest.importorskip("torch")
     import transformers
 
-    from analysis.formats.suite_options import MODEL_NAMES, SIZES, TINY_DEFAULT
-    from stages import hf_models
+    from foundation.formats.suite_options import MODEL_NAMES, SIZES, TINY_DEFAULT
+    from stages.support import hf_models
 
     assert set(hf_models.SCALES) == set(SIZES) - {"full"}
     for name in MODEL_NAMES:

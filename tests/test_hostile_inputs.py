@@ -28,25 +28,25 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from cli_support import invoke_in_process
-from compare_data import kernel_specs, kernels_frame, write_variant
-from gfm_check import gfm_problems, render_gfm
-from github_stub import FakeGitHub
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openpyxl import load_workbook
 
-from analysis.errors import UserError
-from analysis.formats.run_layout import MANIFEST
 from analysis.kernels.results import KERNEL_COLUMNS, merge_result_files
 from analysis.rendering import frame_table
 from analysis.report.pr_comment import CommentSources, comment_marker, pr_comment
 from analysis.report.render import ReportInputs, render_report
+from foundation.errors import UserError
+from foundation.formats.run_layout import MANIFEST
 from prbench.executors import RunnerSpec, ShardTask, StageStep
 from prbench.executors.local_pool import LocalPool
 from prbench.publish import github_api
 from prbench.publish.github_api import GitHub, PullRequest, Token
 from prbench.runners import StageCommand, StageFailed
+from tests.support.cli_support import invoke_in_process
+from tests.support.compare_data import kernel_specs, kernels_frame, write_variant
+from tests.support.gfm_check import gfm_problems, render_gfm
+from tests.support.github_stub import FakeGitHub
 
 ROOT = Path(__file__).resolve().parents[1]
 # "No hang": a case answers in about a second of CPU on an idle machine (the first of a family imports its
@@ -540,7 +540,7 @@ def test_status_says_why_a_stage_ended_when_a_full_disk_kept_the_manifest_from_r
 def test_hostile_names_in_every_table_of_a_runs_report_are_text(tmp_path: Path) -> None:
     """Model names (the suite, projection, compile/memory tables), kernels on one side only (fusion, unpaired),
     environment and lock values: `invoke report` on a run made of them."""
-    from compare_data import suite_frame
+    from tests.support.compare_data import suite_frame
 
     models = {f"Model{name}"[:60]: 5.0 + i for i, name in enumerate(HOSTILE_NAMES[:6])}
     specs = kernel_specs(len(HOSTILE_NAMES), 5, models=tuple(models))

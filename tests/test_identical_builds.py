@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from analysis.formats.stage_records import HEADER_DIR_ENV
-from prbench.recipes import load_recipe
-from prbench.runs.variants import Variant
+from foundation.formats.stage_records import HEADER_DIR_ENV
+from prbench.sides.recipes import load_recipe
+from prbench.sides.variants import Variant
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPILE = """
 import torch
-from stages.environment import prepare_inductor
+from stages.support.environment import prepare_inductor
 prepare_inductor()
 f = torch.compile(lambda x, y: (x.sin() + y).relu().sum(1))
 f(torch.randn(64, 64), torch.randn(64, 64))

@@ -36,7 +36,7 @@ from prbench.images.build import IMAGE_CODE, IMAGE_PYTHON, PROJECT_ROOT
 VERSION = ".".join(map(str, IMAGE_PYTHON))
 # pyenv's interpreter of that version, part of this machine's image (and CI's); a machine without it skips.
 FLOOR_PYTHON = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv")) / "versions"
-PROBE = Path(__file__).with_name("image_python_probe.py")
+PROBE = Path(__file__).parent / "support" / "image_python_probe.py"
 
 
 def image_files() -> list[Path]:
@@ -70,14 +70,14 @@ def relative(paths: list[Path]) -> list[str]:
 def test_the_image_code_is_the_stages_the_analysis_package_and_the_build_check():
     """The set the checks cover is what a build copies: the stage modules and what they import are among it."""
     names = set(relative(image_files()))
-    assert {"stages/suite.py", "stages/paired.py", "analysis/formats/run_layout.py",
+    assert {"stages/suite.py", "stages/paired.py", "foundation/formats/run_layout.py",
             "docker/check_environment.py", "analysis/templates/repro_run.py"} <= names
     assert not any(name.startswith(("prbench/", "tasks.py")) for name in names)
 
 
 def test_the_host_scripts_an_image_runs_are_found():
     assert {"prbench.images.image_lock.FACTS_SCRIPT", "prbench.images.wheels._TARGET_SCRIPT",
-            "prbench.compare.variant_plan._DESCRIBE", "prbench.runners.local._FIND_TORCH"} <= set(host_scripts())
+            "prbench.compare.variant_plan._DESCRIBE", "prbench.sides.local_torch._FIND_TORCH"} <= set(host_scripts())
 
 
 def test_ruff_targets_the_image_python_for_exactly_the_image_code():
@@ -153,7 +153,7 @@ def test_a_real_python_of_that_version_compiles_and_imports_the_image_code():
     assert found["compiled"] == len(files) + len(given["scripts"])
     # The stages of the suite and the paired rounds, the errors and the run layout import torch only where they
     # use it: really imported.
-    assert {"stages.suite", "stages.paired", "stages.entry", "analysis.errors",
-            "analysis.formats.run_layout"} <= set(found["imported"])
+    assert {"stages.suite", "stages.paired", "stages.entry", "foundation.errors",
+            "foundation.formats.run_layout"} <= set(found["imported"])
     # What the others need is a package this Python lacks and the host has (torch, numpy), not a newer module.
     assert [m for m in set(found["needs"].values()) if importlib.util.find_spec(m) is None] == []

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench import inductor_options
 from prbench.inductor_options import check_inductor_config
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from cli_support import invoke_in_process
-from compare_data import kernel_specs, kernels_frame
 
-from analysis.errors import UserError
-from analysis.formats.paired_rounds import read_round_samples
 from analysis.kernels.compare import compare_kernels, pair_kernels
 from analysis.stats.verdict_settings import VerdictSettings
+from foundation.errors import UserError
+from foundation.formats.paired_rounds import read_round_samples
+from tests.support.cli_support import invoke_in_process
+from tests.support.compare_data import kernel_specs, kernels_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,7 @@ from analysis.kernels.identity import (
     seed_key,
     triton_numels,
 )
-from analysis.kernels.index import embedded_kernels
+from foundation.formats.kernel_index import embedded_kernels
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kernels"
 

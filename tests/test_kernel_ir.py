@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
 from analysis.kernels.ir import parse_target, read_kernel_ir, summary_rows, what_changed
 from analysis.kernels.source import pair_detail
-from analysis.report.kernel_details import render_detail
+from analysis.report.sections.kernel_details import render_detail
+from foundation.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 IR = ROOT / "tests" / "fixtures" / "triton_ir"

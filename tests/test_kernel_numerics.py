@@ -14,7 +14,7 @@ import torch
 from analysis.kernels.numerics import CONFIG_VAR, compare_kernel_outputs, read_dump, ulp_distance, write_config
 from analysis.report.summary import fail_reasons
 from analysis.stats.numeric_tolerance import parse_tolerances
-from stages.kernel_numerics import Recorder
+from stages.support.kernel_numerics import Recorder
 
 
 def _graph(scale: float) -> types.SimpleNamespace:

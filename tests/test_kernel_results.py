@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
-from analysis.formats.paired_rounds import RoundRecord, Visit
-from analysis.kernels.index import IndexRow, write_index
 from analysis.kernels.results import results_from_rounds, summarize_rounds
+from foundation.errors import UserError
+from foundation.formats.kernel_index import IndexRow, write_index
+from foundation.formats.paired_rounds import RoundRecord, Visit
 
 
 def _row(path: str, name: str) -> IndexRow:
@@ -75,7 +75,7 @@ def test_a_missing_index_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_a_truncated_round_file_is_one_line_naming_it(tmp_path: Path) -> None:
-    from analysis.formats.paired_rounds import read_rounds, round_file, write_round
+    from foundation.formats.paired_rounds import read_rounds, round_file, write_round
 
     path = round_file(tmp_path, 1)
     write_round(path, _record(1, [("base", "cpp/a.cpp", [1.0, 2.0], "")]))
@@ -98,7 +98,7 @@ def test_a_truncated_round_file_is_one_line_naming_it(tmp_path: Path) -> None:
     (lambda r: r.update(visits={}), "round record, visits: expected a list, found an object"),
 ], ids=["round-text", "sample-text", "sample-negative", "side-unknown", "visits-object"])
 def test_a_round_file_of_the_wrong_shape_names_the_field(tmp_path: Path, change: object, detail: str) -> None:
-    from analysis.formats.paired_rounds import read_round
+    from foundation.formats.paired_rounds import read_round
 
     record = {"kind": "kernels", "round": 1, "sides": ["base"], "started_at": "", "wall_s": 1.0, "workers": {},
               "visits": [{"side": "base", "item": "cpp/a.cpp", "block": 0, "position": 0, "started_s": 0.0,
@@ -123,7 +123,7 @@ def test_a_round_file_of_the_wrong_shape_names_the_field(tmp_path: Path, change:
 ], ids=["truncated", "nan", "inf", "text", "list"])
 def test_kernel_samples_json_that_is_truncated_or_malformed_is_one_line(tmp_path: Path, content: str,
                                                                         detail: str) -> None:
-    from analysis.formats.paired_rounds import read_round_samples
+    from foundation.formats.paired_rounds import read_round_samples
 
     path = tmp_path / "kernel_samples.json"
     path.write_text(content)

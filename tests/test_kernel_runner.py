@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.formats.stage_records import parse_devices, plan_jobs, worker_env
-from analysis.kernels.index import IndexRow, write_index
+from foundation.formats.kernel_index import IndexRow, write_index
+from foundation.formats.stage_records import parse_devices, plan_jobs, worker_env
 from stages.kernels import DeviceEventTimer, Outcome, summarize
 
 ROOT = Path(__file__).resolve().parents[1]

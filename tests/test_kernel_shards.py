@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
-from analysis.kernels.index import IndexRow, write_index
 from analysis.kernels.results import merge_result_files
+from foundation.errors import UserError
+from foundation.formats.kernel_index import IndexRow, write_index
 from prbench.compare.kernel_shards import KernelRequest, executor_platform, kernel_shards, time_kernels
 from prbench.executors.local_pool import LocalPool
 from prbench.runners import CODE_ROOT
-from prbench.runs.stage_commands import kernels_command, run_stage
+from prbench.stages.command_lines import kernels_command, run_stage
 
 RESULTS = ("kernels.csv", "kernels_seed.csv", "kernel_samples.json")
 

@@ -9,17 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from docker_support import VEC_ISA_OK
 
 from analysis.kernels.identity import identify_triton, is_triton_kernel_source
-from analysis.kernels.index import IndexRow, embedded_kernels, is_graph_wrapper
+from foundation.formats.kernel_index import IndexRow, embedded_kernels, is_graph_wrapper
 from stages.organize import organize
+from tests.support.docker_support import VEC_ISA_OK
 
 # Under ``pytest -n`` the module's tests share one worker, and so the caches its session fixtures compile.
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kernels-integration")]
 
 ROOT = Path(__file__).resolve().parents[1]
-MAKER = Path(__file__).parent / "make_kernel_cache.py"
+MAKER = Path(__file__).parent / "support" / "make_kernel_cache.py"
 THREE_MODELS = "BertForMaskedLM,DistilBertForMaskedLM,GPT2ForSequenceClassification"
 
 

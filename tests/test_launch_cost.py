@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from test_cpp_replay import GRAPH
 
-from analysis.formats.launch_cost import read_launch_cost
-from analysis.kernels.index import INDEX_COLUMNS
+from foundation.formats.kernel_index import INDEX_COLUMNS
+from foundation.formats.launch_cost import read_launch_cost
 from stages import launch_cost
 
 # A graph whose kernel spends its time outside its own profiler event: the wall clock sees both, the event only

@@ -12,22 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
-from analysis.formats.stage_records import HEADER_DIR_ENV
-from prbench.recipes import load_recipe
+from foundation.errors import UserError
+from foundation.formats.stage_records import HEADER_DIR_ENV
 from prbench.runners import CODE_ROOT, StageCommand, StageFailed
-from prbench.runners.local import (
-    InstalledTorch,
-    LocalRunner,
-    installed_torch,
-    keeps_bytecode,
-    python_keeps_bytecode,
-)
+from prbench.runners.local import LocalRunner, keeps_bytecode, python_keeps_bytecode
 from prbench.runs import pipeline
-from prbench.runs.overlay import installed_package_dir
 from prbench.runs.pipeline import Pipeline
 from prbench.runs.run_store import RunStore
-from prbench.runs.variants import Variant
+from prbench.sides.local_torch import InstalledTorch, installed_torch
+from prbench.sides.overlay import installed_package_dir
+from prbench.sides.recipes import load_recipe
+from prbench.sides.variants import Variant
 from prbench.termination import STOP_GRACE_S
 
 STAGE = "prbench_test_tiny_stage"

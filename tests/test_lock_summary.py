@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.report.environment import environment_line, environment_table, lock_summary, with_lock_summaries
+from analysis.report.sections.environment import environment_line, environment_table, lock_summary, with_lock_summaries
 
 TORCH_SHA = "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"
 

@@ -3,9 +3,8 @@ important blocks dropped first, and a note that says what was cut and where the 
 
 from __future__ import annotations
 
-from gfm_check import gfm_problems
-
 from analysis.markdown_fit import cut_markdown, details_blocks, fit_markdown, outside_code
+from tests.support.gfm_check import gfm_problems
 
 TABLE = "| kernel | ms |\n|---|---|\n" + "".join(f"| k{i} | {i} |\n" for i in range(200))
 REPORT = (f"# Report\n\n## Kernels\n\n{TABLE}\n"

@@ -7,12 +7,12 @@ import math
 
 import numpy as np
 import pytest
-from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame
 
 from analysis.models.compare import compare_models, hud_geomean, runner_geomean
-from analysis.report.gates import GEOMEAN_LIMIT, model_gates
-from analysis.report.projection import ALL_MODELS, project
-from analysis.report.resources import model_resources
+from analysis.report.sections.gates import GEOMEAN_LIMIT, model_gates
+from analysis.report.sections.projection import ALL_MODELS, project
+from analysis.report.sections.resources import model_resources
+from tests.support.compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame
 
 
 def test_hud_and_runner_geomeans_follow_their_own_rules() -> None:

@@ -1,4 +1,4 @@
-"""Modes as named presets (`analysis.formats.modes`): the user lists them with `invoke modes`, composes them with `+`,
+"""Modes as named presets (`foundation.formats.modes`): the user lists them with `invoke modes`, composes them with `+`,
 and a name that is not a preset or a composition that asks for two values of one setting is one line."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 import pytest
-from cli_support import ROOT, invoke_in_process
 
-from analysis.errors import UserError
-from analysis.formats.modes import DYNAMIC_SHAPES_ENV, PRESETS, check_platform, parse_mode, parse_modes
+from foundation.errors import UserError
+from foundation.formats.modes import DYNAMIC_SHAPES_ENV, PRESETS, check_platform, parse_mode, parse_modes
 from prbench.inductor_options import check_inductor_config
+from tests.support.cli_support import ROOT, invoke_in_process
 
 # The HUD's modes the issue names: every one must be a preset.
 ISSUE_MODES = ("inference", "training", "amp", "bfloat16", "cudagraphs", "no-cudagraphs", "dynamic", "max-autotune",
@@ -87,7 +87,7 @@ def test_cuda_graphs_on_a_cpu_recipe_are_one_line() -> None:
 @pytest.mark.integration
 def test_the_dynamic_mode_makes_a_stage_compile_with_every_size_symbolic() -> None:
     code = ("import os, torch._dynamo.config as c\n"
-            "from stages.environment import prepare_inductor\n"
+            "from stages.support.environment import prepare_inductor\n"
             "before = c.assume_static_by_default\n"
             f"os.environ[{DYNAMIC_SHAPES_ENV!r}] = '1'\n"
             "prepare_inductor({})\n"

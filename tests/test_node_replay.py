@@ -14,23 +14,23 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in_process
-from trace_support import kernels_by_op_call
 
-from analysis.errors import UserError
 from analysis.traces import read_trace
-from analysis.traces.bench_commands import (
+from analysis.traces.analyses.ops import attribute
+from analysis.traces.analyses.replay import conv_problem, read_replay_set, replay_inputs, select, trace_shapes
+from analysis.traces.model import OpShape
+from analysis.traces.reports.bench_commands import (
     commands_for,
     cutlass_us,
     hipblaslt_us,
     miopen_us,
 )
-from analysis.traces.model import OpShape
-from analysis.traces.ops import attribute
-from analysis.traces.perf_report import generate_perf_reports
-from analysis.traces.replay import conv_problem, read_replay_set, replay_inputs, select, trace_shapes
-from analysis.traces.replay_report import comparison_markdown, comparison_table, replay_paths
-from prbench.runs.stage_commands import node_replay_command
+from analysis.traces.reports.perf_report import generate_perf_reports
+from analysis.traces.reports.replay_report import comparison_markdown, comparison_table, replay_paths
+from foundation.errors import UserError
+from prbench.stages.command_lines import node_replay_command
+from tests.support.cli_support import invoke_in_process
+from tests.support.trace_support import kernels_by_op_call
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 ROOT = Path(__file__).resolve().parents[1]

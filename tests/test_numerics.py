@@ -11,14 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_support import invoke_in_process
-from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
 
-from analysis.errors import UserError
 from analysis.models.numerics import compare_arrays, outputs_path, read_model_outputs, write_model_outputs
 from analysis.report.render import load_report_inputs, render_report
 from analysis.report.summary import fail_reasons
 from analysis.stats.numeric_tolerance import DEFAULT_TOLERANCES, Tolerance, parse_tolerances
+from foundation.errors import UserError
+from tests.support.cli_support import invoke_in_process
+from tests.support.compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
 
 MODELS = {"BertForMaskedLM": 40.0, "T5Small": 60.0}
 

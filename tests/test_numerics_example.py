@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.electra_compare import ROOT, invoke
+from tests.support.electra_compare import ROOT, invoke
 
 EXAMPLE = ROOT / "examples" / "wrong-numerics.patch"
 MODEL = "ElectraForCausalLM"

@@ -13,12 +13,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in_process
 
-from analysis.errors import UserError
-from analysis.formats.stage_records import INDUCTOR_CONFIG_ENV
-from analysis.kernels.index import INDEX_COLUMNS, read_index
+from foundation.errors import UserError
+from foundation.formats.kernel_index import INDEX_COLUMNS, read_index
+from foundation.formats.stage_records import INDUCTOR_CONFIG_ENV
 from stages.organize import organize
+from tests.support.cli_support import invoke_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "kernels"
@@ -207,7 +207,7 @@ def test_stage_cli_exits_non_zero_with_one_error_line(tmp_path: Path) -> None:
 
 
 def test_calls_count_the_graph_launches_not_the_embedded_harness() -> None:
-    from analysis.kernels.index import launch_counts
+    from foundation.formats.kernel_index import launch_counts
 
     wrapper = (FIXTURES / "triton213/graph_softmax_wrapper.py").read_text()
     launch = "        triton_per_fused__softmax_0.run(buf3, arg0_1, 8, 64, stream=raw_streamNone)\n"

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
-from prbench.runs.overlay import PythonOverlay, installed_package_dir
+from prbench.sides.overlay import PythonOverlay, installed_package_dir
 
 INSTALLED = Path(importlib.util.find_spec("torch").submodule_search_locations[0])
 CONFIG = "torch/_inductor/config.py"

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from analysis.formats.paired_rounds import read_round, write_round
-from analysis.formats.stage_records import Plan, SidePlan, read_plan, write_plan
+from foundation.formats.paired_rounds import read_round, write_round
+from foundation.formats.stage_records import Plan, SidePlan, read_plan, write_plan
 from stages.paired import LAYOUT_PAD_MAX, run_round, side_order, start_order
 
 ROOT = Path(__file__).resolve().parents[1]
-FAKE = "tests.fake_paired_worker"
+FAKE = "tests.support.fake_paired_worker"
 
 
 def kernel_job(name: str, behave: str = "ok", ms: float = 1.0, timeout_s: float = 30.0) -> dict[str, Any]:

@@ -14,26 +14,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import invoke_in_process
 from rich.console import Console
 
-from analysis.formats.paired_rounds import read_round, side_samples, write_round
-from analysis.formats.stage_records import Job, read_plan
-from analysis.formats.suite_request import SuiteRequest
 from analysis.kernels.cpp_build import write_cpp_build
-from analysis.kernels.index import IndexRow, write_index
-from analysis.stats.sequential import Look, RoundsUsed, read_rounds_used
+from analysis.report.sequential import Look, RoundsUsed, read_rounds_used
+from foundation.formats.kernel_index import IndexRow, write_index
+from foundation.formats.paired_rounds import read_round, side_samples, write_round
+from foundation.formats.stage_records import Job, read_plan
+from foundation.formats.suite_request import SuiteRequest
 from prbench.compare.driver import CompareRequest, Comparison, _Rounds, _Side
-from prbench.compare.paired_plan import PairedTiming, PlanSide, kernel_plan, model_plan, pair_jobs
 from prbench.executors import RunnerSpec
 from prbench.executors.local_pool import LocalPool
-from prbench.recipes import load_recipe
 from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runs.pipeline import Pipeline
 from prbench.runs.run_store import RunStore, StageStatus
-from prbench.runs.variants import Variant
+from prbench.sides.recipes import load_recipe
+from prbench.sides.variants import Variant
+from prbench.stages.paired import PairedTiming, PlanSide, kernel_plan, model_plan, pair_jobs
 from stages.paired import Side, run_round
+from tests.support.cli_support import invoke_in_process
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,7 +95,7 @@ def test_the_kernel_plan_pairs_what_the_report_pairs_in_per_side_environments(tm
     assert env["CUDA_VISIBLE_DEVICES"] == "" and plan.sides["pr"].organized == str(tmp_path / "pr" / "organized")
 
 
-# Inductor's C++ kernel command as torch 2.13 makes it for its cache key (stages.environment.record_cpp_build),
+# Inductor's C++ kernel command as torch 2.13 makes it for its cache key (stages.support.environment.record_cpp_build),
 # installed under ``prefix``.
 KERNEL_COMMAND = (
     "g++ i -D TORCH_INDUCTOR_CPP_WRAPPER -D STANDALONE_TORCH_HEADER -D TORCH_INDUCTOR_PRECOMPILE_HEADERS -D  "
@@ -197,7 +197,7 @@ def test_a_round_walks_every_block_once_per_pass_and_pools_the_visits(tmp_path: 
     base, pr = side(tmp_path, "base", rows), side(tmp_path, "pr", rows)
     plan = kernel_plan([base, pr], device="cpu", platform="cpu", warmup=5, iterations=7, timeout_s=30,
                        logs=tmp_path / "logs", passes=3)
-    plan.worker = "tests.fake_paired_worker"
+    plan.worker = "tests.support.fake_paired_worker"
     for spec in plan.sides.values():
         spec.env["PYTHONPATH"] = str(ROOT)
 
@@ -288,7 +288,7 @@ class FakeRunner:
             self.statuses.append(invoke_in_process("status", "--runs-dir", str(self.status_of), "--run", "r").stdout)
         if number == self.interrupt:
             raise KeyboardInterrupt
-        plan = replace(read_plan(Path(args["--plan"])), worker="tests.fake_paired_worker")
+        plan = replace(read_plan(Path(args["--plan"])), worker="tests.support.fake_paired_worker")
         for side in plan.sides.values():
             side.env["PYTHONPATH"] = str(ROOT)
         for block in plan.blocks:

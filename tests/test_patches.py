@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
-from prbench.images.patches import PATCHES_DIR, apply_patch, check_patch, patched_files
+from foundation.errors import UserError
+from prbench.sides.patches import PATCHES_DIR, apply_patch, check_patch, patched_files
 
 PATCH = "paas-organize-no-return-mode.patch"
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import openpyxl
 import pandas as pd
 import pytest
-from cli_support import invoke_in_process
 
-from analysis.errors import UserError
 from analysis.traces import read_trace
-from analysis.traces.perf_report import find_trace_groups, generate_perf_reports
-from analysis.traces.trace_diff import render_trace_diff_markdown, trace_diff
+from analysis.traces.reports.perf_report import find_trace_groups, generate_perf_reports
+from analysis.traces.reports.trace_diff import render_trace_diff_markdown, trace_diff
+from foundation.errors import UserError
+from tests.support.cli_support import invoke_in_process
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from analysis.errors import UserError
-from analysis.formats.run_layout import MANIFEST
-from analysis.io_errors import NoSpaceLeft
-from prbench.recipes import load_recipe
+from foundation.errors import UserError
+from foundation.formats.run_layout import MANIFEST
+from foundation.io_errors import NoSpaceLeft
 from prbench.runners import StageCommand, StageFailed
 from prbench.runners.local import LocalRunner
-from prbench.runs.overlay import PythonOverlay
 from prbench.runs.pipeline import Pipeline, PreparedVariant, StageSpec
 from prbench.runs.run_store import Run, RunStore, StageStatus
-from prbench.runs.variants import Variant
+from prbench.sides.overlay import PythonOverlay
+from prbench.sides.recipes import load_recipe
+from prbench.sides.variants import Variant
 
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 STAGE = "prbench_test_fake_suite"

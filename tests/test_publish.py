@@ -16,15 +16,15 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
-from gfm_check import gfm_problems
-from github_stub import FakeGitHub, Refusal
 
-from analysis.errors import UserError
 from analysis.report.pr_comment import GITHUB_COMMENT_LIMIT, comment_marker, pr_comment
 from analysis.report.render import load_report_inputs, render_report
-from prbench.publish.publish_command import check_publish_flags, publish_run
+from foundation.errors import UserError
+from prbench.commands.publish import check_publish_flags, publish_run
 from prbench.runs.run_store import RunStore
+from tests.support.compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
+from tests.support.gfm_check import gfm_problems
+from tests.support.github_stub import FakeGitHub, Refusal
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"BertForMaskedLM": 40.0, "GPT2": 30.0}

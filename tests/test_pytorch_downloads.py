@@ -19,16 +19,16 @@ from pathlib import Path
 
 import git
 import pytest
-from docker_support import ZERO_DIGEST, commit_all, make_standins, write_recipe
-from recipe_support import load_error
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.images.build import plan_build
 from prbench.images.build_context import fill_context
 from prbench.images.build_plan import SourceTree
 from prbench.images.content_store import Store, WheelTarget
 from prbench.images.pytorch_setup import JOB_MEMORY_BYTES, build_jobs
-from prbench.recipes import load_recipe
+from prbench.sides.recipes import load_recipe
+from tests.support.docker_support import ZERO_DIGEST, commit_all, make_standins, write_recipe
+from tests.support.recipe_support import load_error
 
 TARGET = WheelTarget("3.10", ("manylinux_2_35_x86_64", "linux_x86_64"), abi="cp310")
 RELEASES = "https://github.com/ROCm/aotriton/releases/download/"
@@ -301,7 +301,8 @@ def test_store_fetch_takes_every_download_of_a_source_build_so_that_the_build_ru
     --triton-src T --base B` once where the network is: afterwards the build context is filled with the network off."""
     import urllib.request
 
-    from prbench.images import store_command, wheels
+    from prbench.commands import images as store_command
+    from prbench.images import wheels
 
     recipe_path, files = standin_recipe(tmp_path, "v2.9.0", "rocm", "gfx942")
     recipe = load_recipe(str(recipe_path), tmp_path)

@@ -19,7 +19,7 @@ import pytest
 
 from prbench.executors import RunnerSpec, ShardOutcome, ShardTask, StageStep
 from prbench.runners import OWNER_LABEL, RUN_LABEL, SHARD_LABEL, SIDE_LABEL, StageCommand
-from tests.ray_support import NEEDS_RAY, local_cluster
+from tests.support.ray_support import NEEDS_RAY, local_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.docker, pytest.mark.xdist_group("ray-executor"),
               NEEDS_RAY]
@@ -36,19 +36,18 @@ def cluster() -> Iterator[str]:
 
 
 def docker_shard(run: Path) -> ShardTask:
-    """The slow stand-in stage (``tests.slow_stage``) in a container of the base image, as a one-step shard."""
+    """The slow stand-in stage (``tests.support.slow_stage``) in a container of the base image, as a one-step shard."""
     files = {name: run / name for name in ("marker", "beat", "out")}
     spec = RunnerSpec("docker", platform="cpu", image=BASE_IMAGE, writable=(run,), run=run)
     args = [arg for name, path in files.items() for arg in (f"--{name}", str(path))]
-    command = StageCommand("tests.slow_stage", args, labels={SHARD_LABEL: KEY, SIDE_LABEL: "base"})
+    command = StageCommand("tests.support.slow_stage", args, labels={SHARD_LABEL: KEY, SIDE_LABEL: "base"})
     return ShardTask(KEY, (StageStep(spec, command),), (files["out"],))
 
 
 def test_a_dead_actors_container_is_removed_before_its_shard_runs_again_and_none_is_left(cluster: str,
                                                                                         tmp_path: Path) -> None:
-    from docker_support import require_engine
-
     from prbench.executors.ray_cluster import RayExecutor
+    from tests.support.docker_support import require_engine
 
     client = require_engine()
     run = tmp_path / "run"
@@ -83,13 +82,12 @@ def test_a_dead_actors_container_is_removed_before_its_shard_runs_again_and_none
 
 
 def test_a_driver_told_to_end_stops_the_cluster_work_and_leaves_no_container(cluster: str, tmp_path: Path) -> None:
-    from docker_support import require_engine
-
     from prbench.runs.run_lock import RunLock
+    from tests.support.docker_support import require_engine
 
     client = require_engine()
     files = {name: tmp_path / name for name in ("marker", "beat", "out")}
-    host = subprocess.Popen([sys.executable, str(ROOT / "tests" / "termination_host.py"), "hold",
+    host = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "termination_host.py"), "hold",
                              "--runs", str(tmp_path / "runs"), *(f"--{name}={path}" for name, path in files.items()),
                              f"--image={BASE_IMAGE}", f"--ray={cluster}"],
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,

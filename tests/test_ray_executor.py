@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis.formats.paired_rounds import read_round
-from prbench.compare.shard_rounds import run_shards
+from foundation.formats.paired_rounds import read_round
+from prbench.compare.round_sharding import run_shards
 from prbench.executors import ShardOutcome
 from prbench.executors.local_pool import LocalPool
-from tests.ray_support import NEEDS_RAY
-from tests.shard_support import kernel_block, model_block, round_shape, shards_of, write_fake_plan
+from tests.support.ray_support import NEEDS_RAY
+from tests.support.shard_support import kernel_block, model_block, round_shape, shards_of, write_fake_plan
 
 # A real cluster: out of the unit tier; under ``pytest -n`` the module's tests share one worker, and so its cluster.
 pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.xdist_group("ray-executor"), NEEDS_RAY]

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.electra_compare import ELECTRA_FLAGS, ROOT, copy_run, executor_independent
-from tests.ray_support import NEEDS_RAY, Cluster, two_node_cluster
+from tests.support.electra_compare import ELECTRA_FLAGS, ROOT, copy_run, executor_independent
+from tests.support.ray_support import NEEDS_RAY, Cluster, two_node_cluster
 
 # The run without the loss is the session's ``electra_compare`` (tests/conftest.py), on the worker that runs it.
 pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.xdist_group("electra-compare"), NEEDS_RAY]

@@ -21,11 +21,11 @@ import pandas as pd
 import pytest
 
 from analysis.kernels.compare import PLACE, pair_kernels
-from analysis.kernels.index import where_launched
 from analysis.markdown_fit import outside_code
 from analysis.rendering import cell, fmt_x
 from analysis.report.markdown import COMMENT_LIMIT
 from analysis.report.render import load_report_inputs, render_report
+from foundation.formats.kernel_index import where_launched
 
 FIXTURE = Path(__file__).parent / "fixtures" / "readme_run" / "readme1-a.tar.gz"
 LAYER_NORM = "cpp_fused_add_native_layer_norm_view_1"

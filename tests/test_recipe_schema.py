@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recipe_support import DIGEST, SHA, docker_recipe, load_error, set_key, to_toml, write
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench import inductor_options
-from prbench.images import patches as patch_tool
-from prbench.recipes import load_recipe
+from prbench.sides import patches as patch_tool
+from prbench.sides.recipes import load_recipe
+from tests.support.recipe_support import DIGEST, SHA, docker_recipe, load_error, set_key, to_toml, write
 
 TEST_RECIPES = Path(__file__).resolve().parent / "recipes"
 

@@ -5,10 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from recipe_support import DIGEST, RECIPES_DIR, docker_recipe, drop_key, load_error, set_key, to_toml, write
 
-from analysis.errors import UserError
-from prbench.recipes import FROM_PYTORCH_PIN, INSTALLED, list_recipes, load_recipe
+from foundation.errors import UserError
+from prbench.sides.recipes import FROM_PYTORCH_PIN, INSTALLED, list_recipes, load_recipe
+from tests.support.recipe_support import (
+    DIGEST,
+    RECIPES_DIR,
+    docker_recipe,
+    drop_key,
+    load_error,
+    set_key,
+    to_toml,
+    write,
+)
 
 SHIPPED = sorted(RECIPES_DIR.glob("*.toml"))
 

@@ -10,8 +10,8 @@ import pandas as pd
 from openpyxl import load_workbook
 
 from analysis.rendering import Column, fmt_p, fmt_time, frame_table, markdown_table, write_xlsx
-from prbench.runs.report_command import render_run_report
 from prbench.runs.run_store import RunStore
+from prbench.stages.report import render_run_report
 
 
 def test_the_report_table_cuts_names_in_the_middle_and_names_the_file_with_the_rest() -> None:

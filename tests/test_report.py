@@ -12,10 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from cli_support import invoke_in_process
-from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
 
-from analysis.errors import UserError
 from analysis.rendering import sheet_name
 from analysis.report.render import (
     COMMENT_LIMIT,
@@ -25,6 +22,9 @@ from analysis.report.render import (
     render_report,
 )
 from analysis.stats.verdict_settings import VerdictSettings
+from foundation.errors import UserError
+from tests.support.cli_support import invoke_in_process
+from tests.support.compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame, write_variant
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"BertForMaskedLM": 40.0, "GPT2": 30.0, "T5Small": 60.0}
@@ -155,9 +155,9 @@ def test_invoke_report_rerenders_a_run_directory(tmp_path: Path) -> None:
 
 def test_the_report_opens_with_the_experiment_the_run_recorded(tmp_path: Path) -> None:
     """A compare on rocm7-mi300 with no suite flag: the seed's experiment, as its manifest and env.json say."""
-    from analysis.formats.suite_request import SuiteRequest
-    from prbench.recipes import load_recipe
-    from prbench.runs.variants import Variant
+    from foundation.formats.suite_request import SuiteRequest
+    from prbench.sides.recipes import load_recipe
+    from prbench.sides.variants import Variant
 
     run = _run_dir(tmp_path)
     recipe = load_recipe("rocm7-mi300", ROOT / "recipes")
@@ -208,7 +208,7 @@ def test_the_report_prints_the_confidence_level_actually_used(tmp_path: Path) ->
 
 
 def test_a_kind_whose_rounds_stopped_early_is_stated_at_the_strict_level(tmp_path: Path) -> None:
-    from analysis.stats.sequential import RoundsUsed, write_rounds_used
+    from analysis.report.sequential import RoundsUsed, write_rounds_used
 
     run = _run_dir(tmp_path)
     (run / "pair" / "kernels").mkdir(parents=True)
@@ -232,7 +232,7 @@ def test_a_kind_whose_rounds_stopped_early_is_stated_at_the_strict_level(tmp_pat
 
 
 def test_the_method_says_whether_each_kind_reached_the_resolution_target(tmp_path: Path) -> None:
-    from analysis.stats.sequential import RoundsUsed, write_rounds_used
+    from analysis.report.sequential import RoundsUsed, write_rounds_used
 
     run = _run_dir(tmp_path)
     for kind in ("kernels", "models"):
@@ -348,8 +348,8 @@ def test_bad_kernel_csvs_give_one_line_errors(tmp_path: Path, problem: str) -> N
 
 def test_a_comparison_renders_with_the_settings_it_was_given_not_those_read_back(tmp_path: Path) -> None:
     """invoke compare hands its validated settings to the report stage; only a re-render reads the manifest."""
-    from prbench.runs.report_command import render_run_report
     from prbench.runs.run_store import RunStore
+    from prbench.stages.report import render_run_report
 
     _run_dir(tmp_path, stats={"confidence": 0.9})  # what the manifest says
     with RunStore(tmp_path / "runs").open("r1", write=True) as run:
@@ -362,7 +362,7 @@ def test_a_comparison_renders_with_the_settings_it_was_given_not_those_read_back
 def _burst_rounds(run: Path, rounds: int) -> None:
     """Model rounds as the paired stage writes them: eight ABBA blocks per model and round, the machine 1.8×
     slower for the first half of every round and for the first visit (base) after it."""
-    from analysis.formats.paired_rounds import RoundRecord, Visit, round_file, side_samples, write_round
+    from foundation.formats.paired_rounds import RoundRecord, Visit, round_file, side_samples, write_round
 
     records = []
     for number in range(1, rounds + 1):
@@ -400,8 +400,8 @@ def test_the_method_section_says_how_often_a_round_walks_the_blocks_in_whole_sen
         tmp_path: Path, passes: int, phrase: str) -> None:
     """A reviewer reading the method paragraph sees how many passes a round made, and no sentence runs into the
     next one (a template tag once swallowed the line break: "result.In each block")."""
-    from prbench.runs.report_command import render_run_report
     from prbench.runs.run_store import RunStore
+    from prbench.stages.report import render_run_report
 
     _run_dir(tmp_path)
     with RunStore(tmp_path / "runs").open("r1", write=True) as run:

@@ -17,16 +17,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from cli_support import invoke_in_process
-from compare_data import model_rounds, round_draws, suite_frame, write_variant
 
-from analysis.errors import UserError
-from analysis.formats.launch_cost import GraphLaunchCost, LaunchCost, read_launch_cost, write_launch_cost
-from analysis.formats.paired_rounds import RoundRecord, round_file, write_round
 from analysis.kernels.identity import identify_cpp
 from analysis.kernels.results import KERNEL_COLUMNS
 from analysis.kernels.source import code_diff, launch_config
 from analysis.report.render import load_report_inputs, render_report
+from foundation.errors import UserError
+from foundation.formats.launch_cost import GraphLaunchCost, LaunchCost, read_launch_cost, write_launch_cost
+from foundation.formats.paired_rounds import RoundRecord, round_file, write_round
+from tests.support.cli_support import invoke_in_process
+from tests.support.compare_data import model_rounds, round_draws, suite_frame, write_variant
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = Path(__file__).parent / "fixtures" / "kernel_pairs"

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame
-from gfm_check import gfm_problems, render_gfm, source_tables
 
 from analysis.report.pr_comment import CommentSources, comment_marker, pr_comment
 from analysis.report.render import ReportInputs, render_report
+from tests.support.compare_data import kernel_specs, kernels_frame, model_rounds, suite_frame
+from tests.support.gfm_check import gfm_problems, render_gfm, source_tables
 
 MODELS = {"BertForMaskedLM": 40.0, "GPT2": 30.0, "T5Small": 60.0}
 TRACE_DIFF = """### Per category

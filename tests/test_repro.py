@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from cli_support import invoke_in_process
 
-from analysis.errors import UserError
 from analysis.kernels.repro import find_pair
-from prbench.review.repro_command import TIMER_SOURCES, timer_module_text
+from foundation.errors import UserError
+from prbench.commands.repro import TIMER_SOURCES, timer_module_text
 from prbench.runs.run_store import RunStore
+from tests.support.cli_support import invoke_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = ROOT / "tests" / "fixtures" / "gpu_h100"
@@ -42,7 +42,7 @@ def test_the_timer_module_is_the_kernel_stages_own_code_and_imports_nothing_of_p
     tree = ast.parse(text)
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert not imported & {"prbench", "analysis", "stages"}
+    assert not imported & {"prbench", "analysis", "foundation", "stages"}
     for rel, names in TIMER_SOURCES:
         source = (ROOT / rel).read_text(encoding="utf-8")
         for name in names:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.formats.run_layout import MANIFEST
+from foundation.formats.run_layout import MANIFEST
 from prbench.runs.run_lock import LOCK_FILE, RunInUse, RunLock
 from prbench.runs.run_store import RunStore
 

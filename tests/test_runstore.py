@@ -10,11 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in_process
 
-from analysis.errors import UserError
-from analysis.formats.run_layout import MANIFEST
+from foundation.errors import UserError
+from foundation.formats.run_layout import MANIFEST
 from prbench.runs.run_store import Run, RunStore, StageRecord, StageStatus, input_hash
+from tests.support.cli_support import invoke_in_process
 
 PROJECT = Path(__file__).resolve().parents[1]
 

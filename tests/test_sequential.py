@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
-from analysis.stats.sequential import (
+from analysis.report.sequential import (
     Look,
     RoundsPolicy,
     RoundsUsed,
@@ -21,6 +20,7 @@ from analysis.stats.sequential import (
     write_rounds_used,
 )
 from analysis.stats.verdict_settings import VerdictSettings
+from foundation.errors import UserError
 
 NOMINAL = VerdictSettings()
 
@@ -175,7 +175,7 @@ def test_the_rounds_record_says_whether_the_resolution_target_was_reached(tmp_pa
 
 
 def test_open_findings_are_inconclusive_items_beyond_the_threshold_that_hold_enough_of_the_step() -> None:
-    from analysis.stats.sequential import open_findings
+    from analysis.report.sequential import open_findings
 
     verdicts = ["inconclusive", "inconclusive", "inconclusive", "regressed", "inconclusive"]
     speedups = [0.95, 0.99, 0.95, 0.90, 1.06]  # 5 % slower, 1 % (within ±2 %), 5 % but tiny, decided, 6 % faster

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
-from analysis.formats.paired_rounds import read_round
-from analysis.formats.round_shards import block_ranges, parse_block_ranges, partition_blocks
-from prbench.compare.shard_rounds import run_shards, time_in_shards
+from foundation.errors import UserError
+from foundation.formats.paired_rounds import read_round
+from foundation.formats.round_shards import block_ranges, parse_block_ranges, partition_blocks
+from prbench.compare.round_sharding import run_shards, time_in_shards
 from prbench.executors import ShardOutcome, check_executor, open_executor
 from prbench.executors.local_pool import LocalPool
 from prbench.executors.node import cpu_slots
-from tests.shard_support import kernel_block, model_block, round_shape, shards_of, write_fake_plan
+from tests.support.shard_support import kernel_block, model_block, round_shape, shards_of, write_fake_plan
 
 
 def run_all(rounds, devices: list[str]) -> list[ShardOutcome]:

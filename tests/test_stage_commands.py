@@ -1,5 +1,5 @@
 """The host's stage adapters: every command line it builds is one the stage's own parser accepts; every stage
-ends through one wrapper (``stages.entry``) and prints one progress format (``stages.progress``); a stage's own
+ends through one wrapper (``stages.entry``) and prints one progress format (``stages.support.progress``); a stage's own
 ``error:`` line is the one line the user sees."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
-from analysis.formats.suite_request import SuiteRequest
+from foundation.errors import UserError
+from foundation.formats.suite_request import SuiteRequest
 from prbench.runners import StageCommand
 from prbench.runs.pipeline import StageProgress
-from prbench.runs.stage_commands import (
+from prbench.stages.command_lines import (
     ProfileSettings,
     kernels_command,
     launch_cost_command,
@@ -31,7 +31,7 @@ from prbench.runs.stage_commands import (
     variant_profile_command,
 )
 from stages import entry
-from stages.progress import progress_line
+from stages.support.progress import progress_line
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -156,7 +156,7 @@ def test_a_bug_keeps_its_traceback() -> None:
 
 STAGE_THAT_ENDS = """
 import atexit, pathlib, sys
-from analysis.errors import UserError
+from foundation.errors import UserError
 from stages.entry import run_as_script
 
 OUT = pathlib.Path(sys.argv[1])

@@ -1,6 +1,6 @@
 """A user runs `invoke compare --devices 7` on a ROCm (or CUDA) machine: every stage of both sides runs on GPU 7 —
 the suite (as one stage, or its shards), launch cost, the profile and the paired rounds — pinned the one way
-`analysis.formats.stage_records.visible_devices_env` says (HIP_VISIBLE_DEVICES on rocm, CUDA_VISIBLE_DEVICES on
+`foundation.formats.stage_records.visible_devices_env` says (HIP_VISIBLE_DEVICES on rocm, CUDA_VISIBLE_DEVICES on
 cuda), and no visible-devices variable of the shell or of ``--env`` renumbers it. Organize reads files only.
 
 Checked on the commands the comparison builds for each stage (no GPU is needed to see where a stage would run).
@@ -16,17 +16,17 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from analysis.formats.stage_records import VISIBLE_DEVICES, pinned_over, visible_devices_env
-from analysis.formats.suite_request import SuiteRequest
+from foundation.formats.stage_records import VISIBLE_DEVICES, pinned_over, visible_devices_env
+from foundation.formats.suite_request import SuiteRequest
 from prbench.compare import driver
 from prbench.compare.driver import CompareRequest, Comparison
-from prbench.compare.suite_shards import suite_shards
 from prbench.executors import DeviceSlot, RunnerSpec, placed
-from prbench.recipes import load_recipe
 from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runs.pipeline import PreparedVariant
-from prbench.runs.variants import Variant
+from prbench.sides.recipes import load_recipe
+from prbench.sides.variants import Variant
+from prbench.stages.suite_shards import suite_shards
 from stages import suite as suite_stage
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,9 +14,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from store_support import clone_with_submodules, git, http_server, write_wheel
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.images.content_store import (
     DEFAULT_STORE,
     STORE_ENV,
@@ -26,6 +25,7 @@ from prbench.images.content_store import (
     WheelTarget,
     items_in_lock,
 )
+from tests.support.store_support import clone_with_submodules, git, http_server, write_wheel
 
 TARGET = WheelTarget("3.11", ("manylinux_2_28_x86_64", "linux_x86_64"), abi="cp311")
 

@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in_process
 
 from prbench.images.content_store import Store, StoreItem
+from tests.support.cli_support import invoke_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -134,9 +134,8 @@ extra = ["app==1.0"]
 @pytest.fixture
 def fetching(tmp_path: Path, monkeypatch) -> Path:
     """pip sees only a local wheelhouse (torch, app needing lib); the base image's Python is read without Docker."""
-    from store_support import write_wheel
-
     from prbench.images.content_store import WheelTarget
+    from tests.support.store_support import write_wheel
 
     house = tmp_path / "wheelhouse"
     torch = write_wheel(house, "torch", "2.13.0+cpu")
@@ -156,8 +155,8 @@ def fetching(tmp_path: Path, monkeypatch) -> Path:
 @pytest.mark.integration
 def test_fetch_puts_a_recipes_wheels_in_the_store_and_later_needs_no_index(tmp_path: Path, fetching, capsys,
                                                                            monkeypatch) -> None:
-    from prbench.images.store_command import run_store_action
-    from prbench.recipes import load_recipe
+    from prbench.commands.images import run_store_action
+    from prbench.sides.recipes import load_recipe
 
     torch = fetching
     recipe = load_recipe(str(_wheel_recipe(tmp_path, hashlib.sha256(torch.read_bytes()).hexdigest())), tmp_path)
@@ -175,9 +174,9 @@ def test_fetch_puts_a_recipes_wheels_in_the_store_and_later_needs_no_index(tmp_p
 
 @pytest.mark.integration
 def test_fetch_refuses_a_wheel_whose_bytes_are_not_the_pinned_ones(tmp_path: Path, fetching) -> None:
-    from analysis.errors import UserError
-    from prbench.images.store_command import run_store_action
-    from prbench.recipes import load_recipe
+    from foundation.errors import UserError
+    from prbench.commands.images import run_store_action
+    from prbench.sides.recipes import load_recipe
 
     torch = fetching
     recipe = load_recipe(str(_wheel_recipe(tmp_path, "0" * 64)), tmp_path)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from docker_support import BASE_IMAGE, require_engine
 
 from prbench.images.content_store import Store, StoreError, StoreItem
+from tests.support.docker_support import BASE_IMAGE, require_engine
 
 # Under ``pytest -n``, the docker tests that build stand-in images share one worker: they build (and remove) images
 # of the same tags.

@@ -10,16 +10,16 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from cli_support import invoke_in_process
 
-from analysis.errors import UserError
-from analysis.formats.suite_options import MODEL_NAMES
-from analysis.formats.suite_request import SuiteRequest
-from analysis.report.experiment import describe_experiment
-from prbench.recipes import load_recipe, parse_recipe
+from analysis.report.sections.experiment import describe_experiment
+from foundation.errors import UserError
+from foundation.formats.suite_options import MODEL_NAMES
+from foundation.formats.suite_request import SuiteRequest
 from prbench.runs.run_store import input_hash
-from prbench.runs.stage_commands import suite_source_command
-from prbench.runs.variants import Variant
+from prbench.sides.recipes import load_recipe, parse_recipe
+from prbench.sides.variants import Variant
+from prbench.stages.command_lines import suite_source_command
+from tests.support.cli_support import invoke_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_LINE = ("Experiment: 54 models (all) at full size, training, amp, on cuda (recipe {recipe}); "
@@ -176,7 +176,7 @@ def test_use_runner_is_refused_in_one_line_where_runner_py_cannot_do_it(tmp_path
 
 
 def test_the_experiment_line_names_each_side_when_they_differ_and_what_the_harness_ignores() -> None:
-    from analysis.report.experiment import experiment, report_lines
+    from analysis.report.sections.experiment import experiment, report_lines
 
     suite = SuiteRequest(source="upstream", models="BertForMaskedLM,T5Small", mode="training", dtype="amp",
                          device="cuda").inputs()

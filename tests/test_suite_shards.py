@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from analysis.errors import UserError
-from analysis.formats.cache_archive import archived_graph_modules
-from analysis.formats.dynamo_csv import read_graph_models, read_suite_csv, read_suite_samples, write_suite_csv
-from analysis.formats.run_layout import VariantLayout
-from analysis.formats.suite_request import SuiteRequest
-from analysis.formats.suite_shard_records import (
+from foundation.errors import UserError
+from foundation.formats.cache_archive import archived_graph_modules
+from foundation.formats.dynamo_csv import read_graph_models, read_suite_csv, read_suite_samples, write_suite_csv
+from foundation.formats.run_layout import VariantLayout
+from foundation.formats.suite_request import SuiteRequest
+from foundation.formats.suite_shard_records import (
     ShardRecord,
     merge_graph_models,
     merge_rows,
@@ -36,15 +36,15 @@ from analysis.formats.suite_shard_records import (
     read_shard_record,
     write_shard_record,
 )
-from prbench.compare.shard_rounds import NodeFacts, node_summary, run_tasks
-from prbench.compare.suite_shards import SuiteShards, spread_shard_size, suite_shards
+from prbench.compare.round_sharding import NodeFacts, node_summary, run_tasks
 from prbench.executors import DeviceSlot, RunnerSpec, ShardOutcome, ShardTask
 from prbench.executors.local_pool import LocalPool
-from prbench.recipes import load_recipe
 from prbench.runners import CODE_ROOT
 from prbench.runners.local import LocalRunner
-from prbench.runs.stage_commands import suite_command
-from prbench.runs.variants import Variant
+from prbench.sides.recipes import load_recipe
+from prbench.sides.variants import Variant
+from prbench.stages.command_lines import suite_command
+from prbench.stages.suite_shards import SuiteShards, spread_shard_size, suite_shards
 from stages.suite import build_parser, failure_row
 
 TWO = "BertForMaskedLM,DistilBertForMaskedLM"

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from analysis.formats.dynamo_csv import SUITE_COLUMNS, read_suite_csv
-from analysis.formats.suite_request import SuiteRequest
-from prbench.compare.suite_stage import summarize
-from prbench.recipes import load_recipe
+from foundation.formats.dynamo_csv import SUITE_COLUMNS, read_suite_csv
+from foundation.formats.suite_request import SuiteRequest
 from prbench.runners import CODE_ROOT
-from prbench.runs.stage_commands import suite_command
-from prbench.runs.variants import Variant
+from prbench.sides.recipes import load_recipe
+from prbench.sides.variants import Variant
+from prbench.stages.command_lines import suite_command
+from prbench.stages.suite import summarize
 
 TWO = "BertForMaskedLM,DistilBertForMaskedLM"
 
@@ -118,7 +118,8 @@ def test_an_interrupted_run_resumes_without_redoing_finished_models(tmp_path: Pa
 
 @pytest.mark.integration
 def test_a_failing_model_gets_a_fail_row_and_the_others_go_on(tmp_path: Path, monkeypatch) -> None:
-    from stages import hf_models, suite
+    from stages import suite
+    from stages.support import hf_models
 
     real_build = hf_models.build
 
@@ -229,7 +230,7 @@ def test_invoke_suite_compiles_two_tiny_models_and_archives_the_inductor_cache(t
     # A fresh cache: every model's cold compile looked its graphs up in Inductor's FX-graph cache and missed.
     assert all(int(r["fxgraph_cache_misses"]) >= 1 and int(r["fxgraph_cache_hits"]) >= 0 for r in rows), rows
 
-    from analysis.formats.cache_archive import archived_graph_modules
+    from foundation.formats.cache_archive import archived_graph_modules
 
     modules = archived_graph_modules(variant / "inductor-cache.tar.gz")
     assert len(modules) >= 2, modules  # one compiled graph per model at least

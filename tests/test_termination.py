@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from analysis.formats.run_layout import MANIFEST
+from foundation.formats.run_layout import MANIFEST
 from prbench.runners import OWNER_LABEL, RUN_LABEL
 from prbench.runs.run_lock import RunLock
 from prbench.termination import Terminated, handlers_kept, terminate_as_interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
-HOST = ROOT / "tests" / "termination_host.py"
+HOST = ROOT / "tests" / "support" / "termination_host.py"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
 BASE_IMAGE = "prbench-test/bookworm:base"
 
@@ -198,7 +198,7 @@ def run_a_stage_per_device(runner: Any, tmp_path: Path) -> dict[int, BaseExcepti
     def device(index: int) -> None:
         files = [f"--marker={markers[index]}", f"--beat={tmp_path / f'beat-{index}'}", f"--out={tmp_path / 'out'}"]
         try:
-            runner.run(StageCommand("tests.slow_stage", files))
+            runner.run(StageCommand("tests.support.slow_stage", files))
             ended[index] = None
         except BaseException as exc:
             ended[index] = exc
@@ -231,9 +231,8 @@ def test_a_runner_running_a_stage_per_device_stops_them_all(tmp_path: Path) -> N
 
 @pytest.mark.docker
 def test_a_docker_runner_running_a_stage_per_device_stops_them_all(tmp_path: Path) -> None:
-    from docker_support import require_engine
-
     from prbench.runners.docker import DockerRunner, run_labels
+    from tests.support.docker_support import require_engine
 
     client = require_engine()
     runner = DockerRunner(BASE_IMAGE, "cpu", writable=[tmp_path], stream_output=False, labels=run_labels(tmp_path))
@@ -248,7 +247,7 @@ def test_a_docker_runner_running_a_stage_per_device_stops_them_all(tmp_path: Pat
 
 @pytest.mark.docker
 def test_a_host_told_to_end_leaves_no_container_of_the_run(tmp_path: Path, hosts: list[subprocess.Popen]) -> None:
-    from docker_support import require_engine
+    from tests.support.docker_support import require_engine
 
     client = require_engine()
     run = tmp_path / "runs" / "held"
@@ -269,9 +268,8 @@ def test_a_host_told_to_end_leaves_no_container_of_the_run(tmp_path: Path, hosts
 
 @pytest.mark.docker
 def test_what_a_killed_host_left_is_found_by_its_run_and_removed_and_other_runs_keep_theirs(tmp_path: Path) -> None:
-    from docker_support import require_engine
-
     from prbench.runners.docker import remove_containers, run_labels
+    from tests.support.docker_support import require_engine
 
     client = require_engine()
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
@@ -306,11 +304,11 @@ def _exists(client, container_id: str) -> bool:
 def test_compare_removes_what_a_killed_invocation_of_its_run_left_and_leaves_none_itself(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from docker_support import require_engine
     from rich.console import Console
 
     from prbench.compare.driver import _no_containers_left
     from prbench.runners.docker import run_labels
+    from tests.support.docker_support import require_engine
 
     client = require_engine()
     run = SimpleNamespace(root=tmp_path / "runs" / "r", run_id="r")

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from cli_support import invoke_in_process
 
 from analysis.traces import read_trace
-from analysis.traces.ops import UNLINKED_SHARE
-from analysis.traces.trace_diff import trace_diff
+from analysis.traces.analyses.ops import UNLINKED_SHARE
+from analysis.traces.reports.trace_diff import trace_diff
+from tests.support.cli_support import invoke_in_process
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 H100 = FIXTURES / "h100_bert-small-uncased.json.gz"

@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in_process
 
-from analysis.errors import UserError
 from analysis.traces import read_trace
+from foundation.errors import UserError
+from tests.support.cli_support import invoke_in_process
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 H100 = FIXTURES / "h100_bert-small-uncased.json.gz"

@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fuzz_readers import DELETE, dumps, mutated, odd_numbers  # the fuzzers' mutations and odd values
 
-from analysis.errors import UserError
-from analysis.traces import fast_io, kineto, read_trace
+from analysis.traces import read_trace
 from analysis.traces.model import EventColumns, TraceData
+from analysis.traces.readers import fast_io, kineto
+from foundation.errors import UserError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 KINETO = [FIXTURES / "h100_bert-small-uncased.json.gz", FIXTURES / "mi300_bert-small-uncased.json.gz",

@@ -13,9 +13,9 @@ import openpyxl
 import pandas as pd
 import pytest
 
-from analysis.traces.collectives import ACROSS_COLUMNS, PER_RANK_COLUMNS, STRAGGLER_COLUMNS
-from analysis.traces.op_shapes import SHORT_KERNELS_COLUMNS, UNIFIED_COLUMNS, UNIQUE_ARGS_COLUMNS
-from analysis.traces.perf_report import generate_perf_reports
+from analysis.traces.analyses.collectives import ACROSS_COLUMNS, PER_RANK_COLUMNS, STRAGGLER_COLUMNS
+from analysis.traces.analyses.op_shapes import SHORT_KERNELS_COLUMNS, UNIFIED_COLUMNS, UNIQUE_ARGS_COLUMNS
+from analysis.traces.reports.perf_report import generate_perf_reports
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 REFERENCE = FIXTURES / "tracelens_reference"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from cli_support import invoke_in_process
+
+from tests.support.cli_support import invoke_in_process
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 REFERENCE = FIXTURES / "tracelens_reference"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.traces.categories import kernel_category, op_category
+from analysis.traces.analyses.categories import kernel_category, op_category
 from analysis.traces.model import CPU_KERNEL, MEMCPY
 
 

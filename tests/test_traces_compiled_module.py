@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
 from analysis.traces import read_trace
-from analysis.traces.breakdown import top_kernels
-from analysis.traces.compiled_module_profile import parse_compiled_module_profile, read_compiled_module_profile
+from analysis.traces.analyses.breakdown import top_kernels
+from analysis.traces.readers.compiled_module_profile import parse_compiled_module_profile, read_compiled_module_profile
+from foundation.errors import UserError
 
 CPU_OUTPUT = Path(__file__).parent / "fixtures" / "traces" / "cpu_graph_module_p_output.txt"
 

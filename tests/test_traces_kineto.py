@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
-from analysis.errors import UserError
-from analysis.traces import fast_io, kineto, read_trace
-from analysis.traces.breakdown import category_table, kernels_per_step, top_kernels
-from analysis.traces.kernel_totals import kernel_categories
-from analysis.traces.launch import analyze_launches, launch_delays, sync_table
-from analysis.traces.timeline import gpu_timeline
-from tests import interval_support as intervals
+from analysis.traces import read_trace
+from analysis.traces.analyses.breakdown import category_table, kernels_per_step, top_kernels
+from analysis.traces.analyses.kernel_totals import kernel_categories
+from analysis.traces.analyses.launch import analyze_launches, launch_delays, sync_table
+from analysis.traces.analyses.timeline import gpu_timeline
+from analysis.traces.readers import fast_io, kineto
+from foundation.errors import UserError
+from tests.support import interval_support as intervals
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 
@@ -43,7 +44,7 @@ MULTIRANK = FIXTURES / "multirank" / "sampled_rank-0.json.gz"
 
 def _expected_timeline(path: Path) -> dict[str, float]:
     """Straight from the raw JSON, in µs: the TraceLens definitions, each set difference cut out interval by
-    interval (tests/interval_support), not as the timeline's differences of unions."""
+    interval (tests/support/interval_support), not as the timeline's differences of unions."""
     events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X"]
 
@@ -329,8 +330,8 @@ def test_reading_a_trace_its_timeline_and_kernel_totals_load_neither_numpy_nor_p
     # decompressing and parsing the whole file.
     code = ("import sys\n"
             "from analysis.traces import read_trace\n"
-            "from analysis.traces.kernel_totals import kernel_categories\n"
-            "from analysis.traces.timeline import gpu_timeline\n"
+            "from analysis.traces.analyses.kernel_totals import kernel_categories\n"
+            "from analysis.traces.analyses.timeline import gpu_timeline\n"
             f"trace = read_trace({str(MULTIRANK)!r})\n"
             "gpu_timeline(trace), kernel_categories(trace)\n"
             "print(sorted({'numpy', 'pandas'} & sys.modules.keys()))\n")

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis.traces import read_trace
-from analysis.traces.ops import (
+from analysis.traces.analyses.ops import (
     NO_OP,
     UNLINKED,
     UNLINKED_SHARE,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from analysis.traces import read_trace
-from analysis.traces.breakdown import kernels_per_step, top_kernels
+from analysis.traces.analyses.breakdown import kernels_per_step, top_kernels
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ def test_profile_stage_writes_a_trace_with_cpp_kernels_and_steps(tmp_path: Path)
 LEND_THEN_ASK = """
 import os, shutil, subprocess, sys
 from pathlib import Path
-from stages.environment import lend_precompiled_headers, prepare_inductor
+from stages.support.environment import lend_precompiled_headers, prepare_inductor
 tmpdir = Path(sys.argv[1])
 prepare_inductor({})  # as the profile stage starts
 lend_precompiled_headers(tmpdir)

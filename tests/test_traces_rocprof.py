@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
 from analysis.traces import detect_format, read_trace
-from analysis.traces.breakdown import category_table, top_kernels
+from analysis.traces.analyses.breakdown import category_table, top_kernels
+from analysis.traces.analyses.timeline import gpu_timeline
 from analysis.traces.model import MEMCPY
-from analysis.traces.timeline import gpu_timeline
-from tests import interval_support as intervals
+from foundation.errors import UserError
+from tests.support import interval_support as intervals
 
 ROCPROF = Path(__file__).parent / "fixtures" / "traces" / "rocprof" / "rocprofv3_908_results.json.gz"
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from analysis.traces import read_trace
+from analysis.traces.analyses.ops import attribute
+from analysis.traces.analyses.roofline import device_peaks, device_sentence, op_work, roofline_table, versus_peak
 from analysis.traces.model import OpShape
-from analysis.traces.ops import attribute
-from analysis.traces.roofline import device_peaks, device_sentence, op_work, roofline_table, versus_peak
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 H100 = FIXTURES / "h100_bert-small-uncased.json.gz"

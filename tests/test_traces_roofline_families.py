@@ -11,11 +11,17 @@ import pandas as pd
 import pytest
 
 from analysis.traces import read_trace
+from analysis.traces.analyses.op_shapes import unified_perf_summary
+from analysis.traces.analyses.ops import attribute
+from analysis.traces.analyses.roofline import (
+    RMS_NORM_MXFP4_OPS,
+    RMS_NORM_PAD_OPS,
+    device_peaks,
+    op_work,
+    unpriced_reason,
+)
 from analysis.traces.model import OpShape
-from analysis.traces.op_shapes import unified_perf_summary
-from analysis.traces.ops import attribute
-from analysis.traces.roofline import RMS_NORM_MXFP4_OPS, RMS_NORM_PAD_OPS, device_peaks, op_work, unpriced_reason
-from tests.trace_support import kernels_by_op_call
+from tests.support.trace_support import kernels_by_op_call
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 SGLANG = FIXTURES / "mi300_sglang_qwen3_ops_excerpt.json.gz"  # SGLang serving Qwen3-8B on an MI300X (AITER ops)

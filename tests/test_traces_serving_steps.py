@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 
 from analysis.traces import read_trace
-from analysis.traces.model import OpShape
-from analysis.traces.op_shapes import unified_perf_summary
-from analysis.traces.ops import attribute
-from analysis.traces.roofline import device_peaks, op_work, unpriced_reason
-from analysis.traces.serving_steps import (
+from analysis.traces.analyses.op_shapes import unified_perf_summary
+from analysis.traces.analyses.ops import attribute
+from analysis.traces.analyses.roofline import device_peaks, op_work, unpriced_reason
+from analysis.traces.analyses.serving_steps import (
     NO_STEP,
     NO_SUMS,
     PhaseSums,
@@ -29,6 +28,7 @@ from analysis.traces.serving_steps import (
     step_sums,
     vllm_step,
 )
+from analysis.traces.model import OpShape
 
 VLLM = Path(__file__).parent / "fixtures" / "traces" / "b200_vllm_ops_excerpt.json.gz"  # vLLM on a B200
 BF16, FP8 = "c10::BFloat16", "c10::Float8_e4m3fn"

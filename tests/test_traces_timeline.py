@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from analysis.traces import read_trace
-from analysis.traces.perf_report import generate_perf_reports
-from analysis.traces.timeline import gpu_timeline, measured_window, merge_intervals, union_length
+from analysis.traces.analyses.timeline import gpu_timeline, measured_window, merge_intervals, union_length
+from analysis.traces.reports.perf_report import generate_perf_reports
 
 
 def _covered(intervals: list[tuple[int, int]]) -> int:

@@ -62,7 +62,7 @@ def test_a_training_step_zeroes_the_gradients_and_takes_the_optimizer_step() -> 
 def test_float16_amp_steps_through_the_grad_scaler_and_bfloat16_amp_does_not() -> None:
     import torch
 
-    from stages.training import GRAD_SCALER_INIT, new_trainer, train_step
+    from stages.support.training import GRAD_SCALER_INIT, new_trainer, train_step
 
     model = _toy()
     assert new_trainer(model, "cpu", float16_amp=False).scaler is None
@@ -106,8 +106,8 @@ def test_the_compiled_training_step_holds_the_optimizer_update_and_the_numerics_
     import torch._dynamo
 
     from analysis.models.numerics import outputs_path, read_model_outputs
-    from stages.numerics import record_outputs, snapshot
     from stages.suite import step_factory, timed_step
+    from stages.support.numerics import record_outputs, snapshot
 
     torch._dynamo.reset()
     model, inputs = _toy(), _inputs()
@@ -146,9 +146,9 @@ def _record(out: Path, mode: str) -> None:
     """One side's recorded outputs of BertForMaskedLM (tiny), compiled by Inductor now, as the suite records them."""
     import torch._dynamo
 
-    from stages import hf_models
-    from stages.numerics import record_outputs, snapshot
     from stages.suite import step_factory, timed_step
+    from stages.support import hf_models
+    from stages.support.numerics import record_outputs, snapshot
 
     torch._dynamo.reset()
     built = hf_models.build("BertForMaskedLM", mode=mode)

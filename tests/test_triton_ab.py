@@ -21,21 +21,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from cli_support import invoke_in_process, one_line
-from compare_data import kernel_specs, kernels_frame
-from docker_support import (
-    base_image_id,
-    commit_all,
-    make_pytorch,
-    make_triton,
-    require_engine,
-    write_recipe,
-)
-from triton_trees import LLVM_HASH_3_5, LLVM_INFO_MAIN
 
-from analysis.formats.triton_ab import FLAGS, PIN_BUMP
 from analysis.kernels.compare import compare_kernels
 from analysis.report.render import load_report_inputs, render_report
+from foundation.formats.triton_ab import FLAGS, PIN_BUMP
 from prbench.compare.variant_plan import plan_docker
 from prbench.images.build import build_image, plan_build
 from prbench.images.build_plan import (
@@ -46,8 +35,19 @@ from prbench.images.build_plan import (
     LABEL_TRITON_PATCH,
 )
 from prbench.images.image_lock import LOCK_VERSION
-from prbench.images.pins import TritonPin
-from prbench.recipes import load_recipe
+from prbench.sides.pins import TritonPin
+from prbench.sides.recipes import load_recipe
+from tests.support.cli_support import invoke_in_process, one_line
+from tests.support.compare_data import kernel_specs, kernels_frame
+from tests.support.docker_support import (
+    base_image_id,
+    commit_all,
+    make_pytorch,
+    make_triton,
+    require_engine,
+    write_recipe,
+)
+from tests.support.triton_trees import LLVM_HASH_3_5, LLVM_INFO_MAIN
 
 ROOT = Path(__file__).resolve().parents[1]
 PIN_FILE = ".ci/docker/ci_commit_pins/triton.txt"
@@ -309,8 +309,7 @@ def _lock_as_built(image) -> dict:
 
 def test_a_rebuild_from_a_triton_ab_lock_applies_the_patch_again(clones: Clones, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from prbench import docker_engine
-    from prbench.images import image_lock
+    from prbench.images import docker_engine, image_lock
 
     patch = tmp_path / "fewer-stages.patch"
     patch.write_text(PATCH)

@@ -16,15 +16,15 @@ import json
 import sys
 
 import pytest
-from cli_support import invoke_in_process
-from docker_support import commit_all, make_pytorch, make_triton, write_recipe
-from triton_trees import LLVM_HASH_3_5, LLVM_INFO_MAIN
 
 from prbench.compare import doctor, driver
 from prbench.executors import RunnerSpec
 from prbench.images.build import plan_build
 from prbench.images.image_lock import LOCK_VERSION, read_lock, write_lock
 from prbench.runners.local import LocalRunner
+from tests.support.cli_support import invoke_in_process
+from tests.support.docker_support import commit_all, make_pytorch, make_triton, write_recipe
+from tests.support.triton_trees import LLVM_HASH_3_5, LLVM_INFO_MAIN
 
 MODEL = "ElectraForCausalLM"
 FLAGS = ("--models", MODEL, "--iterations", "10", "--warmup", "3", "--kernel-iterations", "10", "--rounds", "3",

@@ -4,7 +4,7 @@
 (the PR's may pin another LLVM), one line per check naming the flag.
 
 The clones are stand-ins: a Triton 3.4 tree (its setup.py fetches LLVM b5cc222d) pinned by a PyTorch, and a later
-Triton main tree (cmake/llvm-info.json: LLVM 941a04e6) as the PR (tests/triton_trees.py).
+Triton main tree (cmake/llvm-info.json: LLVM 941a04e6) as the PR (tests/support/triton_trees.py).
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in_process, one_line
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.compare import doctor
 from prbench.compare.doctor import run_doctor
-from tests.docker_support import commit_all, make_pytorch, make_triton
+from tests.support.cli_support import invoke_in_process, one_line
+from tests.support.docker_support import commit_all, make_pytorch, make_triton
+from tests.support.triton_trees import triton_files, triton_tree
 from tests.test_doctor import FakeEngine, amd_machine, by_name, inputs, rocm_recipe
-from tests.triton_trees import triton_files, triton_tree
 
 LLVM_3_4 = "llvm-b5cc222d-ubuntu-x64.tar.gz"
 LLVM_MAIN = "llvm-941a04e6-ubuntu-x64-1.tar.gz"
@@ -120,7 +120,7 @@ def test_the_doctors_triton_flags_are_checked_at_the_door(args, expected):
 
 def test_compares_preflight_checks_the_triton_ab_it_will_build(trees, tmp_path, monkeypatch):
     from prbench.compare.driver import CompareRequest, run_compare
-    from prbench.recipes import load_recipe
+    from prbench.sides.recipes import load_recipe
 
     machine = amd_machine(tmp_path, gpu=True, docker=lambda: FakeEngine(tmp_path))
     monkeypatch.setattr(doctor, "this_machine", lambda: machine)

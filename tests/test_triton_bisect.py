@@ -2,9 +2,9 @@
 --triton-bad B --kernel K``. Every step is the Triton A/B ``invoke compare --triton-base A --triton-pr STEP`` plans
 (one PyTorch on both sides), and the search is the PyTorch bisect's.
 
-The clones are stand-ins (tests/docker_support): a Triton history of six commits after the good one, the kernel's
-Triton code slower from commit 4 on, and a PyTorch that pins the good one. Each step's comparison is played by a
-stand-in for `run_compare` that writes the report row a real one would; the planning of each step is the real one.
+The clones are stand-ins (tests/support/docker_support): a Triton history of six commits after the good one, the
+kernel's Triton code slower from commit 4 on, and a PyTorch that pins the good one. Each step's comparison is played by
+a stand-in for `run_compare` that writes the report row a real one would; the planning of each step is the real one.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from cli_support import invoke_in_process, one_line
-from docker_support import commit_all, make_pytorch, make_triton
 
 from analysis.kernels.compare import IDENTICAL_CODE
+from prbench.commands import bisect as bisect_command
+from prbench.commands.bisect import BisectRequest, run_bisect
 from prbench.compare.driver import CompareRequest
-from prbench.recipes import load_recipe
-from prbench.review import bisect_command
-from prbench.review.bisect_command import BisectRequest, run_bisect
+from prbench.sides.recipes import load_recipe
+from tests.support.cli_support import invoke_in_process, one_line
+from tests.support.docker_support import commit_all, make_pytorch, make_triton
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = "triton_poi_fused_add_0"

@@ -2,7 +2,7 @@
 3.4, 3.5 or main for CUDA or ROCm gets each URL the build would fetch and the environment that makes it use the
 stored copy, with Proton and the C++ unit tests switched off.
 
-The trees are the stand-ins of tests/triton_trees.py: the files Triton's build reads (cmake/llvm-hash.txt or
+The trees are the stand-ins of tests/support/triton_trees.py: the files Triton's build reads (cmake/llvm-hash.txt or
 cmake/llvm-info.json, the NVIDIA toolchain versions, json-version.txt, pybind11-version.txt) and a setup.py (and on
 main python/build_helpers.py) with the same shape of download code as the real trees.
 """
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.images.build_context import fill_context
 from prbench.images.build_plan import BuildPlan
 from prbench.images.content_store import Store, StoreItem, WheelTarget, triton_downloads
 from prbench.images.downloads import Download
-from tests.triton_trees import JSON_URL, LLVM_BASE, REDIST, triton_tree
+from tests.support.triton_trees import JSON_URL, LLVM_BASE, REDIST, triton_tree
 
 
 def by_what(downloads: list[Download], what: str) -> list[Download]:
@@ -320,10 +320,10 @@ def _plan(tmp_path: Path, version: str, platform: str, llvm_sha256: str = LLVM_M
     """A source build plan of the stand-in PyTorch pinning a Triton clone with the real layout of ``version``
     (main's llvm-info.json naming ``llvm_sha256`` for the image's LLVM build)."""
     import git
-    from docker_support import ZERO_DIGEST, commit_all, make_pytorch, write_recipe
 
     from prbench.images.build import plan_build
-    from prbench.recipes import load_recipe
+    from prbench.sides.recipes import load_recipe
+    from tests.support.docker_support import ZERO_DIGEST, commit_all, make_pytorch, write_recipe
 
     triton = triton_tree(tmp_path / "triton", version)
     if version == "main":

@@ -13,14 +13,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from cli_support import invoke_in_process, one_line
-from docker_support import commit_all, make_pytorch, make_triton
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.compare.variant_plan import plan_docker
 from prbench.images.build import plan_build
-from prbench.images.pins import TritonPin
-from prbench.recipes import load_recipe
+from prbench.sides.pins import TritonPin
+from prbench.sides.recipes import load_recipe
+from tests.support.cli_support import invoke_in_process, one_line
+from tests.support.docker_support import commit_all, make_pytorch, make_triton
 
 ROOT = Path(__file__).resolve().parents[1]
 PIN_FILE = ".ci/docker/ci_commit_pins/triton.txt"
@@ -125,8 +125,7 @@ def test_triton_ref_builds_another_commit_on_both_sides_and_the_lock_says_so(clo
 
 
 def test_invoke_build_takes_triton_ref(clones: Clones, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from prbench import docker_engine
-    from prbench.images import image_lock
+    from prbench.images import docker_engine, image_lock
 
     built = []
 

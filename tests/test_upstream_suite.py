@@ -13,11 +13,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in_process
 
-from analysis.errors import UserError
-from analysis.formats.cache_archive import archived_graph_modules
-from analysis.formats.dynamo_csv import (
+from foundation.errors import UserError
+from foundation.formats.cache_archive import archived_graph_modules
+from foundation.formats.dynamo_csv import (
     SUITE_COLUMNS,
     DynamoCsvError,
     ingest_dynamo_csv,
@@ -33,6 +32,7 @@ from stages.upstream_suite import (
     runner_argv,
     runner_csv_name,
 )
+from tests.support.cli_support import invoke_in_process
 
 # What huggingface.py --performance writes (current main header), by hand: one model that ran, one that
 # failed (written as `cuda,Foo,0,0.0,0.0` and padded with "0" to the header), a header repeated by a later
@@ -342,12 +342,12 @@ def test_the_stage_rejects_bad_values_in_one_line_and_writes_nothing(tmp_path: P
 
 @pytest.mark.integration
 def test_upstream_command_runs_the_stage_through_the_local_runner(tmp_path: Path) -> None:
-    from analysis.formats.suite_request import SuiteRequest
-    from prbench.compare.suite_stage import suite_outputs
-    from prbench.recipes import load_recipe
+    from foundation.formats.suite_request import SuiteRequest
     from prbench.runners.local import LocalRunner
-    from prbench.runs.stage_commands import upstream_command
-    from prbench.runs.variants import Variant
+    from prbench.sides.recipes import load_recipe
+    from prbench.sides.variants import Variant
+    from prbench.stages.command_lines import upstream_command
+    from prbench.stages.suite import suite_outputs
 
     src = pytorch_tree(tmp_path)
     variant_dir = tmp_path / "run" / "base"
@@ -423,11 +423,11 @@ def test_invoke_suite_and_compare_reject_a_bad_source_before_writing_anything(tm
 
 
 def test_a_docker_recipe_runs_the_harness_from_the_images_pytorch_tree() -> None:
-    from analysis.formats.suite_request import SuiteRequest
-    from prbench.compare.suite_stage import upstream_tree
+    from foundation.formats.suite_request import SuiteRequest
     from prbench.images.build import render_dockerfile
     from prbench.images.build_plan import PYTORCH_SRC_IN_IMAGE, SourceTree
-    from prbench.recipes import load_recipe
+    from prbench.sides.recipes import load_recipe
+    from prbench.stages.suite import upstream_tree
 
     recipe = load_recipe("cuda-h100", CODE_ROOT / "recipes")
     assert recipe.pytorch is not None
@@ -438,13 +438,14 @@ def test_a_docker_recipe_runs_the_harness_from_the_images_pytorch_tree() -> None
     assert upstream_tree(upstream, recipe, None) == Path(PYTORCH_SRC_IN_IMAGE)
     assert upstream_tree(upstream, recipe, Path("/elsewhere/pytorch")) == Path("/elsewhere/pytorch")
     assert upstream_tree(SuiteRequest(), recipe, None) is None
-    assert PYTORCH_SRC_IN_IMAGE in __import__("tasks")._SUITE_HELP["upstream_src"]  # the help tells the truth
+    # the help tells the truth
+    assert PYTORCH_SRC_IN_IMAGE in __import__("prbench.commands.flags").commands.flags._SUITE_HELP["upstream_src"]
 
 
 def test_compare_runs_the_upstream_stage_and_a_source_change_redoes_the_suite(tmp_path: Path) -> None:
-    from analysis.formats.suite_request import SuiteRequest
+    from foundation.formats.suite_request import SuiteRequest
     from prbench.compare import driver as compare
-    from prbench.recipes import load_recipe
+    from prbench.sides.recipes import load_recipe
 
     class RecordingPipeline:  # stands in for the pipeline: keeps the specs compare hands it
         def __init__(self) -> None:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import git
 import pytest
-from docker_support import make_triton
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.compare import variant_plan
 from prbench.compare.variant_plan import LocalEnvironment, local_lock, plan_docker, plan_local
-from prbench.recipes import load_recipe
+from prbench.sides.recipes import load_recipe
+from tests.support.docker_support import make_triton
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from docker_support import VEC_ISA_OK
+
+from tests.support.docker_support import VEC_ISA_OK
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +32,7 @@ def counted(self, path):
     return real_probe(self, path)
 cpu_vec_isa.VecISA._probe_load = counted
 
-from stages.environment import prepare_inductor
+from stages.support.environment import prepare_inductor
 prepare_inductor({})
 picked = cpu_vec_isa.pick_vec_isa()
 print(json.dumps({"usable": [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()], "picked": str(picked),

@@ -12,16 +12,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from docker_support import invoke
-from recipe_support import RECIPES_DIR, load_error, write
 
+from prbench.commands.images import run_store_action
 from prbench.compare.doctor import DoctorInputs, run_doctor
 from prbench.compare.variant_plan import plan_venv
 from prbench.images import wheels
 from prbench.images.content_store import Store, StoreItem, WheelTarget
-from prbench.images.store_command import run_store_action
-from prbench.recipes import UNPINNED, load_recipe
-from tests.store_support import write_wheel
+from prbench.sides.recipes import UNPINNED, load_recipe
+from tests.support.docker_support import invoke
+from tests.support.recipe_support import RECIPES_DIR, load_error, write
+from tests.support.store_support import write_wheel
 
 TARGET = WheelTarget("3.11", ("manylinux_2_36_x86_64", "linux_x86_64"), abi="cp311")
 TRITON_REQUIREMENT = 'triton==3.8.0; platform_system == "Linux"'

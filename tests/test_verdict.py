@@ -12,8 +12,6 @@ import math
 import numpy as np
 import pytest
 
-from analysis.errors import UserError
-from analysis.formats.paired_rounds import PairedBlocks, RoundRecord, Visit, side_samples
 from analysis.report.summary import effect_words, fail_reasons
 from analysis.stats.verdict import (
     PAIRED,
@@ -32,6 +30,8 @@ from analysis.stats.verdict import (
     summarize_family,
 )
 from analysis.stats.verdict_settings import VerdictSettings, check_rounds
+from foundation.errors import UserError
+from foundation.formats.paired_rounds import PairedBlocks, RoundRecord, Visit, side_samples
 
 SETTINGS = VerdictSettings()
 

@@ -14,8 +14,9 @@ import re
 from pathlib import Path
 
 import pytest
-from cli_support import invoke_in_process
-from compare_data import kernel_specs, kernels_frame
+
+from tests.support.cli_support import invoke_in_process
+from tests.support.compare_data import kernel_specs, kernels_frame
 
 ROUNDS = 10
 

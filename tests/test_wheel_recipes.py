@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recipe_support import RECIPES_DIR, docker_recipe, load_error, set_key, write
 
 from prbench.images.build import render_dockerfile
 from prbench.images.build_plan import SourceTree
-from prbench.recipes import load_recipe
+from prbench.sides.recipes import load_recipe
+from tests.support.recipe_support import RECIPES_DIR, docker_recipe, load_error, set_key, write
 
 TORCH_SHA = "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"
 TRITON_SHA = "ab" * 32

@@ -31,8 +31,8 @@ from prbench.images.wheels import (
     size_text,
     wheel_contents,
 )
-from prbench.recipes import load_recipe
-from tests.store_support import write_wheel
+from prbench.sides.recipes import load_recipe
+from tests.support.store_support import write_wheel
 
 TARGET = WheelTarget("3.11", ("manylinux_2_36_x86_64", "linux_x86_64"), abi="cp311")
 DIGEST = "sha256:" + "0" * 64

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.compare.variant_plan import plan_docker
 from prbench.images import wheels
 from prbench.images.content_store import Store, StoreItem, WheelTarget
-from prbench.recipes import load_recipe
-from tests.store_support import write_wheel
+from prbench.sides.recipes import load_recipe
+from tests.support.store_support import write_wheel
 
 TARGET = WheelTarget("3.11", ("manylinux_2_36_x86_64", "linux_x86_64"), abi="cp311")
 DIGEST = "sha256:" + "0" * 64

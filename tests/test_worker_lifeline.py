@@ -4,7 +4,7 @@ signal, on a busy machine too, and leaves no process of its tree alive. Ctrl-C c
 script's background job (SIGINT ignored from the start, as a CI runner's `pytest &` starts it).
 
 The worker is in a session of its own (so that a timeout kills its children with it), which also puts it out of
-reach of the signals its stage gets; what ends it is the lifeline pipe from its stage (`stages.worker_process`).
+reach of the signals its stage gets; what ends it is the lifeline pipe from its stage (`stages.support.worker_process`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.kernels.index import IndexRow, write_index
+from foundation.formats.kernel_index import IndexRow, write_index
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from analysis.formats.stage_records import Job, Plan, SidePlan
+from foundation.formats.stage_records import Job, Plan, SidePlan
 from stages.kernels import run_jobs
 from stages.paired import run_round
-from stages.worker_process import Worker, WorkerProtocolError, reply_outcomes
+from stages.support.worker_process import Worker, WorkerProtocolError, reply_outcomes
 
 ROOT = Path(__file__).resolve().parents[1]
-FAKE = "tests.fake_paired_worker"
+FAKE = "tests.support.fake_paired_worker"
 
 
 def fake_worker(tmp_path: Path, name: str = "worker0[cpu]") -> Worker:

@@ -44,10 +44,10 @@ from analysis.bisect.search import (
     UNDECIDED,
     Conclusion,
 )
-from analysis.errors import UserError
 from analysis.kernels.compare import IDENTICAL_CODE, read_table
-from analysis.records import expect_list, expect_object, expect_str, read_json
 from analysis.rendering import Column, ci_text, fmt_x, markdown_table, md_code, md_text
+from foundation.errors import UserError
+from foundation.records import expect_list, expect_object, expect_str, read_json
 
 BISECT_FORMAT_VERSION = 1
 BISECT_JSON = "bisect.json"

@@ -2,5 +2,5 @@
 sources, the base/PR comparison and fusion changes, the benchmark line a kernel file is run with, the paired
 kernels' numerical A/B (``numerics``), a pair's reproducer folder (``repro``) and its Triton IR summary (``ir``).
 
-May import: the analysis base, analysis.formats, analysis.stats. Not report.
+May import: the analysis base, foundation.formats, analysis.stats. Not report.
 """

@@ -36,12 +36,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.errors import UserError
-from analysis.formats.paired_rounds import PairedBlocks, RoundSamples
 from analysis.kernels.identity import fused_ops_name
-from analysis.kernels.index import graph_entries, graph_keys
 from analysis.kernels.results import KERNEL_COLUMNS, NUMERIC_KERNEL_COLUMNS, check_row_widths
-from analysis.records import check_regular, invalid
 from analysis.stats.noise_rules import rounds_are_noisy
 from analysis.stats.verdict import (
     ControlResult,
@@ -56,6 +52,10 @@ from analysis.stats.verdict import (
     round_medians,
 )
 from analysis.stats.verdict_settings import VERDICTS, VerdictSettings
+from foundation.errors import UserError
+from foundation.formats.kernel_index import graph_entries, graph_keys
+from foundation.formats.paired_rounds import PairedBlocks, RoundSamples
+from foundation.records import check_regular, invalid
 
 # The kernels.csv columns are `analysis.kernels.results`' contract; everything not a number there stays text.
 _TEXT_COLUMNS = tuple(c for c in KERNEL_COLUMNS if c not in NUMERIC_KERNEL_COLUMNS)
@@ -506,7 +506,7 @@ def compare_kernels(base: pd.DataFrame, pr: pd.DataFrame, samples_base: RoundSam
     report whose families were stated at different levels shows one; ``verdict_ci_low``/``verdict_ci_high``
     keep the interval each verdict rests on.
 
-    ``samples_*`` are per-round samples (`analysis.formats.paired_rounds`): round i of both sides ran together;
+    ``samples_*`` are per-round samples (`foundation.formats.paired_rounds`): round i of both sides ran together;
     ``blocks``, the same rounds visit by visit, pairs them block by block (`analysis.stats.verdict`).
     ``compiled_by``: the ``backend`` whose kernels each side's own compiler built (a Triton A/B's "triton"):
     its pairs of identical source are changed pairs, not the control.

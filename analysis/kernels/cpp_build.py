@@ -1,5 +1,5 @@
 """How a side's Inductor compiles its C++ kernels: the record (``prbench-cpp-build.json`` in the side's Inductor
-cache, written by ``stages.environment.record_cpp_build``) and the comparison of two sides' records.
+cache, written by ``stages.support.environment.record_cpp_build``) and the comparison of two sides' records.
 
 Inductor keys a C++ kernel's binary by its source *and* its compile command line (the flags, the vector ISA, the
 compiler, the include and library directories), so identical source is identical code only when the command is the
@@ -21,7 +21,7 @@ import json
 import re
 from pathlib import Path
 
-from analysis import atomic_io
+from foundation import atomic_io
 
 CPP_BUILD_RECORD = "prbench-cpp-build.json"
 CPP_BUILD_VERSION = 2

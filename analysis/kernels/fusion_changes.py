@@ -3,10 +3,11 @@
 A kernel with no partner on the other side (pairing: `analysis.kernels.compare.pair_kernels`) was fused
 differently, split, renamed with a new body, or is new. Inductor names a kernel after the ops it fused
 (``cpp_fused__log_softmax_nll_loss_forward_view_4``), and organize records the graphs that launch it, so a base-only
-and a PR-only kernel are linked when they sit in a same graph (``<model>/<aot id>``, `analysis.kernels.index.graph_key`,
-which is the same on both sides whatever the cache names) *and* their names share an op word. Linked kernels
-form a group (connected components, so a 2 → 1 fusion is one group); a kernel linked to nothing is a group of one
-side ("removed" / "added"). Each group carries its launches and its time per step on both sides.
+and a PR-only kernel are linked when they sit in a same graph (``<model>/<aot id>``,
+`foundation.formats.kernel_index.graph_key`, which is the same on both sides whatever the cache names) *and* their names
+share an op word. Linked kernels form a group (connected components, so a 2 → 1 fusion is one group); a kernel linked to
+nothing is a group of one side ("removed" / "added"). Each group carries its launches and its time per step on both
+sides.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis.kernels.identity import kernel_base_name
-from analysis.kernels.index import graph_keys
+from foundation.formats.kernel_index import graph_keys
 
 _NAME_PREFIX = re.compile(r"^(?:triton_[a-z]{3}_|cpp_)?(?:fused_)?")
 

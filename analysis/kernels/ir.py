@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 
 IR_SUFFIXES = (".ttir", ".ttgir", ".llir", ".ptx", ".amdgcn", ".json")
 IR_FORMS = ("ttir", "ttgir", "llir", "ptx", "amdgcn")  # the order a reader follows the compiler

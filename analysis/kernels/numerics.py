@@ -1,8 +1,9 @@
 """The numerical A/B of paired kernels: base and PR kernels on identical inputs, every output buffer compared.
 
-Files (written by the kernel workers, ``stages.kernel_numerics``; read here), under ``<variant>/kernel_outputs/``:
+Files (written by the kernel workers, ``stages.support.kernel_numerics``; read here), under
+``<variant>/kernel_outputs/``:
 
-* ``numerics.json`` (written by the host with the kernel plan, ``prbench.compare.paired_plan``): ``{"format": 1,
+* ``numerics.json`` (written by the host with the kernel plan, ``prbench.stages.paired``): ``{"format": 1,
   "organized": DIR, "reference": null | {"outputs": base's kernel_outputs DIR, "organized": base's organized DIR},
   "partners": {organized path: the partner's organized path}}``. The PR side names base as its reference.
 * ``<organized path with / as __>.<sha256[:12] of the kernel file>.<kind>.npz`` per kernel, kind ``self`` (the
@@ -32,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from analysis import atomic_io
-from analysis.formats.array_files import read_arrays, write_arrays
-from analysis.records import read_json
 from analysis.stats.numeric_tolerance import Tolerance, tolerance_for
+from foundation import atomic_io
+from foundation.formats.array_files import read_arrays, write_arrays
+from foundation.records import read_json
 
 CONFIG_FILE = "numerics.json"
 CONFIG_VAR = "PRBENCH_KERNEL_NUMERICS"  # the worker's path to its side's numerics.json

@@ -4,7 +4,7 @@ A repro folder holds one kernel pair of a finished comparison so it runs anywher
 
     README.md             the one command, the pair, the environment it was measured in
     run.py                times base and PR interleaved (A B B A) and checks their outputs against each other
-    prbench_timer.py      the kernel stage's own timers, generated from its source (``prbench.review.repro_command``)
+    prbench_timer.py      the kernel stage's own timers, generated from its source (``prbench.commands.repro``)
     environment.json      the run's environment facts (lock.json's sides, the manifest's settings)
     base/, pr/            per side: kernel.py (the module run.py imports), the organized kernel file as it was,
                           launch.pt (the recorded arguments, ``torch.load``-able) and launch.json (what they are)
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.errors import UserError
-from analysis.formats.run_layout import SIDES, RunLayout
 from analysis.kernels.compare import pair_kernels, read_kernels_csv
-from analysis.records import read_json
 from analysis.rendering import md_code, md_text
+from foundation.errors import UserError
+from foundation.formats.run_layout import SIDES, RunLayout
+from foundation.records import read_json
 
 FORMAT_VERSION = 1
 MODULE_FILE = "kernel.py"

@@ -3,7 +3,7 @@
 ``kernels.csv`` (index columns + ``n,median_ms,mean_ms,std_ms,min_ms,gb,gb_per_s,status,error``),
 ``kernel_samples.json`` in the round format ({organized path: [[ms of round 1], [ms of round 2], ...]}) and the
 seed workflow's ``kernels_seed.csv``. ``invoke kernels`` writes one round; `results_from_rounds` derives a side's
-table from the paired rounds of ``invoke compare`` (``analysis.formats.paired_rounds``).
+table from the paired rounds of ``invoke compare`` (``foundation.formats.paired_rounds``).
 
 A round is one replicate (fresh worker processes), so ``median_ms`` is the median of the round medians; ``n``,
 ``mean_ms``, ``std_ms`` and ``min_ms`` are over all samples.
@@ -19,13 +19,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.atomic_io import atomic_path, write_json
-from analysis.errors import UserError
-from analysis.formats.paired_rounds import RoundRecord, RoundSamples, side_samples, visit_errors
-from analysis.formats.run_layout import INDEX_CSV, KERNEL_SAMPLES, KERNELS_CSV, KERNELS_SEED_CSV
 from analysis.kernels.identity import kernel_num_gb, strip_paas_suffix
-from analysis.kernels.index import INDEX_COLUMNS, IndexRow, read_index
-from analysis.records import check_regular, expect_object, read_json, reading
+from foundation.atomic_io import atomic_path, write_json
+from foundation.errors import UserError
+from foundation.formats.kernel_index import INDEX_COLUMNS, IndexRow, read_index
+from foundation.formats.paired_rounds import RoundRecord, RoundSamples, side_samples, visit_errors
+from foundation.formats.run_layout import INDEX_CSV, KERNEL_SAMPLES, KERNELS_CSV, KERNELS_SEED_CSV
+from foundation.records import check_regular, expect_object, read_json, reading
 
 # The kernels.csv contract (docs/architecture.md), defined here only: the index columns + the timing columns.
 # Its one writer is `write_results`; its one reader is `analysis.kernels.compare.read_kernels_csv` (a frame).

@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.formats.run_layout import VariantLayout
 from analysis.kernels.identity import (
     KernelParseError,
     cpp_loop_bounds,
@@ -26,6 +25,7 @@ from analysis.kernels.identity import (
     strip_python_comments,
 )
 from analysis.kernels.ir import KernelIR, read_kernel_ir, what_changed
+from foundation.formats.run_layout import VariantLayout
 
 DIFF_CONTEXT = 2  # unchanged lines kept around each change: enough to see where in the loop nest it is
 

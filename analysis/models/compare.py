@@ -3,7 +3,7 @@
 Per model: the PR's speedup on compiled latency from the paired model rounds (base and PR processes alive
 side by side, alternating model by model; `analysis.stats.verdict` for the estimate, interval and verdict), the
 speedups vs eager of each side, compile-time, compression and peak-memory changes. The dashboard's gates on
-these numbers are in `analysis.report.gates`.
+these numbers are in `analysis.report.sections.gates`.
 
 Suite summaries are given with two labelled semantics, because readers compare against both:
 
@@ -23,10 +23,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.errors import UserError
-from analysis.formats.dynamo_csv import CACHE_COLUMNS, REQUIRED_COLUMNS, SUITE_COLUMNS
-from analysis.formats.dynamo_csv import TEXT_COLUMNS as _SUITE_TEXT
-from analysis.formats.paired_rounds import PairedBlocks, RoundSamples
 from analysis.kernels.compare import geomean, read_table
 from analysis.stats.verdict import (
     ControlResult,
@@ -42,13 +38,17 @@ from analysis.stats.verdict import (
     round_medians,
 )
 from analysis.stats.verdict_settings import VerdictSettings
+from foundation.errors import UserError
+from foundation.formats.dynamo_csv import CACHE_COLUMNS, REQUIRED_COLUMNS, SUITE_COLUMNS
+from foundation.formats.dynamo_csv import TEXT_COLUMNS as _SUITE_TEXT
+from foundation.formats.paired_rounds import PairedBlocks, RoundSamples
 
 _KEY = ("name", "mode", "dtype")
 
 
 def read_suite_frame(path: Path) -> pd.DataFrame:
-    """A suite.csv (`analysis.formats.dynamo_csv`'s contract) as a frame with numeric cells; the rows reader for the
-    stages is `analysis.formats.dynamo_csv.read_suite_csv` (stdlib only, so it runs in any environment)."""
+    """A suite.csv (`foundation.formats.dynamo_csv`'s contract) as a frame with numeric cells; the rows reader for the
+    stages is `foundation.formats.dynamo_csv.read_suite_csv` (stdlib only, so it runs in any environment)."""
     frame = read_table(path, REQUIRED_COLUMNS, "a suite.csv", dtype=dict.fromkeys(_SUITE_TEXT, str))
     return normalize_suite(frame)
 

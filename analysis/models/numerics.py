@@ -1,7 +1,7 @@
 """The numerical A/B of a comparison: the models' outputs, base vs PR and each side's compiled vs eager.
 
 A PR that is faster because it computes something else is a regression, so the report checks the numbers
-before it speaks of time. The suite (``stages.numerics``, called by ``stages.suite``) leaves, per model and
+before it speaks of time. The suite (``stages.support.numerics``, called by ``stages.suite``) leaves, per model and
 side, one ``<variant>/suite/outputs/<model>.npz`` (numpy's own format: no torch needed to read it):
 
 * arrays ``<role>/<output>`` with role ``eager``, ``compiled`` (the same seeded inputs and weights, the RNG
@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from analysis.formats.array_files import read_arrays, write_arrays
-from analysis.formats.run_layout import MODEL_OUTPUTS_DIR
 from analysis.stats.numeric_tolerance import Tolerance, tolerance_for
+from foundation.formats.array_files import read_arrays, write_arrays
+from foundation.formats.run_layout import MODEL_OUTPUTS_DIR
 
 ROLES = ("eager", "compiled", "fp64")
 FP64_MULTIPLIER = 2.0  # the dynamo runner's multiplier on the reference side's float64 error

@@ -21,13 +21,13 @@ import numpy as np
 import pandas as pd
 
 from analysis.kernels.compare import IDENTICAL_CODE, KernelComparison
-from analysis.kernels.index import where_launched
 from analysis.models.compare import ModelComparison
 from analysis.rendering import fmt_delta_time, fmt_time, fmt_x, md_code, md_text
-from analysis.report.gates import Gate
+from analysis.report.sections.gates import Gate
 from analysis.report.summary import change_pct, effect_words, unchanged_phrase
 from analysis.stats.verdict import NOTHING_CHANGED, Estimate
 from analysis.stats.verdict_settings import percent
+from foundation.formats.kernel_index import where_launched
 
 CONTRIBUTOR_COLUMNS = ("kernel", "where", "change", "speedup", "ci_low", "ci_high", "base_ms_per_step",
                        "delta_ms_per_step", "share_of_change", "pair")  # pair: its row in kernels_compare.csv

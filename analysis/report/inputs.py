@@ -16,10 +16,15 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.errors import UserError
-from analysis.formats.dynamo_csv import read_suite_samples
-from analysis.formats.launch_cost import LaunchCost, read_launch_cost
-from analysis.formats.paired_rounds import (
+from analysis.kernels.compare import read_kernels_csv
+from analysis.models.compare import read_suite_frame
+from analysis.report.sections.experiment import Experiment, recorded_experiment
+from analysis.report.sequential import RoundsUsed, read_rounds_used
+from analysis.stats.verdict_settings import VerdictSettings
+from foundation.errors import UserError
+from foundation.formats.dynamo_csv import read_suite_samples
+from foundation.formats.launch_cost import LaunchCost, read_launch_cost
+from foundation.formats.paired_rounds import (
     PairedBlocks,
     RoundSamples,
     read_paired_blocks,
@@ -27,13 +32,8 @@ from analysis.formats.paired_rounds import (
     read_rounds,
     side_compiles,
 )
-from analysis.formats.run_layout import SIDES, TRACE_DIFF_MD, RunLayout, VariantLayout
-from analysis.kernels.compare import read_kernels_csv
-from analysis.models.compare import read_suite_frame
-from analysis.records import open_regular, read_bytes, read_json, reading
-from analysis.report.experiment import Experiment, recorded_experiment
-from analysis.stats.sequential import RoundsUsed, read_rounds_used
-from analysis.stats.verdict_settings import VerdictSettings
+from foundation.formats.run_layout import SIDES, TRACE_DIFF_MD, RunLayout, VariantLayout
+from foundation.records import open_regular, read_bytes, read_json, reading
 
 MAX_TRACE_DIFF_BYTES = 64 << 20  # trace_diff.md as trace-diff writes it: its tables are cut to --top rows
 
@@ -83,7 +83,7 @@ class ReportInputs:
 
     def stats_for(self, kind: str) -> VerdictSettings:
         """The level a kind's verdicts are stated at: its rounds record's (the strict level after an early stop,
-        `analysis.stats.sequential`), else the run's."""
+        `analysis.report.sequential`), else the run's."""
         stats = self.settings.stats.validate()
         used = next((u for u in self.rounds_used if u.kind == kind), None)
         return used.stated(stats) if used is not None else stats

@@ -17,7 +17,6 @@ from typing import Any
 import pandas as pd
 
 from analysis.kernels.compare import KernelComparison
-from analysis.kernels.index import where_launched
 from analysis.markdown_fit import cut_markdown
 from analysis.models.compare import ModelComparison
 from analysis.rendering import (
@@ -35,24 +34,25 @@ from analysis.rendering import (
     jinja_env,
     markdown_table,
 )
-from analysis.report.environment import (
+from analysis.report.inputs import ReportInputs
+from analysis.report.numerics import NumericsView, method_text, numerics_markdown
+from analysis.report.numerics import failed as numerics_failed
+from analysis.report.sections.environment import (
     environment_line,
     environment_table,
     flatten,
     lock_identity,
     with_lock_summaries,
 )
-from analysis.report.experiment import report_lines
-from analysis.report.gates import Gate
-from analysis.report.inputs import ReportInputs
-from analysis.report.kernel_details import KernelDetails
-from analysis.report.numerics import NumericsView, method_text, numerics_markdown
-from analysis.report.numerics import failed as numerics_failed
-from analysis.report.projection import Projection, kernel_shares, low_share_line
-from analysis.report.time_decomposition import Decomposition
+from analysis.report.sections.experiment import report_lines
+from analysis.report.sections.gates import Gate
+from analysis.report.sections.kernel_details import KernelDetails
+from analysis.report.sections.projection import Projection, kernel_shares, low_share_line
+from analysis.report.sections.time_decomposition import Decomposition
 from analysis.report.verdict_line import control_rows
 from analysis.stats.verdict import called_effect
 from analysis.stats.verdict_settings import percent
+from foundation.formats.kernel_index import where_launched
 
 COMMENT_LIMIT = 20_000  # the comment form: a reviewer reads it on the PR; the file holds everything
 _NAME_WIDTH = 64  # kernel names can run to hundreds of characters; the CSV keeps them whole
@@ -200,7 +200,7 @@ class Explanations:
 
     fusion: pd.DataFrame | None = None  # analysis.kernels.fusion_changes
     decomposition: Decomposition | None = None
-    resources: pd.DataFrame | None = None  # analysis.report.resources
+    resources: pd.DataFrame | None = None  # analysis.report.sections.resources
     contributors: pd.DataFrame | None = None  # analysis.report.headline.kernel_contributors
 
 

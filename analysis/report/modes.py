@@ -7,7 +7,7 @@ mode × models, kernels, compile, memory, numerics) and ``report/summary.json``:
     {"format_version": 1, "kind": "modes",
      "verdict": "<one line: the modes worst first, then the worst mode's own verdict>",
      "modes": [{"mode": "training+amp",            # worst first (`ORDER`, then the models' speedup)
-                "settings": {"name", "parts", "suite", "inductor_config", "env"},   # analysis.formats.modes
+                "settings": {"name", "parts", "suite", "inductor_config", "env"},   # foundation.formats.modes
                 "verdict": "regressed",            # one of `ORDER`
                 "line": "<the mode's own verdict line>",
                 "cells": {"models": "regressed 0.961×", "kernels": ..., "compile": "pass 1.02×",
@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis import atomic_io
-from analysis.formats.run_layout import REPORT_MD
 from analysis.rendering import md_code, md_text
 from analysis.report.summary import SUMMARY_FILE, fail_reasons, numerics_reasons
+from foundation import atomic_io
+from foundation.formats.run_layout import REPORT_MD
 
 MODES_SUMMARY_FORMAT_VERSION = 1
 # A mode's verdict words, worst first: the order the matrix and the headline list the modes in.
@@ -45,7 +45,7 @@ _GATES = {"compile": "compile time ratio", "memory": "peak-memory compression ra
 
 @dataclass(frozen=True)
 class ModeResult:
-    """One mode's settings (`analysis.formats.modes.Mode.describe`), its summary.json and where its report is."""
+    """One mode's settings (`foundation.formats.modes.Mode.describe`), its summary.json and where its report is."""
 
     settings: dict[str, Any]
     summary: dict[str, Any]

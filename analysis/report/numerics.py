@@ -13,12 +13,12 @@ from typing import Any
 import pandas as pd
 
 from analysis.kernels.compare import KernelComparison
-from analysis.kernels.index import where_launched
 from analysis.kernels.numerics import KernelDifference, KernelsNumerics, compare_kernel_outputs
 from analysis.models.numerics import CHECKS, Check, Difference, ModelsNumerics, compare_model_outputs, recording_seconds
 from analysis.rendering import Column, fmt_x, markdown_table, md_code
 from analysis.report.inputs import ReportInputs
 from analysis.stats.numeric_tolerance import Tolerance
+from foundation.formats.kernel_index import where_launched
 
 VERDICT_PREFIX = "**Verdict:** "
 NUMERICS_COLUMNS_MD = [

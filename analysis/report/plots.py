@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import atomic_io
 from analysis.kernels.compare import KernelComparison
 from analysis.rendering import finite
-from analysis.report.time_decomposition import COMPONENTS, Decomposition
+from analysis.report.sections.time_decomposition import COMPONENTS, Decomposition
+from foundation import atomic_io
 
 
 def _figure():

@@ -14,8 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from analysis.errors import UserError
 from analysis.markdown_fit import fit_markdown, outside_code
+from foundation.errors import UserError
 
 GITHUB_COMMENT_LIMIT = 65_536
 _KEY = re.compile(r"[A-Za-z0-9._-]{1,64}")

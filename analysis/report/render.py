@@ -8,13 +8,14 @@ from a run directory) and writes ``out_dir``. Each step lives in its own module:
 - ``analysis.report.headline``: the verdict line (models, time in Inductor kernels and the kernels that add it,
   dashboard checks, numerics, control), ``analysis.report.verdict_line``: controls, ``summary.json`` content,
   the xlsx Summary sheet;
-- ``analysis.report.environment``: the environment and lock tables;
-- ``analysis.report.experiment``: the experiment line (what was measured, with which Inductor settings);
+- ``analysis.report.sections.environment``: the environment and lock tables;
+- ``analysis.report.sections.experiment``: the experiment line (what was measured, with which Inductor settings);
 - ``analysis.report.markdown``: report.md (any size) and comment.md (the comment form, under 20,000 characters);
 - ``analysis.report.plots``: the PNGs;
 - what explains the numbers: ``analysis.kernels.source`` (code diffs, launch configurations) and
-  ``analysis.report.kernel_details`` (their collapsed blocks),
-  ``analysis.kernels.fusion_changes``, ``analysis.report.time_decomposition``, ``analysis.report.resources``;
+  ``analysis.report.sections.kernel_details`` (their collapsed blocks),
+  ``analysis.kernels.fusion_changes``, ``analysis.report.sections.time_decomposition``,
+  ``analysis.report.sections.resources``;
 - ``analysis.rendering``: cell formats, Markdown tables, templates, CSV and xlsx (shared with the trace reports).
 """
 
@@ -26,19 +27,10 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import atomic_io
-from analysis.errors import UserError
-from analysis.formats.run_layout import COMMENT_MD, MANIFEST, REPORT_MD, TRACE_DIFF_MD
-from analysis.formats.triton_ab import COMPILED_BY as TRITON_COMPILED
-from analysis.formats.triton_ab import SETTINGS_KEY as TRITON_AB_KEY
-from analysis.formats.triton_ab import TritonAB, from_settings
 from analysis.kernels.compare import KernelComparison, compare_kernels
 from analysis.kernels.fusion_changes import fusion_changes
 from analysis.models.compare import ModelComparison, compare_models
 from analysis.rendering import write_csv, write_xlsx
-from analysis.report.environment import environment_table, flatten, with_lock_summaries
-from analysis.report.experiment import summary_block
-from analysis.report.gates import Gate, model_gates
 from analysis.report.headline import kernel_contributors
 from analysis.report.inputs import ReportInputs, ReportSettings, load_report_inputs
 from analysis.report.markdown import COMMENT_LIMIT, Explanations, asked_kernel_texts, render_markdown
@@ -50,12 +42,21 @@ from analysis.report.plots import (
     plot_model_forest,
     plot_waterfall,
 )
-from analysis.report.projection import Projection, kernel_shares, project
-from analysis.report.resources import model_resources
+from analysis.report.sections.environment import environment_table, flatten, with_lock_summaries
+from analysis.report.sections.experiment import summary_block
+from analysis.report.sections.gates import Gate, model_gates
+from analysis.report.sections.projection import Projection, kernel_shares, project
+from analysis.report.sections.resources import model_resources
+from analysis.report.sections.time_decomposition import Decomposition, decompose
 from analysis.report.summary import write_summary
-from analysis.report.time_decomposition import Decomposition, decompose
 from analysis.report.verdict_line import report_verdict, summarize_comparison, summary_frame
 from analysis.stats.numeric_tolerance import parse_tolerances
+from foundation import atomic_io
+from foundation.errors import UserError
+from foundation.formats.run_layout import COMMENT_MD, MANIFEST, REPORT_MD, TRACE_DIFF_MD
+from foundation.formats.triton_ab import COMPILED_BY as TRITON_COMPILED
+from foundation.formats.triton_ab import SETTINGS_KEY as TRITON_AB_KEY
+from foundation.formats.triton_ab import TritonAB, from_settings
 
 __all__ = ["COMMENT_LIMIT", "COMMENT_MD", "ReportInputs", "ReportPaths", "ReportSettings", "load_report_inputs",
            "render_report"]
@@ -98,7 +99,7 @@ class _Analyses:
     proj: Projection | None
     fusion: pd.DataFrame | None = None  # `analysis.kernels.fusion_changes`
     decomposition: Decomposition | None = None
-    resources: pd.DataFrame | None = None  # `analysis.report.resources`
+    resources: pd.DataFrame | None = None  # `analysis.report.sections.resources`
     numerics: NumericsView | None = None  # `analysis.models.numerics` (the outputs, not the times)
     contributors: pd.DataFrame | None = None  # `analysis.report.headline.kernel_contributors`
 
@@ -167,7 +168,7 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
 
 
 def triton_ab(inputs: ReportInputs) -> TritonAB | None:
-    """The run's Triton A/B record (`analysis.formats.triton_ab`), None for an A/B of PyTorch."""
+    """The run's Triton A/B record (`foundation.formats.triton_ab`), None for an A/B of PyTorch."""
     return from_settings(inputs.manifest.get("settings"), f"{MANIFEST}: settings")
 
 

@@ -36,11 +36,12 @@
      "experiment": {"lines": ["<what was measured>"],    # one, or one per side when they differ
                     "base": {"models", "model_count", "size", "mode", "dtype", "device", "source", "use_runner",
                              "cpu_backend", "cudagraphs", "max_autotune_pointwise", "buffer_ops", "recipe",
-                             "also"},   # analysis.report.experiment
+                             "also"},   # analysis.report.sections.experiment
                     "pr": {the same keys}} | null,     # null: the run recorded no suite request
      "kernel_share": {"all_models", "models": {model: share}, "low_below", "low": [model]} | null,
                                        # base Inductor kernel time per step / compiled latency
-                                       # (analysis.report.projection.KernelShares); null without kernels and models
+                                       # (analysis.report.sections.projection.KernelShares); null without kernels and
+                                       models
      "settings": {...}}
 
 Numbers that do not exist (no interval with one round) are null. The version goes up when a key is removed or
@@ -54,12 +55,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.atomic_io import write_json
-from analysis.errors import UserError
-from analysis.records import read_json
-from analysis.report.gates import Gate
+from analysis.report.sections.gates import Gate
 from analysis.stats.verdict import MIXED, NOTHING_CHANGED, ControlResult, Estimate, headline_verdict
 from analysis.stats.verdict_settings import VERDICTS, VerdictSettings, percent
+from foundation.atomic_io import write_json
+from foundation.errors import UserError
+from foundation.records import read_json
 
 SUMMARY_FILE = "summary.json"
 # 2: kernels lead with the step, changed and identical pairs apart; regressed items.

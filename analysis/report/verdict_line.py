@@ -10,9 +10,9 @@ import pandas as pd
 from analysis.kernels.compare import KernelComparison
 from analysis.models.compare import ModelComparison
 from analysis.rendering import ci_text, fmt_share, fmt_x
-from analysis.report.gates import Gate
 from analysis.report.headline import headline
-from analysis.report.projection import Projection
+from analysis.report.sections.gates import Gate
+from analysis.report.sections.projection import Projection
 from analysis.report.summary import Item, build_summary, control_block, family_block, resolution_pct
 from analysis.stats.verdict import ControlResult
 from analysis.stats.verdict_settings import VerdictSettings

@@ -2,5 +2,5 @@
 (``verdict_settings``), the noise rules, adaptive stopping of the timing rounds (``sequential``), and the
 numerical A/B's tolerances per dtype (``numeric_tolerance``).
 
-May import: the analysis base and analysis.formats. Not kernels/models/report.
+May import: the analysis base and foundation.formats. Not kernels/models/report.
 """

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 
 FLAG = "--tolerance"
 

@@ -6,7 +6,7 @@ each side's samples are reduced to one median per round, and:
 
 * **per item** (a kernel pair or a model): the effect is the mean over rounds of the round's paired log ratio
   (rounds are index-aligned: round i of both sides ran together). Where the round's visits are known block by
-  block (``analysis.formats.paired_rounds.PairedBlocks``), a round's log ratio is the median over its ABBA blocks of
+  block (``foundation.formats.paired_rounds.PairedBlocks``), a round's log ratio is the median over its ABBA blocks of
   ``log(base / PR)`` within each block, so a burst of load that hit a few blocks does not move it; otherwise it
   is ``log(base round median / PR round median)``. The interval is a Student-t interval over the per-round
   values (with the few rounds we can afford, a bootstrap over rounds gives intervals that are too narrow; t is
@@ -53,8 +53,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from analysis.formats.paired_rounds import PairedBlocks
 from analysis.stats.verdict_settings import VERDICTS, VerdictSettings, percent
+from foundation.formats.paired_rounds import PairedBlocks
 
 MAD_TO_SD = 1.4826  # MAD of a normal sample × this = its standard deviation
 PAIRED, UNPAIRED, SINGLE = "paired rounds", "unpaired rounds", "one round per side"
@@ -600,7 +600,7 @@ def split_half_control(data: FamilyData | np.ndarray, settings: VerdictSettings)
 
     Paired where the rounds' blocks are known (``FamilyData.halves``): within each round, one half of each
     item's base blocks against the other half, the halves balanced against the order in which the sides
-    started (`analysis.formats.paired_rounds`), averaged over items per round, t over rounds. Otherwise even against
+    started (`foundation.formats.paired_rounds`), averaged over items per round, t over rounds. Otherwise even against
     odd rounds, unpaired (Welch), which keeps the round offsets and is much wider. A failure widens every
     interval in proportion (`ControlResult.inflation`).
     """

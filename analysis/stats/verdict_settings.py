@@ -12,10 +12,10 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from analysis.errors import UserError
-from analysis.flag_values import whole_number
 from analysis.stats.noise_rules import ROUND_SPREAD_LIMIT
 from analysis.stats.numeric_tolerance import parse_tolerances
+from foundation.errors import UserError
+from foundation.flag_values import whole_number
 
 VERDICTS = ("improved", "regressed", "equivalent", "inconclusive")  # of an item
 # Of a family, also: "identical" (no item changed: nothing to measure) and "mixed" (the headline improved while

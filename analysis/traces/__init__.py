@@ -5,7 +5,7 @@ Entry points: :func:`read_trace` (any supported file → :class:`TraceData`), th
 """
 
 from analysis.traces.model import KernelAggregate, KernelEvent, RuntimeCall, StepWindow, TraceData
-from analysis.traces.readers import detect_format, read_trace
+from analysis.traces.readers.by_content import detect_format, read_trace
 
 __all__ = ["KernelAggregate", "KernelEvent", "RuntimeCall", "StepWindow", "TraceData", "detect_format",
            "read_trace"]

@@ -138,7 +138,7 @@ class OpTable:
     shapes: list[OpShape]
     dur_ns: np.ndarray  # each call's host duration
     # Each call's host start and end (ns; empty when the reader has no host times): only the serving-step lookup
-    # of KV-cache attention reads them (analysis.traces.serving_steps).
+    # of KV-cache attention reads them (analysis.traces.analyses.serving_steps).
     start_ns: np.ndarray | None = None
     end_ns: np.ndarray | None = None
 
@@ -224,7 +224,7 @@ class TraceData:
     columns: EventColumns
     steps: list[StepWindow] = field(default_factory=list)
     # A serving engine's step annotations (vLLM ``execute_…``, SGLang ``step[…]``, ATOM ``prefill[…]``/``decode[…]``
-    # user_annotations), by start: the context of KV-cache attention (analysis.traces.serving_steps).
+    # user_annotations), by start: the context of KV-cache attention (analysis.traces.analyses.serving_steps).
     serving_steps: list[StepWindow] = field(default_factory=list)
     aggregates: list[KernelAggregate] = field(default_factory=list)
     rank: int | None = None

@@ -40,14 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.errors import UserError
-from prbench.recipes import Recipe
+from foundation.errors import UserError
+from prbench.sides.recipes import Recipe
 
 if TYPE_CHECKING:
     import git
     from rich.console import Console
 
-    from analysis.formats.suite_request import SuiteRequest
+    from foundation.formats.suite_request import SuiteRequest
     from prbench.images.content_store import Store, WheelTarget
 
 STATUSES = ("ok", "warn", "fail", "skip")
@@ -134,7 +134,7 @@ class DoctorInputs:
 
 
 def _docker_client() -> Any:
-    from prbench.docker_engine import docker_client
+    from prbench.images.docker_engine import docker_client
 
     return docker_client()
 
@@ -209,7 +209,7 @@ def check_engine(s: Session) -> CheckResult:
 
 
 def check_base_image(s: Session) -> CheckResult:
-    from prbench.docker_engine import find_base
+    from prbench.images.docker_engine import find_base
 
     name = "base image"
     base = s.recipe.base_image
@@ -458,7 +458,7 @@ def _sides(s: Session) -> dict[str, tuple[str, str]]:
 
 def check_pytorch_commits(s: Session) -> CheckResult:
     from prbench.images.build import clone_path
-    from prbench.images.pins import open_repo, resolve_commit
+    from prbench.sides.pins import open_repo, resolve_commit
 
     name = "pytorch commits"
     try:
@@ -473,7 +473,7 @@ def check_pytorch_commits(s: Session) -> CheckResult:
 
 
 def check_triton_pin(s: Session) -> CheckResult:
-    from prbench.images.pins import TRITON_REF, triton_pin
+    from prbench.sides.pins import TRITON_REF, triton_pin
 
     name = "triton pin"
     if s.pytorch_repo is None or not s.pytorch_commits:
@@ -515,8 +515,8 @@ def _triton_ab_commits(inputs: DoctorInputs) -> dict[str, tuple[str, str]]:
 
 def check_triton_commits(s: Session) -> CheckResult:
     from prbench.images.build import clone_path
-    from prbench.images.patches import check_patch_at_commit
-    from prbench.images.pins import open_repo, resolve_commit
+    from prbench.sides.patches import check_patch_at_commit
+    from prbench.sides.pins import open_repo, resolve_commit
 
     name = "triton commits"
     if not s.triton_commits:
@@ -670,8 +670,8 @@ def _wheel_sides(s: Session) -> dict[str, list[str]]:
 def check_experiment(s: Session) -> CheckResult:
     """Not a check but the answer to "what would this compare run": the report's Experiment line, from the settings
     its stages would get (the recipe's ``[suite]`` and Inductor settings under the flags)."""
-    from analysis.report.experiment import describe_experiment
-    from prbench.runs.variants import Variant
+    from analysis.report.sections.experiment import describe_experiment
+    from prbench.sides.variants import Variant
 
     name = "experiment"
     if s.inputs.suite is None:

@@ -1,6 +1,6 @@
 """``invoke compare``: plan both variants, run their stages (resumable), then compare and report.
 
-Per variant: suite (spread over the executor's devices when it has several: ``prbench.compare.suite_shards``) →
+Per variant: suite (spread over the executor's devices when it has several: ``prbench.stages.suite_shards``) →
 organize. Then the paired timing rounds of the run (``pair/models-round-N``, then
 ``pair/kernels-round-N``): base and PR timed item by item in fresh workers, the unit of replication being the
 round; each side then derives its files from the rounds (``<side>/models`` → ``suite/paired_samples.json``,
@@ -24,16 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from analysis import atomic_io
-from analysis.errors import UserError
-from analysis.formats.hip_modules import models_per_process, modules_per_worker
-from analysis.formats.paired_rounds import read_rounds, round_file, side_samples
-from analysis.formats.run_layout import VariantLayout
-from analysis.formats.stage_records import Plan, write_plan
-from analysis.formats.suite_request import SuiteRequest
-from analysis.formats.triton_ab import SETTINGS_KEY as TRITON_AB_KEY
 from analysis.kernels.results import results_from_rounds
-from analysis.stats.sequential import (
+from analysis.report.sequential import (
     Look,
     RoundsPolicy,
     RoundsUsed,
@@ -44,10 +36,16 @@ from analysis.stats.sequential import (
     write_rounds_used,
 )
 from analysis.stats.verdict_settings import VerdictSettings
+from foundation import atomic_io
+from foundation.errors import UserError
+from foundation.formats.paired_rounds import read_rounds, round_file, side_samples
+from foundation.formats.run_layout import VariantLayout
+from foundation.formats.stage_records import Plan, write_plan
+from foundation.formats.suite_request import SuiteRequest
+from foundation.formats.triton_ab import SETTINGS_KEY as TRITON_AB_KEY
+from foundation.hip_modules import models_per_process, modules_per_worker
 from prbench import __version__
-from prbench.compare.kernel_stages import default_devices
-from prbench.compare.paired_plan import PairedTiming, PlanSide, kernel_plan, model_plan, ok_models
-from prbench.compare.shard_rounds import (
+from prbench.compare.round_sharding import (
     NodeFacts,
     RoundShards,
     SideRunner,
@@ -57,9 +55,6 @@ from prbench.compare.shard_rounds import (
     run_tasks,
     time_in_shards,
 )
-from prbench.compare.suite_shards import SuiteShards, spread_shard_size, suite_shards
-from prbench.compare.suite_stage import clear_outputs, stage_inputs, suite_outputs, upstream_tree
-from prbench.compare.suite_stage import summarize as summarize_suite
 from prbench.compare.variant_plan import (
     ComparePlan,
     VariantPlan,
@@ -70,20 +65,25 @@ from prbench.compare.variant_plan import (
 )
 from prbench.executors import Executor, RunnerSpec, ShardOutcome, open_executor
 from prbench.images.image_lock import RUN_NODES
-from prbench.recipes import Recipe
 from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runs.pipeline import Pipeline, PreparedVariant, StageSpec
-from prbench.runs.report_command import render_run_report
 from prbench.runs.run_store import Run, RunStore, input_hash
-from prbench.runs.stage_commands import (
+from prbench.sides.recipes import Recipe
+from prbench.sides.variants import Variant
+from prbench.stages.command_lines import (
     launch_cost_command,
     on_device,
     suite_source_command,
     variant_organize_command,
     variant_profile_command,
 )
-from prbench.runs.variants import Variant
+from prbench.stages.kernels import default_devices
+from prbench.stages.paired import PairedTiming, PlanSide, kernel_plan, model_plan, ok_models
+from prbench.stages.report import render_run_report
+from prbench.stages.suite import clear_outputs, stage_inputs, suite_outputs, upstream_tree
+from prbench.stages.suite import summarize as summarize_suite
+from prbench.stages.suite_shards import SuiteShards, spread_shard_size, suite_shards
 
 if TYPE_CHECKING:  # analysis.report.inputs imports pandas: only when a report is rendered
     from analysis.report.inputs import ReportSettings
@@ -121,17 +121,17 @@ class CompareRequest:
     kernels: KernelSettings = field(default_factory=KernelSettings)
     stats: VerdictSettings = field(default_factory=VerdictSettings)
     rounds: int | None = None  # paired timing rounds (fresh workers each) of models and kernels (None: by device)
-    auto_rounds: bool = False  # adaptive rounds (analysis.stats.sequential): stop each kind once its verdicts settle
+    auto_rounds: bool = False  # adaptive rounds (analysis.report.sequential): stop each kind once its verdicts settle
     max_rounds: int | None = None  # adaptive rounds: at most this many (None: the device's default)
     budget_s: float | None = None  # adaptive rounds: no round starts after this many seconds of the compare
     resolution_pct: float | None = None  # adaptive rounds: a stop also needs this smallest detectable change (%)
     passes: int | None = None  # ABBA blocks per item in every round (None: by device)
     # 0: every model alive in one worker per side per round; N: groups of N models, fresh workers per group
     # (a GPU without memory for all models of both sides at once); None: the platform's default (ROCm: 1,
-    # analysis.formats.hip_modules).
+    # foundation.hip_modules).
     models_per_process: int | None = None
     # Kernel modules one kernel worker loads in a round before a fresh one takes over (0: no limit); None: the
-    # platform's default (ROCm: analysis.formats.hip_modules.ROCM_MODULES_PER_WORKER).
+    # platform's default (ROCm: foundation.hip_modules.ROCM_MODULES_PER_WORKER).
     modules_per_worker: int | None = None
     env: dict[str, str] = field(default_factory=dict)
     inductor_config: dict[str, Any] = field(default_factory=dict)
@@ -255,7 +255,7 @@ def _no_containers_left(run: Run, request: CompareRequest, console: Console) -> 
     import requests
 
     import docker
-    from prbench.docker_engine import docker_client
+    from prbench.images.docker_engine import docker_client
     from prbench.runners.docker import remove_containers, run_labels
 
     client, labels = docker_client(), run_labels(run.root)
@@ -329,9 +329,9 @@ def _environment(side: VariantPlan, request: CompareRequest, compare_plan: Compa
         assert compare_plan.local is not None  # plan_local described the interpreter
         return (LocalRunner(python=request.python), local_lock(side, compare_plan.local),
                 RunnerSpec("local", platform=platform, python=request.python))
-    from prbench.docker_engine import docker_client
     from prbench.images.build import plan_build
     from prbench.images.content_store import Store
+    from prbench.images.docker_engine import docker_client
     from prbench.images.image_lock import build_and_lock, read_lock
     from prbench.runners.docker import DockerRunner, run_labels
 
@@ -473,7 +473,7 @@ class Comparison:
 
     def run_suites(self) -> None:
         """Each side's suite stage: one stage per side, or (several devices) both sides' shards through the
-        executor together, then each side's stage merges its shards (``prbench.compare.suite_shards``)."""
+        executor together, then each side's stage merges its shards (``prbench.stages.suite_shards``)."""
         shard_size = _suite_shard_size(self.request, self.rounds)
         specs = [_suite_spec(side, self.request, self.upstream_src) for side in self.sides]
         pending: list[tuple[_Side, StageSpec, SuiteShards]] = []
@@ -599,13 +599,13 @@ class Comparison:
                    build_plan: Callable[[], Plan], look: LookAfter | None = None) -> list[str]:
         """The paired rounds of one kind, each a joint stage; their input hashes.
 
-        Fixed rounds: all of them. Adaptive rounds (``look`` given, `analysis.stats.sequential`): the minimum first,
+        Fixed rounds: all of them. Adaptive rounds (``look`` given, `analysis.report.sequential`): the minimum first,
         then one at a time until ``look`` says the verdicts are settled (and with ``--resolution`` fine enough),
         ``--max-rounds`` is reached or ``--budget`` is spent; ``pair/<kind>/rounds.json`` says how many ran, why,
         the level the kind's verdicts are stated at and whether the target was reached. The shards of a batch of
         rounds go to the executor together
-        (``prbench.compare.shard_rounds``); then each round's stage merges its shards into the round file (a round done
-        earlier is skipped, as before).
+        (``prbench.compare.round_sharding``); then each round's stage merges its shards into the round file (a round
+        done earlier is skipped, as before).
         """
         policy, say = self.policy, self.rounds.say
         batches = _RoundBatches(self, kind, upstream, settings, build_plan)
@@ -662,9 +662,9 @@ class Comparison:
         return self.policy.run_settings(self.request.stats), self.policy.strict_settings(self.request.stats)
 
     def models_look(self, rounds: int) -> Look:
-        """The model family after ``rounds`` rounds, at the run and the strict level (`analysis.stats.sequential`)."""
-        from analysis.formats.paired_rounds import PairedBlocks
+        """The model family after ``rounds`` rounds, at the run and the strict level (`analysis.report.sequential`)."""
         from analysis.models.compare import compare_models, read_suite_frame
+        from foundation.formats.paired_rounds import PairedBlocks
 
         records = read_rounds(self.round_paths("models", rounds))
         base, pr = (read_suite_frame(VariantLayout(s.prepared.directory).suite_csv) for s in self.sides)
@@ -675,12 +675,12 @@ class Comparison:
         return model_look(compared[0], compared[1])
 
     def kernels_look(self, rounds: int) -> Look:
-        """The kernel family after ``rounds`` rounds, at the run and the strict level (`analysis.stats.sequential`)."""
+        """The kernel family after ``rounds`` rounds, at the run and the strict level (`analysis.report.sequential`)."""
         import pandas as pd
 
-        from analysis.formats.paired_rounds import PairedBlocks
         from analysis.kernels.compare import compare_kernels
         from analysis.kernels.results import KERNEL_COLUMNS, rows_from_rounds
+        from foundation.formats.paired_rounds import PairedBlocks
 
         records = read_rounds(self.round_paths("kernels", rounds))
         frames, samples = [], []
@@ -777,7 +777,7 @@ def _device(request: CompareRequest) -> str:
 
 def _models_per_process(request: CompareRequest) -> int:
     """Models per model worker: ``--models-per-process``, else the platform's default (ROCm: one model per worker,
-    what one suite process held; ``analysis.formats.hip_modules``)."""
+    what one suite process held; ``foundation.hip_modules``)."""
     given = request.models_per_process
     return models_per_process(request.recipe.platform) if given is None else given
 
@@ -800,13 +800,13 @@ def _timing(request: CompareRequest) -> PairedTiming:
 
 
 def _policy(request: CompareRequest) -> RoundsPolicy:
-    """Fixed --rounds, or adaptive rounds up to the timing's rounds (`analysis.stats.sequential`)."""
+    """Fixed --rounds, or adaptive rounds up to the timing's rounds (`analysis.report.sequential`)."""
     timing = _timing(request)
     return RoundsPolicy(max_rounds=timing.rounds, auto=request.auto_rounds, budget_s=request.budget_s,
                         resolution_pct=request.resolution_pct)
 
 
-LookAfter = Callable[[int], Look]  # a kind's family after N rounds — `analysis.stats.sequential`
+LookAfter = Callable[[int], Look]  # a kind's family after N rounds — `analysis.report.sequential`
 
 
 class _RoundBatches:
@@ -950,7 +950,7 @@ def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: 
         "models_per_process": _models_per_process(request),
         "modules_per_worker": _modules_per_worker(request),
         # the level the verdicts are stated at: with adaptive rounds, what the early looks left
-        # (analysis.stats.sequential)
+        # (analysis.report.sequential)
         "stats": _policy(request).run_settings(request.stats).describe(),
     }
 

@@ -1,7 +1,7 @@
 """``invoke kernels`` over an executor: the plan's kernel jobs cut into shards, each timed on one device of the local
 pool or a Ray cluster, merged into the files one ``stages.kernels`` run writes.
 
-A job is what ``analysis.formats.stage_records.plan_jobs`` makes of the index (a Triton kernel file, or a graph module
+A job is what ``foundation.formats.stage_records.plan_jobs`` makes of the index (a Triton kernel file, or a graph module
 and the C++ kernels it launches); a shard is ``--shard-size`` consecutive jobs, run as ``stages.kernels --jobs
 <ranges>`` on the device the executor places it on, writing its kernels.csv, kernels_seed.csv and kernel_samples.json
 into ``<out>/work/kernel-shards/<settings hash>/shard-KKK/``. A shard whose three files are there is finished and never
@@ -18,15 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.errors import UserError
-from analysis.formats.round_shards import block_ranges, partition_blocks
-from analysis.formats.run_layout import INDEX_CSV, KERNEL_RESULT_FILES, VariantLayout
-from analysis.formats.stage_records import load_rows, plan_jobs
 from analysis.kernels.results import merge_result_files
-from prbench.compare.shard_rounds import run_tasks
+from foundation.errors import UserError
+from foundation.formats.round_shards import block_ranges, partition_blocks
+from foundation.formats.run_layout import INDEX_CSV, KERNEL_RESULT_FILES, VariantLayout
+from foundation.formats.stage_records import load_rows, plan_jobs
+from prbench.compare.round_sharding import run_tasks
 from prbench.executors import Executor, RunnerSpec, ShardTask, StageStep
 from prbench.runs.run_store import input_hash
-from prbench.runs.stage_commands import kernels_command
+from prbench.stages.command_lines import kernels_command
 
 SHARDS_DIR = "kernel-shards"
 
@@ -99,7 +99,7 @@ def kernel_shards(request: KernelRequest, shard_size: int) -> KernelShards:
 def executor_platform(organized: Path) -> str:
     """Where ``invoke kernels`` runs on a Ray cluster: C++ kernels (only) on CPU devices (a CPU-only cluster's fake
     GPUs), anything with Triton kernels on GPUs."""
-    from analysis.kernels.index import read_index
+    from foundation.formats.kernel_index import read_index
 
     return "cpu" if all(row.backend == "cpp" for row in read_index(organized / INDEX_CSV)) else "cuda"
 

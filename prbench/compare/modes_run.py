@@ -1,11 +1,11 @@
 """``invoke compare --modes A,B``: each mode a comparison of its own inside one run, then one verdict per mode.
 
-The run directory holds ``modes/<mode>/`` (`analysis.formats.run_layout.RunLayout.mode`), each a whole run made
-by `prbench.compare.driver.run_compare` with the mode's settings (`analysis.formats.modes`) over the request's:
+The run directory holds ``modes/<mode>/`` (`foundation.formats.run_layout.RunLayout.mode`), each a whole run made
+by `prbench.compare.driver.run_compare` with the mode's settings (`foundation.formats.modes`) over the request's:
 its own suite, rounds, kernels and report, sharded and resumed exactly as a run of one mode (a second invocation
 finds every finished stage in that mode's manifest and redoes nothing). The run's own manifest records the modes
 (``settings.modes``) and one stage per mode (``mode/<dir>``, for ``invoke status``); its ``report/`` is the matrix
-(`prbench.runs.modes_report`).
+(`prbench.stages.modes_report`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Any
 
 from rich.console import Console
 
-from analysis.errors import UserError
-from analysis.formats.modes import Mode, check_platform
 from analysis.report.modes import ModesPaths
+from foundation.errors import UserError
+from foundation.formats.modes import Mode, check_platform
 from prbench import __version__
 from prbench.compare.driver import CompareRequest, check_sources, plan, run_compare
-from prbench.runs.modes_report import MODES_SETTING, render_modes_report
 from prbench.runs.run_store import Run, RunStore
+from prbench.stages.modes_report import MODES_SETTING, render_modes_report
 
 
 def mode_request(request: CompareRequest, mode: Mode, run: Run) -> CompareRequest:

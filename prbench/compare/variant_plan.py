@@ -13,7 +13,7 @@ runner, on the base's venv).
 
 A Triton A/B (`TritonAB`) keeps PyTorch the same on both sides and builds two Tritons, PyTorch's layers first so
 that both images share them: asked for with ``--triton-base``/``--triton-pr``, or found in a PyTorch PR that only
-moves PyTorch's Triton pin (`prbench.images.pins.only_moves_triton_pin`; PyTorch is then built at the base
+moves PyTorch's Triton pin (`prbench.sides.pins.only_moves_triton_pin`; PyTorch is then built at the base
 commit on both sides, so its layers are one build).
 """
 
@@ -28,18 +28,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.errors import UserError
-from analysis.formats.triton_ab import FLAGS, PIN_BUMP, TritonAB
-from prbench import gitrefs
+from foundation.errors import UserError
+from foundation.formats.triton_ab import FLAGS, PIN_BUMP, TritonAB
 from prbench.images.image_lock import cpu_facts, cpu_model
-from prbench.recipes import UNPINNED, Recipe, WheelPin
-from prbench.runs.overlay import PythonOverlay, installed_package_dir
+from prbench.sides import gitrefs
+from prbench.sides.overlay import PythonOverlay, installed_package_dir
+from prbench.sides.recipes import UNPINNED, Recipe, WheelPin
 
 if TYPE_CHECKING:
     import git
 
     from prbench.images.content_store import Store, WheelTarget
-    from prbench.images.pins import TritonPin
+    from prbench.sides.pins import TritonPin
 
 INSTALLED = "installed"
 
@@ -141,9 +141,9 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
     the Triton clone now (before anything is built); or, for a wheel recipe, installed from each side's wheel.
     ``triton_pr`` (with ``triton_base``, default the base's Triton) makes it a Triton A/B of the base PyTorch, as a
     PR that only moves the Triton pin does."""
-    from prbench.images import pins
     from prbench.images.build import check_source_flags, triton_source
-    from prbench.images.patches import check_patch_at_commit
+    from prbench.sides import pins
+    from prbench.sides.patches import check_patch_at_commit
 
     clones = check_source_flags(recipe, pytorch_src, triton_src, triton_ref, triton_pr)
     if clones is None:
@@ -196,7 +196,7 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
 def _triton_ab(base: VariantPlan, pr: VariantPlan, triton_clone: Path, reason: str,
                pin_file: str | None = None, pr_patch: str | None = None) -> ComparePlan:
     """Both sides of one PyTorch with two Tritons, and the record of it (each Triton's LLVM read from its tree)."""
-    from prbench.images import pins
+    from prbench.sides import pins
 
     assert base.triton is not None and pr.triton is not None
     if base.triton.commit == pr.triton.commit and pr.triton_patch is None:

@@ -12,7 +12,7 @@ a shard that failed on its own (a stage's error) stops the run. Each lost attemp
 (`ShardLoss`: where, after how many seconds, why), and a run records it as `ShardRedo` (``redone`` in the summary of
 the shard's stage in the run's manifest.json). Ctrl-C stops every running shard as Ctrl-C stops
 a stage (SIGINT, then SIGKILL) and raises KeyboardInterrupt; finished shards are in the run directory and are not
-redone (``prbench.compare.shard_rounds``).
+redone (``prbench.compare.round_sharding``).
 
 The executor is chosen with ``--executor local|ray``; `open_executor` makes it, importing Ray only for ``ray``.
 """
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.runners import StageCommand
 
 EXECUTORS = ("local", "ray")

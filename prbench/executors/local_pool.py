@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from analysis.io_errors import no_space_in
+from foundation.io_errors import no_space_in
 from prbench.executors import MAX_ATTEMPTS, DeviceSlot, RunnerSpec, ShardFailed, ShardLoss, ShardOutcome, ShardTask
 from prbench.executors.node import NodeRunners, cpu_slots, node_name
 from prbench.runners import Runner, StageLost

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.executors import DeviceSlot, RunnerSpec, ShardTask, placed
 from prbench.runners import Runner, StageFailed
 
@@ -103,7 +103,7 @@ class NodeRunners:
 
     def _image_here(self, spec: RunnerSpec) -> str:
         """The image's id on this node: present by its content tag, else built from its lock and the store."""
-        from prbench.docker_engine import docker_client, image_present
+        from prbench.images.docker_engine import docker_client, image_present
 
         assert spec.image is not None
         client = docker_client()

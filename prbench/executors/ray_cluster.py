@@ -41,7 +41,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.executors import MAX_ATTEMPTS, DeviceSlot, ShardFailed, ShardLoss, ShardOutcome, ShardTask
 from prbench.executors.node import NodeRunners, cpu_slots, node_name
 from prbench.runners import CODE_ROOT, OWNER_LABEL, RUN_LABEL, StageLost
@@ -99,7 +99,7 @@ class _Actor:
 
 def remove_left_containers(labels: dict[str, str]) -> list[str]:
     """On a node (a Ray task placed there): remove the containers with ``labels``; the short ids removed."""
-    from prbench.docker_engine import docker_client
+    from prbench.images.docker_engine import docker_client
     from prbench.runners.docker import remove_containers
 
     return remove_containers(docker_client(), labels)

@@ -32,8 +32,7 @@ from typing import IO, TYPE_CHECKING, Any
 import git
 import jinja2
 
-from analysis.errors import UserError
-from prbench.docker_engine import Emit, image_present, resolve_base
+from foundation.errors import UserError
 from prbench.images.build_plan import (
     LABEL_STORE,
     ROOT_IN_IMAGE,
@@ -43,10 +42,11 @@ from prbench.images.build_plan import (
     UsedItem,
     sha256_file,
 )
+from prbench.images.docker_engine import Emit, image_present, resolve_base
 from prbench.images.dockerfile_quote import UnsafeValue, dockerfile_value
-from prbench.images.pins import TRITON_REF, TritonPin, llvm_pin, open_repo, resolve_commit, triton_pin
 from prbench.images.pytorch_setup import build_env, host_build_jobs, image_rocm_version
-from prbench.recipes import Recipe, resolve_patch_entry
+from prbench.sides.pins import TRITON_REF, TritonPin, llvm_pin, open_repo, resolve_commit, triton_pin
+from prbench.sides.recipes import Recipe, resolve_patch_entry
 
 if TYPE_CHECKING:
     from prbench.images.content_store import Store, StoreItem
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES_DIR = PROJECT_ROOT / "docker"
 CHECK_SCRIPT = TEMPLATES_DIR / "check_environment.py"
-TOOL_PACKAGES = ("stages", "analysis")
+TOOL_PACKAGES = ("stages", "analysis", "foundation")
 # The oldest Python an image runs: the ROCm base images' 3.10 (the host needs 3.11). Everything a build copies from
 # this project into an image (IMAGE_CODE) must work there: tests/test_image_python.py checks it, and ruff's
 # per-file-target-version (pyproject.toml) names the same files.
@@ -244,7 +244,7 @@ def check_source_flags(recipe: Recipe, pytorch_src: Path | None, triton_src: Pat
 def _overlay_strip(overlay: Path | None) -> int:
     if overlay is None:
         return 1
-    from prbench.runs.overlay import strip_level
+    from prbench.sides.overlay import strip_level
 
     return strip_level(overlay.read_text(encoding="utf-8"))
 
@@ -451,7 +451,7 @@ def prepare_context(plan: BuildPlan, context: Path, dockerfile: str, store: Stor
     used = fill_context(plan, store, context, target, emit, rocm_version=rocm_version)
     _apply_patches(plan, context)
     if plan.triton_patch is not None:
-        from prbench.images import patches as patch_tool
+        from prbench.sides import patches as patch_tool
 
         patch_tool.apply_patch(plan.triton_patch, context / "src" / "triton")
     if plan.overlay is not None:
@@ -469,7 +469,7 @@ def prepare_context(plan: BuildPlan, context: Path, dockerfile: str, store: Stor
 
 def _check_wheel_overlay(plan: BuildPlan, store: Store, used: list[UsedItem]) -> None:
     """The overlay must apply to the pinned torch wheel's files, checked on the host before Docker starts."""
-    from prbench.runs.overlay import PythonOverlay
+    from prbench.sides.overlay import PythonOverlay
 
     assert plan.overlay is not None and plan.recipe.pytorch_wheel is not None
     pin = plan.recipe.pytorch_wheel
@@ -483,7 +483,7 @@ def _check_wheel_overlay(plan: BuildPlan, store: Store, used: list[UsedItem]) ->
 def _apply_patches(plan: BuildPlan, context: Path) -> None:
     if not plan.patches:
         return
-    from prbench.images import patches as patch_tool
+    from prbench.sides import patches as patch_tool
 
     for patch in plan.patches:
         tree = context / "src" / patch.target

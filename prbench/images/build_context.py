@@ -30,14 +30,14 @@ from pathlib import Path
 
 import git
 
-from analysis import atomic_io
-from analysis.errors import UserError
+from foundation import atomic_io
+from foundation.errors import UserError
 from prbench.images.build_plan import ROOT_IN_IMAGE, BuildPlan, SourceTree, UsedItem
 from prbench.images.content_store import Store, StoreItem, WheelTarget
 from prbench.images.downloads import Download
 from prbench.images.pytorch_setup import AOTRITON_CMAKE
 from prbench.images.wheels import BROUGHT_BY, brought_by, brought_by_record, hashed_requirements, wheels_for
-from prbench.recipes import ENV_NAME_RE, Recipe, WheelPin
+from prbench.sides.recipes import ENV_NAME_RE, Recipe, WheelPin
 
 Emit = Callable[[str], None]
 

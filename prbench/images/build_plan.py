@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import prbench
-from analysis.errors import UserError
-from analysis.records import expect_list, expect_str
+from foundation.errors import UserError
+from foundation.records import expect_list, expect_str
 from prbench.images.content_store import StoreItem
-from prbench.images.pins import TritonPin
 from prbench.images.pytorch_setup import build_env
-from prbench.recipes import BaseImage, Recipe
+from prbench.sides.pins import TritonPin
+from prbench.sides.recipes import BaseImage, Recipe
 
 IMAGE_REPO = "prbench"
 ROOT_IN_IMAGE = "/opt/prbench"
@@ -84,7 +84,7 @@ class SourceTree:
     commit: str
     install_dir: str = "."  # where `pip install -e` runs ("python" for Triton <= 3.3)
     requirements: tuple[str, ...] = ()  # requirement files whose wheels the build installs from the wheelhouse
-    llvm: str | None = None  # Triton: the LLVM commit the tree pins (prbench.images.pins.llvm_pin), when it pins one
+    llvm: str | None = None  # Triton: the LLVM commit the tree pins (prbench.sides.pins.llvm_pin), when it pins one
 
 
 @dataclass(frozen=True)

@@ -58,10 +58,10 @@ from packaging.tags import Tag, compatible_tags, cpython_tags, generic_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from analysis.atomic_io import atomic_path, write_json
-from analysis.errors import UserError
-from analysis.io_errors import is_no_space
-from analysis.records import (
+from foundation.atomic_io import atomic_path, write_json
+from foundation.errors import UserError
+from foundation.io_errors import is_no_space
+from foundation.records import (
     MAX_JSON_BYTES,
     check_regular,
     expect_int,
@@ -345,7 +345,7 @@ class Store:
         the store under that name is returned without reading the clone."""
         import git
 
-        from prbench.gitrefs import open_repo
+        from prbench.sides.gitrefs import open_repo
 
         check_file_name(name, f"archive name for {clone}")
         repo = open_repo(Path(clone), flag="source clone")

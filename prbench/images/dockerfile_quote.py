@@ -24,7 +24,7 @@ import re
 import shlex
 from collections.abc import Callable
 
-from prbench.recipes import ENV_NAME_RE, control_characters, is_pinned_reference
+from prbench.sides.recipes import ENV_NAME_RE, control_characters, is_pinned_reference
 
 _WORD_RE = re.compile(r"[A-Za-z0-9_.+@/][A-Za-z0-9_.+@/:=-]*")  # no leading '-' (COPY --from=...), no '$'
 

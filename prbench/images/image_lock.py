@@ -39,11 +39,10 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 import prbench
-from analysis import atomic_io
-from analysis.errors import UserError
-from analysis.formats.run_layout import LOCK_JSON
-from analysis.records import describe, read_json
-from prbench.docker_engine import image_present, resolve_base
+from foundation import atomic_io
+from foundation.errors import UserError
+from foundation.formats.run_layout import LOCK_JSON
+from foundation.records import describe, read_json
 from prbench.images.build import BuildResult, build_image, plan_build
 from prbench.images.build_plan import (
     BASE_USE,
@@ -61,8 +60,9 @@ from prbench.images.build_plan import (
     read_used_items,
 )
 from prbench.images.content_store import Store
-from prbench.images.pins import TritonPin
-from prbench.recipes import WheelPin, parse_recipe
+from prbench.images.docker_engine import image_present, resolve_base
+from prbench.sides.pins import TritonPin
+from prbench.sides.recipes import WheelPin, parse_recipe
 
 LOCK_VERSION = 2
 # Version 1 lacks ``installed``; rebuild and verify read it all the same.
@@ -212,7 +212,7 @@ def write_lock(lock: dict[str, Any], path: Path) -> None:
     atomic_io.write_json(path, lock)
 
 
-# in a run's lock.json: {node: {devices, shards, facts}} (prbench.compare.shard_rounds.node_summary)
+# in a run's lock.json: {node: {devices, shards, facts}} (prbench.compare.round_sharding.node_summary)
 RUN_NODES = "nodes"
 
 
@@ -241,7 +241,7 @@ def read_locks(path: Path) -> list[tuple[str | None, dict[str, Any]]]:
 def _load(path: Path) -> Any:
     if not Path(path).exists():
         raise UserError(f"--lock: {path} does not exist")
-    try:  # a regular file of bounded size, nesting and number length (analysis.records)
+    try:  # a regular file of bounded size, nesting and number length (foundation.records)
         return read_json(path, "a prbench lock (JSON)")
     except UserError as exc:
         raise UserError(f"--lock: {exc}") from None

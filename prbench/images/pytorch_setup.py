@@ -53,9 +53,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.images.downloads import Download
-from prbench.recipes import Recipe
+from prbench.sides.recipes import Recipe
 
 AOTRITON_CMAKE = "cmake/External/aotriton.cmake"
 _AOTRITON_LISTS = ("__AOTRITON_VER", "__AOTRITON_MANYLINUX_LIST", "__AOTRITON_ROCM_LIST", "__AOTRITON_SHA256_LIST",

@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.images.downloads import Download
 
 PLATFORMS = ("cuda", "rocm", "cpu")

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import prbench
-from analysis import atomic_io
-from analysis.errors import UserError
-from analysis.formats.run_layout import LOCK_JSON
+from foundation import atomic_io
+from foundation.errors import UserError
+from foundation.formats.run_layout import LOCK_JSON
 from prbench.images.build import CHECK_SCRIPT
 from prbench.images.build_plan import UsedItem, read_used_items
 from prbench.images.content_store import Store, WheelTarget
@@ -53,7 +53,7 @@ from prbench.images.image_lock import (
     write_lock,
 )
 from prbench.images.wheels import BROUGHT_BY, contents_block, python_wheel_target, recipe_contents
-from prbench.recipes import UNPINNED, Recipe, WheelPin, parse_recipe
+from prbench.sides.recipes import UNPINNED, Recipe, WheelPin, parse_recipe
 
 VENV_RUNNER = "venv"
 VENVS_DIR = "venvs"  # under the runs directory: one folder per venv, named by its inputs

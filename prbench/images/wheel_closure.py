@@ -27,7 +27,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 
 T = TypeVar("T")
 

@@ -27,10 +27,10 @@ from packaging.requirements import Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.images.content_store import Store, StoreItem, WheelTarget
 from prbench.images.wheel_closure import Brought, Closure, installed_size
-from prbench.recipes import UNPINNED, WHEEL_NAMES, Recipe, WheelPin, wheel_problem
+from prbench.sides.recipes import UNPINNED, WHEEL_NAMES, Recipe, WheelPin, wheel_problem
 
 if TYPE_CHECKING:
     from prbench.images.build_plan import UsedItem
@@ -182,7 +182,7 @@ def base_image_target(recipe: Recipe, store: Store) -> Callable[[], WheelTarget]
 
     def target() -> WheelTarget:
         if not found:
-            from prbench.docker_engine import docker_client, resolve_base
+            from prbench.images.docker_engine import docker_client, resolve_base
 
             assert recipe.base_image is not None
             client = docker_client()

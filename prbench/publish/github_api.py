@@ -26,7 +26,7 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 
 DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"

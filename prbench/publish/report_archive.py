@@ -13,9 +13,9 @@ import gzip
 import tarfile
 from pathlib import Path
 
-from analysis import atomic_io
-from analysis.errors import UserError
-from analysis.formats.run_layout import COMMENT_MD, LOCK_JSON, MANIFEST, REPORT_DIR, REPORT_MD
+from foundation import atomic_io
+from foundation.errors import UserError
+from foundation.formats.run_layout import COMMENT_MD, LOCK_JSON, MANIFEST, REPORT_DIR, REPORT_MD
 from prbench.runs.run_store import Run
 
 ARCHIVE_NAME = "report.tar.gz"

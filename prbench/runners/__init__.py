@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 
 CODE_ROOT = Path(__file__).resolve().parents[2]
 

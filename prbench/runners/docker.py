@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from analysis.errors import UserError
+from foundation.errors import UserError
 from prbench.runners import (
     CODE_ROOT,
     OWNER_LABEL,
@@ -159,7 +159,7 @@ class DockerRunner:
         output: IO[str] | None = None,
         labels: Mapping[str, str] | None = None,
     ) -> None:
-        from prbench.docker_engine import docker_client
+        from prbench.images.docker_engine import docker_client
 
         self.client = client or docker_client()
         self.image = image
@@ -244,7 +244,7 @@ class DockerRunner:
         _stop(*running)
 
     def _image_id(self) -> str:
-        from prbench.docker_engine import image_present
+        from prbench.images.docker_engine import image_present
 
         image = image_present(self.client, self.image)
         if image is None:

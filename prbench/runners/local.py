@@ -11,17 +11,15 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from analysis.formats.stage_records import pinned_over
+from foundation.formats.stage_records import pinned_over
 from prbench.runners import CODE_ROOT, STAGE_ERROR_PREFIX, ErrorLineTracker, StageCommand, StageFailed, StageLost
+from prbench.sides.local_torch import SCRUBBED, InstalledTorch, installed_torch
 from prbench.termination import OUTPUT_DRAIN_S, STOP_GRACE_S
 
-# Variables from the calling shell that would silently change what a stage measures.
 _PR_SET_PDEATHSIG = 1  # prctl(2)
-_SCRUBBED = ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_FORCE_DISABLE_CACHES")
 
 
 def keeps_bytecode(package: Path, cache_tag: str, environ: dict[str, str]) -> bool:
@@ -34,32 +32,6 @@ def keeps_bytecode(package: Path, cache_tag: str, environ: dict[str, str]) -> bo
     if cached.is_dir() and any(cached.glob(f"*.{cache_tag}.pyc")):
         return True
     return not environ.get("PYTHONDONTWRITEBYTECODE") and os.access(cached.parent, os.W_OK)
-
-
-_FIND_TORCH = ("import importlib.util as u, sys; s = u.find_spec('torch'); "
-               "print(sys.implementation.cache_tag); print(s.submodule_search_locations[0] if s else '')")
-
-
-@dataclass(frozen=True)
-class InstalledTorch:
-    """Where an interpreter imports torch from, found without importing it."""
-
-    cache_tag: str  # the interpreter's bytecode tag, e.g. cpython-312
-    package: Path | None  # the torch package directory; None when that interpreter has no torch
-
-
-def installed_torch(python: str) -> InstalledTorch | None:
-    """Ask ``python`` (a process of a fraction of a second) with the environment its stages get, so that a
-    PYTHONPATH of the calling shell does not decide; None when it does not run."""
-    shell = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
-    try:
-        proc = subprocess.run([python, "-c", _FIND_TORCH], capture_output=True, text=True, check=False, env=shell)
-    except OSError:
-        return None
-    lines = proc.stdout.splitlines()
-    if proc.returncode != 0 or len(lines) < 2:
-        return None
-    return InstalledTorch(cache_tag=lines[-2], package=Path(lines[-1]) if lines[-1] else None)
 
 
 def python_keeps_bytecode(python: str) -> bool:
@@ -93,7 +65,7 @@ class LocalRunner:
 
     def environment(self, command: StageCommand) -> dict[str, str]:
         # A stage pinned to a device sees only its pin, none of this shell's visible-devices variables.
-        env = pinned_over({k: v for k, v in os.environ.items() if k not in _SCRUBBED}, command.env)
+        env = pinned_over({k: v for k, v in os.environ.items() if k not in SCRUBBED}, command.env)
         env["PYTHONPATH"] = os.pathsep.join([*map(str, command.python_path), str(CODE_ROOT)])
         env["PYTHONUNBUFFERED"] = "1"
         return env

@@ -4,7 +4,7 @@
 ``run_lock`` is the run's file lock (one writer); ``pipeline`` prepares variants and runs stage specs through a
 runner; ``stage_commands`` builds every stage's command line (one builder per ``stages/<name>.py``); ``variants``
 and ``overlay`` are what a side of a comparison is; ``status_command`` and ``report_command`` are ``invoke status``
-and ``invoke report``. File paths come from ``analysis.formats.run_layout``.
+and ``invoke report``. File paths come from ``foundation.formats.run_layout``.
 
 May import: analysis, prbench base modules, prbench.runners, prbench.images.build (a run's environment). Never stages.
 """

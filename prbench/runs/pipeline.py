@@ -27,23 +27,24 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from analysis import atomic_io
-from analysis.errors import UserError
-from analysis.formats.run_layout import PAIRED_DIR, VariantLayout
-from analysis.formats.stage_records import pinned_over
-from analysis.io_errors import NoSpaceLeft, no_space_in, no_space_message
+from foundation import atomic_io
+from foundation.errors import UserError
+from foundation.formats.run_layout import PAIRED_DIR, VariantLayout
+from foundation.formats.stage_records import pinned_over
+from foundation.io_errors import NoSpaceLeft, no_space_in, no_space_message
 from prbench.runners import SIDE_LABEL, Runner, StageCommand, StageFailed
 from prbench.runners.local import python_keeps_bytecode
-from prbench.runs.overlay import PythonOverlay, installed_package_dir
 from prbench.runs.run_store import Run, input_hash
-from prbench.runs.variants import Variant
+from prbench.sides.overlay import PythonOverlay, installed_package_dir
+from prbench.sides.variants import Variant
 
 JOINT = PAIRED_DIR  # key prefix and directory of the stages that belong to the run, not to one variant
 _LOG_TAIL_BYTES = 64 * 1024  # how much of a failed stage's log is searched for a full disk
 
 
 class StageProgress:
-    """A rich progress bar that follows a stage's ``[name] i/N ...`` lines (``stages.progress``, every stage)."""
+    """A rich progress bar that follows a stage's ``[name] i/N ...`` lines (``stages.support.progress``, every
+    stage)."""
 
     _pattern = re.compile(r"^\[[\w-]+\]\s+(\d+)/(\d+)\s*(.*)")
 

@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
 
-from analysis.errors import UserError
-from analysis.records import read_bytes
+from foundation.errors import UserError
+from foundation.records import read_bytes
 
 LOCK_FILE = ".lock"
 # How long a refused process waits for the holder to finish writing who it is (it does so right after locking).

@@ -29,10 +29,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from analysis import atomic_io
-from analysis.errors import UserError
-from analysis.formats.run_layout import MANIFEST, REPORT_DIR, REPORT_MD, STALE_REPORT_DIR, RunLayout
-from analysis.records import check_format_version, expect_list, expect_number, expect_object, expect_str, read_json
+from foundation import atomic_io
+from foundation.errors import UserError
+from foundation.formats.run_layout import MANIFEST, REPORT_DIR, REPORT_MD, STALE_REPORT_DIR, RunLayout
+from foundation.records import check_format_version, expect_list, expect_number, expect_object, expect_str, read_json
 from prbench.runs.run_lock import RunLock, note_end
 
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # fullmatch: "$" would let a trailing newline through
