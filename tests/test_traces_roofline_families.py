@@ -5,6 +5,8 @@ inference test traces (tests/fixtures/traces/README.md), read end to end into th
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -16,8 +18,19 @@ from analysis.traces.analyses.ops import attribute
 from analysis.traces.analyses.roofline import (
     RMS_NORM_MXFP4_OPS,
     RMS_NORM_PAD_OPS,
+    attention,
+    conv,
     device_peaks,
+    elementwise,
+    gemm,
+    inductor,
+    mhc,
+    moe,
+    norm,
     op_work,
+    quantize,
+    reduction,
+    rope,
     unpriced_reason,
 )
 from analysis.traces.model import OpShape
@@ -26,6 +39,7 @@ from tests.support.trace_support import kernels_by_op_call
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 SGLANG = FIXTURES / "mi300_sglang_qwen3_ops_excerpt.json.gz"  # SGLang serving Qwen3-8B on an MI300X (AITER ops)
 VLLM = FIXTURES / "b200_vllm_ops_excerpt.json.gz"  # vLLM on a B200, FP8 KV cache
+FAMILY_MODULES = (attention, conv, elementwise, gemm, inductor, mhc, moe, norm, quantize, reduction, rope)
 BF16, FP8, FP4, E8M0 = "c10::BFloat16", "c10::Float8_e4m3fn", "c10::Float4_e2m1fn_x2", "c10::Float8_e8m0fnu"
 
 
@@ -668,3 +682,13 @@ def test_the_ln_modulate_backward_writes_dx_and_the_modulation_gradients() -> No
 
     assert work is not None and (work.family, work.flops) == ("NORM", 10 * t_b_h)
     assert work.bytes == 2 * 2 * t_b_h + 2 * 4 * 2048 + 2 * 2 * 3072 + 2 * t_b_h + 2 * 2 * 2 * 3072
+
+
+def test_each_named_op_is_priced_by_one_family_module_only() -> None:
+    """The op table tries the family modules' models in no set order, so an op named by two families would be
+    priced by whichever comes first: every named op has one family module, and none is an Inductor kernel's name."""
+    named = Counter(op for family in FAMILY_MODULES for ops, _ in family.MODELS if isinstance(ops, Iterable)
+                    for op in ops)
+    assert len(named) > 300
+    assert [op for op, seen in named.items() if seen > 1] == []
+    assert [op for op in named if op in inductor.INDUCTOR_TRITON_OPS] == []
