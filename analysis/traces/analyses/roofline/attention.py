@@ -35,6 +35,8 @@ class _Attention:
     causal_at: int
     causal_is_mask_type: bool = False  # efficient attention's custom_mask_type: 0 none, 1 or 2 causal
     backward: bool = False
+
+
 SDPA_OPS: dict[str, _Attention] = {
     "aten::_scaled_dot_product_flash_attention": _Attention(0, False, 4),
     "aten::_scaled_dot_product_flash_attention_for_cpu": _Attention(0, False, 4),

@@ -61,6 +61,8 @@ class _ScaledGemm:
     scales_at: tuple[int, ...]
     fp4: bool
     trans_at: int | None
+
+
 SCALED_GEMM_OPS: dict[str, _ScaledGemm] = {
     # hipblaslt_gemm_fp8/fp4(A, scale_a, B, scale_b, out_dtype, transA, transB, transC, granularity)
     **dict.fromkeys(("primus_turbo_cpp_extension::hipblaslt_gemm_fp8", "primus_turbo::hipblaslt_gemm_fp8"),

@@ -18,6 +18,8 @@ class _Mhc:
     fn_at: int | None
     post: bool  # recombines: out[m, i] = post_mix[m, i]·layer[m] + Σ_j comb[m, i, j]·residual[m, j]
     pre_fold: bool = False  # folds the streams into the layer input, RMS-normalized, from split-K partials at 3
+
+
 MHC_OPS: dict[str, _Mhc] = {
     # (out [M, n, C], layer x [M, C], residual [M, n, C], post_layer_mix [M, n, 1], comb_res_mix [M, n, n], store_nt)
     "aiter::mhc_post": _Mhc(0, 1, None, post=True),

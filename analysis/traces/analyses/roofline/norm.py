@@ -46,6 +46,8 @@ class _RmsNorm:
     x_at: int
     weight_at: int
     residual: bool = False
+
+
 INFERENCE_NORM_OPS: dict[str, _RmsNorm] = {
     "aiter::rms_norm": _RmsNorm(0, 1), "aiter::rmsnorm2d_fwd_ck": _RmsNorm(0, 1), "aiter::rmsnorm": _RmsNorm(1, 2),
     "_C::rms_norm": _RmsNorm(1, 2),  # vLLM's (out, input, weight, epsilon)
@@ -63,6 +65,8 @@ class _RmsNormQuant:
     scales_at: int | None
     group_at: int | None = None
     residual: bool = False
+
+
 RMS_NORM_QUANT_OPS: dict[str, _RmsNormQuant] = {
     # (out, input, yscale [M, 1], weight, epsilon, ...)
     "aiter::rmsnorm2d_fwd_with_dynamicquant_ck": _RmsNormQuant(1, 3, 0, 2),
