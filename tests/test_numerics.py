@@ -79,7 +79,7 @@ def test_a_pr_that_computes_other_logits_fails_numerics_first(tmp_path: Path) ->
     assert paths.verdict.startswith("**Verdict:** numerics **FAILED**: 1 of 2 model(s) compute other results "
                                     "(`BertForMaskedLM`; `BertForMaskedLM` PR vs base")
     summary = json.loads(paths.summary_json.read_text())
-    assert summary["format_version"] == 6
+    assert summary["format_version"] == 7
     models = summary["numerics"]["models"]
     assert (models["compared"], models["passed"], models["failed"]) == (2, 1, 1)
     assert models["worst"]["name"] == "BertForMaskedLM" and models["worst"]["output"] == "logits"

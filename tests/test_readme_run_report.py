@@ -21,11 +21,13 @@ import pandas as pd
 import pytest
 
 from analysis.kernels.compare import PLACE, pair_kernels
+from analysis.kernels.cpp_build import CPP_BUILD_RECORD, write_cpp_build
 from analysis.markdown_fit import outside_code
 from analysis.rendering import cell, fmt_x
 from analysis.report.markdown import COMMENT_LIMIT
 from analysis.report.render import load_report_inputs, render_report
 from foundation.formats.kernel_index import where_launched
+from foundation.formats.run_layout import SIDES, RunLayout
 
 FIXTURE = Path(__file__).parent / "fixtures" / "readme_run" / "readme1-a.tar.gz"
 LAYER_NORM = "cpp_fused_add_native_layer_norm_view_1"
@@ -34,11 +36,28 @@ ENCODERS = frozenset({"AlbertForMaskedLM", "BertForMaskedLM", "DistilBertForMask
                       "RobertaForCausalLM"})
 
 
+# How a side of this run compiles C++ kernels, as its launch_cost records it (analysis.kernels.cpp_build): both sides
+# ran the installed torch with the same flags (the PR patches Python only). The archive leaves the caches out.
+CPP_COMMAND = ("/usr/bin/g++ /tmp/x/kernel.cpp -D TORCH_INDUCTOR_CPP_WRAPPER -O3 -DNDEBUG -ffast-math "
+               "-fno-finite-math-only -fno-unsafe-math-optimizations -ffp-contract=off -march=native -fopenmp "
+               "-I/opt/venv/include -shared -fPIC -o /tmp/x/kernel.so")
+HEADERS = "9f" * 32
+
+
+def _record_cpp_build(run: Path, side: str, torch_build: str) -> None:
+    write_cpp_build(RunLayout(run).variant(side).inductor_cache, [CPP_COMMAND], torch_build, HEADERS)
+
+
 def _copy(tmp: Path) -> Path:
-    """The run directory, extracted where the test may write (its report goes into it, as `invoke report`'s)."""
+    """The run directory, extracted where the test may write (its report goes into it, as `invoke report`'s), with
+    each side's record of its C++ build."""
     with tarfile.open(FIXTURE) as archive:
         archive.extractall(tmp, filter="data")
-    return tmp / "readme1-a"
+    run = tmp / "readme1-a"
+    for side in SIDES:
+        RunLayout(run).variant(side).inductor_cache.mkdir(parents=True)
+        _record_cpp_build(run, side, "2.13.0+cpu")
+    return run
 
 
 def _render(run: Path) -> dict[str, object]:
@@ -364,6 +383,42 @@ def test_the_failed_control_names_its_kernel_its_cut_off_and_what_it_leaves_stan
     assert not row["code_changed"] and fmt_x(row["speedup"]) == f"{speedup:.3f}×"
     assert cut == pytest.approx(100 * (max(speedup, 1 / speedup) - 1), abs=0.1)  # the cut-off is what it produced
     assert "the model verdict is unaffected" in verdict
+
+
+def test_identical_source_the_sides_compile_otherwise_is_changed_code_not_the_control(
+        rendered: dict, tmp_path: Path) -> None:
+    """The same run as if its sides had compiled against other torch builds (the Docker release A/B 2.13.0+cpu
+    against 2.14.1): every kernel's binary changed, so the identical-source pairs count as changed code, with the
+    reason where the report says what the PR changed, and the control falls back to the split-half."""
+    same = rendered["summary"]["kernels"]
+    assert same["code_identical"] > 0 and same["compiled_otherwise"] is None
+    assert rendered["summary"]["control"]["kernels"]["kind"] == "identical kernels"
+
+    run = _copy(tmp_path)
+    _record_cpp_build(run, "pr", "2.14.1+cpu")
+    other = _render(run)
+
+    kernels = other["summary"]["kernels"]
+    assert kernels["code_identical"] == 0
+    assert kernels["code_changed"] == same["code_changed"] + same["code_identical"]
+    assert kernels["compiled_otherwise"] == {"pairs": same["code_identical"], "reason": "the torch build differs"}
+    assert other["summary"]["control"]["kernels"]["kind"] == "split-half"
+    assert not other["kernels"]["control"].any() and other["kernels"]["code_changed"].all()
+    row = _table_row(other["md"], "what the PR changed")[1]
+    assert (f"({same['code_identical']} of them identical source, compiled otherwise: the torch build differs), "
+            "0 are identical (the control)") in row
+
+
+def test_a_side_without_a_record_of_its_cpp_build_has_no_identical_code(tmp_path: Path) -> None:
+    """A side that recorded no C++ build (a run made before the record, or one whose commands could not be made):
+    its identical source is not known to be identical code."""
+    run = _copy(tmp_path)
+    (RunLayout(run).variant("base").inductor_cache / CPP_BUILD_RECORD).unlink()
+
+    kernels = _render(run)["summary"]["kernels"]
+
+    assert kernels["code_identical"] == 0
+    assert kernels["compiled_otherwise"]["reason"] == f"base recorded no C++ build ({CPP_BUILD_RECORD})"
 
 
 def _table_row(md: str, first_cells: str) -> list[str]:

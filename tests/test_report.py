@@ -260,13 +260,14 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
     assert summary == paths.summary and paths.summary_json == tmp_path / "report" / "summary.json"
     assert set(summary) == {"format_version", "verdict", "kernels", "models", "control", "gates", "numerics",
                             "experiment", "kernel_share", "settings"}
-    assert summary["format_version"] == 6
+    assert summary["format_version"] == 7
     assert summary["experiment"] is None  # this run laid out by hand recorded no suite request
     assert summary["numerics"]["models"] is None  # these suites recorded no outputs (tests/test_numerics.py)
     family_keys = {"verdict", "headline", "step", "geomean", "ci_low", "ci_high", "confidence", "alpha", "n",
                    "improved", "regressed", "equivalent", "inconclusive", "time_weighted", "rounds", "detectable_pct",
                    "regressed_items"}
-    kernel_keys = {"code_changed", "code_identical", "only_base", "only_pr", "paired_by", "control_verdicts"}
+    kernel_keys = {"code_changed", "code_identical", "only_base", "only_pr", "paired_by", "control_verdicts",
+                   "compiled_otherwise"}
     for family, n, extra in (("kernels", 1, kernel_keys), ("models", 3, set())):
         block = summary[family]
         assert set(block) == family_keys | extra
@@ -274,6 +275,7 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
         assert sum(block[v] for v in ("improved", "regressed", "equivalent", "inconclusive")) == n
         assert block["ci_low"] <= block["geomean"] <= block["ci_high"]
     assert summary["kernels"]["improved"] == 1 and summary["models"]["regressed"] == 1
+    assert summary["kernels"]["compiled_otherwise"] is None  # Triton kernels: no C++ build to differ
     assert (summary["kernels"]["code_changed"], summary["kernels"]["code_identical"]) == (1, 49)
     # How many pairs each key made (the changed kernel by its legacy key), and the kernels left unpaired per side.
     assert summary["kernels"]["paired_by"] == {"body_hash+shape_key": 49, "legacy_key": 1, "ops+shape_key": 0,

@@ -19,7 +19,10 @@ Three parts:
   its interval, its adjusted p-value and its verdict come from `analysis.stats.verdict` (the round is the unit of
   replication). Pairs with the same body and shapes on both sides are the in-run control, except, when the two
   sides ran different compilers of one backend (``compiled_by``: a Triton A/B), that backend's pairs: their
-  source is the same but what runs is what each side's compiler made of it, so they are changed pairs.
+  source is the same but what runs is what each side's compiler made of it, so they are changed pairs. Likewise
+  the C++ pairs when the sides build C++ kernels otherwise (``cpp_build``: another torch build, flags or headers,
+  `analysis.kernels.cpp_build.cpp_build_difference`): the family's control then falls back as without identical
+  pairs (`analysis.stats.verdict`), and the Triton pairs stay the control.
 * **summary**: geomean and time-weighted speedups with intervals over rounds, per-category geomeans.
 
 `seed_compare` re-implements the seed's ``kernel_perf_simple.py`` exactly (its filters, its inner join with
@@ -310,6 +313,8 @@ class KernelSummary:
     offsets_used: bool  # pairs were estimated against the identical kernels' per-round mean
     selection_level: float  # level of the intervals shown for the pairs called changed (NaN: none called)
     compiled_anew: int = 0  # pairs of identical source each side's own compiler built (`compare_kernels`' compiled_by)
+    compiled_otherwise: int = 0  # C++ pairs of identical source the sides built otherwise (counted as changed)
+    compiled_otherwise_why: str = ""  # why (`compare_kernels`' cpp_build); "" when the sides build C++ alike
 
 
 @dataclass
@@ -366,7 +371,8 @@ def _side(frame: pd.DataFrame, rows: list[int], samples: RoundSamples | None, pr
 
 def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_base: RoundSamples | None,
                 samples_pr: RoundSamples | None, settings: VerdictSettings, blocks: PairedBlocks | None,
-                level: float | None, compiled_by: str | None) -> tuple[pd.DataFrame, FamilyJudgement, int, int]:
+                level: float | None, compiled_by: str | None, cpp_build: str | None
+                ) -> tuple[pd.DataFrame, FamilyJudgement, int, int, int]:
     b_rows = pairing.pairs["base_row"].tolist()
     p_rows = pairing.pairs["pr_row"].tolist()
     b, b_medians = _side(base, b_rows, samples_base, "base")
@@ -378,10 +384,11 @@ def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_
     slower = table[["base_median_ms", "pr_median_ms"]].max(axis=1)
     in_summary = both_ok & (slower >= settings.min_ms).to_numpy(dtype=bool)
     # Identical normalised body and shapes on both sides: the same code, so any "change" is the machine's; unless
-    # each side's own compiler built it (a Triton A/B's Triton kernels).
+    # each side's own compiler built it (a Triton A/B's Triton kernels), or the sides build C++ otherwise.
     same_source = (table["matched_by"] == IDENTICAL_CODE).to_numpy(dtype=bool)
     anew = same_source & (ident["backend"] == compiled_by).to_numpy(dtype=bool)
-    identical = same_source & ~anew
+    otherwise = same_source & (cpp_build is not None) & (ident["backend"] == "cpp").to_numpy(dtype=bool)
+    identical = same_source & ~anew & ~otherwise
     control = in_summary & identical
     b_matrix, p_matrix = family_matrix(b_medians), family_matrix(p_medians)
     data = FamilyData(b_matrix, p_matrix, table["base_calls"].to_numpy(float),
@@ -407,7 +414,7 @@ def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_
     table["code_changed"] = ~identical
     table["step_share"] = judged.shares
     table["in_summary"] = in_summary
-    return table, judged, int(data.base.shape[1]), int(anew.sum())
+    return table, judged, int(data.base.shape[1]), int(anew.sum()), int(otherwise.sum())
 
 
 def _all_round_medians(frame: pd.DataFrame, samples: RoundSamples | None) -> dict[str, np.ndarray]:
@@ -499,7 +506,7 @@ def category_table(table: pd.DataFrame) -> pd.DataFrame:
 def compare_kernels(base: pd.DataFrame, pr: pd.DataFrame, samples_base: RoundSamples | None = None,
                     samples_pr: RoundSamples | None = None, settings: VerdictSettings | None = None,
                     blocks: PairedBlocks | None = None, level: float | None = None,
-                    compiled_by: str | None = None) -> KernelComparison:
+                    compiled_by: str | None = None, cpp_build: str | None = None) -> KernelComparison:
     """Pair, estimate, judge and summarise two kernels tables (as read by `read_kernels_csv`).
 
     ``level``: the two-sided level of the table's ``ci_low``/``ci_high`` (default: the settings'), so that a
@@ -509,14 +516,16 @@ def compare_kernels(base: pd.DataFrame, pr: pd.DataFrame, samples_base: RoundSam
     ``samples_*`` are per-round samples (`foundation.formats.paired_rounds`): round i of both sides ran together;
     ``blocks``, the same rounds visit by visit, pairs them block by block (`analysis.stats.verdict`).
     ``compiled_by``: the ``backend`` whose kernels each side's own compiler built (a Triton A/B's "triton"):
-    its pairs of identical source are changed pairs, not the control.
+    its pairs of identical source are changed pairs, not the control. ``cpp_build``: why the sides build C++
+    kernels otherwise (`analysis.kernels.cpp_build.cpp_build_difference`; None: alike): then the C++ pairs of
+    identical source are changed pairs too.
     """
     settings = (settings or VerdictSettings()).validate()
     base = check_kernels_frame(base, "base kernels")
     pr = check_kernels_frame(pr, "PR kernels")
     pairing = pair_kernels(base, pr)
-    table, judged, rounds, anew = _pair_table(base, pr, pairing, samples_base, samples_pr, settings, blocks, level,
-                                              compiled_by)
+    table, judged, rounds, anew, otherwise = _pair_table(base, pr, pairing, samples_base, samples_pr, settings,
+                                                         blocks, level, compiled_by, cpp_build)
     only_base = _unpaired(base, pairing.only_base)
     only_pr = _unpaired(pr, pairing.only_pr)
     in_summary = table["in_summary"].to_numpy(dtype=bool)
@@ -532,6 +541,7 @@ def compare_kernels(base: pd.DataFrame, pr: pd.DataFrame, samples_base: RoundSam
         code_changed=int((~identical).sum()), code_identical=int(identical.sum()), n_changed=int(judged.changed.sum()),
         control_verdicts=judged.control_verdicts, detectable_pct=100 * judged.detectable,
         offsets_used=judged.offsets_used, selection_level=judged.selection_level, compiled_anew=anew,
+        compiled_otherwise=otherwise, compiled_otherwise_why=(cpp_build or "") if otherwise else "",
     )
     return KernelComparison(_priority_order(table), only_base, only_pr, category_table(table), pairing.summary,
                             summary, settings, judged.controls, judged.resolution,

@@ -59,8 +59,22 @@ def read_cpp_build(cache_dir: Path) -> tuple[tuple[str, ...], ...] | None:
     return None
 
 
+def cpp_build_difference(base_cache: Path, pr_cache: Path) -> str | None:
+    """Why the sides' identical C++ source is not identical code, in words ("the torch build differs"); None when
+    both sides recorded their build and the records are equal without their directories. A side without a record
+    counts as different: its identical source is then not known to be identical code."""
+    base, pr = read_cpp_build(base_cache), read_cpp_build(pr_cache)
+    if base is None or pr is None:
+        return f"{'base' if base is None else 'the PR'} recorded no C++ build ({CPP_BUILD_RECORD})"
+    if base == pr:
+        return None
+    (base_torch, base_headers), (pr_torch, pr_headers) = base[-1], pr[-1]
+    differ = [what for what, differs in (("the torch build", base_torch != pr_torch),
+                                         ("the compile commands", base[:-1] != pr[:-1]),
+                                         ("the kernels' headers", base_headers != pr_headers)) if differs]
+    return " and ".join(differ) + (" differ" if len(differ) > 1 else " differs")
+
+
 def same_cpp_build(base_cache: Path, pr_cache: Path) -> bool:
-    """Whether both sides compile C++ kernels alike: both recorded, and equal without their directories. A side
-    without a record counts as different: its identical source is then not known to be identical code."""
-    base = read_cpp_build(base_cache)
-    return base is not None and base == read_cpp_build(pr_cache)
+    """Whether both sides compile C++ kernels alike (`cpp_build_difference` finds no difference)."""
+    return cpp_build_difference(base_cache, pr_cache) is None

@@ -2,7 +2,9 @@
 
 `load_report_inputs` reads ``base/`` and ``pr/`` as laid out in docs/architecture.md, ``lock.json`` and the
 manifest's settings, so a report can be re-rendered without re-running anything. A file only one side has is a
-`UserError`: the two sides could not be compared.
+`UserError`: the two sides could not be compared. Whether the sides build C++ kernels alike is read from each
+side's record in its Inductor cache (`analysis.kernels.cpp_build`): identical C++ source built otherwise is
+changed code, not the control (`analysis.kernels.compare`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.kernels.compare import read_kernels_csv
+from analysis.kernels.cpp_build import cpp_build_difference
 from analysis.models.compare import read_suite_frame
 from analysis.report.sections.experiment import Experiment, recorded_experiment
 from analysis.report.sequential import RoundsUsed, read_rounds_used
@@ -80,6 +83,8 @@ class ReportInputs:
     kernel_output_dirs: tuple[Path, Path] | None = None  # base and PR <side>/kernel_outputs (`kernel_numerics`)
     # What each side measured, from the manifest's suite request and its env.json (None: not recorded)
     experiments: tuple[Experiment, Experiment] | None = None
+    # Why the sides build C++ kernels otherwise (`cpp_build_difference`); None: alike, or not read (no run directory)
+    cpp_build: str | None = None
 
     def stats_for(self, kind: str) -> VerdictSettings:
         """The level a kind's verdicts are stated at: its rounds record's (the strict level after an early stop,
@@ -150,6 +155,8 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
     kernels = _pair_of(run_dir, lambda v: v.kernels_csv)
     if kernels:
         inputs.base_kernels, inputs.pr_kernels = (read_kernels_csv(p) for p in kernels)
+        inputs.cpp_build = cpp_build_difference(layout.variant("base").inductor_cache,
+                                                layout.variant("pr").inductor_cache)
         samples = _pair_of(run_dir, lambda v: v.kernel_samples)
         if samples:
             inputs.base_kernel_samples, inputs.pr_kernel_samples = (read_round_samples(p) for p in samples)

@@ -182,8 +182,8 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
     ab = triton_ab(inputs)
     kc = compare_kernels(inputs.base_kernels, inputs.pr_kernels, inputs.base_kernel_samples,
                          inputs.pr_kernel_samples, inputs.stats_for("kernels"),
-                         inputs.kernel_blocks, level, compiled_by=TRITON_COMPILED if ab else None
-                         ) if has_kernels else None
+                         inputs.kernel_blocks, level, compiled_by=TRITON_COMPILED if ab else None,
+                         cpp_build=inputs.cpp_build) if has_kernels else None
     mc = compare_models(inputs.base_suite, inputs.pr_suite, inputs.base_suite_samples, inputs.pr_suite_samples,
                         inputs.stats_for("models"), inputs.base_model_rounds, inputs.pr_model_rounds,
                         inputs.model_blocks, level) if has_suite else None

@@ -2,7 +2,7 @@
 
 ``summary.json`` is the contract for CI users and the benchmarks (``format_version`` `SUMMARY_FORMAT_VERSION`):
 
-    {"format_version": 6,
+    {"format_version": 7,
      "verdict": "<one line>",          # a numerical failure first, then one sentence per family: models, time in
                                        # Inductor kernels (and the kernels that add most of it), dashboard checks,
                                        # numerics, control (`analysis.report.headline`)
@@ -12,6 +12,9 @@
                  "geomean", "ci_low", "ci_high",              # geomean over the changed pairs (secondary)
                  "confidence", "n", "improved", "regressed", "equivalent", "inconclusive",   # changed pairs
                  "time_weighted", "rounds", "code_changed", "code_identical", "only_base", "only_pr",
+                 "compiled_otherwise": {"pairs", "reason"} | null,   # C++ pairs of identical source the sides
+                                       # build otherwise (torch build, flags, headers: analysis.kernels.cpp_build),
+                                       # counted in code_changed, not the control
                  "paired_by": {"body_hash+shape_key": n, "legacy_key": n, ...},   # pairs each key made, in
                                        # the order the keys are tried (analysis.kernels.compare.MATCH_METHODS)
                  "detectable_pct",     # the headline's resolution: smallest change told apart from none, 80 %
@@ -71,7 +74,10 @@ SUMMARY_FILE = "summary.json"
 #    under a failed control's cut-off were withheld): their improved + regressed are the control's flagged.
 # 6: `detectable_pct` is the headline's resolution, the smallest change told apart from none with 80 % power
 #    (`analysis.stats.verdict.detectable_effect`); it was threshold + that, never below --threshold.
-SUMMARY_FORMAT_VERSION = 6
+# 7: `kernels.code_changed` counts the C++ pairs of identical source that the sides build otherwise (another
+#    torch build, compile flags or headers), and `code_identical` (the control) no longer does:
+#    `kernels.compiled_otherwise` says how many and why.
+SUMMARY_FORMAT_VERSION = 7
 
 
 def _num(x: float) -> float | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.kernels.compare import KernelComparison
+from analysis.kernels.compare import KernelComparison, KernelSummary
 from analysis.models.compare import ModelComparison
 from analysis.rendering import ci_text, fmt_share, fmt_x
 from analysis.report.headline import headline
@@ -89,6 +89,7 @@ def summary_frame(kc: KernelComparison | None, mc: ModelComparison | None, proj:
         s = kc.summary
         rows += [("kernel pairs", s.n_pairs), ("kernels in summary", s.n_summarised),
                  ("pairs with changed code", s.code_changed), ("pairs with identical code", s.code_identical),
+                 ("pairs of identical source compiled otherwise (changed)", s.compiled_otherwise),
                  *_family_rows("kernels", s.geomean, s.time_weighted, s.method, s.verdict, s.verdicts),
                  ("resolution of the kernel time: smallest change told apart from none (80 % power), %",
                   s.detectable_pct),
@@ -119,6 +120,8 @@ def summarize_comparison(kc: KernelComparison | None, mc: ModelComparison | None
         kernels = {**family_block(s.verdict, s.geomean, s.time_weighted, s.verdicts, s.n_changed, s.rounds,
                                   kc.settings, "step", s.detectable_pct, kernel_items(kc, "regressed")),
                    "code_changed": s.code_changed, "code_identical": s.code_identical,
+                   "compiled_otherwise": ({"pairs": s.compiled_otherwise, "reason": s.compiled_otherwise_why}
+                                          if s.compiled_otherwise else None),
                    "paired_by": dict(kc.pairing.by_method),
                    "only_base": kc.pairing.only_base, "only_pr": kc.pairing.only_pr,
                    "control_verdicts": s.control_verdicts}
@@ -140,7 +143,8 @@ def kernel_summary_lines(kc: KernelComparison) -> list[str]:
     by = ", ".join(f"{k} {v}" for k, v in p.by_method.items())
     return [
         f"paired {p.paired} kernels ({by}); only in base {p.only_base}, only in PR {p.only_pr}",
-        f"code changed in {s.code_changed} pair(s), identical in {s.code_identical} (the control)",
+        f"code changed in {s.code_changed} pair(s), identical in {s.code_identical} (the control)"
+        + (f"; {compiled_otherwise_words(s)}" if s.compiled_otherwise else ""),
         "changed pairs: " + ", ".join(f"{v} {n}" for v, n in s.verdicts.items()) + f", failed {s.n_failed}",
         f"time in Inductor kernels {s.verdict}: Σbase/Σpr {fmt_x(s.time_weighted.speedup)} "
         f"(CI {ci_text(s.time_weighted.ci_low, s.time_weighted.ci_high)}; weighted by {s.weighted_by}; {s.method})",
@@ -151,3 +155,9 @@ def kernel_summary_lines(kc: KernelComparison) -> list[str]:
                                      if c.available else f"not available ({c.reason})") for c in kc.controls),
         *(f"note: {n}" for n in kc.notes),
     ]
+
+
+def compiled_otherwise_words(s: KernelSummary) -> str:
+    """How many changed pairs are identical C++ source the sides compile otherwise, and why, in words."""
+    return (f"{s.compiled_otherwise} of the changed pairs are identical source, compiled otherwise: "
+            f"{s.compiled_otherwise_why}")

@@ -148,6 +148,12 @@ class VariantLayout:
         return self.root / WORK_DIR
 
     @property
+    def inductor_cache(self) -> Path:
+        """The side's TORCHINDUCTOR_CACHE_DIR for its stages (also inside a container: the run directory is mounted
+        at its own path), where launch_cost records how the side builds C++ kernels (``analysis.kernels.cpp_build``)."""
+        return self.work / "inductor-cache"
+
+    @property
     def extracted_cache(self) -> Path:
         """Where organize keeps the extracted archive (the kernels' ``--cache-dir``)."""
         return self.work / "extracted-cache"

@@ -70,7 +70,7 @@ class Variant:
         work = VariantLayout(variant_dir).work
         env = dict(_STAGE_ENV)
         env.update(
-            TORCHINDUCTOR_CACHE_DIR=str(work / "inductor-cache"),
+            TORCHINDUCTOR_CACHE_DIR=str(VariantLayout(variant_dir).inductor_cache),
             TRITON_CACHE_DIR=str(work / "triton-cache"),
             # Inductor writes its precompiled header and -p traces under TMPDIR whatever the cache dir says.
             TMPDIR=str(work / "tmp"),
