@@ -53,7 +53,7 @@ from foundation.formats.dynamo_csv import (
     read_suite_samples,
     write_suite_csv,
 )
-from foundation.formats.run_layout import GRAPH_MODELS, SUITE_CSV, SUITE_SAMPLES, WORK_DIR
+from foundation.formats.run_layout import GRAPH_MODELS, SUITE_CSV, SUITE_SAMPLES, VariantLayout
 from foundation.formats.suite_options import (
     CPU_BACKENDS,
     DTYPES,
@@ -158,7 +158,7 @@ def prepare_environment(args: argparse.Namespace) -> Path:
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if not cache:
         # Never fall back to the shared /tmp/torchinductor_$USER: a fresh run empties the cache directory.
-        cache = str(args.out.resolve().parent / WORK_DIR / "inductor-cache")
+        cache = str(VariantLayout(args.out.resolve().parent).inductor_cache)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     tmp = os.environ.get("TMPDIR")
     if tmp:

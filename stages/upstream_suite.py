@@ -47,7 +47,7 @@ from foundation.formats.dynamo_csv import (
     read_kept,
     write_suite_csv,
 )
-from foundation.formats.run_layout import GRAPH_MODELS, SUITE_CSV, SUITE_SAMPLES, WORK_DIR
+from foundation.formats.run_layout import GRAPH_MODELS, SUITE_CSV, SUITE_SAMPLES, WORK_DIR, VariantLayout
 from foundation.formats.suite_options import TINY_DEFAULT
 from foundation.formats.suite_request import HF_SCRIPT, split_models
 from stages.entry import StageArgumentParser, run_as_script
@@ -341,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cache_directory(out: Path) -> Path:
     """The harness inherits TORCHINDUCTOR_CACHE_DIR; never let it fall back to the shared /tmp default."""
-    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(out.resolve().parent / WORK_DIR / "inductor-cache")
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or str(VariantLayout(out.resolve().parent).inductor_cache)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
     return Path(cache)
 

@@ -43,6 +43,7 @@ PROFILE_INDEX = "profile_index.csv"
 LAUNCH_COST = "launch_cost.json"
 ENV_JSON = "env.json"
 WORK_DIR = "work"  # scratch under an output directory (caches, temporary files, shards)
+INDUCTOR_CACHE = "inductor-cache"  # the Inductor cache folder under a work directory (a side's, a shard's)
 LOGS_DIR = "logs"
 
 # --- the run directory -------------------------------------------------------------------------------------------
@@ -151,7 +152,7 @@ class VariantLayout:
     def inductor_cache(self) -> Path:
         """The side's TORCHINDUCTOR_CACHE_DIR for its stages (also inside a container: the run directory is mounted
         at its own path), where launch_cost records how the side builds C++ kernels (``analysis.kernels.cpp_build``)."""
-        return self.work / "inductor-cache"
+        return self.work / INDUCTOR_CACHE
 
     @property
     def extracted_cache(self) -> Path:

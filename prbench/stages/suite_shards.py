@@ -43,7 +43,7 @@ from foundation.formats.dynamo_csv import (
     read_suite_samples,
     write_suite_csv,
 )
-from foundation.formats.run_layout import VariantLayout
+from foundation.formats.run_layout import INDUCTOR_CACHE, VariantLayout
 from foundation.formats.suite_request import SuiteRequest
 from foundation.formats.suite_shard_records import (
     ShardRecord,
@@ -112,7 +112,7 @@ class SuiteShards:
         out = VariantLayout(work).suite
         command = suite_shard_command(out, self.settings, self.shards[index], self.record(index),
                                       self.runner.platform)
-        command.env = {**self.env, "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor-cache"),
+        command.env = {**self.env, "TORCHINDUCTOR_CACHE_DIR": str(work / INDUCTOR_CACHE),
                        "TMPDIR": str(work / "tmp")}
         command.python_path = list(self.python_path)
         command.log_path = VariantLayout(self.variant_dir).log(f"suite-shard-{index + 1:03d}")
@@ -142,7 +142,7 @@ class SuiteShards:
         atomic_io.write_json(target.graph_models, graphs)
         _merge_outputs([o.model_outputs for o in outs], target.model_outputs)
         write_suite_csv(target.suite_csv, rows)
-        _merge_caches([self.shard_dir(i) / "inductor-cache" for i in range(len(self.shards))], cache_dir)
+        _merge_caches([self.shard_dir(i) / INDUCTOR_CACHE for i in range(len(self.shards))], cache_dir)
         archive_cache(cache_dir, target.cache_archive)
         if not any(row["status"] == STATUS_OK for row in rows):
             logs = target.logs
