@@ -262,3 +262,62 @@ def test_a_truncated_samples_json_from_an_earlier_attempt_is_one_error_line(tmp_
         'samples {model: {"eager": [ms], "compiled": [ms]}} (left by an earlier attempt; delete it to measure '
         "again)"]
     assert not (out / "suite.csv").exists()
+
+
+def _stage_pids(run_dir: Path) -> list[int]:
+    """The suite stage processes writing into ``run_dir`` (each runs in a session of its own, away from its host)."""
+    pids = []
+    for proc_dir in Path("/proc").iterdir():
+        try:
+            argv = (proc_dir / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # not a process, or one that just ended
+            continue
+        if b"stages.suite" in argv and any(str(run_dir).encode() in arg for arg in argv):
+            pids.append(int(proc_dir.name))
+    return pids
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("stopped", ["the host", "the stage"])
+def test_a_suite_stopped_after_its_first_model_keeps_it_and_the_same_command_redoes_only_the_rest(
+        tmp_path: Path, stopped: str) -> None:
+    # `invoke suite` (the pipeline `invoke compare` runs its suites through) is stopped with SIGTERM after the first of
+    # its two models: a cancelled job or `timeout` signals the host, which stops its stage; a `kill` of the process
+    # tree or a shutdown may reach the stage's process first, and the host then ends on its own ("stage suite was
+    # killed (SIGTERM)"), as in the user's report.
+    runs = tmp_path / "runs"
+    common = ["--models", TWO, "--warmup", "3", "--iterations", "10", "--runs-dir", str(runs), "--run", "it"]
+    env = stage_env(tmp_path)
+    env.pop("PYTHONPATH")
+    host = subprocess.Popen([sys.executable, "-m", "invoke", "suite", *common], env=env, cwd=CODE_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    suite_csv = runs / "it" / "base" / "suite" / "suite.csv"
+    deadline = time.monotonic() + 600
+    while not (suite_csv.exists() and read_suite_csv(suite_csv)):
+        assert host.poll() is None and time.monotonic() < deadline, "the suite ended before its first model"
+        time.sleep(0.05)
+    if stopped == "the host":
+        host.send_signal(signal.SIGTERM)
+    else:
+        stages = _stage_pids(runs / "it")
+        assert stages
+        for pid in stages:
+            os.kill(pid, signal.SIGTERM)
+    first_log, _ = host.communicate(timeout=120)
+    assert host.returncode != 0, first_log[-3000:]
+    assert suite_csv.exists(), first_log[-3000:]
+    first_row = suite_csv.read_text().splitlines()[1]
+    # The second model was under way: no row, or a failed one where the stop broke into its compile.
+    assert [r["name"] for r in read_suite_csv(suite_csv) if r["status"] == "ok"] == ["BertForMaskedLM"]
+
+    again = invoke(tmp_path, *common)
+
+    assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
+    assert again.stdout.count("1 of 2 models kept from the stopped run") == 1, again.stdout[-4000:]
+    assert "1/2 BertForMaskedLM: done earlier, kept" in again.stdout
+    assert "1/2 BertForMaskedLM: start" not in again.stdout
+    assert "2/2 DistilBertForMaskedLM: start" in again.stdout
+    assert suite_csv.read_text().splitlines()[1] == first_row  # the kept model was not measured again
+    assert [r["name"] for r in read_suite_csv(suite_csv)] == TWO.split(",")
+    manifest = json.loads((runs / "it" / "manifest.json").read_text())
+    assert manifest["stages"]["base/suite"]["status"] == "done"

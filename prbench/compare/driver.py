@@ -81,7 +81,7 @@ from prbench.stages.command_lines import (
 from prbench.stages.kernels import default_devices
 from prbench.stages.paired import PairedTiming, PlanSide, kernel_plan, model_plan, ok_models
 from prbench.stages.report import render_run_report
-from prbench.stages.suite import clear_outputs, stage_inputs, suite_outputs, upstream_tree
+from prbench.stages.suite import clear_outputs, kept_models, stage_inputs, suite_outputs, upstream_tree
 from prbench.stages.suite import summarize as summarize_suite
 from prbench.stages.suite_shards import SuiteShards, spread_shard_size, suite_shards
 
@@ -438,6 +438,7 @@ def _suite_spec(side: _Side, request: CompareRequest, upstream_src: Path | None)
         command=lambda: _on_device(suite_source_command(directory, request.suite, upstream_src), request),
         summarize=lambda: summarize_suite(directory),
         reset=lambda: clear_outputs(directory),
+        kept=lambda: kept_models(directory, request.suite),
     )
 
 
@@ -494,7 +495,8 @@ class Comparison:
         shards = suite_shards(prepared.variant.name, prepared.directory, side.pipeline.stage_digest(prepared, spec),
                               self.request.suite, shard_size, side.runner_spec, prepared.env, prepared.python_path)
         self._suite_shards[prepared.variant.name] = shards
-        return replace(spec, command=None,
+        # kept=None: the shards keep what they finished themselves; the side's own suite.csv is only their merge.
+        return replace(spec, command=None, kept=None,
                        host=partial(shards.merge, Path(prepared.env["TORCHINDUCTOR_CACHE_DIR"])),
                        summarize=partial(_sharded_summary, prepared.directory, shards, self.rounds.heard),
                        ran_before=partial(_suite_time, shards))

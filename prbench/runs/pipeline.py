@@ -9,9 +9,11 @@ its key is ``pair/<name>``, its log ``<run>/pair/logs/<name>.log``, its inputs w
 upstream hashes), and its commands carry the runner of the environment each needs.
 
 A stage that fails leaves no outputs behind (its ``reset`` runs and its declared outputs are removed; its log
-stays, it is how the user finds out why), so nothing reads half a result as a whole one; an interrupted stage
-keeps what it wrote and resumes from it next time with the same inputs. A stage that failed because the disk
-is full says so in one line, whatever its own output looked like.
+stays, it is how the user finds out why), so nothing reads half a result as a whole one; a stopped stage keeps
+what it wrote and resumes from it next time with the same inputs (saying what it kept, ``StageSpec.kept``):
+interrupted (Ctrl-C, SIGTERM to the host), or killed from outside (``StageLost``: a stop that reached the stage's
+process before the host, as a ``kill`` of the process tree or a machine's shutdown does). A stage that failed
+because the disk is full says so in one line, whatever its own output looked like.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from foundation.errors import UserError
 from foundation.formats.run_layout import PAIRED_DIR, VariantLayout
 from foundation.formats.stage_records import pinned_over
 from foundation.io_errors import NoSpaceLeft, no_space_in, no_space_message
-from prbench.runners import SIDE_LABEL, Runner, StageCommand, StageFailed
+from prbench.runners import SIDE_LABEL, Runner, StageCommand, StageFailed, StageLost
 from prbench.runners.local import python_keeps_bytecode
 from prbench.runs.run_store import Run, input_hash
 from prbench.sides.overlay import PythonOverlay, installed_package_dir
@@ -93,6 +95,9 @@ class StageSpec:
     # A stage that records work done before it (its shards, run by an executor; ``host`` only merges them): when
     # that work began and for how long it ran, which the manifest shows as the stage's (None: not known).
     ran_before: Callable[[], tuple[str, float] | None] | None = None
+    # What a stopped attempt with the same inputs left that this one keeps, in the user's words ("38 of 54 models
+    # kept from the stopped run"; "": nothing), said once when the stage resumes.
+    kept: Callable[[], str] | None = None
 
 
 @dataclass
@@ -184,9 +189,12 @@ class Pipeline:
             self.console.print(f"[dim]{key}: done earlier with the same inputs, skipped[/]")
             return digest
         previous = self.run.record(key)
-        if forced or previous is None or previous.input_hash != digest:
+        resumed = not forced and previous is not None and previous.input_hash == digest
+        if not resumed:
             spec.reset()
         self.console.rule(f"{key}")
+        if resumed and spec.kept is not None and (kept := spec.kept()):
+            self.console.print(f"{key}: {kept}")
         with self.run.stage(key, inputs) as record:
             try:
                 execute()
@@ -198,6 +206,8 @@ class Pipeline:
                 earlier = spec.ran_before() if spec.ran_before is not None else None
                 if earlier is not None:
                     record.started, record.duration_s = earlier
+            except StageLost:  # stopped from outside, as by Ctrl-C: resumed from what it wrote, like an interrupt
+                raise
             except Exception:  # not KeyboardInterrupt: an interrupted attempt is resumed from what it wrote
                 _discard_outputs(spec)
                 raise

@@ -98,6 +98,17 @@ def summarize(variant_dir: Path) -> dict[str, Any]:
     return summary
 
 
+def kept_models(variant_dir: Path, settings: SuiteRequest) -> str:
+    """What a resumed suite keeps from its stopped attempt, in the user's words: the models it finished (an ``ok``
+    row; the stage redoes the rest), e.g. ``38 of 54 models kept from the stopped run`` ("" when none)."""
+    if settings.source != "builtin":
+        return ""  # the upstream harness names its models itself ("all")
+    wanted = settings.validate()
+    finished = {r["name"] for r in read_suite_csv(VariantLayout(variant_dir).suite_csv) if r["status"] == STATUS_OK}
+    kept = sum(1 for name in wanted if name in finished)
+    return f"{kept} of {len(wanted)} models kept from the stopped run" if kept else ""
+
+
 @dataclass
 class SuiteOutcome:
     run_root: Path
@@ -148,7 +159,8 @@ def run_suite_stage(
             return suite_source_command(directory, settings, tree)
 
         spec = StageSpec(name=STAGE, inputs=inputs, outputs=suite_outputs(directory), command=command,
-                         summarize=lambda: summarize(directory), reset=lambda: clear_outputs(directory))
+                         summarize=lambda: summarize(directory), reset=lambda: clear_outputs(directory),
+                         kept=lambda: kept_models(directory, settings))
         pipeline.run_stage(prepared, spec)
     return SuiteOutcome(run_root=run.root, variant_dir=directory, skipped=not ran["value"])
 
