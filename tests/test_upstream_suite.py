@@ -439,7 +439,7 @@ def test_a_docker_recipe_runs_the_harness_from_the_images_pytorch_tree() -> None
     assert upstream_tree(upstream, recipe, Path("/elsewhere/pytorch")) == Path("/elsewhere/pytorch")
     assert upstream_tree(SuiteRequest(), recipe, None) is None
     # the help tells the truth
-    assert PYTORCH_SRC_IN_IMAGE in __import__("prbench.commands.flags").commands.flags._SUITE_HELP["upstream_src"]
+    assert PYTORCH_SRC_IN_IMAGE in __import__("prbench.commands.flags").commands.flags.SUITE_HELP["upstream_src"]
 
 
 def test_compare_runs_the_upstream_stage_and_a_source_change_redoes_the_suite(tmp_path: Path) -> None:

@@ -61,16 +61,16 @@ from foundation.formats.suite_options import UnknownModelError, resolve_models
 from foundation.io_errors import NoSpaceLeft
 from prbench.commands.cli import resolve_path, user_facing
 from prbench.commands.flags import (
-    _COMPARE_TRITON_SRC_HELP,
-    _SUITE_HELP,
-    _TRITON_REF_HELP,
-    _optional_path,
-    _python_flag,
-    _recipe,
-    _runs_dir,
-    _stage_env,
-    _suite_settings,
-    _verdict_settings,
+    COMPARE_TRITON_SRC_HELP,
+    SUITE_HELP,
+    TRITON_REF_HELP,
+    optional_path,
+    python_from,
+    recipe_from,
+    runs_dir_from,
+    stage_env_from,
+    suite_settings_from,
+    verdict_settings_from,
 )
 from prbench.compare.driver import CompareRequest, check_sources, plan, run_compare
 from prbench.compare.variant_plan import INSTALLED
@@ -400,8 +400,8 @@ def _buildable(compare: CompareRequest, docker_recipe: Recipe | None, console: C
     help={
         "pytorch_src": "PyTorch git clone holding --good and --bad (a Triton range: --pytorch-ref's; default the "
                        "recipe's source if it is a local path)",
-        "triton_src": _COMPARE_TRITON_SRC_HELP + "; every step's",
-        "triton_ref": _TRITON_REF_HELP + "; every step, both sides",
+        "triton_src": COMPARE_TRITON_SRC_HELP + "; every step's",
+        "triton_ref": TRITON_REF_HELP + "; every step, both sides",
         "good": "The last commit known good (every step is compared against it)",
         "bad": "The first commit known bad (a later commit on the first-parent line of --good)",
         "triton_good": "A Triton range instead: the last Triton commit known good in --triton-src (every step is a "
@@ -423,7 +423,7 @@ def _buildable(compare: CompareRequest, docker_recipe: Recipe | None, console: C
         "max_rounds": "An inconclusive step is resumed with twice the rounds up to this many, then it is "
                       "undecided and stepped around (default: twice --rounds)",
         "passes": "A-B-B-A blocks per item in every round (default 2)",
-        **{k: _SUITE_HELP[k] for k in ("size", "mode", "dtype", "warmup", "iterations")},
+        **{k: SUITE_HELP[k] for k in ("size", "mode", "dtype", "warmup", "iterations")},
         "kernel_warmup": "Warm-up calls per kernel before timing, 0 to 1,000,000 (default 10)",
         "kernel_iterations": "Timed calls per kernel, 1 to 1,000,000 (default 30)",
         **STATS_FLAG_HELP,
@@ -443,7 +443,7 @@ def bisect(ctx, pytorch_src=None, good=None, bad=None, model=None, kernel=None, 
     from foundation.errors import UserError
     from foundation.flag_values import call_count, whole_number
 
-    stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share)
+    stats = verdict_settings_from(confidence, alpha, margin, threshold, noise, min_ms, fail_share)
     triton_range = check_range_flags(good, bad, triton_good, triton_bad, pytorch_ref, triton_ref)
     for flag, value in () if triton_range else (("--pytorch-src", pytorch_src), ("--good", good), ("--bad", bad)):
         if not value:
@@ -461,20 +461,20 @@ def bisect(ctx, pytorch_src=None, good=None, bad=None, model=None, kernel=None, 
     check_target_flags(model, kernel, from_run)
     if pytorch_src:
         open_repo(resolve_path(pytorch_src))
-    loaded = _recipe(ctx, recipe)
+    loaded = recipe_from(ctx, recipe)
     fixed = pytorch_ref or "installed"  # a Triton range's PyTorch, on both sides of every step
     compare = CompareRequest(
         base=fixed if triton_range else good, pr=fixed if triton_range else bad, recipe=loaded,
-        runs_dir=_runs_dir(ctx, runs_dir),
-        triton_src=_optional_path(triton_src), triton_ref=triton_ref,
-        suite=_suite_settings(ctx, loaded, None, size, mode, dtype, warmup, iterations),
+        runs_dir=runs_dir_from(ctx, runs_dir),
+        triton_src=optional_path(triton_src), triton_ref=triton_ref,
+        suite=suite_settings_from(ctx, loaded, None, size, mode, dtype, warmup, iterations),
         kernels=KernelSettings(warmup=checked["warmup"], iterations=checked["iterations"]),
-        rounds=step_rounds, passes=checked["passes"], stats=stats, python=_python_flag(python),
-        env=_stage_env(loaded, None))
+        rounds=step_rounds, passes=checked["passes"], stats=stats, python=python_from(python),
+        env=stage_env_from(loaded, None))
     request = BisectRequest(pytorch_src=resolve_path(pytorch_src) if pytorch_src else None,
                             good=triton_good if triton_range else good, bad=triton_bad if triton_range else bad,
                             compare=compare, model=model, kernel=kernel, from_run=from_run, max_rounds=most,
-                            bisect_id=bisect, docker_recipe=_recipe(ctx, docker_recipe) if docker_recipe else None,
+                            bisect_id=bisect, docker_recipe=recipe_from(ctx, docker_recipe) if docker_recipe else None,
                             triton=triton_range)
     console = Console()
     result = run_bisect(request, console)

@@ -11,37 +11,37 @@ from analysis.stats.verdict_settings import FLAG_HELP as STATS_FLAG_HELP
 from foundation.hip_modules import ROCM_MODELS_PER_PROCESS, ROCM_MODULES_PER_WORKER
 from prbench.commands.cli import holds_run, resolve_path, user_facing
 from prbench.commands.flags import (
-    _BUILD_HELP,
-    _COMPARE_TRITON_SRC_HELP,
-    _FAIL_ON_HELP,
-    _SAVE_BASE_HELP,
-    _SUITE_HELP,
-    _TRITON_REF_HELP,
-    _exit_on,
-    _inductor_config_flag,
-    _modes_out,
-    _optional_path,
-    _python_flag,
-    _recipe,
-    _runs_dir,
-    _stage_env,
-    _suite_settings,
-    _upstream_src,
-    _verdict_settings,
+    BUILD_HELP,
+    COMPARE_TRITON_SRC_HELP,
+    FAIL_ON_HELP,
+    SAVE_BASE_HELP,
+    SUITE_HELP,
+    TRITON_REF_HELP,
+    exit_on_verdict,
+    inductor_config_from,
+    modes_outcome,
+    optional_path,
+    python_from,
+    recipe_from,
+    runs_dir_from,
+    stage_env_from,
+    suite_settings_from,
+    upstream_src_from,
+    verdict_settings_from,
 )
 
 
 @task(help={
     "recipe": "Recipe name under recipes/ or a path to a .toml file (default from invoke.yaml)",
-    "pytorch_src": _BUILD_HELP["pytorch_src"],
-    "triton_src": _BUILD_HELP["triton_src"],
-    "triton_ref": _TRITON_REF_HELP,
+    "pytorch_src": BUILD_HELP["pytorch_src"],
+    "triton_src": BUILD_HELP["triton_src"],
+    "triton_ref": TRITON_REF_HELP,
     "base": "Base side as compare takes it: a git ref in --pytorch-src or 'installed' (default: the recipe's commit)",
     "pr": "PR side as compare takes it: a git ref in --pytorch-src, a patch file or 'installed'",
     "triton_pr": "A Triton A/B as compare takes it: the PR side's Triton commit or ref in --triton-src, or a patch "
                  "file that must apply to the base's Triton",
     "triton_base": "With --triton-pr: the base side's Triton commit or ref (default: the recipe's or the pinned one)",
-    "store": _BUILD_HELP["store"],
+    "store": BUILD_HELP["store"],
     "devices": "GPU indices the comparison will use, e.g. 0,1: each must exist and no other process may hold it",
     "pull": "The build may pull a missing base image by digest (as build --pull): a warning, not a failure",
     "runs_dir": "Directory that holds runs (its free disk is checked; default: runs)",
@@ -59,16 +59,16 @@ def doctor(ctx, recipe=None, pytorch_src=None, triton_src=None, base=None, pr=No
     from prbench.compare.doctor import DoctorInputs, run_doctor, summary
     from prbench.images.build import check_triton_flags
 
-    loaded = _recipe(ctx, recipe)
-    check_triton_flags(loaded, _optional_path(triton_src), triton_ref, triton_pr, triton_base)
-    inputs = DoctorInputs(recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir),
-                          pytorch_src=_optional_path(pytorch_src), triton_src=_optional_path(triton_src),
+    loaded = recipe_from(ctx, recipe)
+    check_triton_flags(loaded, optional_path(triton_src), triton_ref, triton_pr, triton_base)
+    inputs = DoctorInputs(recipe=loaded, runs_dir=runs_dir_from(ctx, runs_dir),
+                          pytorch_src=optional_path(pytorch_src), triton_src=optional_path(triton_src),
                           triton_ref=triton_ref, triton_pr=triton_pr, triton_base=triton_base, base=base, pr=pr,
-                          store=_optional_path(store), pull=bool(pull),
-                          python=_python_flag(python),
+                          store=optional_path(store), pull=bool(pull),
+                          python=python_from(python),
                           devices=tuple(parse_devices(devices)) if devices else (),
-                          suite=_suite_settings(ctx, loaded, None, None, None, None, None, None),
-                          env=_stage_env(loaded, None))
+                          suite=suite_settings_from(ctx, loaded, None, None, None, None, None, None),
+                          env=stage_env_from(loaded, None))
     results = run_doctor(inputs, emit=lambda result: print(result.line(), flush=True))
     line = summary(inputs.recipe, results)
     if any(result.status == "fail" for result in results):
@@ -86,14 +86,14 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
         "pr": "PR side: a git ref in --pytorch-src, a Python-only patch file, 'installed', or with a wheel recipe a "
               "wheel pin like torch==2.14.0.dev20261101+cpu (pip downloads it into the store)",
         "pytorch_src": "PyTorch git clone where --base/--pr refs are resolved (GitPython)",
-        "triton_src": _COMPARE_TRITON_SRC_HELP,
-        "triton_ref": _TRITON_REF_HELP + "; both sides; docker recipes built from source only",
+        "triton_src": COMPARE_TRITON_SRC_HELP,
+        "triton_ref": TRITON_REF_HELP + "; both sides; docker recipes built from source only",
         "triton_pr": "A Triton A/B: the Triton commit or ref in --triton-src the PR side builds, or a patch file "
                      "on the base's Triton, with PyTorch the same on both sides (--pr left out; the images share "
                      "PyTorch's layers); docker recipes built from source only",
         "triton_base": "With --triton-pr: the base side's Triton commit or ref (default: the recipe's or the one "
                        "PyTorch pins)",
-        **_SUITE_HELP,
+        **SUITE_HELP,
         "kernel_warmup": "Warm-up calls per kernel before timing, 0 to 1,000,000 (default 10)",
         "kernel_iterations": "Timed calls per kernel, 1 to 1,000,000 (default 30)",
         "kernel_timeout": "Seconds one kernel may take before it is recorded as failed, above 0 and at most 86400 "
@@ -118,14 +118,14 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
                               "over; a job that fails with HIP error 209 is run once more in a fresh worker "
                               f"(0 = no limit; default {ROCM_MODULES_PER_WORKER} on ROCm, else 0)",
         **STATS_FLAG_HELP,
-        "fail_on": _FAIL_ON_HELP,
+        "fail_on": FAIL_ON_HELP,
         "tolerance": _TOLERANCE_HELP,  # numerical A/B (issue 42)
         "force": "Stage to redo even if done: suite, organize, kernels, profile or report (repeatable)",
         "python": "Python interpreter whose torch the local runner uses, or (venv recipes) that the venvs are made "
                   "of (default: this one)",
         "profile": "Also profile each side's models (torch.profiler, compiled graphs with -p); diffed in the report",
-        "store": _BUILD_HELP["store"] + "; docker and venv recipes only",
-        "save_base": _SAVE_BASE_HELP + "; docker recipes only",
+        "store": BUILD_HELP["store"] + "; docker and venv recipes only",
+        "save_base": SAVE_BASE_HELP + "; docker recipes only",
         "executor": "Where the suite's and the timing rounds' shards run: local (this machine's --devices, "
                     "default) or ray (one actor per GPU of a Ray cluster; needs the extra: pip install -e "
                     "\".[ray]\"); with several devices each side's suite is compiled in shards of models",
@@ -149,7 +149,7 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
     iterable=["env", "inductor_config", "force"],
 )
 @user_facing
-@holds_run(_runs_dir)
+@holds_run(runs_dir_from)
 def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=None, mode=None, dtype=None,
             warmup=None, iterations=None, recipe=None, run=None, runs_dir=None, env=None, inductor_config=None,
             kernel_warmup="10", kernel_iterations="30", kernel_timeout="300", rounds=None, max_rounds=None,
@@ -168,7 +168,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     from foundation.flag_values import call_count, timeout_seconds, whole_number
 
     # Every statistical and measurement setting is checked before anything heavy is imported or run.
-    stats = _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share, tolerance)
+    stats = verdict_settings_from(confidence, alpha, margin, threshold, noise, min_ms, fail_share, tolerance)
     round_flags = check_rounds_flags(rounds, max_rounds, budget, resolution)
     fail_on = check_fail_on(fail_on)
     if not pr and triton_pr:
@@ -185,8 +185,8 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     kernel_warmup_calls = call_count("--kernel-warmup", kernel_warmup, minimum=0)
     kernel_timed_calls = call_count("--kernel-iterations", kernel_iterations, minimum=1)
     kernel_timeout_s = timeout_seconds("--kernel-timeout", kernel_timeout)
-    python = _python_flag(python)
-    inductor_values = _inductor_config_flag(inductor_config)
+    python = python_from(python)
+    inductor_values = inductor_config_from(inductor_config)
     from prbench.executors import check_executor
 
     executor = check_executor(executor, ray_address)
@@ -199,19 +199,19 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
 
     from prbench.compare.driver import CompareRequest, KernelSettings, run_compare, validate_force
 
-    loaded = _recipe(ctx, recipe)
+    loaded = recipe_from(ctx, recipe)
     request = CompareRequest(
-        base=base, pr=pr, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir), run_id=run,
+        base=base, pr=pr, recipe=loaded, runs_dir=runs_dir_from(ctx, runs_dir), run_id=run,
         pytorch_src=resolve_path(pytorch_src) if pytorch_src else None,
-        triton_src=_optional_path(triton_src), triton_ref=triton_ref, triton_base=triton_base, triton_pr=triton_pr,
-        upstream_src=_upstream_src(upstream_src),
-        suite=_suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, source=suite_source,
+        triton_src=optional_path(triton_src), triton_ref=triton_ref, triton_base=triton_base, triton_pr=triton_pr,
+        upstream_src=upstream_src_from(upstream_src),
+        suite=suite_settings_from(ctx, loaded, models, size, mode, dtype, warmup, iterations, source=suite_source,
                               use_runner=use_runner),
         kernels=KernelSettings(warmup=kernel_warmup_calls, iterations=kernel_timed_calls, timeout_s=kernel_timeout_s),
         rounds=round_flags.rounds, auto_rounds=round_flags.auto, max_rounds=round_flags.max_rounds,
         budget_s=round_flags.budget_s, resolution_pct=round_flags.resolution_pct,
         passes=checked_passes, models_per_process=per_process, modules_per_worker=per_worker, stats=stats,
-        env=_stage_env(loaded, env),
+        env=stage_env_from(loaded, env),
         inductor_config=inductor_values,
         force=validate_force(force or []),
         python=python,
@@ -231,7 +231,7 @@ def compare(ctx, base="installed", pr=None, pytorch_src=None, models=None, size=
     console.print(f"        {paths.characters} characters; CSVs, report.xlsx and plots in {paths.out_dir}")
     console.print(f"summary: {paths.summary_json}")
     console.print(f"status: invoke status --run {the_run.run_id}")
-    _exit_on(paths.summary, fail_on)
+    exit_on_verdict(paths.summary, fail_on)
 
 
 @task(help={})
@@ -269,7 +269,7 @@ def _compare_modes(request, mode_list, console, fail_on: str) -> None:
 
     console.print(f"\n{paths.verdict}", style="bold", markup=False, highlight=False, soft_wrap=True)
     say(f"status: invoke status --run {the_run.run_id}")
-    _modes_out(paths, the_run.layout.modes, fail_on, say)
+    modes_outcome(paths, the_run.layout.modes, fail_on, say)
 
 
 def _compare_devices(devices: str | None, executor: str) -> tuple[str, ...]:

@@ -8,18 +8,18 @@ from typing import Any
 from prbench.commands.cli import config_value, resolve_path
 
 
-def _runs_dir(ctx, runs_dir: str | None):
+def runs_dir_from(ctx, runs_dir: str | None):
     return resolve_path(runs_dir or config_value(ctx, "runs_dir", "runs"))
 
 
-def _recipe(ctx, recipe: str | None):
+def recipe_from(ctx, recipe: str | None):
     from prbench.sides.recipes import load_recipe
 
     recipes_dir = resolve_path(config_value(ctx, "recipes_dir", "recipes"))
     return load_recipe(recipe or config_value(ctx, "recipe", "cpu-local"), recipes_dir)
 
 
-def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, cpu_backend="cpp",
+def suite_settings_from(ctx, recipe, models, size, mode, dtype, warmup, iterations, cpu_backend="cpp",
                     source="builtin", use_runner=False):
     """Suite flags; for those not given the recipe's ``[suite]``, then invoke.yaml's ``prbench.suite``."""
     from foundation.flag_values import call_count
@@ -46,21 +46,21 @@ def _suite_settings(ctx, recipe, models, size, mode, dtype, warmup, iterations, 
     )
 
 
-def _stage_env(recipe, env):
+def stage_env_from(recipe, env):
     """The variant's extra environment: the recipe's ``[suite.env]`` under the ``--env`` flags."""
     from prbench.sides.variants import parse_assignments
 
     return {**recipe.suite.env, **parse_assignments(env or [], "--env")}
 
 
-def _upstream_src(upstream_src):
+def upstream_src_from(upstream_src):
     """Taken as given: for a docker recipe it is a path inside the image, not on this machine."""
     from pathlib import Path
 
     return Path(upstream_src) if upstream_src else None
 
 
-def _python_flag(python: str | None) -> str:
+def python_from(python: str | None) -> str:
     """--python: an interpreter that exists and may be run (whether its torch imports is checked when planning)."""
     import os
     import shutil
@@ -78,7 +78,7 @@ def _python_flag(python: str | None) -> str:
     return found
 
 
-def _inductor_config_flag(items):
+def inductor_config_from(items):
     """--inductor-config KEY=VALUE: known torch._inductor.config settings with values of their type."""
     from prbench.inductor_options import check_inductor_config
     from prbench.sides.variants import parse_assignments, parse_config_values
@@ -88,7 +88,7 @@ def _inductor_config_flag(items):
     return values
 
 
-def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_share=None, tolerance=None):
+def verdict_settings_from(confidence, alpha, margin, threshold, noise, min_ms, fail_share=None, tolerance=None):
     """The statistical flags as one validated VerdictSettings (a bad value fails here, before any stage).
 
     The flags arrive as text (None when not given) so that a typo is our one-line error, not a traceback.
@@ -105,7 +105,7 @@ def _verdict_settings(confidence, alpha, margin, threshold, noise, min_ms, fail_
     return VerdictSettings(**values).validate()
 
 
-_SUITE_HELP = {
+SUITE_HELP = {
     "models": "Models: A,B,... (names of huggingface_models_list.txt, e.g. BertForMaskedLM,T5Small,Llama-3.2-1B) "
               "or a group: all, tiny-default, harness-gpu, harness-cpu (docs/models.md; default: the recipe's "
               "[suite], else invoke.yaml)",
@@ -131,7 +131,7 @@ _SUITE_HELP = {
 }
 
 
-_BUILD_HELP = {
+BUILD_HELP = {
     "pytorch_src": "Local PyTorch clone that has the commit (default: the recipe's source if it is a local path)",
     "triton_src": "Local Triton clone that has the commit (default: the recipe's source if it is a local path)",
     "pull": "Pull the base image by digest when it is not present (never by tag; default: never pull)",
@@ -142,30 +142,30 @@ _BUILD_HELP = {
 }
 
 
-_TRITON_REF_HELP = ("Triton commit or ref in the Triton clone to build instead of the recipe's commit or the one "
+TRITON_REF_HELP = ("Triton commit or ref in the Triton clone to build instead of the recipe's commit or the one "
                     "PyTorch pins (recorded in the lock as pin_source --triton-ref)")
 
 
-_SAVE_BASE_HELP = ("Also docker save the base image into the store and list it in the lock, so a rebuild on a "
+SAVE_BASE_HELP = ("Also docker save the base image into the store and list it in the lock, so a rebuild on a "
                    "machine without it loads it from the store")
 
 
-def _optional_path(value):
+def optional_path(value):
     return resolve_path(value) if value else None
 
 
-_COMPARE_TRITON_SRC_HELP = ("Local Triton clone holding the Triton commit each side builds (docker recipes built "
+COMPARE_TRITON_SRC_HELP = ("Local Triton clone holding the Triton commit each side builds (docker recipes built "
                             "from source: the recipe's triton.commit, or the one PyTorch pins at the side's commit; "
                             "default: the recipe's source if it is a local path)")
 
 
-_FAIL_ON_HELP = ("Exit 1 when the verdict is: regression (a family's headline regressed beyond --threshold, a "
+FAIL_ON_HELP = ("Exit 1 when the verdict is: regression (a family's headline regressed beyond --threshold, a "
                  "kernel or model holding at least --fail-share of the step regressed beyond it, a dashboard "
                  "check failed, or the outputs failed the numerical A/B), inconclusive (that, or anything not "
                  "shown to be fine), numerics (only the outputs failed the numerical A/B), never (default)")
 
 
-def _modes_out(paths, modes_dir, fail_on: str, say) -> None:
+def modes_outcome(paths, modes_dir, fail_on: str, say) -> None:
     """Where a run of several modes left its report; exit 1 when --fail-on holds for any mode."""
     from invoke import Exit
 
@@ -178,7 +178,7 @@ def _modes_out(paths, modes_dir, fail_on: str, say) -> None:
         raise Exit(f"--fail-on {fail_on}: " + "; ".join(reasons), code=1)
 
 
-def _exit_on(summary, fail_on: str) -> None:
+def exit_on_verdict(summary, fail_on: str) -> None:
     """--fail-on: exit 1 with the reasons, read from the same summary.json CI users read."""
     from invoke import Exit
 

@@ -13,7 +13,14 @@ from invoke import task
 
 from foundation.errors import UserError
 from prbench.commands.cli import config_value, resolve_path, user_facing
-from prbench.commands.flags import _BUILD_HELP, _SAVE_BASE_HELP, _TRITON_REF_HELP, _optional_path, _recipe, _runs_dir
+from prbench.commands.flags import (
+    BUILD_HELP,
+    SAVE_BASE_HELP,
+    TRITON_REF_HELP,
+    optional_path,
+    recipe_from,
+    runs_dir_from,
+)
 from prbench.images.content_store import Store, StoreError, StoreItem, WheelTarget, items_in_lock
 from prbench.images.wheels import size_text
 from prbench.sides.recipes import Recipe
@@ -157,20 +164,20 @@ def _base_rocm_version(recipe: Recipe, store: Store) -> str:
 
 
 def _images_dir(ctx, runs_dir):
-    return _runs_dir(ctx, runs_dir) / "images"
+    return runs_dir_from(ctx, runs_dir) / "images"
 
 
 @task(help={
     "recipe": "Recipe name under recipes/ or a path to a .toml file (default from invoke.yaml)",
     "pytorch_ref": "PyTorch commit or ref to build instead of the recipe's commit",
-    "triton_ref": _TRITON_REF_HELP,
+    "triton_ref": TRITON_REF_HELP,
     "overlay": "Python-only diff applied on top of the built torch, in its own layer",
     "merge_base": "PyTorch merge-base commit to record in the lock (a PR's base)",
     "max_jobs": "Parallel compile jobs (default: the recipe's build.max_jobs, else the build's default)",
     "lock": "Where to write lock.json (default: <runs_dir>/images/<recipe>-<hash>/lock.json)",
     "force": "Build even when an image with the same inputs is present",
-    "save_base": _SAVE_BASE_HELP,
-    **_BUILD_HELP,
+    "save_base": SAVE_BASE_HELP,
+    **BUILD_HELP,
 })
 @user_facing
 def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None, triton_ref=None, overlay=None,
@@ -201,11 +208,11 @@ def build(ctx, recipe=None, pytorch_src=None, triton_src=None, pytorch_ref=None,
                             "images")
         _build_venv(ctx, loaded, runs_dir, store, lock)
         return
-    plan = plan_build(loaded, pytorch_src=_optional_path(pytorch_src), triton_src=_optional_path(triton_src),
-                      pytorch_ref=pytorch_ref, triton_ref=triton_ref, overlay=_optional_path(overlay),
+    plan = plan_build(loaded, pytorch_src=optional_path(pytorch_src), triton_src=optional_path(triton_src),
+                      pytorch_ref=pytorch_ref, triton_ref=triton_ref, overlay=optional_path(overlay),
                       merge_base=merge_base, max_jobs=jobs)
-    outcome = build_and_lock(plan, docker_client(), _images_dir(ctx, runs_dir), lock_path=_optional_path(lock),
-                             store=Store.at(_optional_path(store)), save_base=save_base, pull=pull,
+    outcome = build_and_lock(plan, docker_client(), _images_dir(ctx, runs_dir), lock_path=optional_path(lock),
+                             store=Store.at(optional_path(store)), save_base=save_base, pull=pull,
                              nocache=no_cache, force=force)
     print(f"image {outcome.result.tag} ({outcome.result.image_id[:19]}); lock {outcome.lock_path}")
 
@@ -217,9 +224,10 @@ def _build_venv(ctx, recipe, runs_dir, store, lock):
     from prbench.images import venv
     from prbench.images.content_store import Store
 
-    the_store = Store.at(_optional_path(store))
+    the_store = Store.at(optional_path(store))
+    venvs = runs_dir_from(ctx, runs_dir) / venv.VENVS_DIR
     outcome = venv.build_and_lock(venv.plan(venv.pinned(recipe, the_store, sys.executable), sys.executable),
-                                  the_store, _runs_dir(ctx, runs_dir) / venv.VENVS_DIR, lock_path=_optional_path(lock))
+                                  the_store, venvs, lock_path=optional_path(lock))
     print(f"venv {outcome.directory} ({outcome.python}); lock {outcome.lock_path}")
 
 
@@ -227,7 +235,7 @@ def _build_venv(ctx, recipe, runs_dir, store, lock):
     "lock": "lock.json to rebuild from (its base digest, commits or wheel pins, Triton pin, patches and store items "
             "are used as recorded; the sources come from the store, so the clones may be gone)",
     "lock_out": "Where to write the rebuilt image's lock (default: <runs_dir>/images/<recipe>-<hash>/lock.json)",
-    **_BUILD_HELP,
+    **BUILD_HELP,
 })
 @user_facing
 def rebuild(ctx, lock, pytorch_src=None, triton_src=None, pull=False, no_cache=False, lock_out=None,
@@ -247,7 +255,7 @@ def rebuild(ctx, lock, pytorch_src=None, triton_src=None, pull=False, no_cache=F
                         "and each rebuilt lock goes next to its build log")
     from prbench.images import venv
 
-    the_store = Store.at(_optional_path(store))
+    the_store = Store.at(optional_path(store))
     client = None if all(venv.is_venv_lock(locked) for _, locked in locks) else docker_client()
     for side, locked in locks:
         prefix = f"{side}: " if side else ""
@@ -255,17 +263,17 @@ def rebuild(ctx, lock, pytorch_src=None, triton_src=None, pull=False, no_cache=F
             venv_plan, venv_drift = venv.plan_from_lock(locked)
             for field in venv_drift:
                 print(f"warning: {prefix}{field} differs from the lock (prbench itself changed since)")
-            made = venv.build_and_lock(venv_plan, the_store, _runs_dir(ctx, runs_dir) / venv.VENVS_DIR,
-                                       lock_path=_optional_path(lock_out))
+            made = venv.build_and_lock(venv_plan, the_store, runs_dir_from(ctx, runs_dir) / venv.VENVS_DIR,
+                                       lock_path=optional_path(lock_out))
             print(f"{prefix}venv {made.directory} ({made.python}); lock {made.lock_path}")
             continue
         with tempfile.TemporaryDirectory(prefix="prbench-rebuild-") as tmp:
-            plan, drift = plan_from_lock(locked, pytorch_src=_optional_path(pytorch_src),
-                                         triton_src=_optional_path(triton_src), overlay_dir=Path(tmp))
+            plan, drift = plan_from_lock(locked, pytorch_src=optional_path(pytorch_src),
+                                         triton_src=optional_path(triton_src), overlay_dir=Path(tmp))
             for field in drift:
                 print(f"warning: {prefix}{field} differs from the lock (prbench itself changed since); "
                       "the rebuild may differ")
-            outcome = build_and_lock(plan, client, _images_dir(ctx, runs_dir), lock_path=_optional_path(lock_out),
+            outcome = build_and_lock(plan, client, _images_dir(ctx, runs_dir), lock_path=optional_path(lock_out),
                                      store=the_store, pull=pull, nocache=no_cache)
         print(f"{prefix}image {outcome.result.tag} ({outcome.result.image_id[:19]}); lock {outcome.lock_path}")
 
@@ -321,7 +329,7 @@ def verify(ctx, lock, image=None):
         "pytorch_src": "fetch only, recipes built from source: the PyTorch clone; its build's downloads (AOTriton "
                        "on ROCm) and the Triton build's (LLVM, ...) are fetched too",
         "triton_src": "fetch only, recipes built from source: the Triton clone holding each side's Triton commit",
-        "triton_ref": "fetch only: " + _TRITON_REF_HELP,
+        "triton_ref": "fetch only: " + TRITON_REF_HELP,
         "base": "fetch only: a base side's PyTorch ref in --pytorch-src (default: the recipe's commit)",
         "pr": "fetch only: a PR side's PyTorch ref in --pytorch-src (a patch file builds the base's commit)",
     },
@@ -335,7 +343,7 @@ def store_task(ctx, action, file=None, lock=None, store=None, recipe=None, pytor
 
 
     refs = tuple(ref for ref in (base, pr) if ref and not Path(ref).is_file())
-    sides = SourceSides(pytorch_src=_optional_path(pytorch_src), triton_src=_optional_path(triton_src), refs=refs,
+    sides = SourceSides(pytorch_src=optional_path(pytorch_src), triton_src=optional_path(triton_src), refs=refs,
                         triton_ref=triton_ref)
-    run_store_action(action, store_dir=store, file=_optional_path(file), lock=_optional_path(lock),
-                     recipe=_recipe(ctx, recipe) if recipe else None, sides=sides)
+    run_store_action(action, store_dir=store, file=optional_path(file), lock=optional_path(lock),
+                     recipe=recipe_from(ctx, recipe) if recipe else None, sides=sides)

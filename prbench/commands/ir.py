@@ -17,7 +17,7 @@ from analysis.kernels.ir import parse_target
 from foundation.errors import UserError
 from foundation.formats.run_layout import SIDES, RunLayout
 from prbench.commands.cli import holds_run, user_facing
-from prbench.commands.flags import _runs_dir
+from prbench.commands.flags import runs_dir_from
 from prbench.commands.repro import in_side_environment
 from prbench.stages.command_lines import run_stage, triton_ir_command
 
@@ -60,12 +60,12 @@ def write_run_ir(run_dir: Path, target: str) -> list[tuple[str, str]]:
                       "(hip:gfx942)",
             "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)"})
 @user_facing
-@holds_run(_runs_dir)
+@holds_run(runs_dir_from)
 def ir(ctx, run, target, runs_dir=None):
     """Compile a run's changed Triton kernel pairs for a target into <side>/ir/; then `invoke report` shows them."""
     from prbench.runs.run_store import RunStore
 
-    with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as opened:
+    with RunStore(runs_dir_from(ctx, runs_dir)).open(run, write=True) as opened:
         pairs = write_run_ir(opened.root, target)
     print(f"ir: {len(pairs)} changed Triton pairs compiled for {target} into base/ir/ and pr/ir/; "
           f"render them with: invoke report --run {run}")

@@ -15,7 +15,7 @@ from invoke import task
 from analysis.stats.verdict_settings import FLAG_HELP as STATS_FLAG_HELP
 from foundation.errors import UserError
 from prbench.commands.cli import resolve_path, user_facing
-from prbench.commands.flags import _FAIL_ON_HELP, _verdict_settings
+from prbench.commands.flags import FAIL_ON_HELP, verdict_settings_from
 
 if TYPE_CHECKING:  # analysis.report.render imports pandas: only when the command runs
     from analysis.report.render import ReportSettings
@@ -95,7 +95,7 @@ def _prbench_lines(base_csv: Path, pr_csv: Path, samples_base: Path | None, samp
                      "exactly)",
         **STATS_FLAG_HELP,
         "out": "Directory for kernels_compare.csv, report.md, report.xlsx, plots (seed: seed_compare.csv)",
-        "fail_on": _FAIL_ON_HELP,
+        "fail_on": FAIL_ON_HELP,
     }
 )
 @user_facing
@@ -113,7 +113,7 @@ def compare_kernels(ctx, base, pr, samples_base=None, samples_pr=None, semantics
     fail_on = check_fail_on(fail_on)
     if fail_on != "never" and semantics == "seed":
         raise UserError("--fail-on: the seed semantics give one geomean and no verdict; use --semantics prbench")
-    settings = ReportSettings(stats=_verdict_settings(confidence, alpha, margin, threshold, noise, min_ms,
+    settings = ReportSettings(stats=verdict_settings_from(confidence, alpha, margin, threshold, noise, min_ms,
                                                       fail_share))
     result = compare_kernel_files(
         resolve_path(base), resolve_path(pr),

@@ -23,7 +23,7 @@ from analysis.report.pr_comment import CommentSources, comment_marker, local_tar
 from foundation.errors import UserError
 from foundation.flag_values import whole_number
 from prbench.commands.cli import config_value, holds_run, user_facing
-from prbench.commands.flags import _runs_dir
+from prbench.commands.flags import runs_dir_from
 from prbench.publish.github_api import (
     API_VERSION,
     DEFAULT_API_URL,
@@ -192,7 +192,7 @@ def _web_root(api_url: str) -> str:
     }
 )
 @user_facing
-@holds_run(_runs_dir)
+@holds_run(runs_dir_from)
 def publish(ctx, repo=None, pr=None, run=None, runs_dir=None, api_url=None, attach_release=None, key="report",
             dry_run=False):
     """Post <run>/report/report.md to a pull request as one comment that later runs update in place.
@@ -203,6 +203,6 @@ def publish(ctx, repo=None, pr=None, run=None, runs_dir=None, api_url=None, atta
     from prbench.runs.run_store import RunStore
 
     target = check_publish_flags(repo, pr, api_url or config_value(ctx, "publish.api_url"), key, attach_release)
-    store = RunStore(_runs_dir(ctx, runs_dir))
+    store = RunStore(runs_dir_from(ctx, runs_dir))
     with store.open(run or store.latest().run_id, write=True) as opened:
         publish_run(opened, target, dry_run=dry_run)

@@ -36,7 +36,7 @@ from foundation.errors import UserError
 from foundation.formats.run_layout import RunLayout
 from foundation.records import read_json
 from prbench.commands.cli import holds_run, resolve_path, user_facing
-from prbench.commands.flags import _runs_dir
+from prbench.commands.flags import runs_dir_from
 from prbench.runners import StageCommand
 from prbench.stages.command_lines import repro_launch_command, run_stage
 
@@ -147,11 +147,11 @@ def write_repro(run_dir: Path, kernel: str, out: Path) -> Path:
             "out": "The folder to write (must not exist, or be empty)",
             "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)"})
 @user_facing
-@holds_run(_runs_dir)
+@holds_run(runs_dir_from)
 def repro(ctx, run, kernel, out, runs_dir=None):
     """Write one kernel pair of a run as a folder that times base vs PR and checks outputs with torch alone."""
     from prbench.runs.run_store import RunStore
 
-    with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as target:
+    with RunStore(runs_dir_from(ctx, runs_dir)).open(run, write=True) as target:
         folder = write_repro(target.root, kernel, resolve_path(out))
     print(f"repro: {folder} (run it: cd {folder} && python run.py)")

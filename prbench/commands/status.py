@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from prbench.commands.cli import user_facing
-from prbench.commands.flags import _runs_dir
+from prbench.commands.flags import runs_dir_from
 from prbench.runs.run_lock import ended_note, holder_of
 from prbench.runs.run_store import Run, StageRecord, StageStatus
 
@@ -76,5 +76,5 @@ def status(ctx, run=None, runs_dir=None):
     """Show each stage of a run: status, duration, outputs and errors."""
     from prbench.runs.run_store import RunStore
 
-    store = RunStore(_runs_dir(ctx, runs_dir))
+    store = RunStore(runs_dir_from(ctx, runs_dir))
     print_status(store.open(run) if run else store.latest())

@@ -7,16 +7,16 @@ from invoke import task
 
 from prbench.commands.cli import config_value, holds_run, holds_runs_under, resolve_path, user_facing
 from prbench.commands.flags import (
-    _FAIL_ON_HELP,
-    _SUITE_HELP,
-    _exit_on,
-    _inductor_config_flag,
-    _modes_out,
-    _recipe,
-    _runs_dir,
-    _stage_env,
-    _suite_settings,
-    _upstream_src,
+    FAIL_ON_HELP,
+    SUITE_HELP,
+    exit_on_verdict,
+    inductor_config_from,
+    modes_outcome,
+    recipe_from,
+    runs_dir_from,
+    stage_env_from,
+    suite_settings_from,
+    upstream_src_from,
 )
 
 
@@ -61,14 +61,14 @@ def profile(ctx, suite_csv, out, models=None, graphs=None, inductor_cache=None, 
     help={
         "run": "Run id under the runs directory (its base/ and pr/ are compared)",
         "runs_dir": "Directory that holds runs (default from invoke.yaml: runs)",
-        "fail_on": _FAIL_ON_HELP,
+        "fail_on": FAIL_ON_HELP,
         "kernel": "A kernel (base or PR name, repeatable) whose code diff and launch configuration the report adds "
                   "in a collapsed block and this command prints in full",
     },
     iterable=["kernel"],
 )
 @user_facing
-@holds_run(_runs_dir)
+@holds_run(runs_dir_from)
 def report(ctx, run, runs_dir=None, fail_on="never", kernel=None):
     """Re-render <run>/report/ (report.md, CSVs, report.xlsx, plots) from the run's files; nothing is re-run."""
     from analysis.stats.verdict_settings import check_fail_on
@@ -77,11 +77,11 @@ def report(ctx, run, runs_dir=None, fail_on="never", kernel=None):
     from prbench.stages.report import render_run_report
 
     fail_on = check_fail_on(fail_on)
-    with RunStore(_runs_dir(ctx, runs_dir)).open(run, write=True) as target:
+    with RunStore(runs_dir_from(ctx, runs_dir)).open(run, write=True) as target:
         if is_modes_run(target):  # each mode's report rendered anew, then the matrix over them
             modes_paths = render_modes_report(target, rerender_modes=True, kernels_asked=tuple(kernel or ()))
             print(modes_paths.verdict)
-            _modes_out(modes_paths, target.layout.modes, fail_on, print)
+            modes_outcome(modes_paths, target.layout.modes, fail_on, print)
             return
         paths = render_run_report(target, kernels_asked=tuple(kernel or ()))
     for text in paths.kernel_details:
@@ -90,12 +90,12 @@ def report(ctx, run, runs_dir=None, fail_on="never", kernel=None):
     print(f"report: {paths.report_md} ({paths.characters} characters; CSVs, report.xlsx and plots beside it)")
     print(f"comment form: {paths.comment_md} ({paths.comment_characters} characters; what `invoke publish` posts)")
     print(f"summary: {paths.summary_json}")
-    _exit_on(paths.summary, fail_on)
+    exit_on_verdict(paths.summary, fail_on)
 
 
 @task(
     help={
-        **_SUITE_HELP,
+        **SUITE_HELP,
         "overlay": "Python-only PyTorch diff to run on top of the installed torch (a shadow package)",
         "force": "Redo the suite even when it finished with the same inputs",
         "cpu_backend": "Inductor CPU codegen: cpp (default) or triton (Triton interpreter; correctness only)",
@@ -103,7 +103,7 @@ def report(ctx, run, runs_dir=None, fail_on="never", kernel=None):
     iterable=["env", "inductor_config"],
 )
 @user_facing
-@holds_run(_runs_dir)
+@holds_run(runs_dir_from)
 def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, iterations=None, recipe=None, run=None,
           runs_dir=None, overlay=None, env=None, inductor_config=None, force=False, cpu_backend="cpp",
           suite_source="builtin", use_runner=False, upstream_src=None):
@@ -112,17 +112,17 @@ def suite(ctx, models=None, size=None, mode=None, dtype=None, warmup=None, itera
 
     from prbench.stages.suite import print_suite_summary, run_suite_stage
 
-    inductor_values = _inductor_config_flag(inductor_config)
-    loaded = _recipe(ctx, recipe)
-    settings = _suite_settings(ctx, loaded, models, size, mode, dtype, warmup, iterations, cpu_backend,
+    inductor_values = inductor_config_from(inductor_config)
+    loaded = recipe_from(ctx, recipe)
+    settings = suite_settings_from(ctx, loaded, models, size, mode, dtype, warmup, iterations, cpu_backend,
                                source=suite_source, use_runner=use_runner)
     console = Console()
     outcome = run_suite_stage(
-        settings=settings, recipe=loaded, runs_dir=_runs_dir(ctx, runs_dir), run_id=run,
+        settings=settings, recipe=loaded, runs_dir=runs_dir_from(ctx, runs_dir), run_id=run,
         overlay_path=resolve_path(overlay) if overlay else None,
-        env=_stage_env(loaded, env),
+        env=stage_env_from(loaded, env),
         inductor_config=inductor_values,
-        force=force, console=console, upstream_src=_upstream_src(upstream_src),
+        force=force, console=console, upstream_src=upstream_src_from(upstream_src),
     )
     print_suite_summary(outcome, console)
 
