@@ -110,7 +110,7 @@ def test_real_triton_kernel_runs_in_the_interpreter_and_matches_eager() -> None:
 import os, importlib.util
 os.environ["TRITON_INTERPRET"] = "1"
 import torch
-from stages import triton_cpu
+from stages.support import triton_cpu
 triton_cpu.install()
 checks = []
 def load(name):
