@@ -1,8 +1,9 @@
 """`invoke bisect` on a stand-in PyTorch history of 4 Python-only commits built from the installed torch's own
 files, with the README's example regression planted in commit 3: real compiles and paired rounds of tiny BERT,
 three rounds per step. The smallest history whose search goes both ways: one bisect finds commit 3 in three steps
-(the bad endpoint, commit 2 good, commit 3 bad); a second one over the no-op commits 1..2 reuses the first one's run
-of commit 2 and reports the range good; the first command again redoes nothing."""
+(the bad endpoint, commit 2 good, commit 3 bad), compiling the good commit once; a second one over the no-op
+commits 1..2 reuses the first one's run of commit 2 and reports the range good; the first command again redoes
+nothing."""
 
 from __future__ import annotations
 
@@ -70,6 +71,10 @@ def test_bisect_finds_the_planted_commit_then_a_no_op_range_is_good(history, tmp
     report = (found.directory / "bisect.md").read_text()
     assert f"First bad commit: `{shas[PLANTED][:12]}` commit {PLANTED}: {EXAMPLE.name}" in report
     assert report.count("| bad") + report.count("| **bad**") == 2 and f"`{shas[2][:8]}..{shas[3][:8]}" in report
+    # The good commit (every step's base side) is compiled once: the later steps took the first step's base side.
+    good_sides = {json.loads((runs / step["run"] / "manifest.json").read_text())["stages"]["base/suite"]["started"]
+                  for step in data["steps"]}
+    assert len(good_sides) == 1
     for step in data["steps"]:  # time per step, for the note
         print(f"step {shas.index(step['sha'])}: {step['outcome']} in {step['seconds']:.0f} s")
 

@@ -99,6 +99,30 @@ def test_reopening_a_run_keeps_its_stages_and_updates_settings(tmp_path: Path) -
     assert manifest_on_disk(run)["settings"] == {"suite": "tiny", "iterations": 50}
 
 
+def test_a_new_run_starts_with_one_side_of_another_run_and_skips_its_finished_stages(tmp_path: Path) -> None:
+    # A bisect's steps all compare against the same good commit: a new step takes the last step's base side.
+    store = RunStore(tmp_path / "runs")
+    with store.create_or_open("step-1", {}, "0.1.0") as earlier:
+        finish_suite(earlier, {"models": ["bert"]})
+        with pytest.raises(RuntimeError), earlier.stage("base/organize", {"suite": "x"}):
+            raise RuntimeError("the organize stage failed")
+        with earlier.stage("pr/suite", {"models": ["bert"]}) as rec:
+            earlier.path("pr").mkdir()
+            rec.outputs = ["pr"]
+
+    assert store.seed_side("step-2", "base", earlier, "0.1.0") == ["base/suite"]
+
+    run = store.open("step-2")
+    assert run.is_done("base/suite", input_hash({"models": ["bert"]}))  # skipped with the same inputs
+    assert not run.is_done("base/suite", input_hash({"models": ["gpt2"]}))  # run again with others
+    assert list(run.manifest.stages) == ["base/suite"]  # neither the failed stage nor the other side's
+    assert run.path("base", "suite", "suite.csv").read_text() == "name,speedup\n" and not run.path("pr").exists()
+    # A run that is there already is resumed as it is.
+    assert store.seed_side("step-2", "base", earlier, "0.1.0") == [] and store.seed_side(
+        "step-3", "pr", store.open("step-2"), "0.1.0") == []
+    assert not (store.root / "step-3").exists()
+
+
 def test_ctrl_c_inside_a_stage_leaves_a_consistent_manifest_marked_interrupted(run: Run) -> None:
     finish_suite(run, {})
 

@@ -17,7 +17,9 @@ whose PR side the step's, so the steps are the same comparisons ``invoke compare
 
 A step whose target stays inconclusive gets more rounds (the run is resumed with twice the rounds, up to
 ``max_rounds``: the rounds already timed are kept), then is undecided and stepped around. Every step is a run of
-its own under the runs directory, named by the good commit, the commit and the target (`step_run_id`);
+its own under the runs directory, named by the good commit, the commit and the target (`step_run_id`); the base
+side is the good endpoint in every step, so a new step's run starts with the base side of the last step that ran
+(`_good_side_from_earlier_steps`): the good commit is compiled and organized once per bisect, not once per step;
 ``<runs>/<bisect id>/`` holds ``bisect.json`` and
 ``bisect.md`` (`analysis.bisect.report`), rewritten after every step. The same command again resumes: the steps
 recorded with the same settings are taken as they are, and a step interrupted midway resumes its run.
@@ -57,8 +59,10 @@ from analysis.stats.verdict_settings import FLAG_HELP as STATS_FLAG_HELP
 from foundation import atomic_io
 from foundation.errors import UserError
 from foundation.formats.kernel_index import graph_entries
+from foundation.formats.run_layout import MANIFEST, SIDES
 from foundation.formats.suite_options import UnknownModelError, resolve_models
 from foundation.io_errors import NoSpaceLeft
+from prbench import __version__
 from prbench.commands.cli import resolve_path, user_facing
 from prbench.commands.flags import (
     COMPARE_TRITON_SRC_HELP,
@@ -333,6 +337,7 @@ def _measure(request: BisectRequest, record: BisectRecord, position: int, run_id
         raise
     except UserError as exc:
         return Step(position, sha, SKIPPED, note=f"cannot be built: {exc}", seconds=time.monotonic() - started)
+    _good_side_from_earlier_steps(request.compare.runs_dir, run_id, record, console)
     rounds = compare.rounds
     while True:
         try:
@@ -360,6 +365,20 @@ def _measure(request: BisectRequest, record: BisectRecord, position: int, run_id
     return Step(position, sha, outcome, verdict=found.verdict, speedup=found.speedup, ci_low=found.ci_low,
                 ci_high=found.ci_high, rounds=found.rounds, seconds=time.monotonic() - started, run=run_id,
                 note=note)
+
+
+def _good_side_from_earlier_steps(runs_dir: Path, run_id: str, record: BisectRecord, console: Console) -> None:
+    """A step's new run starts with the base side (the good endpoint, the same in every step) of the last step
+    whose run is there: its finished stages are skipped as done when this step gives them the same inputs, as
+    the same settings do, and run again when it does not (a step built with the Docker recipe instead)."""
+    store = RunStore(runs_dir)
+    earlier = [step.run for step in reversed(record.steps) if step.run and (store.root / step.run / MANIFEST).is_file()]
+    if not earlier:
+        return
+    taken = store.seed_side(run_id, SIDES[0], store.open(earlier[0]), __version__)
+    if taken:
+        console.print(f"{SIDES[0]}: {len(taken)} finished stage(s) taken from run {earlier[0]} (the same good "
+                      "commit); those given the same inputs here are skipped", markup=False, highlight=False)
 
 
 def _more_rounds(asked: int | None, ran: int, most: int) -> int | None:

@@ -24,7 +24,7 @@ import shutil
 import stat
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -330,6 +330,22 @@ class RunStore:
             lock.release()
             raise
         return run
+
+    def seed_side(self, run_id: str, side: str, source: Run, version: str) -> list[str]:
+        """Start the new run ``run_id`` with ``side`` as ``source`` left it: a copy of the side's directory and the
+        records of its finished stages, which the new run then skips as done where it gives them the same inputs
+        (a stage's inputs name no path of its run directory) and runs again where it does not. The keys of the
+        stages taken; none, and nothing written, when ``run_id`` exists already or ``source`` finished none."""
+        taken = {key: replace(record) for key, record in source.manifest.stages.items()
+                 if key.startswith(f"{side}/") and record.status == StageStatus.DONE}
+        if not taken or (self.root / run_id / MANIFEST).exists():
+            return []
+        with self.create_or_open(run_id, {}, version) as run:
+            # Copied before its records are written: a copy cut short (a full disk) leaves records of nothing.
+            shutil.copytree(source.path(side), run.path(side), symlinks=True)
+            run.manifest.stages.update(taken)
+            run.save()
+        return sorted(taken)
 
     def open(self, run_id: str, *, write: bool = False) -> Run:
         """Open an existing run: to read (no lock; ``invoke status``) or, with ``write``, holding its lock."""
