@@ -8,6 +8,9 @@ Only one process writes a run at a time: opening it for writing (``create_or_ope
 takes the run's lock (``prbench.runs.run_lock``), and ``Run.close`` (or leaving ``with run:``) lets it go. A run
 opened to be read (``invoke status``) takes no lock and cannot be saved.
 
+A new run may start with one side of another run (``RunStore.seed_side``: the side's directory and its finished
+stages' records), as a bisect's steps do with the good commit they all compare against.
+
 When a stage starts recomputing, the run's previous report moves to ``report.stale/`` (its report.md says so
 on its first line), so a later failure never leaves an old verdict looking current.
 """
