@@ -1,13 +1,14 @@
-"""A real Ray cluster on this machine for the tests, with fake GPUs (the actors then run on the CPU): one head node
-(`local_cluster`), or a head and a second node with its own raylet and ports (`two_node_cluster`). Each node is a
-``ray start --block`` in its own process group; a node is named for prbench by ``PRBENCH_NODE_NAME`` in its
-environment (its actors inherit it: ``prbench.executors.node.node_name``), and can be killed with its whole
-process tree (its raylet, the workers the raylet started, what they started), as a machine that goes down."""
+"""A real Ray cluster on this machine with fake GPUs (the actors then run on the CPU), for ``benchmarks/scale.py``
+and the tests (``tests/support/ray_support.py`` hands it on): one head node (`local_cluster`), or a head and a second
+node with its own raylet and ports (`two_node_cluster`). Each node is a ``ray start --block`` in its own process group;
+a node is named for prbench by ``PRBENCH_NODE_NAME`` in its environment (its actors inherit it:
+``prbench.executors.node.node_name``), and can be killed with its whole process tree (its raylet, the workers the
+raylet started, what they started), as a machine that goes down. Ray itself is imported only by the processes it
+starts: the ``ray`` command line of this interpreter's environment."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import shutil
 import signal
@@ -20,15 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 180.0  # per node; a busy 2-core machine takes minutes
 NODE_STARTS = 3  # a second node's `ray start` may give up on a busy machine; it is tried this many times
-# Skips a module without the ray extra. It looks for the package without importing it: importing Ray costs each
-# pytest process about half a second when it collects the module, also in the tiers that deselect its tests.
-NEEDS_RAY = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
-                               reason="needs the ray extra (pip install -e '.[ray]')")
 
 
 def _free_port() -> int:
