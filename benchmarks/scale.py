@@ -110,9 +110,9 @@ def measure(executor: Executor, devices: int, workload: Workload) -> Measurement
 
 
 def on_ray(devices: int, workload: Workload) -> Measurement:
-    sys.path.insert(0, str(ROOT))
+    from local_ray_cluster import local_cluster  # shared with the tests
+
     from prbench.executors.ray_cluster import RayExecutor
-    from tests.support.ray_support import local_cluster  # type: ignore[import-not-found]  # shared with the tests
 
     with local_cluster(gpus=devices) as address:
         executor = RayExecutor(address, platform="cpu", say=lambda line: None)

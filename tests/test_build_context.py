@@ -14,10 +14,11 @@ import pytest
 from foundation.errors import UserError
 from prbench.images.build import plan_build
 from prbench.images.build_context import build_requirements, fill_context
-from prbench.images.build_plan import SourceTree, UsedItem, read_used_items
+from prbench.images.build_plan import UsedItem, read_used_items
 from prbench.images.content_store import Store, StoreError, StoreItem, WheelTarget
 from prbench.images.image_lock import compare, plan_from_lock
 from prbench.images.wheels import hashed_requirements
+from prbench.sides.pins import SourceTree
 from prbench.sides.recipes import load_recipe
 from tests.support.docker_support import ZERO_DIGEST, make_standins, write_recipe
 from tests.support.store_support import write_wheel

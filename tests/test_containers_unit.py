@@ -11,13 +11,12 @@ import git
 import pytest
 
 from foundation.errors import UserError
-from prbench.images import build as images
 from prbench.images import image_lock as lock
 from prbench.images.build import render_dockerfile
-from prbench.images.build_plan import SourceTree
 from prbench.runners import CODE_ROOT, StageCommand
 from prbench.runners.docker import gpu_options, mounts_for
 from prbench.sides import pins
+from prbench.sides.pins import SourceTree
 from prbench.sides.recipes import load_recipe
 from tests.support.docker_support import commit_all
 
@@ -68,8 +67,8 @@ def test_a_pin_that_is_not_a_commit_is_refused(tmp_path: Path) -> None:
 def test_old_triton_layout_installs_from_python_dir(tmp_path: Path) -> None:
     old_repo, old_sha = _repo_with(tmp_path / "old", {"python/setup.py": "", "python/requirements.txt": "lit\n"})
     new_repo, new_sha = _repo_with(tmp_path / "new", {"pyproject.toml": "", "python/requirements.txt": "lit\n"})
-    old = images._triton_tree(old_repo, old_sha)
-    new = images._triton_tree(new_repo, new_sha)
+    old = pins._triton_tree(old_repo, old_sha)
+    new = pins._triton_tree(new_repo, new_sha)
     assert (old.install_dir, old.requirements) == ("python", ("python/requirements.txt",))
     assert new.install_dir == "."
 

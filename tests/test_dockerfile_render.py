@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from foundation.errors import UserError
 from prbench.images.build import TEMPLATES_DIR, render_dockerfile
-from prbench.images.build_plan import SourceTree
 from prbench.images.docker_engine import resolve_base
 from prbench.images.dockerfile_quote import UnsafeValue, dockerfile_value
+from prbench.sides.pins import SourceTree
 from prbench.sides.recipes import BaseImage, Recipe, control_characters, load_recipe
 from tests.support.recipe_support import DIGEST, RECIPES_DIR
 

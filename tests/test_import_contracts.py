@@ -12,6 +12,8 @@ it, and the folders' import graph must have no loop. The doc's table is generate
   torch is installed);
 - no import circle among the modules of prbench/, analysis/ and foundation/ (a circle hides behind function-level
   imports and makes every module in it load order dependent).
+- no benchmark imports the tests (a measurement must not lean on a test's stand-ins; what both need lives under
+  benchmarks/, and the test helper imports it from there).
 
 Modules are found by walking the folders; a folder that the table does not name fails the test (place it first).
 """
@@ -333,6 +335,10 @@ def test_analysis_and_foundation_import_neither_the_host_nor_the_stages_nor_torc
 
 def test_a_stage_never_imports_the_host():
     assert findings("stages", {"prbench"}) == []
+
+
+def test_a_benchmark_never_imports_the_tests():
+    assert findings("benchmarks", {"tests"}) == []
 
 
 def test_no_import_circle_among_the_host_analysis_and_foundation_modules():

@@ -23,9 +23,9 @@ import pytest
 from foundation.errors import UserError
 from prbench.images.build import plan_build
 from prbench.images.build_context import fill_context
-from prbench.images.build_plan import SourceTree
 from prbench.images.content_store import Store, WheelTarget
 from prbench.images.pytorch_setup import JOB_MEMORY_BYTES, build_jobs
+from prbench.sides.pins import SourceTree
 from prbench.sides.recipes import load_recipe
 from tests.support.docker_support import ZERO_DIGEST, commit_all, make_standins, write_recipe
 from tests.support.recipe_support import load_error

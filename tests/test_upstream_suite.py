@@ -425,7 +425,8 @@ def test_invoke_suite_and_compare_reject_a_bad_source_before_writing_anything(tm
 def test_a_docker_recipe_runs_the_harness_from_the_images_pytorch_tree() -> None:
     from foundation.formats.suite_request import SuiteRequest
     from prbench.images.build import render_dockerfile
-    from prbench.images.build_plan import PYTORCH_SRC_IN_IMAGE, SourceTree
+    from prbench.images.build_plan import PYTORCH_SRC_IN_IMAGE
+    from prbench.sides.pins import SourceTree
     from prbench.sides.recipes import load_recipe
     from prbench.stages.suite import upstream_tree
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from prbench.images.build import render_dockerfile
-from prbench.images.build_plan import SourceTree
+from prbench.sides.pins import SourceTree
 from prbench.sides.recipes import load_recipe
 from tests.support.recipe_support import RECIPES_DIR, docker_recipe, load_error, set_key, write
 

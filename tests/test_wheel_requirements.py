@@ -208,7 +208,7 @@ def test_a_source_build_carrying_a_triton_is_still_refused(tmp_path: Path) -> No
         "triton ['3.8.0'] is still installed"]
     assert check.check_absent(["torch", "pytorch-triton"], path=site) == []
     recipe = load_recipe("cuda-h100", Path(__file__).resolve().parents[1] / "recipes")
-    from prbench.images.build_plan import SourceTree
+    from prbench.sides.pins import SourceTree
 
     text = render_dockerfile(recipe, SourceTree("pytorch", Path("/p"), "0" * 40),
                              SourceTree("triton", Path("/t"), "1" * 40))

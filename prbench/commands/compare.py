@@ -57,7 +57,7 @@ def doctor(ctx, recipe=None, pytorch_src=None, triton_src=None, base=None, pr=No
 
     from foundation.formats.stage_records import parse_devices
     from prbench.compare.doctor import DoctorInputs, run_doctor, summary
-    from prbench.images.build import check_triton_flags
+    from prbench.sides.pins import check_triton_flags
 
     loaded = recipe_from(ctx, recipe)
     check_triton_flags(loaded, optional_path(triton_src), triton_ref, triton_pr, triton_base)

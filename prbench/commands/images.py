@@ -101,8 +101,8 @@ def fetch_recipe(store: Store, recipe: Recipe, sides: SourceSides) -> None:
     image (a venv recipe: for this interpreter): the wheels of its wheel pins and ``[pip] extra`` (dependencies
     included) and, for a source recipe, every file its PyTorch and Triton builds would download at the sides'
     commits. Later builds then run offline."""
-    from prbench.images.build import check_source_flags
     from prbench.images.wheels import base_image_target, python_wheel_target, wheels_for
+    from prbench.sides.pins import check_source_flags
 
     if recipe.is_venv:  # its venvs are this interpreter's (compare's default --python)
         if sides != SourceSides():
@@ -134,9 +134,8 @@ def fetch_source_downloads(store: Store, recipe: Recipe, clones: tuple[Path, Pat
                            target: Callable[[], WheelTarget]) -> None:
     """Every file the recipe's PyTorch and Triton builds would download (``build_context.downloads_at``), for each
     side's PyTorch commit and the Triton commit it builds with, into the store with its sha256."""
-    from prbench.images.build import triton_source
     from prbench.images.build_context import downloads_at, fetch_download
-    from prbench.sides.pins import open_repo, resolve_commit
+    from prbench.sides.pins import open_repo, resolve_commit, triton_source
 
     assert recipe.pytorch is not None
     repo = open_repo(clones[0], "--pytorch-src")

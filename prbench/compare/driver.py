@@ -157,9 +157,9 @@ def validate_force(force: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 def check_sources(request: CompareRequest) -> tuple[Path, Path] | None:
     """The request's Triton flags and, for a Docker recipe built from source, both clones (given, or local in the
-    recipe): one line naming the flag, before anything is written (`prbench.images.build.check_source_flags`);
+    recipe): one line naming the flag, before anything is written (`prbench.sides.pins.check_source_flags`);
     the clones (None: nothing is built from source)."""
-    from prbench.images.build import check_source_flags
+    from prbench.sides.pins import check_source_flags
 
     if request.triton_pr is not None and request.pr != request.base:
         raise UserError(f"--pr {request.pr}: a Triton A/B (--triton-pr) keeps PyTorch the same on both sides; leave "

@@ -141,11 +141,10 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
     the Triton clone now (before anything is built); or, for a wheel recipe, installed from each side's wheel.
     ``triton_pr`` (with ``triton_base``, default the base's Triton) makes it a Triton A/B of the base PyTorch, as a
     PR that only moves the Triton pin does."""
-    from prbench.images.build import check_source_flags, triton_source
     from prbench.sides import pins
     from prbench.sides.patches import check_patch_at_commit
 
-    clones = check_source_flags(recipe, pytorch_src, triton_src, triton_ref, triton_pr)
+    clones = pins.check_source_flags(recipe, pytorch_src, triton_src, triton_ref, triton_pr)
     if clones is None:
         from prbench.images.content_store import Store
 
@@ -156,7 +155,7 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
 
     def side(name: str, sha: str, overlay: PythonOverlay | None = None, layer: str = "",
              pin: TritonPin | None = None) -> VariantPlan:
-        _, pin = triton_source(recipe, repo, sha, clones[1], triton_ref, pin)
+        _, pin = pins.triton_source(recipe, repo, sha, clones[1], triton_ref, pin)
         how = f"image of {recipe.name} at PyTorch {sha[:12]}, Triton {pin.commit[:12]} ({pin.source}){layer}"
         return VariantPlan(name, sha, overlay, how, triton=pin)
 

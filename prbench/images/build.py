@@ -29,7 +29,6 @@ from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-import git
 import jinja2
 
 from foundation.errors import UserError
@@ -38,14 +37,13 @@ from prbench.images.build_plan import (
     ROOT_IN_IMAGE,
     BuildPlan,
     PatchFile,
-    SourceTree,
     UsedItem,
     sha256_file,
 )
 from prbench.images.docker_engine import Emit, image_present, resolve_base
 from prbench.images.dockerfile_quote import UnsafeValue, dockerfile_value
 from prbench.images.pytorch_setup import build_env, host_build_jobs, image_rocm_version
-from prbench.sides.pins import TRITON_REF, TritonPin, llvm_pin, open_repo, resolve_commit, triton_pin
+from prbench.sides.pins import SourceTree, TritonPin, check_source_flags, source_trees
 from prbench.sides.recipes import Recipe, resolve_patch_entry
 
 if TYPE_CHECKING:
@@ -103,10 +101,11 @@ def plan_build(
     """Resolve a recipe (plus a variant's ref and overlay) into a BuildPlan; reads git, never Docker.
 
     A wheel recipe needs no clone. ``trees`` (PyTorch, Triton), with ``pin``, ``locked`` and ``base_item``, come
-    from a lock: then nothing is read from a clone either. ``triton_ref`` (``--triton-ref``) is a commit or ref in
-    the Triton clone built instead of the recipe's commit or PyTorch's pin; ``pin`` (a lock's, or a comparison's
-    side as `triton_source` resolved it) is the Triton commit itself. ``pytorch_first`` (a Triton A/B) renders
-    PyTorch's layers below Triton's; ``triton_patch`` is applied to the Triton tree in the build context.
+    from a lock: then nothing is read from a clone either (else `prbench.sides.pins.source_trees` reads them).
+    ``triton_ref`` (``--triton-ref``) is a commit or ref in the Triton clone built instead of the recipe's commit or
+    PyTorch's pin; ``pin`` (a lock's, or a comparison's side as ``pins.triton_source`` resolved it) is the Triton
+    commit itself. ``pytorch_first`` (a Triton A/B) renders PyTorch's layers below Triton's; ``triton_patch`` is
+    applied to the Triton tree in the build context.
     """
     if not recipe.is_docker or recipe.base_image is None or (
             not recipe.is_wheel and (recipe.pytorch is None or recipe.triton is None)):
@@ -126,8 +125,8 @@ def plan_build(
         pytorch, triton = trees
         tp = pin
     else:
-        pytorch, triton, tp, merge_base = _source_trees(recipe, pytorch_src, triton_src, pytorch_ref, triton_ref,
-                                                        pin, merge_base)
+        pytorch, triton, tp, merge_base = source_trees(recipe, pytorch_src, triton_src, pytorch_ref, triton_ref,
+                                                       pin, merge_base)
     jobs = max_jobs or recipe.max_jobs
     build_args = {"MAX_JOBS": str(jobs)} if jobs else {}
     patches = tuple(_patch_file(entry, f"{recipe.path}: key 'patches'") for entry in recipe.patches)
@@ -154,91 +153,6 @@ def plan_build(
         pytorch_first=pytorch_first,
         triton_patch=triton_patch,
     )
-
-
-def _source_trees(
-    recipe: Recipe, pytorch_src: Path | None, triton_src: Path | None, pytorch_ref: str | None,
-    triton_ref: str | None, pin: TritonPin | None, merge_base: str | None,
-) -> tuple[SourceTree, SourceTree, TritonPin, str | None]:
-    """The PyTorch and Triton trees of a source recipe, their commits resolved in local clones."""
-    assert recipe.pytorch is not None and recipe.triton is not None
-    pt_repo = open_repo(clone_path(recipe, "pytorch", pytorch_src), "--pytorch-src")
-    pt_commit = resolve_commit(pt_repo, pytorch_ref or recipe.pytorch.commit, "--pytorch-ref")
-    tr_repo, tp = triton_source(recipe, pt_repo, pt_commit, triton_src, triton_ref, pin)
-    pytorch = SourceTree("pytorch", Path(pt_repo.working_dir), pt_commit,
-                         requirements=_present(pt_repo, pt_commit, ["requirements.txt", "requirements-build.txt"]))
-    if merge_base is not None:
-        merge_base = resolve_commit(pt_repo, merge_base, "--merge-base")
-    return pytorch, _triton_tree(tr_repo, tp.commit), tp, merge_base
-
-
-def triton_source(recipe: Recipe, pytorch_repo: git.Repo, pytorch_commit: str, triton_src: Path | None,
-                  triton_ref: str | None = None, pin: TritonPin | None = None) -> tuple[git.Repo, TritonPin]:
-    """The Triton clone and the Triton commit built with PyTorch ``pytorch_commit``: ``pin`` when given (a lock's,
-    or one resolved before), else ``--triton-ref`` resolved in the clone, else the recipe's commit or the one
-    PyTorch pins at that commit. The commit must be in the clone (builds never fetch): else one line naming
-    ``--triton-src``, the commit, where it came from, and the command that fetches it."""
-    assert recipe.triton is not None
-    repo = open_repo(clone_path(recipe, "triton", triton_src), "--triton-src")
-    if pin is None and triton_ref is not None:
-        return repo, TritonPin(resolve_commit(repo, triton_ref, "--triton-ref"), TRITON_REF)
-    chosen = pin or triton_pin(recipe.triton.commit, pytorch_repo, pytorch_commit, recipe.platform)
-    try:
-        commit = repo.commit(chosen.commit).hexsha
-    except (git.BadName, git.BadObject, ValueError):
-        other = "" if pin is not None else ", or build another commit with --triton-ref"
-        raise UserError(
-            f"--triton-src: Triton commit {chosen.commit} ({chosen.origin(pytorch_commit)}) is not in the clone "
-            f"{repo.working_dir}; fetch it there (git -C {repo.working_dir} fetch origin {chosen.commit}){other}"
-        ) from None
-    return repo, TritonPin(commit, chosen.source)
-
-
-def check_triton_flags(recipe: Recipe, triton_src: Path | None, triton_ref: str | None, triton_pr: str | None,
-                       triton_base: str | None) -> bool:
-    """The Triton flags together, nothing read (one line naming the flag): none where the recipe builds no Triton,
-    --triton-base only with --triton-pr, --triton-ref not with it. True when the recipe builds from source."""
-    flags = (("--triton-src", triton_src), ("--triton-ref", triton_ref), ("--triton-pr", triton_pr),
-             ("--triton-base", triton_base))
-    if not recipe.is_docker or recipe.is_wheel or recipe.pytorch is None or recipe.triton is None:
-        what = "installs wheels" if recipe.is_docker else "runs an installed torch"
-        for flag, value in flags:
-            if value is not None:
-                raise UserError(f"{flag}: recipe {recipe.name} {what}; it builds no Triton (leave {flag} out, or "
-                                "give a docker recipe that builds from source)")
-        return False
-    if triton_base is not None and triton_pr is None:
-        raise UserError("--triton-base: a Triton A/B also needs --triton-pr (the PR side's Triton commit)")
-    if triton_pr is not None and triton_ref is not None:
-        raise UserError("--triton-ref: builds one Triton on both sides; a Triton A/B (--triton-pr) names each "
-                        "side's (--triton-base, default the pinned one): leave --triton-ref out")
-    return True
-
-
-def check_source_flags(recipe: Recipe, pytorch_src: Path | None, triton_src: Path | None,
-                       triton_ref: str | None, triton_pr: str | None = None,
-                       triton_base: str | None = None) -> tuple[Path, Path] | None:
-    """At the door of a task that builds (compare, bisect): Triton flags where the recipe builds no Triton are
-    refused, and a recipe that builds from source needs both clones, given or local in the recipe, and
-    ``--triton-ref`` (or a Triton A/B's ``--triton-base``/``--triton-pr``) in the Triton clone (one line naming
-    the flag otherwise); returns the clones (None: nothing is built from source)."""
-    if not check_triton_flags(recipe, triton_src, triton_ref, triton_pr, triton_base):
-        return None
-    assert recipe.triton is not None, "a recipe built from source names its Triton"
-    if triton_pr is not None and triton_src is None:
-        try:
-            clone_path(recipe, "triton", None)
-        except UserError:
-            raise UserError(f"--triton-pr: a Triton A/B builds both Triton commits from a local clone; give it "
-                            f"with --triton-src (recipe {recipe.name} builds Triton from "
-                            f"{recipe.triton.source})") from None
-    clones = (clone_path(recipe, "pytorch", pytorch_src), clone_path(recipe, "triton", triton_src))
-    open_repo(clones[0], "--pytorch-src")
-    triton = open_repo(clones[1], "--triton-src")
-    for flag, value in (("--triton-ref", triton_ref), ("--triton-pr", triton_pr), ("--triton-base", triton_base)):
-        if value is not None and not (flag == "--triton-pr" and Path(value).is_file()):  # a patch: checked when
-            resolve_commit(triton, value, flag)  # the base's Triton commit is known (variant_plan)
-    return clones
 
 
 def _overlay_strip(overlay: Path | None) -> int:
@@ -294,51 +208,6 @@ def render_dockerfile(recipe: Recipe, pytorch: SourceTree | None = None, triton:
         )
     except UnsafeValue as exc:
         raise UserError(f"{recipe.path}: cannot render the Dockerfile: {exc}") from None
-
-
-def clone_path(recipe: Recipe, key: str, explicit: Path | None) -> Path:
-    """The local clone of ``key`` (pytorch or triton): the ``--<key>-src`` flag, else the recipe's source when it
-    is a directory; else one line naming the flag, where the recipe builds from, and how to get a clone."""
-    if explicit is not None:
-        return explicit
-    pin = getattr(recipe, key)
-    source = pin.source
-    candidate = Path(source) if Path(source).is_absolute() else recipe.path.parent / source
-    if "://" not in source and candidate.is_dir():
-        return candidate
-    if key == "pytorch":
-        what = f"PyTorch from {source}"
-    else:
-        what = f"Triton from {source} " + ("at the PyTorch pin" if pin.from_pytorch_pin else f"at {pin.commit[:12]}")
-    remote = "://" in source or source.startswith("git@")
-    how = f"git clone {source}" if remote else f"{candidate} is not a directory here"
-    raise UserError(f"--{key}-src: recipe {recipe.name} builds {what}; give a local clone of it "
-                    f"({how}; builds never fetch sources)")
-
-
-def _present(repo: git.Repo, commit: str, paths: list[str]) -> tuple[str, ...]:
-    tree = repo.commit(commit).tree
-    found = []
-    for path in paths:
-        try:
-            tree / path
-            found.append(path)
-        except KeyError:
-            continue
-    return tuple(found)
-
-
-def _triton_tree(repo: git.Repo, commit: str) -> SourceTree:
-    # Old trees build from python/ (python/setup.py), new ones from the root (setup.py or pyproject.toml).
-    if _present(repo, commit, ["python/setup.py"]) and not _present(repo, commit, ["setup.py"]):
-        install_dir = "python"
-    elif _present(repo, commit, ["setup.py", "pyproject.toml"]):
-        install_dir = "."
-    else:
-        raise UserError(f"triton source: commit {commit[:12]} has neither setup.py/pyproject.toml nor python/setup.py")
-    requirements = _present(repo, commit, ["python/requirements.txt"])
-    return SourceTree("triton", Path(repo.working_dir), commit, install_dir=install_dir, requirements=requirements,
-                      llvm=llvm_pin(repo, commit))
 
 
 def _patch_file(entry: str, where: str) -> PatchFile:

@@ -32,11 +32,12 @@ import git
 
 from foundation import atomic_io
 from foundation.errors import UserError
-from prbench.images.build_plan import ROOT_IN_IMAGE, BuildPlan, SourceTree, UsedItem
+from prbench.images.build_plan import ROOT_IN_IMAGE, BuildPlan, UsedItem
 from prbench.images.content_store import Store, StoreItem, WheelTarget
 from prbench.images.downloads import Download
 from prbench.images.pytorch_setup import AOTRITON_CMAKE
 from prbench.images.wheels import BROUGHT_BY, brought_by, brought_by_record, hashed_requirements, wheels_for
+from prbench.sides.pins import SourceTree
 from prbench.sides.recipes import ENV_NAME_RE, Recipe, WheelPin
 
 Emit = Callable[[str], None]

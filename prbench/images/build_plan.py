@@ -21,7 +21,7 @@ from foundation.errors import UserError
 from foundation.records import expect_list, expect_str
 from prbench.images.content_store import StoreItem
 from prbench.images.pytorch_setup import build_env
-from prbench.sides.pins import TritonPin
+from prbench.sides.pins import SourceTree, TritonPin
 from prbench.sides.recipes import BaseImage, Recipe
 
 IMAGE_REPO = "prbench"
@@ -73,18 +73,6 @@ class UsedItem:
 def read_used_items(entries: Any, where: str) -> list[UsedItem]:
     """The ``store`` list of a lock (or an image label), each entry validated."""
     return [UsedItem.from_json(entry, f"{where}[{i}]") for i, entry in enumerate(expect_list(entries, where))]
-
-
-@dataclass(frozen=True)
-class SourceTree:
-    """One source tree to build: a local clone, the exact commit, and the layout facts the template needs."""
-
-    name: str  # "pytorch" or "triton"
-    clone: Path | None  # None on a rebuild from the store alone (the archive is in the lock)
-    commit: str
-    install_dir: str = "."  # where `pip install -e` runs ("python" for Triton <= 3.3)
-    requirements: tuple[str, ...] = ()  # requirement files whose wheels the build installs from the wheelhouse
-    llvm: str | None = None  # Triton: the LLVM commit the tree pins (prbench.sides.pins.llvm_pin), when it pins one
 
 
 @dataclass(frozen=True)

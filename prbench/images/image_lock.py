@@ -55,13 +55,12 @@ from prbench.images.build_plan import (
     LABEL_TRITON_PATCH,
     PYTORCH_FIRST,
     BuildPlan,
-    SourceTree,
     UsedItem,
     read_used_items,
 )
 from prbench.images.content_store import Store
 from prbench.images.docker_engine import image_present, resolve_base
-from prbench.sides.pins import TritonPin
+from prbench.sides.pins import SourceTree, TritonPin
 from prbench.sides.recipes import WheelPin, parse_recipe
 
 LOCK_VERSION = 2
