@@ -565,18 +565,16 @@ def check_store(s: Session) -> CheckResult:
 def _fetch_command(inputs: DoctorInputs) -> str:
     """The ``invoke store fetch`` that fills the store for what this doctor checked (the same clones and sides)."""
     words = ["invoke store fetch", f"--recipe {inputs.recipe.name}"]
+    # A Triton A/B's one fetch takes both sides' Triton downloads (the PR's may pin another LLVM); its PyTorch is
+    # --base's on both sides, so --pr is left out.
+    pr = None if inputs.triton_pr is not None else inputs.pr
     for flag, value in (("--pytorch-src", inputs.pytorch_src), ("--triton-src", inputs.triton_src),
-                        ("--triton-ref", inputs.triton_ref), ("--base", inputs.base), ("--pr", inputs.pr),
+                        ("--triton-ref", inputs.triton_ref), ("--triton-base", inputs.triton_base),
+                        ("--triton-pr", inputs.triton_pr), ("--base", inputs.base), ("--pr", pr),
                         ("--store", inputs.store)):
         if value is not None and not (flag == "--pr" and Path(str(value)).is_file()):
             words.append(f"{flag} {shlex.quote(str(value))}")
-    command = " ".join(words)
-    given = _triton_ab_commits(inputs)
-    if "pr" not in given:
-        return command
-    # A Triton A/B: the store fetch of each side's Triton (its downloads follow its tree: the LLVM it pins)
-    base = f"{command} --triton-ref {shlex.quote(given['base'][0])}" if "base" in given else command
-    return f"{base}, then {command} --triton-ref {shlex.quote(given['pr'][0])}"
+    return " ".join(words)
 
 
 def _missing_downloads(s: Session, store: Store) -> list[str]:

@@ -159,11 +159,9 @@ def check_sources(request: CompareRequest) -> tuple[Path, Path] | None:
     """The request's Triton flags and, for a Docker recipe built from source, both clones (given, or local in the
     recipe): one line naming the flag, before anything is written (`prbench.images.build.check_source_flags`);
     the clones (None: nothing is built from source)."""
-    from prbench.images.build import check_source_flags
+    from prbench.images.build import check_one_pytorch, check_source_flags
 
-    if request.triton_pr is not None and request.pr != request.base:
-        raise UserError(f"--pr {request.pr}: a Triton A/B (--triton-pr) keeps PyTorch the same on both sides; leave "
-                        "--pr out (or give the --base commit), and compare PyTorch changes in a run of their own")
+    check_one_pytorch(request.base, request.pr, request.triton_pr)
     return check_source_flags(request.recipe, request.pytorch_src, request.triton_src, request.triton_ref,
                               request.triton_pr, request.triton_base)
 

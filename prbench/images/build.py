@@ -215,6 +215,14 @@ def check_triton_flags(recipe: Recipe, triton_src: Path | None, triton_ref: str 
     return True
 
 
+def check_one_pytorch(base: str | None, pr: str | None, triton_pr: str | None) -> None:
+    """A Triton A/B (``triton_pr``) keeps PyTorch the same on both sides: ``--pr``, when given, is ``--base``'s
+    (``installed`` when ``--base`` is not given)."""
+    if triton_pr is not None and pr is not None and pr != (base or "installed"):
+        raise UserError(f"--pr {pr}: a Triton A/B (--triton-pr) keeps PyTorch the same on both sides; leave --pr "
+                        "out (or give the --base commit), and compare PyTorch changes in a run of their own")
+
+
 def check_source_flags(recipe: Recipe, pytorch_src: Path | None, triton_src: Path | None,
                        triton_ref: str | None, triton_pr: str | None = None,
                        triton_base: str | None = None) -> tuple[Path, Path] | None:
