@@ -119,8 +119,8 @@ def test_a_triton_patch_is_checked_against_the_base_triton(trees, tmp_path):
 
 
 @pytest.mark.parametrize("args, expected", [
-    (("--recipe", "cpu-local", "--triton-pr", "HEAD"),
-     "error: --triton-pr: recipe cpu-local runs an installed torch; it builds no Triton (leave --triton-pr out, or "
+    (("--recipe", "cpu-venv", "--triton-pr", "HEAD"),
+     "error: --triton-pr: recipe cpu-venv runs an installed torch; it builds no Triton (leave --triton-pr out, or "
      "give a docker recipe that builds from source)"),
     (("--recipe", "rocm7-mi300", "--triton-base", "HEAD"),
      "error: --triton-base: a Triton A/B also needs --triton-pr (the PR side's Triton commit)"),

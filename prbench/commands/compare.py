@@ -89,7 +89,8 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
         "pytorch_src": "PyTorch git clone where --base/--pr refs are resolved (GitPython)",
         "triton_src": COMPARE_TRITON_SRC_HELP,
         "triton_ref": TRITON_REF_HELP + "; both sides; docker recipes built from source only",
-        "triton_pr": TRITON_PR_HELP + "; the images share PyTorch's layers; docker recipes built from source only",
+        "triton_pr": TRITON_PR_HELP + "; docker recipes built from source (the images share PyTorch's layers), "
+                     "or a local recipe: a Python-only patch as an overlay on the installed Triton",
         "triton_base": TRITON_BASE_HELP,
         **SUITE_HELP,
         "kernel_warmup": "Warm-up calls per kernel before timing, 0 to 1,000,000 (default 10)",

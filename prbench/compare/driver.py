@@ -177,7 +177,7 @@ def plan(request: CompareRequest) -> ComparePlan:
         return plan_docker(request.base, request.pr, request.recipe, request.pytorch_src, Store.at(request.store),
                            triton_src=request.triton_src, triton_ref=request.triton_ref,
                            triton_base=request.triton_base, triton_pr=request.triton_pr)
-    return plan_local(request.base, request.pr, request.pytorch_src, request.python)
+    return plan_local(request.base, request.pr, request.pytorch_src, request.python, request.triton_pr)
 
 
 def run_compare(request: CompareRequest, console: Console | None = None) -> tuple[Run, Any]:
@@ -227,7 +227,8 @@ def _compare(request: CompareRequest, console: Console, compare_plan: ComparePla
         sides: list[_Side] = []
         triton_ab = compare_plan.triton_ab
         if triton_ab is not None:
-            console.print(f"a Triton A/B: {triton_ab.commits()}, one PyTorch on both sides (its layers built once)",
+            pytorch = "installed" if compare_plan.local is not None else "its layers built once"
+            console.print(f"a Triton A/B: {triton_ab.commits()}, one PyTorch on both sides ({pytorch})",
                           markup=False, highlight=False)
         for plan_side in (compare_plan.base, compare_plan.pr):
             console.print(f"[bold]{plan_side.name}[/]: {plan_side.how}")
