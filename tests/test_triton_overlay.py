@@ -20,6 +20,8 @@ from prbench.compare.variant_plan import LocalEnvironment, local_lock, plan_loca
 from prbench.sides.triton_overlay import triton_overlay
 from tests.support.cli_support import invoke_in_process, one_line
 
+ROOT = Path(__file__).resolve().parents[1]
+
 COMPILER = '''class CUDAOptions:
     num_warps: int = 4
     num_ctas: int = 1
@@ -139,3 +141,21 @@ def test_a_local_triton_ab_is_checked_at_the_door(tmp_path, args, expected):
     result = invoke_in_process("compare", "--recipe", "cpu-local", *given, "--runs-dir", str(tmp_path / "runs"))
     assert one_line(result) == expected
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_doctor_checks_that_the_patch_applies_to_the_installed_triton(tmp_path, installed, monkeypatch):
+    from prbench.compare import doctor
+    from prbench.sides import overlay
+    from tests.test_doctor import amd_machine, inputs
+
+    monkeypatch.setattr(overlay, "installed_package_dir", variant_plan.installed_package_dir)
+    session = doctor.Session(inputs(ROOT / "recipes" / "cpu-local.toml", tmp_path, triton_pr=str(_patch(tmp_path))),
+                             amd_machine(tmp_path, gpu=False))
+    found = doctor.check_triton_patch(session)
+    assert (found.status, found.detail) == ("ok", f"warps.patch applies to the installed Triton ({installed}) as an "
+                                                  "overlay of 2 file(s)")
+
+    _patch(tmp_path, PATCH.replace("= 4\n+", "= 2\n+"))
+    found = doctor.check_triton_patch(session)
+    assert found.status == "fail" and found.detail.startswith(f"overlay {tmp_path / 'warps.patch'}: does not apply "
+                                                              "to the installed triton")

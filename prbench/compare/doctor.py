@@ -696,6 +696,25 @@ def check_local_torch(s: Session) -> CheckResult:
     return _ok(name, f"torch {facts['torch']} on Python {facts['python']} ({s.inputs.python}); {device}")
 
 
+def check_triton_patch(s: Session) -> CheckResult:
+    """A local recipe's Triton A/B: the --triton-pr patch applies to the installed Triton (its overlay is built in a
+    scratch directory, as compare builds it for the PR side)."""
+    from prbench.sides.overlay import installed_package_dir
+    from prbench.sides.triton_overlay import PACKAGE, triton_overlay
+
+    name = "triton patch"
+    if s.inputs.triton_pr is None:
+        return CheckResult(name, "skip", "no --triton-pr (a Triton A/B of the installed Triton)")
+    try:
+        overlay = triton_overlay(Path(s.inputs.triton_pr))
+        package = installed_package_dir(s.inputs.python, PACKAGE)
+        overlay.check_applies(package)
+    except UserError as exc:
+        return _fail(name, str(exc))
+    return _ok(name, f"{Path(s.inputs.triton_pr).name} applies to the installed Triton ({package}) as an overlay of "
+                     f"{len(overlay.files)} file(s)")
+
+
 # --- the list -----------------------------------------------------------------------------------------------------
 
 
@@ -724,7 +743,8 @@ _EXPERIMENT = Check("experiment", check_experiment)
 CHECKS: dict[str, tuple[Check, ...]] = {
     "source": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, *_SOURCES, _STORE, _EXPERIMENT),
     "wheel": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, _STORE, _CONTENTS, _EXPERIMENT),
-    "local": (Check("torch", check_local_torch), *_GPUS, _DISK, _EXPERIMENT),
+    "local": (Check("torch", check_local_torch), Check("triton patch", check_triton_patch), *_GPUS, _DISK,
+              _EXPERIMENT),
     "venv": (Check("venv python", check_venv_python), *_GPUS, _DISK, _CONTENTS, _EXPERIMENT),
 }
 
