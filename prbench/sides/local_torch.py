@@ -13,7 +13,8 @@ from pathlib import Path
 SCRUBBED = ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_FORCE_DISABLE_CACHES")
 
 
-_FIND_PACKAGE = ("import importlib.util as u, sys; s = u.find_spec({name!r}); "
+# The package's name is the script's argument (sys.argv[1]).
+_FIND_PACKAGE = ("import importlib.util as u, sys; s = u.find_spec(sys.argv[1]); "
                  "print(sys.implementation.cache_tag); print(s.submodule_search_locations[0] if s else '')")
 
 
@@ -30,9 +31,9 @@ def installed_torch(python: str, package: str = "torch") -> InstalledTorch | Non
     PYTHONPATH of the calling shell does not decide; None when it does not run. ``package``: another package found
     the same way (a Triton A/B's ``triton``)."""
     shell = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
-    find = _FIND_PACKAGE.format(name=package)
     try:
-        proc = subprocess.run([python, "-c", find], capture_output=True, text=True, check=False, env=shell)
+        proc = subprocess.run([python, "-c", _FIND_PACKAGE, package], capture_output=True, text=True, check=False,
+                              env=shell)
     except OSError:
         return None
     lines = proc.stdout.splitlines()
