@@ -77,7 +77,7 @@ def test_the_image_code_is_the_stages_the_analysis_package_and_the_build_check()
 
 def test_the_host_scripts_an_image_runs_are_found():
     assert {"prbench.images.image_lock.FACTS_SCRIPT", "prbench.images.wheels._TARGET_SCRIPT",
-            "prbench.compare.variant_plan._DESCRIBE", "prbench.sides.local_torch._FIND_TORCH"} <= set(host_scripts())
+            "prbench.compare.variant_plan._DESCRIBE", "prbench.sides.local_torch._FIND_PACKAGE"} <= set(host_scripts())
 
 
 def test_ruff_targets_the_image_python_for_exactly_the_image_code():

@@ -210,9 +210,10 @@ def test_the_triton_ab_flags_are_checked_at_the_door(clones: Clones, tmp_path: P
 
 
 def test_a_triton_ab_where_no_triton_is_built_is_refused(clones: Clones, tmp_path: Path) -> None:
-    result = invoke_in_process("compare", "--recipe", "cpu-local", "--triton-pr", "HEAD", "--runs-dir",
+    # (a local recipe takes a patch as an overlay on the installed Triton: tests/test_triton_overlay.py)
+    result = invoke_in_process("compare", "--recipe", "cpu-venv", "--triton-pr", "HEAD", "--runs-dir",
                                str(tmp_path / "runs"))
-    assert one_line(result).startswith("error: --triton-pr: recipe cpu-local runs an installed torch; it builds "
+    assert one_line(result).startswith("error: --triton-pr: recipe cpu-venv runs an installed torch; it builds "
                                         "no Triton")
 
 

@@ -25,12 +25,16 @@ SETTINGS_KEY = "triton_ab"  # manifest.json: settings.triton_ab
 COMPILED_BY = "triton"  # kernels.csv's ``backend`` of the kernels a Triton A/B changes
 FLAGS = "flags"  # the user named both commits (--triton-base/--triton-pr)
 PIN_BUMP = "pin-bump"  # the PR only moves PyTorch's Triton pin
+# A local recipe: the installed Triton on both sides, the PR's with a --triton-pr patch overlaid (nothing built;
+# ``base`` and ``pr`` are then the installed Triton's version)
+INSTALLED_OVERLAY = "installed-overlay"
 
 
 @dataclass(frozen=True)
 class TritonAB:
     """Both Triton commits, the LLVM commit each tree pins (None: the tree pins none prbench reads), and why the
-    run is a Triton A/B: `FLAGS`, or `PIN_BUMP` with the pin file the PR changed (``pin_file``)."""
+    run is a Triton A/B: `FLAGS`, `PIN_BUMP` with the pin file the PR changed (``pin_file``), or
+    `INSTALLED_OVERLAY` (the installed Triton's version on both sides, the PR's patched)."""
 
     base: str
     pr: str
@@ -66,10 +70,12 @@ class TritonAB:
 
     def headline(self, triton_pairs: int) -> str:
         """The sentence the verdict starts with; ``triton_pairs``: kernel pairs Triton compiled on both sides."""
-        why = (f"the PR only moves PyTorch's Triton pin ({self.pin_file})" if self.reason == PIN_BUMP
-               else "--triton-base/--triton-pr")
+        why = {PIN_BUMP: f"the PR only moves PyTorch's Triton pin ({self.pin_file})",
+               INSTALLED_OVERLAY: "--triton-pr as a Python overlay on the installed Triton"}.get(
+                   self.reason, "--triton-base/--triton-pr")
         pytorch = f"PyTorch {self.pytorch[:12]}" if self.pytorch else "PyTorch"
-        said = f"**Triton A/B** ({why}): {self.commits()}, {pytorch} the same on both sides (built once)."
+        built = "installed" if self.reason == INSTALLED_OVERLAY else "built once"
+        said = f"**Triton A/B** ({why}): {self.commits()}, {pytorch} the same on both sides ({built})."
         if triton_pairs:
             return (f"{said} Inductor's source is the same on both sides, so every kernel pairs by it; the "
                     f"{triton_pairs} Triton kernel pair(s) are what the two Tritons compiled differently.")

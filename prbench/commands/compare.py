@@ -16,6 +16,8 @@ from prbench.commands.flags import (
     FAIL_ON_HELP,
     SAVE_BASE_HELP,
     SUITE_HELP,
+    TRITON_BASE_HELP,
+    TRITON_PR_HELP,
     TRITON_REF_HELP,
     exit_on_verdict,
     inductor_config_from,
@@ -38,9 +40,8 @@ from prbench.commands.flags import (
     "triton_ref": TRITON_REF_HELP,
     "base": "Base side as compare takes it: a git ref in --pytorch-src or 'installed' (default: the recipe's commit)",
     "pr": "PR side as compare takes it: a git ref in --pytorch-src, a patch file or 'installed'",
-    "triton_pr": "A Triton A/B as compare takes it: the PR side's Triton commit or ref in --triton-src, or a patch "
-                 "file that must apply to the base's Triton",
-    "triton_base": "With --triton-pr: the base side's Triton commit or ref (default: the recipe's or the pinned one)",
+    "triton_pr": TRITON_PR_HELP,
+    "triton_base": TRITON_BASE_HELP,
     "store": BUILD_HELP["store"],
     "devices": "GPU indices the comparison will use, e.g. 0,1: each must exist and no other process may hold it",
     "pull": "The build may pull a missing base image by digest (as build --pull): a warning, not a failure",
@@ -88,11 +89,9 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
         "pytorch_src": "PyTorch git clone where --base/--pr refs are resolved (GitPython)",
         "triton_src": COMPARE_TRITON_SRC_HELP,
         "triton_ref": TRITON_REF_HELP + "; both sides; docker recipes built from source only",
-        "triton_pr": "A Triton A/B: the Triton commit or ref in --triton-src the PR side builds, or a patch file "
-                     "on the base's Triton, with PyTorch the same on both sides (--pr left out; the images share "
-                     "PyTorch's layers); docker recipes built from source only",
-        "triton_base": "With --triton-pr: the base side's Triton commit or ref (default: the recipe's or the one "
-                       "PyTorch pins)",
+        "triton_pr": TRITON_PR_HELP + "; docker recipes built from source (the images share PyTorch's layers), "
+                     "or a local recipe: a Python-only patch as an overlay on the installed Triton",
+        "triton_base": TRITON_BASE_HELP,
         **SUITE_HELP,
         "kernel_warmup": "Warm-up calls per kernel before timing, 0 to 1,000,000 (default 10)",
         "kernel_iterations": "Timed calls per kernel, 1 to 1,000,000 (default 30)",

@@ -146,6 +146,14 @@ TRITON_REF_HELP = ("Triton commit or ref in the Triton clone to build instead of
                     "PyTorch pins (recorded in the lock as pin_source --triton-ref)")
 
 
+TRITON_PR_HELP = ("A Triton A/B: the PR side's Triton commit or ref in --triton-src, or a patch file that must apply "
+                  "to the base's Triton, with PyTorch the same on both sides (--pr left out)")
+
+
+TRITON_BASE_HELP = ("With --triton-pr: the base side's Triton commit or ref (default: the recipe's or the one PyTorch "
+                    "pins)")
+
+
 SAVE_BASE_HELP = ("Also docker save the base image into the store and list it in the lock, so a rebuild on a "
                    "machine without it loads it from the store")
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from invoke import task
 
@@ -16,6 +17,8 @@ from prbench.commands.cli import config_value, resolve_path, user_facing
 from prbench.commands.flags import (
     BUILD_HELP,
     SAVE_BASE_HELP,
+    TRITON_BASE_HELP,
+    TRITON_PR_HELP,
     TRITON_REF_HELP,
     optional_path,
     recipe_from,
@@ -25,18 +28,25 @@ from prbench.images.content_store import Store, StoreError, StoreItem, WheelTarg
 from prbench.images.wheels import size_text
 from prbench.sides.recipes import Recipe
 
+if TYPE_CHECKING:
+    from prbench.sides.pins import TritonPin
+
 ACTIONS = ("list", "verify", "export", "import", "fetch")
 
 
 @dataclass(frozen=True)
 class SourceSides:
     """What a source build's downloads depend on: the clones, the PyTorch refs of the sides (none: the recipe's
-    commit; ``installed`` is the recipe's commit too, as ``invoke compare`` takes it) and a Triton override."""
+    commit; ``installed`` is the recipe's commit too, as ``invoke compare`` takes it), a Triton override, or a
+    Triton A/B's two Tritons on one PyTorch (``triton_pr``, with ``triton_base``; as ``invoke compare`` takes
+    them)."""
 
     pytorch_src: Path | None = None
     triton_src: Path | None = None
     refs: tuple[str, ...] = ()
     triton_ref: str | None = None
+    triton_base: str | None = None
+    triton_pr: str | None = None
 
 
 def run_store_action(action: str, *, store_dir: str | None, file: Path | None, lock: Path | None,
@@ -54,8 +64,8 @@ def run_store_action(action: str, *, store_dir: str | None, file: Path | None, l
     if lock is not None and action != "export":
         raise UserError(f"store {action}: --lock is for export only")
     if sides is not None and sides != SourceSides() and action != "fetch":
-        raise UserError(f"store {action}: --pytorch-src, --triton-src, --triton-ref, --base and --pr are for fetch "
-                        "only")
+        raise UserError(f"store {action}: --pytorch-src, --triton-src, --triton-ref, --triton-base, --triton-pr, "
+                        "--base and --pr are for fetch only")
     store = Store.at(store_dir)
     if action == "list":
         list_items(store)
@@ -107,7 +117,8 @@ def fetch_recipe(store: Store, recipe: Recipe, sides: SourceSides) -> None:
     if recipe.is_venv:  # its venvs are this interpreter's (compare's default --python)
         if sides != SourceSides():
             raise UserError(f"store fetch: recipe {recipe.name} installs wheels; --pytorch-src, --triton-src, "
-                            "--triton-ref, --base and --pr are for recipes that build from source")
+                            "--triton-ref, --triton-base, --triton-pr, --base and --pr are for recipes that build "
+                            "from source")
         python = partial(python_wheel_target, sys.executable)
         items = wheels_for(store, [pin.requirement for pin in recipe.wheel_pins], python, pins=recipe.wheel_pins)
         items += wheels_for(store, list(recipe.pip_extra), python)
@@ -117,39 +128,63 @@ def fetch_recipe(store: Store, recipe: Recipe, sides: SourceSides) -> None:
     if not recipe.is_docker or recipe.base_image is None:
         raise UserError(f"store fetch: recipe {recipe.name} runs locally; fetch is for Docker and venv recipes "
                         "(their images and venvs install wheels from the store)")
-    clones = check_source_flags(recipe, sides.pytorch_src, sides.triton_src, sides.triton_ref)
+    clones = check_source_flags(recipe, sides.pytorch_src, sides.triton_src, sides.triton_ref, sides.triton_pr,
+                                sides.triton_base)
     if clones is None and (sides.pytorch_src is not None or sides.refs):
         raise UserError(f"store fetch: recipe {recipe.name} installs wheels; --pytorch-src, --base and --pr are for "
                         "recipes that build from source")
+    # Every side's commits (and a Triton A/B's patch) are checked before anything is fetched.
+    builds = _source_builds(store, recipe, clones, sides) if clones is not None else []
     target = base_image_target(recipe, store)
     items = wheels_for(store, [pin.requirement for pin in recipe.wheel_pins], target, pins=recipe.wheel_pins)
     items += wheels_for(store, list(recipe.pip_extra), target)
     sources = "" if recipe.is_wheel else " (a source build's own build requirements are fetched when it is built)"
     print(f"store {store.root}: {len({item.sha256 for item in items})} wheel(s) for recipe {recipe.name}{sources}")
     if clones is not None:
-        fetch_source_downloads(store, recipe, clones, sides, target)
+        fetch_source_downloads(store, recipe, clones, builds, sides.triton_ref, target)
 
 
-def fetch_source_downloads(store: Store, recipe: Recipe, clones: tuple[Path, Path], sides: SourceSides,
+def fetch_source_downloads(store: Store, recipe: Recipe, clones: tuple[Path, Path],
+                           builds: list[tuple[str, TritonPin | None]], triton_ref: str | None,
                            target: Callable[[], WheelTarget]) -> None:
     """Every file the recipe's PyTorch and Triton builds would download (``build_context.downloads_at``), for each
-    side's PyTorch commit and the Triton commit it builds with, into the store with its sha256."""
+    side's PyTorch commit and the Triton commit it builds with (``_source_builds``), into the store with its
+    sha256."""
     from prbench.images.build_context import downloads_at, fetch_download
-    from prbench.sides.pins import open_repo, resolve_commit, triton_source
+    from prbench.sides.pins import open_repo, triton_source
 
-    assert recipe.pytorch is not None
     repo = open_repo(clones[0], "--pytorch-src")
-    refs = [recipe.pytorch.commit if ref == "installed" else ref for ref in sides.refs] or [recipe.pytorch.commit]
     fetched: dict[str, StoreItem] = {}
-    for ref in dict.fromkeys(refs):
-        commit = resolve_commit(repo, ref, "--base/--pr")
-        triton_repo, pin = triton_source(recipe, repo, commit, clones[1], sides.triton_ref)
-        for download in downloads_at(recipe, (repo, commit), (triton_repo, pin.commit), target,
+    tritons: set[str] = set()
+    for commit, pin in builds:
+        triton_repo, chosen = triton_source(recipe, repo, commit, clones[1], triton_ref, pin)
+        tritons.add(chosen.commit)
+        for download in downloads_at(recipe, (repo, commit), (triton_repo, chosen.commit), target,
                                      partial(_base_rocm_version, recipe, store)):
             if download.url not in fetched:
                 fetched[download.url] = fetch_download(store, download, print)
     print(f"store {store.root}: {len(fetched)} build download(s) for recipe {recipe.name} at "
-          f"{len(dict.fromkeys(refs))} PyTorch commit(s)")
+          f"{len({commit for commit, _ in builds})} PyTorch commit(s) and {len(tritons)} Triton commit(s)")
+
+
+def _source_builds(store: Store, recipe: Recipe, clones: tuple[Path, Path],
+                   sides: SourceSides) -> list[tuple[str, TritonPin | None]]:
+    """Each side's PyTorch commit and the Triton pin it builds with (None: the recipe's, the one PyTorch pins, or
+    ``--triton-ref``'s); a Triton A/B's as ``invoke compare`` plans them (one PyTorch; the base's Triton and the
+    PR's, whose patch builds the base's commit once it is seen to apply)."""
+    from prbench.sides.pins import open_repo, resolve_commit
+
+    assert recipe.pytorch is not None
+    if sides.triton_pr is None:
+        repo = open_repo(clones[0], "--pytorch-src")
+        refs = [recipe.pytorch.commit if ref == "installed" else ref for ref in sides.refs] or [recipe.pytorch.commit]
+        return [(commit, None) for commit in dict.fromkeys(resolve_commit(repo, ref, "--base/--pr") for ref in refs)]
+    from prbench.compare.variant_plan import plan_docker
+
+    base = sides.refs[0] if sides.refs else "installed"  # check_one_pytorch: --pr, if given, is --base
+    plan = plan_docker(base, base, recipe, clones[0], store, triton_src=clones[1],
+                       triton_base=sides.triton_base, triton_pr=sides.triton_pr)
+    return [(side.pytorch_ref, side.triton) for side in (plan.base, plan.pr)]
 
 
 def _base_rocm_version(recipe: Recipe, store: Store) -> str:
@@ -329,20 +364,23 @@ def verify(ctx, lock, image=None):
                        "on ROCm) and the Triton build's (LLVM, ...) are fetched too",
         "triton_src": "fetch only, recipes built from source: the Triton clone holding each side's Triton commit",
         "triton_ref": "fetch only: " + TRITON_REF_HELP,
+        "triton_pr": "fetch only: " + TRITON_PR_HELP + "; both sides' Triton downloads are fetched (the PR's "
+                     "Triton may pin another LLVM)",
+        "triton_base": "fetch only: " + TRITON_BASE_HELP,
         "base": "fetch only: a base side's PyTorch ref in --pytorch-src (default: the recipe's commit)",
         "pr": "fetch only: a PR side's PyTorch ref in --pytorch-src (a patch file builds the base's commit)",
     },
 )
 @user_facing
 def store_task(ctx, action, file=None, lock=None, store=None, recipe=None, pytorch_src=None, triton_src=None,
-               triton_ref=None, base=None, pr=None):
+               triton_ref=None, base=None, pr=None, triton_base=None, triton_pr=None):
     """The content-addressed store of build inputs: list, verify, fetch a recipe's wheels, or move it to another
     machine as one tar."""
-    from pathlib import Path
+    from prbench.sides.pins import check_one_pytorch
 
-
+    check_one_pytorch(base, pr, triton_pr)
     refs = tuple(ref for ref in (base, pr) if ref and not Path(ref).is_file())
     sides = SourceSides(pytorch_src=optional_path(pytorch_src), triton_src=optional_path(triton_src), refs=refs,
-                        triton_ref=triton_ref)
+                        triton_ref=triton_ref, triton_base=triton_base, triton_pr=triton_pr)
     run_store_action(action, store_dir=store, file=optional_path(file), lock=optional_path(lock),
                      recipe=recipe_from(ctx, recipe) if recipe else None, sides=sides)

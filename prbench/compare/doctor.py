@@ -563,18 +563,16 @@ def check_store(s: Session) -> CheckResult:
 def _fetch_command(inputs: DoctorInputs) -> str:
     """The ``invoke store fetch`` that fills the store for what this doctor checked (the same clones and sides)."""
     words = ["invoke store fetch", f"--recipe {inputs.recipe.name}"]
+    # A Triton A/B's one fetch takes both sides' Triton downloads (the PR's may pin another LLVM); its PyTorch is
+    # --base's on both sides, so --pr is left out.
+    pr = None if inputs.triton_pr is not None else inputs.pr
     for flag, value in (("--pytorch-src", inputs.pytorch_src), ("--triton-src", inputs.triton_src),
-                        ("--triton-ref", inputs.triton_ref), ("--base", inputs.base), ("--pr", inputs.pr),
+                        ("--triton-ref", inputs.triton_ref), ("--triton-base", inputs.triton_base),
+                        ("--triton-pr", inputs.triton_pr), ("--base", inputs.base), ("--pr", pr),
                         ("--store", inputs.store)):
         if value is not None and not (flag == "--pr" and Path(str(value)).is_file()):
             words.append(f"{flag} {shlex.quote(str(value))}")
-    command = " ".join(words)
-    given = _triton_ab_commits(inputs)
-    if "pr" not in given:
-        return command
-    # A Triton A/B: the store fetch of each side's Triton (its downloads follow its tree: the LLVM it pins)
-    base = f"{command} --triton-ref {shlex.quote(given['base'][0])}" if "base" in given else command
-    return f"{base}, then {command} --triton-ref {shlex.quote(given['pr'][0])}"
+    return " ".join(words)
 
 
 def _missing_downloads(s: Session, store: Store) -> list[str]:
@@ -696,6 +694,25 @@ def check_local_torch(s: Session) -> CheckResult:
     return _ok(name, f"torch {facts['torch']} on Python {facts['python']} ({s.inputs.python}); {device}")
 
 
+def check_triton_patch(s: Session) -> CheckResult:
+    """A local recipe's Triton A/B: the --triton-pr patch applies to the installed Triton (its overlay is built in a
+    scratch directory, as compare builds it for the PR side)."""
+    from prbench.sides.overlay import installed_package_dir
+    from prbench.sides.triton_overlay import PACKAGE, triton_overlay
+
+    name = "triton patch"
+    if s.inputs.triton_pr is None:
+        return CheckResult(name, "skip", "no --triton-pr (a Triton A/B of the installed Triton)")
+    try:
+        overlay = triton_overlay(Path(s.inputs.triton_pr))
+        package = installed_package_dir(s.inputs.python, PACKAGE)
+        overlay.check_applies(package)
+    except UserError as exc:
+        return _fail(name, str(exc))
+    return _ok(name, f"{Path(s.inputs.triton_pr).name} applies to the installed Triton ({package}) as an overlay of "
+                     f"{len(overlay.files)} file(s)")
+
+
 # --- the list -----------------------------------------------------------------------------------------------------
 
 
@@ -724,7 +741,8 @@ _EXPERIMENT = Check("experiment", check_experiment)
 CHECKS: dict[str, tuple[Check, ...]] = {
     "source": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, *_SOURCES, _STORE, _EXPERIMENT),
     "wheel": (_ENGINE, _BASE, _PYTHON, _DISK, *_GPUS, _STORE, _CONTENTS, _EXPERIMENT),
-    "local": (Check("torch", check_local_torch), *_GPUS, _DISK, _EXPERIMENT),
+    "local": (Check("torch", check_local_torch), Check("triton patch", check_triton_patch), *_GPUS, _DISK,
+              _EXPERIMENT),
     "venv": (Check("venv python", check_venv_python), *_GPUS, _DISK, _CONTENTS, _EXPERIMENT),
 }
 

@@ -159,11 +159,9 @@ def check_sources(request: CompareRequest) -> tuple[Path, Path] | None:
     """The request's Triton flags and, for a Docker recipe built from source, both clones (given, or local in the
     recipe): one line naming the flag, before anything is written (`prbench.sides.pins.check_source_flags`);
     the clones (None: nothing is built from source)."""
-    from prbench.sides.pins import check_source_flags
+    from prbench.sides.pins import check_one_pytorch, check_source_flags
 
-    if request.triton_pr is not None and request.pr != request.base:
-        raise UserError(f"--pr {request.pr}: a Triton A/B (--triton-pr) keeps PyTorch the same on both sides; leave "
-                        "--pr out (or give the --base commit), and compare PyTorch changes in a run of their own")
+    check_one_pytorch(request.base, request.pr, request.triton_pr)
     return check_source_flags(request.recipe, request.pytorch_src, request.triton_src, request.triton_ref,
                               request.triton_pr, request.triton_base)
 
@@ -179,7 +177,7 @@ def plan(request: CompareRequest) -> ComparePlan:
         return plan_docker(request.base, request.pr, request.recipe, request.pytorch_src, Store.at(request.store),
                            triton_src=request.triton_src, triton_ref=request.triton_ref,
                            triton_base=request.triton_base, triton_pr=request.triton_pr)
-    return plan_local(request.base, request.pr, request.pytorch_src, request.python)
+    return plan_local(request.base, request.pr, request.pytorch_src, request.python, request.triton_pr)
 
 
 def run_compare(request: CompareRequest, console: Console | None = None) -> tuple[Run, Any]:
@@ -229,7 +227,8 @@ def _compare(request: CompareRequest, console: Console, compare_plan: ComparePla
         sides: list[_Side] = []
         triton_ab = compare_plan.triton_ab
         if triton_ab is not None:
-            console.print(f"a Triton A/B: {triton_ab.commits()}, one PyTorch on both sides (its layers built once)",
+            pytorch = "installed" if compare_plan.local is not None else "its layers built once"
+            console.print(f"a Triton A/B: {triton_ab.commits()}, one PyTorch on both sides ({pytorch})",
                           markup=False, highlight=False)
         for plan_side in (compare_plan.base, compare_plan.pr):
             console.print(f"[bold]{plan_side.name}[/]: {plan_side.how}")

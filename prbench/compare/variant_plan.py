@@ -20,7 +20,6 @@ commit on both sides, so its layers are one build).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import subprocess
 from collections.abc import Callable
@@ -29,11 +28,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from foundation.errors import UserError
-from foundation.formats.triton_ab import FLAGS, PIN_BUMP, TritonAB
+from foundation.formats.triton_ab import FLAGS, INSTALLED_OVERLAY, PIN_BUMP, TritonAB
 from prbench.images.image_lock import cpu_facts, cpu_model
 from prbench.sides import gitrefs
 from prbench.sides.overlay import PythonOverlay, installed_package_dir
 from prbench.sides.recipes import UNPINNED, Recipe, WheelPin
+from prbench.sides.triton_overlay import patch_label, triton_overlay
 
 if TYPE_CHECKING:
     import git
@@ -111,8 +111,12 @@ def describe_local_environment(python: str) -> LocalEnvironment:
     return LocalEnvironment(json.loads(proc.stdout))
 
 
-def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str) -> ComparePlan:
-    """Plan both sides for the local runner (installed torch + overlays)."""
+def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str,
+               triton_pr: str | None = None) -> ComparePlan:
+    """Plan both sides for the local runner (installed torch + overlays); ``triton_pr``, a Python-only Triton patch:
+    a Triton A/B of the installed Triton, the PR side that Triton with the patch as an overlay."""
+    if triton_pr is not None:
+        return _plan_local_triton(base, Path(triton_pr), python)
     repo = gitrefs.open_repo(pytorch_src) if pytorch_src else None
     for name, spec in (("base", base), ("pr", pr)):
         _refuse_what_needs_no_torch(name, spec, repo)
@@ -130,6 +134,24 @@ def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str) -> Com
         merge_base = gitrefs.merge_base(repo, base_plan.pytorch_ref, pr_plan.pytorch_ref)
     return ComparePlan(base=base_plan, pr=pr_plan, installed_commit=installed_commit, merge_base=merge_base,
                        local=local)
+
+
+def _plan_local_triton(base: str, patch: Path, python: str) -> ComparePlan:
+    """One installed torch and Triton on both sides; the PR's Triton is the installed one with ``patch`` as an
+    overlay (a shadow ``triton`` package first on the PR side's PYTHONPATH), seen to apply before any work."""
+    if base != INSTALLED:
+        raise UserError(f"--base {base}: a Triton A/B on a local recipe runs the installed torch as is on both sides; "
+                        "leave --base out (or give 'installed')")
+    overlay = triton_overlay(patch)
+    overlay.check_applies(installed_package_dir(python, overlay.package))  # found without importing torch
+    local = describe_local_environment(python)
+    version = local.facts.get("triton") or "installed"  # found above; None: it did not import with torch
+    base_plan = VariantPlan("base", INSTALLED, None, f"installed torch {local.torch_version}, Triton {version} as is")
+    pr_plan = VariantPlan("pr", INSTALLED, overlay, f"installed torch {local.torch_version}, Triton {version} + "
+                          f"Python overlay {patch.name} ({len(overlay.files)} files)")
+    record = TritonAB(version, version, None, None, INSTALLED_OVERLAY, pytorch=local.torch_commit,
+                      pr_patch=patch_label(patch))
+    return ComparePlan(base_plan, pr_plan, local.torch_commit, None, local=local, triton_ab=record)
 
 
 def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
@@ -167,11 +189,11 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
         if Path(triton_pr).is_file():  # a patch on the base's Triton
             assert base_side.triton is not None
             patch = Path(triton_pr).resolve()
-            text = check_patch_at_commit(patch, clones[1], base_side.triton.commit, "--triton-pr", "Triton")
+            check_patch_at_commit(patch, clones[1], base_side.triton.commit, "--triton-pr", "Triton")
             patched = dataclasses.replace(side("pr", base_sha, pin=base_side.triton,
                                                layer=f" + patch {patch.name}"), triton_patch=patch)
             return _triton_ab(base_side, patched, clones[1], FLAGS,
-                              pr_patch=f"{patch.name} sha256:{hashlib.sha256(text.encode()).hexdigest()[:12]}")
+                              pr_patch=patch_label(patch))
         pr_pin = pins.TritonPin(pins.resolve_commit(triton_repo, triton_pr, pins.TRITON_PR), pins.TRITON_PR)
         return _triton_ab(base_side, side("pr", base_sha, pin=pr_pin), clones[1], FLAGS)
     base_plan = side("base", base_sha)
@@ -262,11 +284,15 @@ def _wheel_side(name: str, spec: str, recipe: Recipe, store: Store, target) -> V
 
 
 def local_lock(side: VariantPlan, local: LocalEnvironment) -> dict[str, object]:
-    """What identifies a local environment: the interpreter, torch, Triton, the overlay and the host."""
+    """What identifies a local environment: the interpreter, torch, Triton, the overlay (and the package it shadows)
+    and the host."""
     return {
         "runner": "local",
         "pytorch_ref": side.pytorch_ref,
         "overlay_sha256": side.overlay.sha256 if side.overlay else None,
+        # the package the overlay shadows: torch, or a Triton A/B's triton (the patch and its files, by name)
+        **({"overlay": {"package": side.overlay.package, "origin": Path(side.overlay.origin).name,
+                        "files": [f.path for f in side.overlay.files]}} if side.overlay else {}),
         "environment": {**local.facts, "cpu": cpu_model(), **cpu_facts()},
     }
 

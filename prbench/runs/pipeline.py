@@ -126,7 +126,8 @@ class Pipeline:
         python_path: list[Path] = []
         if overlay is not None:
             atomic_io.write_text(VariantLayout(directory).overlay_patch, overlay.patch_text)
-            shadow = overlay.materialize(VariantLayout(directory).overlay_shadow, installed_package_dir(python))
+            installed = installed_package_dir(python, overlay.package)  # torch, or a Triton A/B's triton
+            shadow = overlay.materialize(VariantLayout(directory).overlay_shadow, installed)
             python_path.append(shadow)
         description = {
             **variant.describe(),

@@ -1,10 +1,11 @@
-"""Python overlays: run a Python-only PyTorch PR on the installed binary without a rebuild.
+"""Python overlays: run a Python-only PyTorch PR (or, in a Triton A/B, a Python-only Triton patch) on the
+installed binary without a rebuild.
 
-The overlay is a shadow ``torch`` package: a directory tree that mirrors the installed package with
-symlinks, except along the paths the PR changes, where directories are real and the changed ``.py`` files
-are real files with the PR applied. Putting its parent first on ``PYTHONPATH`` makes ``import torch`` load
-the PR's Python on top of the installed compiled libraries. A diff that touches anything but Python
-files is refused: that needs a rebuild (a Docker recipe).
+The overlay is a shadow ``torch`` (or ``triton``: `PythonOverlay.package`) package: a directory tree that mirrors
+the installed package with symlinks, except along the paths the PR changes, where directories are real and the
+changed ``.py`` files are real files with the PR applied. Putting its parent first on ``PYTHONPATH`` makes
+``import torch`` load the PR's Python on top of the installed compiled libraries. A diff that touches anything but
+Python files is refused: that needs a rebuild (a Docker recipe).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from prbench.sides.local_torch import installed_torch
 from prbench.sides.patches import MAX_PATCH_BYTES, apply_error_at_commit, special_file_change
 
 PACKAGE = "torch"
+_PROJECT = {"torch": "PyTorch", "triton": "Triton"}  # what a Docker recipe rebuilds for a package's compiled code
 _DIFF_GIT = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
 _PLUS_MINUS = re.compile(r"^(---|\+\+\+) (?:[ab]/)?(\S+)")
 
@@ -37,12 +39,14 @@ class ChangedFile:
 
 @dataclass(frozen=True)
 class PythonOverlay:
-    """A validated Python-only diff against the PyTorch source tree."""
+    """A validated Python-only diff against the PyTorch source tree (paths from its root, the package's ``torch/…``;
+    a Triton patch's paths are made the installed package's ``triton/…`` first)."""
 
     patch_text: str
-    files: tuple[ChangedFile, ...]  # the files inside the torch package that the overlay changes
+    files: tuple[ChangedFile, ...]  # the files inside the package that the overlay changes
     ignored: tuple[str, ...]  # Python files outside the package (tests, benchmarks): no effect at run time
     origin: str
+    package: str = PACKAGE  # the installed package it shadows: torch, or triton (prbench.sides.triton_overlay)
 
     @property
     def sha256(self) -> str:
@@ -50,21 +54,14 @@ class PythonOverlay:
 
     @classmethod
     def from_patch_file(cls, path: Path, flag: str = "--overlay") -> PythonOverlay:
-        if not Path(path).exists():
-            raise UserError(f"{flag} {path}: no such patch file")
-        try:  # a regular file (a FIFO would never end), bounded
-            text = read_bytes(path, "a unified diff", MAX_PATCH_BYTES).decode("utf-8")
-        except UserError as exc:
-            raise UserError(f"{flag} {exc}") from None
-        except UnicodeDecodeError as exc:
-            raise UserError(f"{flag} {path}: cannot read the patch ({exc})") from None
-        return cls.from_text(text, origin=str(path), flag=f"{flag} {path}")
+        return cls.from_text(read_patch(path, flag), origin=str(path), flag=f"{flag} {path}")
 
     @classmethod
-    def from_text(cls, text: str, origin: str, flag: str) -> PythonOverlay:
+    def from_text(cls, text: str, origin: str, flag: str, package: str = PACKAGE) -> PythonOverlay:
         changed = _changed_paths(text)
         if not changed:
-            raise UserError(f"{flag}: no file changes found (expected a unified diff against the PyTorch tree)")
+            raise UserError(f"{flag}: no file changes found (expected a unified diff against the {_PROJECT[package]} "
+                            "tree)")
         if "GIT binary patch" in text or "\nBinary files " in text:
             raise UserError(f"{flag}: the diff has binary changes; a Python overlay takes .py files only")
         special = special_file_change(text)
@@ -76,23 +73,23 @@ class PythonOverlay:
             shown = ", ".join(not_python[:3]) + (f" and {len(not_python) - 3} more" if len(not_python) > 3 else "")
             raise UserError(
                 f"{flag}: touches non-Python files ({shown}); a Python overlay cannot change compiled code, "
-                "use a Docker recipe to rebuild PyTorch"
+                f"use a Docker recipe to rebuild {_PROJECT[package]}"
             )
-        in_package = tuple(ChangedFile(p, deleted) for p, deleted in changed if p.startswith(f"{PACKAGE}/"))
-        ignored = tuple(p for p, _ in changed if not p.startswith(f"{PACKAGE}/"))
+        in_package = tuple(ChangedFile(p, deleted) for p, deleted in changed if p.startswith(f"{package}/"))
+        ignored = tuple(p for p, _ in changed if not p.startswith(f"{package}/"))
         if not in_package:
-            raise UserError(f"{flag}: changes no file inside the {PACKAGE}/ package, so it cannot change what runs")
-        return cls(patch_text=text, files=in_package, ignored=ignored, origin=origin)
+            raise UserError(f"{flag}: changes no file inside the {package}/ package, so it cannot change what runs")
+        return cls(patch_text=text, files=in_package, ignored=ignored, origin=origin, package=package)
 
     def materialize(self, dest: Path, installed_package: Path) -> Path:
         """Build the shadow package under ``dest`` (replacing any previous one); return the PYTHONPATH entry."""
         if dest.exists():
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
-        relative = [Path(f.path).relative_to(PACKAGE) for f in self.files]
-        _mirror(installed_package, dest / PACKAGE, _prefixes(relative))
+        relative = [Path(f.path).relative_to(self.package) for f in self.files]
+        _mirror(installed_package, dest / self.package, _prefixes(relative))
         for rel in relative:
-            target = dest / PACKAGE / rel
+            target = dest / self.package / rel
             if target.is_symlink():
                 real = target.resolve()
                 target.unlink()
@@ -100,7 +97,7 @@ class PythonOverlay:
         self._apply(dest)
         for f, rel in zip(self.files, relative, strict=True):
             # git apply skips, without a word, files that --include does not match after -p stripping.
-            target, original = dest / PACKAGE / rel, installed_package / rel
+            target, original = dest / self.package / rel, installed_package / rel
             if f.deleted:
                 unchanged = target.exists()
             else:
@@ -142,25 +139,38 @@ class PythonOverlay:
         # Only the package's files are applied: tests and benchmarks in the diff are not in the shadow tree.
         # The ceiling stops git from treating an enclosing repository (the runs dir may sit in one) as ours.
         env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(dest.parent.resolve())}
-        base = ["git", "apply", f"-p{strip_level(self.patch_text)}", f"--include={PACKAGE}/*", "--whitespace=nowarn"]
+        base = ["git", "apply", f"-p{strip_level(self.patch_text)}", f"--include={self.package}/*",
+                "--whitespace=nowarn"]
         for check in (["--check"], []):
             proc = subprocess.run(
                 [*base, *check, "-"], input=self.patch_text, text=True, cwd=dest, env=env, capture_output=True
             )
             if proc.returncode != 0:
                 first = (proc.stderr.strip().splitlines() or ["git apply failed"])[0]
-                raise UserError(
-                    f"overlay {self.origin}: does not apply to the installed torch ({first}); "
-                    "is --base the installed torch's commit?"
-                )
+                hint = ("is --base the installed torch's commit?" if self.package == PACKAGE
+                        else f"is it a patch on the installed {_PROJECT[self.package]}'s version?")
+                raise UserError(f"overlay {self.origin}: does not apply to the installed {self.package} ({first}); "
+                                f"{hint}")
 
 
-def installed_package_dir(python: str) -> Path:
-    """Where ``python`` imports torch from (the installed package the overlay shadows)."""
-    found = installed_torch(python)
+def installed_package_dir(python: str, package: str = PACKAGE) -> Path:
+    """Where ``python`` imports torch (or ``package``) from: the installed package the overlay shadows."""
+    found = installed_torch(python, package)
     if found is None or found.package is None:
-        raise UserError(f"--python {python}: cannot import torch there")
+        raise UserError(f"--python {python}: cannot import {package} there")
     return found.package
+
+
+def read_patch(path: Path, flag: str) -> str:
+    """A patch file's text, bounded (a regular file: a FIFO would never end); one line naming ``flag`` otherwise."""
+    if not Path(path).exists():
+        raise UserError(f"{flag} {path}: no such patch file")
+    try:
+        return read_bytes(path, "a unified diff", MAX_PATCH_BYTES).decode("utf-8")
+    except UserError as exc:
+        raise UserError(f"{flag} {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{flag} {path}: cannot read the patch ({exc})") from None
 
 
 def _changed_paths(text: str) -> list[tuple[str, bool]]:

@@ -127,10 +127,21 @@ def clone_path(recipe: Recipe, key: str, explicit: Path | None) -> Path:
 
 def check_triton_flags(recipe: Recipe, triton_src: Path | None, triton_ref: str | None, triton_pr: str | None,
                        triton_base: str | None) -> bool:
-    """The Triton flags together, nothing read (one line naming the flag): none where the recipe builds no Triton,
-    --triton-base only with --triton-pr, --triton-ref not with it. True when the recipe builds from source."""
+    """The Triton flags together, nothing read (one line naming the flag): none where the recipe builds no Triton
+    but a local recipe's --triton-pr patch file (an overlay on the installed Triton), --triton-base only with
+    --triton-pr, --triton-ref not with it. True when the recipe builds from source."""
     flags = (("--triton-src", triton_src), ("--triton-ref", triton_ref), ("--triton-pr", triton_pr),
              ("--triton-base", triton_base))
+    if recipe.runner == "local" and triton_pr is not None:
+        if not Path(triton_pr).is_file():
+            raise UserError(f"--triton-pr {triton_pr}: recipe {recipe.name} runs the installed torch and Triton; "
+                            "there a Triton A/B takes a Python-only patch file on the installed Triton (a Triton "
+                            "commit needs a docker recipe that builds from source)")
+        given = [flag for flag, value in flags if value is not None and flag != "--triton-pr"]
+        if given:
+            raise UserError(f"{given[0]}: recipe {recipe.name} runs the installed Triton, the base of its Triton A/B "
+                            f"(leave {given[0]} out)")
+        return False
     if not recipe.is_docker or recipe.is_wheel or recipe.pytorch is None or recipe.triton is None:
         what = "installs wheels" if recipe.is_docker else "runs an installed torch"
         for flag, value in flags:
@@ -144,6 +155,14 @@ def check_triton_flags(recipe: Recipe, triton_src: Path | None, triton_ref: str 
         raise UserError("--triton-ref: builds one Triton on both sides; a Triton A/B (--triton-pr) names each "
                         "side's (--triton-base, default the pinned one): leave --triton-ref out")
     return True
+
+
+def check_one_pytorch(base: str | None, pr: str | None, triton_pr: str | None) -> None:
+    """A Triton A/B (``triton_pr``) keeps PyTorch the same on both sides: ``--pr``, when given, is ``--base``'s
+    (``installed`` when ``--base`` is not given)."""
+    if triton_pr is not None and pr is not None and pr != (base or "installed"):
+        raise UserError(f"--pr {pr}: a Triton A/B (--triton-pr) keeps PyTorch the same on both sides; leave --pr "
+                        "out (or give the --base commit), and compare PyTorch changes in a run of their own")
 
 
 def check_source_flags(recipe: Recipe, pytorch_src: Path | None, triton_src: Path | None,
