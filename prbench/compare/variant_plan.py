@@ -182,7 +182,7 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
         return VariantPlan(name, sha, overlay, how, triton=pin)
 
     if triton_pr is not None:
-        triton_repo = pins.open_repo(clones[1], "--triton-src")
+        triton_repo = gitrefs.open_repo(clones[1], "--triton-src")
         base_pin = (pins.TritonPin(pins.resolve_commit(triton_repo, triton_base, pins.TRITON_BASE), pins.TRITON_BASE)
                     if triton_base is not None else None)
         base_side = side("base", base_sha, pin=base_pin)
@@ -223,7 +223,7 @@ def _triton_ab(base: VariantPlan, pr: VariantPlan, triton_clone: Path, reason: s
     if base.triton.commit == pr.triton.commit and pr.triton_patch is None:
         raise UserError(f"--triton-pr: Triton {pr.triton.commit[:12]} is also the base's ({base.triton.source}); "
                         "a Triton A/B needs two commits")
-    repo = pins.open_repo(triton_clone, "--triton-src")
+    repo = gitrefs.open_repo(triton_clone, "--triton-src")
     record = TritonAB(base.triton.commit, pr.triton.commit, pins.llvm_pin(repo, base.triton.commit),
                       pins.llvm_pin(repo, pr.triton.commit), reason, pin_file, base.pytorch_ref, pr_patch)
     return ComparePlan(base, pr, None, None, triton_ab=record)

@@ -30,6 +30,7 @@ from pathlib import Path
 import git
 
 from foundation.errors import UserError
+from prbench.sides.gitrefs import open_repo
 from prbench.sides.recipes import Recipe
 
 _SHA_RE = re.compile(r"[0-9a-f]{40}")  # fullmatch: "$" would let a trailing newline through
@@ -84,14 +85,6 @@ class SourceTree:
 def pin_candidates(platform: str) -> list[str]:
     names = _PIN_NAMES.get(platform, ("triton.txt",))
     return [f"{folder}/{name}" for name in names for folder in _PIN_DIRS]
-
-
-def open_repo(path: Path, what: str) -> git.Repo:
-    """A local clone as a GitPython repo, or a one-line error naming the flag-like ``what``."""
-    try:
-        return git.Repo(path)
-    except (git.NoSuchPathError, git.InvalidGitRepositoryError):
-        raise UserError(f"{what}: {path} is not a git clone") from None
 
 
 def resolve_commit(repo: git.Repo, rev: str, what: str) -> str:
