@@ -200,3 +200,27 @@ def test_a_pr_that_breaks_the_backward_fails_training_numerics_and_passes_infere
     assert "loss" not in failed  # the forward is the same
     recorded = read_model_outputs(outputs_path(tmp_path / "base" / "training", "BertForMaskedLM"))
     assert any(name.startswith("param.") for name in recorded.role("compiled"))  # weights after the optimizer step
+
+
+@pytest.mark.integration
+def test_a_model_that_cannot_run_in_float64_keeps_its_outputs_and_says_why(tmp_path: Path) -> None:
+    """XGLMForCausalLM, one of the HF list's models, fails in float64 (its attention mask's fill value overflows
+    a float): the suite still records its eager and compiled outputs for the base-vs-PR check, without the
+    float64 reference, and says why."""
+    import torch._dynamo
+
+    from analysis.models.numerics import outputs_path, read_model_outputs
+    from stages.suite import step_factory, timed_step
+    from stages.support import hf_models
+    from stages.support.numerics import record_outputs
+
+    torch._dynamo.reset()
+    built = hf_models.build("XGLMForCausalLM", mode="inference")
+    step = timed_step(built.model, "inference", "float32", "cpu", "eager")
+    record_outputs(tmp_path, "XGLMForCausalLM", built, step, "inference", "float32",
+                   step_factory("inference", "float32", "cpu"), None)
+
+    recorded = read_model_outputs(outputs_path(tmp_path, "XGLMForCausalLM"))
+    assert recorded.meta["error"] is None
+    assert recorded.meta["fp64"] is False and "overflow" in recorded.meta["fp64_error"]
+    assert recorded.role("eager") and recorded.role("compiled") and not recorded.role("fp64")

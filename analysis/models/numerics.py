@@ -11,7 +11,8 @@ side, one ``<variant>/suite/outputs/<model>.npz`` (numpy's own format: no torch 
   parameters after the optimizer step (``param.<parameter>``); bfloat16/float16 values are stored as float32
   (exactly);
 * ``meta``: a JSON text ``{"format": 1, "dtype", "mode", "vs_eager": null | why not compared, "fp64": bool,
-  "seconds": what recording cost, "error": null | why nothing was recorded}``.
+  "fp64_error": null | why the float64 reference could not run (absent in older files), "seconds": what
+  recording cost, "error": null | why nothing was recorded}``.
 
 Per model the checks are: PR vs base (compiled), base compiled vs eager, PR compiled vs eager, and eager PR vs
 base (the harness's own check that both sides ran the same inputs: with an Inductor-only PR it is bit-identical).

@@ -46,10 +46,10 @@ def record_outputs(suite_dir: Path, name: str, built: Any, timed: Any, mode: str
     whatever the timed steps did to them.
     """
     started = time.monotonic()
-    meta: dict[str, Any] = {"dtype": dtype, "mode": mode, "vs_eager": None, "fp64": False, "error": None}
+    meta: dict[str, Any] = {"dtype": dtype, "mode": mode, "vs_eager": None, "fp64": False, "fp64_error": None,
+                            "error": None}
     arrays: dict[str, Any] = {}
     try:
-        import torch
 
         picked = _grad_subset(built.model) if mode == "training" else []
         for role, step in (("eager", timed.eager), ("compiled", timed.compiled)):
@@ -60,16 +60,29 @@ def record_outputs(suite_dir: Path, name: str, built: Any, timed: Any, mode: str
             meta["vs_eager"] = "dropout: Inductor draws other random numbers than eager"
         elif _parameter_bytes(built.model, 8) <= FP64_LIMIT_BYTES:
             _restore(built.model, initial)
-            reference = copy.deepcopy(built.model).to(torch.float64)
-            inputs = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in built.inputs.items()}
-            arrays.update(_role("fp64", _call(new_step(reference, reference=True), reference, inputs, mode, picked)))
-            meta["fp64"] = True
-            del reference
+            meta["fp64"], meta["fp64_error"] = _record_fp64(built, mode, new_step, picked, arrays)
     except Exception as exc:  # recording must never cost the model its timing
         traceback.print_exc()
         arrays, meta["error"] = {}, f"recording the outputs failed: {type(exc).__name__}: {exc}"[:300]
     meta["seconds"] = round(time.monotonic() - started, 3)
     write_model_outputs(outputs_path(suite_dir, name), arrays, meta)
+
+
+def _record_fp64(built: Any, mode: str, new_step: Callable[..., Callable[[Any, dict[str, Any]], Any]],
+                 picked: list[str], arrays: dict[str, Any]) -> tuple[bool, str | None]:
+    """The float64 eager reference into ``arrays``: (recorded, why not). Some models cannot run in float64
+    (XGLMForCausalLM fills its attention mask with a value no float32 holds once converted; gpt-oss-20b's grouped
+    matmul has no double kernel): their eager and compiled outputs are still compared, only without the float64
+    arbiter for outputs outside the tolerance."""
+    import torch
+
+    try:
+        reference = copy.deepcopy(built.model).to(torch.float64)
+        inputs = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in built.inputs.items()}
+        arrays.update(_role("fp64", _call(new_step(reference, reference=True), reference, inputs, mode, picked)))
+    except Exception as exc:  # the reference is optional: the model's own outputs are kept
+        return False, f"{type(exc).__name__}: {exc}"[:300]
+    return True, None
 
 
 def snapshot(model: Any) -> dict[str, Any]:
