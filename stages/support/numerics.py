@@ -50,7 +50,6 @@ def record_outputs(suite_dir: Path, name: str, built: Any, timed: Any, mode: str
                             "error": None}
     arrays: dict[str, Any] = {}
     try:
-
         picked = _grad_subset(built.model) if mode == "training" else []
         for role, step in (("eager", timed.eager), ("compiled", timed.compiled)):
             _restore(built.model, initial)
