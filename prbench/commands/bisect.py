@@ -81,7 +81,7 @@ from prbench.compare.variant_plan import INSTALLED
 from prbench.runners import StageFailed
 from prbench.runs.run_lock import RunLock
 from prbench.runs.run_store import REPORT_DIR, RunStore, check_run_id
-from prbench.sides import gitrefs
+from prbench.sides import pins
 from prbench.sides.recipes import Recipe
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -120,8 +120,8 @@ def first_parent_commits(clone: Path, good: str, bad: str,
     """The good commit, then every first-parent commit after it up to the bad one (one-line errors naming
     ``flags``, the good and the bad endpoint's)."""
     good_flag, bad_flag = flags
-    repo = gitrefs.open_repo(clone)
-    good_sha, bad_sha = gitrefs.resolve(repo, good, good_flag), gitrefs.resolve(repo, bad, bad_flag)
+    repo = pins.open_repo(clone)
+    good_sha, bad_sha = pins.resolve(repo, good, good_flag), pins.resolve(repo, bad, bad_flag)
     if good_sha == bad_sha:
         raise UserError(f"{bad_flag}={bad}: the same commit as {good_flag}; give a later commit")
     if repo.git.merge_base(good_sha, bad_sha) != good_sha:
@@ -271,7 +271,7 @@ def _range(request: BisectRequest) -> list[Commit]:
     clones = check_sources(sources)
     assert clones is not None, "a Docker recipe built from source has both clones"
     commits = first_parent_commits(clones[1], request.good, request.bad, request.flags)
-    gitrefs.resolve(gitrefs.open_repo(clones[0]), _fixed_pytorch(request), "--pytorch-ref")  # every step's
+    pins.resolve(pins.open_repo(clones[0]), _fixed_pytorch(request), "--pytorch-ref")  # every step's
     return commits
 
 
@@ -475,11 +475,10 @@ def bisect(ctx, pytorch_src=None, good=None, bad=None, model=None, kernel=None, 
     from rich.console import Console
 
     from prbench.compare.driver import CompareRequest, KernelSettings
-    from prbench.sides.gitrefs import open_repo
 
     check_target_flags(model, kernel, from_run)
     if pytorch_src:
-        open_repo(resolve_path(pytorch_src))
+        pins.open_repo(resolve_path(pytorch_src))
     loaded = recipe_from(ctx, recipe)
     fixed = pytorch_ref or "installed"  # a Triton range's PyTorch, on both sides of every step
     compare = CompareRequest(

@@ -151,8 +151,7 @@ def fetch_source_downloads(store: Store, recipe: Recipe, clones: tuple[Path, Pat
     side's PyTorch commit and the Triton commit it builds with (``_source_builds``), into the store with its
     sha256."""
     from prbench.images.build_context import downloads_at, fetch_download
-    from prbench.sides.gitrefs import open_repo
-    from prbench.sides.pins import triton_source
+    from prbench.sides.pins import open_repo, triton_source
 
     repo = open_repo(clones[0], "--pytorch-src")
     fetched: dict[str, StoreItem] = {}
@@ -173,8 +172,7 @@ def _source_builds(store: Store, recipe: Recipe, clones: tuple[Path, Path],
     """Each side's PyTorch commit and the Triton pin it builds with (None: the recipe's, the one PyTorch pins, or
     ``--triton-ref``'s); a Triton A/B's as ``invoke compare`` plans them (one PyTorch; the base's Triton and the
     PR's, whose patch builds the base's commit once it is seen to apply)."""
-    from prbench.sides.gitrefs import open_repo
-    from prbench.sides.pins import resolve_commit
+    from prbench.sides.pins import open_repo, resolve_commit
 
     assert recipe.pytorch is not None
     if sides.triton_pr is None:

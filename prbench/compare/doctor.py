@@ -457,8 +457,7 @@ def _sides(s: Session) -> dict[str, tuple[str, str]]:
 
 
 def check_pytorch_commits(s: Session) -> CheckResult:
-    from prbench.sides.gitrefs import open_repo
-    from prbench.sides.pins import clone_path, resolve_commit
+    from prbench.sides.pins import clone_path, open_repo, resolve_commit
 
     name = "pytorch commits"
     try:
@@ -514,9 +513,8 @@ def _triton_ab_commits(inputs: DoctorInputs) -> dict[str, tuple[str, str]]:
 
 
 def check_triton_commits(s: Session) -> CheckResult:
-    from prbench.sides.gitrefs import open_repo
     from prbench.sides.patches import check_patch_at_commit
-    from prbench.sides.pins import clone_path, resolve_commit
+    from prbench.sides.pins import clone_path, open_repo, resolve_commit
 
     name = "triton commits"
     if not s.triton_commits:

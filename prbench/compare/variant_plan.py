@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from foundation.errors import UserError
 from foundation.formats.triton_ab import FLAGS, INSTALLED_OVERLAY, PIN_BUMP, TritonAB
 from prbench.images.image_lock import cpu_facts, cpu_model
-from prbench.sides import gitrefs
+from prbench.sides import pins
 from prbench.sides.overlay import PythonOverlay, installed_package_dir
 from prbench.sides.recipes import UNPINNED, Recipe, WheelPin
 from prbench.sides.triton_overlay import patch_label, triton_overlay
@@ -117,7 +117,7 @@ def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str,
     a Triton A/B of the installed Triton, the PR side that Triton with the patch as an overlay."""
     if triton_pr is not None:
         return _plan_local_triton(base, Path(triton_pr), python)
-    repo = gitrefs.open_repo(pytorch_src) if pytorch_src else None
+    repo = pins.open_repo(pytorch_src) if pytorch_src else None
     for name, spec in (("base", base), ("pr", pr)):
         _refuse_what_needs_no_torch(name, spec, repo)
     local = describe_local_environment(python)
@@ -131,7 +131,7 @@ def plan_local(base: str, pr: str, pytorch_src: Path | None, python: str,
             side.overlay.check_applies(package)
     merge_base = None
     if repo is not None and _is_sha(base_plan.pytorch_ref) and _is_sha(pr_plan.pytorch_ref):
-        merge_base = gitrefs.merge_base(repo, base_plan.pytorch_ref, pr_plan.pytorch_ref)
+        merge_base = pins.merge_base(repo, base_plan.pytorch_ref, pr_plan.pytorch_ref)
     return ComparePlan(base=base_plan, pr=pr_plan, installed_commit=installed_commit, merge_base=merge_base,
                        local=local)
 
@@ -163,7 +163,6 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
     the Triton clone now (before anything is built); or, for a wheel recipe, installed from each side's wheel.
     ``triton_pr`` (with ``triton_base``, default the base's Triton) makes it a Triton A/B of the base PyTorch, as a
     PR that only moves the Triton pin does."""
-    from prbench.sides import pins
     from prbench.sides.patches import check_patch_at_commit
 
     clones = pins.check_source_flags(recipe, pytorch_src, triton_src, triton_ref, triton_pr)
@@ -171,9 +170,9 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
         from prbench.images.content_store import Store
 
         return _plan_wheels(base, pr, recipe, store or Store.at())
-    repo = gitrefs.open_repo(clones[0])
+    repo = pins.open_repo(clones[0])
     base_ref = recipe.pytorch.commit if base == INSTALLED and recipe.pytorch else base
-    base_sha = gitrefs.resolve(repo, base_ref, "--base")
+    base_sha = pins.resolve(repo, base_ref, "--base")
 
     def side(name: str, sha: str, overlay: PythonOverlay | None = None, layer: str = "",
              pin: TritonPin | None = None) -> VariantPlan:
@@ -182,7 +181,7 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
         return VariantPlan(name, sha, overlay, how, triton=pin)
 
     if triton_pr is not None:
-        triton_repo = gitrefs.open_repo(clones[1], "--triton-src")
+        triton_repo = pins.open_repo(clones[1], "--triton-src")
         base_pin = (pins.TritonPin(pins.resolve_commit(triton_repo, triton_base, pins.TRITON_BASE), pins.TRITON_BASE)
                     if triton_base is not None else None)
         base_side = side("base", base_sha, pin=base_pin)
@@ -203,7 +202,7 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
         return ComparePlan(base_plan, side("pr", base_sha, overlay,
                                            f" + overlay layer {Path(pr).name} ({len(overlay.files)} files)"),
                            None, None)
-    pr_sha = gitrefs.resolve(repo, pr, "--pr")
+    pr_sha = pins.resolve(repo, pr, "--pr")
     # Only where the pin decides what is built (neither the recipe nor --triton-ref names the Triton commit).
     pinned = recipe.triton is not None and recipe.triton.from_pytorch_pin and triton_ref is None
     pin_file = (pins.only_moves_triton_pin(repo, base_sha, pr_sha, recipe.platform)
@@ -211,19 +210,17 @@ def plan_docker(base: str, pr: str, recipe: Recipe, pytorch_src: Path | None,
     if pin_file is not None:  # the PR's PyTorch is the base's but for the pin: build the base's once
         moved = side("pr", pr_sha).triton
         return _triton_ab(base_plan, side("pr", base_sha, pin=moved), clones[1], PIN_BUMP, pin_file)
-    return ComparePlan(base_plan, side("pr", pr_sha), None, gitrefs.merge_base(repo, base_sha, pr_sha))
+    return ComparePlan(base_plan, side("pr", pr_sha), None, pins.merge_base(repo, base_sha, pr_sha))
 
 
 def _triton_ab(base: VariantPlan, pr: VariantPlan, triton_clone: Path, reason: str,
                pin_file: str | None = None, pr_patch: str | None = None) -> ComparePlan:
     """Both sides of one PyTorch with two Tritons, and the record of it (each Triton's LLVM read from its tree)."""
-    from prbench.sides import pins
-
     assert base.triton is not None and pr.triton is not None
     if base.triton.commit == pr.triton.commit and pr.triton_patch is None:
         raise UserError(f"--triton-pr: Triton {pr.triton.commit[:12]} is also the base's ({base.triton.source}); "
                         "a Triton A/B needs two commits")
-    repo = gitrefs.open_repo(triton_clone, "--triton-src")
+    repo = pins.open_repo(triton_clone, "--triton-src")
     record = TritonAB(base.triton.commit, pr.triton.commit, pins.llvm_pin(repo, base.triton.commit),
                       pins.llvm_pin(repo, pr.triton.commit), reason, pin_file, base.pytorch_ref, pr_patch)
     return ComparePlan(base, pr, None, None, triton_ab=record)
@@ -323,7 +320,7 @@ def _plan_side(name, spec, base_plan, repo, installed_commit, version) -> Varian
         how = f"{base_plan.how} + Python overlay {path.name} ({len(patch.files)} files)"
         return VariantPlan(name, base_plan.pytorch_ref, combined, how)
     assert repo is not None, "refused before planning"
-    sha = gitrefs.resolve(repo, spec, flag)
+    sha = pins.resolve(repo, spec, flag)
     if installed_commit is None:
         raise UserError(f"{flag}={spec}: the installed torch records no git commit, so no overlay can be made")
     if sha == installed_commit:
@@ -335,7 +332,7 @@ def _plan_side(name, spec, base_plan, repo, installed_commit, version) -> Varian
             f"--pytorch-src: the installed torch's commit {installed_commit[:12]} is not in "
             f"{repo.working_dir}; fetch it"
         ) from None
-    diff = gitrefs.diff(repo, installed_commit, sha)
+    diff = pins.diff(repo, installed_commit, sha)
     try:
         overlay = PythonOverlay.from_text(diff, origin=f"{installed_commit[:12]}..{sha[:12]}", flag=flag)
     except UserError as exc:

@@ -345,7 +345,7 @@ class Store:
         the store under that name is returned without reading the clone."""
         import git
 
-        from prbench.sides.gitrefs import open_repo
+        from prbench.sides.pins import open_repo
 
         check_file_name(name, f"archive name for {clone}")
         repo = open_repo(Path(clone), flag="source clone")

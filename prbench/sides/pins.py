@@ -1,6 +1,9 @@
 """The sources a side builds from: the local clones, the commits resolved in them, and the Triton commit that
 belongs to a PyTorch commit, read from PyTorch's own pin file at that commit.
 
+Git refs (GitPython): `open_repo` opens a clone (one line naming the flag when it is none), `resolve` turns a ref
+into a full SHA (unknown and ambiguous refs name the flag), `merge_base` and `diff` compare two refs.
+
 A recipe built from source needs a local PyTorch and Triton clone (`clone_path`: ``--pytorch-src``/``--triton-src``,
 else the recipe's source when it is a directory); builds never fetch, so every commit must be in its clone
 (`resolve_commit`). `check_source_flags` checks the clones and the Triton flags at a building task's door;
@@ -30,7 +33,6 @@ from pathlib import Path
 import git
 
 from foundation.errors import UserError
-from prbench.sides.gitrefs import open_repo
 from prbench.sides.recipes import Recipe
 
 _SHA_RE = re.compile(r"[0-9a-f]{40}")  # fullmatch: "$" would let a trailing newline through
@@ -52,6 +54,35 @@ OVERRIDE = "recipe"
 TRITON_REF = "--triton-ref"  # the user named the Triton commit on the command line
 TRITON_BASE = "--triton-base"  # a Triton A/B: the user named each side's commit
 TRITON_PR = "--triton-pr"
+
+
+def open_repo(path: Path, flag: str = "--pytorch-src") -> git.Repo:
+    try:
+        return git.Repo(path)
+    except git.NoSuchPathError:
+        raise UserError(f"{flag} {path}: no such directory") from None
+    except git.InvalidGitRepositoryError:
+        raise UserError(f"{flag} {path}: not a git repository") from None
+
+
+def resolve(repo: git.Repo, ref: str, flag: str) -> str:
+    """Full 40-hex SHA of ``ref``; unknown and ambiguous refs are user errors naming the flag."""
+    try:
+        return repo.git.rev_parse("--verify", "--end-of-options", f"{ref}^{{commit}}")
+    except git.GitCommandError as exc:
+        if "ambiguous" in exc.stderr:
+            raise UserError(f"{flag}={ref}: ambiguous in {repo.working_dir}; give more characters of the SHA") from None
+        raise UserError(f"{flag}={ref}: unknown ref in {repo.working_dir}") from None
+
+
+def merge_base(repo: git.Repo, a: str, b: str) -> str | None:
+    bases = repo.merge_base(a, b)
+    return bases[0].hexsha if bases else None
+
+
+def diff(repo: git.Repo, base: str, pr: str) -> str:
+    """The unified diff from ``base`` to ``pr`` (full index lines, no colour, no renames folded)."""
+    return repo.git.diff(base, pr, "--no-color", "--no-renames", "--full-index", "--no-ext-diff") + "\n"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from foundation.errors import UserError
-from prbench.sides import gitrefs
+from prbench.sides import pins
 from prbench.sides.overlay import PythonOverlay
 
 CONFIG = "torch/_inductor/config.py"
@@ -59,13 +59,13 @@ def src(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
 
 def test_branch_tag_and_short_sha_resolve_to_full_shas(src) -> None:
     repo, shas = src
-    r = gitrefs.open_repo(repo.root)
+    r = pins.open_repo(repo.root)
 
-    assert gitrefs.resolve(r, "main", "--base") == shas["docs"]
-    assert gitrefs.resolve(r, "pr", "--pr") == shas["pr"]
-    assert gitrefs.resolve(r, "v2.9.0", "--base") == shas["base"]  # the commit, not the annotated tag object
-    assert gitrefs.resolve(r, shas["pr"][:7], "--pr") == shas["pr"]
-    assert gitrefs.resolve(r, "pr~1", "--base") == shas["base"]
+    assert pins.resolve(r, "main", "--base") == shas["docs"]
+    assert pins.resolve(r, "pr", "--pr") == shas["pr"]
+    assert pins.resolve(r, "v2.9.0", "--base") == shas["base"]  # the commit, not the annotated tag object
+    assert pins.resolve(r, shas["pr"][:7], "--pr") == shas["pr"]
+    assert pins.resolve(r, "pr~1", "--base") == shas["base"]
 
 
 @pytest.mark.parametrize("ref", ["no-such-branch", "0000000", "--all", "main..pr"])
@@ -73,7 +73,7 @@ def test_an_unknown_ref_is_a_user_error_naming_the_flag(src, ref: str) -> None:
     repo, _ = src
 
     with pytest.raises(UserError) as info:
-        gitrefs.resolve(gitrefs.open_repo(repo.root), ref, "--base")
+        pins.resolve(pins.open_repo(repo.root), ref, "--base")
 
     message = str(info.value)
     assert message == f"--base={ref}: unknown ref in {repo.root}"
@@ -84,7 +84,7 @@ def test_an_ambiguous_short_sha_is_a_user_error_saying_so(src) -> None:
     prefix = add_two_commits_sharing_a_prefix(repo, length=4)
 
     with pytest.raises(UserError) as info:
-        gitrefs.resolve(gitrefs.open_repo(repo.root), prefix, "--pr")
+        pins.resolve(pins.open_repo(repo.root), prefix, "--pr")
 
     message = str(info.value)
     assert "\n" not in message
@@ -94,9 +94,9 @@ def test_an_ambiguous_short_sha_is_a_user_error_saying_so(src) -> None:
 
 def test_merge_base_of_a_pr_branch_is_where_it_forked(src) -> None:
     repo, shas = src
-    r = gitrefs.open_repo(repo.root)
+    r = pins.open_repo(repo.root)
 
-    assert gitrefs.merge_base(r, "main", "pr") == shas["base"]
+    assert pins.merge_base(r, "main", "pr") == shas["base"]
 
 
 def test_merge_base_of_unrelated_histories_is_none(src) -> None:
@@ -104,19 +104,19 @@ def test_merge_base_of_unrelated_histories_is_none(src) -> None:
     repo.git("checkout", "-q", "--orphan", "island")
     lonely = repo.commit({"other.py": "x = 1\n"}, "unrelated")
 
-    assert gitrefs.merge_base(gitrefs.open_repo(repo.root), "main", lonely) is None
+    assert pins.merge_base(pins.open_repo(repo.root), "main", lonely) is None
 
 
 def test_the_diff_between_two_refs_is_a_python_overlay_that_applies(src, tmp_path: Path) -> None:
     repo, shas = src
-    r = gitrefs.open_repo(repo.root)
-    base = gitrefs.merge_base(r, "main", "pr")
+    r = pins.open_repo(repo.root)
+    base = pins.merge_base(r, "main", "pr")
     # The "installed" torch package is the base commit's.
     installed = tmp_path / "site-packages" / "torch"
     (installed / "_inductor").mkdir(parents=True)
     (installed / "_inductor" / "config.py").write_text(BASE_CONFIG)
 
-    text = gitrefs.diff(r, base, shas["pr"])
+    text = pins.diff(r, base, shas["pr"])
     overlay = PythonOverlay.from_text(text, origin=f"{base[:12]}..{shas['pr'][:12]}", flag="--pr")
     shadow = overlay.materialize(tmp_path / "overlay", installed)
 
@@ -128,10 +128,10 @@ def test_the_diff_between_two_refs_is_a_python_overlay_that_applies(src, tmp_pat
 
 def test_open_repo_names_the_flag(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=f"^--pytorch-src {tmp_path / 'nope'}: no such directory$"):
-        gitrefs.open_repo(tmp_path / "nope")
+        pins.open_repo(tmp_path / "nope")
     (tmp_path / "plain").mkdir()
     with pytest.raises(UserError, match=f"^--pytorch-src {tmp_path / 'plain'}: not a git repository$"):
-        gitrefs.open_repo(tmp_path / "plain")
+        pins.open_repo(tmp_path / "plain")
 
 
 def add_two_commits_sharing_a_prefix(repo: Repo, length: int) -> str:
