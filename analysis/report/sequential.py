@@ -39,8 +39,8 @@ whether the target was reached, at the level the kind's verdicts are stated at.
 
 Defaults (`DEFAULT_ROUNDS`, by device kind and kind of item): on the CPU a kind stops only once its verdicts are
 settled *and* its resolution is at most the issue's goal, kernels 2 %, models 3 %, within its own most rounds
-(kernels 16, models 10: kernel rounds are cheap, and the simulation with the measured noise needs 16 for the
-power it asks; docs/cost-model.md); ``--resolution X%`` sets one target for both kinds, ``--resolution none``
+(kernels 16, models 10: kernel rounds are cheap, and with the measured noise fixed rounds need 13–16 for the
+power issue 55 asks; docs/cost-model.md); ``--resolution X%`` sets one target for both kinds, ``--resolution none``
 none, ``--max-rounds N`` one limit for both. A GPU keeps 5 rounds and no target: its noise levels rest on 3–5
 rounds of fixtures, too few to simulate a target against, and a GPU round costs a model's compile. Every kind's
 early looks are spent over the looks of the kind that may run most (`RoundsPolicy.run_max_rounds`), so the run
@@ -82,10 +82,10 @@ class KindRounds:
 
 
 # The defaults by device kind (module docstring). CPU targets: issue 55's goals. Kernels' 16 rounds: with the
-# kernel noise measured on README command 1 (docs/cost-model.md, "The choice: fresh processes"), adaptive rounds
-# at most 16 call one kernel 3 % slower holding 5 % of the step regressed in 80 % or more of simulated runs
-# (``benchmarks/verdict_sim.py --rounds auto``), 10 in 57 %; a kernel round costs 10–15 s, a model round 35 s or
-# more. GPU: no target (module docstring).
+# kernel noise measured on README command 1 (docs/cost-model.md, "Default targets and the kernels' most rounds"),
+# 16 fixed rounds call one kernel 3 % slower holding 5 % of the step regressed in 93 % of simulated runs, 10 in 57 %;
+# adaptive rounds at most 16 in 73 % (at most 10: 58 %): a look may stop once such a kernel's estimate falls under
+# the threshold. A kernel round costs 10–15 s, a model round 35 s or more. GPU: no target (module docstring).
 DEFAULT_ROUNDS: dict[str, dict[str, KindRounds]] = {
     "cpu": {"models": KindRounds(10, 3.0), "kernels": KindRounds(16, 2.0)},
     "gpu": {"models": KindRounds(5, None), "kernels": KindRounds(5, None)},

@@ -27,6 +27,7 @@ from rich.console import Console
 from analysis.kernels.results import results_from_rounds
 from analysis.report.sequential import (
     Look,
+    Resolution,
     RoundsPolicy,
     RoundsUsed,
     describe_policies,
@@ -126,7 +127,9 @@ class CompareRequest:
     auto_rounds: bool = False  # adaptive rounds (analysis.report.sequential): stop each kind once its verdicts settle
     max_rounds: int | None = None  # adaptive rounds: at most this many (None: the device's default)
     budget_s: float | None = None  # adaptive rounds: no round starts after this many seconds of the compare
-    resolution_pct: float | None = None  # adaptive rounds: a stop also needs this smallest detectable change (%)
+    # adaptive rounds: a stop also needs this smallest detectable change (%); "none": no target; None: the kinds'
+    # defaults on the device (analysis.report.sequential.DEFAULT_ROUNDS)
+    resolution_pct: Resolution = None
     passes: int | None = None  # ABBA blocks per item in every round (None: by device)
     # 0: every model alive in one worker per side per round; N: groups of N models, fresh workers per group
     # (a GPU without memory for all models of both sides at once); None: the platform's default (ROCm: 1,
