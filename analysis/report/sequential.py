@@ -84,8 +84,8 @@ class KindRounds:
 # The defaults by device kind (module docstring). CPU targets: issue 55's goals. Kernels' 16 rounds: with the
 # kernel noise measured on README command 1 (docs/cost-model.md, "Default targets and the kernels' most rounds"),
 # 16 fixed rounds call one kernel 3 % slower holding 5 % of the step regressed in 93 % of simulated runs, 10 in 57 %;
-# adaptive rounds at most 16 in 73 % (at most 10: 58 %): a look may stop once such a kernel's estimate falls under
-# the threshold. A kernel round costs 10–15 s, a model round 35 s or more. GPU: no target (module docstring).
+# adaptive rounds at most 16 in 77 % of 100 (at most 10: 58 %): a look may stop once such a kernel's estimate falls
+# under the threshold. A kernel round costs 10–15 s, a model round 35 s or more. GPU: no target (module docstring).
 DEFAULT_ROUNDS: dict[str, dict[str, KindRounds]] = {
     "cpu": {"models": KindRounds(10, 3.0), "kernels": KindRounds(16, 2.0)},
     "gpu": {"models": KindRounds(5, None), "kernels": KindRounds(5, None)},
