@@ -2,8 +2,12 @@
 functions (``analysis.kernels.compare.compare_kernels``, ``analysis.report.verdict_line.summarize_comparison``,
 ``analysis.report.summary.fail_reasons``), scenario by scenario, many replicates each.
 
-    python benchmarks/verdict_sim.py [--replicates 200] [--rounds 10] [--scenarios aa,hidden,...] [--seed 0]
+    python benchmarks/verdict_sim.py [--replicates 200] [--rounds 10 | --rounds auto [--device cpu|gpu]
+        [--max-rounds N] [--resolution 2%|none]] [--scenarios aa,hidden,...] [--seed 0]
         [--components FILE.json [--family kernels|models]] [--reuse-workers K] [--out sim.json]
+
+``--rounds auto`` stops the kernels' rounds with invoke compare's own policy (`analysis.report.sequential`:
+``rounds_policies`` for the device's defaults, ``RoundsPolicy.after_look`` after every round).
 
 The noise model has the levels a shared machine has (``analysis.stats.verdict``'s premise): per round an offset that
 both sides share (a busy minute), per round and side a process offset (each round starts fresh workers), per
@@ -56,7 +60,7 @@ from variance_components import FORMAT_VERSION as COMPONENTS_VERSION  # noqa: E4
 
 from analysis.kernels.compare import KernelComparison, compare_kernels  # noqa: E402
 from analysis.kernels.results import KERNEL_COLUMNS  # noqa: E402
-from analysis.report.sequential import RoundsPolicy, kernel_look, settled  # noqa: E402
+from analysis.report.sequential import RoundsPolicy, check_rounds_flags, kernel_look, rounds_policies  # noqa: E402
 from analysis.report.summary import fail_reasons  # noqa: E402
 from analysis.report.verdict_line import summarize_comparison  # noqa: E402
 from analysis.stats.verdict_settings import MIN_ROUNDS, VerdictSettings  # noqa: E402
@@ -176,18 +180,19 @@ def first_rounds(sc: Scenario, samples: dict[str, dict[str, list[list[float]]]],
 
 def compare_adaptive(sc: Scenario, samples: dict, blocks: PairedBlocks, policy: RoundsPolicy,
                      settings: VerdictSettings) -> tuple[KernelComparison, int]:
-    """Look after every round from the minimum on, as `invoke compare` does by default; the comparison as the
-    report states it (at the strict level after an early stop, else at the run level), and how many rounds that
-    took."""
+    """Look after every round from the minimum on, as `invoke compare` does by default (the product's
+    ``RoundsPolicy.after_look``: settled, and fine enough for its resolution target); the comparison as the report
+    states it (at the strict level after an early stop, else at the run level), and how many rounds that took."""
     run_level, strict = policy.run_settings(settings), policy.strict_settings(settings)
     for n in range(policy.min_rounds, policy.max_rounds + 1):
         base, pr, sb, sp, kept = first_rounds(sc, samples, blocks, n)
         kc = compare_kernels(base, pr, sb, sp, run_level, kept)
-        if n == policy.max_rounds:
+        if n == policy.max_rounds == policy.min_rounds:  # no early look (as invoke compare)
             return kc, n
         at_strict = compare_kernels(base, pr, sb, sp, strict, kept)
-        if settled([kernel_look(kc, at_strict)])[0]:
-            return at_strict, n
+        decision = policy.after_look(kernel_look(kc, at_strict), n, 0.0)
+        if decision.stop:
+            return (at_strict if policy.stated_strictly(n, decision.settled) else kc), n
     raise AssertionError("unreachable: the last look always stops")
 
 
@@ -308,8 +313,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicates", type=int, default=200)
     parser.add_argument("--rounds", default="10", help="rounds per comparison, or auto: adaptive rounds from "
-                        f"{MIN_ROUNDS} up to --max-rounds, stopped as invoke compare stops them")
-    parser.add_argument("--max-rounds", type=int, default=10)
+                        f"{MIN_ROUNDS}, stopped as invoke compare stops the kernels' rounds on --device (its "
+                        "default most rounds and resolution target, or --max-rounds and --resolution)")
+    parser.add_argument("--max-rounds", help="--rounds auto: at most this many (default: the device's for kernels)")
+    parser.add_argument("--resolution", help="--rounds auto: the resolution target, e.g. 2%% or none (default: the "
+                        "device's for kernels)")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="--rounds auto: whose default rounds policy (default cpu)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--order-effect", type=float, default=Noise.order_effect)
@@ -323,12 +333,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     names = [s for s in args.scenarios.split(",") if s]
     unknown = [s for s in names if s not in SCENARIOS]
-    auto = args.rounds == "auto"
-    rounds = args.max_rounds if auto else int(args.rounds) if args.rounds.isdigit() else 0
-    if unknown or args.replicates < 1 or rounds < MIN_ROUNDS or args.reuse_workers < 1:
+    if unknown or args.replicates < 1 or args.reuse_workers < 1:
         parser.error(f"--scenarios: unknown {', '.join(unknown)} (known: {', '.join(SCENARIOS)})" if unknown
-                     else f"--replicates ≥ 1, --reuse-workers ≥ 1 and --rounds auto or ≥ {MIN_ROUNDS} "
-                          f"(--max-rounds ≥ {MIN_ROUNDS})")
+                     else "--replicates ≥ 1 and --reuse-workers ≥ 1")
+    try:  # the flags as invoke compare checks them, and the kernels' policy it would run
+        flags = check_rounds_flags(args.rounds, args.max_rounds, None, args.resolution)
+    except UserError as exc:
+        parser.error(str(exc))
+    auto = flags.auto
+    policy = rounds_policies("cpu" if args.device == "cpu" else "0", flags.rounds, auto, flags.max_rounds,
+                             None, flags.resolution_pct)["kernels"]
+    rounds = policy.max_rounds
     noise = Noise(order_effect=args.order_effect, reuse=args.reuse_workers)
     if args.components:
         try:
@@ -336,13 +351,14 @@ def main(argv: list[str] | None = None) -> int:
         except UserError as exc:
             parser.error(str(exc))
     settings = VerdictSettings()
-    policy = RoundsPolicy(max_rounds=rounds, auto=True) if auto else None
+    target = f", resolution target {policy.resolution_pct:g} %" if policy.resolution_pct is not None else ""
     print(f"verdict simulation: {args.replicates} replicates, "
-          f"{f'adaptive rounds up to {rounds}' if auto else f'{rounds} rounds'}, {noise}")
+          f"{f'adaptive rounds up to {rounds}{target}' if auto else f'{rounds} rounds'}, {noise}")
     results = {}
     for i, name in enumerate(names):
         sc = SCENARIOS[name]
-        row = run_scenario(sc, noise, rounds, args.replicates, settings, args.seed + i, policy).row()
+        row = run_scenario(sc, noise, rounds, args.replicates, settings, args.seed + i,
+                           policy if auto else None).row()
         results[name] = {"what": sc.what, **row}
         print(f"{name:13s} {sc.what}")
         shown = {k: v for k, v in row.items()
@@ -352,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
               + f"  ({row['seconds_per_run']:.3f} s a run)", flush=True)
     if args.out:
         args.out.write_text(json.dumps({"replicates": args.replicates, "rounds": args.rounds, "max_rounds": rounds,
+                                        "resolution_pct": policy.resolution_pct if auto else None,
                                         "components": str(args.components) if args.components else None,
                                         "noise": noise.__dict__, "results": results}, indent=1))
     return 0

@@ -81,3 +81,33 @@ def test_workers_kept_across_rounds_keep_their_offsets() -> None:
     kept, fresh = rounds_of(4), rounds_of(1)
     assert all(r == pytest.approx(kept[0]) for r in kept)  # one pair of workers: the same offsets every round
     assert fresh[1] != pytest.approx(fresh[0])  # fresh workers each round: offsets drawn anew
+
+
+def test_adaptive_rounds_stop_with_invoke_compares_own_policy_and_its_cpu_defaults(tmp_path: Path,
+                                                                                  monkeypatch, capsys) -> None:
+    from analysis.report.sequential import RoundsPolicy
+
+    looked: list[int] = []
+    real = RoundsPolicy.after_look
+
+    def counted(self, look, rounds, spent_s):  # type: ignore[no-untyped-def]
+        looked.append(rounds)
+        return real(self, look, rounds, spent_s)
+
+    monkeypatch.setattr(RoundsPolicy, "after_look", counted)
+    out = tmp_path / "sim.json"
+
+    assert verdict_sim.main(["--replicates", "1", "--rounds", "auto", "--scenarios", "aa", "--out", str(out)]) == 0
+
+    written = json.loads(out.read_text())
+    # The CPU's default for kernels: at most 16 rounds, settled and resolved to 2 %; nothing changed stops at 3.
+    assert (written["max_rounds"], written["resolution_pct"]) == (16, 2.0)
+    assert written["results"]["aa"]["mean_rounds"] == 3.0 and looked == [3]
+    assert "adaptive rounds up to 16, resolution target 2 %" in capsys.readouterr().out
+
+    verdict_sim.main(["--replicates", "1", "--rounds", "auto", "--max-rounds", "5", "--resolution", "none",
+                      "--scenarios", "aa", "--out", str(out)])
+    assert (json.loads(out.read_text())["max_rounds"], json.loads(out.read_text())["resolution_pct"]) == (5, None)
+    with pytest.raises(SystemExit):
+        verdict_sim.main(["--rounds", "7", "--resolution", "2%"])
+    assert "--resolution go with adaptive rounds" in capsys.readouterr().err

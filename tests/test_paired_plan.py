@@ -17,12 +17,22 @@ import pytest
 from rich.console import Console
 
 from analysis.kernels.cpp_build import write_cpp_build
-from analysis.report.sequential import Look, RoundsUsed, read_rounds_used
+from analysis.report.sequential import (
+    Look,
+    Resolution,
+    RoundsUsed,
+    check_rounds_flags,
+    policy_line,
+    read_rounds_used,
+    rounds_policies,
+)
+from analysis.stats.verdict_settings import VerdictSettings
 from foundation.formats.kernel_index import IndexRow, write_index
 from foundation.formats.paired_rounds import read_round, side_samples, write_round
 from foundation.formats.stage_records import Job, read_plan
 from foundation.formats.suite_request import SuiteRequest
-from prbench.compare.driver import CompareRequest, Comparison, _Rounds, _Side
+from prbench.compare.driver import CompareRequest, Comparison, _policies, _Rounds, _settings, _Side
+from prbench.compare.variant_plan import ComparePlan
 from prbench.executors import RunnerSpec
 from prbench.executors.local_pool import LocalPool
 from prbench.runners import StageCommand
@@ -404,8 +414,10 @@ def test_model_rounds_give_each_side_its_paired_samples(tmp_path: Path) -> None:
 # --- adaptive rounds -------------------------------------------------------------------------------------------
 
 
-def adaptive(tmp_path: Path, max_rounds: int = 5, budget_s: float | None = None,
-             resolution_pct: float | None = None) -> CompareRequest:
+def adaptive(tmp_path: Path, max_rounds: int | None = 5, budget_s: float | None = None,
+             resolution_pct: Resolution = "none") -> CompareRequest:
+    """An adaptive request; without a target by default (these tests are about when a look stops; the device's
+    default targets have their own test)."""
     return replace(request(tmp_path), rounds=None, auto_rounds=True, max_rounds=max_rounds, budget_s=budget_s,
                    resolution_pct=resolution_pct)
 
@@ -459,9 +471,42 @@ def test_with_resolution_a_settled_kind_goes_on_until_its_detectable_change_reac
            "target: one more round" in printed
     assert "kernels: 6 round(s): settled: regressed; detectable 3 % ≤ 3 % target after 6 round(s)" in printed
 
-    # Without --resolution the same kind stops at the first settled look, as it always did.
-    ran, used, _ = loop(tmp_path / "plain", monkeypatch, looks, max_rounds=8)
+    # With --resolution none the same kind stops at the first settled look, as it did before targets.
+    ran, used, _ = loop(tmp_path / "plain", monkeypatch, looks, max_rounds=8, resolution_pct="none")
     assert ran == [1, 2, 3] and used.resolution_pct is None and used.target() == ""
+
+
+def test_a_cpu_compare_without_flags_holds_kernels_to_2_percent_and_models_to_3(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The user runs README command 1 (`invoke compare --base=installed --pr=PATCH`, no rounds flags) on the CPU.
+    flags = check_rounds_flags(None, None, None, None)
+    the_request = replace(request(tmp_path), rounds=flags.rounds, auto_rounds=flags.auto, max_rounds=flags.max_rounds,
+                          budget_s=flags.budget_s, resolution_pct=flags.resolution_pct)
+    policies = _policies(the_request)
+    assert {kind: (p.max_rounds, p.resolution_pct) for kind, p in policies.items()} == {
+        "models": (10, 3.0), "kernels": (16, 2.0)}
+    # One run level for both kinds: the early looks are spent over the kernels' 13.
+    assert policies["models"].run_settings(VerdictSettings()) == policies["kernels"].run_settings(VerdictSettings())
+    assert policies["kernels"].run_settings(VerdictSettings()).alpha == pytest.approx(0.05 - 13 * 0.001)
+    # What the compare prints before its rounds, and what the manifest records.
+    assert policy_line(policies) == ("rounds: adaptive from 3, each kind until its verdicts are settled: models at "
+                                     "most 10, until detectable ≤ 3 %; kernels at most 16, until detectable ≤ 2 %")
+    compare_plan = ComparePlan(base=None, pr=None, installed_commit=None, merge_base=None)  # type: ignore[arg-type]
+    recorded = _settings(the_request, compare_plan, None)["rounds_policy"]
+    assert recorded == {"mode": "auto", "min_rounds": 3, "max_rounds": 16, "budget_s": None,
+                        "kinds": {"models": {"max_rounds": 10, "resolution_pct": 3.0},
+                                  "kernels": {"max_rounds": 16, "resolution_pct": 2.0}}}
+
+    # The kernels regress clearly from round 3 on, but only round 6 resolves 2 % at the strict level.
+    looks = {n: family("regressed", detectable=4.0 - 0.4 * n, strict_detectable=5.0 - 0.5 * n) for n in range(3, 17)}
+    ran, used, printed = loop(tmp_path, monkeypatch, looks, max_rounds=None, resolution_pct=None)
+    assert ran == [1, 2, 3, 4, 5, 6] and (used.max_rounds, used.resolution_pct, used.detectable_pct) == (16, 2.0, 2.0)
+    assert "above the 2 % target: one more round" in printed
+
+    # On a GPU the defaults stay 5 rounds without a target.
+    gpu = rounds_policies("0", None, True)
+    assert {kind: (p.max_rounds, p.resolution_pct) for kind, p in gpu.items()} == {"models": (5, None),
+                                                                                  "kernels": (5, None)}
 
 
 def test_with_resolution_the_maximum_or_the_budget_ends_the_rounds_and_says_the_target_was_not_reached(

@@ -250,7 +250,7 @@ def test_the_method_says_whether_each_kind_reached_the_resolution_target(tmp_pat
         in text
     assert "models: 10 of at most 10 round(s), --max-rounds reached (settled: improved); 3 % target not reached: " \
            "detectable 3.1 % after 10 round(s)" in text
-    assert "With `--resolution`, a look\ncould stop only when" in text  # and why that keeps the level
+    assert "With a target, a look\ncould stop only when" in text  # and why that keeps the level
 
 
 def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from analysis.report.sequential import (
     check_rounds_flags,
     parse_duration,
     read_rounds_used,
+    rounds_policies,
     settled,
     write_rounds_used,
 )
@@ -104,7 +105,9 @@ def test_with_a_resolution_a_settled_look_stops_only_once_the_strict_level_detec
     (("auto", None, "0"), "--budget '0'"),
     (("4", None, "20m"), "--rounds 4: --max-rounds, --budget and --resolution go with adaptive rounds"),
     (("7", None, None, "3%"), "--rounds 7: --max-rounds, --budget and --resolution go with adaptive rounds"),
-    (("auto", None, None, "fine"), "--resolution 'fine': expected a percentage such as 2% or 0.5%"),
+    (("auto", None, None, "fine"), "--resolution 'fine': expected a percentage such as 2% or 0.5% (above 0, "
+                                   "below 100), or none"),
+    (("5", None, None, "none"), "--rounds 5: --max-rounds, --budget and --resolution go with adaptive rounds"),
     (("auto", None, None, "3%%"), "--resolution '3%%': expected a percentage"),
     (("auto", None, None, "0"), "--resolution '0': expected a percentage"),
     (("auto", None, None, "100%"), "--resolution '100%': expected a percentage"),
@@ -124,7 +127,7 @@ def test_rounds_flags_and_durations() -> None:
     assert check_rounds_flags("auto", "12", "20m").max_rounds == 12
     assert check_rounds_flags("auto", None, "20m").budget_s == 1200.0
     assert check_rounds_flags("7", None, None).rounds == 7
-    assert check_rounds_flags(None, None, None).resolution_pct is None  # no target: stop once settled
+    assert check_rounds_flags(None, None, None).resolution_pct is None  # the device's default targets
     assert [check_rounds_flags("auto", "10", None, value).resolution_pct for value in ("3%", "3", " 2.5 % ")] == [
         3.0, 3.0, 2.5]
     # The resolution does not depend on --threshold: a target at or below the default 2 % threshold is valid.
@@ -182,3 +185,22 @@ def test_open_findings_are_inconclusive_items_beyond_the_threshold_that_hold_eno
     shares = [0.2, 0.3, 0.001, 0.2, 0.1]
     assert open_findings(verdicts, speedups, shares, NOMINAL) == 2
     assert open_findings(verdicts, speedups, None, NOMINAL) == 3  # models: every model counts
+
+
+def test_resolution_none_stops_each_kind_once_settled_and_a_number_holds_both_kinds_to_it() -> None:
+    # `invoke compare --resolution none` on the CPU: neither kind waits for a resolution.
+    none = check_rounds_flags(None, None, None, "none")
+    assert [check_rounds_flags(None, None, None, v).resolution_pct for v in ("none", " None ")] == ["none", "none"]
+    policies = rounds_policies("cpu", none.rounds, none.auto, none.max_rounds, none.budget_s, none.resolution_pct)
+    assert {kind: p.resolution_pct for kind, p in policies.items()} == {"models": None, "kernels": None}
+    assert settled([look(detectable=4.0, strict_detectable=9.0)], policies["kernels"].resolution_pct)[0]
+    # --resolution none with --max-rounds 3: nothing to hold back, so no error (a target would have no round).
+    assert check_rounds_flags(None, "3", None, "none").resolution_pct == "none"
+    # --resolution 1.5% sets both kinds; --max-rounds 12 both kinds' limit.
+    both = rounds_policies("cpu", None, True, 12, None, 1.5)
+    assert {kind: (p.max_rounds, p.resolution_pct) for kind, p in both.items()} == {"models": (12, 1.5),
+                                                                                   "kernels": (12, 1.5)}
+    # Fixed rounds: no looks, no target, whatever the device's defaults.
+    fixed = rounds_policies("cpu", 7, False)
+    assert {kind: (p.max_rounds, p.auto, p.resolution_pct) for kind, p in fixed.items()} == {
+        "models": (7, False, None), "kernels": (7, False, None)}

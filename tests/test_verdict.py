@@ -343,3 +343,62 @@ def test_the_split_half_cancels_a_drift_over_the_round_and_the_start_order() -> 
     # Fewer than four blocks: no split.
     short = PairedBlocks([1], {("base", "M"): {1: {(p, 0): [1.0] for p in range(3)}}})
     assert math.isnan(short.round_half_log_ratios("base", "M")[0])
+
+
+# README command 1's ten identical C++ pairs as measured (8 rounds, each timed from base's module; per round the
+# median over its blocks of log(base / PR), in %, rounded to 0.001 %; the base medians in µs). Four are 0.12–1.4
+# µs kernels whose times sit on the 10 ns timer's step: their block medians tie, so their ratio is exactly 0 in
+# most rounds.
+README_IDENTICAL = {  # name: (base µs, per-round log ratio in %)
+    "cpp_fused__to_copy_ne_0": (0.12, [0.0, -0.415, 0.0, 0.0, 0.0, -7.174, 0.83, 0.623]),
+    "cpp_fused__unsafe_view_relu_3": (0.57, [1.147, 0.853, 3.269, 0.981, -0.883, 0.04, 0.082, -1.724]),
+    "cpp_fused_add_mul_pow_tanh_view_2": (40.51, [0.368, 0.333, 0.884, 0.952, -0.097, 0.728, 0.493, -1.204]),
+    "cpp_fused__scaled_dot_product_..._2": (4.32, [0.232, -0.232, 0.162, 0.243, -0.232, -0.693, -0.249, -0.393]),
+    "cpp_fused_gelu_view_2": (19.46, [-1.636, -0.104, 0.27, 0.785, -0.31, 1.767, -0.324, 0.929]),
+    "cpp_fused__scaled_dot_product_..._zeros_10": (0.16, [0.0, 0.0, -0.467, 0.0, 0.0, 0.0, 0.0, 0.0]),
+    "cpp_fused_add_mean_mul_pow_rsqrt_8": (1.43, [0.0, -0.035, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+    "cpp_fused__scaled_dot_product_..._5": (9.03, [0.643, 0.359, 0.439, -0.108, -0.277, -0.827, -0.465, 0.002]),
+    "cpp_fused__scaled_dot_product_..._1": (9.89, [0.306, -0.248, 0.454, 0.023, 0.236, -0.023, -0.326, -0.098]),
+    "cpp_fused_add_arange_cat_cumsum_..._1": (0.21, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.475]),
+}
+ON_THE_STEP = ["cpp_fused__to_copy_ne_0", "cpp_fused__scaled_dot_product_..._zeros_10",
+               "cpp_fused_add_mean_mul_pow_rsqrt_8", "cpp_fused_add_arange_cat_cumsum_..._1"]
+
+
+def test_identical_kernels_on_the_timers_step_are_left_out_of_the_control() -> None:
+    from analysis.stats.verdict import on_timer_step
+
+    names = list(README_IDENTICAL)
+    base_us = np.array([README_IDENTICAL[n][0] for n in names])
+    logs = np.array([README_IDENTICAL[n][1] for n in names]) / 100
+    # Plus one changed kernel 10 % slower, as the run had: the family's effect, estimated against the control.
+    base = np.vstack([base_us[:, None].repeat(8, axis=1), np.full((1, 8), 20.0)])
+    blocks = np.vstack([logs, np.full((1, 8), math.log(1 / 1.1))])
+    data = FamilyData(base, base / np.exp(blocks), np.ones(11), blocks=blocks)
+    identical = np.array([True] * 10 + [False])
+
+    tied = on_timer_step(data)
+    assert [names[i] for i in np.flatnonzero(tied)] == ON_THE_STEP  # 4, 7, 7 and 7 of 8 rounds exactly 0
+    judged = judge_family(data, SETTINGS, np.ones(11, dtype=bool), control_rows=identical)
+    control = judged.controls[0]
+    assert (control.kind, control.n, control.on_timer_step) == ("identical kernels", 6, 4)
+    assert list(judged.control) == [not t for t in tied[:10]] + [False]
+    # The control's offset per round is the median of the six that measure below the step, not of all ten (whose
+    # median the ties pull to 0 in five of the eight rounds).
+    measuring = logs[~tied[:10]]
+    assert control.summary.speedup == pytest.approx(math.exp(measuring.mean(axis=0).mean()))
+    changed = judged.estimates[10]
+    assert changed.speedup == pytest.approx(math.exp((math.log(1 / 1.1) - np.median(measuring, axis=0)).mean()))
+    # Still identical code: they count at their base time on both sides, never as changed.
+    assert not judged.changed[:10].any()
+
+
+def test_a_kernel_tied_in_fewer_than_half_its_rounds_stays_in_the_control() -> None:
+    from analysis.stats.verdict import on_timer_step
+
+    logs = np.array([[0.0, 0.0, 0.0, 0.002, -0.001, 0.003, 0.001, -0.002],   # tied in 3 of 8
+                     [0.0, 0.0, 0.0, 0.0, 0.001, 0.003, 0.001, -0.002]])      # tied in 4 of 8
+    base = np.ones((2, 8))
+    assert list(on_timer_step(FamilyData(base, base / np.exp(logs), np.ones(2), blocks=logs))) == [False, True]
+    # Unpaired rounds have no per-round ratio to tie.
+    assert not on_timer_step(FamilyData(base, np.ones((2, 5)), np.ones(2))).any()

@@ -410,7 +410,7 @@ def _pair_table(base: pd.DataFrame, pr: pd.DataFrame, pairing: Pairing, samples_
     table["rounds"] = [e.rounds for e in judged.estimates]
     table["noisy"] = rounds_are_noisy(table[["base_spread", "pr_spread"]].max(axis=1), settings.noise).to_numpy()
     table["verdict"] = np.where(both_ok, judged.verdicts, "failed")
-    table["control"] = control
+    table["control"] = judged.control  # the identical pairs the control measured with (`on_timer_step`: not all)
     table["code_changed"] = ~identical
     table["step_share"] = judged.shares
     table["in_summary"] = in_summary

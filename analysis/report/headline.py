@@ -177,7 +177,9 @@ def control_sentence(kc: KernelComparison | None, mc: ModelComparison | None, le
             if c.inflation > 1:
                 parts.append(f"{family} intervals widened ×{c.inflation:.2f} (split-half control failed)")
     if not parts:
-        checked = [f"{c.n} identical kernel pairs" if c.kind == "identical kernels" else f"{family}' split-half"
+        checked = [(f"{c.n} identical kernel pairs" + (f", {c.on_timer_step} on the timer's step left out"
+                                                        if c.on_timer_step else ""))
+                   if c.kind == "identical kernels" else f"{family}' split-half"
                    for family, f in (("kernels", kc), ("models", mc)) if f is not None
                    for c in f.controls if c.available]
         return f"In-run control passed ({', '.join(checked)})." if checked else ""

@@ -378,7 +378,9 @@ def _method(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparis
     rounds: int | str = s.rounds or max((c.summary.rounds for c in (kc, mc) if c is not None), default=0)
     if inputs.rounds_used:  # each kind ran as many rounds as it needed
         rounds = ", ".join(f"{u.rounds} ({u.kind})" for u in inputs.rounds_used)
+    left_out = sum(c.on_timer_step for c in kc.controls) if kc is not None else 0
     return {"rounds_used": [u.describe() for u in inputs.rounds_used if u.mode == "auto"],
+            "timer_step": f"{left_out} pair{'s' if left_out != 1 else ''}" if left_out else "",
             "resolution": any(u.resolution_pct is not None for u in inputs.rounds_used),
             "warmup": fmt_num(s.warmup) if s.warmup is not None else from_suite("warmup"),
             "iterations": fmt_num(s.iterations) if s.iterations is not None else from_suite("n"),

@@ -13,8 +13,8 @@ looks correlate):
   item of the effect family, the same control results, and none of them inconclusive. Every claim reported after
   an early stop is then one the strict test made;
 * the run level is the nominal one minus what the early looks spent: alpha − L·``early_alpha`` and confidence +
-  L·``early_alpha`` for L possible early looks (the defaults: 7 looks, 0.001 each, so alpha 0.043 and 96.3 %
-  intervals instead of 0.05 and 95 %). The report always states its verdicts at that level, whether it stopped
+  L·``early_alpha`` for L possible early looks (the CPU's defaults: 13 looks, 0.001 each, so alpha 0.037 and
+  96.3 % intervals instead of 0.05 and 95 %). The report always states its verdicts at that level, whether it stopped
   early or at ``max_rounds``.
 
 A false claim needs a false claim at some look: at most L × ``early_alpha`` + the run level's alpha = alpha in
@@ -36,6 +36,15 @@ target only takes stops away: every early stop is still one at which the strict 
 verdicts, and the union bound above holds for any rule that stops only then, so neither false claims nor missed
 intervals become likelier. ``pair/<kind>/rounds.json`` says
 whether the target was reached, at the level the kind's verdicts are stated at.
+
+Defaults (`DEFAULT_ROUNDS`, by device kind and kind of item): on the CPU a kind stops only once its verdicts are
+settled *and* its resolution is at most the issue's goal, kernels 2 %, models 3 %, within its own most rounds
+(kernels 16, models 10: kernel rounds are cheap, and with the measured noise fixed rounds need 13–16 for the
+power issue 55 asks; docs/cost-model.md); ``--resolution X%`` sets one target for both kinds, ``--resolution none``
+none, ``--max-rounds N`` one limit for both. A GPU keeps 5 rounds and no target: its noise levels rest on 3–5
+rounds of fixtures, too few to simulate a target against, and a GPU round costs a model's compile. Every kind's
+early looks are spent over the looks of the kind that may run most (`RoundsPolicy.run_max_rounds`), so the run
+states one run level.
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, Literal
 
 from analysis.stats.verdict_settings import MIN_ROUNDS, VerdictSettings, check_rounds
 from foundation.atomic_io import write_json
@@ -58,7 +67,39 @@ if TYPE_CHECKING:  # pandas behind these: only the compare that looks imports th
 
 EARLY_ALPHA = 0.001  # spent at each early look (Haybittle–Peto's customary level)
 AUTO = "auto"
+NO_TARGET: Final = "none"  # --resolution none: a kind stops once its verdicts are settled, whatever its resolution
 SETTLED = ("improved", "regressed", "mixed", "equivalent", "identical")  # family verdicts that end the rounds
+KINDS = ("models", "kernels")  # the kinds of paired rounds, in the order a comparison runs them
+Resolution = float | Literal["none"] | None  # --resolution: a target (percent), none, or the defaults (None)
+
+
+@dataclass(frozen=True)
+class KindRounds:
+    """A kind's adaptive rounds by default: at most ``max_rounds``, and the resolution (percent) a stop needs."""
+
+    max_rounds: int
+    resolution_pct: float | None
+
+
+# The defaults by device kind (module docstring). CPU targets: issue 55's goals. Kernels' 16 rounds: with the
+# kernel noise measured on README command 1 (docs/cost-model.md, "Default targets and the kernels' most rounds"),
+# 16 fixed rounds call one kernel 3 % slower holding 5 % of the step regressed in 93 % of simulated runs, 10 in 57 %;
+# adaptive rounds at most 16 in 77 % of 100 (at most 10: 58 %): a look may stop once such a kernel's estimate falls
+# under the threshold. A kernel round costs 10–15 s, a model round 35 s or more. GPU: no target (module docstring).
+DEFAULT_ROUNDS: dict[str, dict[str, KindRounds]] = {
+    "cpu": {"models": KindRounds(10, 3.0), "kernels": KindRounds(16, 2.0)},
+    "gpu": {"models": KindRounds(5, None), "kernels": KindRounds(5, None)},
+}
+
+
+def device_kind(device: str) -> str:
+    """``cpu`` or ``gpu``: the key of the device's defaults (any accelerator is a GPU here)."""
+    return "cpu" if device == "cpu" else "gpu"
+
+
+def most_rounds(kind_of_device: str) -> int:
+    """The most rounds any kind runs by default on a device kind."""
+    return max(d.max_rounds for d in DEFAULT_ROUNDS[kind_of_device].values())
 
 
 @dataclass(frozen=True)
@@ -70,11 +111,14 @@ class RoundsPolicy:
     auto: bool = False
     min_rounds: int = MIN_ROUNDS
     budget_s: float | None = None
-    resolution_pct: float | None = None  # --resolution: a stop also needs this detectable change (percent)
+    resolution_pct: float | None = None  # a stop also needs this detectable change (percent; None: no target)
+    # The most rounds any kind of the run may run: the early looks' levels are spent over its looks, so that every
+    # kind keeps one run level (None: this kind's max_rounds).
+    run_max_rounds: int | None = None
 
     @property
     def early_looks(self) -> int:
-        return self.max_rounds - self.min_rounds if self.auto else 0
+        return max(self.max_rounds, self.run_max_rounds or 0) - self.min_rounds if self.auto else 0
 
     def early_level(self, settings: VerdictSettings) -> float:
         """What one early look spends: `EARLY_ALPHA`, or less so that the run level keeps half its alpha."""
@@ -107,21 +151,79 @@ class RoundsPolicy:
             return self.strict_settings(settings)
         return self.run_settings(settings)
 
-    def describe(self) -> dict[str, object]:
-        return {"mode": AUTO if self.auto else "fixed", "min_rounds": self.min_rounds, "max_rounds": self.max_rounds,
-                "budget_s": self.budget_s, "resolution_pct": self.resolution_pct}
+    def after_look(self, look: Look, rounds: int, spent_s: float) -> Stop:
+        """Whether a kind's rounds end after ``rounds`` rounds (``spent_s`` seconds into the comparison), given its
+        look: settled (and fine enough for the target), ``max_rounds`` reached or ``--budget`` spent."""
+        stopped, why = settled([look], self.resolution_pct)
+        if stopped:
+            return Stop(True, True, why)
+        out_of_budget = self.budget_s is not None and spent_s >= self.budget_s
+        if rounds < self.max_rounds and not out_of_budget:
+            return Stop(False, False, why)
+        why = settled([look])[1]  # the target is said on its own, at the level the verdicts end up stated at
+        return Stop(True, False, f"--max-rounds reached ({why})" if rounds >= self.max_rounds
+                    else f"--budget {self.budget_s:g} s spent after {spent_s:.0f} s ({why})")
+
+
+@dataclass(frozen=True)
+class Stop:
+    """What a look decided: whether the rounds end, whether because the verdicts settled (a stop the data chose,
+    stated at the strict level before ``max_rounds``), and why (or why not)."""
+
+    stop: bool
+    settled: bool
+    reason: str
+
+
+def rounds_policies(device: str, rounds: int | None, auto: bool, max_rounds: int | None = None,
+                    budget_s: float | None = None, resolution: Resolution = None) -> dict[str, RoundsPolicy]:
+    """Each kind's rounds: ``rounds`` fixed for both; or adaptive, at most ``max_rounds`` (default: the kind's on
+    this device, `DEFAULT_ROUNDS`), with ``resolution`` as the target of both kinds (``none``: none; None: the
+    kind's default), the levels spent over the kind that may run most."""
+    defaults = DEFAULT_ROUNDS[device_kind(device)]
+    if not auto:
+        fixed = rounds if rounds is not None else max_rounds if max_rounds is not None else most_rounds(
+            device_kind(device))
+        return {kind: RoundsPolicy(max_rounds=fixed) for kind in KINDS}
+    tops = {kind: max_rounds if max_rounds is not None else defaults[kind].max_rounds for kind in KINDS}
+    targets = {kind: defaults[kind].resolution_pct if resolution is None else None if resolution == NO_TARGET
+               else float(resolution) for kind in KINDS}
+    return {kind: RoundsPolicy(max_rounds=tops[kind], auto=True, budget_s=budget_s, resolution_pct=targets[kind],
+                               run_max_rounds=max(tops.values())) for kind in KINDS}
+
+
+def policy_line(policies: dict[str, RoundsPolicy]) -> str:
+    """The rounds each kind will run, in words (what ``invoke compare`` prints before its rounds)."""
+    first = next(iter(policies.values()))
+    if not first.auto:
+        return f"rounds: {first.max_rounds} of each kind, fixed"
+    kinds = "; ".join(f"{kind} at most {p.max_rounds}" + (f", until detectable ≤ {p.resolution_pct:g} %"
+                                                           if p.resolution_pct is not None else "")
+                      for kind, p in policies.items())
+    budget = f", within --budget {first.budget_s:g} s" if first.budget_s is not None else ""
+    return f"rounds: adaptive from {first.min_rounds}, each kind until its verdicts are settled{budget}: {kinds}"
+
+
+def describe_policies(policies: dict[str, RoundsPolicy]) -> dict[str, object]:
+    """The run's rounds policy as the manifest records it: what the kinds share, and each kind's limit and
+    target."""
+    first = next(iter(policies.values()))
+    return {"mode": AUTO if first.auto else "fixed", "min_rounds": first.min_rounds,
+            "max_rounds": max(p.max_rounds for p in policies.values()), "budget_s": first.budget_s,
+            "kinds": {kind: {"max_rounds": p.max_rounds, "resolution_pct": p.resolution_pct}
+                      for kind, p in policies.items()}}
 
 
 @dataclass(frozen=True)
 class RoundsFlags:
-    """``--rounds auto|N``, ``--max-rounds N``, ``--budget 20m`` and ``--resolution 2%`` checked (the device's
-    default fills the rest)."""
+    """``--rounds auto|N``, ``--max-rounds N``, ``--budget 20m`` and ``--resolution 2%|none`` checked (the
+    device's defaults, `DEFAULT_ROUNDS`, fill the rest)."""
 
-    rounds: int | None  # fixed rounds; None with ``auto``: at most ``max_rounds`` (default: the device's rounds)
+    rounds: int | None  # fixed rounds; None with ``auto``: at most ``max_rounds`` (default: each kind's)
     auto: bool
     max_rounds: int | None
     budget_s: float | None
-    resolution_pct: float | None = None
+    resolution_pct: Resolution = None  # a target for both kinds, `NO_TARGET`, or None: each kind's default
 
 
 def check_rounds_flags(rounds: object, max_rounds: object, budget: object, resolution: object = None
@@ -131,7 +233,7 @@ def check_rounds_flags(rounds: object, max_rounds: object, budget: object, resol
     if rounds is None or rounds == AUTO:
         top = None if max_rounds is None else whole_number("--max-rounds", max_rounds, minimum=MIN_ROUNDS)
         target = None if resolution is None else parse_resolution(resolution)
-        if target is not None and top == MIN_ROUNDS:
+        if isinstance(target, float) and top == MIN_ROUNDS:
             raise UserError(f"--resolution {resolution}: --max-rounds {top} is the minimum, which leaves no round "
                             "to go on for it; expected --max-rounds above it")
         return RoundsFlags(None, True, top, None if budget is None else parse_duration(budget), target)
@@ -144,14 +246,18 @@ def check_rounds_flags(rounds: object, max_rounds: object, budget: object, resol
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*%?")
 
 
-def parse_resolution(value: object) -> float:
+def parse_resolution(value: object) -> float | Literal["none"]:
     """``2%``, ``2`` or ``0.5%`` as a percentage (``--resolution``): a target for the family's resolution
     (`analysis.stats.verdict.detectable_effect`), which does not depend on ``--threshold``, so any positive
-    target can be reached with enough rounds."""
-    match = _PERCENT.fullmatch(str(value).strip())
+    target can be reached with enough rounds; or ``none`` (`NO_TARGET`): stop once settled."""
+    text = str(value).strip()
+    if text.lower() == NO_TARGET:
+        return NO_TARGET
+    match = _PERCENT.fullmatch(text)
     target = float(match[1]) if match else math.nan
     if not (math.isfinite(target) and 0 < target < 100):
-        raise UserError(f"--resolution {value!r}: expected a percentage such as 2% or 0.5% (above 0, below 100)")
+        raise UserError(f"--resolution {value!r}: expected a percentage such as 2% or 0.5% (above 0, below 100), "
+                        f"or {NO_TARGET}")
     return target
 
 

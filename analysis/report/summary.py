@@ -26,7 +26,10 @@
                 | null,
      "models":  {the same keys but the kernel-only ones; "headline": "geomean"} | null,
      "control": {"kernels": {"kind", "geomean", "ci_low", "ci_high", "n", "false_positive_share", "passed",
-                             "available", "reason", "offset_corrected"} | null, "models": {...} | null,
+                             "available", "reason", "offset_corrected", "inflation",
+                             "on_timer_step"} | null,   # identical pairs left out of n: times on the timer's
+                                       # step (analysis.stats.verdict.on_timer_step)
+                 "models": {...} | null,
                  "passed": bool, "resolution_pct": float},
      "gates": [{"name", "value", "ci_low", "ci_high", "limit", "bad_when", "status", "detail"}],
                                        # "compile time ratio": mean PR / mean base cold compile (the dashboard's)
@@ -126,7 +129,8 @@ def _control_dict(control: ControlResult, settings: VerdictSettings) -> dict[str
     return {"kind": control.kind, "geomean": _num(est.speedup), "ci_low": _num(est.ci_low),
             "ci_high": _num(est.ci_high), "n": control.n, "false_positive_share": _num(control.false_positive_share),
             "passed": control.passed(settings), "available": control.available, "reason": control.reason,
-            "offset_corrected": control.offset_corrected, "inflation": control.inflation}
+            "offset_corrected": control.offset_corrected, "inflation": control.inflation,
+            "on_timer_step": control.on_timer_step}
 
 
 def control_block(controls: list[ControlResult], settings: VerdictSettings) -> dict[str, Any] | None:

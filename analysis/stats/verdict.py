@@ -17,7 +17,9 @@ each side's samples are reduced to one median per round, and:
   that round, and every item is estimated against it (difference in differences; an identical item against
   the median of the others). In a simulation with the PR side's processes 5 % faster on everything, this
   turned ten kernels 5.3 % slower from "equivalent" into "regressed"; with an offset shared by every kernel
-  of a round it removed the false calls at 10 rounds;
+  of a round it removed the false calls at 10 rounds. Identical items on the timer's step (`on_timer_step`:
+  their paired log ratio exactly 0 in at least half the rounds) are left out of the control: they tell nothing
+  below the step, and would pull its offset and its summary toward no offset;
 * **per family**: the items' log ratios are averaged *within each round* first, then the t interval is taken
   over rounds, so an offset shared by every item of a round widens the summary instead of posing as a change.
   The *step* (time-weighted) estimate is Σ base time / Σ PR time per round over every item and the unpaired
@@ -62,6 +64,7 @@ PAIRED, UNPAIRED, SINGLE = "paired rounds", "unpaired rounds", "one round per si
 # every estimate), so they are only checked, not used as the offset.
 MIN_DID_CONTROLS = 5
 CONTROL_ALPHA = 0.01  # the split-half control's test level: it is one test, and it widens rather than refuses
+TIMER_TIED_SHARE = 0.5  # an item whose paired log ratio is exactly 0 in this share of its rounds is on the timer's step
 POWER = 0.80  # of the minimum detectable effect every report states
 NOTHING_CHANGED = "identical"  # the family verdict when no item changed
 MIXED = "mixed"  # the headline improved while an item holding a material share of the step regressed
@@ -512,6 +515,7 @@ class ControlResult:
     offset_corrected: bool = False  # identical items: their per-round mean was subtracted from every estimate
     test_alpha: float | None = None  # split-half: the level of its one test (passes when p ≥ it)
     inflation: float = 1.0  # split-half: the factor a failure put on every standard error
+    on_timer_step: int = 0  # identical items: those left out, their times on the timer's step (`on_timer_step`)
 
     @property
     def false_positive_share(self) -> float:
@@ -549,6 +553,18 @@ def _flagged(estimates: list[Estimate], verdicts: list[str]) -> tuple[int, float
 
 def unavailable(kind: str, reason: str) -> ControlResult:
     return ControlResult(kind, NO_ESTIMATE, 0, 0, False, reason)
+
+
+def on_timer_step(data: FamilyData) -> np.ndarray:
+    """Items whose paired log ratio is exactly 0 in at least `TIMER_TIED_SHARE` of their rounds: their times sit
+    on the timer's step (README command 1's 0.12–1.4 µs C++ kernels on a 10 ns clock: both sides' block medians the
+    same step, block after block), so below the step they tell nothing. A timing that is not quantized never ties
+    exactly; one that ties in half its rounds is decided by the step, not by the code. Only paired rounds have
+    per-round ratios to tie."""
+    if not data.paired:
+        return np.zeros(len(data.base), dtype=bool)
+    logs = data.logs()
+    return np.asarray((logs == 0.0).sum(axis=1) >= TIMER_TIED_SHARE * logs.shape[1], dtype=bool)
 
 
 def control_offsets(data: FamilyData, control: np.ndarray) -> np.ndarray | None:
@@ -651,7 +667,7 @@ class FamilyJudgement:
     controls: list[ControlResult]
     resolution: float  # relative effect below which claims were refused (0: the controls passed)
     changed: np.ndarray  # items whose code changed (the effect family)
-    control: np.ndarray  # identical items in the summary (the control family)
+    control: np.ndarray  # identical items in the summary that the control measures with (none on the timer's step)
     shares: np.ndarray  # per item, its share of the base step
     detectable: float  # the headline's resolution: the smallest change told apart from none with `POWER` (NaN: none)
     selection_level: float  # the level of the selected items' intervals (NaN: none selected)
@@ -706,23 +722,26 @@ def judge_family(data: FamilyData, settings: VerdictSettings, summary_rows: np.n
     """
     control = summary_rows & (np.zeros(len(summary_rows), bool) if control_rows is None else control_rows)
     changed = summary_rows & ~control
+    tied = control & on_timer_step(data)  # identical, but on the timer's step: no part of the control
+    measuring = control & ~tied
     split = split_half_control(data.subset(summary_rows), settings)
     inflate = split.inflation
-    offsets = control_offsets(data, control)
-    per_item = _leave_one_out(data, control, offsets) if offsets is not None else None
+    offsets = control_offsets(data, measuring)
+    per_item = _leave_one_out(data, measuring, offsets) if offsets is not None else None
     estimates = [estimate(b, p, settings.confidence, data.item_blocks(i),
                           None if per_item is None or not summary_rows[i] else per_item[i], inflate)
                  for i, (b, p) in enumerate(zip(data.base, data.pr, strict=True))]
-    groups = [changed, control, ~summary_rows]
+    groups = [changed, measuring, tied, ~summary_rows]
     floor = settings.effect_floor
     q = adjust_by_group(np.array([e.claim_p(floor) for e in estimates], dtype=float), groups)
     first = [classify(e, qv, settings) for e, qv in zip(estimates, q, strict=True)]
     controls = []
-    picked = np.flatnonzero(control)
+    picked = np.flatnonzero(measuring)
     control_first = [first[i] for i in picked]
     if control_rows is not None:
-        controls.append(identical_control(data.subset(control), [estimates[i] for i in picked],
-                                          control_first, settings, corrected=offsets is not None))
+        controls.append(replace(identical_control(data.subset(measuring), [estimates[i] for i in picked],
+                                                  control_first, settings, corrected=offsets is not None),
+                                on_timer_step=int(tied.sum())))
     controls.append(split)
     resolution = control_resolution(controls, settings)
     if resolution > floor:
@@ -739,7 +758,7 @@ def judge_family(data: FamilyData, settings: VerdictSettings, summary_rows: np.n
     shares = step_shares(data, summary_rows)
     verdict = family_verdict(lead, verdicts, changed, shares, settings, resolution, code, measured,
                              bool(summary_rows.any()) or measured)
-    return FamilyJudgement(estimates, q, verdicts, summary, verdict, lead, controls, resolution, changed, control,
+    return FamilyJudgement(estimates, q, verdicts, summary, verdict, lead, controls, resolution, changed, measuring,
                            shares, detectable_effect(lead, settings) if measured else math.nan, level,
                            offsets is not None, {v: control_first.count(v) for v in VERDICTS})
 

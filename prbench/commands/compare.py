@@ -99,15 +99,18 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
                           "(a day; default 300)",
         "rounds": "Paired timing rounds for kernels and models: fresh base and PR workers side by side, "
                   "alternating item by item; the round is the unit of the statistics: auto (default): from 3 "
-                  "rounds on, stop each kind as soon as its verdicts are settled (no false claims or lost coverage "
-                  "from stopping; see the report's method), at most --max-rounds; or a fixed number (at least 3)",
-        "max_rounds": "Adaptive rounds: at most this many rounds of each kind (default 10 on the CPU, 5 on a GPU)",
+                  "rounds on, stop each kind once its verdicts are settled (no false claims or lost coverage "
+                  "from stopping; see the report's method) and its --resolution reached, at most --max-rounds; "
+                  "or a fixed number (at least 3)",
+        "max_rounds": "Adaptive rounds: at most this many rounds of each kind (default on the CPU: kernels 16, "
+                      "models 10; on a GPU 5)",
         "budget": "Adaptive rounds: start no round after this long since the compare began, e.g. 20m, 90s, "
                   "1.5h (the first 3 rounds always run)",
         "resolution": "Adaptive rounds: a kind stops only once its verdicts are settled and its resolution "
                       "(the report's smallest change told apart from none, 80 % power, whatever --threshold) is at "
-                      "most this, e.g. 2% or 1.5%; within --max-rounds and --budget, and the report says whether "
-                      "it was reached (default: stop once settled)",
+                      "most this, e.g. 2% or 1.5% for both kinds, or none to stop once settled; within "
+                      "--max-rounds and --budget, and the report says whether it was reached (default on the CPU: "
+                      "kernels 2%, models 3%; on a GPU none)",
         "passes": "A-B-B-A blocks per kernel job and model in each round, spread over the round; more passes "
                   "average out visit-to-visit noise (default 16 on the CPU, 2 on a GPU)",
         "models_per_process": "Models kept compiled in one worker per side and round (0 = all; lower it when "

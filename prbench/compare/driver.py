@@ -27,12 +27,15 @@ from rich.console import Console
 from analysis.kernels.results import results_from_rounds
 from analysis.report.sequential import (
     Look,
+    Resolution,
     RoundsPolicy,
     RoundsUsed,
+    describe_policies,
     kernel_look,
     model_look,
+    policy_line,
     read_rounds_used,
-    settled,
+    rounds_policies,
     write_rounds_used,
 )
 from analysis.stats.verdict_settings import VerdictSettings
@@ -124,7 +127,9 @@ class CompareRequest:
     auto_rounds: bool = False  # adaptive rounds (analysis.report.sequential): stop each kind once its verdicts settle
     max_rounds: int | None = None  # adaptive rounds: at most this many (None: the device's default)
     budget_s: float | None = None  # adaptive rounds: no round starts after this many seconds of the compare
-    resolution_pct: float | None = None  # adaptive rounds: a stop also needs this smallest detectable change (%)
+    # adaptive rounds: a stop also needs this smallest detectable change (%); "none": no target; None: the kinds'
+    # defaults on the device (analysis.report.sequential.DEFAULT_ROUNDS)
+    resolution_pct: Resolution = None
     passes: int | None = None  # ABBA blocks per item in every round (None: by device)
     # 0: every model alive in one worker per side per round; N: groups of N models, fresh workers per group
     # (a GPU without memory for all models of both sides at once); None: the platform's default (ROCm: 1,
@@ -223,6 +228,7 @@ def _compare(request: CompareRequest, console: Console, compare_plan: ComparePla
         # The report is always rendered anew at the end: until then the old one must not look current.
         run.retire_report()
         console.print(f"run [bold]{run.run_id}[/] in {run.root}")
+        console.print(policy_line(_policies(request)), markup=False, highlight=False)
         locks: dict[str, Any] = {}
         sides: list[_Side] = []
         triton_ab = compare_plan.triton_ab
@@ -450,7 +456,7 @@ class Comparison:
                  upstream_src: Path | None = None) -> None:
         self.request, self.run, self.sides, self.rounds, self.upstream_src = request, run, sides, rounds, upstream_src
         self.timing = _timing(request)
-        self.policy = _policy(request)
+        self.policies = _policies(request)
         self._suite_shards: dict[str, SuiteShards] = {}  # per side, when the suite is cut into shards
 
     def run_stages(self, locks: dict[str, Any]) -> Any:
@@ -608,26 +614,22 @@ class Comparison:
         (``prbench.compare.round_sharding``); then each round's stage merges its shards into the round file (a round
         done earlier is skipped, as before).
         """
-        policy, say = self.policy, self.rounds.say
+        policy, say = self.policies[kind], self.rounds.say
         batches = _RoundBatches(self, kind, upstream, settings, build_plan)
         adaptive = policy.auto and look is not None
         used = policy.min_rounds if adaptive else policy.max_rounds
         hashes = batches.run(1, used)
         reason, stopped, found = "fixed", False, None
         while adaptive and look is not None:
-            if not policy.early_looks:  # --max-rounds is the minimum: no look, and no level left to look at
+            if policy.max_rounds == policy.min_rounds:  # --max-rounds is the minimum: no look
                 reason = f"--max-rounds reached (the minimum, {policy.min_rounds}: no early look)"
                 break
             found = look(used)
-            stopped, why = settled([found], policy.resolution_pct)
-            spent = time.monotonic() - self.rounds.started
-            if stopped or used == policy.max_rounds or (policy.budget_s is not None and spent >= policy.budget_s):
-                if not stopped:  # the target is said on its own, at the level the verdicts end up stated at
-                    why = settled([found])[1]
-                reason = (why if stopped else f"--max-rounds reached ({why})" if used == policy.max_rounds
-                          else f"--budget {policy.budget_s:g} s spent after {spent:.0f} s ({why})")
+            decision = policy.after_look(found, used, time.monotonic() - self.rounds.started)
+            stopped, reason = decision.settled, decision.reason
+            if decision.stop:
                 break
-            say(f"{kind}: after {used} round(s) {why}: one more round")
+            say(f"{kind}: after {used} round(s) {reason}: one more round")
             hashes += batches.run(used + 1, used + 1)
             used += 1
         strictly = policy.stated_strictly(used, stopped)
@@ -659,8 +661,9 @@ class Comparison:
     def _side_rounds(self, kind: str, side: str) -> list[Path]:
         return [self.round_file(kind, n, side) for n in range(1, self.rounds_run(kind) + 1)]
 
-    def _levels(self) -> tuple[VerdictSettings, VerdictSettings]:
-        return self.policy.run_settings(self.request.stats), self.policy.strict_settings(self.request.stats)
+    def _levels(self, kind: str) -> tuple[VerdictSettings, VerdictSettings]:
+        policy = self.policies[kind]
+        return policy.run_settings(self.request.stats), policy.strict_settings(self.request.stats)
 
     def models_look(self, rounds: int) -> Look:
         """The model family after ``rounds`` rounds, at the run and the strict level (`analysis.report.sequential`)."""
@@ -672,7 +675,7 @@ class Comparison:
         paired = [side_samples(records, s.prepared.variant.name) for s in self.sides]
         blocks = PairedBlocks.from_records(records)
         compared = [compare_models(base, pr, None, None, level, paired[0], paired[1], blocks)
-                    for level in self._levels()]
+                    for level in self._levels("models")]
         return model_look(compared[0], compared[1])
 
     def kernels_look(self, rounds: int) -> Look:
@@ -692,7 +695,7 @@ class Comparison:
             samples.append(side_samples_)
         blocks = PairedBlocks.from_records(records)
         compared = [compare_kernels(frames[0], frames[1], samples[0], samples[1], level, blocks)
-                    for level in self._levels()]
+                    for level in self._levels("kernels")]
         return kernel_look(compared[0], compared[1])
 
     def _derive_model_samples(self, side: str, out: Path) -> None:
@@ -725,7 +728,7 @@ class Comparison:
         suite = stage_inputs(self.request.suite, self.upstream_src)
         return ReportSettings(warmup=suite.get("warmup"), iterations=suite.get("iterations"),
                               rounds=self.timing.rounds, passes=self.timing.passes,
-                              stats=self.policy.run_settings(self.request.stats))
+                              stats=_run_level(request=self.request))
 
 
 def _suite_time(shards: SuiteShards) -> tuple[str, float] | None:
@@ -800,11 +803,17 @@ def _timing(request: CompareRequest) -> PairedTiming:
                                    else request.max_rounds, request.passes)
 
 
-def _policy(request: CompareRequest) -> RoundsPolicy:
-    """Fixed --rounds, or adaptive rounds up to the timing's rounds (`analysis.report.sequential`)."""
-    timing = _timing(request)
-    return RoundsPolicy(max_rounds=timing.rounds, auto=request.auto_rounds, budget_s=request.budget_s,
-                        resolution_pct=request.resolution_pct)
+def _policies(request: CompareRequest) -> dict[str, RoundsPolicy]:
+    """Each kind's rounds: fixed --rounds, or adaptive up to --max-rounds or the kind's default, with the
+    --resolution target or the kind's default (`analysis.report.sequential.rounds_policies`)."""
+    return rounds_policies(_device(request), _timing(request).rounds if request.rounds is not None else None,
+                           request.auto_rounds, request.max_rounds, request.budget_s, request.resolution_pct)
+
+
+def _run_level(request: CompareRequest) -> VerdictSettings:
+    """The level the report states its verdicts at after the last round: what the early looks left (the same for
+    every kind: `RoundsPolicy.run_max_rounds`)."""
+    return _policies(request)["kernels"].run_settings(request.stats)
 
 
 LookAfter = Callable[[int], Look]  # a kind's family after N rounds — `analysis.report.sequential`
@@ -820,7 +829,8 @@ class _RoundBatches:
                                                             comparison.rounds)
         self.pipeline = self.sides[0].pipeline
         self.shard_sets: dict[int, RoundShards] = {}
-        self.specs = [self._spec(number, upstream, settings) for number in range(1, comparison.timing.rounds + 1)]
+        self.specs = [self._spec(number, upstream, settings)
+                      for number in range(1, comparison.policies[kind].max_rounds + 1)]
 
     def _spec(self, number: int, upstream: dict[str, str], settings: dict[str, Any]) -> StageSpec:
         names = [s.prepared.variant.name for s in self.sides]
@@ -946,13 +956,13 @@ def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: 
         "suite": stage_inputs(request.suite, upstream_src),
         "kernels": asdict(request.kernels),
         "rounds": _timing(request).rounds,
-        "rounds_policy": _policy(request).describe(),
+        "rounds_policy": describe_policies(_policies(request)),
         "passes": _timing(request).passes,
         "models_per_process": _models_per_process(request),
         "modules_per_worker": _modules_per_worker(request),
         # the level the verdicts are stated at: with adaptive rounds, what the early looks left
         # (analysis.report.sequential)
-        "stats": _policy(request).run_settings(request.stats).describe(),
+        "stats": _run_level(request).describe(),
     }
 
 

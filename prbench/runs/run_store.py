@@ -65,7 +65,10 @@ class StageRecord:
 # Bump it when a key is renamed or removed or changes meaning; a new optional key does not bump it.
 # Optional keys added since: a sharded stage's summary ``redone`` (the shards lost and run again:
 # ``prbench.executors.ShardRedo``).
-MANIFEST_FORMAT_VERSION = 1
+# 2: settings.rounds_policy holds each kind's most rounds and resolution target (``kinds``: the kinds differ by
+#    default, `analysis.report.sequential.DEFAULT_ROUNDS`); its ``max_rounds`` is the most of any kind, and its
+#    ``resolution_pct`` (one target for both) is gone. Nothing reads rounds_policy back: version 1 reads as before.
+MANIFEST_FORMAT_VERSION = 2
 
 
 @dataclass

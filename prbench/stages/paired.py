@@ -35,6 +35,7 @@ from analysis.kernels.compare import IDENTICAL_CODE, normalize_kernels, pair_ker
 from analysis.kernels.cpp_build import same_cpp_build
 from analysis.kernels.numerics import CONFIG_VAR as NUMERICS_CONFIG_VAR
 from analysis.kernels.numerics import write_config as write_numerics_config
+from analysis.report.sequential import device_kind, most_rounds
 from analysis.stats.verdict_settings import check_rounds
 from foundation.errors import UserError
 from foundation.flag_values import whole_number
@@ -58,11 +59,12 @@ from foundation.formats.suite_request import SuiteRequest
 from foundation.hip_modules import models_per_process
 from prbench.runners import Runner, StageCommand
 
-# Rounds and passes when --rounds/--passes are not given. On a shared CPU one visit of a sub-microsecond kernel
-# or of a millisecond model step differs from the next by 5–20 % (a neighbour's burst), and fresh processes
-# differ by 1–2 %: A/A runs here reached the ±2 % margin for about half the kernels with 5 rounds of 16 passes and
-# for about three quarters with 10. A GPU visit is steadier, and a model step there costs more.
-DEFAULT_TIMING = {"cpu": (10, 16), "gpu": (5, 2)}  # device kind → (rounds, passes)
+# Passes when --passes is not given (the rounds: `analysis.report.sequential.DEFAULT_ROUNDS`). On a shared CPU one
+# visit of a sub-microsecond kernel or of a millisecond model step differs from the next by 5–20 % (a neighbour's
+# burst), and fresh processes differ by 1–2 %: A/A runs here reached the ±2 % margin for about half the kernels
+# with 5 rounds of 16 passes and for about three quarters with 10. A GPU visit is steadier, and a model step there
+# costs more.
+DEFAULT_PASSES = {"cpu": 16, "gpu": 2}  # device kind → passes
 PREPARE_TIMEOUT_S = 1800.0  # build + compile (from the warm cache) + warm-up of one model
 VISIT_TIMEOUT_S = 900.0  # warm-up + timed steps of one model
 
@@ -208,10 +210,11 @@ class PairedTiming:
 
     @classmethod
     def for_device(cls, device: str, rounds: int | None = None, passes: int | None = None) -> PairedTiming:
-        """The given values, checked (one-line errors naming the flag), or the device's defaults."""
-        default_rounds, default_passes = DEFAULT_TIMING["cpu" if device == "cpu" else "gpu"]
-        return cls(rounds=check_rounds(default_rounds if rounds is None else rounds),
-                   passes=whole_number("--passes", default_passes if passes is None else passes, minimum=1))
+        """The given values, checked (one-line errors naming the flag), or the device's defaults (rounds: the most
+        any kind runs by default)."""
+        kind = device_kind(device)
+        return cls(rounds=check_rounds(most_rounds(kind) if rounds is None else rounds),
+                   passes=whole_number("--passes", DEFAULT_PASSES[kind] if passes is None else passes, minimum=1))
 
 
 def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: int, iterations: int,
