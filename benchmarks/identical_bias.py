@@ -197,13 +197,11 @@ class Graphs:
 
     def of(self, path: str) -> list[Any]:
         if path not in self.launches:
-            from stages.kernels import load_module, seeded_args
+            from stages.kernels import load_from_cache, seeded_args
             from stages.support import cpp_replay
 
-            for marker, cache in self.caches.items():
-                if marker in path:
-                    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
-            module = load_module(path, f"identical_bias_{len(self.modules)}")
+            cache = next((cache for marker, cache in self.caches.items() if marker in path), "")
+            module = load_from_cache(path, f"identical_bias_{len(self.modules)}", cache)
             writable = cpp_replay.writable_arguments(path)
             self.modules[path] = module
             self.launches[path] = cpp_replay.record_launches(module, seeded_args(module), list(writable), writable)

@@ -24,7 +24,8 @@ carries error 209 (``hipErrorNoBinaryForGpu``) runs once more in a fresh worker 
   compile's ``TORCHINDUCTOR_CACHE_DIR`` (``--cache-dir``), or it recompiles every kernel.
 
 A job naming a ``cache_dir`` loads its module's compiled kernels from that Inductor cache (the PR's worker timing an
-identical-code C++ pair from base's graph module: ``prbench.stages.paired.timed_from_base``).
+identical-code C++ pair from base's graph module: ``prbench.stages.paired.timed_from_base``): the binaries that side
+built, found by their source (``stages.support.borrowed_binaries``), not a build of this worker's own.
 
 A worker keeps the modules it loaded, and a C++ graph's recorded launches (recorded when a paired round's
 prepare loads the module), so visiting a job again (paired rounds do, many times) costs only the timing; a
@@ -46,6 +47,7 @@ import contextlib
 import os
 import queue
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -72,6 +74,7 @@ from foundation.formats.stage_records import (
 from foundation.hip_modules import is_error_209, modules_per_worker
 from stages.entry import StageArgumentParser, run_as_script
 from stages.support import cpp_replay, kernel_numerics
+from stages.support.borrowed_binaries import borrowed_binaries
 from stages.support.progress import progress_line
 from stages.support.worker_process import (
     Worker,
@@ -318,6 +321,20 @@ def inductor_cache(cache_dir: str) -> Iterator[None]:
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = own
 
 
+def load_from_cache(path: str, name: str, cache_dir: str) -> Any:
+    """Import a graph module whose C++ kernels were compiled into ``cache_dir`` ("" = this process's own cache),
+    running the binaries found there (``stages.support.borrowed_binaries``), not a build of this process's own."""
+    with inductor_cache(cache_dir):
+        if not cache_dir:
+            return load_module(path, name)
+        with borrowed_binaries(cache_dir) as found:
+            module = load_module(path, name)
+    if found.compiled:
+        print(f"{path}: {len(found.compiled)} C++ source(s) not built in {cache_dir}, compiled here",
+              file=sys.stderr, flush=True)
+    return module
+
+
 def seeded_args(module: Any) -> Any:
     """The module's example inputs, drawn from the same seed on every visit of either side.
 
@@ -351,8 +368,7 @@ class KernelWorker:
 
     def module(self, job: Job) -> Any:
         if job.path not in self.modules:
-            with inductor_cache(job.cache_dir):
-                self.modules[job.path] = load_module(job.path, f"prbench_kernels_{len(self.modules)}")
+            self.modules[job.path] = load_from_cache(job.path, f"prbench_kernels_{len(self.modules)}", job.cache_dir)
         return self.modules[job.path]
 
     def execute(self, job: Job) -> dict[str, Any]:
