@@ -119,7 +119,7 @@ def test_store_fetch_takes_both_releases_of_an_ab_so_that_compare_then_needs_no_
     ("torch>=2.14", "error: store fetch: --base/--pr torch>=2.14: recipe cpu-venv installs torch wheels; expected an "
                     "exact pin like torch==2.13.0+cpu (one '==' version, no wildcard, extras or markers), 'installed' "
                     "or a patch file"),
-])
+], ids=["a git ref", "a range"])
 def test_a_side_that_is_no_torch_wheel_pin_stops_store_fetch_before_anything_is_fetched(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pr: str, expected: str) -> None:
     pip_reads_no_machine_settings(monkeypatch)
