@@ -25,7 +25,13 @@ from prbench.images.content_store import (
     WheelTarget,
     items_in_lock,
 )
-from tests.support.store_support import clone_with_submodules, git, http_server, write_wheel
+from tests.support.store_support import (
+    clone_with_submodules,
+    git,
+    http_server,
+    pip_reads_no_machine_settings,
+    write_wheel,
+)
 
 TARGET = WheelTarget("3.11", ("manylinux_2_28_x86_64", "linux_x86_64"), abi="cp311")
 
@@ -275,10 +281,7 @@ def test_an_archive_already_in_the_store_does_not_need_the_clone(tmp_path) -> No
 @pytest.fixture
 def offline_pip(monkeypatch) -> None:
     """pip with no configuration files and no PIP_* settings of this machine: only the flags the test gives."""
-    for key in list(os.environ):
-        if key.startswith("PIP_"):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    pip_reads_no_machine_settings(monkeypatch)
 
 
 @pytest.fixture

@@ -265,7 +265,7 @@ def test_store_fetchs_triton_ab_mistakes_are_one_line_before_anything_is_fetched
      "docker recipe that builds from source)"),
     (("fetch", "--recipe", "cpu-venv", "--triton-base", "HEAD", "--triton-pr", "HEAD"),
      "error: store fetch: recipe cpu-venv installs wheels; --pytorch-src, --triton-src, --triton-ref, "
-     "--triton-base, --triton-pr, --base and --pr are for recipes that build from source"),
+     "--triton-base and --triton-pr are for recipes that build from source"),
     (("list", "--triton-pr", "HEAD"),
      "error: store list: --pytorch-src, --triton-src, --triton-ref, --triton-base, --triton-pr, --base and --pr are "
      "for fetch only"),

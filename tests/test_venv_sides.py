@@ -13,15 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from prbench.commands.images import run_store_action
+from prbench.commands.images import SourceSides, run_store_action
 from prbench.compare.doctor import DoctorInputs, run_doctor
 from prbench.compare.variant_plan import plan_venv
 from prbench.images import wheels
 from prbench.images.content_store import Store, StoreItem, WheelTarget
 from prbench.sides.recipes import UNPINNED, load_recipe
+from tests.support.cli_support import invoke_in_process, one_line
 from tests.support.docker_support import invoke
 from tests.support.recipe_support import RECIPES_DIR, load_error, write
-from tests.support.store_support import write_wheel
+from tests.support.store_support import pip_reads_no_machine_settings, write_wheel
 
 TARGET = WheelTarget("3.11", ("manylinux_2_36_x86_64", "linux_x86_64"), abi="cp311")
 TRITON_REQUIREMENT = 'triton==3.8.0; platform_system == "Linux"'
@@ -76,6 +77,59 @@ def test_store_fetch_of_a_venv_recipe_takes_its_wheels_for_this_python(
     said = capsys.readouterr().out
     assert "wheels: all 1 for cp311 manylinux_2_36_x86_64 are in the store" in said  # no pip: offline
     assert f"store {store.root}: 1 wheel(s) for recipe fetch-venv (venvs of " in said
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("runner", ["venv", "docker"])
+def test_store_fetch_takes_both_releases_of_an_ab_so_that_compare_then_needs_no_network(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], runner: str) -> None:
+    # The venvs' interpreter, or the Docker recipe's base image, would be asked for its wheel tags; here it is given.
+    monkeypatch.setattr(wheels, "python_wheel_target", lambda python: TARGET)
+    monkeypatch.setattr(wheels, "base_image_target", lambda recipe, store: lambda: TARGET)
+    # pip's "index" is a local folder: the stand-in release torch 2.14.1 and the Triton it requires.
+    index = tmp_path / "index"
+    write_wheel(index, "torch", "2.14.1", tag="cp311-cp311-manylinux_2_36_x86_64", requires=(TRITON_REQUIREMENT,))
+    write_wheel(index, "triton", "3.8.0")
+    pip_reads_no_machine_settings(monkeypatch)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    store = Store(tmp_path / "store")
+    cpu_build = _stored(tmp_path, store, "2.13.0+cpu")
+    path = _venv_recipe(tmp_path / "ab.toml", "torch==2.13.0+cpu", cpu_build.sha256)
+    if runner == "docker":
+        base = f'runner = "docker"\n[base_image]\nname = "debian:12"\ndigest = "sha256:{"0" * 64}"\n'
+        path.write_text(path.read_text().replace('runner = "venv"\n', base))
+    recipe = load_recipe(str(path), tmp_path)
+
+    run_store_action("fetch", store_dir=str(store.root), file=None, lock=None, recipe=recipe,
+                     sides=SourceSides(refs=("torch==2.13.0", "torch==2.14.1")))
+
+    said = capsys.readouterr().out
+    assert f"store {store.root}: 3 wheel(s) for recipe ab and torch==2.13.0+cpu and torch==2.14.1" in said
+    # Offline now: compare pins the PR side from the store, and every wheel its environment installs is there.
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nowhere"))
+    pin = wheels.resolve_wheel_spec("torch==2.14.1", "--pr", "pytorch", store, lambda: TARGET)
+    at_hand = store.wheels_at_hand([pin.requirement], TARGET)
+    assert at_hand is not None and sorted(item.name.split("-")[0] for item in at_hand) == ["torch", "triton"]
+
+
+@pytest.mark.parametrize("pr, expected", [
+    ("main", "error: store fetch: --base/--pr main: recipe cpu-venv installs torch wheels; expected an exact pin like "
+             "torch==2.13.0+cpu (the distribution must be torch), 'installed' or a patch file"),
+    ("torch>=2.14", "error: store fetch: --base/--pr torch>=2.14: recipe cpu-venv installs torch wheels; expected an "
+                    "exact pin like torch==2.13.0+cpu (one '==' version, no wildcard, extras or markers), 'installed' "
+                    "or a patch file"),
+], ids=["a git ref", "a range"])
+def test_a_side_that_is_no_torch_wheel_pin_stops_store_fetch_before_anything_is_fetched(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pr: str, expected: str) -> None:
+    pip_reads_no_machine_settings(monkeypatch)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # a fetch would fail, not reach an index
+    store = tmp_path / "store"
+
+    result = invoke_in_process("store", "fetch", "--recipe", "cpu-venv", "--pr", pr, "--store", str(store))
+
+    assert one_line(result) == expected
+    assert not (store / "objects").exists() or not any((store / "objects").iterdir())
 
 
 # --- planning the sides ----------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +26,7 @@ from prbench.commands.flags import (
 )
 from prbench.images.content_store import Store, StoreError, StoreItem, WheelTarget, items_in_lock
 from prbench.images.wheels import size_text
-from prbench.sides.recipes import Recipe
+from prbench.sides.recipes import INSTALLED, WHEEL_NAMES, Recipe, WheelPin, wheel_problem
 
 if TYPE_CHECKING:
     from prbench.sides.pins import TritonPin
@@ -115,33 +115,69 @@ def fetch_recipe(store: Store, recipe: Recipe, sides: SourceSides) -> None:
     from prbench.sides.pins import check_source_flags
 
     if recipe.is_venv:  # its venvs are this interpreter's (compare's default --python)
-        if sides != SourceSides():
+        if replace(sides, refs=()) != SourceSides():
             raise UserError(f"store fetch: recipe {recipe.name} installs wheels; --pytorch-src, --triton-src, "
-                            "--triton-ref, --triton-base, --triton-pr, --base and --pr are for recipes that build "
-                            "from source")
+                            "--triton-ref, --triton-base and --triton-pr are for recipes that build from source")
+        specs = _wheel_specs(recipe, sides.refs)
         python = partial(python_wheel_target, sys.executable)
         items = wheels_for(store, [pin.requirement for pin in recipe.wheel_pins], python, pins=recipe.wheel_pins)
         items += wheels_for(store, list(recipe.pip_extra), python)
-        print(f"store {store.root}: {len({item.sha256 for item in items})} wheel(s) for recipe {recipe.name} "
-              f"(venvs of {sys.executable})")
+        side_pins, side_items = _side_wheels(store, recipe, specs, python)
+        print(f"store {store.root}: {len({item.sha256 for item in items + side_items})} wheel(s) for recipe "
+              f"{recipe.name}{_and_pins(side_pins)} (venvs of {sys.executable})")
         return
     if not recipe.is_docker or recipe.base_image is None:
         raise UserError(f"store fetch: recipe {recipe.name} runs locally; fetch is for Docker and venv recipes "
                         "(their images and venvs install wheels from the store)")
     clones = check_source_flags(recipe, sides.pytorch_src, sides.triton_src, sides.triton_ref, sides.triton_pr,
                                 sides.triton_base)
-    if clones is None and (sides.pytorch_src is not None or sides.refs):
-        raise UserError(f"store fetch: recipe {recipe.name} installs wheels; --pytorch-src, --base and --pr are for "
-                        "recipes that build from source")
-    # Every side's commits (and a Triton A/B's patch) are checked before anything is fetched.
+    if clones is None and (sides.pytorch_src is not None or (sides.refs and not recipe.is_wheel)):
+        raise UserError(f"store fetch: recipe {recipe.name} installs wheels; --pytorch-src is for recipes that build "
+                        "from source")
+    # Every side's commits (and a Triton A/B's patch) or wheel pins are checked before anything is fetched.
     builds = _source_builds(store, recipe, clones, sides) if clones is not None else []
+    specs = _wheel_specs(recipe, sides.refs) if clones is None else []
     target = base_image_target(recipe, store)
     items = wheels_for(store, [pin.requirement for pin in recipe.wheel_pins], target, pins=recipe.wheel_pins)
     items += wheels_for(store, list(recipe.pip_extra), target)
+    side_pins, side_items = _side_wheels(store, recipe, specs, target)
     sources = "" if recipe.is_wheel else " (a source build's own build requirements are fetched when it is built)"
-    print(f"store {store.root}: {len({item.sha256 for item in items})} wheel(s) for recipe {recipe.name}{sources}")
+    print(f"store {store.root}: {len({item.sha256 for item in items + side_items})} wheel(s) for recipe "
+          f"{recipe.name}{_and_pins(side_pins)}{sources}")
     if clones is not None:
         fetch_source_downloads(store, recipe, clones, builds, sides.triton_ref, target)
+
+
+def _wheel_specs(recipe: Recipe, refs: tuple[str, ...]) -> list[str]:
+    """A wheel recipe's ``--base``/``--pr`` as wheel pins (``torch==2.14.1``), each checked at the door; ``installed``
+    is the recipe's own wheel, fetched with the recipe."""
+    specs = [spec for spec in refs if spec != INSTALLED]
+    for spec in specs:
+        problem = wheel_problem(spec, WHEEL_NAMES["pytorch"])
+        if problem:
+            raise UserError(f"store fetch: --base/--pr {spec}: recipe {recipe.name} installs torch wheels; "
+                            f"{problem}, 'installed' or a patch file")
+    return specs
+
+
+def _side_wheels(store: Store, recipe: Recipe, specs: list[str],
+                 target: Callable[[], WheelTarget]) -> tuple[list[WheelPin], list[StoreItem]]:
+    """Each side's torch wheel, pinned as ``invoke compare`` pins it (`prbench.images.wheels.resolve_wheel_spec`) and
+    fetched with all it requires and the recipe's Triton pin, so that a compare of those releases builds offline."""
+    from prbench.images.wheels import resolve_wheel_spec, wheels_for
+
+    triton = recipe.wheel_pins[1:]
+    pins: list[WheelPin] = []
+    items: list[StoreItem] = []
+    for spec in specs:
+        pin = resolve_wheel_spec(spec, "--base/--pr", "pytorch", store, target)
+        pins.append(pin)
+        items += wheels_for(store, [pin.requirement, *(p.requirement for p in triton)], target, pins=(pin, *triton))
+    return pins, items
+
+
+def _and_pins(pins: list[WheelPin]) -> str:
+    return "".join(f" and {pin.requirement}" for pin in pins)
 
 
 def fetch_source_downloads(store: Store, recipe: Recipe, clones: tuple[Path, Path],
@@ -367,8 +403,10 @@ def verify(ctx, lock, image=None):
         "triton_pr": "fetch only: " + TRITON_PR_HELP + "; both sides' Triton downloads are fetched (the PR's "
                      "Triton may pin another LLVM)",
         "triton_base": "fetch only: " + TRITON_BASE_HELP,
-        "base": "fetch only: a base side's PyTorch ref in --pytorch-src (default: the recipe's commit)",
-        "pr": "fetch only: a PR side's PyTorch ref in --pytorch-src (a patch file builds the base's commit)",
+        "base": "fetch only: a base side's PyTorch ref in --pytorch-src (default: the recipe's commit), or with a "
+                "wheel recipe a wheel pin like torch==2.13.0+cpu (fetched with what it requires)",
+        "pr": "fetch only: a PR side's PyTorch ref in --pytorch-src (a patch file builds the base's commit), or with "
+              "a wheel recipe a wheel pin like torch==2.14.1 (fetched with what it requires)",
     },
 )
 @user_facing

@@ -83,6 +83,14 @@ def clone_with_submodules(tmp: Path) -> Clone:
         "third_party/kineto/libkineto/third_party/json": json_commit})
 
 
+def pip_reads_no_machine_settings(monkeypatch) -> None:
+    """pip with no configuration files and no PIP_* settings of this machine: only what the test gives it."""
+    for key in list(os.environ):
+        if key.startswith("PIP_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+
+
 def write_wheel(directory: Path, name: str, version: str, *, requires: tuple[str, ...] = (),
                 tag: str = "py3-none-any", build: str = "") -> Path:
     """A minimal valid wheel: one module, METADATA (with Requires-Dist), WHEEL and RECORD; ``build`` changes the
