@@ -1,9 +1,11 @@
-"""`invoke bisect` on a stand-in PyTorch history of 4 Python-only commits built from the installed torch's own
-files, with the README's example regression planted in commit 3: real compiles and paired rounds of tiny BERT,
-three rounds per step. The smallest history whose search goes both ways: one bisect finds commit 3 in three steps
-(the bad endpoint, commit 2 good, commit 3 bad), compiling the good commit once; a second one over the no-op
-commits 1..2 reuses the first one's run of commit 2 and reports the range good; the first command again redoes
-nothing."""
+"""`invoke bisect` on a stand-in PyTorch history of 2 Python-only commits built from the installed torch's own
+files, a no-op (commit 1) then the README's example regression (commit 2): real compiles and paired rounds of tiny
+BERT, three rounds per step. The smallest history whose search has both outcomes of a real compare: one bisect
+finds commit 2 in two steps (the bad endpoint regressed, commit 1 the same code, so good), compiling the good
+commit once; a second one over the no-op commit 1 alone reuses the first one's run of commit 1 and reports the
+range good; the first command again redoes nothing. Each step is a whole compare (a compile of the PR side, six
+rounds): the search over longer histories, in both directions, around undecided and unbuildable commits, is
+tests/test_bisect.py's on stand-in compares."""
 
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ from tests.support.bisect_support import NOOP, installed_is, standin_history
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "cpu-scalar-short-reductions.patch"
-PLANTED = 3
-LAST = 4
+PLANTED = 2
+LAST = 2
 # The example makes four of tiny BERT's five C++ kernels slower (0.14× to 0.28× here); this one the most.
 KERNEL = "cpp_fused__log_softmax_nll_loss_forward_view_4"
 
@@ -65,12 +67,12 @@ def test_bisect_finds_the_planted_commit_then_a_no_op_range_is_good(history, tmp
     assert data["conclusion"] == {"status": "found", "first_bad": shas[PLANTED], "candidates": [shas[PLANTED]],
                                   "stepped_around": []}
     steps = [(shas.index(s["sha"]), s["outcome"]) for s in data["steps"]]
-    assert steps == [(LAST, "bad"), (2, "good"), (3, "bad")]
+    assert steps == [(LAST, "bad"), (1, "good")]
     assert all(s["verdict"] == "same code" for s in data["steps"] if s["outcome"] == "good")
     assert all(s["verdict"] == "regressed" and s["ci_high"] < 0.5 for s in data["steps"] if s["outcome"] == "bad")
     report = (found.directory / "bisect.md").read_text()
     assert f"First bad commit: `{shas[PLANTED][:12]}` commit {PLANTED}: {EXAMPLE.name}" in report
-    assert report.count("| bad") + report.count("| **bad**") == 2 and f"`{shas[2][:8]}..{shas[3][:8]}" in report
+    assert report.count("| bad") + report.count("| **bad**") == 1 and f"`{shas[1][:8]}..{shas[2][:8]}" in report
     # The good commit (every step's base side) is compiled once: the later steps took the first step's base side.
     good_sides = {json.loads((runs / step["run"] / "manifest.json").read_text())["stages"]["base/suite"]["started"]
                   for step in data["steps"]}
@@ -82,6 +84,6 @@ def test_bisect_finds_the_planted_commit_then_a_no_op_range_is_good(history, tmp
     again = run_bisect(_request(src, shas[0], shas[LAST], runs))
     assert calls == [] and again.record.steps == found.record.steps  # resumed from bisect.json, nothing re-run
 
-    no_op = run_bisect(_request(src, shas[0], shas[2], runs))
-    assert calls == [shas[2]]  # the first bisect's run of commit 2, resumed: its stages are all done
+    no_op = run_bisect(_request(src, shas[0], shas[1], runs))
+    assert calls == [shas[1]]  # the first bisect's run of commit 1, resumed: its stages are all done
     assert no_op.conclusion.status == "not regressed" and "the range is good" in no_op.headline

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from prbench.images.content_store import DEFAULT_STORE, Store
+from prbench.images.wheels import image_wheel_target, recipe_contents
+from prbench.sides.recipes import load_recipe
 from tests.support.docker_support import (
     PROJECT,
     VEC_ISA_OK,
@@ -58,7 +60,7 @@ def recipe(tmp_path_factory: pytest.TempPathFactory, client) -> Path:
     text = text.replace("[env]\n", f'[env]\n{VEC_ISA_OK} = "{os.environ[VEC_ISA_OK]}"\n', 1)
     path = tmp_path_factory.mktemp("recipes") / "cpu-docker.toml"
     path.write_text(text, encoding="utf-8")
-    _wheels_from_the_users_store()
+    _wheels_from_the_users_store(path, client)
     fetched = invoke("store", "fetch", "--recipe", str(path), env=OFFLINE)
     if fetched.returncode != 0:
         skip_unless_ci(f"the store lacks the wheels of {SHIPPED.name} and pip may not download them during tests: "
@@ -67,11 +69,14 @@ def recipe(tmp_path_factory: pytest.TempPathFactory, client) -> Path:
     return path
 
 
-def _wheels_from_the_users_store() -> None:
-    """Copy the wheels of the user's store (read only) into the session's; each is hashed again on the way."""
+def _wheels_from_the_users_store(recipe: Path, client) -> None:
+    """Copy the wheels a build of ``recipe`` takes from the user's store (read only) into the session's: its pins and
+    ``[pip] extra`` with their dependencies, each hashed again on the way. Only those: a user's store may hold
+    gigabytes of other recipes' wheels (CUDA's), which every session would hash and copy for nothing."""
     users, session = Store(DEFAULT_STORE.expanduser()), Store.at()
-    for item in users.items():
-        if item.kind == "wheel" and users.object_path(item.sha256).is_file():
+    target = image_wheel_target(client, base_image_id(client))
+    for item in recipe_contents(users, load_recipe(str(recipe), recipe.parent), target).closure.items():
+        if users.object_path(item.sha256).is_file():
             session.add_file(users.path(item), kind=item.kind, name=item.name, origin=item.origin)
 
 
