@@ -25,7 +25,7 @@ def test_invoke_modes_lists_every_preset_with_its_settings() -> None:
     for name in ISSUE_MODES:
         assert any(line.split()[0] == name for line in lines if line.strip()), name
     training = next(line for line in lines if line.startswith("training "))
-    assert "mode=training" in training
+    assert "mode=training" in training and "backward and optimizer step" in training  # the step the suite times
     no_graphs = next(line for line in lines if line.startswith("no-cudagraphs "))
     assert "triton.cudagraphs=false" in no_graphs
     assert "+" in result.stdout  # how to compose

@@ -39,9 +39,19 @@ def _outputs(seed: int) -> dict[str, np.ndarray]:
             "compiled/loss": np.array(2.5, np.float32)}
 
 
-def _run(root: Path, pr_compiled: dict[str, dict[str, np.ndarray]] | None = None) -> Path:
-    """A finished comparison whose suites recorded every model's outputs; ``pr_compiled`` replaces the PR's
-    compiled outputs of a model."""
+def _training_outputs(seed: int) -> dict[str, np.ndarray]:
+    """A training step as the suite records it: the loss, a parameter's gradient and that parameter after the
+    optimizer step, per role."""
+    rng = np.random.default_rng(seed)
+    exact = {"loss": np.array(2.5), "grad.encoder.weight": rng.normal(0, 1, (8, 8)),
+             "param.encoder.weight": rng.normal(0, 1, (8, 8))}
+    return {f"{role}/{name}": value if role == "fp64" else value.astype(np.float32)
+            for role in ("fp64", "eager", "compiled") for name, value in exact.items()}
+
+
+def _run(root: Path, pr_compiled: dict[str, dict[str, np.ndarray]] | None = None, mode: str = "inference") -> Path:
+    """A finished comparison whose suites recorded every model's outputs in ``mode``; ``pr_compiled`` replaces the
+    PR's compiled outputs of a model."""
     specs = kernel_specs(6, seed=3, models=tuple(MODELS))
     run = root / "runs" / "r1"
     for side, seed in (("base", 4), ("pr", 5)):
@@ -50,11 +60,11 @@ def _run(root: Path, pr_compiled: dict[str, dict[str, np.ndarray]] | None = None
         write_variant(run / side, kernels, ksamples, suite, ssamples, env={},
                       model_samples=model_rounds(MODELS, seed=seed + 20))
         for index, model in enumerate(MODELS):
-            arrays = _outputs(index)
+            arrays = _outputs(index) if mode == "inference" else _training_outputs(index)
             if side == "pr":
                 arrays |= {f"compiled/{k}": v for k, v in (pr_compiled or {}).get(model, {}).items()}
             write_model_outputs(outputs_path(run / side / "suite", model), arrays,
-                                {"dtype": "float32", "mode": "inference", "vs_eager": None, "fp64": True,
+                                {"dtype": "float32", "mode": mode, "vs_eager": None, "fp64": True,
                                  "seconds": 0.2, "error": None})
     (run / "manifest.json").write_text(json.dumps({"run_id": "r1", "created": "now", "stages": {},
                                                    "settings": {"rounds": 5}}))
@@ -108,6 +118,16 @@ def test_outputs_that_agree_pass_and_identical_ones_say_so(tmp_path: Path) -> No
     assert paths.summary["numerics"]["models"]["failed"] == 0 and paths.summary["numerics"]["models"]["worst"] is None
     assert not paths.verdict.startswith("**Verdict:** numerics")
     assert fail_reasons(paths.summary, "numerics") == []
+
+
+def test_a_training_report_says_its_numerics_compared_the_parameters_after_the_optimizer_step(
+        tmp_path: Path) -> None:
+    paths = render_report(load_report_inputs(_run(tmp_path, mode="training")), tmp_path / "report")
+
+    text = paths.report_md.read_text(encoding="utf-8")
+    assert "Models: **2 of 2 passed**" in text
+    method = next(line for line in text.splitlines() if line.startswith("**Numerics.**"))
+    assert "the gradients of four fixed parameters and those parameters after the optimizer step" in method
 
 
 def test_bfloat16_rounding_passes_on_the_float64_reference_and_nan_never_passes() -> None:

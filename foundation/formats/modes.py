@@ -42,7 +42,8 @@ class Preset:
 
 PRESETS: tuple[Preset, ...] = (
     Preset("inference", "forward only, under torch.no_grad", suite={"mode": "inference"}),
-    Preset("training", "forward, loss and backward (the suite's training step)", suite={"mode": "training"}),
+    Preset("training", "zero grad, forward, loss, backward and optimizer step (the runner's training step)",
+           suite={"mode": "training"}),
     Preset("float32", "weights and inputs in float32", suite={"dtype": "float32"}),
     Preset("amp", "float32 weights under autocast (the HUD's amp)", suite={"dtype": "amp"}),
     Preset("bfloat16", "weights and inputs in bfloat16", suite={"dtype": "bfloat16"}),
