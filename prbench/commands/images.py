@@ -166,7 +166,7 @@ def _side_wheels(store: Store, recipe: Recipe, specs: list[str],
     fetched with all it requires and the recipe's Triton pin, so that a compare of those releases builds offline."""
     from prbench.images.wheels import resolve_wheel_spec, wheels_for
 
-    triton = recipe.wheel_pins[1:]
+    triton = (recipe.triton_wheel,) if recipe.triton_wheel is not None else ()
     pins: list[WheelPin] = []
     items: list[StoreItem] = []
     for spec in specs:
