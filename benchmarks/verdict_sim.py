@@ -4,7 +4,7 @@ functions (``analysis.kernels.compare.compare_kernels``, ``analysis.report.verdi
 
     python benchmarks/verdict_sim.py [--replicates 200] [--rounds 10 | --rounds auto [--device cpu|gpu]
         [--max-rounds N] [--resolution 2%|none]] [--scenarios aa,hidden,...] [--seed 0]
-        [--components FILE.json [--family kernels|models]] [--reuse-workers K] [--out sim.json]
+        [--components FILE.json [--family kernels|models]] [--passes P] [--reuse-workers K] [--out sim.json]
 
 ``--rounds auto`` stops the kernels' rounds with invoke compare's own policy (`analysis.report.sequential`:
 ``rounds_policies`` for the device's defaults, ``RoundsPolicy.after_look`` after every round).
@@ -18,7 +18,9 @@ slower: the first visit warms the caches). ``--components`` takes the four Gauss
 what ``benchmarks/variance_components.py --json`` measured on a real run (its ``sim_noise`` of one family: round,
 the process part every item of a worker shares, each item's own process part, a block's visits) and sets the step,
 drift and order effect to 0 (the measured levels hold their spread); the outliers stay, as the measured levels are
-robust (MAD) and leave them out. ``--reuse-workers K`` lets one pair of workers time K rounds in a row, so their
+robust (MAD) and leave them out. ``--passes P`` times each round in P passes instead (the measured levels of a
+visit and within it do not depend on how many passes the measured run made: a round of another design).
+``--reuse-workers K`` lets one pair of workers time K rounds in a row, so their
 process and item offsets hold for K rounds instead of one. The two sides are timed in ABBA blocks as
 ``stages.paired`` times them, with its start-order parity (base first when block + round + pass is even), and the
 blocks reach the comparison as ``PairedBlocks``.
@@ -46,7 +48,7 @@ import json
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -327,15 +329,17 @@ def main(argv: list[str] | None = None) -> int:
                         "--json (its sim_noise), instead of the built-in ones")
     parser.add_argument("--family", choices=("kernels", "models"), default="kernels",
                         help="--components: which family's levels (default kernels)")
+    parser.add_argument("--passes", type=int, help="walks over the blocks per round (default: the measured run's "
+                        f"with --components, else {Noise.passes})")
     parser.add_argument("--reuse-workers", type=int, default=1,
                         help="rounds one pair of workers times before fresh ones start (default 1: fresh every round)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     names = [s for s in args.scenarios.split(",") if s]
     unknown = [s for s in names if s not in SCENARIOS]
-    if unknown or args.replicates < 1 or args.reuse_workers < 1:
+    if unknown or args.replicates < 1 or args.reuse_workers < 1 or (args.passes is not None and args.passes < 1):
         parser.error(f"--scenarios: unknown {', '.join(unknown)} (known: {', '.join(SCENARIOS)})" if unknown
-                     else "--replicates ≥ 1 and --reuse-workers ≥ 1")
+                     else "--replicates ≥ 1, --reuse-workers ≥ 1 and --passes ≥ 1")
     try:  # the flags as invoke compare checks them, and the kernels' policy it would run
         flags = check_rounds_flags(args.rounds, args.max_rounds, None, args.resolution)
     except UserError as exc:
@@ -350,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
             noise = measured_noise(args.components, args.family, args.reuse_workers)
         except UserError as exc:
             parser.error(str(exc))
+    if args.passes is not None:
+        noise = replace(noise, passes=args.passes)
     settings = VerdictSettings()
     target = f", resolution target {policy.resolution_pct:g} %" if policy.resolution_pct is not None else ""
     print(f"verdict simulation: {args.replicates} replicates, "

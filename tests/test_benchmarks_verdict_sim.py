@@ -60,6 +60,11 @@ def test_measured_components_drive_the_simulation(tmp_path: Path) -> None:
     assert (noise["item_sd"], noise["visit_sd"], noise["passes"], noise["reuse"]) == (0.03, 0.04, 4, 3)
     assert noise["step_p"] == 0 and noise["drift"] == 0
 
+    # The same levels, timed as a round of another design: 2 passes instead of the measured run's 4.
+    verdict_sim.main(["--replicates", "1", "--rounds", "3", "--scenarios", "one_3pct", "--components",
+                      str(_components(tmp_path / "c.json")), "--passes", "2", "--out", str(out)])
+    assert json.loads(out.read_text())["noise"]["passes"] == 2
+
 
 def test_a_components_file_without_the_family_is_one_line(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
@@ -100,10 +105,10 @@ def test_adaptive_rounds_stop_with_invoke_compares_own_policy_and_its_cpu_defaul
     assert verdict_sim.main(["--replicates", "1", "--rounds", "auto", "--scenarios", "aa", "--out", str(out)]) == 0
 
     written = json.loads(out.read_text())
-    # The CPU's default for kernels: at most 16 rounds, settled and resolved to 2 %; nothing changed stops at 3.
-    assert (written["max_rounds"], written["resolution_pct"]) == (16, 2.0)
+    # The CPU's default for kernels: at most 24 rounds, settled and resolved to 2 %; nothing changed stops at 3.
+    assert (written["max_rounds"], written["resolution_pct"]) == (24, 2.0)
     assert written["results"]["aa"]["mean_rounds"] == 3.0 and looked == [3]
-    assert "adaptive rounds up to 16, resolution target 2 %" in capsys.readouterr().out
+    assert "adaptive rounds up to 24, resolution target 2 %" in capsys.readouterr().out
 
     verdict_sim.main(["--replicates", "1", "--rounds", "auto", "--max-rounds", "5", "--resolution", "none",
                       "--scenarios", "aa", "--out", str(out)])
