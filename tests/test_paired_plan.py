@@ -224,11 +224,8 @@ def test_a_round_walks_every_block_once_per_pass_and_pools_the_visits(tmp_path: 
     assert [len(r) for r in side_samples([record], "base")["cpp/a.cpp"]] == [6 * 7]  # 6 visits of 7 samples
     assert read_round_back(tmp_path, record) == [v.pass_index for v in record.visits]
     cpu, gpu = PairedTiming.for_device("cpu"), PairedTiming.for_device("0")
-    assert cpu.rounds > gpu.rounds >= 3  # the shared CPU needs more rounds
-    # On the CPU a model round walks its blocks more often than a kernel round: a model's step varies most within a
-    # process, a kernel's between processes, so kernels gain more from another round than from more passes.
-    assert cpu.passes["models"] > cpu.passes["kernels"] >= gpu.passes["kernels"] >= 1
-    assert PairedTiming.for_device("cpu", rounds=4, passes=1) == PairedTiming(4, {"models": 1, "kernels": 1})
+    assert cpu.passes > gpu.passes >= 1 and cpu.rounds > gpu.rounds >= 3  # the shared CPU needs more of both
+    assert PairedTiming.for_device("cpu", rounds=4, passes=1) == PairedTiming(4, 1)
 
 
 def read_round_back(tmp_path: Path, record: Any) -> list[int]:
@@ -499,8 +496,6 @@ def test_a_cpu_compare_without_flags_holds_kernels_to_2_percent_and_models_to_3(
     assert recorded == {"mode": "auto", "min_rounds": 3, "max_rounds": 24, "budget_s": None,
                         "kinds": {"models": {"max_rounds": 10, "resolution_pct": 3.0},
                                   "kernels": {"max_rounds": 24, "resolution_pct": 2.0}}}
-    # A model round walks its blocks 16 times, a kernel round 4: the manifest says both.
-    assert _settings(replace(the_request, passes=None), compare_plan, None)["passes"] == {"models": 16, "kernels": 4}
 
     # The kernels regress clearly from round 3 on, but only round 6 resolves 2 % at the strict level.
     looks = {n: family("regressed", detectable=4.0 - 0.4 * n, strict_detectable=5.0 - 0.5 * n) for n in range(3, 25)}

@@ -574,22 +574,3 @@ def test_the_resolution_is_the_smallest_change_told_apart_from_none_whatever_the
         row = _table_row(md, "its resolution: the smallest change this run tells apart from none")[1]
         assert row == (f"{100 * resolution:.1f} %; called improved/regressed beyond the {100 * threshold:g} % "
                        f"threshold from {100 * ((1 + threshold) * (1 + resolution) - 1):.1f} %")
-
-
-def test_a_run_recorded_with_one_number_of_passes_says_it_for_both_kinds(rendered: dict) -> None:
-    """README command 1's run was recorded when one ``--passes`` covered both kinds (manifest format 2: 16); its
-    report, rendered again now, says that number once."""
-    method = " ".join(_method(str(rendered["md"]))[0].split())
-    assert "A round walks all blocks 16 times, so every item gets" in method
-
-
-def test_a_manifest_whose_passes_are_not_whole_numbers_is_named_in_one_line(tmp_path: Path) -> None:
-    from foundation.errors import UserError
-
-    run = _copy(tmp_path)
-    manifest = json.loads(RunLayout(run).manifest.read_text())
-    manifest["settings"]["passes"] = {"models": 16, "kernels": "four"}
-    RunLayout(run).manifest.write_text(json.dumps(manifest))
-    with pytest.raises(UserError, match=r"manifest.json: settings.passes: expected a whole number of at least 1 per "
-                                        r"kind \(models, kernels\), got"):
-        load_report_inputs(run)

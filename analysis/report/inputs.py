@@ -22,7 +22,7 @@ from analysis.kernels.compare import read_kernels_csv
 from analysis.kernels.cpp_build import cpp_build_difference
 from analysis.models.compare import read_suite_frame
 from analysis.report.sections.experiment import Experiment, recorded_experiment
-from analysis.report.sequential import KINDS, RoundsUsed, read_rounds_used
+from analysis.report.sequential import RoundsUsed, read_rounds_used
 from analysis.stats.verdict_settings import VerdictSettings
 from foundation.errors import UserError
 from foundation.formats.dynamo_csv import read_suite_samples
@@ -46,7 +46,7 @@ class ReportSettings:
     warmup: int | None = None  # None: taken from suite.csv when it has the column
     iterations: int | None = None
     rounds: int | None = None  # paired timing rounds (None: not recorded)
-    passes: dict[str, int] | None = None  # kind of item → ABBA blocks per item and round (None: not recorded)
+    passes: int | None = None  # ABBA blocks per item and round (None: not recorded)
     stats: VerdictSettings = field(default_factory=VerdictSettings)
 
 
@@ -127,19 +127,7 @@ def _manifest_settings(run_dir: Path) -> ReportSettings:
     except (TypeError, UserError) as exc:
         raise UserError(f"{run_dir / 'manifest.json'}: settings.stats: {exc}") from None
     return ReportSettings(warmup=pick("warmup", settings, suite), iterations=pick("iterations", settings, suite),
-                          rounds=pick("rounds", settings), passes=_passes(settings.get("passes"), run_dir),
-                          stats=verdict_settings)
-
-
-def _passes(value: Any, run_dir: Path) -> dict[str, int] | None:
-    """The manifest's ``settings.passes``: per kind of item (format 3), or one number for both (format 1-2)."""
-    if value is None:
-        return None
-    by_kind = dict.fromkeys(KINDS, value) if not isinstance(value, dict) else value
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in by_kind.values()):
-        raise UserError(f"{run_dir / 'manifest.json'}: settings.passes: expected a whole number of at least 1 per "
-                        f"kind ({', '.join(KINDS)}), got {value!r}")
-    return {str(kind): int(n) for kind, n in by_kind.items()}
+                          rounds=pick("rounds", settings), passes=pick("passes", settings), stats=verdict_settings)
 
 
 def _blocks(run_dir: Path, kind: str, inputs: ReportInputs) -> PairedBlocks | None:

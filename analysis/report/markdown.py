@@ -384,22 +384,12 @@ def _method(inputs: ReportInputs, kc: KernelComparison | None, mc: ModelComparis
             "resolution": any(u.resolution_pct is not None for u in inputs.rounds_used),
             "warmup": fmt_num(s.warmup) if s.warmup is not None else from_suite("warmup"),
             "iterations": fmt_num(s.iterations) if s.iterations is not None else from_suite("n"),
-            "kernel_n": kernel_n, "rounds": rounds, "passes": _passes_text(s.passes),
+            "kernel_n": kernel_n, "rounds": rounds, "passes": s.passes,
             "confidence": percent(level), "levels": _levels(kc, mc, level),
             "alpha": f"{s.stats.alpha:.3g}", "margin": percent(s.stats.margin),
             "threshold": percent(s.stats.effect_floor),
             "fail_share": percent(s.stats.fail_share),
             "noise": percent(s.stats.noise), "min_ms": s.stats.min_ms}
-
-
-def _passes_text(passes: dict[str, int] | None) -> str:
-    """How many times a round walks its blocks, in words: "4 times" where the kinds agree, else per kind."""
-    if not passes:
-        return ""
-    counts = {kind: f"{n} time{'s' if n != 1 else ''}" for kind, n in passes.items()}
-    if len(set(counts.values())) == 1:
-        return next(iter(counts.values()))
-    return ", ".join(f"{text} ({kind})" for kind, text in counts.items())
 
 
 def _levels(kc: KernelComparison | None, mc: ModelComparison | None, level: float) -> str:

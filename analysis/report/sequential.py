@@ -39,11 +39,11 @@ whether the target was reached, at the level the kind's verdicts are stated at.
 
 Defaults (`DEFAULT_ROUNDS`, by device kind and kind of item): on the CPU a kind stops only once its verdicts are
 settled *and* its resolution is at most the issue's goal, kernels 2 %, models 3 %, within its own most rounds
-(kernels 24, models 10: a kernel round is cheap, and with the measured noise the power issue 55 asks needs about
-that many; docs/cost-model.md), each round walking its blocks 16 times (models) or 4 (kernels);
-``--resolution X%`` sets one target for both kinds, ``--resolution none`` none, ``--max-rounds N`` one limit for
-both, ``--passes N`` one number of passes for both. A GPU keeps 5 rounds and no target: its noise levels rest on 3–5
-rounds of fixtures, too few to simulate a target against, and a GPU round costs a model's compile. Every kind's
+(kernels 24, models 10: a kernel round costs less than half a model round, and with the measured noise the power
+issue 55 asks needs about that many; docs/cost-model.md); ``--resolution X%`` sets one target for both kinds,
+``--resolution none`` none, ``--max-rounds N`` one limit for both. A GPU keeps 5 rounds and no target: its noise
+levels rest on 3–5 rounds of fixtures, too few to simulate a target against, and a GPU round costs a model's
+compile. Every kind's
 early looks are spent over the looks of the kind that may run most (`RoundsPolicy.run_max_rounds`), so the run
 states one run level.
 """
@@ -76,26 +76,21 @@ Resolution = float | Literal["none"] | None  # --resolution: a target (percent),
 
 @dataclass(frozen=True)
 class KindRounds:
-    """A kind's rounds by default: at most ``max_rounds``, the resolution (percent) a stop needs, and what one round
-    contains: ``passes`` walks over the kind's ABBA blocks."""
+    """A kind's adaptive rounds by default: at most ``max_rounds``, and the resolution (percent) a stop needs."""
 
     max_rounds: int
     resolution_pct: float | None
-    passes: int
 
 
-# The defaults by device kind (module docstring). CPU targets: issue 55's goals. What a round contains follows where
-# each kind's variance lies (docs/cost-model.md, "Where the variance comes from"; README command 1 after the
-# identical-code fix): a kernel's spread is its own process part (1.1 % per round and side) against 0.3 % from its
-# visits, so a kernel round walks its blocks 4 times (16 cost 17 s a round, 12 s of them visits) and the time goes
-# into more rounds, each a fresh draw of the processes; a model's step varies most within a process (7 % per
-# sample, 3 % per visit, its processes ~0), so a model round keeps 16 passes. Kernels' 24 rounds: with those levels
-# one kernel 3 % slower holding 5 % of the step is called regressed in at least 80 % of simulated runs
-# (`benchmarks/verdict_sim.py --rounds auto`; docs/cost-model.md, "Default targets and the kernels' most rounds").
-# GPU: no target (module docstring); 2 passes (a GPU visit is steadier, and a model step there costs more).
+# The defaults by device kind (module docstring). CPU targets: issue 55's goals. Kernels' 24 rounds: with the kernel
+# noise measured on README command 1 after the identical-code fix (docs/cost-model.md, "Default targets and the
+# kernels' most rounds"), one kernel 3 % slower holding 5 % of the step is called regressed in at least 80 % of
+# simulated runs only when an inconclusive kernel of weight holds the rounds open (`open_findings`) and they may run
+# past 16 (at most 16: 72.5 % of 40). A kernel round costs 15–20 s, a model round 40 s or more. GPU: no target
+# (module docstring).
 DEFAULT_ROUNDS: dict[str, dict[str, KindRounds]] = {
-    "cpu": {"models": KindRounds(10, 3.0, 16), "kernels": KindRounds(24, 2.0, 4)},
-    "gpu": {"models": KindRounds(5, None, 2), "kernels": KindRounds(5, None, 2)},
+    "cpu": {"models": KindRounds(10, 3.0), "kernels": KindRounds(24, 2.0)},
+    "gpu": {"models": KindRounds(5, None), "kernels": KindRounds(5, None)},
 }
 
 
@@ -345,8 +340,8 @@ def open_findings(verdicts: list[str], shares: list[float] | None, settings: Ver
     ``--fail-on regression`` fired in 10 % of adaptive runs against 75 % with 10 fixed rounds. Holding only those
     whose *estimate* lay beyond the threshold still lost some: a kernel truly 3 % slower whose estimate dipped
     under 2 % at a look was left inconclusive, and with the kernels' noise measured after the identical-code fix
-    one such kernel holding 5 % of the step was called regressed in 65 % of simulated runs (40) against 87.5 %
-    when every inconclusive one holds (at most 24 rounds of 4 passes; docs/cost-model.md)."""
+    one such kernel holding 5 % of the step was called regressed in 65 % of simulated runs (40, at most 16 rounds)
+    and in more when every inconclusive one holds (docs/cost-model.md)."""
     def weighty(share: float | None) -> bool:
         return share is None or (math.isfinite(share) and share >= settings.fail_share)
 

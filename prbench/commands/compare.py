@@ -111,9 +111,8 @@ _TOLERANCE_HELP = NUMERIC_TOLERANCE_HELP
                       "most this, e.g. 2% or 1.5% for both kinds, or none to stop once settled; within "
                       "--max-rounds and --budget, and the report says whether it was reached (default on the CPU: "
                       "kernels 2%, models 3%; on a GPU none)",
-        "passes": "A-B-B-A blocks per kernel job and model in each round, spread over the round, for both kinds; "
-                  "more passes average out visit-to-visit noise (default on the CPU: models 16, kernels 4, whose "
-                  "noise is mostly between processes, which only more rounds average out; 2 on a GPU)",
+        "passes": "A-B-B-A blocks per kernel job and model in each round, spread over the round; more passes "
+                  "average out visit-to-visit noise (default 16 on the CPU, 2 on a GPU)",
         "models_per_process": "Models kept compiled in one worker per side and round (0 = all; lower it when "
                               f"a GPU cannot hold every model twice; default {ROCM_MODELS_PER_PROCESS} on ROCm, "
                               "whose processes run out of HIP modules, else 0)",

@@ -555,14 +555,12 @@ class Comparison:
             console.print("[yellow]models: no model ran on both sides; no model rounds[/]")
             return
         per_process = _models_per_process(request)
-        settings = {"suite": request.suite.inputs(), "models_per_process": per_process,
-                    "passes": self.timing.passes["models"]}
+        settings = {"suite": request.suite.inputs(), "models_per_process": per_process, "passes": self.timing.passes}
         hashes = self.run_rounds("models", {s.prepared.variant.name: s.suite_hash for s in self.sides}, settings,
                                  lambda: model_plan(plan_sides, suite=request.suite, device=_device(request),
                                                     platform=request.recipe.platform,
                                                     per_process=per_process,
-                                                    logs=self.run.layout.paired_logs,
-                                                    passes=self.timing.passes["models"]),
+                                                    logs=self.run.layout.paired_logs, passes=self.timing.passes),
                                  self.models_look)
         for side in self.sides:
             name = side.prepared.variant.name
@@ -584,7 +582,7 @@ class Comparison:
         """
         request = self.request
         per_worker = _modules_per_worker(request)
-        settings: dict[str, Any] = {**asdict(request.kernels), "passes": self.timing.passes["kernels"]}
+        settings: dict[str, Any] = {**asdict(request.kernels), "passes": self.timing.passes}
         if per_worker:  # runs without a limit keep the input hashes they had before there was one
             settings["modules_per_worker"] = per_worker
         hashes = self.run_rounds(
@@ -592,7 +590,7 @@ class Comparison:
             lambda: kernel_plan(self.plan_sides(), device=_device(request), platform=request.recipe.platform,
                                 warmup=request.kernels.warmup, iterations=request.kernels.iterations,
                                 timeout_s=request.kernels.timeout_s, logs=self.run.layout.paired_logs,
-                                passes=self.timing.passes["kernels"], modules_per_worker=per_worker),
+                                passes=self.timing.passes, modules_per_worker=per_worker),
             self.kernels_look)
         for side in self.sides:
             name, directory = side.prepared.variant.name, side.prepared.directory

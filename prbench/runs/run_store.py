@@ -68,10 +68,7 @@ class StageRecord:
 # 2: settings.rounds_policy holds each kind's most rounds and resolution target (``kinds``: the kinds differ by
 #    default, `analysis.report.sequential.DEFAULT_ROUNDS`); its ``max_rounds`` is the most of any kind, and its
 #    ``resolution_pct`` (one target for both) is gone. Nothing reads rounds_policy back: version 1 reads as before.
-# 3: settings.passes is per kind of item ({"models": M, "kernels": K}: a kernel round walks fewer passes than a model
-#    round by default, `analysis.report.sequential.DEFAULT_ROUNDS`); one number in versions 1-2 meant both kinds
-#    (``analysis.report.inputs`` reads both).
-MANIFEST_FORMAT_VERSION = 3
+MANIFEST_FORMAT_VERSION = 2
 
 
 @dataclass

@@ -14,9 +14,8 @@ workers, which record the kernels for the numerical A/B once per run (the PR's o
 Models: one block per model whose suite row is ``ok`` on both sides; each side's worker prepares (compiles) the
 models of its group first.
 
-A round walks its blocks ``passes`` times (``--passes``; `PairedTiming` has the defaults by device and kind of item),
-so every item gets that many short ABBA blocks spread over the round, and the round's result does not hang on one
-visit.
+A round walks its blocks ``passes`` times (``--passes``; `PairedTiming` has the defaults by device), so every item
+gets that many short ABBA blocks spread over the round, and the round's result does not hang on one visit.
 
 A side's worker environment is what its runner gives a stage of that side (``runner.environment``: the
 variant's environment, its overlay and the code on PYTHONPATH), pinned to the device; the plan holds how it differs
@@ -36,7 +35,7 @@ from analysis.kernels.compare import IDENTICAL_CODE, normalize_kernels, pair_ker
 from analysis.kernels.cpp_build import same_cpp_build
 from analysis.kernels.numerics import CONFIG_VAR as NUMERICS_CONFIG_VAR
 from analysis.kernels.numerics import write_config as write_numerics_config
-from analysis.report.sequential import DEFAULT_ROUNDS, KINDS, device_kind, most_rounds
+from analysis.report.sequential import device_kind, most_rounds
 from analysis.stats.verdict_settings import check_rounds
 from foundation.errors import UserError
 from foundation.flag_values import whole_number
@@ -60,6 +59,12 @@ from foundation.formats.suite_request import SuiteRequest
 from foundation.hip_modules import models_per_process
 from prbench.runners import Runner, StageCommand
 
+# Passes when --passes is not given (the rounds: `analysis.report.sequential.DEFAULT_ROUNDS`). On a shared CPU one
+# visit of a sub-microsecond kernel or of a millisecond model step differs from the next by 5–20 % (a neighbour's
+# burst), and fresh processes differ by 1–2 %: A/A runs here reached the ±2 % margin for about half the kernels
+# with 5 rounds of 16 passes and for about three quarters with 10. A GPU visit is steadier, and a model step there
+# costs more.
+DEFAULT_PASSES = {"cpu": 16, "gpu": 2}  # device kind → passes
 PREPARE_TIMEOUT_S = 1800.0  # build + compile (from the warm cache) + warm-up of one model
 VISIT_TIMEOUT_S = 900.0  # warm-up + timed steps of one model
 
@@ -201,17 +206,15 @@ class PairedTiming:
     statistics), each walking every item's ABBA block ``passes`` times."""
 
     rounds: int
-    passes: dict[str, int]  # kind of item (`analysis.report.sequential.KINDS`) → walks over its blocks per round
+    passes: int
 
     @classmethod
     def for_device(cls, device: str, rounds: int | None = None, passes: int | None = None) -> PairedTiming:
-        """The given values, checked (one-line errors naming the flag), or the device's defaults
-        (`analysis.report.sequential.DEFAULT_ROUNDS`; rounds: the most any kind runs). ``--passes`` sets both
-        kinds' passes."""
-        defaults = DEFAULT_ROUNDS[device_kind(device)]
-        given = None if passes is None else whole_number("--passes", passes, minimum=1)
-        return cls(rounds=check_rounds(most_rounds(device_kind(device)) if rounds is None else rounds),
-                   passes={kind: defaults[kind].passes if given is None else given for kind in KINDS})
+        """The given values, checked (one-line errors naming the flag), or the device's defaults (rounds: the most
+        any kind runs by default)."""
+        kind = device_kind(device)
+        return cls(rounds=check_rounds(most_rounds(kind) if rounds is None else rounds),
+                   passes=whole_number("--passes", DEFAULT_PASSES[kind] if passes is None else passes, minimum=1))
 
 
 def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: int, iterations: int,
