@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -216,38 +217,6 @@ def test_suite_command_runs_the_stage_with_the_variants_environment(tmp_path: Pa
 
 
 @pytest.mark.integration
-def test_invoke_suite_compiles_two_tiny_models_and_archives_the_inductor_cache(tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
-    common = ["--models", "BertForMaskedLM,GPT2ForSequenceClassification", "--warmup", "3", "--iterations", "10",
-              "--runs-dir", str(runs), "--run", "it"]
-    proc = invoke(tmp_path, *common)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    variant = runs / "it" / "base"
-    rows = read_suite_csv(variant / "suite" / "suite.csv")
-    assert [(r["name"], r["status"]) for r in rows] == [
-        ("BertForMaskedLM", "ok"), ("GPT2ForSequenceClassification", "ok")]
-    assert all(float(r["compilation_latency"]) > 0 and float(r["speedup"]) > 0 for r in rows)
-    # A fresh cache: every model's cold compile looked its graphs up in Inductor's FX-graph cache and missed.
-    assert all(int(r["fxgraph_cache_misses"]) >= 1 and int(r["fxgraph_cache_hits"]) >= 0 for r in rows), rows
-
-    from foundation.formats.cache_archive import archived_graph_modules
-
-    modules = archived_graph_modules(variant / "inductor-cache.tar.gz")
-    assert len(modules) >= 2, modules  # one compiled graph per model at least
-    manifest = json.loads((runs / "it" / "manifest.json").read_text())
-    record = manifest["stages"]["base/suite"]
-    assert record["status"] == "done" and record["summary"]["ok"] == 2
-    assert summarize(variant)["failed"] == 0
-    env_json = json.loads((variant / "env.json").read_text())
-    assert env_json["stage_env"]["OMP_NUM_THREADS"] == "1"
-    assert "suite.csv" in proc.stdout and "geomean speedup" in proc.stdout
-
-    again = invoke(tmp_path, *common)
-    assert again.returncode == 0
-    assert "already done with the same inputs" in again.stdout
-
-
-@pytest.mark.integration
 def test_a_truncated_samples_json_from_an_earlier_attempt_is_one_error_line(tmp_path: Path) -> None:
     out = tmp_path / "suite"
     out.mkdir()
@@ -277,14 +246,30 @@ def _stage_pids(run_dir: Path) -> list[int]:
     return pids
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize("stopped", ["the host", "the stage"])
-def test_a_suite_stopped_after_its_first_model_keeps_it_and_the_same_command_redoes_only_the_rest(
-        tmp_path: Path, stopped: str) -> None:
+@dataclass(frozen=True)
+class StoppedSuite:
+    """`invoke suite` of two models stopped with SIGTERM after the first, then the same command again."""
+
+    tmp_path: Path
+    common: list[str]
+    first_log: str
+    first_returncode: int
+    first_rows: list[dict[str, str]]  # suite.csv as the stopped run left it
+    first_row: str
+    again: subprocess.CompletedProcess[str]
+
+    @property
+    def suite_csv(self) -> Path:
+        return self.tmp_path / "runs" / "it" / "base" / "suite" / "suite.csv"
+
+
+@pytest.fixture(scope="module", params=["the host", "the stage"])
+def stopped_suite(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> StoppedSuite:
     # `invoke suite` (the pipeline `invoke compare` runs its suites through) is stopped with SIGTERM after the first of
     # its two models: a cancelled job or `timeout` signals the host, which stops its stage; a `kill` of the process
     # tree or a shutdown may reach the stage's process first, and the host then ends on its own ("stage suite was
     # killed (SIGTERM)"), as in the user's report.
+    tmp_path = tmp_path_factory.mktemp("stopped")
     runs = tmp_path / "runs"
     common = ["--models", TWO, "--warmup", "3", "--iterations", "10", "--runs-dir", str(runs), "--run", "it"]
     env = stage_env(tmp_path)
@@ -296,7 +281,7 @@ def test_a_suite_stopped_after_its_first_model_keeps_it_and_the_same_command_red
     while not (suite_csv.exists() and read_suite_csv(suite_csv)):
         assert host.poll() is None and time.monotonic() < deadline, "the suite ended before its first model"
         time.sleep(0.05)
-    if stopped == "the host":
+    if request.param == "the host":
         host.send_signal(signal.SIGTERM)
     else:
         stages = _stage_pids(runs / "it")
@@ -304,20 +289,60 @@ def test_a_suite_stopped_after_its_first_model_keeps_it_and_the_same_command_red
         for pid in stages:
             os.kill(pid, signal.SIGTERM)
     first_log, _ = host.communicate(timeout=120)
-    assert host.returncode != 0, first_log[-3000:]
     assert suite_csv.exists(), first_log[-3000:]
-    first_row = suite_csv.read_text().splitlines()[1]
+    first_rows, first_row = read_suite_csv(suite_csv), suite_csv.read_text().splitlines()[1]
+    return StoppedSuite(tmp_path, common, first_log, host.returncode, first_rows, first_row,
+                        invoke(tmp_path, *common))
+
+
+@pytest.mark.integration
+@pytest.mark.xdist_group("suite-stopped")  # with the test below: one worker runs each stopped suite once
+def test_a_suite_stopped_after_its_first_model_keeps_it_and_the_same_command_redoes_only_the_rest(
+        stopped_suite: StoppedSuite) -> None:
+    assert stopped_suite.first_returncode != 0, stopped_suite.first_log[-3000:]
     # The second model was under way: no row, or a failed one where the stop broke into its compile.
-    assert [r["name"] for r in read_suite_csv(suite_csv) if r["status"] == "ok"] == ["BertForMaskedLM"]
+    assert [r["name"] for r in stopped_suite.first_rows if r["status"] == "ok"] == ["BertForMaskedLM"]
 
-    again = invoke(tmp_path, *common)
-
+    again, suite_csv = stopped_suite.again, stopped_suite.suite_csv
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
     assert again.stdout.count("1 of 2 models kept from the stopped run") == 1, again.stdout[-4000:]
     assert "1/2 BertForMaskedLM: done earlier, kept" in again.stdout
     assert "1/2 BertForMaskedLM: start" not in again.stdout
     assert "2/2 DistilBertForMaskedLM: start" in again.stdout
-    assert suite_csv.read_text().splitlines()[1] == first_row  # the kept model was not measured again
+    assert suite_csv.read_text().splitlines()[1] == stopped_suite.first_row  # the kept model was not measured again
     assert [r["name"] for r in read_suite_csv(suite_csv)] == TWO.split(",")
-    manifest = json.loads((runs / "it" / "manifest.json").read_text())
+    manifest = json.loads((suite_csv.parents[2] / "manifest.json").read_text())
     assert manifest["stages"]["base/suite"]["status"] == "done"
+
+
+# The suite that finished on the second attempt (its first model compiled before the host was stopped, the second
+# after) is what one attempt writes: the same files, and the same command again redoes nothing.
+@pytest.mark.integration
+@pytest.mark.xdist_group("suite-stopped")
+@pytest.mark.parametrize("stopped_suite", ["the host"], indirect=True)
+def test_invoke_suite_compiles_two_tiny_models_and_archives_the_inductor_cache(stopped_suite: StoppedSuite) -> None:
+    tmp_path, common, proc = stopped_suite.tmp_path, stopped_suite.common, stopped_suite.again
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    runs = tmp_path / "runs"
+    variant = runs / "it" / "base"
+    rows = read_suite_csv(variant / "suite" / "suite.csv")
+    assert [(r["name"], r["status"]) for r in rows] == [(model, "ok") for model in TWO.split(",")]
+    assert all(float(r["compilation_latency"]) > 0 and float(r["speedup"]) > 0 for r in rows)
+    # A fresh cache: every model's cold compile looked its graphs up in Inductor's FX-graph cache and missed.
+    assert all(int(r["fxgraph_cache_misses"]) >= 1 and int(r["fxgraph_cache_hits"]) >= 0 for r in rows), rows
+
+    from foundation.formats.cache_archive import archived_graph_modules
+
+    modules = archived_graph_modules(variant / "inductor-cache.tar.gz")
+    assert len(modules) >= 2, modules  # one compiled graph per model at least
+    manifest = json.loads((runs / "it" / "manifest.json").read_text())
+    record = manifest["stages"]["base/suite"]
+    assert record["status"] == "done" and record["summary"]["ok"] == 2
+    assert summarize(variant)["failed"] == 0
+    env_json = json.loads((variant / "env.json").read_text())
+    assert env_json["stage_env"]["OMP_NUM_THREADS"] == "1"
+    assert "suite.csv" in proc.stdout and "geomean speedup" in proc.stdout
+
+    again = invoke(tmp_path, *common)
+    assert again.returncode == 0
+    assert "already done with the same inputs" in again.stdout

@@ -142,21 +142,41 @@ def test_the_compiled_training_step_holds_the_optimizer_update_and_the_numerics_
     assert inference.graphs and not inference.foreach_ops()  # no optimizer in inference
 
 
+def _gelu_toy() -> Any:
+    import torch
+
+    class GeluToy(torch.nn.Module):
+        """A feed-forward block as BERT's (linear, GELU, linear) under a classifier's loss: the output is (loss,
+        logits), as an HF model's with ``return_dict=False``."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.up = torch.nn.Linear(8, 32)
+            self.down = torch.nn.Linear(32, 4)
+
+        def forward(self, x: torch.Tensor, labels: torch.Tensor) -> Any:
+            logits = self.down(torch.nn.functional.gelu(self.up(x)))
+            return torch.nn.functional.cross_entropy(logits, labels), logits
+
+    return GeluToy()
+
+
 def _record(out: Path, mode: str) -> None:
-    """One side's recorded outputs of BertForMaskedLM (tiny), compiled by Inductor now, as the suite records them."""
+    """One side's recorded outputs of the GELU block, compiled by Inductor now, as the suite records a model's."""
     import torch._dynamo
 
     from stages.suite import step_factory, timed_step
-    from stages.support import hf_models
     from stages.support.numerics import record_outputs, snapshot
 
     torch._dynamo.reset()
-    built = hf_models.build("BertForMaskedLM", mode=mode)
-    initial = snapshot(built.model) if mode == "training" else None
-    step = timed_step(built.model, mode, "float32", "cpu", "inductor")
-    step.compiled(built.model, built.inputs)  # compiled and run, as the suite times it before recording
-    record_outputs(out, "BertForMaskedLM", built, step, mode, "float32", step_factory(mode, "float32", "cpu"),
-                   initial)
+    model = _gelu_toy()
+    model.train(mode == "training")
+    built = SimpleNamespace(model=model, inputs=_inputs())
+    initial = snapshot(model) if mode == "training" else None
+    step = timed_step(model, mode, "float32", "cpu", "inductor")
+    step.compiled(model, built.inputs)  # compiled and run, as the suite times it before recording
+    record_outputs(out, "GeluToy", built, step, mode, "float32", step_factory(mode, "float32", "cpu"), initial)
 
 
 @pytest.mark.integration
@@ -198,7 +218,7 @@ def test_a_pr_that_breaks_the_backward_fails_training_numerics_and_passes_infere
     failed = {difference.output for check, difference in training.failures() if check.name == "PR vs base"}
     assert any(name.startswith("grad.") for name in failed)  # the gradients, and so the optimizer's step
     assert "loss" not in failed  # the forward is the same
-    recorded = read_model_outputs(outputs_path(tmp_path / "base" / "training", "BertForMaskedLM"))
+    recorded = read_model_outputs(outputs_path(tmp_path / "base" / "training", "GeluToy"))
     assert any(name.startswith("param.") for name in recorded.role("compiled"))  # weights after the optimizer step
 
 
