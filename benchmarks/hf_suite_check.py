@@ -142,17 +142,18 @@ def main(argv: list[str] | None = None) -> int:
     except UnknownModelError as exc:
         print(f"error: --models: {exc}", file=sys.stderr)
         return 2
+    # --sizes is checked before transformers (and torch) is imported: a mistyped flag is answered at once.
+    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()] if args.command == "share" else []
+    bad = [s for s in sizes if s not in SIZES]
+    if bad:
+        print(f"error: --sizes: {', '.join(bad)}: expected of {', '.join(SIZES)}", file=sys.stderr)
+        return 2
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")  # config classes only, never the Hub
     import transformers
 
     transformers.logging.set_verbosity_error()
     if args.command == "build":
         return run_build(models, args.size)
-    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
-    bad = [s for s in sizes if s not in SIZES]
-    if bad:
-        print(f"error: --sizes: {', '.join(bad)}: expected of {', '.join(SIZES)}", file=sys.stderr)
-        return 2
     return run_share(models, sizes, args.mode, args.steps)
 
 
