@@ -120,7 +120,8 @@ def _program(args: Any, executable: Any) -> str:
 @pytest.fixture(scope="session")
 def electra_compare(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
     """``invoke compare`` of the README's example PR on one tiny model (``tests/support/electra_compare.py``): the run
-    directory and the process. Its readers redo no stage of it (a test that does works on a ``copy_run``)."""
+    directory and the process. Its readers redo no stage of it (a test that does works on a ``copy_run``); a compare
+    of another PR on the same base side starts with this run's (``seed_base``). All of them are in its xdist group."""
     return run_electra_compare(tmp_path_factory.mktemp("electra"))
 
 
@@ -171,9 +172,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # order: these start first, then the rest of the slow tiers, and the many short unit tests come last and fill in
 # until both workers end together. Collected last, the bisect or a group of compares could start when the other
 # worker has nothing left to do.
-_LONGEST_FIRST = ("electra-compare", "docker-compare", "tests/test_bisect_integration.py",
-                  "tests/test_numerics_example.py", "torch-in-process", "docker-standins", "suite-shards",
-                  "kernels-integration", "ray-executor", "tests/test_image_python.py")
+_LONGEST_FIRST = ("electra-compare", "docker-compare", "tests/test_bisect_integration.py", "torch-in-process",
+                  "docker-standins", "suite-shards", "kernels-integration", "ray-executor",
+                  "tests/test_numerics_example.py", "tests/test_image_python.py")
 
 
 def _longest_first(items: list[pytest.Item]) -> None:

@@ -16,20 +16,23 @@ import pytest
 from analysis.models.numerics import compare_model_outputs
 from analysis.stats.numeric_tolerance import DEFAULT_TOLERANCES
 from foundation.formats.run_layout import VariantLayout
-from tests.support.electra_compare import ROOT, invoke
+from tests.support.electra_compare import BASE_STAGES, ROOT, SUITE_FLAGS, invoke, seed_base, skipped_base_stages
 
 EXAMPLE = ROOT / "examples" / "wrong-numerics.patch"
 MODEL = "ElectraForCausalLM"
 
 
 @pytest.mark.integration
-def test_the_wrong_on_purpose_example_fails_the_numerics(tmp_path: Path) -> None:
+@pytest.mark.xdist_group("electra-compare")  # the session's compare is made once, on the worker of its group
+def test_the_wrong_on_purpose_example_fails_the_numerics(electra_compare, tmp_path: Path) -> None:
     dtype = "float32"
-    proc = invoke("compare", "--base=installed", f"--pr={EXAMPLE}", "--models", MODEL, "--dtype", dtype,
-                  "--iterations", "10", "--warmup", "3", "--kernel-iterations", "10", "--rounds", "3", "--passes", "2",
+    electra, _ = electra_compare
+    seed_base(electra, tmp_path, "wrong")
+    proc = invoke("compare", "--base=installed", f"--pr={EXAMPLE}", *SUITE_FLAGS, "--dtype", dtype,
                   "--runs-dir", str(tmp_path), "--run", "wrong", "--fail-on", "numerics")
 
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert skipped_base_stages(tmp_path / "wrong", electra, proc.stdout) == list(BASE_STAGES), proc.stdout[-3000:]
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith(f"--fail-on numerics: numerics: models 1 of 1 failed (worst: {MODEL}, PR vs ")
     assert "kernels 1 of" in line  # the loss kernel, run on base's recorded inputs

@@ -6,6 +6,9 @@ clone gives it: a default of the NVIDIA backend's Python options (harmless on th
 The PR side's processes import the patched Triton from the side's overlay, the base side's the installed one (no
 note); the run's lock.json names the installed Triton on both sides and the PR's overlay; the report's headline
 names both and says that no Triton code was compared (Inductor generates C++ kernels on the CPU).
+
+The base side (the installed torch and Triton, the suite flags of the session's compare ``electra_compare``) is that
+compare's: the run starts with it, and only the PR side compiles.
 """
 
 from __future__ import annotations
@@ -18,10 +21,8 @@ import pytest
 
 from foundation.formats.run_layout import VariantLayout
 from tests.support.cli_support import invoke_in_process
+from tests.support.electra_compare import BASE_STAGES, SUITE_FLAGS, seed_base, skipped_base_stages
 
-MODEL = "ElectraForCausalLM"
-FLAGS = ("--models", MODEL, "--iterations", "10", "--warmup", "3", "--kernel-iterations", "10", "--rounds", "3",
-         "--passes", "2")
 NOTE = '''import os as _prbench_os
 if _prbench_os.environ.get("TRITON_CACHE_DIR"):
     with open(_prbench_os.path.join(_prbench_os.environ["TRITON_CACHE_DIR"], f"patched-{_prbench_os.getpid()}"),
@@ -52,16 +53,18 @@ def _patch_on_installed_triton(tmp_path: Path) -> tuple[Path, str]:
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("electra-compare")  # the session's compare is made once, on the worker of its group
 def test_a_triton_patch_on_a_local_recipe_runs_on_the_pr_side_only_and_the_report_says_no_triton_was_compared(
-        tmp_path):
+        electra_compare, tmp_path):
     patch, version = _patch_on_installed_triton(tmp_path)
-    runs = tmp_path / "runs"
+    electra, _ = electra_compare
+    run = seed_base(electra, tmp_path / "runs", "triton-overlay")
 
-    result = invoke_in_process("compare", "--recipe", "cpu-local", "--triton-pr", str(patch), *FLAGS,
-                               "--runs-dir", str(runs), "--run", "triton-overlay")
+    result = invoke_in_process("compare", "--recipe", "cpu-local", "--triton-pr", str(patch), *SUITE_FLAGS,
+                               "--runs-dir", str(run.parent), "--run", run.name)
 
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    run = runs / "triton-overlay"
+    assert skipped_base_stages(run, electra, result.stdout) == list(BASE_STAGES), result.stdout[-3000:]
     notes = {side: sorted((run / side).rglob("patched-*")) for side in ("base", "pr")}
     assert notes["base"] == [], "the base side's processes import the installed Triton"
     assert len(notes["pr"]) >= 2, "the suite and the rounds' workers import Triton"

@@ -1,7 +1,9 @@
 """The one real ``invoke compare`` on the embedded default that several test modules read: the README's example PR
 on ElectraForCausalLM with short timings. ``tests/conftest.py`` runs it once per session (fixture
 ``electra_compare``); a test that redoes a stage works on a copy (``copy_run``), so every reader sees the results
-the compare left."""
+the compare left. A test that compares another PR on the same base side (the same recipe, torch and suite flags)
+starts its run with this run's base side (``seed_base``) and shows that its compare skipped the side's work
+(``skipped_base_stages``)."""
 
 from __future__ import annotations
 
@@ -12,13 +14,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from prbench import __version__
+from prbench.runs.run_store import RunStore
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "cpu-prefer-256bit-vectors.patch"
 RUN_ID = "e2e"
 # One tiny model, three rounds (an interval, and the first side alternating between rounds), two passes (the
 # alternation between passes): the least that shows every claim made on this run.
-ELECTRA_FLAGS = ("--base=installed", f"--pr={EXAMPLE}", "--models", "ElectraForCausalLM", "--iterations", "10",
-                 "--warmup", "3", "--kernel-iterations", "10", "--rounds", "3", "--passes", "2")
+SUITE_FLAGS = ("--models", "ElectraForCausalLM", "--iterations", "10", "--warmup", "3", "--kernel-iterations", "10",
+               "--rounds", "3", "--passes", "2")
+ELECTRA_FLAGS = ("--base=installed", f"--pr={EXAMPLE}", *SUITE_FLAGS)
+# The base side's work before its rounds: what a run seeded with this run's base side no longer does.
+BASE_STAGES = ("base/suite", "base/organize", "base/launch_cost")
 
 
 def invoke(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
@@ -39,6 +47,23 @@ def copy_run(run: Path, runs: Path) -> Path:
     copy = runs / run.name
     shutil.copytree(run, copy, symlinks=True)
     return copy
+
+
+def seed_base(electra: Path, runs: Path, run_id: str) -> Path:
+    """The run ``run_id`` under ``runs``, started with the base side of the compare ``electra`` (its directory and
+    its finished stages), as a bisect's steps start with their good commit: a compare into it skips the stages it
+    gives the same inputs and redoes the others."""
+    taken = RunStore(runs).seed_side(run_id, "base", RunStore(electra.parent).open(electra.name), __version__)
+    assert set(BASE_STAGES) <= set(taken), f"{electra} did not finish its base side: {taken}"
+    return runs / run_id
+
+
+def skipped_base_stages(run: Path, electra: Path, output: str) -> list[str]:
+    """Those of `BASE_STAGES` that the compare into ``run`` (seeded by `seed_base`, printing ``output``) did not
+    run: it said it skipped them, and the manifest still holds the record ``electra`` made."""
+    ours, theirs = (RunStore(r.parent).open(r.name).manifest.stages for r in (run, electra))
+    return [key for key in BASE_STAGES if f"{key}: done earlier with the same inputs, skipped" in output
+            and key in ours and ours[key].finished == theirs[key].finished]
 
 
 def executor_independent(run: Path) -> dict[str, Any]:
