@@ -4,6 +4,7 @@ real compare that several modules read runs once per session; a unit-tier test t
 from __future__ import annotations
 
 import compileall
+import contextlib
 import os
 import re
 import shutil
@@ -125,15 +126,46 @@ def electra_compare(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, sub
     return run_electra_compare(tmp_path_factory.mktemp("electra"))
 
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[str]:
-    """The address of a one-node Ray cluster on this machine with two fake GPUs, for one test module; a test that
-    asks for it is skipped without the ray extra (its module may hold tests that need no Ray)."""
-    pytest.importorskip("ray")
-    from tests.support.ray_support import local_cluster
+class _SharedRayCluster:
+    """One one-node Ray cluster (two fake GPUs) for a run of consecutive tests that ask for it: the tests of one
+    xdist group (``ray-executor``) span three modules, and a start and a stop cost some 10 s on two busy cores."""
 
-    with local_cluster(gpus=2) as address:
-        yield address
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self.address: str | None = None
+
+    def start(self) -> str:
+        if self.address is None:
+            from tests.support.ray_support import local_cluster
+
+            self.address = self._stack.enter_context(local_cluster(gpus=2))
+        return self.address
+
+    def stop(self) -> None:
+        self.address = None
+        self._stack.close()
+
+
+_RAY_CLUSTER = _SharedRayCluster()
+
+
+@pytest.fixture
+def ray_cluster() -> str:
+    """The address of a one-node Ray cluster on this machine with two fake GPUs, started for the first test that
+    asks for it and stopped after the last of those that follow it; a test that asks for it is skipped without
+    the ray extra (its module may hold tests that need no Ray)."""
+    pytest.importorskip("ray")
+    return _RAY_CLUSTER.start()
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures are torn down: none uses the cluster any more
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if nextitem is None or "ray_cluster" not in getattr(nextitem, "fixturenames", ()):
+        _RAY_CLUSTER.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _RAY_CLUSTER.stop()  # a session stopped early (-x, Ctrl-C) leaves no cluster running
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """``invoke compare --executor ray`` on a local Ray cluster (two fake GPUs, the actors on the CPU): the same run
 files and the same report (the same pairs, the same verdict logic) as the local pool, the shards spread over both
-actors, and the nodes and devices listed in the report's environment table. The kernel rounds are redone on the
-cluster; the model rounds on a cluster are tests/test_ray_node_loss.py's (the same files there too)."""
+actors, and the nodes and devices listed in the report's environment table. The model rounds are redone on the
+cluster; the kernel rounds on a cluster are tests/test_ray_node_loss.py's (the same files there too)."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ def both(electra_compare, tmp_path_factory: pytest.TempPathFactory) -> tuple[dic
     run = copy_run(local_run, tmp_path_factory.mktemp("runs"))
     on_local = executor_independent(run)
     with local_cluster(gpus=2) as address:
-        # The same run again, its kernel rounds redone on the cluster; the suite, the organized kernels and the model
+        # The same run again, its model rounds redone on the cluster; the suite, the organized kernels and the kernel
         # rounds are kept (their inputs are the local run's: a --shard-size would be one of them and redo them all).
         ray = invoke("compare", *ELECTRA_FLAGS, "--runs-dir", str(run.parent), "--run", run.name, "--executor", "ray",
-                     "--ray-address", address, "--force", "kernels")
+                     "--ray-address", address, "--force", "models")
     assert ray.returncode == 0, ray.stdout[-3000:] + ray.stderr[-3000:]
     return on_local, executor_independent(run), run, ray.stdout
 
@@ -41,8 +41,8 @@ def test_ray_writes_the_same_files_and_pairs_as_the_local_pool(both) -> None:
 
 def test_the_shards_spread_over_both_actors_and_the_report_lists_them(both) -> None:
     _, _, run, stdout = both
-    # One model and one C++ graph: a shard per round, the rounds on both actors at once.
-    shards = [s for r in (1, 2, 3) for s in json.loads((run / "pair" / "kernels" / f"round-00{r}.json").read_text())[
+    # One model: a shard per round, the rounds on both actors at once.
+    shards = [s for r in (1, 2, 3) for s in json.loads((run / "pair" / "models" / f"round-00{r}.json").read_text())[
         "shards"]]
     assert len(shards) == 3 and len({tuple(s["cpus"]) for s in shards}) == 2
     nodes = json.loads((run / "lock.json").read_text())["nodes"]
@@ -50,7 +50,7 @@ def test_the_shards_spread_over_both_actors_and_the_report_lists_them(both) -> N
     report = (run / "report" / "report.md").read_text()
     assert "ran on." in report
     assert "ray executor" in stdout
-    # Only the kernel rounds ran on the cluster: the model rounds' inputs are the local run's.
+    # Only the model rounds ran on the cluster: the kernel rounds' inputs are the local run's.
     for number in (1, 2, 3):
-        assert f"pair/models-round-{number}: done earlier with the same inputs, skipped" in stdout
-        assert f"pair/kernels-round-{number}: done earlier" not in stdout
+        assert f"pair/kernels-round-{number}: done earlier with the same inputs, skipped" in stdout
+        assert f"pair/models-round-{number}: done earlier" not in stdout

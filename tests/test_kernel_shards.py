@@ -106,7 +106,7 @@ def test_invoke_kernels_in_shards_on_two_cpu_devices(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 @pytest.mark.ray
-@pytest.mark.xdist_group("ray-executor")  # one worker starts the Ray clusters of these modules, one at a time
+@pytest.mark.xdist_group("ray-executor")  # one worker: the group's tests share one Ray cluster (tests/conftest.py)
 def test_the_kernel_shards_spread_over_the_ray_actors_and_give_the_files_of_one_stage(ray_cluster: str,
                                                                                      tmp_path: Path) -> None:
     from prbench.executors.ray_cluster import RayExecutor

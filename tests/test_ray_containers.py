@@ -1,5 +1,5 @@
 """A Ray actor that dies while its shard runs in a container leaves that container running: nothing waits for it any
-more. On a real Ray cluster on this machine (one fake GPU) and the real Docker engine: the actor running a docker
+more. On a real Ray cluster on this machine (two fake GPUs) and the real Docker engine: the actor running a docker
 shard is killed (SIGKILL); the driver has the dead actor's container removed on its node before the shard runs
 again, so the retry has the device to itself, and when the executor closes nothing of the run is left. A driver told
 to end (SIGTERM, a cancelled CI job) stops the cluster's work as on Ctrl-C, though Ray's own handler would just exit."""
@@ -12,14 +12,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from prbench.executors import RunnerSpec, ShardOutcome, ShardTask, StageStep
 from prbench.runners import OWNER_LABEL, RUN_LABEL, SHARD_LABEL, SIDE_LABEL, StageCommand
-from tests.support.ray_support import NEEDS_RAY, local_cluster
+from tests.support.ray_support import NEEDS_RAY
 
 pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.docker, pytest.mark.xdist_group("ray-executor"),
               NEEDS_RAY]
@@ -27,12 +26,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.docker, pyte
 BASE_IMAGE = "prbench-test/bookworm:base"
 KEY = "kernels round 1 shard 1/1"
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    with local_cluster(gpus=1) as address:
-        yield address
 
 
 def docker_shard(run: Path) -> ShardTask:
@@ -44,7 +37,7 @@ def docker_shard(run: Path) -> ShardTask:
     return ShardTask(KEY, (StageStep(spec, command),), (files["out"],))
 
 
-def test_a_dead_actors_container_is_removed_before_its_shard_runs_again_and_none_is_left(cluster: str,
+def test_a_dead_actors_container_is_removed_before_its_shard_runs_again_and_none_is_left(ray_cluster: str,
                                                                                         tmp_path: Path) -> None:
     from prbench.executors.ray_cluster import RayExecutor
     from tests.support.docker_support import require_engine
@@ -66,7 +59,7 @@ def test_a_dead_actors_container_is_removed_before_its_shard_runs_again_and_none
 
     lines: list[str] = []
     outcomes: list[ShardOutcome] = []
-    executor = RayExecutor(cluster, platform="cpu", say=lines.append)
+    executor = RayExecutor(ray_cluster, platform="cpu", say=lines.append)
     threading.Thread(target=kill_the_actor_mid_shard, daemon=True).start()
     try:
         executor.run([docker_shard(run)], outcomes.append)
@@ -81,7 +74,8 @@ def test_a_dead_actors_container_is_removed_before_its_shard_runs_again_and_none
     assert client.containers.list(all=True, filters=of_the_run) == []
 
 
-def test_a_driver_told_to_end_stops_the_cluster_work_and_leaves_no_container(cluster: str, tmp_path: Path) -> None:
+def test_a_driver_told_to_end_stops_the_cluster_work_and_leaves_no_container(ray_cluster: str,
+                                                                              tmp_path: Path) -> None:
     from prbench.runs.run_lock import RunLock
     from tests.support.docker_support import require_engine
 
@@ -89,7 +83,7 @@ def test_a_driver_told_to_end_stops_the_cluster_work_and_leaves_no_container(clu
     files = {name: tmp_path / name for name in ("marker", "beat", "out")}
     host = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "termination_host.py"), "hold",
                              "--runs", str(tmp_path / "runs"), *(f"--{name}={path}" for name, path in files.items()),
-                             f"--image={BASE_IMAGE}", f"--ray={cluster}"],
+                             f"--image={BASE_IMAGE}", f"--ray={ray_cluster}"],
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     run = tmp_path / "runs" / "held"

@@ -18,7 +18,7 @@ from prbench.executors.local_pool import LocalPool
 from tests.support.ray_support import NEEDS_RAY
 from tests.support.shard_support import kernel_block, model_block, round_shape, shards_of, write_fake_plan
 
-# A real cluster: out of the unit tier; under ``pytest -n`` the module's tests share one worker, and so its cluster.
+# A real cluster: out of the unit tier; under ``pytest -n`` the group's tests share one worker, and so one cluster.
 pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.xdist_group("ray-executor"), NEEDS_RAY]
 
 

@@ -23,7 +23,7 @@ from tests.support.ray_support import NEEDS_RAY, Cluster, two_node_cluster
 pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.xdist_group("electra-compare"), NEEDS_RAY]
 
 HEAD, LOST = "node-head", "node-lost"
-SHARD_STARTED_S = 600.0  # the compare's suite is kept; its first model round starts within a few minutes
+SHARD_STARTED_S = 600.0  # the suite and the model rounds are kept; the first kernel round starts within minutes
 
 
 # What a report says that no timing decides: how many items each kind compared, and the gates whose values are
@@ -59,11 +59,11 @@ def lost_run(electra_compare, tmp_path_factory: pytest.TempPathFactory) -> dict[
     run = copy_run(local_run, tmp_path_factory.mktemp("runs"))
     out = run.parent / "compare.out"
     with two_node_cluster(HEAD, LOST) as cluster, out.open("w") as stdout:
-        # The model and kernel rounds redone on the cluster (the suite and the organized kernels are kept); the only
-        # test of model rounds on a cluster (test_compare_ray redoes the kernel rounds).
+        # The kernel rounds redone on the cluster (the suite, the organized kernels and the model rounds are kept);
+        # the only test of kernel rounds of a compare on a cluster (test_compare_ray redoes the model rounds).
         compare = subprocess.Popen([sys.executable, "-m", "invoke", "compare", *ELECTRA_FLAGS, "--runs-dir",
                                     str(run.parent), "--run", run.name, "--executor", "ray", "--ray-address",
-                                    cluster.address, "--shard-size", "2", "--force", "models", "--force", "kernels"],
+                                    cluster.address, "--force", "kernels"],
                                    cwd=ROOT, stdout=stdout, stderr=subprocess.STDOUT, text=True)
         started_at = time.monotonic()
         try:
