@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 
 from analysis.bisect.report import KERNEL, BisectTarget, read_target_verdict
@@ -58,12 +59,14 @@ class StandInCompare:
         self.calls: list[tuple[int, int | None]] = []
         self.recipes: dict[int, str] = {}
         self.triton: dict[int, tuple[Path | None, str | None]] = {}  # each step's --triton-src and --triton-ref
+        self.time_models: dict[int, bool] = {}  # whether each step's compare timed the models
 
     def __call__(self, request: CompareRequest, console) -> tuple[None, SimpleNamespace]:
         position = self.shas.index(request.pr)
         self.calls.append((position, request.rounds))
         self.recipes[position] = request.recipe.name
         self.triton[position] = (request.triton_src, request.triton_ref)
+        self.time_models[position] = request.time_models
         row: dict[str, object] = {"matched_by": IDENTICAL_CODE, "base_name": "cpp_fused_k_0", "pr_name":
                                   "cpp_fused_k_0", "verdict": "inconclusive", "speedup": 1.01, "ci_low": 0.9,
                                   "ci_high": 1.1, "rounds": request.rounds}
@@ -73,6 +76,11 @@ class StandInCompare:
             row.update(matched_by="legacy_key")
         report = Path(request.runs_dir) / str(request.run_id) / "report"
         _write_kernels(report, [row])
+        if request.time_models:  # the suite's model the same way, equivalent where its kernel is the same code
+            verdict = "equivalent" if row["matched_by"] == IDENTICAL_CODE else row["verdict"]
+            model = {"model": "BertForMaskedLM", "verdict": verdict, "speedup": row["speedup"],
+                     "ci_low": row["ci_low"], "ci_high": row["ci_high"], "rounds": row["rounds"]}
+            pd.DataFrame([model]).to_csv(report / "models_compare.csv", index=False)
         return None, SimpleNamespace(out_dir=report)
 
 
@@ -111,6 +119,20 @@ def test_undecided_and_unbuildable_commits_are_stepped_around_and_said(history, 
     fake.calls.clear()
     again = run_bisect(_request(tmp_path / "pytorch", shas, tmp_path / "runs"))
     assert fake.calls == [] and again.record.steps == result.record.steps
+
+
+def test_a_kernel_bisect_times_no_model_while_a_model_bisect_times_its_model(history, tmp_path, monkeypatch):
+    fake = StandInCompare(history)
+    monkeypatch.setattr(bisect_command, "run_compare", fake)
+    request = _request(tmp_path / "pytorch", history, tmp_path / "runs", model="BertForMaskedLM")
+
+    kernel = run_bisect(request)  # --model names the model to compile; the kernel is the target
+    assert set(fake.time_models.values()) == {False} and kernel.conclusion.candidates == (10, 11)
+
+    fake.time_models.clear()
+    model = run_bisect(replace(request, kernel=None))
+    assert set(fake.time_models.values()) == {True} and model.conclusion.candidates == (10, 11)
+    assert model.directory != kernel.directory
 
 
 def test_with_a_docker_recipe_the_commit_an_overlay_cannot_make_is_built_from_source(history, tmp_path,

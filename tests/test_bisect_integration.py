@@ -1,10 +1,11 @@
 """`invoke bisect` on a stand-in PyTorch history of 2 Python-only commits built from the installed torch's own
 files, a no-op (commit 1) then the README's example regression (commit 2): real compiles and paired rounds of tiny
-BERT, three rounds per step. The smallest history whose search has both outcomes of a real compare: one bisect
-finds commit 2 in two steps (the bad endpoint regressed, commit 1 the same code, so good), compiling the good
-commit once; a second one over the no-op commit 1 alone reuses the first one's run of commit 1 and reports the
-range good; the first command again redoes nothing. Each step is a whole compare (a compile of the PR side, six
-rounds): the search over longer histories, in both directions, around undecided and unbuildable commits, is
+BERT, three kernel rounds per step and no model round (a bisect of a kernel times its kernels alone). The
+smallest history whose search has both outcomes of a real compare: one bisect finds commit 2 in two steps (the bad
+endpoint regressed, commit 1 the same code, so good), compiling the good commit once; a second one over the no-op
+commit 1 alone reuses the first one's run of commit 1 and reports the range good; the first command again redoes
+nothing. Each step is a whole compare but for the model rounds (a compile of the PR side, three kernel rounds):
+the search over longer histories, in both directions, around undecided and unbuildable commits, is
 tests/test_bisect.py's on stand-in compares."""
 
 from __future__ import annotations
@@ -77,6 +78,13 @@ def test_bisect_finds_the_planted_commit_then_a_no_op_range_is_good(history, tmp
     good_sides = {json.loads((runs / step["run"] / "manifest.json").read_text())["stages"]["base/suite"]["started"]
                   for step in data["steps"]}
     assert len(good_sides) == 1
+    for step in data["steps"]:  # a kernel's steps time no model, and their reports say so
+        stages = json.loads((runs / step["run"] / "manifest.json").read_text())["stages"]
+        assert [key for key in stages if key.startswith("pair/models-round-")] == []
+        assert [key for key in stages if key.startswith("pair/kernels-round-")] != []
+        report = runs / step["run"] / "report"
+        assert json.loads((report / "summary.json").read_text())["not_timed"] == ["models"]
+        assert "## Models\n\nNot timed in this run" in (report / "report.md").read_text()
     for step in data["steps"]:  # time per step, for the note
         print(f"step {shas.index(step['sha'])}: {step['outcome']} in {step['seconds']:.0f} s")
 

@@ -259,8 +259,9 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
     summary = json.loads(paths.summary_json.read_text())
     assert summary == paths.summary and paths.summary_json == tmp_path / "report" / "summary.json"
     assert set(summary) == {"format_version", "verdict", "kernels", "models", "control", "gates", "numerics",
-                            "experiment", "kernel_share", "settings"}
+                            "experiment", "kernel_share", "not_timed", "settings"}
     assert summary["format_version"] == 7
+    assert summary["not_timed"] == []  # both families were timed
     assert summary["experiment"] is None  # this run laid out by hand recorded no suite request
     assert summary["numerics"]["models"] is None  # these suites recorded no outputs (tests/test_numerics.py)
     family_keys = {"verdict", "headline", "step", "geomean", "ci_low", "ci_high", "confidence", "alpha", "n",
@@ -297,6 +298,27 @@ def test_summary_json_has_the_documented_keys(tmp_path: Path) -> None:
     assert set(summary["settings"]) == {"confidence", "alpha", "margin", "threshold", "noise", "min_ms",
                                         "fail_share", "tolerance"}
     assert summary["settings"]["threshold"] == 0.02  # the effective value (the margin), not null
+
+
+def test_a_kernel_bisect_step_that_timed_no_model_says_so_instead_of_judging_the_models(tmp_path: Path) -> None:
+    """A step of `invoke bisect --kernel`: the suites compiled the models, only the kernels were timed (the
+    manifest's settings.timed); its base side, taken from a run that timed the models, still holds their samples."""
+    run = _run_dir(tmp_path)
+    (run / "pr" / "suite" / "paired_samples.json").unlink()
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["settings"]["timed"] = ["kernels"]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+
+    paths = render_report(load_report_inputs(run), tmp_path / "report")
+
+    text = paths.report_md.read_text(encoding="utf-8")
+    summary = json.loads(paths.summary_json.read_text())
+    assert paths.verdict.startswith("**Verdict:** Models: not timed in this run (a step of a bisect of a kernel")
+    assert "## Models\n\nNot timed in this run: it is a step of a bisect of a kernel" in text
+    assert "## Dashboard summary" not in text and paths.models_csv is None  # no verdict from the one-off timings
+    assert summary["models"] is None and summary["not_timed"] == ["models"]
+    assert summary["kernels"]["improved"] == 1  # the kernels are judged as ever
+    assert "Time in Inductor kernels" in paths.verdict
 
 
 def test_a_failed_control_is_shown_at_the_top_and_qualifies_the_verdict(tmp_path: Path) -> None:

@@ -33,6 +33,9 @@ CONTRIBUTOR_COLUMNS = ("kernel", "where", "change", "speedup", "ci_low", "ci_hig
                        "delta_ms_per_step", "share_of_change", "pair")  # pair: its row in kernels_compare.csv
 MOST_OF = 0.8  # the headline names kernels until they hold this share of the added (or saved) time ...
 MAX_NAMED = 3  # ... or this many
+# A run without model rounds (`analysis.report.inputs.ReportInputs.models_timed`): only a bisect of a kernel asks
+MODELS_NOT_TIMED = ("Models: not timed in this run (a step of a bisect of a kernel: the models were compiled for "
+                    "their kernels, and no model round ran).")
 
 
 def _ci(est: Estimate, level: float) -> str:
@@ -204,11 +207,14 @@ def _offender(kc: KernelComparison, level: float) -> str:
 
 
 def headline(kc: KernelComparison | None, mc: ModelComparison | None, gates: list[Gate],
-             contributors: pd.DataFrame | None, level: float, numerics: str = "") -> str:
-    """The verdict line: ``**Verdict:** `` and one sentence per family (see the module docstring)."""
+             contributors: pd.DataFrame | None, level: float, numerics: str = "", models_timed: bool = True) -> str:
+    """The verdict line: ``**Verdict:** `` and one sentence per family (see the module docstring); a run that
+    timed no model (``models_timed`` False) says so where the models' sentence would be."""
     sentences = []
     if mc is not None:
         sentences.append(model_sentence(mc, level))
+    elif not models_timed:
+        sentences.append(MODELS_NOT_TIMED)
     if kc is not None:
         sentences.append(kernel_sentence(kc, contributors if contributors is not None
                                          else kernel_contributors(kc, None), level))

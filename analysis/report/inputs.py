@@ -30,6 +30,7 @@ from foundation.formats.launch_cost import LaunchCost, read_launch_cost
 from foundation.formats.paired_rounds import (
     PairedBlocks,
     RoundSamples,
+    models_timed,
     read_paired_blocks,
     read_round_samples,
     read_rounds,
@@ -85,6 +86,9 @@ class ReportInputs:
     experiments: tuple[Experiment, Experiment] | None = None
     # Why the sides build C++ kernels otherwise (`cpp_build_difference`); None: alike, or not read (no run directory)
     cpp_build: str | None = None
+    # False: the run timed no model round (a bisect of a kernel's step; its manifest's settings.timed): the report
+    # says so instead of judging the models from the suite's one-off timings
+    models_timed: bool = True
 
     def stats_for(self, kind: str) -> VerdictSettings:
         """The level a kind's verdicts are stated at: its rounds record's (the strict level after an early stop,
@@ -152,6 +156,7 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
                           manifest=_json_dict(layout.manifest),
                           base_env=_json_dict(layout.variant("base").env_json),
                           pr_env=_json_dict(layout.variant("pr").env_json))
+    inputs.models_timed = models_timed(inputs.manifest.get("settings"))
     kernels = _pair_of(run_dir, lambda v: v.kernels_csv)
     if kernels:
         inputs.base_kernels, inputs.pr_kernels = (read_kernels_csv(p) for p in kernels)
@@ -168,7 +173,9 @@ def load_report_inputs(run_dir: Path, settings: ReportSettings | None = None) ->
         samples = _pair_of(run_dir, lambda v: v.suite_samples)
         if samples:
             inputs.base_suite_samples, inputs.pr_suite_samples = (read_suite_samples(p) for p in samples)
-        paired = _pair_of(run_dir, lambda v: v.paired_samples)
+        # Untimed models: a paired_samples.json there (a bisect step's base side, taken from a step that timed them)
+        # is not this run's result.
+        paired = _pair_of(run_dir, lambda v: v.paired_samples) if inputs.models_timed else None
         if paired:
             inputs.base_model_rounds, inputs.pr_model_rounds = (read_round_samples(p) for p in paired)
             inputs.model_blocks = _blocks(run_dir, "models", inputs)

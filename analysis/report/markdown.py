@@ -231,7 +231,7 @@ def render_markdown(inputs: ReportInputs, kc: KernelComparison | None, mc: Model
                 "env_line": environment_line(inputs.base_env, inputs.lock, inputs.manifest),
                 "numerics_method": method_text(numerics) if numerics else None,
                 "numerics_failed": numerics is not None and numerics_failed(numerics),
-                "kc": kc, "mc": mc, "proj": proj,
+                "kc": kc, "mc": mc, "proj": proj, "models_timed": inputs.models_timed,
                 "plots": {**dict.fromkeys(PLOT_SLOTS), **plots}, "method": _method(inputs, kc, mc, level),
                 "lock": flatten(inputs.lock),
                 "model_geomean": mc.summary.geomean.at_level(level) if mc else None,

@@ -136,7 +136,7 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
 
     level = stats.confidence
     verdict = report_verdict(found.kc, found.mc, found.gates, found.contributors, level,
-                             numerics_sentence(found.numerics))
+                             numerics_sentence(found.numerics), inputs.models_timed)
     verdict = lead_with_numerics(verdict, found.numerics)
     ab = triton_ab(inputs)
     if ab is not None:  # what was compared comes before what was found
@@ -149,6 +149,7 @@ def render_report(inputs: ReportInputs, out_dir: Path) -> ReportPaths:
         summary["numerics"] = found.numerics.summary_block()
     summary["experiment"] = summary_block(*inputs.experiments) if inputs.experiments else None
     summary["kernel_share"] = kernel_shares(found.proj).as_dict() if found.proj is not None else None
+    summary["not_timed"] = [] if inputs.models_timed else ["models"]
     summary_json = write_summary(out_dir, summary)
     xlsx = write_xlsx(out_dir / "report.xlsx", files.sheets)
     text = render_markdown(inputs, found.kc, found.mc, found.proj, files.plots, found.gates, verdict,
@@ -184,9 +185,10 @@ def _analyse(inputs: ReportInputs) -> _Analyses:
                          inputs.pr_kernel_samples, inputs.stats_for("kernels"),
                          inputs.kernel_blocks, level, compiled_by=TRITON_COMPILED if ab else None,
                          cpp_build=inputs.cpp_build) if has_kernels else None
+    # Models the run did not time are not judged from the suite's one-off timings: the report says they were not timed
     mc = compare_models(inputs.base_suite, inputs.pr_suite, inputs.base_suite_samples, inputs.pr_suite_samples,
                         inputs.stats_for("models"), inputs.base_model_rounds, inputs.pr_model_rounds,
-                        inputs.model_blocks, level) if has_suite else None
+                        inputs.model_blocks, level) if has_suite and inputs.models_timed else None
     stats = mc.settings if mc is not None else inputs.settings.stats.validate()  # what depends on the models
     gates = (model_gates(mc, stats.confidence) if mc is not None
              else [])

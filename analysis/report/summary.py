@@ -25,6 +25,8 @@
                                        # flagged; an A/A's evidence)
                 | null,
      "models":  {the same keys but the kernel-only ones; "headline": "geomean"} | null,
+     "not_timed": ["models"] | [],     # families the run timed no paired round of (a step of a bisect of a
+                                       # kernel times no model); their block is null, the verdict says so
      "control": {"kernels": {"kind", "geomean", "ci_low", "ci_high", "n", "false_positive_share", "passed",
                              "available", "reason", "offset_corrected", "inflation",
                              "on_timer_step"} | null,   # identical pairs left out of n: times on the timer's

@@ -36,11 +36,12 @@ def model_items(mc: ModelComparison, verdict: str) -> list[Item]:
 
 
 def report_verdict(kc: KernelComparison | None, mc: ModelComparison | None, gates: list[Gate] | None = None,
-                   contributors: pd.DataFrame | None = None, level: float | None = None, numerics: str = "") -> str:
+                   contributors: pd.DataFrame | None = None, level: float | None = None, numerics: str = "",
+                   models_timed: bool = True) -> str:
     """The verdict line (`analysis.report.headline`); intervals at ``level`` (default: the families' own)."""
     own = [f.settings.confidence for f in (kc, mc) if f is not None]
     return headline(kc, mc, gates or [], contributors, level if level is not None else max(own, default=0.95),
-                    numerics)
+                    numerics, models_timed)
 
 
 def control_rows(kc: KernelComparison | None, mc: ModelComparison | None) -> pd.DataFrame:

@@ -42,6 +42,9 @@ from foundation.records import (
 
 ROUND_KINDS = ("kernels", "models")
 RoundSamples = dict[str, list[list[float]]]  # item → one list of ms per round
+# manifest.json: settings.timed, the kinds a run's paired rounds time. A step of a bisect of a kernel times its
+# kernels alone (its verdict is the kernel's: prbench.commands.bisect); runs from before the key timed both.
+TIMED_KEY = "timed"
 
 
 @dataclass
@@ -73,6 +76,12 @@ class RoundRecord:
     # models: side → model → seconds of the first compiled call when the round prepared it (torch.compile
     # from the side's warm Inductor cache): a repeated compile per round, so its spread is known
     compiles: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+
+
+def models_timed(settings: Any) -> bool:
+    """Whether a run's paired rounds time the models, from its manifest's settings (yes when not recorded)."""
+    timed = settings.get(TIMED_KEY) if isinstance(settings, dict) else None
+    return not isinstance(timed, list) or "models" in timed
 
 
 def round_file(directory: Path, number: int, side: str | None = None) -> Path:

@@ -3,8 +3,10 @@ or (``--triton-good``/``--triton-bad``) the Triton commit, PyTorch fixed.
 
 The search is `analysis.bisect.search`; each step is an ``invoke compare`` of the chosen commit (PR side) against
 the good endpoint (base side), run by `prbench.compare.driver.run_compare` with the suite cut to the models that hold
-the target, so the environment of a step is the one compare plans: the installed torch plus a Python overlay
-of the diff from its commit (seconds) with a local recipe, or images built at both commits with a Docker recipe.
+the target; a kernel's step compiles them but times no model round (`CompareRequest.time_models`: its verdict is
+the kernel's, and its report says the models were not timed). The environment of a step is the one compare plans:
+the installed torch plus a Python overlay of the diff from its commit (seconds) with a local recipe, or images
+built at both commits with a Docker recipe.
 With a local recipe and ``docker_recipe`` given, a commit the overlay cannot make (compiled code changed) is
 built with the Docker recipe instead; without one it is skipped and the step says why. The compare request's
 Triton clone and ``--triton-ref`` go to every step; a Docker recipe built from source without its clones is
@@ -325,12 +327,14 @@ def _measure(request: BisectRequest, record: BisectRecord, position: int, run_id
     started = time.monotonic()
     target = record.target
     suite = replace(request.compare.suite, models=",".join(target.models)) if target.models else request.compare.suite
+    # A kernel's verdict comes from the kernel rounds alone: the models are compiled (the kernels come from there),
+    # not timed, and the step's report says so.
+    common = replace(request.compare, run_id=run_id, suite=suite, pytorch_src=request.pytorch_src,
+                     time_models=target.kind != KERNEL)
     if request.triton:  # one PyTorch (compare.base), the good Triton against the step's
-        compare = replace(request.compare, recipe=_builder(request), triton_base=good, triton_pr=sha,
-                          pytorch_src=request.pytorch_src, run_id=run_id, suite=suite)
+        compare = replace(common, recipe=_builder(request), triton_base=good, triton_pr=sha)
     else:
-        compare = replace(request.compare, base=good, pr=sha, pytorch_src=request.pytorch_src, run_id=run_id,
-                          suite=suite)
+        compare = replace(common, base=good, pr=sha)
     try:
         compare = _buildable(compare, request.docker_recipe, console)
     except NoSpaceLeft:

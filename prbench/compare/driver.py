@@ -1,11 +1,12 @@
 """``invoke compare``: plan both variants, run their stages (resumable), then compare and report.
 
 Per variant: suite (spread over the executor's devices when it has several: ``prbench.stages.suite_shards``) →
-organize. Then the paired timing rounds of the run (``pair/models-round-N``, then
-``pair/kernels-round-N``): base and PR timed item by item in fresh workers, the unit of replication being the
-round; each side then derives its files from the rounds (``<side>/models`` → ``suite/paired_samples.json``,
-``<side>/kernels`` → ``kernels.csv``, ``kernel_samples.json``, ``kernels_seed.csv``). The report stage reads
-only the run directory, so ``invoke report RUN`` re-renders it later without re-running anything.
+organize. Then the paired timing rounds of the run (``pair/models-round-N``, then ``pair/kernels-round-N``; a
+request with ``time_models`` off, a bisect of a kernel's step, runs no model round): base and PR timed item by item
+in fresh workers, the unit of replication being the round; each side then derives its files from the rounds
+(``<side>/models`` → ``suite/paired_samples.json``, ``<side>/kernels`` → ``kernels.csv``, ``kernel_samples.json``,
+``kernels_seed.csv``). The report stage reads only the run directory, so ``invoke report RUN`` re-renders it later
+without re-running anything.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from analysis.report.sequential import (
 from analysis.stats.verdict_settings import VerdictSettings
 from foundation import atomic_io
 from foundation.errors import UserError
-from foundation.formats.paired_rounds import read_rounds, round_file, side_samples
+from foundation.formats.paired_rounds import TIMED_KEY, read_rounds, round_file, side_samples
 from foundation.formats.run_layout import VariantLayout
 from foundation.formats.stage_records import Plan, write_plan
 from foundation.formats.suite_request import SuiteRequest
@@ -124,6 +125,9 @@ class CompareRequest:
     kernels: KernelSettings = field(default_factory=KernelSettings)
     stats: VerdictSettings = field(default_factory=VerdictSettings)
     rounds: int | None = None  # paired timing rounds (fresh workers each) of models and kernels (None: by device)
+    # False: no model rounds (the suite still compiles the models: the kernels come from there); only a bisect of
+    # a kernel asks, its step's verdict being the kernel's (the report says the models were not timed)
+    time_models: bool = True
     auto_rounds: bool = False  # adaptive rounds (analysis.report.sequential): stop each kind once its verdicts settle
     max_rounds: int | None = None  # adaptive rounds: at most this many (None: the device's default)
     budget_s: float | None = None  # adaptive rounds: no round starts after this many seconds of the compare
@@ -460,12 +464,16 @@ class Comparison:
         self._suite_shards: dict[str, SuiteShards] = {}  # per side, when the suite is cut into shards
 
     def run_stages(self, locks: dict[str, Any]) -> Any:
-        """suite → organize → launch_cost per side, model and kernel rounds, [profile], the run lock, the report;
-        the report's paths."""
+        """suite → organize → launch_cost per side, model rounds (unless the request times no model) and kernel
+        rounds, [profile], the run lock, the report; the report's paths."""
         self.run_suites()
         for side in self.sides:
             _prepare_kernels(side, self.request)
-        self.time_models()
+        if self.request.time_models:
+            self.time_models()
+        else:
+            self.rounds.say("models: not timed in this run (a bisect of a kernel times its kernels alone); no model "
+                            "rounds")
         self.time_kernels()
         if self.request.profile:
             for side in self.sides:
@@ -958,6 +966,8 @@ def _settings(request: CompareRequest, compare_plan: ComparePlan, upstream_src: 
         "rounds": _timing(request).rounds,
         "rounds_policy": describe_policies(_policies(request)),
         "passes": _timing(request).passes,
+        # always written: a resumed run's settings are updated key by key, so the key must say what this one does
+        TIMED_KEY: ["models", "kernels"] if request.time_models else ["kernels"],
         "models_per_process": _models_per_process(request),
         "modules_per_worker": _modules_per_worker(request),
         # the level the verdicts are stated at: with adaptive rounds, what the early looks left
