@@ -18,9 +18,9 @@ import pytest
 from analysis.bisect.report import KERNEL, BisectTarget, read_target_verdict
 from analysis.kernels.compare import IDENTICAL_CODE
 from foundation.errors import UserError
-from prbench.commands import bisect as bisect_command
-from prbench.commands.bisect import BisectRequest, resolve_target, run_bisect
+from prbench.compare import bisect as bisect_command
 from prbench.compare import variant_plan
+from prbench.compare.bisect import BisectRequest, resolve_target, run_bisect
 from prbench.compare.driver import CompareRequest
 from prbench.runners import StageFailed
 from prbench.sides.recipes import load_recipe

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from prbench.commands import bisect as bisect_command
-from prbench.commands.bisect import BisectRequest, run_bisect
+from prbench.compare import bisect as bisect_command
+from prbench.compare.bisect import BisectRequest, run_bisect
 from prbench.compare.driver import CompareRequest, KernelSettings
 from prbench.compare.variant_plan import describe_local_environment
 from prbench.sides.overlay import installed_package_dir

@@ -95,7 +95,7 @@ MAY_IMPORT: dict[str, tuple[str, tuple[str, ...]]] = {
                        ("prbench", "prbench.sides", "prbench.images", "prbench.runners", "prbench.executors",
                         "prbench.runs", *_ANALYSIS, *_FOUNDATION)),
     "prbench.compare": ("`invoke compare`'s driver (`CompareRequest`, `Comparison`), the variant plan, the "
-                        "rounds and their shards, `doctor`, `--modes`",
+                        "rounds and their shards, `doctor`, `--modes`, `bisect` (its steps are compares)",
                         ("prbench", "prbench.sides", "prbench.images", "prbench.runners", "prbench.executors",
                          "prbench.runs", "prbench.stages", *_ANALYSIS, *_FOUNDATION)),
     "prbench.publish": ("the GitHub API, the report archive",

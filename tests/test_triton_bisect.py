@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 from analysis.kernels.compare import IDENTICAL_CODE
-from prbench.commands import bisect as bisect_command
-from prbench.commands.bisect import BisectRequest, run_bisect
+from prbench.compare import bisect as bisect_command
+from prbench.compare.bisect import BisectRequest, run_bisect
 from prbench.compare.driver import CompareRequest
 from prbench.sides.recipes import load_recipe
 from tests.support.cli_support import invoke_in_process, one_line

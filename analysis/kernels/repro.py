@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.kernels.compare import pair_kernels, read_kernels_csv
 from analysis.rendering import md_code, md_text
 from foundation.errors import UserError
 from foundation.formats.run_layout import SIDES, RunLayout
@@ -71,6 +70,9 @@ def _side_kernel(row: dict[str, Any]) -> SideKernel:
 
 def find_pair(run_dir: Path, name: str) -> ReproPair:
     """The base/PR pair a kernel of this name (on either side) belongs to in the run."""
+    # pandas, imported here: ``invoke`` loads this module with its commands, and every command would pay for it.
+    from analysis.kernels.compare import pair_kernels, read_kernels_csv
+
     frames = []
     for side in SIDES:
         path = RunLayout(run_dir).variant(side).kernels_csv

@@ -43,7 +43,7 @@ from foundation.records import (
 ROUND_KINDS = ("kernels", "models")
 RoundSamples = dict[str, list[list[float]]]  # item → one list of ms per round
 # manifest.json: settings.timed, the kinds a run's paired rounds time. A step of a bisect of a kernel times its
-# kernels alone (its verdict is the kernel's: prbench.commands.bisect); runs from before the key timed both.
+# kernels alone (its verdict is the kernel's: prbench.compare.bisect); runs from before the key timed both.
 TIMED_KEY = "timed"
 
 

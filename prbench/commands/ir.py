@@ -12,7 +12,6 @@ from pathlib import Path
 
 from invoke import task
 
-from analysis.kernels.compare import IDENTICAL_CODE, pair_kernels, read_kernels_csv
 from analysis.kernels.ir import parse_target
 from foundation.errors import UserError
 from foundation.formats.run_layout import SIDES, RunLayout
@@ -24,6 +23,9 @@ from prbench.stages.command_lines import run_stage, triton_ir_command
 
 def changed_triton_pairs(run_dir: Path) -> list[tuple[str, str]]:
     """(base name, PR name) of every paired Triton kernel whose code changed."""
+    # pandas, imported here: at module level every ``invoke`` command would pay for it at start (about 0.4 s).
+    from analysis.kernels.compare import IDENTICAL_CODE, pair_kernels, read_kernels_csv
+
     base, pr = (read_kernels_csv(RunLayout(run_dir).variant(side).kernels_csv) for side in SIDES)
     pairing = pair_kernels(base, pr)
     return [(str(base.at[b, "kernel_name"]), str(pr.at[p, "kernel_name"]))

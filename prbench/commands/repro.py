@@ -19,7 +19,6 @@ from pathlib import Path
 
 from invoke import task
 
-from analysis.kernels.compare import read_kernels_csv
 from analysis.kernels.repro import (
     ENVIRONMENT_FILE,
     RUN_SCRIPT,
@@ -103,6 +102,8 @@ def in_side_environment(run_dir: Path, side: str, command: StageCommand) -> Stag
 
 def _measured(run_dir: Path, pair: ReproPair) -> dict[str, str]:
     """The run's median time of each side's kernel (kernels.csv), for the README."""
+    from analysis.kernels.compare import read_kernels_csv  # pandas: not at the start of every ``invoke`` command
+
     times = {}
     for side in SIDES:
         frame = read_kernels_csv(RunLayout(run_dir).variant(side).kernels_csv)
