@@ -204,7 +204,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # order: these start first, then the rest of the slow tiers, and the many short unit tests come last and fill in
 # until both workers end together. Collected last, the bisect or a group of compares could start when the other
 # worker has nothing left to do.
-_LONGEST_FIRST = ("electra-compare", "docker-compare", "tests/test_bisect_integration.py", "torch-in-process",
+_LONGEST_FIRST = ("electra-compare", "docker-compare", "tests/test_bisect_integration.py",
+                  "tests/test_triton_ab_compare.py", "torch-in-process",
                   "docker-standins", "suite-shards", "kernels-integration", "ray-executor",
                   "tests/test_numerics_example.py", "tests/test_image_python.py")
 
