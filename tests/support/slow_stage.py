@@ -2,8 +2,9 @@
 
 ``python -m tests.support.slow_stage --marker M --beat B --out O --seconds S``: the first attempt writes ``M`` (its pid
 and host name, the container's id in a container), keeps touching ``B`` for ``S`` seconds, then writes ``O``. A later
-attempt (``M`` is there) writes ``O`` at once: ``alone``, or ``competing`` when ``B`` was touched within the last
-second, i.e. an earlier attempt is still running somewhere. Extra arguments (an executor's ``--device``,
+attempt (``M`` is there) watches ``B`` for a second and writes ``O``: ``competing`` when it was touched meanwhile,
+i.e. an earlier attempt still runs somewhere, else ``alone`` (a beat that merely ended a moment ago is not one: on a
+fast machine a retry starts within a second of its first attempt's removal). Extra arguments (an executor's ``--device``,
 ``--node``) are accepted and ignored.
 """
 
@@ -27,8 +28,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=300.0)
     args, _ = parser.parse_known_args()
     if args.marker.exists():
-        recent = args.beat.exists() and time.time() - args.beat.stat().st_mtime < 5 * _BEAT_S
-        _write(args.out, "competing" if recent else "alone")
+        _write(args.out, "competing" if _beats(args.beat, 5 * _BEAT_S) else "alone")
         return 0
     _write(args.marker, f"{os.getpid()} {socket.gethostname()}")
     print("[slow_stage] 1/1 started", flush=True)
@@ -41,6 +41,19 @@ def main() -> int:
         return 130
     _write(args.out, "finished")
     return 0
+
+
+def _beats(beat: Path, within: float) -> bool:
+    """Whether ``beat`` is touched within the next ``within`` seconds."""
+    def mtime() -> int | None:
+        return beat.stat().st_mtime_ns if beat.exists() else None
+
+    before, deadline = mtime(), time.monotonic() + within
+    while time.monotonic() < deadline:
+        time.sleep(_BEAT_S / 4)
+        if mtime() != before:
+            return True
+    return False
 
 
 def _write(path: Path, text: str) -> None:
