@@ -53,6 +53,13 @@ def organized(root: Path, graph_text: str | None) -> Path:
     return root
 
 
+# The stage records how this torch builds C++ kernels (`stages.support.environment.record_cpp_build`), which asks
+# Inductor for the CPU's vector ISA: on a CPU with AVX-512 BF16 Inductor compiles a test program for it and loads it
+# in a Python process of its own (the tests' skipped ISA probe does not cover that one), so the stage is real
+# Inductor work wherever it runs, as the integration tier is.
+pytestmark = pytest.mark.integration
+
+
 @pytest.mark.xdist_group("torch-in-process")  # torch in the test process: one worker imports it
 def test_the_cost_is_the_wall_time_of_a_launch_minus_the_kernels_own_time(tmp_path: Path) -> None:
     root = organized(tmp_path / "organized", SLOW_LAUNCH)

@@ -4,8 +4,8 @@
 and host name, the container's id in a container), keeps touching ``B`` for ``S`` seconds, then writes ``O``. A later
 attempt (``M`` is there) watches ``B`` for a second and writes ``O``: ``competing`` when it was touched meanwhile,
 i.e. an earlier attempt still runs somewhere, else ``alone`` (a beat that merely ended a moment ago is not one: on a
-fast machine a retry starts within a second of its first attempt's removal). Extra arguments (an executor's ``--device``,
-``--node``) are accepted and ignored.
+fast machine a retry starts within a second of its first attempt's removal). Extra arguments (an executor's
+``--device``, ``--node``) are accepted and ignored.
 """
 
 from __future__ import annotations
