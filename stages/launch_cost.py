@@ -42,13 +42,6 @@ def cpp_graphs(organized: Path, limit: int) -> list[Path]:
     return [organized / source for source in ranked[:limit] if (organized / source).is_file()]
 
 
-def _restore(launch: cpp_replay.Launch) -> None:
-    """The buffers the launch may write, back to what they held when the graph made it: without this an in-place
-    kernel runs on its own output, values drift (and an index buffer can send a gather out of bounds)."""
-    for live, before in launch.saved:
-        live.copy_(before)
-
-
 def _clock_overhead_ns(samples: int = 2000) -> float:
     """What one pair of ``perf_counter_ns`` calls adds to a timed call; subtracted from every launch."""
     gaps = []
@@ -65,7 +58,7 @@ def _pass_wall_us(launches: list[cpp_replay.Launch], passes: int) -> float:
     for _ in range(passes):
         total = 0
         for launch in launches:
-            _restore(launch)
+            launch.restore()  # without it an in-place kernel runs on its own output: values drift
             start = time.perf_counter_ns()
             launch.function(*launch.args)
             total += time.perf_counter_ns() - start
@@ -82,8 +75,7 @@ def _pass_kernel_us(launches: list[cpp_replay.Launch], passes: int) -> float:
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(passes):
             for launch in launches:
-                _restore(launch)
-                launch.function(*launch.args)
+                launch.replay()
     samples = cpp_replay.kernel_samples(prof.profiler.kineto_results.events())
     if not samples:
         return 0.0
