@@ -49,10 +49,32 @@ def test_the_timer_module_is_the_kernel_stages_own_code_and_imports_nothing_of_p
             defined = next(n for n in tree.body if getattr(n, "name", None) == name
                            or (isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == name))
             assert ast.get_source_segment(text, defined) in source  # copied, not rewritten
+    assert _undefined_names(tree) == set()  # every helper the copied code calls was copied too
     namespace: dict = {}
     exec(compile(text, "prbench_timer.py", "exec"), namespace)
     samples = namespace["WallTimer"]().time(lambda: sum(range(100)), 1, 3)
     assert len(samples) == 3 and all(s >= 0 for s in samples)
+
+
+def _undefined_names(tree: ast.Module) -> set[str]:
+    """Names the module reads that nothing in it binds and that are not builtins (coarse: a name bound anywhere in
+    the module counts as defined everywhere)."""
+    import builtins
+
+    bound = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return read - bound
 
 
 def _fixture_run(runs: Path) -> str:

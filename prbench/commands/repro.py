@@ -44,12 +44,13 @@ CODE_ROOT = Path(__file__).resolve().parents[1].parent
 # timing module's silencer of the profiler's start/stop lines.
 TIMER_SOURCES = (
     ("stages/kernels.py", ("L2_FLUSH_BYTES", "DeviceEventTimer", "WallTimer", "cuda_event_timer")),
-    ("stages/support/cpp_replay.py", ("PROFILER_EVENT", "Launch", "PLACEMENT_SPAN", "placed", "time_launches",
-                              "kernel_samples")),
+    ("stages/support/cpp_replay.py", ("PROFILER_EVENT", "Launch", "_op_recording_switch", "unrecorded",
+                                      "PLACEMENT_SPAN", "placed", "time_launches", "kernel_samples")),
     ("stages/support/timing.py", ("_quiet_stderr",)),
 )
-TIMER_IMPORTS = ("from __future__ import annotations\n\nimport contextlib\nimport os\nimport re\nimport time\n"
-                 "from collections.abc import Callable, Iterator\nfrom dataclasses import dataclass, field\n"
+TIMER_IMPORTS = ("from __future__ import annotations\n\nimport contextlib\nimport functools\nimport os\nimport re\n"
+                 "import time\n"
+                 "from collections.abc import Callable, Iterable, Iterator\nfrom dataclasses import dataclass, field\n"
                  "from typing import Any\n")
 
 
