@@ -328,8 +328,11 @@ def test_invoke_suite_compiles_two_tiny_models_and_archives_the_inductor_cache(s
     rows = read_suite_csv(variant / "suite" / "suite.csv")
     assert [(r["name"], r["status"]) for r in rows] == [(model, "ok") for model in TWO.split(",")]
     assert all(float(r["compilation_latency"]) > 0 and float(r["speedup"]) > 0 for r in rows)
-    # A fresh cache: every model's cold compile looked its graphs up in Inductor's FX-graph cache and missed.
-    assert all(int(r["fxgraph_cache_misses"]) >= 1 and int(r["fxgraph_cache_hits"]) >= 0 for r in rows), rows
+    # Every model's compile looked its graphs up in Inductor's FX-graph cache, which started empty: the first model
+    # (compiled before the stop, its row kept) missed. The second may hit: on a fast machine the stopped attempt
+    # had already saved its graph when the stop reached it (DistilBertForMaskedLM: 1 hit, 0 misses, in CI).
+    assert int(rows[0]["fxgraph_cache_misses"]) >= 1, rows
+    assert all(int(r["fxgraph_cache_misses"]) + int(r["fxgraph_cache_hits"]) >= 1 for r in rows), rows
 
     from foundation.formats.cache_archive import archived_graph_modules
 
