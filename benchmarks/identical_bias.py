@@ -44,6 +44,13 @@ identical C++ pairs from base's graph module in both workers, as a compare does
 orchestration), ``env`` (the PR's worker, with its environment, times base's files), ``swap`` (the sides' jobs
 exchanged).
 
+With ``--spread K`` it measures, for each identical pair (base's kernel, in one process), where a visit's spread
+comes from instead: its visits' spread (the standard deviation of their log medians) with the buffers placed once
+per visit (the design), placed anew every 5 timed replays, and placed anew before each one, visits of the three
+interleaved in random order; and the spread between K copies of the kernel's shared library (each another file,
+so another mapping, visited in random order with the design's placement), net of the visits' own (one-way
+analysis of variance).
+
 Run it with the venv of the run (torch) and ``PYTHONPATH`` at the repository root. The process pins itself to its
 last CPU, as the workers' timed visits do. Writes a JSON (``format_version``) with every comparison when
 ``--json`` is given.
@@ -165,7 +172,8 @@ def identical_pairs(run: Path, plan: dict[str, Any], only: str | None = None) ->
         base_kernel = next(k for k, v in base_job["kernels"].items() if v == row["base_path"])
         pr_kernel = next(k for k, v in pr_job["kernels"].items() if v == row["pr_path"])
         model = _model_of(row["base_graphs"], Path(base_job["path"]).stem)
-        same = _graph_of_model(row["pr_graphs"], model, Path(pr_job["path"]).parent)
+        # the PR graph of base's model, in the PR's own graphs (its plan may time the pair from base's module)
+        same = _graph_of_model(row["pr_graphs"], model, run / "pr" / "organized" / "graphs")
         code = next(k.source for k in embedded_kernels(Path(pr_job["path"]).read_text(encoding="utf-8"))
                     if k.variable == pr_kernel)
         same_kernel = kernel_with_code(same.read_text(encoding="utf-8"), code) if same else None
@@ -394,6 +402,62 @@ def comparisons(pair: Pair, graphs: Graphs, blocks: int, warmup: int, iterations
     return out
 
 
+# --- where a visit's spread comes from: placement and code copies (--spread) -------------------------------------
+
+
+PLACEMENTS = {"once per visit": 0, "every 5 replays": 5, "every replay": 1}  # label → replays between placements
+
+
+def placed_visit(launches: list[Any], kernel: str, warmup: int, iterations: int, every: int, rng: random.Random
+                 ) -> float:
+    """A visit's median sample, its buffers placed anew every ``every`` replays (0: once, as the rounds do)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from stages.support.cpp_replay import kernel_samples, placed, unrecorded
+
+    own: list[Any] = []
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for i in range(warmup + iterations):
+            if not own or (every and i % every == 0):
+                with unrecorded():
+                    own = placed(launches, rng)
+            for launch in own:
+                launch.replay()
+    return statistics.median(kernel_samples(prof.profiler.kineto_results.events())[kernel][warmup * len(launches):])
+
+
+@dataclass(frozen=True)
+class Spread:
+    pair: str
+    us: float
+    visit_pct: dict[str, float]  # placement → SD of the visits' log medians, percent
+    copies: int
+    copy_pct: float  # SD between the copies' mean log medians, net of the visits' own, percent
+    copy_p: float  # one-way ANOVA over the copies
+
+
+def spread(pair: Pair, graphs: Graphs, copies: int, visits: int, warmup: int, iterations: int, work: Path) -> Spread:
+    from scipy import stats
+
+    launches = graphs.kernel(pair.base_graph, pair.base_kernel)
+    rng = random.Random()
+    logs: dict[str, list[float]] = {label: [] for label in PLACEMENTS}
+    for _ in range(visits):
+        for label in rng.sample(list(PLACEMENTS), len(PLACEMENTS)):
+            logs[label].append(math.log(placed_visit(launches, pair.base_kernel, warmup, iterations,
+                                                     PLACEMENTS[label], rng)))
+    versions = [launches] + [with_function(launches, copied_function(launches[0], work)) for _ in range(copies - 1)]
+    by_copy: list[list[float]] = [[] for _ in versions]
+    for _ in range(visits):
+        for j in rng.sample(range(len(versions)), len(versions)):
+            by_copy[j].append(math.log(placed_visit(versions[j], pair.base_kernel, warmup, iterations, 0, rng)))
+    within = statistics.fmean(statistics.variance(v) for v in by_copy)
+    between = statistics.variance([statistics.fmean(v) for v in by_copy])
+    return Spread(pair.name, math.exp(statistics.fmean(logs["once per visit"])) * 1e3,
+                  {label: 100 * statistics.stdev(v) for label, v in logs.items()}, copies,
+                  100 * math.sqrt(max(0.0, between - within / visits)), float(stats.f_oneway(*by_copy).pvalue))
+
+
 # --- across processes: the run's kernel rounds planned again with this checkout's rules ------------------------------
 
 
@@ -542,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, required=True, help="a finished compare's run directory")
-    parser.add_argument("--blocks", type=int, default=16, help="ABBA blocks per comparison")
+    parser.add_argument("--blocks", type=int, default=16, help="ABBA blocks per comparison (--spread: visits)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed replays per visit (the compare's)")
     parser.add_argument("--iterations", type=int, default=30, help="timed replays per visit (the compare's)")
     parser.add_argument("--pairs", default=None, help="only pairs whose base kernel name matches this regex")
@@ -550,6 +614,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=0,
                         help="instead: this many paired rounds of the run's kernels, planned again (needs --out)")
     parser.add_argument("--out", type=Path, default=None, help="--rounds: where the plan, rounds and logs go")
+    parser.add_argument("--spread", type=int, default=0, metavar="K",
+                        help="instead: each pair's visit spread by placement, and between K copies of its library")
     parser.add_argument("--vary", choices=sorted(VARIATIONS), default="none",
                         help="--rounds: the one factor changed in the plan: " +
                              "; ".join(f"{k}: {v}" for k, v in VARIATIONS.items()))
@@ -576,6 +642,8 @@ def main(argv: list[str] | None = None) -> int:
     os.sched_setaffinity(0, {last_cpu()})
     caches = {f"/{side}/": plan["sides"][side]["env"]["TORCHINDUCTOR_CACHE_DIR"] for side in ("base", "pr")}
     graphs = Graphs(caches)
+    if args.spread:
+        return _print_spreads(pairs, graphs, args)
     results: list[Comparison] = []
     with tempfile.TemporaryDirectory(prefix="identical_bias_") as work:
         for pair in pairs:
@@ -587,6 +655,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         atomic_io.write_json(args.json, {"format_version": FORMAT_VERSION, "run": str(args.run),
                                          "load": os.getloadavg(), "comparisons": [asdict(c) for c in results]})
+    return 0
+
+
+def _print_spreads(pairs: list[Pair], graphs: Graphs, args: Any) -> int:
+    found = []
+    with tempfile.TemporaryDirectory(prefix="identical_bias_") as work:
+        for pair in pairs:
+            s = spread(pair, graphs, args.spread, args.blocks, args.warmup, args.iterations, Path(work))
+            found.append(s)
+            print(f"{s.pair[:60]:<60} {s.us:8.2f} µs  visits: " +
+                  ", ".join(f"{label} {pct:.2f} %" for label, pct in s.visit_pct.items()) +
+                  f"  between {s.copies} copies: {s.copy_pct:.2f} % (p {s.copy_p:.2g})", flush=True)
+    if args.json:
+        atomic_io.write_json(args.json, {"format_version": FORMAT_VERSION, "run": str(args.run),
+                                         "load": os.getloadavg(), "visits": args.blocks,
+                                         "spreads": [asdict(s) for s in found]})
     return 0
 
 

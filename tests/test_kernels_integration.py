@@ -108,3 +108,60 @@ def test_cpu_default_gives_one_timed_row_per_cpp_kernel(cpp_cache: Path, tmp_pat
     for row in rows:
         assert (row["category"], row["status"], row["n"]) == ("cpp", "ok", str(10 * int(row["calls"])))
         assert 0 < float(row["min_ms"]) <= float(row["median_ms"])
+
+
+# Run in a fresh process (torch and a compiled graph): a worker's prepare of one real C++ graph of the cache, then
+# every kernel run once from each copy of its code on the recorded values, and the copies twenty visits drew.
+COPIES_CHECK = r'''
+import json, random, sys
+import torch
+from stages.kernels import LOAD, Job, KernelWorker, WallTimer, load_module
+from stages.support import cpp_replay
+
+path, kernels = sys.argv[1], json.loads(sys.argv[2])
+worker = KernelWorker(WallTimer())
+job = Job(0, LOAD, path, kernels, 1, 3, 60.0)
+launches = worker.launches(job, load_module(path, "graph_under_test"), keep=True)
+report = {}
+for kernel in kernels:
+    own = [la for la in launches if la.kernel == kernel]
+    outputs = []
+    # One pass first: a launch may read what another launch of its kernel writes, as the replays leave it.
+    for function in (own[0].function,) + own[0].copies:
+        for launch in own:
+            launch.restore()
+            function(*launch.args)
+        outputs.append([live.clone() for la in own for live, _ in la.saved])
+    outputs = outputs[1:]
+    rng = random.Random(0)
+    drawn = {cpp_replay.placed(own, rng)[0].function for _ in range(20)}
+    report[kernel] = {"files": sorted({f.__self__.__file__ for f in own[0].copies}),
+                      "same": all(torch.equal(a, b) for out in outputs for a, b in zip(outputs[0], out)),
+                      "drawn": len(drawn & set(own[0].copies)), "copies": len(own[0].copies)}
+print(json.dumps(report))
+'''
+
+
+def test_a_worker_runs_each_cpp_kernel_from_several_copies_of_its_library_and_each_computes_the_same(
+        cpp_cache: Path, tmp_path: Path) -> None:
+    """Where a process maps a kernel's code moved its time (docs/cost-model.md): the user's compare times each C++
+    kernel from copies of its shared library, drawn per visit, so a process's mapping is no offset between the
+    sides. Every copy is another file, and on the recorded values it writes what the compiled kernel writes."""
+    import json
+
+    from stages.support.cpp_replay import CODE_COPIES
+
+    organized = tmp_path / "organized"
+    rows = [r for r in organize(cpp_cache, organized) if r.backend == "cpp" and _in_first_graph(r)]
+    path = next(p for p in (organized / "graphs").glob("0_inference*.py"))
+    kernels = {r.kernel_name: r.path for r in rows}
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cpp_cache), "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", COPIES_CHECK, str(path), json.dumps(kernels)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(report) == len(kernels) >= 3, path
+    for kernel, seen in report.items():
+        assert seen["copies"] == len(seen["files"]) == CODE_COPIES, kernel
+        assert seen["same"], f"{kernel}: a copy of its code wrote other values"
+        assert seen["drawn"] >= 3, f"{kernel}: twenty visits drew only {seen['drawn']} of its copies"

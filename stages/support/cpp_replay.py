@@ -8,7 +8,9 @@ back to back (none of the graph's other launches between: ``time_launches``), as
 file: the recorded buffers are restored first, so an in-place kernel (GELU on its own
 output) computes on the same values every time instead of on what its previous replay left, and the kernel runs
 with its inputs warm in the cache. A worker's visit first copies each kernel's buffers to fresh allocations at a
-random offset (``placed``), so where one side's recording happened to put them is not an offset between the sides.
+random offset (``placed``), so where one side's recording happened to put them is not an offset between the sides;
+and it runs the kernel from one of several copies of its shared library (``code_copies``), drawn at random, so
+where a process happened to map the code is not one either.
 
 A replay's time is the kernel's own ``graph_<n>_<kernel>`` profiler event (the graph must be compiled with
 ``cpp.enable_kernel_profile``): it starts inside the kernel, so neither the restore nor the Python binding's
@@ -24,7 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +48,8 @@ class Launch:
     function: Callable[..., Any]
     args: tuple[Any, ...]
     saved: list[tuple[Any, Any]] = field(default_factory=list)  # (live tensor, its value before the launch)
+    # ``function`` and the same kernel from other copies of its shared library (`code_copies`); a visit draws one
+    copies: tuple[Callable[..., Any], ...] = ()
 
     def replay(self) -> None:
         self.restore()
@@ -120,6 +127,47 @@ def record_launches(module: Any, args: list[Any], kernels: Iterable[str],
     return launches
 
 
+# Copies of each C++ kernel's shared library a worker loads (its own file included): a visit runs one at random.
+CODE_COPIES = 8
+
+
+def code_copies(function: Callable[..., Any], count: int, directory: Path) -> tuple[Callable[..., Any], ...]:
+    """``function`` and the same kernel from ``count`` − 1 copies of its shared library, each a file of its own in
+    ``directory`` (so a mapping, and pages, of its own); just ``function`` when it is not an extension module's.
+
+    Where a process maps a kernel's code moved its time: in one process, six copies of the same library of README
+    command 1's 0.04–3.5 µs kernels timed 0.4–5.5 % apart (net of the visits' own spread; significant in four of
+    ten kernels, `benchmarks/identical_bias.py --spread`), a fixed offset for the process that only more rounds
+    averaged. Visits drawing among copies average it within the round. A copy costs 0.2 ms to write and load.
+    """
+    module = getattr(function, "__self__", None)
+    origin, spec = getattr(module, "__file__", None), getattr(module, "__spec__", None)
+    if not (isinstance(origin, str) and origin.endswith(".so") and spec is not None):
+        return (function,)
+    out = [function]
+    for n in range(1, count):
+        copy = Path(tempfile.mkdtemp(dir=directory)) / Path(origin).name
+        shutil.copyfile(origin, copy)
+        # The last part of the name picks the library's init function (PyInit_<part>); the first keeps it apart.
+        found = importlib.util.spec_from_file_location(f"prbench_copy{n}_{spec.name}", copy)
+        if found is None or found.loader is None:
+            raise ImportError(f"cannot load a copy of {origin}")
+        loaded = importlib.util.module_from_spec(found)
+        found.loader.exec_module(loaded)
+        out.append(getattr(loaded, function.__name__))
+    return tuple(out)
+
+
+def with_copies(launches: list[Launch], count: int, directory: Path,
+                made: dict[Callable[..., Any], tuple[Callable[..., Any], ...]]) -> list[Launch]:
+    """The launches with `code_copies` of their functions: those in ``made`` (a worker's, by function), else made
+    now and kept there."""
+    for launch in launches:
+        if launch.function not in made:
+            made[launch.function] = code_copies(launch.function, count, directory)
+    return [Launch(la.kernel, la.function, la.args, la.saved, made[la.function]) for la in launches]
+
+
 def held_bytes(launches: list[Launch]) -> int:
     """Bytes of the storages the launches keep alive: their arguments and the saved buffers."""
     import torch
@@ -150,7 +198,8 @@ PLACEMENT_SPAN = 1 << 16
 def placed(launches: list[Launch], rng: Any) -> list[Launch]:
     """The launches on fresh copies of their tensors' storages (arguments and the values a replay restores), each
     at a random 64-byte offset in ``PLACEMENT_SPAN`` (drawn from ``rng``); arguments that share a storage keep
-    sharing one. The copies hold the storages' values as they are now."""
+    sharing one. The copies hold the storages' values as they are now. Each kernel's launches run one of its
+    ``copies`` of the code, drawn from ``rng`` too."""
     import torch
 
     fresh: dict[int, tuple[Any, int]] = {}  # storage → (its copy's whole allocation, the copy's byte offset in it)
@@ -169,18 +218,22 @@ def placed(launches: list[Launch], rng: Any) -> list[Launch]:
         offset = start // size + tensor.storage_offset()
         return raw.view(tensor.dtype).as_strided(tensor.size(), tensor.stride(), offset)
 
+    code: dict[str, Callable[..., Any]] = {}
     out = []
     for launch in launches:
         args = tuple(copy_of(a) if isinstance(a, torch.Tensor) else a for a in launch.args)
         saved = [(copy_of(live), copy_of(before)) for live, before in launch.saved]
-        out.append(Launch(launch.kernel, launch.function, args, saved))
+        if launch.kernel not in code:
+            code[launch.kernel] = rng.choice(launch.copies) if launch.copies else launch.function
+        out.append(Launch(launch.kernel, code[launch.kernel], args, saved, launch.copies))
     return out
 
 
 def time_launches(launches: list[Launch], warmup: int, iterations: int, rng: Any = None) -> dict[str, list[float]]:
     """Time each kernel on its own: its launches replayed ``warmup`` times, then ``iterations`` times, back to back,
     before the next kernel's: {kernel: [ms]}, a kernel launched k times giving k samples per iteration. With
-    ``rng`` (a ``random.Random``), each kernel's buffers are first `placed` at random.
+    ``rng`` (a ``random.Random``), each kernel's buffers are first `placed` at random, and its code drawn among its
+    copies.
 
     Alone, because what ran just before a kernel moves its time, and a graph's launches around a kernel differ
     between base and PR when the PR changed them: replayed in the graph's order, byte-identical kernels timed
