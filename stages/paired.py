@@ -68,7 +68,7 @@ from foundation.formats.round_shards import parse_block_ranges
 from foundation.formats.stage_records import LAYOUT_PAD_VAR, Block, Plan, PlanJob, device_env, job_items, read_plan
 from foundation.hip_modules import is_error_209
 from foundation.records import is_number
-from stages.entry import StageArgumentParser, run_as_script
+from stages.entry import StageArgumentParser, raise_if_stopped, run_as_script
 from stages.support.progress import progress_line
 from stages.support.worker_process import Worker, WorkerFailure, last_cpu, reply_entry, reply_outcomes
 
@@ -343,6 +343,7 @@ def run_round(plan: Plan, number: int, sides: list[str], say: Callable[[str], No
                             if error:
                                 failed.append(f"{side} {item}: {error}")
                     done += 1
+                    raise_if_stopped()
                     say(progress_line("pair", done, total, f"{_label(block)}: " + ("; ".join(failed)[:300] or "ok")))
     finally:
         for worker in workers.values():

@@ -65,7 +65,7 @@ from foundation.formats.suite_options import (
     resolve_models,
 )
 from foundation.formats.suite_shard_records import ShardRecord, write_shard_record
-from stages.entry import StageArgumentParser, run_as_script
+from stages.entry import StageArgumentParser, raise_if_stopped, run_as_script
 from stages.support.progress import progress
 
 STAGE = "suite"  # the name in its progress lines
@@ -443,6 +443,7 @@ def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:
         except Exception as exc:  # one model's failure must not stop the suite
             traceback.print_exc(file=sys.stdout)
             result = ModelResult(row=failure_row(name, settings, exc), samples={})
+        raise_if_stopped()  # a model measured (or failed) after a stop was asked for is not kept
         rows[name] = result.row
         samples[name] = result.samples
         for stem in graph_modules_loaded_since(mark):

@@ -146,6 +146,38 @@ def test_how_a_stage_ends(raised: BaseException, code: int, line: str | None,
         assert len(err) == 1 and err[0].startswith(line)
 
 
+def test_a_stop_python_drops_where_it_lands_still_ends_the_stage_at_its_loops_next_check(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user stops a compare while a model compiles: the stage's SIGINT may land in a weakref callback of Dynamo's,
+    where Python prints the KeyboardInterrupt and drops it. The stage's loop then stops at its next check, and the
+    stage ends as interrupted (exit 130), not with the model it went on to measure."""
+    import signal
+    import weakref
+
+    dropped: list[type[BaseException]] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda hook: dropped.append(hook.exc_type))
+    monkeypatch.setattr(entry, "_stop_requested", False)
+    previous = signal.signal(signal.SIGINT, entry._interrupt)
+    measured = []
+    try:
+        def main(argv: list[str] | None) -> int:
+            for model in ("first", "second"):
+                entry.raise_if_stopped()
+                measured.append(model)
+                if model == "first":  # a compile's object dies, and the stop arrives inside its callback
+                    compiled = type("Graph", (), {})()
+                    keep = weakref.ref(compiled, lambda _: signal.raise_signal(signal.SIGINT))
+                    del compiled
+                    assert keep() is None
+            return 0
+
+        assert entry.stage_main(main, []) == entry.INTERRUPTED_EXIT
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert dropped == [KeyboardInterrupt]
+    assert measured == ["first"]
+
+
 def test_a_bug_keeps_its_traceback() -> None:
     def main(argv: list[str] | None) -> int:
         raise ZeroDivisionError("a bug")
