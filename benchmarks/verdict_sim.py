@@ -45,11 +45,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -296,8 +298,20 @@ def run_scenario(sc: Scenario, noise: Noise, rounds: int, replicates: int, setti
     return tally
 
 
-def measured_noise(path: Path, family: str, reuse: int) -> Noise:
-    """The noise levels ``benchmarks/variance_components.py --json`` measured for one family."""
+def measured_noise(paths: list[Path], family: str, reuse: int) -> Noise:
+    """The noise levels ``benchmarks/variance_components.py --json`` measured for one family; from several runs,
+    each level's median over them (the passes: the first run's)."""
+    runs = [_levels(path, family) for path in paths]
+
+    def level(key: str) -> float:
+        return float(statistics.median(levels[key] or 0.0 for levels in runs))
+
+    return Noise(round_sd=level("round_sd"), process_sd=level("process_sd"), item_sd=level("item_sd"),
+                 visit_sd=level("visit_sd"), passes=int(runs[0]["passes"]), step_p=0.0, drift=0.0,
+                 order_effect=0.0, reuse=reuse)
+
+
+def _levels(path: Path, family: str) -> dict[str, Any]:
     data = read_json(path, "variance components (benchmarks/variance_components.py --json)")
     if not isinstance(data, dict) or data.get("format_version") != COMPONENTS_VERSION:
         raise UserError(f"--components {path}: expected format_version {COMPONENTS_VERSION} of "
@@ -306,9 +320,7 @@ def measured_noise(path: Path, family: str, reuse: int) -> Noise:
     if not isinstance(levels, dict):
         raise UserError(f"--components {path}: no {family} rounds measured (families: "
                         f"{', '.join(data.get('families', {})) or 'none'})")
-    return Noise(round_sd=levels["round_sd"] or 0.0, process_sd=levels["process_sd"], item_sd=levels["item_sd"],
-                 visit_sd=levels["visit_sd"], passes=int(levels["passes"]), step_p=0.0, drift=0.0,
-                 order_effect=0.0, reuse=reuse)
+    return levels
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,8 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--order-effect", type=float, default=Noise.order_effect)
-    parser.add_argument("--components", type=Path, help="noise levels measured by benchmarks/variance_components.py "
-                        "--json (its sim_noise), instead of the built-in ones")
+    parser.add_argument("--components", type=Path, nargs="+",
+                        help="noise levels measured by benchmarks/variance_components.py --json (its sim_noise), "
+                             "instead of the built-in ones; from several runs, each level's median over them")
     parser.add_argument("--family", choices=("kernels", "models"), default="kernels",
                         help="--components: which family's levels (default kernels)")
     parser.add_argument("--passes", type=int, help="walks over the blocks per round (default: the measured run's "

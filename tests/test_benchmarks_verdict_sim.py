@@ -66,6 +66,18 @@ def test_measured_components_drive_the_simulation(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["noise"]["passes"] == 2
 
 
+def test_components_of_several_runs_drive_the_simulation_by_each_levels_median(tmp_path: Path) -> None:
+    out = tmp_path / "sim.json"
+    runs = [_components(tmp_path / f"c{n}.json", item_sd=item, round_sd=rnd)
+            for n, (item, rnd) in enumerate([(0.012, 0.016), (0.008, 0.011), (0.010, 0.009)])]
+
+    verdict_sim.main(["--replicates", "1", "--rounds", "3", "--scenarios", "one_3pct", "--components",
+                      *map(str, runs), "--out", str(out)])
+
+    noise = json.loads(out.read_text())["noise"]
+    assert (noise["item_sd"], noise["round_sd"], noise["visit_sd"]) == (0.010, 0.011, 0.04)
+
+
 def test_a_components_file_without_the_family_is_one_line(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
         verdict_sim.main(["--components", str(_components(tmp_path / "c.json")), "--family", "models"])
