@@ -64,7 +64,6 @@ import math
 import os
 import random
 import re
-import shutil
 import statistics
 import sys
 import tempfile
@@ -272,32 +271,6 @@ def with_function(launches: list[Any], function: Callable[..., Any]) -> list[Any
     return [Launch(launch.kernel, function, launch.args, launch.saved) for launch in launches]
 
 
-def copied_function(launch: Any, work: Path) -> Callable[..., Any]:
-    """The same compiled kernel from a second copy of its shared library (another file, so another mapping)."""
-    import importlib.util
-
-    path = _library_of(launch.function)
-    number = len(list(work.iterdir()))
-    copy = work / f"copy_{number}" / path.name
-    copy.parent.mkdir()
-    shutil.copy(path, copy)
-    spec = importlib.util.spec_from_file_location(f"identical_bias_copy{number}.kernel", copy)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {copy}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    kernel: Callable[..., Any] = module.kernel
-    return kernel
-
-
-def _library_of(function: Any) -> Path:
-    for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if getattr(module, "kernel", None) is function and file:
-            return Path(file)
-    raise LookupError("the kernel's shared library was not found among the loaded modules")
-
-
 @dataclass(frozen=True)
 class Condition:
     """What one visit replays: ``launches``, timing ``kernel``'s; in the graph's order (each pass replays every
@@ -363,6 +336,8 @@ def compare(pair: str, factor: str, a: Condition, b: Condition, blocks: int, war
 
 def comparisons(pair: Pair, graphs: Graphs, blocks: int, warmup: int, iterations: int, work: Path
                 ) -> list[Comparison]:
+    from stages.support.cpp_replay import code_copies
+
     base_all, pr_all = graphs.of(pair.base_graph), graphs.of(pair.pr_graph)
     name, k = pair.name, pair.pr_same_model_kernel
     pr_alone = graphs.kernel(pair.pr_same_model_graph, k)
@@ -397,7 +372,8 @@ def comparisons(pair: Pair, graphs: Graphs, blocks: int, warmup: int, iterations
        Condition("PR alone in the same model's graph", pr_alone, k))
     ab("design", Condition("base alone, placed at random", base_alone, pair.base_kernel, placed_at_random=True),
        Condition("PR alone, placed at random", pr_alone, k, placed_at_random=True))
-    ab("copy", Condition("a copy of its library", with_function(pr_alone, copied_function(pr_alone[0], work)), k),
+    copy = code_copies(pr_alone[0].function, 2, work)[1]
+    ab("copy", Condition("a copy of its library", with_function(pr_alone, copy), k),
        Condition("its library", pr_alone, k))
     return out
 
@@ -439,6 +415,8 @@ class Spread:
 def spread(pair: Pair, graphs: Graphs, copies: int, visits: int, warmup: int, iterations: int, work: Path) -> Spread:
     from scipy import stats
 
+    from stages.support.cpp_replay import code_copies
+
     launches = graphs.kernel(pair.base_graph, pair.base_kernel)
     rng = random.Random()
     logs: dict[str, list[float]] = {label: [] for label in PLACEMENTS}
@@ -446,7 +424,7 @@ def spread(pair: Pair, graphs: Graphs, copies: int, visits: int, warmup: int, it
         for label in rng.sample(list(PLACEMENTS), len(PLACEMENTS)):
             logs[label].append(math.log(placed_visit(launches, pair.base_kernel, warmup, iterations,
                                                      PLACEMENTS[label], rng)))
-    versions = [launches] + [with_function(launches, copied_function(launches[0], work)) for _ in range(copies - 1)]
+    versions = [with_function(launches, f) for f in code_copies(launches[0].function, copies, work)]
     by_copy: list[list[float]] = [[] for _ in versions]
     for _ in range(visits):
         for j in rng.sample(range(len(versions)), len(versions)):
