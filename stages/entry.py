@@ -53,7 +53,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
     Python raises it wherever the main thread is, and inside a weakref callback or a ``__del__`` it prints
     "Exception ignored in: ..." and drops it: a suite stopped after its first model then compiled and measured the
-    second (Dynamo's weakref callbacks, in 5 of 5 stops on an idle machine), until the host's SIGKILL or the end.
+    second (Dynamo's weakref callbacks, in 8 of 8 stops on an idle machine), until the host's SIGKILL or the end.
     """
     global _stop_requested
     _stop_requested = True
