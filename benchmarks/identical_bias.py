@@ -66,7 +66,6 @@ import random
 import re
 import statistics
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -334,8 +333,7 @@ def compare(pair: str, factor: str, a: Condition, b: Condition, blocks: int, war
                       statistics.median(b_times) * 1e3, ratio, low, high, blocks)
 
 
-def comparisons(pair: Pair, graphs: Graphs, blocks: int, warmup: int, iterations: int, work: Path
-                ) -> list[Comparison]:
+def comparisons(pair: Pair, graphs: Graphs, blocks: int, warmup: int, iterations: int) -> list[Comparison]:
     from stages.support.cpp_replay import code_copies
 
     base_all, pr_all = graphs.of(pair.base_graph), graphs.of(pair.pr_graph)
@@ -372,7 +370,7 @@ def comparisons(pair: Pair, graphs: Graphs, blocks: int, warmup: int, iterations
        Condition("PR alone in the same model's graph", pr_alone, k))
     ab("design", Condition("base alone, placed at random", base_alone, pair.base_kernel, placed_at_random=True),
        Condition("PR alone, placed at random", pr_alone, k, placed_at_random=True))
-    copy = code_copies(pr_alone[0].function, 2, work)[1]
+    copy = code_copies(pr_alone[0].function, 2)[1]
     ab("copy", Condition("a copy of its library", with_function(pr_alone, copy), k),
        Condition("its library", pr_alone, k))
     return out
@@ -412,7 +410,7 @@ class Spread:
     copy_p: float  # one-way ANOVA over the copies
 
 
-def spread(pair: Pair, graphs: Graphs, copies: int, visits: int, warmup: int, iterations: int, work: Path) -> Spread:
+def spread(pair: Pair, graphs: Graphs, copies: int, visits: int, warmup: int, iterations: int) -> Spread:
     from scipy import stats
 
     from stages.support.cpp_replay import code_copies
@@ -424,7 +422,7 @@ def spread(pair: Pair, graphs: Graphs, copies: int, visits: int, warmup: int, it
         for label in rng.sample(list(PLACEMENTS), len(PLACEMENTS)):
             logs[label].append(math.log(placed_visit(launches, pair.base_kernel, warmup, iterations,
                                                      PLACEMENTS[label], rng)))
-    versions = [with_function(launches, f) for f in code_copies(launches[0].function, copies, work)]
+    versions = [with_function(launches, f) for f in code_copies(launches[0].function, copies)]
     by_copy: list[list[float]] = [[] for _ in versions]
     for _ in range(visits):
         for j in rng.sample(range(len(versions)), len(versions)):
@@ -623,13 +621,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.spread:
         return _print_spreads(pairs, graphs, args)
     results: list[Comparison] = []
-    with tempfile.TemporaryDirectory(prefix="identical_bias_") as work:
-        for pair in pairs:
-            print(f"{pair.name} (report {float(pair.report_ratio):.3f}×)", flush=True)
-            for c in comparisons(pair, graphs, args.blocks, args.warmup, args.iterations, Path(work)):
-                results.append(c)
-                print(f"  {c.factor:<10} {c.a} {c.a_us:.2f} µs / {c.b} {c.b_us:.2f} µs: "
-                      f"{c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]", flush=True)
+    for pair in pairs:
+        print(f"{pair.name} (report {float(pair.report_ratio):.3f}×)", flush=True)
+        for c in comparisons(pair, graphs, args.blocks, args.warmup, args.iterations):
+            results.append(c)
+            print(f"  {c.factor:<10} {c.a} {c.a_us:.2f} µs / {c.b} {c.b_us:.2f} µs: "
+                  f"{c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]", flush=True)
     if args.json:
         atomic_io.write_json(args.json, {"format_version": FORMAT_VERSION, "run": str(args.run),
                                          "load": os.getloadavg(), "comparisons": [asdict(c) for c in results]})
@@ -638,13 +635,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _print_spreads(pairs: list[Pair], graphs: Graphs, args: Any) -> int:
     found = []
-    with tempfile.TemporaryDirectory(prefix="identical_bias_") as work:
-        for pair in pairs:
-            s = spread(pair, graphs, args.spread, args.blocks, args.warmup, args.iterations, Path(work))
-            found.append(s)
-            print(f"{s.pair[:60]:<60} {s.us:8.2f} µs  visits: " +
-                  ", ".join(f"{label} {pct:.2f} %" for label, pct in s.visit_pct.items()) +
-                  f"  between {s.copies} copies: {s.copy_pct:.2f} % (p {s.copy_p:.2g})", flush=True)
+    for pair in pairs:
+        s = spread(pair, graphs, args.spread, args.blocks, args.warmup, args.iterations)
+        found.append(s)
+        print(f"{s.pair[:60]:<60} {s.us:8.2f} µs  visits: " +
+              ", ".join(f"{label} {pct:.2f} %" for label, pct in s.visit_pct.items()) +
+              f"  between {s.copies} copies: {s.copy_pct:.2f} % (p {s.copy_p:.2g})", flush=True)
     if args.json:
         atomic_io.write_json(args.json, {"format_version": FORMAT_VERSION, "run": str(args.run),
                                          "load": os.getloadavg(), "visits": args.blocks,

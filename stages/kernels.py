@@ -48,7 +48,6 @@ import os
 import queue
 import random
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -366,8 +365,7 @@ class KernelWorker:
         # Where each visit places a C++ kernel's buffers and which copy of its code it runs (`cpp_replay.placed`):
         # drawn per worker, so no side keeps one placement for the whole comparison.
         self.placement = random.Random()
-        self.code: dict[Callable[..., Any], tuple[Callable[..., Any], ...]] = {}  # kernel → its code's copies
-        self._copies_dir: tempfile.TemporaryDirectory[str] | None = None  # they lie here; removed at exit
+        self.code: dict[Callable[..., Any], tuple[Callable[..., Any], ...]] = {}  # a kernel's code → its copies
 
     def module(self, job: Job) -> Any:
         if job.path not in self.modules:
@@ -409,17 +407,12 @@ class KernelWorker:
             self.profiler_warm = True
         launches = cpp_replay.with_copies(
             cpp_replay.record_launches(module, seeded_args(module), job.kernels, self.writable_of(job.path)),
-            cpp_replay.CODE_COPIES, self.copies_dir(), self.code)
+            cpp_replay.CODE_COPIES, self.code)
         size = cpp_replay.held_bytes(launches)
         if keep and self.recorded_bytes + size <= RECORDED_BYTES_MAX:
             self.recorded[key] = launches
             self.recorded_bytes += size
         return launches
-
-    def copies_dir(self) -> Path:
-        if self._copies_dir is None:
-            self._copies_dir = tempfile.TemporaryDirectory(prefix="prbench-code-", ignore_cleanup_errors=True)
-        return Path(self._copies_dir.name)
 
     def time_graph_kernels(self, job: Job, module: Any) -> dict[str, dict[str, Any]]:
         """Each of the job's C++ kernels replayed alone (``stages.support.cpp_replay``): {kernel: samples}."""

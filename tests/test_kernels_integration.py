@@ -146,7 +146,8 @@ def test_a_worker_runs_each_cpp_kernel_from_several_copies_of_its_library_and_ea
         cpp_cache: Path, tmp_path: Path) -> None:
     """Where a process maps a kernel's code moved its time (docs/cost-model.md): the user's compare times each C++
     kernel from copies of its shared library, drawn per visit, so a process's mapping is no offset between the
-    sides. Every copy is another file, and on the recorded values it writes what the compiled kernel writes."""
+    sides. Every copy is another file, and on the recorded values it writes what the compiled kernel writes; none
+    is left on disk once loaded (a worker ends by SIGKILL, past any clean-up at exit)."""
     import json
 
     from stages.support.cpp_replay import CODE_COPIES
@@ -155,7 +156,9 @@ def test_a_worker_runs_each_cpp_kernel_from_several_copies_of_its_library_and_ea
     rows = [r for r in organize(cpp_cache, organized) if r.backend == "cpp" and _in_first_graph(r)]
     path = next(p for p in (organized / "graphs").glob("0_inference*.py"))
     kernels = {r.kernel_name: r.path for r in rows}
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cpp_cache), "TMPDIR": str(tmp_path)}
+    worker_tmp = tmp_path / "tmp"
+    worker_tmp.mkdir()
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cpp_cache), "TMPDIR": str(worker_tmp)}
     done = subprocess.run([sys.executable, "-c", COPIES_CHECK, str(path), json.dumps(kernels)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -165,3 +168,6 @@ def test_a_worker_runs_each_cpp_kernel_from_several_copies_of_its_library_and_ea
         assert seen["copies"] == len(seen["files"]) == CODE_COPIES, kernel
         assert seen["same"], f"{kernel}: a copy of its code wrote other values"
         assert seen["drawn"] >= 3, f"{kernel}: twenty visits drew only {seen['drawn']} of its copies"
+        copies = [f for f in seen["files"] if f.startswith(str(worker_tmp))]
+        assert len(copies) == CODE_COPIES - 1 and not any(map(os.path.exists, copies)), kernel
+    assert not any(worker_tmp.rglob("*.so")), sorted(worker_tmp.rglob("*"))
