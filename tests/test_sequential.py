@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from analysis.kernels.compare import compare_kernels
 from analysis.report.sequential import (
     Look,
     RoundsPolicy,
     RoundsUsed,
     check_rounds_flags,
+    kernel_look,
     parse_duration,
     read_rounds_used,
     rounds_policies,
@@ -22,6 +25,7 @@ from analysis.report.sequential import (
 )
 from analysis.stats.verdict_settings import VerdictSettings
 from foundation.errors import UserError
+from tests.support.compare_data import kernel_specs, kernels_frame
 
 NOMINAL = VerdictSettings()
 
@@ -205,3 +209,28 @@ def test_resolution_none_stops_each_kind_once_settled_and_a_number_holds_both_ki
     fixed = rounds_policies("cpu", 7, False)
     assert {kind: (p.max_rounds, p.auto, p.resolution_pct) for kind, p in fixed.items()} == {
         "models": (7, False, None), "kernels": (7, False, None)}
+
+
+def test_a_light_kernel_whose_verdict_differs_between_the_levels_does_not_hold_the_rounds() -> None:
+    """A PR slows a heavy kernel 30 % and a kernel holding 0.001 % of the step 4 %: after 8 rounds the light one is
+    regressed at the run level and inconclusive at the strict level. ``--fail-on regression`` would not count it,
+    so it does not keep the rounds going (README command 1 once ran to the 24-round cap for such a kernel); with
+    ``--fail-share 0`` every kernel counts, and it does."""
+    specs = kernel_specs(40, seed=21)
+    specs[0] = replace(specs[0], true_ms=1.5, calls=2)
+    specs[1] = replace(specs[1], true_ms=0.0005, calls=1)
+    base, base_samples = kernels_frame(specs, seed=100, cv=0.02, round_cv=0.01, rounds=8)
+    pr, pr_samples = kernels_frame(specs, seed=200, cv=0.02, round_cv=0.01, rounds=8, factor={0: 1.3, 1: 1.04})
+    policy = rounds_policies("cpu", None, True)["kernels"]
+
+    def look_with(settings: VerdictSettings) -> Look:
+        run, strict = (compare_kernels(base, pr, base_samples, pr_samples, level) for level in
+                       (policy.run_settings(settings), policy.strict_settings(settings)))
+        light = base.at[1, "kernel_name"]
+        assert [c.table.set_index("base_name").at[light, "verdict"] for c in (run, strict)] == ["regressed",
+                                                                                                "inconclusive"]
+        return kernel_look(run, strict)
+
+    assert settled([look_with(NOMINAL)], policy.resolution_pct) == (True, "settled: regressed")
+    held, why = settled([look_with(replace(NOMINAL, fail_share=0.0))], policy.resolution_pct)
+    assert not held and "not yet at the strict level (regressed; 1 item(s) differ)" in why
