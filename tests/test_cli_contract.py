@@ -36,6 +36,14 @@ def test_every_flag_of_every_task_has_help(name):
     assert task.__doc__ and task.__doc__.strip(), f"invoke {name} has no docstring"
 
 
+@pytest.mark.parametrize("name", sorted(_collection().task_names))
+def test_every_short_flag_is_a_letter(name):
+    """invoke once gave ``--kernel-timeout`` the dash for its letter: help showed ``--=STRING``, and ``--`` ends
+    invoke's flags."""
+    shorts = [n for a in _collection()[name].get_arguments() for n in a.names if len(n) == 1]
+    assert all(n.isalnum() for n in shorts), f"invoke {name}: short flags {sorted(shorts)}"
+
+
 def _readme_commands() -> list[str]:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     quick = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]

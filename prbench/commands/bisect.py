@@ -4,10 +4,8 @@ every other ``invoke`` command, ``--list`` included, would pay at start)."""
 
 from __future__ import annotations
 
-from invoke import task
-
 from analysis.stats.verdict_settings import FLAG_HELP as STATS_FLAG_HELP
-from prbench.commands.cli import resolve_path, user_facing
+from prbench.commands.cli import resolve_path, task, user_facing
 from prbench.commands.flags import (
     COMPARE_TRITON_SRC_HELP,
     SUITE_HELP,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+import invoke
 from invoke import Exit, Task
 
 from foundation.errors import UserError
@@ -149,9 +150,14 @@ def resolve_path(value: str | Path) -> Path:
 
 
 class LongOnlyFlags(Task):
-    """An invoke task whose ``long_only`` parameters get no short flag (``@task(klass=LongOnlyFlags,
-    long_only=["format"])``): their letter stays free for the flags a command must share with the tools its users
-    know, and the other parameters keep the letters invoke gives them."""
+    """The project's invoke task (`task`): its ``long_only`` parameters get no short flag (``@task(long_only=
+    ["format"])``), so their letter stays free for the flags a command must share with the tools its users know,
+    and the other parameters keep the letters invoke gives them.
+
+    No flag gets the dash for a letter: invoke draws a flag's short name from the characters of its dashed long
+    name, and once every letter of ``kernel-timeout`` was taken it gave that flag ``-``, which help shows as
+    ``--=STRING`` and the command line reads as the end of the flags (``invoke compare``, ``bisect``,
+    ``compare-kernels``, ``doctor`` and ``suite`` each had one)."""
 
     def __init__(self, body: Callable[..., Any], long_only: tuple[str, ...] | list[str] = (), **kwargs: Any) -> None:
         super().__init__(body, **kwargs)
@@ -159,6 +165,12 @@ class LongOnlyFlags(Task):
 
     def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
         opts = super().arg_opts(name, default, taken_names)
-        if name in self.long_only:
-            opts["names"] = opts["names"][:1]  # the long name only; the letter is not taken
+        long_name, *letters = opts["names"]
+        # The long name only where asked, or where the letter is the dash; the letter is then not taken.
+        opts["names"] = [long_name] if name in self.long_only else [long_name, *(x for x in letters if x != "-")]
         return opts
+
+
+def task(*args: Any, **kwargs: Any) -> Any:
+    """invoke's ``@task`` with the project's task class (`LongOnlyFlags`)."""
+    return invoke.task(*args, klass=LongOnlyFlags, **kwargs)

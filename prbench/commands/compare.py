@@ -4,12 +4,10 @@
 
 from __future__ import annotations
 
-from invoke import task
-
 from analysis.stats.numeric_tolerance import FLAG_HELP as NUMERIC_TOLERANCE_HELP
 from analysis.stats.verdict_settings import FLAG_HELP as STATS_FLAG_HELP
 from foundation.hip_modules import ROCM_MODELS_PER_PROCESS, ROCM_MODULES_PER_WORKER
-from prbench.commands.cli import holds_run, resolve_path, user_facing
+from prbench.commands.cli import holds_run, resolve_path, task, user_facing
 from prbench.commands.flags import (
     BUILD_HELP,
     COMPARE_TRITON_SRC_HELP,

@@ -10,10 +10,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from invoke import task
-
 from foundation.errors import UserError
-from prbench.commands.cli import config_value, resolve_path, user_facing
+from prbench.commands.cli import config_value, resolve_path, task, user_facing
 from prbench.commands.flags import (
     BUILD_HELP,
     SAVE_BASE_HELP,

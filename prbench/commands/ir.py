@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import task
-
 from analysis.kernels.ir import parse_target
 from foundation.errors import UserError
 from foundation.formats.run_layout import SIDES, RunLayout
-from prbench.commands.cli import holds_run, user_facing
+from prbench.commands.cli import holds_run, task, user_facing
 from prbench.commands.flags import runs_dir_from
 from prbench.commands.repro import in_side_environment
 from prbench.stages.command_lines import run_stage, triton_ir_command

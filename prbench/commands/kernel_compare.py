@@ -10,11 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from invoke import task
-
 from analysis.stats.verdict_settings import FLAG_HELP as STATS_FLAG_HELP
 from foundation.errors import UserError
-from prbench.commands.cli import resolve_path, user_facing
+from prbench.commands.cli import resolve_path, task, user_facing
 from prbench.commands.flags import FAIL_ON_HELP, verdict_settings_from
 
 if TYPE_CHECKING:  # analysis.report.render imports pandas: only when the command runs

@@ -17,12 +17,11 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 import requests
-from invoke import task
 
 from analysis.report.pr_comment import CommentSources, comment_marker, local_targets, pr_comment
 from foundation.errors import UserError
 from foundation.flag_values import whole_number
-from prbench.commands.cli import config_value, holds_run, user_facing
+from prbench.commands.cli import config_value, holds_run, task, user_facing
 from prbench.commands.flags import runs_dir_from
 from prbench.publish.github_api import (
     API_VERSION,

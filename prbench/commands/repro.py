@@ -17,8 +17,6 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from invoke import task
-
 from analysis.kernels.repro import (
     ENVIRONMENT_FILE,
     RUN_SCRIPT,
@@ -34,7 +32,7 @@ from foundation.atomic_io import write_json, write_text
 from foundation.errors import UserError
 from foundation.formats.run_layout import RunLayout
 from foundation.records import read_json
-from prbench.commands.cli import holds_run, resolve_path, user_facing
+from prbench.commands.cli import holds_run, resolve_path, task, user_facing
 from prbench.commands.flags import runs_dir_from
 from prbench.runners import StageCommand
 from prbench.stages.command_lines import repro_launch_command, run_stage

@@ -5,11 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from invoke import task
 from rich.console import Console
 from rich.table import Table
 
-from prbench.commands.cli import user_facing
+from prbench.commands.cli import task, user_facing
 from prbench.commands.flags import runs_dir_from
 from prbench.runs.run_lock import ended_note, holder_of
 from prbench.runs.run_store import Run, StageRecord, StageStatus

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-from invoke import task
-
-from prbench.commands.cli import config_value, holds_run, holds_runs_under, resolve_path, user_facing
+from prbench.commands.cli import config_value, holds_run, holds_runs_under, resolve_path, task, user_facing
 from prbench.commands.flags import (
     FAIL_ON_HELP,
     SUITE_HELP,

@@ -3,13 +3,10 @@
 
 from __future__ import annotations
 
-from invoke import task
-
-from prbench.commands.cli import LongOnlyFlags, holds_runs_under, resolve_path, user_facing
+from prbench.commands.cli import holds_runs_under, resolve_path, task, user_facing
 
 
 @task(
-    klass=LongOnlyFlags,
     long_only=["format", "categories", "lenient"],  # -r is node replay in the seed's generate_perf_report.py
     help={
         "base_dir": "Directory searched recursively for traces (*.json, *.json.gz); one report per directory",
