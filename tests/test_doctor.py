@@ -253,3 +253,31 @@ def test_the_real_engine_and_the_local_base_image_pass(tmp_path):
     assert found["base python"].status == "ok" and "python3 3.11" in found["base python"].detail
     assert found["store"].status == "fail" and "invoke store fetch --recipe cpu-docker" in found["store"].detail
 
+
+
+def test_a_gpu_monitor_sampling_the_gpu_does_not_make_it_busy(tmp_path):
+    """The H200 lease of 2026-11-30: gpu_check.sh samples `nvidia-smi --query-gpu ... -lms 200` through the whole
+    compare, and the compare refused to start because that sampler held /dev/nvidia0."""
+    dev, proc = tmp_path / "dev", tmp_path / "proc"
+    dev.mkdir()
+    proc.mkdir()
+    (dev / "nvidia0").touch()
+    machine = Machine(dev=dev, proc=proc, own_pid=os.getpid(), which=lambda tool: None, docker=engine_down)
+    holders = {621: b"nvidia-smi\0--query-gpu=timestamp,utilization.gpu,memory.used\0-lms\0200\0"}
+    recipe = inputs(RECIPES / "cuda-local.toml", tmp_path)
+
+    def hold(pid: int, command: bytes) -> None:
+        fds = proc / str(pid) / "fd"
+        fds.mkdir(parents=True)
+        (fds / "3").symlink_to(dev / "nvidia0")
+        (proc / str(pid) / "cmdline").write_bytes(command)
+
+    for pid, command in holders.items():
+        hold(pid, command)
+    # cheap_only: the checks a local compare runs before its first stage.
+    assert by_name(run_doctor(recipe, machine, cheap_only=True))["gpus idle"].status == "ok"
+
+    hold(4242, b"/usr/bin/python3\0train.py\0")
+    idle = by_name(run_doctor(recipe, machine, cheap_only=True))["gpus idle"]
+    assert idle.status == "fail" and "pid 4242 (/usr/bin/python3 train.py)" in idle.detail
+    assert "nvidia-smi" not in idle.detail

@@ -388,8 +388,11 @@ def _command(entry: Path) -> str:
     return text[:80]
 
 
-# nvidia-persistenced keeps every NVIDIA device open by design, to keep the driver loaded; it runs no work.
-_IDLE_HOLDERS = ("nvidia-persistenced",)
+# nvidia-persistenced keeps every NVIDIA device open by design, to keep the driver loaded; it runs no work. The
+# vendors' query tools open the device to read counters and launch nothing: benchmarks/gpu_check.sh samples
+# `nvidia-smi --query-gpu=... -lms 200` through a whole compare (the H200 lease of 2026-11-30 was refused by this
+# check because of it).
+_IDLE_HOLDERS = ("nvidia-persistenced", "nvidia-smi", "rocm-smi", "amd-smi")
 
 
 def check_gpus_idle(s: Session) -> CheckResult:
