@@ -15,8 +15,9 @@ Outputs in ``--out``: ``suite.csv`` (docs/architecture.md columns), ``samples.js
 ``outputs/<model>.npz`` (the model's eager, compiled and float64 outputs on the seeded inputs, for the numerical
 A/B: ``stages.support.numerics``, ``analysis.models.numerics``). All are rewritten atomically after every model, so the
 stage is resumable: models that already have an ``ok`` row with the same settings are skipped, everything else is
-(re)measured. A fresh run (no row to keep yet) starts from an empty Inductor cache; at the end that cache is
-archived to ``--cache-archive``. A model that fails gets a ``fail`` row and the others go on; the stage exits
+(re)measured. A fresh run (no row to keep yet) starts from an empty Inductor cache, and an empty Triton cache where
+TRITON_CACHE_DIR is the side's own: every compile it times is cold. At the end the Inductor cache is archived to
+``--cache-archive``. A model that fails gets a ``fail`` row and the others go on; the stage exits
 non-zero only when none ran.
 
 As one shard of a suite spread over an executor's devices (``prbench.stages.suite_shards``) the stage is told the
@@ -176,6 +177,14 @@ def resolve_settings(args: argparse.Namespace) -> SuiteSettings:
         iterations=args.iterations, device=args.device, cpu_backend=args.cpu_backend, backend=args.backend,
         cache_archive=args.cache_archive,
     )
+
+
+def own_triton_cache(settings: SuiteSettings) -> tuple[Path, ...]:
+    """The side's own Triton cache (its variant's, `VariantLayout.triton_cache`) when TRITON_CACHE_DIR names it; a
+    Triton cache of the user's elsewhere is not this stage's to empty."""
+    named = os.environ.get("TRITON_CACHE_DIR")
+    own = VariantLayout(settings.out.resolve().parent).triton_cache
+    return (own,) if named and Path(named).resolve() == own.resolve() else ()
 
 
 def empty_directory(path: Path) -> None:
@@ -428,8 +437,11 @@ def run_suite(settings: SuiteSettings, cache_dir: Path) -> list[Row]:
     graphs_path = settings.out / GRAPH_MODELS
     graph_models: dict[str, list[str]] = read_kept(graphs_path, read_graph_models) or {}
     if not any(settings.matches(row) for row in rows.values()):
-        # A fresh run (nothing to keep) measures cold compiles: no kernels or graphs from an earlier run.
-        empty_directory(cache_dir)
+        # A fresh run (nothing to keep) measures cold compiles: no kernels, graphs or Triton binaries from an earlier
+        # attempt. A stopped attempt's Triton binaries made a resumed compile warm without a word: on an H200
+        # (2026-11-30) the PR side's BertForMaskedLM, resumed, compiled in 106 s, the base side's cold one in 126 s.
+        for directory in (cache_dir, *own_triton_cache(settings)):
+            empty_directory(directory)
         graph_models = {}
     total = len(settings.models)
     for index, name in enumerate(settings.models, 1):

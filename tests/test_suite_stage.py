@@ -349,3 +349,30 @@ def test_invoke_suite_compiles_two_tiny_models_and_archives_the_inductor_cache(s
     again = invoke(tmp_path, *common)
     assert again.returncode == 0
     assert "already done with the same inputs" in again.stdout
+
+
+@pytest.mark.integration
+def test_a_run_again_after_a_stop_that_kept_no_model_compiles_cold(tmp_path: Path) -> None:
+    """The H200 lease of 2026-11-30: the PR suite was stopped inside its first model, and the run again reused the
+    Triton binaries the stopped attempt had compiled, so its compile time was not a cold one. With no row kept, the
+    run again empties the side's Inductor and Triton caches; a Triton cache of the user's elsewhere stays."""
+    out = tmp_path / "suite"
+    env = stage_env(tmp_path)
+    stale = [Path(env[key]) / "left-by-the-stopped-attempt" for key in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")]
+    for path in stale:
+        path.parent.mkdir(parents=True)
+        path.write_text("stale")
+    argv = stage_argv(out, "--backend", "aot_eager", models="DistilBertForMaskedLM")
+
+    proc = subprocess.run(argv, env=env, cwd=CODE_ROOT, capture_output=True, text=True, timeout=600)
+
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert [path.exists() for path in stale] == [False, False]
+
+    users = tmp_path / "users-triton-cache" / "kept"
+    users.parent.mkdir()
+    users.write_text("the user's")
+    (out / "suite.csv").unlink()  # nothing kept: a fresh run again
+    proc = subprocess.run(argv, env={**env, "TRITON_CACHE_DIR": str(users.parent)}, cwd=CODE_ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and users.read_text() == "the user's"

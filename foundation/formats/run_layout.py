@@ -155,6 +155,11 @@ class VariantLayout:
         return self.work / INDUCTOR_CACHE
 
     @property
+    def triton_cache(self) -> Path:
+        """The side's TRITON_CACHE_DIR for its stages: the Triton binaries its kernels compiled to."""
+        return self.work / "triton-cache"
+
+    @property
     def extracted_cache(self) -> Path:
         """Where organize keeps the extracted archive (the kernels' ``--cache-dir``)."""
         return self.work / "extracted-cache"

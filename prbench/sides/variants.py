@@ -67,11 +67,12 @@ class Variant:
     def stage_environment(self, variant_dir: Path, keep_bytecode: bool = False) -> dict[str, str]:
         """The environment for a stage of this variant; caches live in the variant's work directory, and so does
         torch's bytecode with ``keep_bytecode`` (the caller knows the stage's Python: `Pipeline.prepare`)."""
-        work = VariantLayout(variant_dir).work
+        layout = VariantLayout(variant_dir)
+        work = layout.work
         env = dict(_STAGE_ENV)
         env.update(
-            TORCHINDUCTOR_CACHE_DIR=str(VariantLayout(variant_dir).inductor_cache),
-            TRITON_CACHE_DIR=str(work / "triton-cache"),
+            TORCHINDUCTOR_CACHE_DIR=str(layout.inductor_cache),
+            TRITON_CACHE_DIR=str(layout.triton_cache),
             # Inductor writes its precompiled header and -p traces under TMPDIR whatever the cache dir says.
             TMPDIR=str(work / "tmp"),
         )
