@@ -42,9 +42,9 @@
 # one they say so and the call goes on. Knobs: BUDGET (seconds for the whole call, default 560), RECIPE (a local
 # recipe: cpu-local tries the script without a GPU), MODELS, SIZE (full or tiny), MODE (training or inference),
 # DTYPE, INDUCTOR_CONFIG and SUITE_ENV (space-separated KEY=VALUE; empty for none), ROUNDS (auto or a number),
-# MAX_ROUNDS, ROUND_BUDGET (compare's --budget; default: the compare's limit less 120 s), PROFILE, IR_PAIRS,
+# MAX_ROUNDS, ROUND_BUDGET (compare's --budget; default: the compare's limit less 120 s, at least half of it), PROFILE, IR_PAIRS,
 # AA_REPEAT, AA_MODELS, AA_ROUNDS, AA_SIZE, AA_MODE, AA_DTYPE, NUMERICS_MODELS, NUMERICS_MODE, NUMERICS_DTYPE,
-# NUMERICS_ROUNDS, OVERHEAD_KERNELS, RUN_DIR, PACK_LIMIT_MB, and <STEP>_TIMEOUT in seconds. docs/gpu-validation.md
+# NUMERICS_ROUNDS, OVERHEAD_KERNELS, RUN_DIR, PACK_LIMIT_MB, RESUME, and <STEP>_TIMEOUT in seconds. docs/gpu-validation.md
 # ("Next run") has the CPU rehearsal's times, scaled to a GPU, and the calls a 15-minute lease takes.
 #
 # Runs and logs go to $WORK; $OUT gets summary.txt and gpu-check.tar.gz with the small real outputs (kernel files,
@@ -54,7 +54,14 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 2
 OUT=${OUT:-$ROOT/gpu-check-out}
 # Runs and logs, one folder per call (a warm machine keeps /tmp between calls: a second call must not pack or
-# count the first one's runs again); $OUT gets the packed outputs and the summary only.
+# count the first one's runs again); $OUT gets the packed outputs and the summary only. RESUME=1 takes the newest
+# call's folder instead: its compare, cut at its limit, goes on where it stopped (invoke compare resumes a run
+# directory), and the summary and the pack hold both calls.
+if [ "${RESUME:-0}" = 1 ] && [ -z "${WORK:-}" ]; then
+    WORK=$(ls -1d /tmp/prbench-gpu-check/*/ 2>/dev/null | sort | tail -n 1)
+    WORK=${WORK%/}
+    [ -n "$WORK" ] || { echo "RESUME=1: no earlier call's folder in /tmp/prbench-gpu-check"; exit 2; }
+fi
 WORK=${WORK:-/tmp/prbench-gpu-check/$(date -u +%Y%m%d-%H%M%S)}
 PY=${PYTHON:-python3}
 RECIPE=${RECIPE:-cuda-local}
@@ -205,8 +212,9 @@ step_compare() {
     make_pr_patch "$WORK/looped-reductions.patch" || { note "--- compare: the PR patch could not be made"; return 1; }
     local limit=${COMPARE_TIMEOUT:-440} begin=$SECONDS extra=() run
     if [ "$ROUNDS" = auto ]; then
-        # No new round once the compare has run this long: the last round and the report still fit in its limit.
-        extra+=(--budget "${ROUND_BUDGET:-$((limit - 120))s}")
+        # No new round once the compare has run this long: the last round and the report still fit in its limit
+        # (half the limit where that leaves less than half).
+        extra+=(--budget "${ROUND_BUDGET:-$((limit - 120 > limit / 2 ? limit - 120 : limit / 2))s}")
         extra+=(--max-rounds "$MAX_ROUNDS")
     else
         extra+=(--rounds "$ROUNDS")
