@@ -29,6 +29,7 @@ from analysis.report.sequential import (
 from analysis.stats.verdict_settings import VerdictSettings
 from foundation.formats.kernel_index import IndexRow, write_index
 from foundation.formats.paired_rounds import read_round, side_samples, write_round
+from foundation.formats.run_layout import VariantLayout
 from foundation.formats.stage_records import Job, read_plan
 from foundation.formats.suite_request import SuiteRequest
 from prbench.compare.driver import CompareRequest, Comparison, _policies, _Rounds, _settings, _Side
@@ -614,3 +615,32 @@ def test_a_spent_budget_stops_adaptive_rounds_after_the_minimum(tmp_path: Path) 
 
     used = read_rounds_used(run.path("pair", "kernels"))
     assert [n for n, _ in calls] == [1, 2, 3] and used.reason.startswith("--budget 0.001 s spent after ")
+
+
+def test_round_ones_kernel_workers_start_from_the_triton_binaries_their_suite_compiled(tmp_path: Path) -> None:
+    """A fresh kernel worker compiles every Triton kernel it loads, one at a time; before this, round 1's workers
+    found an empty cache and the later rounds round 1's (an H200: 12.3-16.0 s against 5.9-8.1 s a round). Each side's
+    workers now start from a copy of what its own suite compiled; a cache a round already filled is kept."""
+    sides = [side(tmp_path, name, [row("triton/t.py", "triton_poi_fused_add_0", "h0", backend="triton")])
+             for name in ("base", "pr")]
+    for plan_side in sides:
+        binary = VariantLayout(plan_side.directory).triton_cache / f"KEY-{plan_side.name}" / "triton_poi.cubin"
+        binary.parent.mkdir(parents=True)
+        binary.write_bytes(plan_side.name.encode())
+
+    plan = kernel_plan(sides, device="0", platform="cuda", warmup=5, iterations=7, timeout_s=30,
+                       logs=tmp_path / "logs", passes=1)
+
+    caches = {name: Path(Side(name, plan, None, say=lambda _: None).worker.env["TRITON_CACHE_DIR"])
+              for name in ("base", "pr")}
+    for name, cache in caches.items():
+        assert cache.is_relative_to(tmp_path / name / "work")
+        assert (cache / f"KEY-{name}" / "triton_poi.cubin").read_bytes() == name.encode()  # its own side's only
+        assert not (cache / f"KEY-{'pr' if name == 'base' else 'base'}").exists()
+
+    later = VariantLayout(sides[0].directory).triton_cache / "KEY-later" / "x.cubin"
+    later.parent.mkdir()
+    later.write_bytes(b"compiled after round 1")
+    kernel_plan(sides, device="0", platform="cuda", warmup=5, iterations=7, timeout_s=30, logs=tmp_path / "logs",
+                passes=1)
+    assert not (caches["base"] / "KEY-later").exists()

@@ -87,11 +87,16 @@ def device_env(device: str, platform: str, base: dict[str, str]) -> dict[str, st
     return env
 
 
+def worker_triton_cache(work_dir: Path) -> Path:
+    """The Triton cache of the workers whose scratch is ``work_dir``: theirs, kept from round to round."""
+    return work_dir / "triton"
+
+
 def worker_env(device: str, platform: str, base: dict[str, str], work_dir: Path,
                cache_dir: Path | None) -> dict[str, str]:
     """Environment of one worker: pinned to its device, private Triton cache, one OpenMP thread on CPU."""
     env = device_env(device, platform, base)
-    env["TRITON_CACHE_DIR"] = str(work_dir / "triton")
+    env["TRITON_CACHE_DIR"] = str(worker_triton_cache(work_dir))
     inductor_cache = cache_dir or (Path(base["TORCHINDUCTOR_CACHE_DIR"]) if base.get("TORCHINDUCTOR_CACHE_DIR")
                                    else work_dir / "inductor")
     env["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_cache)

@@ -9,7 +9,8 @@ timed from base's graph module in both workers (`timed_from_base`: same compiled
 the identical-kernel control measures the processes, when both sides compile C++ alike (``same_cpp_build``);
 changed pairs, and every pair when the compile commands differ, are timed in each side's own graph.
 The same pairs go into each side's ``kernel_outputs/numerics.json`` (``analysis.kernels.numerics``), named to its
-workers, which record the kernels for the numerical A/B once per run (the PR's on base's recorded inputs).
+workers, which record the kernels for the numerical A/B once per run (the PR's on base's recorded inputs). The
+kernel workers' Triton cache starts as a copy of the one the side's suite filled (`seed_triton_cache`).
 
 Models: one block per model whose suite row is ``ok`` on both sides; each side's worker prepares (compiles) the
 models of its group first.
@@ -24,6 +25,7 @@ from the paired stage's own environment.
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -54,6 +56,7 @@ from foundation.formats.stage_records import (
     device_env,
     plan_jobs,
     worker_env,
+    worker_triton_cache,
 )
 from foundation.formats.suite_request import SuiteRequest
 from foundation.hip_modules import models_per_process
@@ -240,8 +243,9 @@ def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: in
         base_env = side.worker_base_env(KERNEL_WORKER)
         if interpreted[side.name]:
             base_env["TRITON_INTERPRET"] = "1"
-        env = worker_env(device, platform, base_env, VariantLayout(side.directory).work / "kernels" / "paired",
-                         Path(side.stage_env["TORCHINDUCTOR_CACHE_DIR"]))
+        work = VariantLayout(side.directory).work / "kernels" / "paired"
+        seed_triton_cache(VariantLayout(side.directory).triton_cache, worker_triton_cache(work))
+        env = worker_env(device, platform, base_env, work, Path(side.stage_env["TORCHINDUCTOR_CACHE_DIR"]))
         # Every fresh worker loads its side's modules before the first visit, both sides at once.
         loads = [{**asdict(job), "kind": LOAD} for job in jobs[side.name]]
         plan_sides[side.name] = SidePlan(env=side.plan_env(env), log=str(logs / f"kernels-{side.name}-workers.log"),
@@ -250,6 +254,18 @@ def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: in
     return Plan(kind="kernels", worker=KERNEL_WORKER, device=device, sides=plan_sides,
                 blocks=pair_jobs(jobs[base], jobs[pr], partner.paths), passes=passes, platform=platform,
                 modules_per_worker=modules_per_worker)
+
+
+def seed_triton_cache(suite_cache: Path, workers_cache: Path) -> None:
+    """The kernel workers' Triton cache starts as a copy of the Triton binaries the side's suite compiled, both sides
+    alike. A fresh kernel worker compiles every Triton kernel it loads, every configuration it autotunes, one at a
+    time (no compile pool: `worker_env`); later rounds find round 1's binaries in the cache, round 1 found none: on
+    an H200, 11 tiny kernels, round 1 took 12.3–16.0 s and later rounds 5.9–8.1 s (docs/gpu-validation.md). The
+    autotuning itself still runs in every fresh worker (each round deletes the chosen configurations). A cache
+    already there (a round ran) is kept."""
+    if workers_cache.exists() or not suite_cache.is_dir() or not any(suite_cache.iterdir()):
+        return
+    shutil.copytree(suite_cache, workers_cache)
 
 
 def _numerics_configs(sides: list[PlanSide], plan_sides: dict[str, SidePlan], partner: dict[str, str]) -> None:
