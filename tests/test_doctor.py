@@ -178,6 +178,26 @@ def test_every_download_the_build_needs_and_the_store_lacks_is_listed_with_the_f
     assert "llvm (" not in store.detail, "a stored download is no longer missing"
 
 
+def test_a_tiny_cpu_docker_compare_asks_for_the_disk_one_took_here_and_a_full_size_one_for_more(tmp_path):
+    """Measured here: a tiny cpu-docker compare added 1.4 GB of images to the engine, 0.24 GB to the store and
+    0.29 GB of run directory. With 4 GB free, that compare goes ahead (the doctor once asked 8 GB of it and refused
+    a machine with 6.2 GB free); full-size models need a larger run directory and are refused."""
+    from foundation.formats.suite_request import SuiteRequest
+
+    machine = Machine(free_bytes=lambda path: 4 * doctor.GB)
+    found = {}
+    for size in ("tiny", "full"):
+        session = doctor.Session(inputs(RECIPES / "cpu-docker.toml", tmp_path, suite=SuiteRequest(size=size)),
+                                 machine)
+        session.client = FakeEngine(tmp_path)
+        found[size] = doctor.check_disk(session)
+
+    assert found["tiny"].status == "ok", found["tiny"].detail
+    assert f"docker data root {tmp_path}" in found["tiny"].detail
+    assert found["full"].status == "fail"
+    assert "4.0 GB free, needs ~" in found["full"].detail and "measured here" in found["full"].detail
+
+
 def test_a_base_image_python_older_than_3_10_fails(tmp_path):
     machine = amd_machine(tmp_path, gpu=True, docker=lambda: FakeEngine(tmp_path, python="3.8"))
     found = by_name(run_doctor(inputs(rocm_recipe(tmp_path), tmp_path), machine))

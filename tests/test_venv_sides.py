@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from prbench.commands.images import SourceSides, run_store_action
-from prbench.compare.doctor import DoctorInputs, run_doctor
+from prbench.compare.doctor import DoctorInputs, Machine, run_doctor
 from prbench.compare.variant_plan import plan_venv
 from prbench.images import wheels
 from prbench.images.content_store import Store, StoreItem, WheelTarget
@@ -187,8 +187,10 @@ def test_doctor_says_what_each_venv_will_contain_before_anything_is_built(
     store.add_file(triton, kind="wheel", name=triton.name, origin="stand-in")
     recipe = _venv_recipe(tmp_path / "doctor-venv.toml", "torch==2.13.0+cpu", cpu_build.sha256)
 
+    roomy = Machine(free_bytes=lambda path: 1 << 40)  # what this machine's disk holds is not this test's story
+
     results = run_doctor(DoctorInputs(recipe=load_recipe(str(recipe), tmp_path), runs_dir=tmp_path / "runs",
-                                      store=store.root, pr="torch==2.14.1", python="python3"))
+                                      store=store.root, pr="torch==2.14.1", python="python3"), roomy)
 
     found = {r.name: r for r in results}
     assert list(found) == ["venv python", "disk", "venv contents", "experiment"]  # no Docker engine, no image

@@ -12,7 +12,6 @@ import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
-from typing import NamedTuple
 
 import pytest
 
@@ -268,12 +267,6 @@ def test_a_lock_written_before_the_installed_records_is_still_read(tmp_path: Pat
 # --- invoke doctor ------------------------------------------------------------------------------------------------
 
 
-class _Usage(NamedTuple):
-    total: int
-    used: int
-    free: int
-
-
 class _Engine:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -290,7 +283,7 @@ def _doctor(store: Store, tmp_path: Path, base: str, pr: str) -> Session:
 
 
 def test_doctor_says_what_each_image_will_contain_and_warns_when_the_disk_is_short(
-        store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        store: Store, tmp_path: Path) -> None:
     session = _doctor(store, tmp_path, "installed", "torch==2.14.1")
     pr = wheel_contents(store, [(["torch==2.14.1"], "pinned")], TARGET)
     assert pr.image_bytes is not None
@@ -303,7 +296,7 @@ def test_doctor_says_what_each_image_will_contain_and_warns_when_the_disk_is_sho
            "and platform_machine == \"x86_64\"), 1 CUDA library wheels, " in result.detail
     # The Docker data root holds less than both images take: a warning naming the need, before any build.
     free = pr.image_bytes // 2
-    monkeypatch.setattr(doctor.shutil, "disk_usage", lambda path: _Usage(free * 4, free * 3, free))
+    session.machine = Machine(free_bytes=lambda path: free)
 
     short = doctor.check_image_contents(session)
 
