@@ -73,6 +73,7 @@ from prbench.runners import StageCommand
 from prbench.runners.local import LocalRunner
 from prbench.runs.pipeline import Pipeline, PreparedVariant, StageSpec
 from prbench.runs.run_store import Run, RunStore, input_hash
+from prbench.sides.header_cache import KEEP_BYTES, prune_headers, shared_header_dir
 from prbench.sides.recipes import Recipe
 from prbench.sides.variants import Variant
 from prbench.stages.command_lines import (
@@ -233,6 +234,8 @@ def _compare(request: CompareRequest, console: Console, compare_plan: ComparePla
         run.retire_report()
         console.print(f"run [bold]{run.run_id}[/] in {run.root}")
         console.print(policy_line(_policies(request)), markup=False, highlight=False)
+        if request.recipe.runner == "local":
+            _prune_shared_headers(console)
         locks: dict[str, Any] = {}
         sides: list[_Side] = []
         triton_ab = compare_plan.triton_ab
@@ -251,6 +254,16 @@ def _compare(request: CompareRequest, console: Console, compare_plan: ComparePla
                                runner_spec))
         paths = Comparison(request, run, sides, rounds, tree).run_stages(locks)
     return run, paths
+
+
+def _prune_shared_headers(console: Console) -> None:
+    """The precompiled headers local sides share stay within their bound (``prbench.sides.header_cache``)."""
+    directory = shared_header_dir()
+    removed = prune_headers(Path(directory)) if directory else []
+    if removed:
+        count = f"{len(removed)} precompiled header" + ("s" if len(removed) > 1 else "")
+        console.print(f"removed {count} unused for a day ({sum(h.size for h in removed) / 1e9:.1f} GB) from "
+                      f"{directory}, which keeps the newest {KEEP_BYTES / 1e9:.0f} GB", markup=False, highlight=False)
 
 
 @contextlib.contextmanager

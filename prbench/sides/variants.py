@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,10 @@ from typing import Any
 from foundation.errors import UserError
 from foundation.formats.run_layout import VariantLayout
 from foundation.formats.stage_records import HEADER_DIR_ENV, INDUCTOR_CONFIG_ENV
+from prbench.sides.header_cache import shared_header_dir
 from prbench.sides.recipes import Recipe
 
 VARIANT_NAMES = ("base", "pr")
-DEFAULT_HEADER_DIR = Path("~/.cache/prbench/inductor-headers")
 
 # Environment every stage gets (the seed's run_hf.sh knobs that do not depend on the platform).
 _STAGE_ENV = {
@@ -94,13 +93,6 @@ class Variant:
         if config:
             env[INDUCTOR_CONFIG_ENV] = json.dumps(config, sort_keys=True)
         return env
-
-
-def shared_header_dir() -> str:
-    """Where the stages of local recipes share Inductor's precompiled C++ headers (``stages.support.environment``):
-    ``$PRBENCH_INDUCTOR_HEADERS`` (empty: nowhere, each side's TMPDIR keeps its own), else
-    ``~/.cache/prbench/inductor-headers``."""
-    return os.environ.get(HEADER_DIR_ENV, str(DEFAULT_HEADER_DIR.expanduser()))
 
 
 def parse_assignments(items: list[str] | tuple[str, ...], flag: str) -> dict[str, str]:
