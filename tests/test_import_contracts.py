@@ -80,7 +80,8 @@ MAY_IMPORT: dict[str, tuple[str, tuple[str, ...]]] = {
                ("stages.support", *_ANALYSIS_PURE, *_FOUNDATION)),
     "prbench": ("`termination` (signals, the stop), `inductor_options`", _FOUNDATION),
     "prbench.sides": ("what a side's environment is made of: the recipe, variants and `--env`, the installed "
-                      "torch, the overlay, patches, pins, git refs", ("prbench", *_FOUNDATION)),
+                      "torch, the overlay, patches, pins, git refs, the precompiled headers local sides share",
+                      ("prbench", *_FOUNDATION)),
     "prbench.images": ("build plan, build and context, wheels, venv sides, lock.json, the content store, the "
                        "Docker client (`docker_engine`), Triton and PyTorch setup",
                        ("prbench", "prbench.sides", *_FOUNDATION, "analysis")),
