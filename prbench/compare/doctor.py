@@ -288,13 +288,17 @@ def check_disk(s: Session) -> CheckResult:
         wanted.append(("store", s.store().root, estimate.store_gb))
         wanted.append(("build context", Path(tempfile.gettempdir()), estimate.context_gb))
         if s.client is not None:
-            wanted.append(("docker data root", Path(s.client.info().get("DockerRootDir", "/var/lib/docker")),
-                           estimate.docker_gb))
+            wanted.append(("docker data root", _docker_root(s), estimate.docker_gb))
     short, parts = _free_space([(what, path, gb * GB) for what, path, gb in wanted], s.machine.free_bytes)
     if short:
         return _fail(name, "; ".join(short) + f" ({estimate.basis})")
     unseen = "" if s.client is not None or not s.recipe.is_docker else "; the docker data root is unknown"
     return _ok(name, "; ".join(parts) + unseen)
+
+
+def _docker_root(s: Session) -> Path:
+    """Where the engine keeps its images."""
+    return Path(s.client.info().get("DockerRootDir", "/var/lib/docker"))
 
 
 def _free_space(wanted: list[tuple[str, Path, float]],
@@ -651,8 +655,7 @@ def check_image_contents(s: Session) -> CheckResult:
     if s.recipe.is_venv:  # the venvs, with their wheels copied in while each builds, in the runs directory
         wanted = [("venvs", s.inputs.runs_dir, float(image_bytes))]
     if s.client is not None:
-        wanted.append(("docker data root", Path(s.client.info().get("DockerRootDir", "/var/lib/docker")),
-                       float(image_bytes)))
+        wanted.append(("docker data root", _docker_root(s), float(image_bytes)))
     short, _ = _free_space(wanted, s.machine.free_bytes)
     if short:
         return CheckResult(name, "warn", "; ".join(parts) + "; short of disk: " + "; ".join(short))

@@ -243,8 +243,9 @@ def kernel_plan(sides: list[PlanSide], *, device: str, platform: str, warmup: in
         base_env = side.worker_base_env(KERNEL_WORKER)
         if interpreted[side.name]:
             base_env["TRITON_INTERPRET"] = "1"
-        work = VariantLayout(side.directory).work / "kernels" / "paired"
-        seed_triton_cache(VariantLayout(side.directory).triton_cache, worker_triton_cache(work))
+        layout = VariantLayout(side.directory)
+        work = layout.work / "kernels" / "paired"
+        seed_triton_cache(layout.triton_cache, worker_triton_cache(work))
         env = worker_env(device, platform, base_env, work, Path(side.stage_env["TORCHINDUCTOR_CACHE_DIR"]))
         # Every fresh worker loads its side's modules before the first visit, both sides at once.
         loads = [{**asdict(job), "kind": LOAD} for job in jobs[side.name]]
