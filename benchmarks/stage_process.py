@@ -32,12 +32,14 @@ def suite_args(out: Path, models: str) -> list[str]:
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall and CPU seconds of one process and its children (``RUSAGE_CHILDREN``; stdin closed: a model worker
-    finds no job); a failure ends the benchmark with the process's last line of stderr."""
+    finds no job); a failure ends the benchmark with the process's last line of stderr (of stdout when stderr is
+    empty, as pytest's summary is)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     begin = time.perf_counter()
     proc = subprocess.run(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     wall = time.perf_counter() - begin
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
-        sys.exit(f"{' '.join(argv[:4])} failed: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}")
+        last = proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"]
+        sys.exit(f"{' '.join(argv[:4])} failed: {last[-1]}")
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

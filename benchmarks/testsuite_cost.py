@@ -29,16 +29,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from stage_process import timed
+
 BASELINE = "tests/test_compare_e2e.py"
 GROUPS: dict[str, tuple[str, ...]] = {
     "docker-compare": ("tests/test_docker_compare.py",),
@@ -86,21 +83,13 @@ def machine_busy_s() -> float:
         return busy_seconds(handle.readline(), os.sysconf("SC_CLK_TCK"))
 
 
-def children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def measure(command: list[str], busy: Callable[[], float] = machine_busy_s,
-            tree: Callable[[], float] = children_cpu_s) -> Cost:
-    """Run ``command`` from the project root and say what it cost; a failing command is an error (a group whose
-    tests failed did not do the work it is quoted for)."""
-    machine0, tree0, wall0 = busy(), tree(), time.monotonic()
-    done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    cost = Cost(time.monotonic() - wall0, busy() - machine0, tree() - tree0)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)}: exit {done.returncode}\n{done.stdout[-3000:]}")
-    return cost
+def measure(command: list[str], busy: Callable[[], float] = machine_busy_s) -> Cost:
+    """Run ``command`` from the project root and say what it cost (``stage_process.timed``: wall, and the CPU of
+    its process tree); a failing command ends the benchmark (a group whose tests failed did not do the work it
+    would be quoted for)."""
+    machine0 = busy()
+    wall, tree = timed(command, dict(os.environ))
+    return Cost(wall, busy() - machine0, tree)
 
 
 def remove_project_images() -> None:
