@@ -77,6 +77,7 @@ from stages.support import cpp_replay, kernel_numerics
 from stages.support.borrowed_binaries import borrowed_binaries
 from stages.support.progress import progress_line
 from stages.support.worker_process import (
+    JobHandler,
     Worker,
     WorkerFailure,
     one_line_error,
@@ -272,6 +273,13 @@ def _run_one(worker: Worker, job: Job) -> dict[str, Outcome]:
 
 def worker_main(result_fd: int) -> int:
     watch_lifeline()  # before the seconds of imports: a worker never outlives its stage
+    return serve(result_fd, worker_setup()())
+
+
+def worker_setup() -> Callable[[], JobHandler]:
+    """This process made ready to be a kernel worker (Inductor prepared); returns what makes the worker's job
+    handler, its timer and placement draws its own (a process forked after the setup makes one of its own:
+    ``benchmarks/forked_workers.py``)."""
     from stages.support.environment import prepare_inductor
 
     prepare_inductor()
@@ -279,8 +287,12 @@ def worker_main(result_fd: int) -> int:
         from stages.support import triton_cpu
 
         triton_cpu.install()
-    worker = KernelWorker(_make_timer())
-    return serve(result_fd, lambda job: worker.execute(Job(**job)))
+
+    def handler() -> JobHandler:
+        worker = KernelWorker(_make_timer())
+        return lambda job: worker.execute(Job(**job))
+
+    return handler
 
 
 def _make_timer() -> DeviceEventTimer | WallTimer:

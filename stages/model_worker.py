@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.entry import StageArgumentParser, run_as_script
-from stages.support.worker_process import serve, watch_lifeline
+from stages.support.worker_process import JobHandler, serve, watch_lifeline
 
 RECOMPILE_LIMIT = 64
 
@@ -121,6 +121,13 @@ def forget_automatic_dynamic(torch: Any) -> None:
 
 def worker_main(result_fd: int) -> int:
     watch_lifeline()  # before the seconds of imports: a worker never outlives its stage
+    return serve(result_fd, worker_setup()())
+
+
+def worker_setup() -> Callable[[], JobHandler]:
+    """This process made ready to be a model worker (torch, dynamo and transformers imported, Inductor prepared);
+    returns what makes the worker's job handler (a process forked after the setup makes one of its own:
+    ``benchmarks/forked_workers.py``)."""
     from stages.suite import hub_offline
 
     hub_offline()  # before transformers is imported
@@ -138,7 +145,7 @@ def worker_main(result_fd: int) -> int:
     config = torch._dynamo.config
     name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # older torch
     setattr(config, name, max(getattr(config, name), RECOMPILE_LIMIT))
-    return serve(result_fd, ModelWorker().handle)
+    return lambda: ModelWorker().handle
 
 
 def build_parser() -> argparse.ArgumentParser:

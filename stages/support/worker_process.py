@@ -276,7 +276,11 @@ def watch_lifeline() -> None:
     threading.Thread(target=watch, name="lifeline", daemon=True).start()
 
 
-def serve(result_fd: int, handle: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+# A worker's job handler: a job's dict in, its reply's dict out.
+JobHandler = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def serve(result_fd: int, handle: JobHandler) -> int:
     """The worker loop: ready, then one reply line per job line until stdin closes."""
     results = os.fdopen(result_fd, "w", buffering=1)
     imports_s = round(time.monotonic() - _IMPORTED_AT, 3)
