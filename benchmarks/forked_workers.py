@@ -45,8 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from foundation.atomic_io import write_json  # noqa: E402
-from foundation.formats.stage_records import LAYOUT_PAD_VAR, Plan, PlanJob, read_plan  # noqa: E402
-from stages.paired import LAYOUT_PAD_MAX  # noqa: E402
+from foundation.formats.stage_records import Plan, PlanJob, read_plan  # noqa: E402
+from stages.paired import LAYOUT_PAD_MAX, fresh_worker_env  # noqa: E402
 from stages.support.worker_process import JobHandler, Worker, last_cpu, pin  # noqa: E402
 
 FORMAT_VERSION = 1
@@ -103,8 +103,7 @@ def process_spread_pct(workers: list[Worked]) -> dict[str, float]:
 
 def run_fresh(plan: Plan, side: str, prepare: list[PlanJob], visits: list[PlanJob], passes: int,
               log: Path) -> Worked:
-    env = {k: v for k, v in {**os.environ, **plan.sides[side].env}.items() if v is not None}
-    env[LAYOUT_PAD_VAR] = "x" * random.randrange(LAYOUT_PAD_MAX)  # drawn per worker, as a round draws it
+    env = fresh_worker_env(plan.sides[side], random.randrange(LAYOUT_PAD_MAX))  # drawn per worker, as a round does
     worker = Worker(side, plan.worker, env, log, {last_cpu()})
     begin = time.monotonic()
     try:
@@ -205,6 +204,10 @@ def summary(workers: list[Worked]) -> dict[str, Any]:
     return out
 
 
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f} %"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="a finished compare's run directory")
@@ -239,8 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     result = summary(workers)
     for how, entry in result.items():
         print(f"{how:6}: start {entry['start_s_median']:.2f} s (median of {entry['workers']}), process spread "
-              f"{entry['process_spread_pct_median']:.2f} % (median over {entry['items']} items): shared "
-              f"{entry['shared_pct']:.2f} %, each item's own {entry['own_pct']:.2f} %")
+              f"{_pct(entry['process_spread_pct_median'])} (median over {entry['items']} items): shared "
+              f"{_pct(entry['shared_pct'])}, each item's own {_pct(entry['own_pct'])}")
     if args.json:
         write_json(args.json, {"format_version": FORMAT_VERSION, "run": str(args.run), "side": args.side,
                                "kind": args.kind, "passes": args.passes, "map_pages": args.map_pages, "summary": result,

@@ -65,7 +65,16 @@ from typing import Any
 from foundation.errors import UserError
 from foundation.formats.paired_rounds import SIDES, RoundRecord, Visit, write_round
 from foundation.formats.round_shards import parse_block_ranges
-from foundation.formats.stage_records import LAYOUT_PAD_VAR, Block, Plan, PlanJob, device_env, job_items, read_plan
+from foundation.formats.stage_records import (
+    LAYOUT_PAD_VAR,
+    Block,
+    Plan,
+    PlanJob,
+    SidePlan,
+    device_env,
+    job_items,
+    read_plan,
+)
 from foundation.hip_modules import is_error_209
 from foundation.records import is_number
 from stages.entry import StageArgumentParser, raise_if_stopped, run_as_script
@@ -82,6 +91,14 @@ LAYOUT_PAD_MAX = 4096
 # --- one side within a round ---------------------------------------------------------------------------------
 
 
+def fresh_worker_env(side: SidePlan, layout_pad: int) -> dict[str, str]:
+    """A fresh worker's environment: this stage's, the side's laid over it (``None`` unsets a variable), and the
+    padding variable ``layout_pad`` characters long."""
+    env = {k: v for k, v in {**os.environ, **side.env}.items() if v is not None}
+    env[LAYOUT_PAD_VAR] = "x" * layout_pad
+    return env
+
+
 class Side:
     """One side's worker in a round: fresh at the start of each group, restarted (and re-prepared) after a crash."""
 
@@ -90,10 +107,9 @@ class Side:
         side = plan.sides[name]
         self.name = name
         self.say = say
-        env = {k: v for k, v in {**os.environ, **side.env}.items() if v is not None}
+        env = fresh_worker_env(side, layout_pad)
         if device is not None and device != plan.device:  # a shard placed on another device than the plan's
             env = device_env(device, plan.platform or ("cpu" if device == "cpu" else "cuda"), env)
-        env[LAYOUT_PAD_VAR] = "x" * layout_pad
         self.layout_pad = layout_pad
         self.worker = Worker(name, plan.worker, env, Path(side.log), cpus)
         self.all_prepares = side.prepare
