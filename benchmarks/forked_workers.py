@@ -3,7 +3,7 @@ worker's start costs each way, and whether a forked worker's timings vary from p
 fresh one's (the placement caution of docs/cost-model.md, "So the rounds keep fresh processes").
 
     python benchmarks/forked_workers.py RUN [--kind kernels|models] [--side base] [--processes 8] [--passes 4]
-                                            [--map-pages N] [--json FILE]
+                                            [--map-pages N] [--parents K] [--json FILE]
 
 ``RUN`` is a finished compare's run directory (README command 1's). The jobs of its plan for one kind
 (``pair/<kind>/plan.json``) and one side are timed by ``--processes`` workers of each sort, started alternately
@@ -20,6 +20,13 @@ Each worker prepares the side's items (models built and compiled from the side's
 pinned to the last CPU and visits every job ``--passes`` times. Per sort it prints the start (spawn to prepared,
 median over workers) and, over the items, the median spread of the workers' medians (the standard deviation of
 their logs, in %): the process level the rounds average out, which forking must not shrink into a fixed offset.
+
+With ``--parents K`` (K ≥ 2) it runs itself K times, one after the other, each a parent of its own (a fresh
+interpreter that takes the side's environment and forks its ``--processes`` children), and asks what a fork server
+with one parent per side would leave behind: per sort, the part of each item's time that all children of one
+parent share beyond their own spread (`parent_parts`). For the forked sort that is the offset between two sides
+that one parent each would give every kernel, for the whole compare; for the fresh sort, whose "parent" is only the
+invocation, it is what the machine's drift between invocations gives, the level the forked one is read against.
 Run it with the venv of the run (torch), from the repository root.
 """
 
@@ -34,7 +41,9 @@ import mmap
 import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -204,6 +213,92 @@ def summary(workers: list[Worked]) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class ParentParts:
+    """Children grouped by their parent (a nested analysis of variance of their log medians, in % of the time)."""
+
+    parents: int
+    children: int  # per parent (the fewest any parent had)
+    items: int
+    own_pct: float  # each item's offset that all children of a parent share, beyond their own spread
+    child_own_pct: float  # each item's own spread between children of one parent
+    f: float  # the test of own_pct > 0: mean squares between parents over within, per item
+    p: float
+    shared_pct: float  # the offset over all items that a parent's children share, beyond their own
+    child_shared_pct: float  # the spread of the children's offsets over all items, within a parent
+
+
+def parent_parts(groups: list[list[dict[str, float]]]) -> ParentParts | None:
+    """How much of each item's time a parent passes on to all its children: ``groups[k]`` holds parent k's
+    children, each {item: median}. Each child's offset over all items (what it shares over its items, which the
+    in-run control takes out) is set apart first; what is left per item is split into between parents and within
+    (degrees of freedom (K−1)(J−1) and K(P−1)(J−1)). None when there are fewer than 2 parents, 2 children each or
+    2 items every child timed."""
+    from scipy import stats
+
+    children = min((len(group) for group in groups), default=0)
+    if len(groups) < 2 or children < 2:
+        return None
+    items = sorted(set.intersection(*(set(child) for group in groups for child in group[:children])))
+    items = [item for item in items if all(child[item] > 0 for group in groups for child in group[:children])]
+    if len(items) < 2:
+        return None
+    k_n, p_n, j_n = len(groups), children, len(items)
+    logs = [[[math.log(child[item]) for item in items] for child in group[:children]] for group in groups]
+    item_mean = [statistics.fmean(row[j] for group in logs for row in group) for j in range(j_n)]
+    offsets = [[statistics.fmean(row[j] - item_mean[j] for j in range(j_n)) for row in group] for group in logs]
+    left = [[[row[j] - item_mean[j] - offsets[k][i] for j in range(j_n)] for i, row in enumerate(group)]
+            for k, group in enumerate(logs)]
+    parent_item = [[statistics.fmean(row[j] for row in group) for j in range(j_n)] for group in left]
+    within = sum((row[j] - parent_item[k][j]) ** 2 for k, group in enumerate(left) for row in group
+                 for j in range(j_n)) / (k_n * (p_n - 1) * (j_n - 1))
+    between = p_n * sum(value ** 2 for means in parent_item for value in means) / ((k_n - 1) * (j_n - 1))
+    parent_offset = [statistics.fmean(group) for group in offsets]
+    shared_within = sum((o - parent_offset[k]) ** 2 for k, group in enumerate(offsets) for o in group) / (
+        k_n * (p_n - 1))
+    shared_between = p_n * statistics.variance(parent_offset)
+    f = between / within if within > 0 else math.inf
+    return ParentParts(
+        parents=k_n, children=p_n, items=j_n,
+        own_pct=100 * math.sqrt(max(between - within, 0.0) / p_n), child_own_pct=100 * math.sqrt(within),
+        f=f, p=float(stats.f.sf(f, (k_n - 1) * (j_n - 1), k_n * (p_n - 1) * (j_n - 1))),
+        shared_pct=100 * math.sqrt(max(shared_between - shared_within, 0.0) / p_n),
+        child_shared_pct=100 * math.sqrt(shared_within))
+
+
+def run_parents(args: argparse.Namespace) -> int:
+    """This benchmark run ``args.parents`` times, each in a fresh interpreter of its own (a parent), then the
+    children of each sort grouped by parent (`parent_parts`)."""
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="prbench-parents-") as folder:
+        for number in range(1, args.parents + 1):
+            out = Path(folder) / f"parent-{number}.json"
+            print(f"parent {number} of {args.parents}:", flush=True)
+            command = [sys.executable, __file__, str(args.run), "--kind", args.kind, "--side", args.side,
+                       "--processes", str(args.processes), "--passes", str(args.passes), "--map-pages",
+                       str(args.map_pages), "--json", str(out)]
+            done = subprocess.run(command, check=False).returncode
+            if done != 0:
+                raise SystemExit(f"parent {number}: the benchmark exited with {done} (its output is above)")
+            runs.append(json.loads(out.read_text(encoding="utf-8")))
+    parts = {how: parent_parts([[w["medians"] for w in run["workers"] if w["how"] == how] for run in runs])
+             for how in ("fresh", "forked")}
+    for how, found in parts.items():
+        if found is None:
+            print(f"{how:6}: n/a (too few children or items to split)")
+            continue
+        print(f"{how:6}: {found.parents} parents x {found.children} children, {found.items} items: each item's "
+              f"offset a parent passes on {found.own_pct:.2f} % (children's own {found.child_own_pct:.2f} %; "
+              f"F {found.f:.2f}, p {found.p:.2g}); over all items {found.shared_pct:.2f} % (children's "
+              f"{found.child_shared_pct:.2f} %)")
+    if args.json:
+        write_json(args.json, {"format_version": FORMAT_VERSION, "run": str(args.run), "side": args.side,
+                               "kind": args.kind, "parents": runs,
+                               "parent_parts": {how: asdict(found) if found else None
+                                                for how, found in parts.items()}})
+    return 0
+
+
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f} %"
 
@@ -219,13 +314,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--map-pages", type=int, default=MAP_PAGES_MAX,
                         help=f"a forked child maps a region of up to this many pages before its loads, its size "
                              f"drawn per child; 0: none (default {MAP_PAGES_MAX})")
+    parser.add_argument("--parents", type=int, default=1,
+                        help="run the whole benchmark this many times, each a parent of its own, and split the "
+                             "children's times by parent (default 1: this process is the one parent)")
     parser.add_argument("--json", type=Path, help="write every worker's medians and the summary here")
     args = parser.parse_args(argv)
-    if args.processes < 2 or args.passes < 1 or args.map_pages < 0:
-        parser.error("--processes must be at least 2, --passes at least 1 and --map-pages at least 0")
+    if args.processes < 2 or args.passes < 1 or args.map_pages < 0 or args.parents < 1:
+        parser.error("--processes must be at least 2, --passes and --parents at least 1 and --map-pages at least 0")
     plan_path = args.run / "pair" / args.kind / "plan.json"
     if not plan_path.is_file():
         parser.error(f"{args.run}: no pair/{args.kind}/plan.json (a finished compare's run directory)")
+    if args.parents > 1:
+        return run_parents(args)
     plan = read_plan(plan_path)
     prepare, visits = side_jobs(plan, args.side)
     log = args.run / f"forked-workers-{args.kind}.log"

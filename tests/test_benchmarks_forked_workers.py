@@ -1,9 +1,11 @@
 """benchmarks/forked_workers.py: given a compare's kernel plan and the workers' replies, the benchmark takes one
-side's jobs, the imports its graph modules make, each worker's median per kernel, and the spread between workers."""
+side's jobs, the imports its graph modules make, each worker's median per kernel, and the spread between workers;
+given the children of several parents, what each parent passes on to all of its children."""
 
 from __future__ import annotations
 
 import math
+import random
 import sys
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from forked_workers import (  # noqa: E402
     Worked,
     graph_imports,
     medians_of,
+    parent_parts,
     process_spread_pct,
     shared_and_own_pct,
     side_jobs,
@@ -105,3 +108,52 @@ def test_a_worker_slower_as_a_whole_is_the_shared_part_and_the_rest_each_items_o
     alike = [Worked("fresh", 1.0, {k: v * f for k, v in base.items()}) for f in (1.0, 1.05, 0.95)]
     assert shared_and_own_pct(alike)[1] == pytest.approx(0.0, abs=1e-9)
     assert shared_and_own_pct(workers[:1]) is None
+
+
+def _children(parents: int, children: int, items: int, own: float, parent_own: float, parent_shared: float,
+              seed: int) -> list[list[dict[str, float]]]:
+    """Children's medians: each item's time × a parent's offset for that item (``parent_own``) and over all items
+    (``parent_shared``) × each child's own noise (``own``), all log-normal, in fractions."""
+    rng = random.Random(seed)
+    times = {f"k{j}": rng.uniform(0.05, 50.0) for j in range(items)}
+    groups = []
+    for _ in range(parents):
+        shared = rng.gauss(0, parent_shared)
+        offset = {item: rng.gauss(0, parent_own) for item in times}
+        groups.append([{item: t * math.exp(shared + offset[item] + rng.gauss(0, own)) for item, t in times.items()}
+                       for _ in range(children)])
+    return groups
+
+
+def test_an_offset_each_parent_gives_its_children_per_kernel_is_found_and_its_size_read_back() -> None:
+    """Six parents of six children, 37 kernels (a README run's): a parent that moves each kernel by 2 % (sd) in all
+    its children, against children that differ by 1 % among themselves."""
+    found = parent_parts(_children(6, 6, 37, own=0.01, parent_own=0.02, parent_shared=0.0, seed=1))
+
+    assert found is not None and (found.parents, found.children, found.items) == (6, 6, 37)
+    assert 1.6 < found.own_pct < 2.4 and 0.9 < found.child_own_pct < 1.1
+    assert found.p < 1e-6
+
+
+def test_children_of_parents_that_pass_nothing_on_show_no_parent_part() -> None:
+    p_values = []
+    for seed in range(20):
+        found = parent_parts(_children(6, 6, 37, own=0.01, parent_own=0.0, parent_shared=0.0, seed=seed))
+        assert found is not None and found.own_pct < 0.4 and 0.9 < found.child_own_pct < 1.1
+        p_values.append(found.p)
+    assert sum(p < 0.05 for p in p_values) <= 4  # a test at 5 %: about one in twenty by chance
+
+
+def test_a_parent_slower_on_every_kernel_is_its_shared_part_not_each_kernels_own() -> None:
+    found = parent_parts(_children(30, 6, 37, own=0.01, parent_own=0.0, parent_shared=0.03, seed=2))
+
+    assert found is not None and 2.0 < found.shared_pct < 4.0 and found.own_pct < 0.4
+    assert found.child_shared_pct < 0.5  # the children's own noise averages out over 37 kernels
+
+
+def test_too_few_parents_children_or_kernels_give_no_split() -> None:
+    groups = _children(3, 3, 5, own=0.01, parent_own=0.0, parent_shared=0.0, seed=3)
+
+    assert parent_parts(groups[:1]) is None
+    assert parent_parts([group[:1] for group in groups]) is None
+    assert parent_parts([[{"k0": child["k0"]} for child in group] for group in groups]) is None
